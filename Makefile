@@ -1,0 +1,76 @@
+# dpfl build.  `make demo` and `make test` are the two entry points; both run the set-up step first.
+CC      ?= gcc
+PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
+SAN     ?= 0
+ifeq ($(SAN),1)
+  BUILD  := build/san
+  OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDSAN  := -fsanitize=address,undefined
+else
+  BUILD  := build
+  OPT    := -O3 -march=native -g
+  LDSAN  :=
+endif
+CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) -pthread -Iinclude -Isrc \
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
+TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libdpfl.a
+BIN      := $(BUILD)/dpfl
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all setup demo test test-san bench clean
+all: $(BIN)
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS) $(TEST_LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+demo: setup
+	@$(MAKE) --no-print-directory all
+	./$(BIN) train examples/demo.ini --out runs/demo
+
+test: setup
+	@$(MAKE) --no-print-directory $(BIN) $(TESTS)
+	@BUILD=$(BUILD) tests/run.sh $(TESTS)
+
+test-san: setup
+	@$(MAKE) --no-print-directory SAN=1 test-build
+	@BUILD=build/san ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:build/%=build/san/%)
+
+test-build: $(BIN) $(TESTS)
+
+bench: setup
+	@$(MAKE) --no-print-directory $(BIN) $(BENCHES)
+	@bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,109 @@
+/* dpfl core: errors, the CSPRNG and its distributions, flat float vectors, checksummed files.
+ *
+ * Every library function that can fail returns a dpfl_status and, on failure, fills a dpfl_error with one
+ * human-readable line ("<what> (<where>): <why>").  The library never exits; DPFL_ASSERT is only for internal
+ * invariants.
+ *
+ * Randomness: dpfl_rng is ChaCha20 (libsodium) keyed either from OS entropy (deployment) or from a 64-bit seed
+ * (reproducible experiments: NOT for deployment, since anyone who knows the seed knows the noise).  Streams are
+ * derived by name (round, client, purpose), so results do not depend on thread scheduling. */
+#ifndef DPFL_CORE_H
+#define DPFL_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define DPFL_VERSION "0.1.0"
+
+typedef enum {
+    DPFL_OK = 0,
+    DPFL_EINVAL = 1, /* bad argument or configuration value */
+    DPFL_EIO = 2,    /* file could not be read or written */
+    DPFL_EFORMAT = 3, /* file content is malformed */
+    DPFL_ENOMEM = 4,
+    DPFL_ENOTPRIVATE = 5, /* a guarantee was asked of a non-private mechanism */
+    DPFL_ENUM = 6         /* numerical failure (no root, overflow) */
+} dpfl_status;
+
+typedef struct {
+    char msg[512];
+} dpfl_error;
+
+/* Fill err (may be NULL) with a printf-style message and return code. */
+dpfl_status dpfl_fail(dpfl_error *err, dpfl_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *dpfl_status_name(dpfl_status s);
+
+void dpfl_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#define DPFL_ASSERT(e) ((e) ? (void)0 : dpfl_assert_fail(#e, __FILE__, __LINE__))
+
+/* Allocation that never returns NULL silently: NULL only with err filled. Memory is 64-byte aligned. */
+void *dpfl_alloc(size_t bytes, dpfl_error *err);
+void *dpfl_calloc(size_t n, size_t size, dpfl_error *err);
+void dpfl_free(void *p);
+
+/* ---------------------------------------------------------------- CSPRNG */
+typedef struct {
+    uint8_t key[32];
+    uint64_t counter; /* 64-byte block counter */
+    uint8_t buf[256];
+    unsigned pos;     /* next unused byte in buf; 256 = empty */
+    int has_spare;    /* Box-Muller spare */
+    double spare;
+    int seeded;       /* 1 = from a user seed (reproducible, not for deployment) */
+} dpfl_rng;
+
+/* Key from OS entropy (libsodium randombytes). */
+dpfl_status dpfl_rng_init_os(dpfl_rng *r, dpfl_error *err);
+/* Key = BLAKE2b(seed): reproducible mode. */
+void dpfl_rng_init_seed(dpfl_rng *r, uint64_t seed);
+/* Child stream named by (a, b, c): key = BLAKE2b(parent key, a, b, c). Deterministic; the parent is unchanged. */
+void dpfl_rng_derive(const dpfl_rng *parent, dpfl_rng *child, uint64_t a, uint64_t b, uint64_t c);
+
+uint64_t dpfl_rng_u64(dpfl_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double dpfl_rng_uniform(dpfl_rng *r);
+/* Uniform integer in [0, n), unbiased (rejection). */
+uint64_t dpfl_rng_below(dpfl_rng *r, uint64_t n);
+/* Standard normal (Box-Muller on 53-bit uniforms). */
+double dpfl_rng_gaussian(dpfl_rng *r);
+/* x[i] += sigma * N(0,1), i < n. */
+void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma);
+int dpfl_rng_bernoulli(dpfl_rng *r, double p);
+/* Fisher-Yates shuffle of idx[0..n). */
+void dpfl_rng_shuffle(dpfl_rng *r, int32_t *idx, size_t n);
+/* Gamma(shape, 1) (Marsaglia-Tsang), used for Dirichlet partitions. */
+double dpfl_rng_gamma(dpfl_rng *r, double shape);
+
+/* ---------------------------------------------------------------- vectors (float32, length n) */
+double dpfl_vec_dot(const float *a, const float *b, size_t n);
+double dpfl_vec_norm2(const float *a, size_t n); /* L2 norm, accumulated in double */
+void dpfl_vec_scale(float *a, float s, size_t n);
+void dpfl_vec_axpy(float *y, float a, const float *x, size_t n); /* y += a x */
+void dpfl_vec_copy(float *dst, const float *src, size_t n);
+void dpfl_vec_zero(float *a, size_t n);
+void dpfl_vec_sub(float *out, const float *a, const float *b, size_t n); /* out = a - b */
+/* Scale a to L2 norm <= c; returns the norm before clipping. c = INFINITY leaves a alone. */
+double dpfl_vec_clip(float *a, size_t n, double c);
+
+/* ---------------------------------------------------------------- files */
+/* dpfl binary files: [magic u32][version u32][payload length u64][payload][crc32 of payload u32].
+ * Written to "<path>.tmp.<pid>", fsync'd and renamed, so a crash leaves the old file or the new one. */
+dpfl_status dpfl_file_write(const char *path, uint32_t magic, uint32_t version, const void *payload,
+                            size_t len, dpfl_error *err);
+/* Reads and validates a file written by dpfl_file_write; *payload is malloc'd (free with free()). */
+dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, void **payload, size_t *len,
+                           dpfl_error *err);
+/* Atomically replace path with the given text (temp file + fsync + rename). */
+dpfl_status dpfl_file_write_text(const char *path, const char *text, size_t len, dpfl_error *err);
+/* Read a whole file into a NUL-terminated malloc'd buffer. */
+dpfl_status dpfl_file_read_all(const char *path, char **out, size_t *len, dpfl_error *err);
+uint32_t dpfl_crc32(const void *data, size_t len);
+/* SHA-256 hex (65 bytes incl. NUL) of a buffer. */
+void dpfl_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Monotonic wall clock in seconds. */
+double dpfl_now(void);
+
+#endif

@@ -1,0 +1,91 @@
+/* dpfl data: datasets held as one float block (n x dim, row-major) plus int labels, and partitions of a
+ * dataset into clients as index lists into it (no copies, so 10,000 clients of MNIST cost only their indices).
+ *
+ * Loaders validate everything they read and fail with "<what> (<file>): <why>".  Image pixels are scaled to
+ * [0, 1]; tabular features are returned as read (heart disease: z-scored per centre with train statistics). */
+#ifndef DPFL_DATA_H
+#define DPFL_DATA_H
+
+#include "dpfl/core.h"
+
+typedef struct {
+    int32_t n;       /* examples */
+    int32_t c, h, w; /* shape of one example (tabular: c = h = 1, w = features) */
+    int32_t dim;     /* c * h * w */
+    int32_t classes; /* labels are in [0, classes) */
+    float *x;        /* n * dim */
+    int32_t *y;      /* n */
+    int32_t groups;  /* number of natural sources (centres); 0 if none */
+    int32_t *group;  /* n source ids in [0, groups), or NULL */
+} dpfl_dataset;
+
+void dpfl_dataset_free(dpfl_dataset *d);
+
+/* IDX image + label files, plain or gzip (detected by content, not name). Validates magic numbers, dimensions,
+ * that the counts agree, that the file sizes match the header, and that labels are < 256 distinct classes. */
+dpfl_status dpfl_idx_load(const char *images_path, const char *labels_path, dpfl_dataset *out, dpfl_error *err);
+
+/* Numeric CSV (comma separated, no header unless has_header): label_col (0-based, negative counts from the
+ * end) holds an integer label; missing values are "?" or empty. Rows with missing values are dropped when
+ * drop_missing, otherwise the load fails naming the row. Every row must have the same number of columns. */
+dpfl_status dpfl_csv_load(const char *path, int label_col, int has_header, int drop_missing, dpfl_dataset *out,
+                          dpfl_error *err);
+
+/* UCI heart disease, rPDP-FL/FLamby preprocessing: 4 centres (cleveland, hungarian, switzerland, va) read from
+ * dir/processed.<centre>.data; drop attributes 11-13, drop rows with '?', one-hot cp and restecg (drop-first)
+ * -> 13 features, label = (num > 0), per-centre 66/34 train/test split (deterministic: first 66% after a
+ * seeded shuffle), z-scoring with the train statistics of each centre. group[] = centre id. */
+dpfl_status dpfl_heart_load(const char *dir, uint64_t split_seed, dpfl_dataset *train, dpfl_dataset *test,
+                            dpfl_error *err);
+
+/* Synthetic classification for tests: Gaussian class means (separation sep), unit noise, n examples. */
+dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
+                           dpfl_error *err);
+
+/* By name: "mnist", "fashion-mnist", "heart", "synthetic". data_dir is where mnist/ lives (data/cache),
+ * the Fashion-MNIST files are looked up under /usr/share/datasets/fashion-mnist, heart under data/heart-disease
+ * relative to the project root (or $DPFL_DATA). Fails naming the file and how to get it when absent. */
+dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
+                              dpfl_dataset *test, dpfl_error *err);
+
+/* ------------------------------------------------------------------------------------------------ partitions */
+typedef enum {
+    DPFL_PART_IID,       /* shuffle, split evenly */
+    DPFL_PART_SHARDS,    /* sort by label, cut into clients*shards shards, deal S to each client (McMahan) */
+    DPFL_PART_DIRICHLET, /* per-client class proportions ~ Dir(beta); per-client test set with the same mix */
+    DPFL_PART_CLASSES,   /* each client holds N classes; each class split evenly among its holders (PrivateFL) */
+    DPFL_PART_NATURAL    /* one client per source group (heart-disease centres) */
+} dpfl_partition_kind;
+
+typedef struct {
+    dpfl_partition_kind kind;
+    int32_t clients;
+    int32_t shards;            /* SHARDS: shards per client */
+    double beta;               /* DIRICHLET: concentration */
+    int32_t classes_per_client; /* CLASSES */
+    /* Replication for large K (Geyer; the thesis): if > 0 every client gets exactly this many examples, drawn
+     * from the partition's recipe over the training set repeated as often as needed (copies share storage). */
+    int32_t samples_per_client;
+    int32_t test_per_client;   /* DIRICHLET: size of each client's test set (0 = none) */
+} dpfl_partition_spec;
+
+typedef struct {
+    int32_t clients;
+    int32_t *offset; /* clients + 1 offsets into index */
+    int32_t *index;  /* indices into the training set; client k owns index[offset[k] .. offset[k+1]) */
+    int32_t *test_offset; /* per-client test sets into the test set, or NULL when the partition has none */
+    int32_t *test_index;
+} dpfl_partition;
+
+/* Validates the spec against the data (e.g. more shards than examples, more classes per client than classes,
+ * a client left empty) and fails with the key name: "partition.shards", ... */
+dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *test, const dpfl_partition_spec *spec,
+                                dpfl_rng *rng, dpfl_partition *out, dpfl_error *err);
+void dpfl_partition_free(dpfl_partition *p);
+
+static inline int32_t dpfl_partition_size(const dpfl_partition *p, int32_t k)
+{
+    return p->offset[k + 1] - p->offset[k];
+}
+
+#endif

@@ -1,0 +1,18 @@
+/* dpfl subcommands.  Each takes argv after the subcommand name (argv[0] is the subcommand) and returns the
+ * process exit status; errors are printed by cli_error as one line "dpfl: error: ...". */
+#ifndef DPFL_CLI_H
+#define DPFL_CLI_H
+#include "dpfl/core.h"
+
+int cli_train(int argc, char **argv);
+int cli_data(int argc, char **argv);
+int cli_account(int argc, char **argv);
+int cli_calibrate(int argc, char **argv);
+int cli_fdp(int argc, char **argv);
+int cli_scf(int argc, char **argv);
+int cli_e2e(int argc, char **argv);
+
+/* Print "dpfl: error: <msg>" on stderr and return 1 (or 2 for usage errors). */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif

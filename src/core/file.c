@@ -1,0 +1,188 @@
+/* Checksummed, versioned, atomically replaced files: a crash leaves the old file or the new one, never half. */
+#define _GNU_SOURCE
+#include "dpfl/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+uint32_t dpfl_crc32(const void *data, size_t len)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    const Bytef *p = data;
+    while (len > 0) {
+        uInt chunk = len > 1u << 30 ? 1u << 30 : (uInt)len;
+        c = crc32(c, p, chunk);
+        p += chunk;
+        len -= chunk;
+    }
+    return (uint32_t)c;
+}
+
+void dpfl_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(h, data, len);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+double dpfl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static dpfl_status write_all(int fd, const void *buf, size_t len, const char *path, dpfl_error *err)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return dpfl_fail(err, DPFL_EIO, "cannot write (%s): %s", path, strerror(errno));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return DPFL_OK;
+}
+
+/* Write the pieces to a temp file next to path, fsync, rename over path, fsync the directory. */
+static dpfl_status atomic_write(const char *path, const void *const *parts, const size_t *lens, int nparts,
+                                dpfl_error *err)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        dpfl_status s = dpfl_fail(err, DPFL_EIO, "cannot create file (%s): %s", tmp, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    dpfl_status s = DPFL_OK;
+    for (int i = 0; i < nparts && s == DPFL_OK; i++) s = write_all(fd, parts[i], lens[i], tmp, err);
+    if (s == DPFL_OK && fsync(fd) != 0) s = dpfl_fail(err, DPFL_EIO, "cannot fsync (%s): %s", tmp, strerror(errno));
+    if (close(fd) != 0 && s == DPFL_OK) s = dpfl_fail(err, DPFL_EIO, "cannot close (%s): %s", tmp, strerror(errno));
+    if (s == DPFL_OK && rename(tmp, path) != 0)
+        s = dpfl_fail(err, DPFL_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (s != DPFL_OK) {
+        unlink(tmp);
+    } else {
+        /* make the rename itself durable */
+        char *dir = strdup(path);
+        if (dir) {
+            char *slash = strrchr(dir, '/');
+            const char *d = ".";
+            if (slash) {
+                *slash = '\0';
+                d = slash == dir ? "/" : dir;
+            }
+            int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            free(dir);
+        }
+    }
+    free(tmp);
+    return s;
+}
+
+dpfl_status dpfl_file_write(const char *path, uint32_t magic, uint32_t version, const void *payload,
+                            size_t len, dpfl_error *err)
+{
+    uint8_t head[16];
+    uint64_t len64 = len;
+    memcpy(head, &magic, 4);
+    memcpy(head + 4, &version, 4);
+    memcpy(head + 8, &len64, 8);
+    uint32_t crc = dpfl_crc32(payload, len);
+    const void *parts[3] = {head, payload, &crc};
+    size_t lens[3] = {sizeof head, len, sizeof crc};
+    return atomic_write(path, parts, lens, 3, err);
+}
+
+dpfl_status dpfl_file_write_text(const char *path, const char *text, size_t len, dpfl_error *err)
+{
+    const void *parts[1] = {text};
+    size_t lens[1] = {len};
+    return atomic_write(path, parts, lens, 1, err);
+}
+
+dpfl_status dpfl_file_read_all(const char *path, char **out, size_t *len, dpfl_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return dpfl_fail(err, DPFL_EIO, "cannot open (%s): %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) free(buf);
+        buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory reading (%s)", path);
+    if (bad) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EIO, "read error (%s)", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, void **payload, size_t *len,
+                           dpfl_error *err)
+{
+    char *buf;
+    size_t n;
+    dpfl_status s = dpfl_file_read_all(path, &buf, &n, err);
+    if (s) return s;
+    uint32_t m, v, crc;
+    uint64_t plen;
+    if (n < 20) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "file too short to be a dpfl file (%s): %zu bytes", path, n);
+    }
+    memcpy(&m, buf, 4);
+    memcpy(&v, buf + 4, 4);
+    memcpy(&plen, buf + 8, 8);
+    if (m != magic) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "wrong magic number (%s): not the expected kind of dpfl file", path);
+    }
+    if (v != version) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "unsupported version %u (%s): expected %u", v, path, version);
+    }
+    if (plen != n - 20) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated or padded file (%s): header says %llu payload bytes, found %zu",
+                         path, (unsigned long long)plen, n - 20);
+    }
+    memcpy(&crc, buf + 16 + plen, 4);
+    if (crc != dpfl_crc32(buf + 16, plen)) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checksum mismatch (%s): the file is corrupt", path);
+    }
+    memmove(buf, buf + 16, plen);
+    *payload = buf;
+    *len = plen;
+    return DPFL_OK;
+}

@@ -1,0 +1,194 @@
+#include "testutil.h"
+#include "dpfl/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void rng_seeded_is_reproducible(void **state)
+{
+    (void)state;
+    dpfl_rng a, b, c;
+    dpfl_rng_init_seed(&a, 42);
+    dpfl_rng_init_seed(&b, 42);
+    dpfl_rng_init_seed(&c, 43);
+    int same_c = 1;
+    for (int i = 0; i < 100; i++) {
+        uint64_t x = dpfl_rng_u64(&a), y = dpfl_rng_u64(&b), z = dpfl_rng_u64(&c);
+        assert_int_equal(x, y);
+        if (x != z) same_c = 0;
+    }
+    assert_false(same_c);
+}
+
+static void rng_derive_is_independent_of_parent_position(void **state)
+{
+    (void)state;
+    dpfl_rng p, c1, c2, c3;
+    dpfl_rng_init_seed(&p, 7);
+    dpfl_rng_derive(&p, &c1, 1, 2, 3);
+    (void)dpfl_rng_u64(&p);
+    dpfl_rng_derive(&p, &c2, 1, 2, 3);
+    dpfl_rng_derive(&p, &c3, 1, 2, 4);
+    uint64_t a = dpfl_rng_u64(&c1), b = dpfl_rng_u64(&c2), c = dpfl_rng_u64(&c3);
+    assert_int_equal(a, b);
+    assert_int_not_equal(a, c);
+}
+
+static void rng_os_streams_differ(void **state)
+{
+    (void)state;
+    dpfl_rng a, b;
+    assert_int_equal(dpfl_rng_init_os(&a, NULL), DPFL_OK);
+    assert_int_equal(dpfl_rng_init_os(&b, NULL), DPFL_OK);
+    assert_int_equal(a.seeded, 0);
+    assert_int_not_equal(dpfl_rng_u64(&a), dpfl_rng_u64(&b));
+}
+
+/* Moments of 10^6 Gaussian draws and a Kolmogorov-Smirnov test against Phi (critical value 1.63/sqrt(n) at
+ * the 1% level). */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void gaussian_moments_and_ks(void **state)
+{
+    (void)state;
+    const size_t n = 1000000;
+    double *v = malloc(n * sizeof *v);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 2024);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = dpfl_rng_gaussian(&r);
+        s += v[i];
+        s2 += v[i] * v[i];
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
+    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
+    qsort(v, n, sizeof *v, cmp_double);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
+        double lo = F - (double)i / n, hi = (double)(i + 1) / n - F;
+        if (lo > d) d = lo;
+        if (hi > d) d = hi;
+    }
+    assert_true(d < 1.63 / sqrt((double)n));
+    free(v);
+}
+
+static void uniform_below_and_bernoulli(void **state)
+{
+    (void)state;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 5);
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) counts[dpfl_rng_below(&r, 7)]++;
+    for (int k = 0; k < 7; k++) assert_true(abs(counts[k] - 10000) < 500);
+    int ones = 0;
+    for (int i = 0; i < 100000; i++) ones += dpfl_rng_bernoulli(&r, 0.3);
+    assert_true(abs(ones - 30000) < 700);
+    assert_int_equal(dpfl_rng_bernoulli(&r, 0.0), 0);
+    assert_int_equal(dpfl_rng_bernoulli(&r, 1.0), 1);
+}
+
+static void gamma_mean(void **state)
+{
+    (void)state;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 9);
+    double shapes[3] = {0.3, 1.0, 4.5};
+    for (int k = 0; k < 3; k++) {
+        double s = 0;
+        for (int i = 0; i < 200000; i++) s += dpfl_rng_gamma(&r, shapes[k]);
+        assert_close(s / 200000, shapes[k], 0.02);
+    }
+}
+
+static void shuffle_is_permutation(void **state)
+{
+    (void)state;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 1);
+    int32_t idx[1000];
+    for (int i = 0; i < 1000; i++) idx[i] = i;
+    dpfl_rng_shuffle(&r, idx, 1000);
+    int seen[1000] = {0}, moved = 0;
+    for (int i = 0; i < 1000; i++) {
+        seen[idx[i]]++;
+        moved += idx[i] != i;
+    }
+    for (int i = 0; i < 1000; i++) assert_int_equal(seen[i], 1);
+    assert_true(moved > 900);
+}
+
+static void vec_ops_and_clip(void **state)
+{
+    (void)state;
+    float a[5] = {3, 4, 0, 0, 0}, b[5] = {1, 1, 1, 1, 1};
+    assert_close(dpfl_vec_norm2(a, 5), 5.0, 1e-12);
+    assert_close(dpfl_vec_dot(a, b, 5), 7.0, 1e-12);
+    dpfl_vec_axpy(b, 2.0f, a, 5);
+    assert_close(b[1], 9.0, 1e-12);
+    double before = dpfl_vec_clip(a, 5, 1.0);
+    assert_close(before, 5.0, 1e-12);
+    assert_true(dpfl_vec_norm2(a, 5) <= 1.0);
+    assert_close(dpfl_vec_norm2(a, 5), 1.0, 1e-6);
+    float c[2] = {0.1f, 0.1f};
+    dpfl_vec_clip(c, 2, INFINITY);
+    assert_close(c[0], 0.1f, 1e-12);
+}
+
+static void file_roundtrip_and_corruption(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/dpfl_test_fileXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    const char payload[] = "hello, ledger";
+    dpfl_error err;
+    assert_int_equal(dpfl_file_write(path, 0x4c465044u, 1, payload, sizeof payload, &err), DPFL_OK);
+    void *got;
+    size_t len;
+    assert_int_equal(dpfl_file_read(path, 0x4c465044u, 1, &got, &len, &err), DPFL_OK);
+    assert_int_equal(len, sizeof payload);
+    assert_memory_equal(got, payload, len);
+    free(got);
+    assert_int_equal(dpfl_file_read(path, 0x4c465044u, 2, &got, &len, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "version"));
+    assert_int_equal(dpfl_file_read(path, 0x12345678u, 1, &got, &len, &err), DPFL_EFORMAT);
+    /* flip one payload byte */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 18, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    assert_int_equal(dpfl_file_read(path, 0x4c465044u, 1, &got, &len, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "checksum"));
+    /* truncate */
+    assert_int_equal(truncate(path, 10), 0);
+    assert_int_equal(dpfl_file_read(path, 0x4c465044u, 1, &got, &len, &err), DPFL_EFORMAT);
+    unlink(path);
+    assert_int_equal(dpfl_file_read(path, 0x4c465044u, 1, &got, &len, &err), DPFL_EIO);
+    assert_non_null(strstr(err.msg, path));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rng_seeded_is_reproducible),
+        cmocka_unit_test(rng_derive_is_independent_of_parent_position),
+        cmocka_unit_test(rng_os_streams_differ),
+        cmocka_unit_test(gaussian_moments_and_ks),
+        cmocka_unit_test(uniform_below_and_bernoulli),
+        cmocka_unit_test(gamma_mean),
+        cmocka_unit_test(shuffle_is_permutation),
+        cmocka_unit_test(vec_ops_and_clip),
+        cmocka_unit_test(file_roundtrip_and_corruption),
+    };
+    return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}
