@@ -3,11 +3,11 @@ CC      ?= gcc
 PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 SAN     ?= 0
 ifeq ($(SAN),1)
-  BUILD  := build/san
+  BUILD  ?= build/san
   OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN  := -fsanitize=address,undefined
 else
-  BUILD  := build
+  BUILD  ?= build
   OPT    := -O3 -march=native -g
   LDSAN  :=
 endif
@@ -61,8 +61,8 @@ test: setup
 	@BUILD=$(BUILD) tests/run.sh $(TESTS)
 
 test-san: setup
-	@$(MAKE) --no-print-directory SAN=1 test-build
-	@BUILD=build/san ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:build/%=build/san/%)
+	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:$(BUILD)/%=$(BUILD)/san/%)
 
 test-build: $(BIN) $(TESTS)
 

@@ -1,0 +1,111 @@
+/* dpfl nn: sequential float32 models whose parameters are one flat vector.
+ *
+ * A dpfl_model describes an architecture only (layers, shapes, where each layer's parameters live in the flat
+ * vector).  Parameters and gradients are plain float arrays of length model->nparam owned by the caller, so a
+ * server, each client and each thread can hold their own copies, and averaging, clipping, noising and norms are
+ * flat loops (dpfl_vec_*).  Activations live in a dpfl_nn_ws (one per thread), sized for a maximum batch.
+ *
+ * Shapes: inputs are B x (c*h*w) row-major, channel-major within an example (NCHW). Logits are B x classes.
+ * Losses: softmax cross-entropy for classes > 2 or when the last layer has 2+ outputs; binary cross-entropy
+ * with a sigmoid when the model has a single output (classes = 2, "logreg" on heart disease).
+ *
+ * Gradient conventions:
+ *  - dpfl_nn_grad: gradient of the MEAN loss over the batch (what non-private SGD uses).
+ *  - dpfl_nn_clipped_grad_sum: DP-SGD's sum over examples of each example's own loss gradient clipped to L2
+ *    norm <= clip (flat over all parameters, or per layer); NO division by B and no noise: the caller adds
+ *    noise and picks the denominator. */
+#ifndef DPFL_NN_H
+#define DPFL_NN_H
+
+#include "dpfl/core.h"
+
+typedef enum {
+    DPFL_LAYER_LINEAR,
+    DPFL_LAYER_CONV2D,
+    DPFL_LAYER_MAXPOOL2D,
+    DPFL_LAYER_RELU,
+    DPFL_LAYER_TANH,
+    DPFL_LAYER_SIGMOID,
+    DPFL_LAYER_FLATTEN,
+    DPFL_LAYER_DROPOUT
+} dpfl_layer_kind;
+
+typedef struct {
+    dpfl_layer_kind kind;
+    int32_t in_c, in_h, in_w;    /* per-example input shape (linear: in_c = in_h = 1, in_w = features) */
+    int32_t out_c, out_h, out_w; /* per-example output shape */
+    int32_t k, stride, pad;      /* conv / pool */
+    int32_t bias;                /* linear / conv: has a bias */
+    float drop;                  /* dropout probability */
+    size_t param_off, nparam;    /* this layer's slice of the flat parameter vector (weights then bias) */
+} dpfl_layer;
+
+typedef struct {
+    int32_t nlayers;
+    dpfl_layer *layers;
+    size_t nparam;
+    int32_t in_c, in_h, in_w, in_dim;
+    int32_t out_dim; /* logits per example (1 => binary cross-entropy) */
+    char spec[128];  /* the spec string it was built from */
+} dpfl_model;
+
+/* Build from a name or spec:
+ *   "logreg"                      linear in_dim -> classes (1 output when classes == 2)
+ *   "mlp:784-600-100-10"          linear layers with ReLU between; ":nobias" suffix drops all biases
+ *   "cnn-mnist"                   conv3x3 32, relu, conv3x3 64, relu, maxpool2, dropout .25, fc 128, relu,
+ *                                 dropout .5, fc classes (PriFedSync)
+ *   "cnn-mcmahan"                 conv5x5 32 (pad 2), relu, maxpool2, conv5x5 64 (pad 2), relu, maxpool2, fc 512,
+ *                                 relu, fc classes
+ *   "cnn-small"                   conv 16 k8 s2 p3, tanh, maxpool 2 s1, conv 32 k4 s2, tanh, maxpool 2 s1, fc 32,
+ *                                 tanh, fc classes (Opacus example; 26,010 parameters on MNIST)
+ * Unknown names or sizes that do not fit the input fail with the list of valid names. */
+dpfl_status dpfl_model_create(const char *spec, int32_t in_c, int32_t in_h, int32_t in_w, int32_t classes,
+                              dpfl_model *m, dpfl_error *err);
+void dpfl_model_free(dpfl_model *m);
+
+/* PyTorch-style default initialisation (Kaiming-uniform weights, uniform bias in +-1/sqrt(fan_in)). */
+void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng);
+
+/* Save / load parameters with the architecture spec, in a versioned checksummed file (atomic write). Load
+ * checks that the file's spec and nparam match m. */
+dpfl_status dpfl_model_save(const dpfl_model *m, const float *params, const char *path, dpfl_error *err);
+dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path, dpfl_error *err);
+
+/* Per-thread workspace for batches of up to max_batch examples. */
+typedef struct dpfl_nn_ws dpfl_nn_ws;
+dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err);
+void dpfl_nn_ws_free(dpfl_nn_ws *ws);
+
+/* Forward pass; returns a pointer to the B x out_dim logits inside ws. train != 0 enables dropout, whose masks
+ * are drawn from rng (may be NULL when train == 0). */
+const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
+                             int train, dpfl_rng *rng);
+
+/* Forward + backward: grads (nparam, overwritten) = gradient of the mean loss; returns the mean loss.
+ * *correct (may be NULL) receives the number of correctly classified examples. */
+double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                    int32_t B, dpfl_rng *rng, float *grads, int32_t *correct);
+
+/* Clipping of per-example gradients for DP-SGD. */
+typedef struct {
+    double clip;      /* flat: each example's whole gradient scaled to L2 norm <= clip (INFINITY = no clip) */
+    int per_layer;    /* 1: each layer's slice clipped to clip * sqrt(layer_nparam / nparam) instead, so the
+                         whole example's norm is still <= clip */
+} dpfl_clip_spec;
+
+/* grads (overwritten) = sum_i clip(g_i) where g_i is example i's own loss gradient.  norms (may be NULL)
+ * receives B per-example norms before clipping.  Returns the mean loss.  B = 0 gives zero grads. */
+double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
+                                const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
+                                float *grads, float *norms);
+
+/* Loss and accuracy of params on n examples (batched through ws, no dropout). */
+void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                      int32_t n, double *mean_loss, double *accuracy);
+
+/* Gradient check helper for tests: max relative error between dpfl_nn_grad and central finite differences
+ * (in double around float params) over `probes` randomly chosen parameters. */
+double dpfl_nn_gradcheck(const dpfl_model *m, const float *params, const float *x, const int32_t *y, int32_t B,
+                         int probes, dpfl_rng *rng, dpfl_error *err);
+
+#endif
