@@ -33,6 +33,7 @@ static const struct {
     const char *what;
 } commands[] = {
     /* one row per subcommand */
+    {"train", cli_train, "train a model across simulated clients from an INI config"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,288 @@
+/* The experiment configuration: one table of keys (type, range or choices, help) drives INI parsing, --set
+ * overrides, validation messages, --help and the resolved config written to the run directory. */
+#include "dpfl/fl.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_INT, K_DOUBLE, K_STR, K_CHOICE } ktype;
+
+typedef struct {
+    const char *section, *key;
+    ktype type;
+    size_t off, size;
+    double lo, hi;       /* inclusive range for numbers */
+    const char *choices; /* "a|b|c" for K_CHOICE */
+    const char *help;
+} keydef;
+
+#define F(field) offsetof(dpfl_config, field), sizeof(((dpfl_config *)0)->field)
+static const keydef keys[] = {
+    {"data", "dataset", K_CHOICE, F(dataset), 0, 0, "mnist|fashion-mnist|heart|synthetic", "dataset"},
+    {"data", "partition", K_CHOICE, F(partition), 0, 0, "iid|shards|dirichlet|classes|natural", "how the training set is split into clients"},
+    {"data", "clients", K_INT, F(clients), 1, 1000000, NULL, "number of clients"},
+    {"data", "shards", K_INT, F(shards), 1, 100000, NULL, "shards per client (partition = shards)"},
+    {"data", "beta", K_DOUBLE, F(beta), 1e-6, 1e6, NULL, "Dirichlet concentration (partition = dirichlet)"},
+    {"data", "classes_per_client", K_INT, F(classes_per_client), 1, 1000, NULL, "classes per client (partition = classes)"},
+    {"data", "samples_per_client", K_INT, F(samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
+    {"data", "test_per_client", K_INT, F(test_per_client), 0, 100000000, NULL, "per-client test set size (partition = dirichlet)"},
+    {"data", "data_dir", K_STR, F(data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
+    {"model", "arch", K_STR, F(arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
+    {"fl", "rounds", K_INT, F(rounds), 1, 100000000, NULL, "communication rounds"},
+    {"fl", "sampling", K_CHOICE, F(sampling), 0, 0, "poisson|fixed|all", "client sampling per round"},
+    {"fl", "client_rate", K_DOUBLE, F(client_rate), 0, 1, NULL, "Poisson client sampling probability"},
+    {"fl", "clients_per_round", K_INT, F(clients_per_round), 1, 1000000, NULL, "clients per round (sampling = fixed)"},
+    {"fl", "local_epochs", K_INT, F(local_epochs), 0, 100000, NULL, "local epochs per round (when local_steps = 0)"},
+    {"fl", "local_steps", K_INT, F(local_steps), 0, 100000000, NULL, "local steps per round (0 = use local_epochs)"},
+    {"fl", "batch", K_INT, F(batch), 1, 1000000, NULL, "local batch size"},
+    {"fl", "lr", K_DOUBLE, F(lr), 0, 1e6, NULL, "local learning rate"},
+    {"fl", "optimizer", K_CHOICE, F(optimizer), 0, 0, "sgd|adam|adamw", "local optimizer"},
+    {"fl", "momentum", K_DOUBLE, F(momentum), 0, 1, NULL, "SGD momentum"},
+    {"fl", "weight_decay", K_DOUBLE, F(weight_decay), 0, 1e3, NULL, "weight decay"},
+    {"fl", "schedule", K_CHOICE, F(schedule), 0, 0, "constant|step|exp", "learning-rate schedule over rounds"},
+    {"fl", "lr_gamma", K_DOUBLE, F(lr_gamma), 0, 1e3, NULL, "schedule factor"},
+    {"fl", "lr_step", K_INT, F(lr_step), 1, 100000000, NULL, "rounds between steps (schedule = step)"},
+    {"fl", "eta", K_DOUBLE, F(eta), 0, 10, NULL, "server mixing rate"},
+    {"fl", "weighting", K_CHOICE, F(weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
+    {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
+    {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
+    {"run", "eval_every", K_INT, F(eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
+};
+#undef F
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+void dpfl_config_defaults(dpfl_config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->dataset, "mnist");
+    strcpy(c->partition, "iid");
+    c->clients = 10;
+    c->shards = 2;
+    c->beta = 0.5;
+    c->classes_per_client = 2;
+    strcpy(c->data_dir, "data/cache");
+    strcpy(c->arch, "mlp:784-200-10");
+    c->rounds = 10;
+    strcpy(c->sampling, "all");
+    c->client_rate = 0.1;
+    c->clients_per_round = 10;
+    c->local_epochs = 1;
+    c->batch = 32;
+    c->lr = 0.05;
+    strcpy(c->optimizer, "sgd");
+    strcpy(c->schedule, "constant");
+    c->lr_gamma = 1.0;
+    c->lr_step = 1;
+    c->eta = 1.0;
+    strcpy(c->weighting, "size");
+    c->threads = 2;
+    c->eval_every = 1;
+}
+
+static const keydef *find_key(const char *section, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].key, key)) return &keys[i];
+    return NULL;
+}
+
+static int section_exists(const char *section)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section)) return 1;
+    return 0;
+}
+
+static void list_keys(const char *section, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section)) {
+            if (buf[0]) strncat(buf, ", ", n - strlen(buf) - 1);
+            strncat(buf, keys[i].key, n - strlen(buf) - 1);
+        }
+}
+
+/* where: "file:line" or "--set"; fills err naming the key */
+static dpfl_status set_value(dpfl_config *c, const char *where, const char *section, const char *key,
+                             const char *value, dpfl_error *err)
+{
+    if (!section_exists(section))
+        return dpfl_fail(err, DPFL_EINVAL, "unknown section [%s] (%s): valid sections are data, model, fl, run",
+                         section, where);
+    const keydef *k = find_key(section, key);
+    if (!k) {
+        char valid[512];
+        list_keys(section, valid, sizeof valid);
+        return dpfl_fail(err, DPFL_EINVAL, "unknown key %s.%s (%s): valid keys in [%s] are %s", section, key, where,
+                         section, valid);
+    }
+    char *field = (char *)c + k->off;
+    char *end;
+    errno = 0;
+    switch (k->type) {
+    case K_INT: {
+        long v = strtol(value, &end, 10);
+        if (end == value || *end || errno)
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not an integer", section, key, where, value);
+        if (v < k->lo || v > k->hi)
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): %ld is out of range [%.0f, %.0f]", section, key, where, v,
+                             k->lo, k->hi);
+        *(int32_t *)field = (int32_t)v;
+        break;
+    }
+    case K_DOUBLE: {
+        double v = strtod(value, &end);
+        if (end == value || *end || errno || !isfinite(v))
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not a number", section, key, where, value);
+        if (v < k->lo || v > k->hi)
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): %g is out of range [%g, %g]", section, key, where, v,
+                             k->lo, k->hi);
+        *(double *)field = v;
+        break;
+    }
+    case K_CHOICE: {
+        size_t len = strlen(value);
+        const char *p = k->choices;
+        int ok = 0;
+        while (*p) {
+            const char *bar = strchr(p, '|');
+            size_t l = bar ? (size_t)(bar - p) : strlen(p);
+            if (l == len && !strncmp(p, value, l)) ok = 1;
+            p += l + (bar ? 1 : 0);
+        }
+        if (!ok)
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not one of %s", section, key, where, value,
+                             k->choices);
+    }
+        /* fall through */
+    case K_STR:
+        if (strlen(value) >= k->size)
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): value is too long (max %zu characters)", section, key,
+                             where, k->size - 1);
+        strcpy(field, value);
+        break;
+    }
+    return DPFL_OK;
+}
+
+typedef struct {
+    dpfl_config *c;
+    const char *path;
+    dpfl_error *err;
+    dpfl_status status;
+    FILE *f;
+    int line; /* Debian's inih does not pass line numbers to handlers: count them in the reader */
+} ini_ctx;
+
+static char *read_line(char *str, int num, void *stream)
+{
+    ini_ctx *x = stream;
+    char *r = fgets(str, num, x->f);
+    if (r) x->line++;
+    return r;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    ini_ctx *x = user;
+    if (x->status) return 0;
+    char where[300];
+    snprintf(where, sizeof where, "%s:%d", x->path, x->line);
+    x->status = set_value(x->c, where, section, name, value, x->err);
+    return x->status == DPFL_OK;
+}
+
+dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return dpfl_fail(err, DPFL_EIO, "cannot open config (%s): %s", path, strerror(errno));
+    ini_ctx x = {c, path, err, DPFL_OK, f, 0};
+    int r = ini_parse_stream(read_line, &x, on_key, &x);
+    fclose(f);
+    if (x.status) return x.status;
+    if (r != 0) return dpfl_fail(err, DPFL_EFORMAT, "syntax error in config (%s:%d)", path, r);
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_config_set(dpfl_config *c, const char *a, dpfl_error *err)
+{
+    const char *dot = strchr(a, '.'), *eq = strchr(a, '=');
+    if (!dot || !eq || dot > eq)
+        return dpfl_fail(err, DPFL_EINVAL, "--set '%s': expected section.key=value", a);
+    char section[64], key[64];
+    size_t ls = (size_t)(dot - a), lk = (size_t)(eq - dot - 1);
+    if (ls >= sizeof section || lk >= sizeof key) return dpfl_fail(err, DPFL_EINVAL, "--set '%s': name too long", a);
+    memcpy(section, a, ls);
+    section[ls] = '\0';
+    memcpy(key, dot + 1, lk);
+    key[lk] = '\0';
+    return set_value(c, "--set", section, key, eq + 1, err);
+}
+
+dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
+{
+    if (!strcmp(c->sampling, "fixed") && c->clients_per_round > c->clients)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.clients_per_round: %d is more than data.clients (%d)",
+                         c->clients_per_round, c->clients);
+    if (!strcmp(c->sampling, "poisson") && c->client_rate <= 0.0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: must be > 0 with sampling = poisson");
+    if (c->local_steps == 0 && c->local_epochs == 0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: one of local_steps and local_epochs must be > 0");
+    if (c->seed[0]) {
+        char *end;
+        errno = 0;
+        strtoull(c->seed, &end, 10);
+        if (*end || errno || c->seed[0] == '-')
+            return dpfl_fail(err, DPFL_EINVAL, "run.seed: '%s' is not a non-negative integer (leave it empty for "
+                                               "OS entropy)", c->seed);
+    }
+    if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
+        return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
+    return DPFL_OK;
+}
+
+char *dpfl_config_to_ini(const dpfl_config *c)
+{
+    size_t cap = 8192, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    const char *cur = "";
+    for (size_t i = 0; i < NKEYS; i++) {
+        const keydef *k = &keys[i];
+        const char *field = (const char *)c + k->off;
+        if (strcmp(cur, k->section)) {
+            n += (size_t)snprintf(s + n, cap - n, "%s[%s]\n", n ? "\n" : "", k->section);
+            cur = k->section;
+        }
+        switch (k->type) {
+        case K_INT: n += (size_t)snprintf(s + n, cap - n, "%s = %d\n", k->key, *(const int32_t *)field); break;
+        case K_DOUBLE: n += (size_t)snprintf(s + n, cap - n, "%s = %.17g\n", k->key, *(const double *)field); break;
+        default: n += (size_t)snprintf(s + n, cap - n, "%s = %s\n", k->key, field); break;
+        }
+        DPFL_ASSERT(n < cap);
+    }
+    return s;
+}
+
+void dpfl_config_print_keys(FILE *f)
+{
+    const char *cur = "";
+    for (size_t i = 0; i < NKEYS; i++) {
+        const keydef *k = &keys[i];
+        if (strcmp(cur, k->section)) {
+            fprintf(f, "  [%s]\n", k->section);
+            cur = k->section;
+        }
+        char range[96] = "";
+        if (k->type == K_CHOICE) snprintf(range, sizeof range, "%s", k->choices);
+        else if (k->type == K_INT) snprintf(range, sizeof range, "integer in [%.0f, %.0f]", k->lo, k->hi);
+        else if (k->type == K_DOUBLE) snprintf(range, sizeof range, "number in [%g, %g]", k->lo, k->hi);
+        else snprintf(range, sizeof range, "text");
+        fprintf(f, "    %-20s %s — %s\n", k->key, k->help, range);
+    }
+}

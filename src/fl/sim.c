@@ -1,0 +1,370 @@
+/* The federated round loop: client sampling, parallel local training, ordered aggregation.
+ *
+ * Sampled clients are processed in chunks of `slots` clients: worker threads take clients of the chunk from an
+ * atomic counter, each writes its update into the client's slot, and the main thread then adds the slots in
+ * client order.  The order of floating-point additions is therefore fixed by the client list alone, not by the
+ * number of threads or which thread ran which client. */
+#include "dpfl/fl.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, EVAL_CHUNK = 500 };
+
+typedef struct {
+    dpfl_nn_ws *ws;
+    float *local, *grad, *xbuf;
+    int32_t *ybuf, *order;
+    dpfl_optim opt;
+} worker;
+
+typedef struct eval_job eval_job;
+
+typedef struct {
+    int32_t client;
+    double loss_sum; /* sum over batches of mean loss * batch size */
+    int64_t examples;
+} client_result;
+
+struct dpfl_sim {
+    const dpfl_config *cfg;
+    const dpfl_model *model;
+    const dpfl_dataset *train, *test;
+    const dpfl_partition *part;
+    dpfl_rng root;
+    float *global;
+    int32_t nthreads, nslots, max_client, eval_batch;
+    worker *workers;
+    float **slots;
+    client_result *results;
+    int32_t *sampled;
+    float *acc;
+    dpfl_optim_config optcfg;
+    double t0;
+    /* per-round job shared with the threads */
+    int32_t round, chunk_start, chunk_len;
+    double lr;
+    atomic_int next;
+    eval_job *jobs;
+};
+
+static void worker_free(worker *w)
+{
+    dpfl_nn_ws_free(w->ws);
+    dpfl_free(w->local);
+    dpfl_free(w->grad);
+    dpfl_free(w->xbuf);
+    dpfl_free(w->ybuf);
+    dpfl_free(w->order);
+    dpfl_optim_free(&w->opt);
+}
+
+void dpfl_sim_free(dpfl_sim *s)
+{
+    if (!s) return;
+    for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
+    for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
+    free(s->workers);
+    free(s->slots);
+    free(s->results);
+    free(s->sampled);
+    dpfl_free(s->acc);
+    free(s);
+}
+
+dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, const dpfl_dataset *train,
+                            const dpfl_dataset *test, const dpfl_partition *part, const dpfl_rng *root,
+                            float *global, dpfl_sim **out, dpfl_error *err)
+{
+    dpfl_sim *s = calloc(1, sizeof *s);
+    if (!s) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation)");
+    s->cfg = cfg;
+    s->model = model;
+    s->train = train;
+    s->test = test;
+    s->part = part;
+    s->root = *root;
+    s->global = global;
+    s->nthreads = cfg->threads > 0 ? cfg->threads : 1;
+    s->nslots = 2 * s->nthreads;
+    s->eval_batch = 256;
+    s->t0 = dpfl_now();
+    dpfl_status st;
+    dpfl_optim_defaults(&s->optcfg);
+    if ((st = dpfl_optim_parse_kind(cfg->optimizer, &s->optcfg.kind, err))) goto fail;
+    if ((st = dpfl_optim_parse_sched(cfg->schedule, &s->optcfg.sched, err))) goto fail;
+    s->optcfg.lr = cfg->lr;
+    s->optcfg.momentum = cfg->momentum;
+    s->optcfg.weight_decay = cfg->weight_decay;
+    s->optcfg.gamma = cfg->lr_gamma;
+    s->optcfg.step_size = cfg->lr_step;
+    for (int32_t k = 0; k < part->clients; k++)
+        if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
+    const size_t P = model->nparam;
+    const int32_t B = cfg->batch > s->eval_batch ? cfg->batch : s->eval_batch;
+    st = DPFL_ENOMEM;
+    s->workers = calloc((size_t)s->nthreads, sizeof *s->workers);
+    s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
+    s->results = calloc((size_t)part->clients, sizeof *s->results);
+    s->sampled = calloc((size_t)part->clients, sizeof *s->sampled);
+    if (!s->workers || !s->slots || !s->results || !s->sampled || !(s->acc = dpfl_alloc(P * sizeof(float), err)))
+        goto oom;
+    for (int32_t i = 0; i < s->nslots; i++)
+        if (!(s->slots[i] = dpfl_alloc(P * sizeof(float), err))) goto oom;
+    for (int32_t i = 0; i < s->nthreads; i++) {
+        worker *w = &s->workers[i];
+        if (!(w->ws = dpfl_nn_ws_create(model, B, err))) goto fail;
+        if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
+            !(w->xbuf = dpfl_alloc((size_t)B * (size_t)train->dim * sizeof(float), err)) ||
+            !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
+            !(w->order = dpfl_alloc(((size_t)s->max_client + 1) * sizeof(int32_t), err)))
+            goto oom;
+        if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) goto fail;
+    }
+    /* Parallelism is across clients; a single-threaded BLAS per worker also keeps results independent of the
+     * thread count. */
+    openblas_set_num_threads(1);
+    *out = s;
+    return DPFL_OK;
+oom:
+    st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
+fail:
+    dpfl_sim_free(s);
+    return st;
+}
+
+static void gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y)
+{
+    const size_t dim = (size_t)d->dim;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(x + (size_t)i * dim, d->x + (size_t)idx[i] * dim, dim * sizeof(float));
+        y[i] = d->y[idx[i]];
+    }
+}
+
+/* Local training of one client from the global model; writes Delta = local - global into out. */
+static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
+{
+    const dpfl_config *cfg = s->cfg;
+    const size_t P = s->model->nparam;
+    const int32_t n = dpfl_partition_size(s->part, k);
+    const int32_t *mine = s->part->index + s->part->offset[k];
+    dpfl_rng rng;
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_LOCAL);
+    dpfl_vec_copy(w->local, s->global, P);
+    dpfl_optim_reset(&w->opt);
+    res->client = k;
+    res->loss_sum = 0;
+    res->examples = 0;
+    if (n == 0) {
+        dpfl_vec_zero(out, P);
+        return;
+    }
+    const int32_t B = cfg->batch;
+    const int64_t steps = cfg->local_steps > 0 ? cfg->local_steps
+                                               : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+    memcpy(w->order, mine, (size_t)n * sizeof(int32_t));
+    int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
+    for (int64_t t = 0; t < steps; t++) {
+        if (pos >= n) {
+            dpfl_rng_shuffle(&rng, w->order, (size_t)n);
+            pos = 0;
+        }
+        int32_t b = n - pos < B ? n - pos : B;
+        gather(s->train, w->order + pos, b, w->xbuf, w->ybuf);
+        pos += b;
+        double loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, &rng, w->grad, NULL);
+        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        res->loss_sum += loss * b;
+        res->examples += b;
+    }
+    dpfl_vec_sub(out, w->local, s->global, P);
+}
+
+typedef struct {
+    dpfl_sim *s;
+    int32_t id;
+} thread_arg;
+
+static void *round_worker(void *p)
+{
+    thread_arg *a = p;
+    dpfl_sim *s = a->s;
+    for (;;) {
+        int j = atomic_fetch_add(&s->next, 1);
+        if (j >= s->chunk_len) break;
+        int32_t i = s->chunk_start + j;
+        train_client(s, &s->workers[a->id], s->sampled[i], s->slots[j], &s->results[i]);
+    }
+    return NULL;
+}
+
+/* Run fn over `count` jobs with the worker threads (job state lives in s). */
+static void run_parallel(dpfl_sim *s, void *(*fn)(void *), int32_t count)
+{
+    atomic_store(&s->next, 0);
+    int32_t nt = s->nthreads < count ? s->nthreads : count;
+    pthread_t th[256];
+    thread_arg args[256];
+    for (int32_t i = 0; i < nt; i++) {
+        args[i] = (thread_arg){s, i};
+        if (i > 0 && pthread_create(&th[i], NULL, fn, &args[i]) != 0) nt = i; /* run with what we have */
+    }
+    if (nt > 0) fn(&args[0]);
+    for (int32_t i = 1; i < nt; i++) pthread_join(th[i], NULL);
+}
+
+static int32_t sample_clients(dpfl_sim *s, int32_t round)
+{
+    const dpfl_config *cfg = s->cfg;
+    const int32_t K = s->part->clients;
+    dpfl_rng rng;
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)round, UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
+    int32_t m = 0;
+    if (!strcmp(cfg->sampling, "all")) {
+        for (int32_t k = 0; k < K; k++) s->sampled[m++] = k;
+    } else if (!strcmp(cfg->sampling, "poisson")) {
+        for (int32_t k = 0; k < K; k++)
+            if (dpfl_rng_bernoulli(&rng, cfg->client_rate)) s->sampled[m++] = k;
+    } else { /* fixed: m of K without replacement, by a partial Fisher-Yates, then in client order */
+        for (int32_t k = 0; k < K; k++) s->sampled[k] = k;
+        m = cfg->clients_per_round;
+        for (int32_t i = 0; i < m; i++) {
+            int32_t j = i + (int32_t)dpfl_rng_below(&rng, (uint64_t)(K - i));
+            int32_t t = s->sampled[i];
+            s->sampled[i] = s->sampled[j];
+            s->sampled[j] = t;
+        }
+        /* insertion sort is fine for the usual m; use qsort for large m */
+        for (int32_t i = 1; i < m; i++) {
+            int32_t v = s->sampled[i], j = i - 1;
+            while (j >= 0 && s->sampled[j] > v) {
+                s->sampled[j + 1] = s->sampled[j];
+                j--;
+            }
+            s->sampled[j + 1] = v;
+        }
+    }
+    return m;
+}
+
+dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+{
+    (void)err;
+    const dpfl_config *cfg = s->cfg;
+    const size_t P = s->model->nparam;
+    memset(m, 0, sizeof *m);
+    m->round = round;
+    m->test_accuracy = m->test_loss = m->client_acc_mean = m->client_acc_std = NAN;
+    s->round = round;
+    s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    int32_t ms = sample_clients(s, round);
+    double total_weight = 0;
+    for (int32_t i = 0; i < ms; i++)
+        total_weight += !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
+    dpfl_vec_zero(s->acc, P);
+    double loss_sum = 0;
+    for (int32_t start = 0; start < ms; start += s->nslots) {
+        s->chunk_start = start;
+        s->chunk_len = ms - start < s->nslots ? ms - start : s->nslots;
+        run_parallel(s, round_worker, s->chunk_len);
+        for (int32_t j = 0; j < s->chunk_len; j++) {
+            client_result *r = &s->results[start + j];
+            double w = !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, r->client);
+            dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
+            loss_sum += r->loss_sum;
+            m->examples += r->examples;
+        }
+    }
+    m->clients = ms;
+    m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
+    if (ms > 0) dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
+    m->wall_seconds = dpfl_now() - s->t0;
+    return DPFL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ evaluation */
+struct eval_job {
+    const int32_t *idx; /* test-set indices */
+    int32_t n;
+    double loss, acc;
+};
+
+static void *eval_worker(void *p)
+{
+    thread_arg *a = p;
+    dpfl_sim *s = a->s;
+    worker *w = &s->workers[a->id];
+    for (;;) {
+        int j = atomic_fetch_add(&s->next, 1);
+        if (j >= s->chunk_len) break;
+        eval_job *job = &s->jobs[j];
+        double loss_sum = 0, correct = 0;
+        for (int32_t i = 0; i < job->n; i += s->eval_batch) {
+            int32_t b = job->n - i < s->eval_batch ? job->n - i : s->eval_batch;
+            gather(s->test, job->idx + i, b, w->xbuf, w->ybuf);
+            double l, a2;
+            dpfl_nn_evaluate(s->model, s->global, w->ws, w->xbuf, w->ybuf, b, &l, &a2);
+            loss_sum += l * b;
+            correct += a2 * b;
+        }
+        job->loss = job->n ? loss_sum / job->n : NAN;
+        job->acc = job->n ? correct / job->n : NAN;
+    }
+    return NULL;
+}
+
+void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
+{
+    const int32_t n = s->test->n;
+    int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    int32_t *all = malloc((size_t)n * sizeof *all);
+    int32_t nclient = s->part->test_offset ? s->part->clients : 0;
+    eval_job *jobs = calloc((size_t)(chunks + nclient), sizeof *jobs);
+    if (!all || !jobs) {
+        free(all);
+        free(jobs);
+        return; /* metrics stay NAN */
+    }
+    for (int32_t i = 0; i < n; i++) all[i] = i;
+    for (int32_t c = 0; c < chunks; c++) {
+        jobs[c].idx = all + (size_t)c * EVAL_CHUNK;
+        jobs[c].n = n - c * EVAL_CHUNK < EVAL_CHUNK ? n - c * EVAL_CHUNK : EVAL_CHUNK;
+    }
+    for (int32_t k = 0; k < nclient; k++) {
+        jobs[chunks + k].idx = s->part->test_index + s->part->test_offset[k];
+        jobs[chunks + k].n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+    }
+    s->jobs = jobs;
+    s->chunk_len = chunks + nclient;
+    run_parallel(s, eval_worker, s->chunk_len);
+    double loss = 0, acc = 0;
+    for (int32_t c = 0; c < chunks; c++) {
+        loss += jobs[c].loss * jobs[c].n;
+        acc += jobs[c].acc * jobs[c].n;
+    }
+    m->test_loss = n ? loss / n : NAN;
+    m->test_accuracy = n ? acc / n : NAN;
+    if (nclient) {
+        double sum = 0, sum2 = 0;
+        int32_t cnt = 0;
+        for (int32_t k = 0; k < nclient; k++) {
+            if (jobs[chunks + k].n == 0) continue;
+            sum += jobs[chunks + k].acc;
+            sum2 += jobs[chunks + k].acc * jobs[chunks + k].acc;
+            cnt++;
+        }
+        if (cnt) {
+            m->client_acc_mean = sum / cnt;
+            m->client_acc_std = sqrt(fmax(0.0, sum2 / cnt - m->client_acc_mean * m->client_acc_mean));
+        }
+    }
+    s->jobs = NULL;
+    m->wall_seconds = dpfl_now() - s->t0;
+    free(all);
+    free(jobs);
+}
