@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* |got - want| <= rel * max(|want|, tiny) */
 #define assert_close(got, want, rel)                                                                   \
