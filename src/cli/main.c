@@ -34,6 +34,7 @@ static const struct {
 } commands[] = {
     /* one row per subcommand */
     {"train", cli_train, "train a model across simulated clients from an INI config"},
+    {"data", cli_data, "fetch datasets and describe them (dpfl data fetch / info)"},
     {NULL, NULL, NULL},
 };
 

