@@ -99,6 +99,13 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
                                 const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
                                 float *grads, float *norms);
 
+/* How dpfl_nn_clipped_grad_sum gets the per-example norms of Conv2d layers: AUTO (the default) picks, per
+ * layer, the cheaper of ghost norms from T x T Gram matrices (T = output positions; cost ~T^2 (K + OC)) and
+ * materialized per-example weight gradients (cost ~T K OC, K = in_c k^2).  Results agree up to float rounding;
+ * the others exist so that tests can check both paths. */
+typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_CONV_NORMS_GHOST = 2 } dpfl_conv_norms;
+void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode);
+
 /* Loss and accuracy of params on n examples (batched through ws, no dropout). */
 void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                       int32_t n, double *mean_loss, double *accuracy);

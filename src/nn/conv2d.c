@@ -1,0 +1,205 @@
+/* Conv2d by im2col + SGEMM, batched over examples.
+ *
+ * For a chunk of nb examples the im2col matrix col (K, nb*T) has one row per (c, ki, kj) (K = C*k*k) and one
+ * column per (example, output position) (T = OH*OW).  The output is written CNHW, (OC, B*T), so the whole
+ * chunk is one GEMM  out (OC, nb*T) = w (OC, K) @ col  with large N, and the weight gradient is one GEMM with a
+ * long reduction  dw (OC, K) += dout (OC, nb*T) @ col^T.  Chunking bounds the col buffer so it stays in L2/L3
+ * instead of streaming K*B*T floats through memory (42 MB for cnn-mnist's second conv at batch 64). */
+#include "layers.h"
+
+#include <cblas.h>
+#include <string.h>
+
+size_t dpfl_nn_conv2d_scratch(const dpfl_conv_geom *g, int nb)
+{
+    return (size_t)g->C * g->k * g->k * (size_t)nb * g->OH * g->OW;
+}
+
+/* Output columns [lo, hi) of a row for kernel offset kj have input column ox*stride + kj - pad in [0, W). */
+static void valid_range(const dpfl_conv_geom *g, int kj, int *lo, int *hi)
+{
+    int a = 0, b = g->OW;
+    while (a < b && a * g->stride + kj - g->pad < 0) a++;
+    while (b > a && (b - 1) * g->stride + kj - g->pad >= g->W) b--;
+    *lo = a;
+    *hi = b;
+}
+
+/* col (K, nb*T) from examples [b0, b0+nb) of inp */
+static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0, int nb)
+{
+    const int k = g->k, s = g->stride, OH = g->OH, OW = g->OW, T = OH * OW;
+    const size_t ldc = (size_t)nb * T;
+    for (int c = 0; c < g->C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                float *row = col + ((size_t)(c * k + ki) * k + kj) * ldc;
+                int lo, hi;
+                valid_range(g, kj, &lo, &hi);
+                for (int b = 0; b < nb; b++) {
+                    const float *src = inp + (size_t)c * g->cs + (size_t)(b0 + b) * g->bs;
+                    float *dst = row + (size_t)b * T;
+                    for (int oy = 0; oy < OH; oy++) {
+                        int iy = oy * s + ki - g->pad;
+                        float *d = dst + oy * OW;
+                        if (iy < 0 || iy >= g->H) {
+                            memset(d, 0, OW * sizeof *d);
+                            continue;
+                        }
+                        const float *sr = src + (size_t)iy * g->W + kj - g->pad;
+                        for (int ox = 0; ox < lo; ox++) d[ox] = 0.0f;
+                        if (s == 1)
+                            memcpy(d + lo, sr + lo, (hi - lo) * sizeof *d);
+                        else
+                            for (int ox = lo; ox < hi; ox++) d[ox] = sr[ox * s];
+                        for (int ox = hi; ox < OW; ox++) d[ox] = 0.0f;
+                    }
+                }
+            }
+}
+
+/* dinp[examples b0..b0+nb) += col2im(col) */
+static void col2im(float *dinp, const float *col, const dpfl_conv_geom *g, int b0, int nb)
+{
+    const int k = g->k, s = g->stride, OH = g->OH, OW = g->OW, T = OH * OW;
+    const size_t ldc = (size_t)nb * T;
+    for (int c = 0; c < g->C; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                const float *row = col + ((size_t)(c * k + ki) * k + kj) * ldc;
+                int lo, hi;
+                valid_range(g, kj, &lo, &hi);
+                for (int b = 0; b < nb; b++) {
+                    float *dst = dinp + (size_t)c * g->cs + (size_t)(b0 + b) * g->bs;
+                    const float *src = row + (size_t)b * T;
+                    for (int oy = 0; oy < OH; oy++) {
+                        int iy = oy * s + ki - g->pad;
+                        if (iy < 0 || iy >= g->H) continue;
+                        float *dr = dst + (size_t)iy * g->W + kj - g->pad;
+                        const float *sr = src + oy * OW;
+                        if (s == 1)
+                            for (int ox = lo; ox < hi; ox++) dr[ox] += sr[ox];
+                        else
+                            for (int ox = lo; ox < hi; ox++) dr[ox * s] += sr[ox];
+                    }
+                }
+            }
+}
+
+/* out CNHW (OC, B, T) = w (OC, K) @ im2col(inp) + bias, optionally followed by ReLU */
+void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
+                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu)
+{
+    const int K = g->C * g->k * g->k, T = g->OH * g->OW;
+    const size_t ldo = (size_t)B * T;
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        int nb = B - b0 < chunk ? B - b0 : chunk;
+        im2col(col, inp, g, b0, nb);
+        float *o = out + (size_t)b0 * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, nb * T, K, 1.0f, w, K, col, nb * T, 0.0f, o,
+                    ldo);
+        size_t n = (size_t)nb * T;
+        for (int oc = 0; oc < g->OC; oc++) {
+            float *r = o + oc * ldo, bv = bias ? bias[oc] : 0.0f;
+            if (relu)
+                for (size_t i = 0; i < n; i++) {
+                    float v = r[i] + bv;
+                    r[i] = v > 0.0f ? v : 0.0f;
+                }
+            else if (bias)
+                for (size_t i = 0; i < n; i++) r[i] += bv;
+        }
+    }
+}
+
+void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col)
+{
+    const int K = g->C * g->k * g->k, T = g->OH * g->OW;
+    const size_t ldo = (size_t)B * T;
+    if (dbias && dw)
+        for (int oc = 0; oc < g->OC; oc++) {
+            const float *r = dout + oc * ldo;
+            double s = 0.0;
+            for (size_t i = 0; i < ldo; i++) s += r[i];
+            dbias[oc] = (float)s;
+        }
+    if (dinp) memset(dinp, 0, (size_t)B * g->C * g->H * g->W * sizeof *dinp);
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        int nb = B - b0 < chunk ? B - b0 : chunk;
+        const float *d = dout + (size_t)b0 * T;
+        if (dw) {
+            im2col(col, inp, g, b0, nb);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->OC, K, nb * T, 1.0f, d, ldo, col, nb * T,
+                        b0 ? 1.0f : 0.0f, dw, K);
+        }
+        if (dinp) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * T, g->OC, 1.0f, w, K, d, ldo, 0.0f, col,
+                        nb * T);
+            col2im(dinp, col, g, b0, nb);
+        }
+    }
+}
+
+static double sumsq(const float *a, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return s;
+}
+
+/* ps (B, OC*K [+OC]): example b's gradient  dout_b (OC, T) @ col_b^T (T, K)  [, row sums of dout_b] */
+void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g,
+                              int B, int bias, int chunk, float *col)
+{
+    const int K = g->C * g->k * g->k, T = g->OH * g->OW;
+    const size_t ldo = (size_t)B * T, np = (size_t)g->OC * K + (bias ? g->OC : 0);
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        int nb = B - b0 < chunk ? B - b0 : chunk;
+        im2col(col, inp, g, b0, nb);
+        for (int j = 0; j < nb; j++) {
+            int b = b0 + j;
+            const float *d = dout + (size_t)b * T;
+            float *p = ps + (size_t)b * np;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->OC, K, T, 1.0f, d, ldo, col + (size_t)j * T,
+                        nb * T, 0.0f, p, K);
+            if (bias)
+                for (int oc = 0; oc < g->OC; oc++) {
+                    const float *r = d + oc * ldo;
+                    float s = 0.0f;
+                    for (int t = 0; t < T; t++) s += r[t];
+                    p[(size_t)g->OC * K + oc] = s;
+                }
+            sq[b] += sumsq(p, np);
+        }
+    }
+}
+
+/* ||dout_b col_b^T||_F^2 = sum_{t,t'} (col_b^T col_b)[t,t'] (dout_b^T dout_b)[t,t'] */
+void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
+                                  int bias, int chunk, float *col, float *gram)
+{
+    const int K = g->C * g->k * g->k, T = g->OH * g->OW;
+    const size_t ldo = (size_t)B * T;
+    float *ga = gram, *gd = gram + (size_t)T * T;
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        int nb = B - b0 < chunk ? B - b0 : chunk;
+        im2col(col, inp, g, b0, nb);
+        for (int j = 0; j < nb; j++) {
+            int b = b0 + j;
+            const float *d = dout + (size_t)b * T, *a = col + (size_t)j * T;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, T, K, 1.0f, a, nb * T, a, nb * T, 0.0f, ga, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, T, g->OC, 1.0f, d, ldo, d, ldo, 0.0f, gd, T);
+            double s = 0.0;
+            for (size_t i = 0; i < (size_t)T * T; i++) s += (double)ga[i] * gd[i];
+            if (bias)
+                for (int oc = 0; oc < g->OC; oc++) {
+                    const float *r = d + oc * ldo;
+                    double rs = 0.0;
+                    for (int t = 0; t < T; t++) rs += r[t];
+                    s += rs * rs;
+                }
+            sq[b] += s;
+        }
+    }
+}

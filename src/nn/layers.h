@@ -1,0 +1,131 @@
+/* Internal to the nn module: layer kernels on raw float buffers, the workspace, and the forward/backward
+ * driver shared by dpfl_nn_grad, dpfl_nn_clipped_grad_sum and dpfl_nn_evaluate.
+ *
+ * Activation layouts.  A batch of per-example (C, H, W) tensors is stored either
+ *   ROWS: (B, C, H, W)  -- what callers pass in and what Linear layers read and write, or
+ *   CNHW: (C, B, H, W)  -- what Conv2d writes, so that one GEMM over the whole batch produces it directly
+ *                          (out (OC, B*T) = W (OC, K) @ col (K, B*T)) with no transposition.
+ * Both are sequences of B*C contiguous H*W planes, so pooling and element-wise layers do not care which one
+ * they get; only Conv2d (reads either, via channel/batch strides) and Flatten (CNHW -> ROWS) do. */
+#ifndef DPFL_NN_LAYERS_H
+#define DPFL_NN_LAYERS_H
+
+#include "dpfl/nn.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- linear.c */
+/* out (B, OC) = inp (B, C) @ w^T + bias;  w (OC, C), bias (OC) or NULL */
+void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC);
+/* dinp (B, C) = dout (B, OC) @ w             (skipped when dinp == NULL)
+ * dw (OC, C) = dout^T @ inp, dbias (OC) = column sums of dout (overwritten; skipped when dw == NULL) */
+void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, int B, int C, int OC);
+/* Ghost norms: sq[b] += ||dout_b||^2 * (||inp_b||^2 + bias), the squared norm of example b's own gradient
+ * (outer product dout_b inp_b^T, plus dout_b for the bias).  inp (B, C), dout (B, OC). */
+void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias);
+
+/* ---------------------------------------------------------------- conv2d.c */
+/* Geometry of a Conv2d over a batch; inp element (c, b, y, x) lives at inp[c*cs + b*bs + y*in_w + x]. */
+typedef struct {
+    int C, H, W, OC, OH, OW, k, stride, pad;
+    size_t cs, bs; /* input channel and batch strides (ROWS: H*W and C*H*W; CNHW: B*H*W and H*W) */
+} dpfl_conv_geom;
+/* Largest scratch (floats) the kernels below need for a chunk of nb examples: K x (nb*T), K = C*k*k. */
+size_t dpfl_nn_conv2d_scratch(const dpfl_conv_geom *g, int nb);
+/* out CNHW (OC, B, OH*OW) = conv(inp) + bias, chunked over examples (col: scratch for `chunk` examples);
+ * relu != 0 applies max(0, .) in the same pass. */
+void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
+                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu);
+/* Given dout CNHW (OC, B, T):
+ *   dw (OC, K), dbias (OC): batch sums, overwritten (skipped when dw == NULL);
+ *   dinp (same strides as inp): input gradient, overwritten (skipped when dinp == NULL). */
+void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col);
+/* Per-example weight gradients, materialized: ps (B, OC*K [+ OC]) and sq[b] += their squared norms. */
+void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g,
+                              int B, int bias, int chunk, float *col);
+/* Ghost norms without per-example gradients: sq[b] += <A_b A_b^T, D_b D_b^T> (+ ||bias grad_b||^2), where A_b
+ * (T, K) is example b's im2col matrix and D_b (T, OC) its output gradient.  gram: 2*T*T floats of scratch. */
+void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
+                                  int bias, int chunk, float *col, float *gram);
+
+/* ---------------------------------------------------------------- pool.c */
+/* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
+ * within each input plane for the backward pass. */
+void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
+                             int k, int stride);
+/* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten). */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, size_t P, int H, int W, int OH,
+                              int OW);
+
+/* ---------------------------------------------------------------- activation.c (n elements, in place-safe) */
+void dpfl_nn_relu_forward(float *out, const float *inp, size_t n);
+void dpfl_nn_relu_backward(float *dinp, const float *dout, const float *out, size_t n);
+void dpfl_nn_tanh_forward(float *out, const float *inp, size_t n);
+void dpfl_nn_tanh_backward(float *dinp, const float *dout, const float *out, size_t n);
+void dpfl_nn_sigmoid_forward(float *out, const float *inp, size_t n);
+void dpfl_nn_sigmoid_backward(float *dinp, const float *dout, const float *out, size_t n);
+/* CNHW (C, B, S) <-> ROWS (B, C*S) */
+void dpfl_nn_flatten_forward(float *out, const float *inp, int B, int C, int S);
+void dpfl_nn_flatten_backward(float *dinp, const float *dout, int B, int C, int S);
+
+/* ---------------------------------------------------------------- dropout.c */
+/* mask (n) = 0 or 1/(1-p), drawn from a generator seeded by rng; out = inp * mask. */
+void dpfl_nn_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p, dpfl_rng *rng);
+void dpfl_nn_dropout_backward(float *dinp, const float *dout, const float *mask, size_t n);
+
+/* ---------------------------------------------------------------- loss.c */
+/* Softmax cross-entropy: logits (B, K), y (B) in [0, K). dlogits (B, K) = scale * (softmax - onehot).
+ * Returns the sum of the B losses; *correct += number of argmax hits (correct may be NULL). */
+double dpfl_nn_softmax_ce(float *dlogits, const float *logits, const int32_t *y, int B, int K, float scale,
+                          int32_t *correct);
+/* Binary cross-entropy on one logit per example, y in {0, 1}: dlogits (B) = scale * (sigmoid(z) - y). */
+double dpfl_nn_sigmoid_bce(float *dlogits, const float *logits, const int32_t *y, int B, float scale,
+                           int32_t *correct);
+
+/* ---------------------------------------------------------------- workspace and driver (net.c) */
+
+struct dpfl_nn_ws {
+    const dpfl_model *m;
+    int32_t max_batch, B;    /* capacity; batch of the last forward */
+    int32_t nslots;
+    int32_t *in_slot, *out_slot; /* per layer */
+    size_t *slot_numel;          /* per example */
+    uint8_t *slot_cnhw;          /* layout of each slot */
+    float **act, **grad;         /* per slot; act[0] is the caller's input, grad[0] is never computed */
+    int32_t **pool_idx;          /* per layer (maxpool) */
+    float **drop_mask;           /* per layer (dropout) */
+    uint8_t *drop_on;            /* per layer: mask applied in the last forward */
+    uint8_t *fuse_relu;          /* per layer: conv applies the following ReLU itself */
+    float *col;                  /* conv scratch */
+    /* per-sample (DP-SGD) state */
+    dpfl_conv_norms conv_mode;   /* tests force each path */
+    uint8_t *ghost;              /* per layer: conv uses ghost norms in the last clipped pass */
+    double *sq;                  /* (nlayers, max_batch) squared per-example norms per layer */
+    float *scale;                /* (nlayers, max_batch) clipping factors */
+    float *ps;                   /* materialized per-example conv gradients */
+    size_t *ps_off;              /* per layer offset into ps (per example stride = layer nparam) */
+    float *dscaled;              /* scratch: per-example-scaled output gradient */
+    float *gram;                 /* 2*T*T scratch for conv ghost norms */
+};
+
+typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE } dpfl_bwd_mode;
+
+/* Forward for B examples; returns logits (B, out_dim). */
+const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
+                                 int32_t B, int train, dpfl_rng *rng);
+/* Loss on the last forward's logits: fills grad of the logits slot with scale * dloss_b/dlogits_b and returns
+ * the summed loss. */
+double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct);
+/* Backward through all layers.  GRAD: grads (nparam) = parameter gradient of the loss set by run_loss.
+ * PERSAMPLE: no parameter gradient; fills ws->sq (per layer, per example) and ws->ps for materialized convs,
+ * keeping every slot's output gradient for the clipped sum. */
+void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode);
+/* Examples per im2col chunk for conv layer L at batch B. */
+int dpfl_nn_conv_chunk(const dpfl_layer *L, int B);
+/* Geometry of conv layer l for the current batch. */
+void dpfl_nn_conv_geom(const dpfl_nn_ws *ws, int l, dpfl_conv_geom *g);
+
+#endif

@@ -1,0 +1,257 @@
+/* Model specs, shapes, the flat parameter layout and initialisation.
+ *
+ * Every architecture is a comma-separated layer list ("net:" spec); the named models are fixed lists, so one
+ * parser checks every shape.  Layer tokens:
+ *   conv<OC>[k<k>][s<stride>][p<pad>][nb]   Conv2d (defaults k3 s1 p0; nb = no bias)
+ *   pool<k>[s<stride>]                      MaxPool2d (stride defaults to k)
+ *   fc<OC>[nb]                              Linear (a Flatten is inserted before it after spatial layers)
+ *   relu | tanh | sigmoid | flatten | drop<p>
+ * Each parameterised layer owns one slice of the flat vector: weights (PyTorch order, (OC, C) or
+ * (OC, C, k, k)) then bias. */
+#include "layers.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LAYERS 64
+#define VALID_NAMES                                                                                            \
+    "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, "                   \
+    "net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], fc<OC>[nb], relu, tanh, sigmoid, "       \
+    "flatten, drop<p>)"
+
+typedef struct {
+    dpfl_model *m;
+    int c, h, w;
+    int cnhw; /* current activation is a conv-style (spatial) tensor */
+    const char *spec;
+    dpfl_error *err;
+} builder;
+
+static dpfl_layer *push(builder *bd, dpfl_layer_kind kind)
+{
+    dpfl_model *m = bd->m;
+    if (m->nlayers >= MAX_LAYERS) return NULL;
+    dpfl_layer *L = &m->layers[m->nlayers++];
+    memset(L, 0, sizeof *L);
+    L->kind = kind;
+    L->in_c = bd->c, L->in_h = bd->h, L->in_w = bd->w;
+    L->out_c = bd->c, L->out_h = bd->h, L->out_w = bd->w;
+    L->param_off = m->nparam;
+    return L;
+}
+
+/* Reads an unsigned decimal after *p; returns -1 if there is none. */
+static long read_int(const char **p)
+{
+    if (!isdigit((unsigned char)**p)) return -1;
+    char *end;
+    long v = strtol(*p, &end, 10);
+    *p = end;
+    return v > 1 << 24 ? -1 : v;
+}
+
+static dpfl_status bad_token(builder *bd, const char *tok, const char *why)
+{
+    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_NAMES, tok, bd->spec, why);
+}
+
+static dpfl_status add_flatten(builder *bd)
+{
+    dpfl_layer *L = push(bd, DPFL_LAYER_FLATTEN);
+    if (!L) return dpfl_fail(bd->err, DPFL_EINVAL, "model spec (%s): more than %d layers", bd->spec, MAX_LAYERS);
+    bd->w = bd->c * bd->h * bd->w, bd->c = 1, bd->h = 1, bd->cnhw = 0;
+    L->out_c = 1, L->out_h = 1, L->out_w = bd->w;
+    return DPFL_OK;
+}
+
+static dpfl_status add_token(builder *bd, const char *tok)
+{
+    const char *p = tok;
+    dpfl_layer *L;
+    if (!strncmp(tok, "conv", 4) || !strncmp(tok, "pool", 4)) {
+        int conv = tok[0] == 'c';
+        p += 4;
+        long oc = 0, k, s = -1, pad = 0, nb = 0;
+        if (conv) {
+            oc = read_int(&p);
+            k = 3;
+            if (*p == 'k') p++, k = read_int(&p);
+        } else {
+            k = read_int(&p);
+        }
+        if (*p == 's') p++, s = read_int(&p);
+        if (conv && *p == 'p') p++, pad = read_int(&p);
+        if (conv && !strcmp(p, "nb")) p += 2, nb = 1;
+        if (*p || (conv && oc < 1) || k < 1 || s == 0 || s < -1 || pad < 0)
+            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>]");
+        if (s == -1) s = conv ? 1 : k;
+        if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
+            return bad_token(bd, tok, "spatial layer after a flat one");
+        long oh = (bd->h + 2 * pad - k) / s + 1, ow = (bd->w + 2 * pad - k) / s + 1;
+        if (bd->h + 2 * pad < k || bd->w + 2 * pad < k || oh < 1 || ow < 1)
+            return bad_token(bd, tok, "kernel larger than its input");
+        if (pad >= k) return bad_token(bd, tok, "padding must be smaller than the kernel");
+        L = push(bd, conv ? DPFL_LAYER_CONV2D : DPFL_LAYER_MAXPOOL2D);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        L->k = (int32_t)k, L->stride = (int32_t)s, L->pad = (int32_t)pad;
+        L->out_h = (int32_t)oh, L->out_w = (int32_t)ow;
+        if (conv) {
+            L->out_c = (int32_t)oc;
+            L->bias = !nb;
+            L->nparam = (size_t)oc * bd->c * k * k + (nb ? 0 : (size_t)oc);
+            bd->cnhw = 1;
+        }
+        bd->c = L->out_c, bd->h = L->out_h, bd->w = L->out_w;
+    } else if (!strncmp(tok, "fc", 2)) {
+        p += 2;
+        long oc = read_int(&p), nb = 0;
+        if (!strcmp(p, "nb")) p += 2, nb = 1;
+        if (*p || oc < 1) return bad_token(bd, tok, "expected fc<OC>[nb]");
+        if (bd->cnhw || bd->c * bd->h > 1) {
+            dpfl_status st = add_flatten(bd);
+            if (st) return st;
+        }
+        L = push(bd, DPFL_LAYER_LINEAR);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        L->bias = !nb;
+        L->out_c = 1, L->out_h = 1, L->out_w = (int32_t)oc;
+        L->nparam = (size_t)oc * bd->w + (nb ? 0 : (size_t)oc);
+        bd->w = (int)oc;
+    } else if (!strcmp(tok, "flatten")) {
+        return add_flatten(bd);
+    } else if (!strcmp(tok, "relu") || !strcmp(tok, "tanh") || !strcmp(tok, "sigmoid")) {
+        L = push(bd, tok[0] == 'r' ? DPFL_LAYER_RELU : tok[0] == 't' ? DPFL_LAYER_TANH : DPFL_LAYER_SIGMOID);
+        if (!L) return bad_token(bd, tok, "too many layers");
+    } else if (!strncmp(tok, "drop", 4)) {
+        char *end;
+        double d = strtod(tok + 4, &end);
+        if (end == tok + 4 || *end || !(d >= 0.0 && d < 1.0)) return bad_token(bd, tok, "expected drop<p>, 0 <= p < 1");
+        L = push(bd, DPFL_LAYER_DROPOUT);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        L->drop = (float)d;
+    } else {
+        return bad_token(bd, tok, "unknown layer");
+    }
+    bd->m->nparam += bd->m->layers[bd->m->nlayers - 1].nparam;
+    return DPFL_OK;
+}
+
+/* Expands a model name into its layer list. */
+static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
+{
+    int out_dim = classes == 2 ? 1 : classes;
+    if (!strcmp(spec, "logreg")) {
+        snprintf(out, cap, "fc%d", out_dim);
+    } else if (!strcmp(spec, "cnn-mnist")) {
+        snprintf(out, cap, "conv32k3,relu,conv64k3,relu,pool2,drop0.25,flatten,fc128,relu,drop0.5,fc%d", classes);
+    } else if (!strcmp(spec, "cnn-mcmahan")) {
+        snprintf(out, cap, "conv32k5p2,relu,pool2,conv64k5p2,relu,pool2,flatten,fc512,relu,fc%d", classes);
+    } else if (!strcmp(spec, "cnn-small")) {
+        snprintf(out, cap, "conv16k8s2p3,tanh,pool2s1,conv32k4s2,tanh,pool2s1,flatten,fc32,tanh,fc%d", classes);
+    } else if (!strncmp(spec, "net:", 4)) {
+        snprintf(out, cap, "%s", spec + 4);
+    } else if (!strncmp(spec, "mlp:", 4)) {
+        const char *p = spec + 4;
+        const char *suffix = strchr(p, ':');
+        int nobias = 0;
+        if (suffix) {
+            if (strcmp(suffix, ":nobias"))
+                return dpfl_fail(err, DPFL_EINVAL, "bad mlp suffix '%s' in model spec (%s): only :nobias", suffix,
+                                 spec);
+            nobias = 1;
+        }
+        long sizes[MAX_LAYERS];
+        int n = 0;
+        for (;;) {
+            long v = read_int(&p);
+            if (v < 1 || n == MAX_LAYERS)
+                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+            sizes[n++] = v;
+            if (*p == '-') {
+                p++;
+                continue;
+            }
+            if (*p && *p != ':')
+                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+            break;
+        }
+        if (n < 2) return dpfl_fail(err, DPFL_EINVAL, "mlp needs at least input and output sizes (%s)", spec);
+        if (sizes[0] != in_dim)
+            return dpfl_fail(err, DPFL_EINVAL, "mlp input size %ld does not match the data (%s): inputs have %d features",
+                             sizes[0], spec, in_dim);
+        size_t len = 0;
+        out[0] = 0;
+        for (int i = 1; i < n; i++)
+            len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%sfc%ld%s", i > 1 ? ",relu," : "",
+                                    sizes[i], nobias ? "nb" : "");
+        if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+    } else {
+        return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_NAMES, spec);
+    }
+    (void)out_dim;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_model_create(const char *spec, int32_t in_c, int32_t in_h, int32_t in_w, int32_t classes,
+                              dpfl_model *m, dpfl_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (!spec || strlen(spec) >= sizeof m->spec)
+        return dpfl_fail(err, DPFL_EINVAL, "model spec missing or longer than %zu characters", sizeof m->spec - 1);
+    if (in_c < 1 || in_h < 1 || in_w < 1 || (int64_t)in_c * in_h * in_w > (1 << 26))
+        return dpfl_fail(err, DPFL_EINVAL, "bad input shape %dx%dx%d for model (%s)", in_c, in_h, in_w, spec);
+    if (classes < 2) return dpfl_fail(err, DPFL_EINVAL, "model (%s) needs at least 2 classes, got %d", spec, classes);
+    char list[1024];
+    dpfl_status st = expand(spec, in_c * in_h * in_w, classes, list, sizeof list, err);
+    if (st) return st;
+    m->layers = dpfl_calloc(MAX_LAYERS, sizeof *m->layers, err);
+    if (!m->layers) return DPFL_ENOMEM;
+    snprintf(m->spec, sizeof m->spec, "%s", spec);
+    m->in_c = in_c, m->in_h = in_h, m->in_w = in_w, m->in_dim = in_c * in_h * in_w;
+    builder bd = {m, in_c, in_h, in_w, 0, spec, err};
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        st = add_token(&bd, tok);
+        if (st) goto fail;
+    }
+    if (m->nlayers == 0) {
+        st = dpfl_fail(err, DPFL_EINVAL, "model spec (%s) has no layers", spec);
+        goto fail;
+    }
+    int out = bd.c * bd.h * bd.w;
+    if (bd.cnhw || !(out == classes || (classes == 2 && out == 1))) {
+        st = dpfl_fail(err, DPFL_EINVAL, "model (%s) ends with %d outputs per example: need %d logits (or 1 for 2 classes)",
+                       spec, out, classes);
+        goto fail;
+    }
+    m->out_dim = out;
+    return DPFL_OK;
+fail:
+    dpfl_model_free(m);
+    return st;
+}
+
+void dpfl_model_free(dpfl_model *m)
+{
+    if (!m) return;
+    dpfl_free(m->layers);
+    m->layers = NULL;
+    m->nlayers = 0;
+}
+
+/* PyTorch's default: kaiming_uniform(a = sqrt(5)) reduces to U(+-1/sqrt(fan_in)) for weights, and the bias
+ * uses the same bound. */
+void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng)
+{
+    for (int l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        if (!L->nparam) continue;
+        size_t fan_in = L->kind == DPFL_LAYER_CONV2D ? (size_t)L->in_c * L->k * L->k : (size_t)L->in_w;
+        double bound = 1.0 / sqrt((double)fan_in);
+        float *p = params + L->param_off;
+        for (size_t i = 0; i < L->nparam; i++) p[i] = (float)((2.0 * dpfl_rng_uniform(rng) - 1.0) * bound);
+    }
+}

@@ -1,0 +1,288 @@
+/* Workspace layout and the forward/backward driver.
+ *
+ * Each layer reads one activation slot and writes one.  Element-wise layers (ReLU, Tanh, Sigmoid, Dropout) run
+ * in place, since their backward needs only their output, and a ReLU right after a Conv2d is applied inside the
+ * conv's bias pass.  Every slot keeps its own gradient buffer, so after a backward pass the output gradient of
+ * every layer is still there for DP-SGD's clipped sum.  No gradient is computed for the layers before the
+ * first parameterised layer (in particular never for the input). */
+#include "layers.h"
+
+#include <math.h>
+#include <string.h>
+
+/* im2col buffer per conv chunk, in floats: big enough for GEMMs with N in the thousands, small enough to sit in
+ * the L3 cache between im2col and the GEMM that consumes it. */
+#define CONV_COL_FLOATS (1u << 20)
+
+int dpfl_nn_conv_chunk(const dpfl_layer *L, int B)
+{
+    size_t per = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
+    size_t c = CONV_COL_FLOATS / (per ? per : 1);
+    if (c < 1) c = 1;
+    if (c > (size_t)B) c = (size_t)B;
+    return (int)c;
+}
+
+static size_t numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
+static size_t numel_out(const dpfl_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
+static int inplace_kind(dpfl_layer_kind k)
+{
+    return k == DPFL_LAYER_RELU || k == DPFL_LAYER_TANH || k == DPFL_LAYER_SIGMOID || k == DPFL_LAYER_DROPOUT;
+}
+
+void dpfl_nn_conv_geom(const dpfl_nn_ws *ws, int l, dpfl_conv_geom *g)
+{
+    const dpfl_layer *L = &ws->m->layers[l];
+    size_t hw = (size_t)L->in_h * L->in_w;
+    g->C = L->in_c, g->H = L->in_h, g->W = L->in_w;
+    g->OC = L->out_c, g->OH = L->out_h, g->OW = L->out_w;
+    g->k = L->k, g->stride = L->stride, g->pad = L->pad;
+    if (ws->slot_cnhw[ws->in_slot[l]])
+        g->cs = (size_t)ws->B * hw, g->bs = hw;
+    else
+        g->cs = hw, g->bs = (size_t)L->in_c * hw;
+}
+
+void dpfl_nn_ws_free(dpfl_nn_ws *ws)
+{
+    if (!ws) return;
+    const dpfl_model *m = ws->m;
+    for (int s = 1; s < ws->nslots; s++) dpfl_free(ws->act[s]), dpfl_free(ws->grad[s]);
+    for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
+    dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
+    dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
+    dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
+    dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
+    dpfl_free(ws->dscaled), dpfl_free(ws->gram);
+    dpfl_free(ws);
+}
+
+dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
+{
+    if (max_batch < 1) {
+        dpfl_fail(err, DPFL_EINVAL, "workspace batch size must be >= 1 (model %s), got %d", m->spec, max_batch);
+        return NULL;
+    }
+    dpfl_nn_ws *ws = dpfl_calloc(1, sizeof *ws, err);
+    if (!ws) return NULL;
+    ws->m = m;
+    ws->max_batch = max_batch;
+    int nl = m->nlayers, ok = 1;
+    size_t mb = (size_t)max_batch;
+#define ALLOC(p, n) ok = ok && ((p) = dpfl_calloc((n), sizeof *(p), err)) != NULL
+    ALLOC(ws->in_slot, nl);
+    ALLOC(ws->out_slot, nl);
+    ALLOC(ws->slot_numel, nl + 1);
+    ALLOC(ws->slot_cnhw, nl + 1);
+    ALLOC(ws->act, nl + 1);
+    ALLOC(ws->grad, nl + 1);
+    ALLOC(ws->pool_idx, nl);
+    ALLOC(ws->drop_mask, nl);
+    ALLOC(ws->drop_on, nl);
+    ALLOC(ws->fuse_relu, nl);
+    ALLOC(ws->ghost, nl);
+    ALLOC(ws->ps_off, nl);
+    ALLOC(ws->sq, (size_t)nl * mb);
+    ALLOC(ws->scale, (size_t)nl * mb);
+    if (!ok) goto fail;
+    /* plan slots */
+    int cur = 0;
+    ws->nslots = 1;
+    ws->slot_numel[0] = (size_t)m->in_dim;
+    size_t col = 0, dsc = 0, gram = 0, ps = 0;
+    for (int l = 0; l < nl; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        ws->in_slot[l] = cur;
+        int alias = (inplace_kind(L->kind) && cur != 0) || (L->kind == DPFL_LAYER_FLATTEN && !ws->slot_cnhw[cur]);
+        if (!alias) {
+            int s = ws->nslots++;
+            ws->slot_numel[s] = numel_out(L);
+            ws->slot_cnhw[s] = L->kind == DPFL_LAYER_CONV2D ? 1
+                               : (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_FLATTEN) ? 0
+                                                                                                 : ws->slot_cnhw[cur];
+            ALLOC(ws->act[s], mb * ws->slot_numel[s]);
+            ALLOC(ws->grad[s], mb * ws->slot_numel[s]);
+            cur = s;
+        }
+        ws->out_slot[l] = cur;
+        if (L->kind == DPFL_LAYER_MAXPOOL2D) ALLOC(ws->pool_idx[l], mb * numel_out(L));
+        if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
+        if (L->kind == DPFL_LAYER_CONV2D) {
+            size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
+            size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
+            if (c > col) col = c;
+            if (2 * T * T > gram) gram = 2 * T * T;
+            if (l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
+            ws->ps_off[l] = ps;
+            ps += mb * L->nparam;
+        }
+        if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
+    }
+    ALLOC(ws->col, col ? col : 1);
+    ALLOC(ws->gram, gram ? gram : 1);
+    ALLOC(ws->ps, ps ? ps : 1);
+    ALLOC(ws->dscaled, dsc ? dsc : 1);
+#undef ALLOC
+    if (!ok) goto fail;
+    return ws;
+fail:
+    dpfl_nn_ws_free(ws);
+    return NULL;
+}
+
+const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
+                                 int32_t B, int train, dpfl_rng *rng)
+{
+    DPFL_ASSERT(B >= 0 && B <= ws->max_batch && ws->m == m);
+    ws->B = B;
+    ws->act[0] = (float *)x; /* slot 0 is only ever read */
+    for (int l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        const float *in = ws->act[ws->in_slot[l]];
+        float *out = ws->act[ws->out_slot[l]];
+        const float *w = params + L->param_off;
+        size_t n = (size_t)B * numel_in(L);
+        switch (L->kind) {
+        case DPFL_LAYER_LINEAR:
+            dpfl_nn_linear_forward(out, in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, B, L->in_w, L->out_w);
+            break;
+        case DPFL_LAYER_CONV2D: {
+            dpfl_conv_geom g;
+            dpfl_nn_conv_geom(ws, l, &g);
+            size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+            dpfl_nn_conv2d_forward(out, in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
+                                   ws->fuse_relu[l]);
+            break;
+        }
+        case DPFL_LAYER_MAXPOOL2D:
+            dpfl_nn_maxpool_forward(out, ws->pool_idx[l], in, (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h,
+                                    L->out_w, L->k, L->stride);
+            break;
+        case DPFL_LAYER_RELU:
+            if (!(l > 0 && ws->fuse_relu[l - 1])) dpfl_nn_relu_forward(out, in, n);
+            break;
+        case DPFL_LAYER_TANH: dpfl_nn_tanh_forward(out, in, n); break;
+        case DPFL_LAYER_SIGMOID: dpfl_nn_sigmoid_forward(out, in, n); break;
+        case DPFL_LAYER_DROPOUT:
+            ws->drop_on[l] = train && rng && L->drop > 0.0f;
+            if (ws->drop_on[l])
+                dpfl_nn_dropout_forward(out, ws->drop_mask[l], in, n, L->drop, rng);
+            else if (out != in)
+                memcpy(out, in, n * sizeof *out);
+            break;
+        case DPFL_LAYER_FLATTEN:
+            if (out != in) dpfl_nn_flatten_forward(out, in, B, L->in_c, L->in_h * L->in_w);
+            break;
+        }
+    }
+    return ws->act[ws->out_slot[m->nlayers - 1]];
+}
+
+double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct)
+{
+    int s = ws->out_slot[m->nlayers - 1];
+    if (m->out_dim == 1) return dpfl_nn_sigmoid_bce(ws->grad[s], ws->act[s], y, ws->B, scale, correct);
+    return dpfl_nn_softmax_ce(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
+}
+
+static int first_param_layer(const dpfl_model *m)
+{
+    for (int l = 0; l < m->nlayers; l++)
+        if (m->layers[l].nparam) return l;
+    return m->nlayers;
+}
+
+void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode)
+{
+    const int B = ws->B, first = first_param_layer(m);
+    for (int l = m->nlayers - 1; l >= 0; l--) {
+        const dpfl_layer *L = &m->layers[l];
+        float *gin = l > first ? ws->grad[ws->in_slot[l]] : NULL;
+        const float *gout = ws->grad[ws->out_slot[l]];
+        const float *in = ws->act[ws->in_slot[l]], *out = ws->act[ws->out_slot[l]];
+        const float *w = params + L->param_off;
+        size_t n = (size_t)B * numel_in(L);
+        double *sq = ws->sq + (size_t)l * ws->max_batch;
+        switch (L->kind) {
+        case DPFL_LAYER_LINEAR: {
+            float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
+            if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
+            dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
+                                    L->in_w, L->out_w);
+            break;
+        }
+        case DPFL_LAYER_CONV2D: {
+            dpfl_conv_geom g;
+            dpfl_nn_conv_geom(ws, l, &g);
+            int chunk = dpfl_nn_conv_chunk(L, B);
+            float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
+            size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+            if (mode == DPFL_BWD_PERSAMPLE) {
+                if (ws->ghost[l])
+                    dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram);
+                else
+                    dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col);
+            }
+            dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col);
+            break;
+        }
+        case DPFL_LAYER_MAXPOOL2D:
+            if (gin)
+                dpfl_nn_maxpool_backward(gin, gout, ws->pool_idx[l], (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h,
+                                         L->out_w);
+            break;
+        case DPFL_LAYER_RELU:
+            if (gin) dpfl_nn_relu_backward(gin, gout, out, n);
+            break;
+        case DPFL_LAYER_TANH:
+            if (gin) dpfl_nn_tanh_backward(gin, gout, out, n);
+            break;
+        case DPFL_LAYER_SIGMOID:
+            if (gin) dpfl_nn_sigmoid_backward(gin, gout, out, n);
+            break;
+        case DPFL_LAYER_DROPOUT:
+            if (gin && ws->drop_on[l])
+                dpfl_nn_dropout_backward(gin, gout, ws->drop_mask[l], n);
+            else if (gin && gin != gout)
+                memcpy(gin, gout, n * sizeof *gin);
+            break;
+        case DPFL_LAYER_FLATTEN:
+            if (gin && gin != gout) dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
+            break;
+        }
+    }
+}
+
+const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
+                             int train, dpfl_rng *rng)
+{
+    return dpfl_nn_run_forward(m, params, ws, x, B, train, rng);
+}
+
+double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                    int32_t B, dpfl_rng *rng, float *grads, int32_t *correct)
+{
+    if (correct) *correct = 0;
+    if (B == 0) {
+        dpfl_vec_zero(grads, m->nparam);
+        return 0.0;
+    }
+    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
+    dpfl_nn_run_backward(m, params, ws, grads, DPFL_BWD_GRAD);
+    return loss / B;
+}
+
+void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                      int32_t n, double *mean_loss, double *accuracy)
+{
+    double loss = 0.0;
+    int32_t correct = 0;
+    for (int32_t i = 0; i < n; i += ws->max_batch) {
+        int32_t B = n - i < ws->max_batch ? n - i : ws->max_batch;
+        dpfl_nn_run_forward(m, params, ws, x + (size_t)i * m->in_dim, B, 0, NULL);
+        loss += dpfl_nn_run_loss(m, ws, y + i, 1.0f, &correct);
+    }
+    if (mean_loss) *mean_loss = n ? loss / n : 0.0;
+    if (accuracy) *accuracy = n ? (double)correct / n : 0.0;
+}

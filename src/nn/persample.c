@@ -1,0 +1,98 @@
+/* DP-SGD's clipped gradient sum, book-keeping style (Bu et al. 2022):
+ *   1. one forward and one backward pass computing every layer's output gradient for all examples, and along
+ *      the way each example's squared gradient norm per layer:
+ *        Linear  ghost norm ||d_b||^2 (||a_b||^2 + 1): no per-example gradient is formed;
+ *        Conv2d  ghost norm from T x T Gram matrices when T^2 (K + OC) < T K OC, otherwise the per-example
+ *                weight gradients are materialized (one small GEMM each) and kept;
+ *   2. per-example (per-layer) clipping factors s_b;
+ *   3. the clipped sum: Linear and ghost Conv2d as the usual weight-gradient GEMM on s_b-scaled output
+ *      gradients, materialized Conv2d as sum_b s_b g_b.
+ * So a linear layer costs about what its non-private backward costs. */
+#include "layers.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Scale factor taking a gradient of norm `norm` to norm <= c; the next float below c/norm absorbs rounding in
+ * the norm itself and in the scaled sum. */
+static float clip_factor(double norm, double c)
+{
+    if (!(norm > c)) return 1.0f;
+    return nextafterf((float)(c / norm * (1.0 - 1e-7)), 0.0f);
+}
+
+void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode) { ws->conv_mode = mode; }
+
+static int use_ghost(const dpfl_nn_ws *ws, const dpfl_layer *L)
+{
+    if (ws->conv_mode == DPFL_CONV_NORMS_GHOST) return 1;
+    if (ws->conv_mode == DPFL_CONV_NORMS_MATERIALIZE) return 0;
+    double T = (double)L->out_h * L->out_w, K = (double)L->in_c * L->k * L->k, OC = L->out_c;
+    return T * T * (K + OC) < T * K * OC;
+}
+
+double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
+                                const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
+                                float *grads, float *norms)
+{
+    dpfl_vec_zero(grads, m->nparam);
+    if (B == 0) return 0.0;
+    const int nl = m->nlayers;
+    const size_t mb = (size_t)ws->max_batch;
+    for (int l = 0; l < nl; l++) ws->ghost[l] = m->layers[l].kind == DPFL_LAYER_CONV2D && use_ghost(ws, &m->layers[l]);
+    memset(ws->sq, 0, (size_t)nl * mb * sizeof *ws->sq);
+
+    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    double loss = dpfl_nn_run_loss(m, ws, y, 1.0f, NULL);
+    dpfl_nn_run_backward(m, params, ws, NULL, DPFL_BWD_PERSAMPLE);
+
+    for (int b = 0; b < B; b++) {
+        double tot = 0.0;
+        for (int l = 0; l < nl; l++) tot += ws->sq[(size_t)l * mb + b];
+        double norm = sqrt(tot);
+        if (norms) norms[b] = (float)norm;
+        for (int l = 0; l < nl; l++) {
+            const dpfl_layer *L = &m->layers[l];
+            if (!L->nparam) continue;
+            float s;
+            if (clip->per_layer) {
+                double cl = clip->clip * sqrt((double)L->nparam / (double)m->nparam);
+                s = clip_factor(sqrt(ws->sq[(size_t)l * mb + b]), cl);
+            } else {
+                s = clip_factor(norm, clip->clip);
+            }
+            ws->scale[(size_t)l * mb + b] = s;
+        }
+    }
+
+    for (int l = 0; l < nl; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        if (!L->nparam) continue;
+        const float *s = ws->scale + (size_t)l * mb;
+        const float *gout = ws->grad[ws->out_slot[l]], *in = ws->act[ws->in_slot[l]];
+        float *dw = grads + L->param_off;
+        if (L->kind == DPFL_LAYER_LINEAR) {
+            const int OC = L->out_w;
+            for (int b = 0; b < B; b++)
+                for (int o = 0; o < OC; o++) ws->dscaled[(size_t)b * OC + o] = s[b] * gout[(size_t)b * OC + o];
+            dpfl_nn_linear_backward(NULL, dw, L->bias ? dw + (size_t)OC * L->in_w : NULL, ws->dscaled, in, NULL, B,
+                                    L->in_w, OC);
+        } else if (ws->ghost[l]) {
+            dpfl_conv_geom g;
+            dpfl_nn_conv_geom(ws, l, &g);
+            const size_t T = (size_t)L->out_h * L->out_w, nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+            for (int oc = 0; oc < L->out_c; oc++)
+                for (int b = 0; b < B; b++) {
+                    const float *src = gout + ((size_t)oc * B + b) * T;
+                    float *dst = ws->dscaled + ((size_t)oc * B + b) * T;
+                    for (size_t t = 0; t < T; t++) dst[t] = s[b] * src[t];
+                }
+            dpfl_nn_conv2d_backward(NULL, dw, L->bias ? dw + nw : NULL, ws->dscaled, in, NULL, &g, B,
+                                    dpfl_nn_conv_chunk(L, B), ws->col);
+        } else {
+            const float *ps = ws->ps + ws->ps_off[l];
+            for (int b = 0; b < B; b++) dpfl_vec_axpy(dw, s[b], ps + (size_t)b * L->nparam, L->nparam);
+        }
+    }
+    return loss / B;
+}

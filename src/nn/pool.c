@@ -1,0 +1,57 @@
+/* 2-D max pooling on a sequence of planes (layout-agnostic: ROWS and CNHW are both (P, H, W)). */
+#include "layers.h"
+
+#include <float.h>
+#include <string.h>
+
+/* inp (P, H, W) -> out (P, OH, OW), idx (P, OH, OW) = argmax offset y*W+x in the plane */
+void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
+                             int k, int stride)
+{
+    for (size_t p = 0; p < P; p++) {
+        const float *in = inp + p * H * W;
+        float *o = out + p * OH * OW;
+        int32_t *ix = idx + p * OH * OW;
+        if (k == 2 && stride == 2) {
+            for (int oy = 0; oy < OH; oy++) {
+                const float *r0 = in + 2 * oy * W, *r1 = r0 + W;
+                for (int ox = 0; ox < OW; ox++) {
+                    int x = 2 * ox, off = 2 * oy * W + x;
+                    float best = r0[x];
+                    int bi = off;
+                    if (r0[x + 1] > best) best = r0[x + 1], bi = off + 1;
+                    if (r1[x] > best) best = r1[x], bi = off + W;
+                    if (r1[x + 1] > best) best = r1[x + 1], bi = off + W + 1;
+                    o[oy * OW + ox] = best;
+                    ix[oy * OW + ox] = bi;
+                }
+            }
+            continue;
+        }
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                float best = -FLT_MAX;
+                int bi = (oy * stride) * W + ox * stride;
+                for (int i = 0; i < k; i++)
+                    for (int j = 0; j < k; j++) {
+                        int off = (oy * stride + i) * W + ox * stride + j;
+                        if (in[off] > best) best = in[off], bi = off;
+                    }
+                o[oy * OW + ox] = best;
+                ix[oy * OW + ox] = bi;
+            }
+    }
+}
+
+/* dinp (P, H, W) = sum over windows of dout routed to each window's argmax (windows may overlap) */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, size_t P, int H, int W, int OH,
+                              int OW)
+{
+    memset(dinp, 0, P * H * W * sizeof *dinp);
+    for (size_t p = 0; p < P; p++) {
+        float *d = dinp + p * H * W;
+        const float *g = dout + p * OH * OW;
+        const int32_t *ix = idx + p * OH * OW;
+        for (int i = 0; i < OH * OW; i++) d[ix[i]] += g[i];
+    }
+}

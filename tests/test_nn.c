@@ -1,0 +1,413 @@
+/* nn: gradient checks for every layer and loss, DP-SGD per-example gradients and clipping, model specs and
+ * files. Models are kept small so the suite stays fast under sanitizers. */
+#include "testutil.h"
+#include "dpfl/nn.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    dpfl_model m;
+    float *params, *x;
+    int32_t *y;
+    int32_t B, classes;
+} fixture;
+
+static void fx_make(fixture *f, const char *spec, int c, int h, int w, int classes, int B, uint64_t seed)
+{
+    dpfl_error err;
+    dpfl_rng r;
+    int st = dpfl_model_create(spec, c, h, w, classes, &f->m, &err);
+    if (st) print_error("%s: %s\n", spec, err.msg);
+    assert_int_equal(st, DPFL_OK);
+    dpfl_rng_init_seed(&r, seed);
+    f->params = malloc(f->m.nparam * sizeof(float));
+    dpfl_model_init(&f->m, f->params, &r);
+    f->B = B;
+    f->classes = classes;
+    f->x = malloc((size_t)B * f->m.in_dim * sizeof(float));
+    f->y = malloc((size_t)B * sizeof(int32_t));
+    for (size_t i = 0; i < (size_t)B * f->m.in_dim; i++) f->x[i] = (float)dpfl_rng_gaussian(&r);
+    for (int b = 0; b < B; b++) f->y[b] = (int32_t)dpfl_rng_below(&r, classes);
+}
+
+static void fx_free(fixture *f)
+{
+    dpfl_model_free(&f->m);
+    free(f->params), free(f->x), free(f->y);
+}
+
+/* ---------------------------------------------------------------- gradient checks */
+typedef struct {
+    const char *spec;
+    int c, h, w, classes;
+} arch;
+
+static const arch small_archs[] = {
+    {"net:fc3", 2, 4, 4, 3},                      /* linear + softmax CE */
+    {"net:fc3nb", 2, 4, 4, 3},                    /* linear without bias */
+    {"net:fc4,tanh,fc1", 1, 1, 6, 2},             /* binary cross-entropy */
+    {"net:fc6,relu,fc3", 1, 1, 7, 3},
+    {"net:fc6,tanh,fc3", 1, 1, 7, 3},
+    {"net:fc6,sigmoid,fc3", 1, 1, 7, 3},
+    {"net:conv3k3p1,tanh,flatten,fc3", 2, 5, 5, 3},
+    {"net:conv3k3s2p1,relu,fc3", 2, 7, 7, 3},     /* stride + padding, fused ReLU */
+    {"net:conv3k2nb,tanh,conv2k3,tanh,fc3", 2, 6, 6, 3}, /* conv without bias, conv on a CNHW input */
+    {"net:conv4k3p1,tanh,pool2,fc3", 1, 6, 6, 3},
+    {"net:conv4k3,tanh,pool2s1,fc3", 1, 6, 6, 3}, /* overlapping pooling windows */
+    {"net:pool2,fc3", 2, 4, 4, 3},                /* layers before the first parameter */
+    {"net:conv3k3,drop0.3,tanh,fc5,drop0.5,tanh,fc3", 1, 6, 6, 3},
+    {"logreg", 1, 5, 5, 10},
+    {"logreg", 1, 5, 5, 2},
+    {"mlp:12-8-6-4", 1, 3, 4, 4},
+    {"mlp:12-8-4:nobias", 1, 3, 4, 4},
+};
+
+static void gradcheck_small_models(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof small_archs / sizeof *small_archs; i++) {
+        const arch *a = &small_archs[i];
+        fixture f;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, 4, 100 + i);
+        dpfl_rng r;
+        dpfl_rng_init_seed(&r, 7 + i);
+        dpfl_error err;
+        double rel = dpfl_nn_gradcheck(&f.m, f.params, f.x, f.y, f.B, 12, &r, &err);
+        if (!(rel < 1e-2)) print_error("%s: gradcheck relative error %g\n", a->spec, rel);
+        assert_true(rel < 1e-2);
+        fx_free(&f);
+    }
+}
+
+/* Max pooling is only piecewise smooth, and the named CNNs on 28x28 inputs have thousands of pooling windows,
+ * so a 1e-3 step on a first-layer weight always switches some argmax and single-parameter differences are
+ * dominated by kinks.  Their geometry is checked per parameter on narrow copies (same kernels, strides,
+ * padding, fewer channels), and the full models by the derivative along the gradient direction, where the
+ * kinks' contributions are small next to ||g||. */
+static void gradcheck_named_geometries(void **state)
+{
+    (void)state;
+    const arch narrow[] = {
+        {"net:conv2k8s2p3,tanh,pool2s1,conv3k4s2,tanh,pool2s1,fc6,tanh,fc3", 1, 16, 16, 3}, /* cnn-small */
+        {"net:conv2k3,relu,conv3k3,relu,pool2,drop0.25,fc5,relu,drop0.5,fc3", 1, 10, 10, 3}, /* cnn-mnist */
+        {"net:conv2k5p2,relu,pool2,conv3k5p2,relu,pool2,fc6,relu,fc3", 2, 8, 8, 3},          /* cnn-mcmahan */
+    };
+    for (int i = 0; i < 3; i++) {
+        fixture f;
+        fx_make(&f, narrow[i].spec, narrow[i].c, narrow[i].h, narrow[i].w, narrow[i].classes, 2, 300 + i);
+        dpfl_rng r;
+        dpfl_rng_init_seed(&r, 11 + i);
+        double rel = dpfl_nn_gradcheck(&f.m, f.params, f.x, f.y, f.B, 10, &r, NULL);
+        if (!(rel < 1e-2)) print_error("%s: gradcheck relative error %g\n", narrow[i].spec, rel);
+        assert_true(rel < 1e-2);
+        fx_free(&f);
+    }
+}
+
+static void directional_derivative_named_models(void **state)
+{
+    (void)state;
+    const char *specs[] = {"cnn-small", "cnn-mnist", "cnn-mcmahan", "mlp:784-64-10", "logreg"};
+    for (int i = 0; i < 5; i++) {
+        fixture f;
+        fx_make(&f, specs[i], 1, 28, 28, 10, 2, 400 + i);
+        size_t n = f.m.nparam;
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, f.B, NULL);
+        float *g = malloc(n * sizeof *g), *p = malloc(n * sizeof *p);
+        dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, f.B, NULL, g, NULL);
+        double gn = dpfl_vec_norm2(g, n), eps = 1e-3, lp, lm;
+        for (size_t j = 0; j < n; j++) p[j] = f.params[j] + (float)(eps * g[j] / gn);
+        dpfl_nn_evaluate(&f.m, p, ws, f.x, f.y, f.B, &lp, NULL);
+        for (size_t j = 0; j < n; j++) p[j] = f.params[j] - (float)(eps * g[j] / gn);
+        dpfl_nn_evaluate(&f.m, p, ws, f.x, f.y, f.B, &lm, NULL);
+        double num = (lp - lm) / (2 * eps);
+        if (!(fabs(num - gn) < 1e-2 * gn)) print_error("%s: directional derivative %g vs |g| %g\n", specs[i], num, gn);
+        assert_true(fabs(num - gn) < 1e-2 * gn);
+        free(g), free(p);
+        dpfl_nn_ws_free(ws);
+        fx_free(&f);
+    }
+}
+
+/* ---------------------------------------------------------------- per-example gradients and clipping */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
+    return sqrt(d) / fmax(sqrt(s), 1e-30);
+}
+
+/* Example b's own gradient, computed alone (mean over a batch of one = its own loss gradient). */
+static void one_grad(const fixture *f, dpfl_nn_ws *ws, int b, float *g)
+{
+    dpfl_nn_grad(&f->m, f->params, ws, f->x + (size_t)b * f->m.in_dim, f->y + b, 1, NULL, g, NULL);
+}
+
+static void clip_reference(const dpfl_model *m, float *g, double c, int per_layer)
+{
+    if (!per_layer) {
+        dpfl_vec_clip(g, m->nparam, c);
+        return;
+    }
+    for (int l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        if (L->nparam) dpfl_vec_clip(g + L->param_off, L->nparam, c * sqrt((double)L->nparam / m->nparam));
+    }
+}
+
+static const arch ps_archs[] = {
+    {"net:fc3", 2, 4, 4, 3},
+    {"net:fc4,tanh,fc1", 1, 1, 6, 2},
+    {"net:fc6,sigmoid,fc3nb", 1, 1, 7, 3},
+    {"net:conv3k3s2p1,relu,fc3", 2, 7, 7, 3},
+    {"net:conv3k2nb,tanh,conv2k3,tanh,fc3", 2, 6, 6, 3},
+    {"net:conv4k3,tanh,pool2s1,fc3", 1, 6, 6, 3},
+    {"net:pool2,fc3", 2, 4, 4, 3},
+    {"net:conv3k3,drop0.3,tanh,fc5,drop0.5,tanh,fc3", 1, 6, 6, 3}, /* dropout off without an rng */
+    {"mlp:12-8-6-4:nobias", 1, 3, 4, 4},
+    {"cnn-small", 1, 28, 28, 10},
+    {"cnn-mnist", 1, 28, 28, 10},
+};
+
+static void persample_equals_one_at_a_time(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof ps_archs / sizeof *ps_archs; i++) {
+        const arch *a = &ps_archs[i];
+        fixture f;
+        const int B = 5;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 500 + i);
+        size_t n = f.m.nparam;
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, B, NULL), *ws1 = dpfl_nn_ws_create(&f.m, 1, NULL);
+        assert_non_null(ws);
+        float *g = malloc(n * sizeof *g), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+        float norms[5], own[5];
+        for (int b = 0; b < B; b++) {
+            one_grad(&f, ws1, b, g);
+            own[b] = (float)dpfl_vec_norm2(g, n);
+        }
+        /* a clip between the smallest and largest norm, so both branches run */
+        float lo = own[0], hi = own[0];
+        for (int b = 1; b < B; b++) lo = fminf(lo, own[b]), hi = fmaxf(hi, own[b]);
+        double c = 0.5 * (lo + hi);
+        for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++)
+            for (int per_layer = 0; per_layer < 2; per_layer++) {
+                dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                dpfl_vec_zero(want, n);
+                for (int b = 0; b < B; b++) {
+                    one_grad(&f, ws1, b, g);
+                    clip_reference(&f.m, g, c, per_layer);
+                    dpfl_vec_axpy(want, 1.0f, g, n);
+                }
+                dpfl_clip_spec cs = {c, per_layer};
+                dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, NULL, got, norms);
+                for (int b = 0; b < B; b++) assert_close(norms[b], own[b], 1e-4);
+                double d = rel_diff(got, want, n);
+                if (!(d < 1e-4)) print_error("%s mode %d per_layer %d: rel diff %g\n", a->spec, mode, per_layer, d);
+                assert_true(d < 1e-4);
+            }
+        free(g), free(want), free(got);
+        dpfl_nn_ws_free(ws), dpfl_nn_ws_free(ws1);
+        fx_free(&f);
+    }
+}
+
+static void clipped_norms_bounded(void **state)
+{
+    (void)state;
+    const double clips[] = {1e-3, 0.05, 1.0};
+    for (size_t i = 0; i < sizeof ps_archs / sizeof *ps_archs; i++) {
+        const arch *a = &ps_archs[i];
+        fixture f;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, 3, 700 + i);
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, 1, NULL);
+        float *g = malloc(f.m.nparam * sizeof *g);
+        for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++)
+            for (int per_layer = 0; per_layer < 2; per_layer++)
+                for (int ci = 0; ci < 3; ci++)
+                    for (int b = 0; b < f.B; b++) {
+                        dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                        dpfl_clip_spec cs = {clips[ci], per_layer};
+                        dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x + (size_t)b * f.m.in_dim, f.y + b, 1, &cs,
+                                                 NULL, g, NULL);
+                        double norm = dpfl_vec_norm2(g, f.m.nparam);
+                        if (!(norm <= clips[ci] * (1 + 1e-6)))
+                            print_error("%s: clipped norm %.9g > C = %g\n", a->spec, norm, clips[ci]);
+                        assert_true(norm <= clips[ci] * (1 + 1e-6));
+                    }
+        free(g);
+        dpfl_nn_ws_free(ws);
+        fx_free(&f);
+    }
+}
+
+static void infinite_clip_is_batch_times_mean_grad(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof ps_archs / sizeof *ps_archs; i++) {
+        const arch *a = &ps_archs[i];
+        fixture f;
+        const int B = 6;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 900 + i);
+        size_t n = f.m.nparam;
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, B, NULL);
+        float *g = malloc(n * sizeof *g), *s = malloc(n * sizeof *s);
+        dpfl_rng r1, r2;
+        dpfl_rng_init_seed(&r1, 5);
+        dpfl_rng_init_seed(&r2, 5); /* same dropout masks in both passes */
+        double l1 = dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, B, &r1, g, NULL);
+        dpfl_vec_scale(g, (float)B, n);
+        dpfl_clip_spec cs = {INFINITY, 0};
+        double l2 = dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, &r2, s, NULL);
+        assert_close(l2, l1, 1e-6);
+        double d = rel_diff(s, g, n);
+        if (!(d < 1e-5)) print_error("%s: rel diff %g\n", a->spec, d);
+        assert_true(d < 1e-5);
+        /* an empty batch is a valid DP-SGD step: zero sum */
+        dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, 0, &cs, &r2, s, NULL);
+        assert_true(dpfl_vec_norm2(s, n) == 0.0);
+        free(g), free(s);
+        dpfl_nn_ws_free(ws);
+        fx_free(&f);
+    }
+}
+
+/* ---------------------------------------------------------------- specs, files, determinism */
+static void spec_errors_are_reported(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("resnet50", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown model"));
+    assert_non_null(strstr(err.msg, "cnn-small"));
+    assert_int_equal(dpfl_model_create("mlp:100-10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "784"));
+    assert_int_equal(dpfl_model_create("mlp:784-100-7", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("mlp:784-100-10:bias", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("mlp:784--10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:conv8k3,frob,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "frob"));
+    assert_int_equal(dpfl_model_create("net:conv8k30,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:drop1.5,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("cnn-mnist", 1, 4, 4, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("logreg", 1, 28, 28, 1, &m, &err), DPFL_EINVAL);
+}
+
+static void param_counts(void **state)
+{
+    (void)state;
+    struct {
+        const char *spec;
+        size_t n;
+        int out;
+    } cases[] = {
+        {"cnn-small", 26010, 10},           {"cnn-mcmahan", 1663370, 10},
+        {"cnn-mnist", 1199882, 10},         {"mlp:784-512-256-10", 535818, 10},
+        {"mlp:784-600-100-10:nobias", 784 * 600 + 600 * 100 + 1000, 10},
+        {"logreg", 7850, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        dpfl_model m;
+        assert_int_equal(dpfl_model_create(cases[i].spec, 1, 28, 28, 10, &m, NULL), DPFL_OK);
+        assert_int_equal(m.nparam, cases[i].n);
+        assert_int_equal(m.out_dim, cases[i].out);
+        dpfl_model_free(&m);
+    }
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("logreg", 1, 1, 13, 2, &m, NULL), DPFL_OK);
+    assert_int_equal(m.out_dim, 1);
+    assert_int_equal(m.nparam, 14);
+    dpfl_model_free(&m);
+}
+
+static void init_is_deterministic(void **state)
+{
+    (void)state;
+    fixture a, b, c;
+    fx_make(&a, "cnn-small", 1, 28, 28, 10, 2, 42);
+    fx_make(&b, "cnn-small", 1, 28, 28, 10, 2, 42);
+    fx_make(&c, "cnn-small", 1, 28, 28, 10, 2, 43);
+    assert_memory_equal(a.params, b.params, a.m.nparam * sizeof(float));
+    assert_memory_not_equal(a.params, c.params, a.m.nparam * sizeof(float));
+    /* bounds of PyTorch's default init: first conv fan_in = 64 */
+    for (size_t i = 0; i < 1024; i++) assert_true(fabsf(a.params[i]) <= 0.125f);
+    fx_free(&a), fx_free(&b), fx_free(&c);
+}
+
+static void save_load_round_trip_and_rejects(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dpfl_nn_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    fixture f;
+    fx_make(&f, "mlp:12-8-4", 1, 3, 4, 4, 1, 3);
+    dpfl_error err;
+    assert_int_equal(dpfl_model_save(&f.m, f.params, path, &err), DPFL_OK);
+    float *p = calloc(f.m.nparam, sizeof *p);
+    assert_int_equal(dpfl_model_load(&f.m, p, path, &err), DPFL_OK);
+    assert_memory_equal(p, f.params, f.m.nparam * sizeof *p);
+    /* another architecture */
+    dpfl_model other;
+    assert_int_equal(dpfl_model_create("mlp:12-9-4", 1, 3, 4, 4, &other, NULL), DPFL_OK);
+    float *q = calloc(other.nparam, sizeof *q);
+    assert_int_equal(dpfl_model_load(&other, q, path, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "architecture"));
+    /* a flipped byte fails the checksum */
+    FILE *fp = fopen(path, "r+b");
+    fseek(fp, 40, SEEK_SET);
+    int ch = fgetc(fp);
+    fseek(fp, 40, SEEK_SET);
+    fputc(ch ^ 0x10, fp);
+    fclose(fp);
+    assert_int_not_equal(dpfl_model_load(&f.m, p, path, &err), DPFL_OK);
+    /* missing file */
+    snprintf(path, sizeof path, "%s/none.bin", dir);
+    assert_int_equal(dpfl_model_load(&f.m, p, path, &err), DPFL_EIO);
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    unlink(path);
+    rmdir(dir);
+    free(p), free(q);
+    dpfl_model_free(&other);
+    fx_free(&f);
+}
+
+static void evaluate_matches_forward_and_ignores_dropout(void **state)
+{
+    (void)state;
+    fixture f;
+    fx_make(&f, "cnn-mnist", 1, 28, 28, 10, 7, 17);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, 3, NULL); /* batches 3 + 3 + 1 */
+    double loss, acc;
+    dpfl_nn_evaluate(&f.m, f.params, ws, f.x, f.y, f.B, &loss, &acc);
+    dpfl_nn_ws *ws7 = dpfl_nn_ws_create(&f.m, 7, NULL);
+    float *g = malloc(f.m.nparam * sizeof *g);
+    int32_t correct;
+    double l2 = dpfl_nn_grad(&f.m, f.params, ws7, f.x, f.y, f.B, NULL, g, &correct);
+    assert_close(loss, l2, 1e-5);
+    assert_close(acc, correct / 7.0, 1e-12);
+    free(g);
+    dpfl_nn_ws_free(ws), dpfl_nn_ws_free(ws7);
+    fx_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gradcheck_small_models),
+        cmocka_unit_test(gradcheck_named_geometries),
+        cmocka_unit_test(directional_derivative_named_models),
+        cmocka_unit_test(persample_equals_one_at_a_time),
+        cmocka_unit_test(clipped_norms_bounded),
+        cmocka_unit_test(infinite_clip_is_batch_times_mean_grad),
+        cmocka_unit_test(spec_errors_are_reported),
+        cmocka_unit_test(param_counts),
+        cmocka_unit_test(init_is_deterministic),
+        cmocka_unit_test(save_load_round_trip_and_rejects),
+        cmocka_unit_test(evaluate_matches_forward_and_ignores_dropout),
+    };
+    return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
+}
