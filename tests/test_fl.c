@@ -92,8 +92,16 @@ typedef struct {
 static void fixture_make(fixture *f, int32_t n)
 {
     dpfl_error err;
-    assert_int_equal(dpfl_synthetic(n, 20, 3, 2.0, 11, &f->train, &err), DPFL_OK);
-    assert_int_equal(dpfl_synthetic(200, 20, 3, 2.0, 12, &f->test, &err), DPFL_OK);
+    /* one draw (same class means), split into train and test */
+    assert_int_equal(dpfl_synthetic(n + 200, 20, 3, 2.0, 11, &f->train, &err), DPFL_OK);
+    f->test = f->train;
+    f->test.n = 200;
+    f->test.x = malloc((size_t)200 * 20 * sizeof(float));
+    f->test.y = malloc((size_t)200 * sizeof(int32_t));
+    f->test.group = NULL;
+    memcpy(f->test.x, f->train.x + (size_t)n * 20, (size_t)200 * 20 * sizeof(float));
+    memcpy(f->test.y, f->train.y + n, (size_t)200 * sizeof(int32_t));
+    f->train.n = n;
     assert_int_equal(dpfl_model_create("mlp:20-16-3", 1, 1, 20, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
     strcpy(f->cfg.dataset, "synthetic");
@@ -242,7 +250,6 @@ static void deterministic_across_thread_counts(void **state)
     run_rounds(&f, &part, 3, c);
     assert_memory_equal(a, b, P * sizeof *a);
     assert_memory_equal(a, c, P * sizeof *a);
-    /* and a different seed gives a different model */
     dpfl_partition_free(&part);
     free(a);
     free(b);
