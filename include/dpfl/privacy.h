@@ -1,0 +1,245 @@
+/* dpfl privacy: accountants that turn privacy *events* into guarantees.  Pure math in double precision; no
+ * model is ever seen here.
+ *
+ * Units.  z (noise multiplier) = standard deviation of the Gaussian noise divided by the L2 sensitivity of what
+ * it is added to, under the event's adjacency (for a clipped sum under replace-one the sensitivity is 2C).
+ * q = sampling probability of one record (or client) per step; T (count) = number of repetitions; delta as
+ * usual; epsilon in nats.  Every result is an UPPER bound on the true epsilon (or delta) of the mechanism the
+ * events describe: where a computation must round, it rounds towards more privacy loss.
+ *
+ * Accountants.  RDP (Renyi DP, Mironov 2017; Poisson-subsampled Gaussian of Mironov-Talwar-Zhang 2019, fixed-size
+ * sampling without replacement of Wang-Balle-Kasiviswanathan 2019), PLD (privacy loss distributions, discretized
+ * with the pessimistic "connect-the-dots" pair and composed by FFT), GDP (Gaussian DP; exact for plain Gaussian
+ * events, the central-limit value for sampled ones is asymptotic and NOT a bound).  An event list describes one
+ * training run for one unit (record or client); a DPFL_EV_NOT_PRIVATE event makes every accountant answer
+ * DPFL_ENOTPRIVATE instead of a number. */
+#ifndef DPFL_PRIVACY_H
+#define DPFL_PRIVACY_H
+
+#include "dpfl/core.h"
+
+/* ---------------------------------------------------------------- events */
+typedef enum {
+    DPFL_EV_GAUSSIAN = 0,  /* Gaussian mechanism on every record (no sampling) */
+    DPFL_EV_POISSON,       /* each record included independently with probability q, then Gaussian(z) */
+    DPFL_EV_FIXED,         /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */
+    DPFL_EV_TWO_STAGE,     /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */
+    DPFL_EV_NOT_PRIVATE    /* a release with no guarantee (e.g. median-norm clipping) */
+} dpfl_event_kind;
+
+typedef enum {
+    DPFL_ADJ_ADD_REMOVE = 0, /* add or remove one unit */
+    DPFL_ADJ_REPLACE_ONE,    /* replace one unit by another */
+    DPFL_ADJ_ZERO_OUT        /* replace one unit's contribution by zero; accounted as add/remove */
+} dpfl_adjacency;
+
+typedef enum {
+    DPFL_BOUND_RPDP = 0,  /* published two-stage bound of rPDP-FL (Theorem 1): linear in lambda */
+    DPFL_BOUND_ZHU_WANG   /* min of the above and Zhu-Wang 2019 Thm 6 general Poisson-subsampled RDP */
+} dpfl_two_stage_bound;
+
+typedef struct {
+    dpfl_event_kind kind;
+    dpfl_adjacency adjacency;
+    double z;       /* noise multiplier */
+    double q;       /* POISSON: sampling rate; TWO_STAGE: per-step record rate */
+    double lambda;  /* TWO_STAGE: client participation probability per round */
+    int64_t n;      /* FIXED: records to sample from */
+    int64_t batch;  /* FIXED: batch size */
+    int64_t inner;  /* TWO_STAGE: local steps per round (tau) */
+    dpfl_two_stage_bound bound; /* TWO_STAGE only */
+    int64_t count;  /* how many times the event happens (self-composition) */
+} dpfl_event;
+
+dpfl_event dpfl_event_gaussian(double z, int64_t count);
+dpfl_event dpfl_event_poisson(double q, double z, int64_t count);
+/* Fixed-size sampling without replacement: replace-one adjacency (Wang-Balle-Kasiviswanathan). */
+dpfl_event dpfl_event_fixed(int64_t n, int64_t batch, double z, int64_t count);
+dpfl_event dpfl_event_two_stage(double lambda, double q, double z, int64_t inner, int64_t count,
+                                dpfl_two_stage_bound bound);
+dpfl_event dpfl_event_not_private(int64_t count);
+/* DPFL_OK if the fields are in range (q, lambda in [0,1], z >= 0, count >= 0, 0 < batch <= n ...). */
+dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err);
+/* One line, e.g. "poisson(q=0.01, z=1.1) x 1000 [add-remove]". */
+void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len);
+const char *dpfl_adjacency_name(dpfl_adjacency a);
+
+/* ---------------------------------------------------------------- RDP */
+typedef enum { DPFL_CONV_TIGHT = 0, DPFL_CONV_CLASSIC } dpfl_conversion;
+
+/* The default orders: integers 2 .. 64, then 72 .. 4096.  dpfl_account_epsilon/delta with default orders then
+ * refine over real orders around the best one (golden section, fractional-order formula). */
+const double *dpfl_rdp_default_orders(size_t *n);
+
+/* Per-step RDP of the Poisson-subsampled Gaussian (add/remove), any order alpha > 1.  Integer orders: log-sum-exp
+ * of the binomial expansion; fractional: the Mironov-Talwar-Zhang two-series formula.  q = 0 -> 0; q = 1 ->
+ * alpha/(2 z^2); z = 0 -> +inf. */
+double dpfl_rdp_sgm(double q, double z, double alpha);
+/* Per-step RDP (replace-one) of sampling `batch` of `n` without replacement then Gaussian(z) (WBK Thm 9 with
+ * the Gaussian's RDP; non-integer orders use the next integer, RDP being nondecreasing in alpha). */
+double dpfl_rdp_fixed(int64_t n, int64_t batch, double z, double alpha);
+/* RDP of one round of a two-stage event (both bounds documented at dpfl_two_stage_bound). */
+double dpfl_rdp_two_stage(double lambda, double q, double z, int64_t inner, dpfl_two_stage_bound bound,
+                          double alpha);
+/* rdp[i] = total RDP at orders[i] of the composed events. */
+dpfl_status dpfl_rdp_compose(const dpfl_event *ev, size_t nev, const double *orders, size_t norders, double *rdp,
+                             dpfl_error *err);
+/* Conversions (REFERENCES.md section 2), minimised over the orders; *order gets the optimal order (may be NULL).
+ * epsilon is clamped at 0, delta at 1. */
+double dpfl_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta, dpfl_conversion conv,
+                           double *order);
+double dpfl_rdp_to_delta(const double *orders, const double *rdp, size_t n, double epsilon, dpfl_conversion conv,
+                         double *order);
+
+/* ---------------------------------------------------------------- accountants (one entry point) */
+typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;
+const char *dpfl_accountant_name(dpfl_accountant a);
+
+typedef struct {
+    dpfl_conversion conversion; /* RDP only; default tight */
+    const double *orders;       /* RDP only; NULL = default orders, refined around the best one */
+    size_t norders;
+    size_t pld_bins;            /* PLD only; 0 = default (2^20) */
+} dpfl_account_opts;
+
+typedef struct {
+    double epsilon;
+    double delta;
+    double order;      /* RDP: optimal order; otherwise 0 */
+    double mu;         /* GDP: mu; otherwise 0 */
+    int asymptotic;    /* 1 if the number is a CLT limit and not an upper bound */
+} dpfl_guarantee;
+
+/* epsilon at the given delta (the result's delta = delta). opts may be NULL. */
+dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
+                                 const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err);
+/* delta at the given epsilon. */
+dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon, dpfl_accountant acc,
+                               const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err);
+
+/* ---------------------------------------------------------------- PLD */
+/* Remove and add directions of every event are composed separately; the answer is the larger.  Supports
+ * GAUSSIAN and POISSON events (add/remove or zero-out) and plain Gaussians under replace-one; other kinds give
+ * DPFL_EINVAL (use RDP).  bins = FFT length (0 = default 2^20). */
+dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *eps,
+                             dpfl_error *err);
+dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,
+                           dpfl_error *err);
+/* Hockey-stick divergence of one Poisson-subsampled Gaussian step, exact (closed form): max of both directions.*/
+double dpfl_pld_sgm_delta_exact(double q, double z, double epsilon);
+
+/* ---------------------------------------------------------------- Gaussian DP and f-DP */
+/* mu-GDP -> delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2). */
+double dpfl_gdp_delta(double mu, double epsilon);
+/* smallest eps >= 0 with delta(eps) <= delta. */
+double dpfl_gdp_epsilon(double mu, double delta);
+/* largest mu with delta(eps) <= delta (inverse of the above in mu). */
+double dpfl_gdp_mu(double epsilon, double delta);
+/* tradeoff function G_mu(a) = Phi(Phi^{-1}(1 - a) - mu). */
+double dpfl_gdp_tradeoff(double mu, double a);
+/* CLT mu (asymptotic, not a bound): Poisson rate q, T steps (Bu-Dong-Long-Su). */
+double dpfl_gdp_clt_poisson(double q, double z, double T);
+/* CLT mu (asymptotic): uniform batches of B from n without replacement, T steps (Dong-Roth-Su). */
+double dpfl_gdp_clt_fixed(double B, double n, double z, double T);
+/* Tradeoff curve from a delta(eps) curve: f(a) = sup_eps max{0, 1 - d - e^eps a, e^-eps (1 - d - a)}, over the
+ * ne given pairs.  Returns f at a. */
+double dpfl_tradeoff_from_profile(const double *eps, const double *delta, size_t ne, double a);
+
+/* ---------------------------------------------------------------- calibration */
+typedef struct {
+    dpfl_accountant accountant; /* RDP or PLD (GDP: exact only for plain Gaussian events) */
+    dpfl_account_opts opts;
+    double tol;                 /* bisection stops when hi - lo <= tol * hi (default 1e-6) */
+} dpfl_calibrate_opts;
+
+/* Smallest z (to tolerance, on the safe side) such that the events with every z replaced by z have
+ * epsilon(delta) <= target.  opts may be NULL (RDP, tight). */
+dpfl_status dpfl_calibrate_noise(const dpfl_event *ev, size_t nev, double target_eps, double delta,
+                                 const dpfl_calibrate_opts *opts, double *z, dpfl_error *err);
+/* Largest count T (every event's count replaced by T) with epsilon <= target; 0 if even T = 1 overshoots. */
+dpfl_status dpfl_calibrate_steps(const dpfl_event *ev, size_t nev, double target_eps, double delta,
+                                 const dpfl_calibrate_opts *opts, int64_t *T, dpfl_error *err);
+/* Largest sampling rate q (POISSON events' q replaced) with epsilon <= target. */
+dpfl_status dpfl_calibrate_rate(const dpfl_event *ev, size_t nev, double target_eps, double delta,
+                                const dpfl_calibrate_opts *opts, double *q, dpfl_error *err);
+
+/* ---------------------------------------------------------------- PriFedSync federated f-DP (REFERENCES 5) */
+typedef struct {
+    int64_t clients;   /* m */
+    double p;          /* client sync probability per round */
+    double z;          /* record-level noise multiplier (replace-one: noise std / 2C) */
+    int64_t batch, n;  /* B_j of n_j, without replacement */
+    int64_t local_steps, rounds; /* K, R */
+} dpfl_fdp_params;
+
+typedef struct {
+    double mu_weak;        /* paper's CLT mu_max (asymptotic) */
+    double mu_strong;      /* sqrt(m-1) mu_max (asymptotic) */
+    double eps_weak_clt, eps_strong_clt;   /* the above converted at delta (asymptotic) */
+    double eps_weak_exact;   /* RDP upper bound, fixed batches (WBK), client sampling p kept: weak */
+    double eps_strong_exact; /* RDP upper bound, strong: composition over the other m-1 clients */
+    double order_weak, order_strong;
+} dpfl_fdp_result;
+
+dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fdp_result *out, dpfl_error *err);
+
+/* ---------------------------------------------------------------- rPDP-FL per-record budgets (REFERENCES 7) */
+typedef struct {
+    double z, lambda;
+    int64_t inner, rounds;  /* tau local steps, T rounds */
+    double delta;
+    dpfl_two_stage_bound bound;
+    int use_pld;            /* 1: PLD accountant on the two-stage event (client sampling as a PLD mixture) */
+    const double *orders;   /* NULL = integer orders 2..994 (the paper's) when bound is RPDP, else default */
+    size_t norders;
+} dpfl_rpdp_params;
+
+/* epsilon*(p) of a record sampled with probability p per local step. */
+dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps, dpfl_error *err);
+/* Exact inverse: largest p with epsilon*(p) <= eps (bisection; the BinarySearch baseline). */
+dpfl_status dpfl_rpdp_rate_for_budget(const dpfl_rpdp_params *pp, double eps, double *p, dpfl_error *err);
+
+typedef struct {
+    double a, b, c, r2;      /* eps(p) = exp(a p + b) + c */
+    double eps_min, eps_max; /* eps*(p_min) and eps*(1) on the grid */
+    double p_min;
+    size_t npoints;
+} dpfl_scf_fit;
+
+/* SCF: simulate eps*(p) on the standard grid (0.001 steps to 0.1, 0.01 steps to 1) and fit. */
+dpfl_status dpfl_scf_fit_curve(const dpfl_rpdp_params *pp, dpfl_scf_fit *fit, dpfl_error *err);
+/* Budget -> probability through the fit (eps >= eps_max -> 1, eps <= eps_min -> 0). */
+double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps);
+/* Calibrate z so that a record with p = 1 reaches max_eps (bisection, z within tol, epsilon <= max_eps). */
+dpfl_status dpfl_rpdp_calibrate_noise(const dpfl_rpdp_params *pp, double max_eps, double tol, double *z,
+                                      dpfl_error *err);
+
+/* ---------------------------------------------------------------- end-to-end record + client (REFERENCES 8) */
+typedef struct {
+    double z;               /* record-level noise multiplier sigma (std / C on the clipped per-sample sum) */
+    int64_t batch, n;       /* Poisson rate q = batch / n inside the client */
+    int64_t local_steps;    /* k */
+    double client_rate;     /* probability a client takes part in a round */
+    int64_t rounds;
+    double server_z;        /* extra server noise multiplier on client updates (0 = none) */
+    dpfl_adjacency client_adjacency; /* ZERO_OUT (default) or REPLACE_ONE */
+    double delta;
+} dpfl_e2e_params;
+
+typedef struct {
+    double record_epsilon, record_order;
+    double client_epsilon, client_order;
+    double client_noise;    /* effective per-round client-level noise multiplier: 1/sqrt(k/(sigma/B)^2 + server) */
+    double client_mu;       /* GDP mu of one round for a participating client */
+} dpfl_e2e_result;
+
+dpfl_status dpfl_e2e(const dpfl_e2e_params *pp, dpfl_e2e_result *out, dpfl_error *err);
+
+/* ---------------------------------------------------------------- DP-FedAvg stop rule (REFERENCES 6) */
+/* Largest number of rounds R such that the composition of the first R rounds of the schedule has
+ * delta(target_eps) <= threshold (RDP, tight). Round t samples at rate q[t] with noise z[t]; if q/z are NULL the
+ * constants q0/z0 are used.  max_rounds bounds the search. */
+dpfl_status dpfl_stop_rule_rounds(const double *q, const double *z, double q0, double z0, int64_t max_rounds,
+                                  double target_eps, double threshold, int64_t *rounds, dpfl_error *err);
+
+#endif

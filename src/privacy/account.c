@@ -1,0 +1,164 @@
+/* One entry point for every accountant: events in, (epsilon, delta) out. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+const char *dpfl_accountant_name(dpfl_accountant a)
+{
+    switch (a) {
+    case DPFL_ACC_RDP: return "rdp";
+    case DPFL_ACC_PLD: return "pld";
+    case DPFL_ACC_GDP: return "gdp";
+    }
+    return "unknown";
+}
+
+/* GDP mu of the composition: exact for plain Gaussians, CLT (asymptotic) for sampled events. */
+static dpfl_status gdp_mu(const dpfl_event *ev, size_t nev, double *mu, int *asym, dpfl_error *err)
+{
+    double s = 0;
+    *asym = 0;
+    for (size_t i = 0; i < nev; i++) {
+        const dpfl_event *e = &ev[i];
+        double T = (double)e->count, m;
+        if (e->count == 0) continue;
+        if (e->z <= 0) {
+            *mu = INFINITY;
+            return DPFL_OK;
+        }
+        switch (e->kind) {
+        case DPFL_EV_GAUSSIAN: m = sqrt(T) / e->z; break;
+        case DPFL_EV_POISSON:
+            if (e->q >= 1) {
+                m = sqrt(T) / e->z;
+            } else {
+                if (e->adjacency == DPFL_ADJ_REPLACE_ONE)
+                    return dpfl_fail(err, DPFL_EINVAL, "GDP accountant: Poisson sampling under replace-one "
+                                                       "adjacency has no CLT here; use rdp");
+                m = dpfl_gdp_clt_poisson(e->q, e->z, T);
+                *asym = 1;
+            }
+            break;
+        case DPFL_EV_FIXED:
+            if (e->batch == e->n) {
+                m = sqrt(T) / e->z;
+            } else {
+                m = dpfl_gdp_clt_fixed((double)e->batch, (double)e->n, e->z, T);
+                *asym = 1;
+            }
+            break;
+        default:
+            return dpfl_fail(err, DPFL_EINVAL, "GDP accountant does not handle two-stage events; use rdp or pld");
+        }
+        s += m * m;
+    }
+    *mu = sqrt(s);
+    return DPFL_OK;
+}
+
+typedef struct {
+    const dpfl_event *ev;
+    size_t nev;
+} rdp_ctx;
+
+static double rdp_at(double alpha, void *ctx)
+{
+    rdp_ctx *c = ctx;
+    double r;
+    if (dpfl_rdp_compose(c->ev, c->nev, &alpha, 1, &r, NULL)) return INFINITY;
+    return r;
+}
+
+static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_account_opts *o, const double **orders,
+                             size_t *n, double **rdp, dpfl_error *err)
+{
+    if (o && o->orders) {
+        *orders = o->orders;
+        *n = o->norders;
+    } else {
+        *orders = dpfl_rdp_default_orders(n);
+    }
+    *rdp = malloc(*n * sizeof **rdp);
+    if (!*rdp) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (RDP curve)");
+    dpfl_status s = dpfl_rdp_compose(ev, nev, *orders, *n, *rdp, err);
+    if (s) {
+        free(*rdp);
+        *rdp = NULL;
+    }
+    return s;
+}
+
+dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
+                                 const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
+{
+    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
+    dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (s) return s;
+    out->delta = delta;
+    out->order = 0;
+    out->mu = 0;
+    out->asymptotic = 0;
+    switch (acc) {
+    case DPFL_ACC_RDP: {
+        const double *orders;
+        size_t n;
+        double *rdp;
+        s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
+        if (s) return s;
+        dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
+        out->epsilon = dpfl_rdp_to_epsilon(orders, rdp, n, delta, conv, &out->order);
+        free(rdp);
+        if (!(opts && opts->orders) && out->order > 0 && out->order < 128) {
+            rdp_ctx c = {ev, nev};
+            out->epsilon = dpfl_rdp_refine(rdp_at, &c, out->order, out->epsilon, delta, 0, conv, &out->order);
+        }
+        return DPFL_OK;
+    }
+    case DPFL_ACC_PLD: return dpfl_pld_epsilon(ev, nev, delta, opts ? opts->pld_bins : 0, &out->epsilon, err);
+    case DPFL_ACC_GDP:
+        s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
+        if (s) return s;
+        out->epsilon = dpfl_gdp_epsilon(out->mu, delta);
+        return DPFL_OK;
+    }
+    return dpfl_fail(err, DPFL_EINVAL, "unknown accountant %d", (int)acc);
+}
+
+dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon, dpfl_accountant acc,
+                               const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
+{
+    if (!(epsilon >= 0) || isinf(epsilon))
+        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
+    dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (s) return s;
+    out->epsilon = epsilon;
+    out->order = 0;
+    out->mu = 0;
+    out->asymptotic = 0;
+    switch (acc) {
+    case DPFL_ACC_RDP: {
+        const double *orders;
+        size_t n;
+        double *rdp;
+        s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
+        if (s) return s;
+        dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
+        out->delta = dpfl_rdp_to_delta(orders, rdp, n, epsilon, conv, &out->order);
+        free(rdp);
+        if (!(opts && opts->orders) && out->order > 0 && out->order < 128 && out->delta > 0) {
+            rdp_ctx c = {ev, nev};
+            out->delta = dpfl_rdp_refine(rdp_at, &c, out->order, out->delta, epsilon, 1, conv, &out->order);
+        }
+        return DPFL_OK;
+    }
+    case DPFL_ACC_PLD: return dpfl_pld_delta(ev, nev, epsilon, opts ? opts->pld_bins : 0, &out->delta, err);
+    case DPFL_ACC_GDP:
+        s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
+        if (s) return s;
+        out->delta = dpfl_gdp_delta(out->mu, epsilon);
+        return DPFL_OK;
+    }
+    return dpfl_fail(err, DPFL_EINVAL, "unknown accountant %d", (int)acc);
+}

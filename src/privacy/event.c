@@ -1,0 +1,144 @@
+/* Events: the only thing accountants see.  Constructors fill the fields a kind uses and leave the rest zero. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static dpfl_event blank(dpfl_event_kind k, int64_t count)
+{
+    dpfl_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = k;
+    e.adjacency = DPFL_ADJ_ADD_REMOVE;
+    e.count = count;
+    e.q = 1.0;
+    e.lambda = 1.0;
+    return e;
+}
+
+dpfl_event dpfl_event_gaussian(double z, int64_t count)
+{
+    dpfl_event e = blank(DPFL_EV_GAUSSIAN, count);
+    e.z = z;
+    return e;
+}
+
+dpfl_event dpfl_event_poisson(double q, double z, int64_t count)
+{
+    dpfl_event e = blank(DPFL_EV_POISSON, count);
+    e.q = q;
+    e.z = z;
+    return e;
+}
+
+dpfl_event dpfl_event_fixed(int64_t n, int64_t batch, double z, int64_t count)
+{
+    dpfl_event e = blank(DPFL_EV_FIXED, count);
+    e.adjacency = DPFL_ADJ_REPLACE_ONE;
+    e.n = n;
+    e.batch = batch;
+    e.q = n > 0 ? (double)batch / (double)n : 0.0;
+    e.z = z;
+    return e;
+}
+
+dpfl_event dpfl_event_two_stage(double lambda, double q, double z, int64_t inner, int64_t count,
+                                dpfl_two_stage_bound bound)
+{
+    dpfl_event e = blank(DPFL_EV_TWO_STAGE, count);
+    e.lambda = lambda;
+    e.q = q;
+    e.z = z;
+    e.inner = inner;
+    e.bound = bound;
+    return e;
+}
+
+dpfl_event dpfl_event_not_private(int64_t count)
+{
+    return blank(DPFL_EV_NOT_PRIVATE, count);
+}
+
+const char *dpfl_adjacency_name(dpfl_adjacency a)
+{
+    switch (a) {
+    case DPFL_ADJ_ADD_REMOVE: return "add-remove";
+    case DPFL_ADJ_REPLACE_ONE: return "replace-one";
+    case DPFL_ADJ_ZERO_OUT: return "zero-out";
+    }
+    return "unknown";
+}
+
+dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
+{
+    if (e->count < 0) return dpfl_fail(err, DPFL_EINVAL, "event count (%lld) is negative", (long long)e->count);
+    if (e->kind == DPFL_EV_NOT_PRIVATE) return DPFL_OK;
+    if (!(e->z >= 0) || isinf(e->z))
+        return dpfl_fail(err, DPFL_EINVAL, "noise multiplier z (%g) must be finite and >= 0", e->z);
+    switch (e->kind) {
+    case DPFL_EV_GAUSSIAN: return DPFL_OK;
+    case DPFL_EV_POISSON:
+        if (!(e->q >= 0 && e->q <= 1))
+            return dpfl_fail(err, DPFL_EINVAL, "sampling rate q (%g) must be in [0, 1]", e->q);
+        return DPFL_OK;
+    case DPFL_EV_FIXED:
+        if (e->n <= 0 || e->batch <= 0 || e->batch > e->n)
+            return dpfl_fail(err, DPFL_EINVAL, "fixed-size sampling needs 0 < batch (%lld) <= n (%lld)",
+                             (long long)e->batch, (long long)e->n);
+        if (e->adjacency != DPFL_ADJ_REPLACE_ONE)
+            return dpfl_fail(err, DPFL_EINVAL,
+                             "fixed-size sampling without replacement is accounted under replace-one adjacency "
+                             "only (Wang-Balle-Kasiviswanathan); got %s",
+                             dpfl_adjacency_name(e->adjacency));
+        return DPFL_OK;
+    case DPFL_EV_TWO_STAGE:
+        if (!(e->q >= 0 && e->q <= 1))
+            return dpfl_fail(err, DPFL_EINVAL, "record rate p (%g) must be in [0, 1]", e->q);
+        if (!(e->lambda >= 0 && e->lambda <= 1))
+            return dpfl_fail(err, DPFL_EINVAL, "client rate lambda (%g) must be in [0, 1]", e->lambda);
+        if (e->inner <= 0)
+            return dpfl_fail(err, DPFL_EINVAL, "local steps per round (%lld) must be > 0", (long long)e->inner);
+        return DPFL_OK;
+    case DPFL_EV_NOT_PRIVATE: return DPFL_OK;
+    }
+    return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
+}
+
+void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
+{
+    const char *adj = dpfl_adjacency_name(e->adjacency);
+    switch (e->kind) {
+    case DPFL_EV_GAUSSIAN:
+        snprintf(buf, len, "gaussian(z=%g) x %lld [%s]", e->z, (long long)e->count, adj);
+        break;
+    case DPFL_EV_POISSON:
+        snprintf(buf, len, "poisson(q=%g, z=%g) x %lld [%s]", e->q, e->z, (long long)e->count, adj);
+        break;
+    case DPFL_EV_FIXED:
+        snprintf(buf, len, "fixed(batch=%lld of n=%lld, z=%g) x %lld [%s]", (long long)e->batch,
+                 (long long)e->n, e->z, (long long)e->count, adj);
+        break;
+    case DPFL_EV_TWO_STAGE:
+        snprintf(buf, len, "two-stage(lambda=%g, p=%g, z=%g, tau=%lld, %s) x %lld [%s]", e->lambda, e->q, e->z,
+                 (long long)e->inner, e->bound == DPFL_BOUND_RPDP ? "rpdp" : "zhu-wang", (long long)e->count,
+                 adj);
+        break;
+    case DPFL_EV_NOT_PRIVATE: snprintf(buf, len, "not-private x %lld", (long long)e->count); break;
+    }
+}
+
+dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err)
+{
+    for (size_t i = 0; i < nev; i++) {
+        dpfl_status s = dpfl_event_check(&ev[i], err);
+        if (s) return s;
+        if (ev[i].kind == DPFL_EV_NOT_PRIVATE && ev[i].count > 0) {
+            char d[128];
+            dpfl_event_describe(&ev[i], d, sizeof d);
+            return dpfl_fail(err, DPFL_ENOTPRIVATE, "no guarantee: event %zu (%s) is not differentially private",
+                             i, d);
+        }
+    }
+    return DPFL_OK;
+}

@@ -1,0 +1,469 @@
+/* Privacy loss distributions of (Poisson-subsampled) Gaussian events, composed by FFT.
+ *
+ * Discretization: the "connect-the-dots" dominating pair (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022).
+ * On a grid eps_j = j h the exact hockey-stick curve delta(eps_j) of one step is evaluated in closed form; the
+ * discrete pair whose curve linearly interpolates those points (in e^eps) dominates the true pair, because the
+ * true curve is convex in e^eps.  Its masses come from second differences of delta:
+ *     p_j = ((d_{j-1} - d_j) e^h - (d_j - d_{j+1})) / (e^h - 1),   mass at +inf = d_last.
+ * Being a true dominating pair, its composition bounds the composition of the real mechanism, with no rounding
+ * drift that grows like T h (plain pessimistic rounding has that).
+ *
+ * Composition: all events share one grid and one window of N bins; each event's pmf is transformed once (FFTW
+ * real-to-complex), raised to its count in polar form, multiplied, and transformed back: the window is cyclic,
+ * so mass below the window aliases to its top (only raising delta) and mass above it is bounded by a Chernoff
+ * bound from the discrete pair's exact moment generating function and added to delta.  Round-off of the FFT is
+ * estimated from the negative values it produces and also added.  Remove and add directions are composed
+ * separately and the larger delta (epsilon) is reported. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <complex.h>
+#include <fftw3.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PLD_DEFAULT_BINS ((size_t)1 << 20)
+
+static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Exact one-step hockey-stick divergence, P = (1-q) N(1, z^2) + q..., see REFERENCES.md section 4.
+ * dir 0 = remove: P = (1-q) N(0,z^2) + q N(1,z^2), Q = N(0,z^2); dir 1 = add: the pair swapped. */
+static double sgm_delta(double q, double z, int dir, double eps)
+{
+    if (q >= 1) {
+        /* Gaussian: 1/z-GDP, symmetric */
+        double mu = 1.0 / z;
+        return dpfl_gdp_delta(mu, eps);
+    }
+    if (q <= 0) return eps >= 0 ? 0.0 : -expm1(eps);
+    double z2 = z * z;
+    if (dir == 0) {
+        double a = expm1(eps) + q; /* e^eps - (1 - q) */
+        if (a <= 0) return -expm1(eps);
+        double x = z2 * log(a / q) + 0.5;
+        double d = q * dpfl_normal_sf((x - 1) / z) - a * dpfl_normal_sf(x / z);
+        return d > 0 ? d : 0;
+    }
+    double a = expm1(-eps) + q; /* e^-eps - (1 - q) */
+    if (a <= 0) return 0.0;
+    double x = z2 * log(a / q) + 0.5;
+    double d = (1 - exp(eps) * (1 - q)) * dpfl_normal_cdf(x / z) - exp(eps) * q * dpfl_normal_cdf((x - 1) / z);
+    if (eps < 0) {
+        /* same value, written to avoid 1 - e^eps(1-q) losing precision: (-expm1(eps) + e^eps q) */
+        d = (-expm1(eps) + exp(eps) * q) * dpfl_normal_cdf(x / z) - exp(eps) * q * dpfl_normal_cdf((x - 1) / z);
+    }
+    return d > 0 ? d : 0;
+}
+
+/* The other side of the curve: lam(eps) = delta(eps) - (1 - e^eps) = e^eps Q(L <= eps) - P(L <= eps) >= 0.
+ * Where eps < 0, delta is close to 1 - e^eps and its second differences would drown in round-off; lam is
+ * small there and carries the same information (1 - e^eps contributes exactly nothing to the masses). */
+static double sgm_lambda(double q, double z, int dir, double eps)
+{
+    if (q >= 1) return exp(eps) * dpfl_gdp_delta(1.0 / z, -eps);
+    if (q <= 0) return eps <= 0 ? 0.0 : expm1(eps);
+    double z2 = z * z;
+    if (dir == 0) {
+        double a = expm1(eps) + q;
+        if (a <= 0) return 0.0;
+        double x = z2 * log(a / q) + 0.5;
+        double l = a * dpfl_normal_cdf(x / z) - q * dpfl_normal_cdf((x - 1) / z);
+        return l > 0 ? l : 0;
+    }
+    double a = expm1(-eps) + q;
+    if (a <= 0) return expm1(eps);
+    double x = z2 * log(a / q) + 0.5;
+    double ee = exp(eps);
+    /* (e^eps (1-q) - 1) = -(a e^eps) */
+    double l = -a * ee * dpfl_normal_sf(x / z) + ee * q * dpfl_normal_sf((x - 1) / z);
+    return l > 0 ? l : 0;
+}
+
+double dpfl_pld_sgm_delta_exact(double q, double z, double epsilon)
+{
+    double a = sgm_delta(q, z, 0, epsilon), b = sgm_delta(q, z, 1, epsilon);
+    return a > b ? a : b;
+}
+
+/* Privacy loss at x for the direction (for picking the grid range). */
+static double loss_at(double q, double z, int dir, double x)
+{
+    double t = (2 * x - 1) / (2 * z * z);
+    double l;
+    if (q >= 1)
+        l = t;
+    else
+        l = dpfl_logaddexp(log1p(-q), log(q) + t);
+    return dir == 0 ? l : -l;
+}
+
+typedef struct {
+    double q, z;
+    int64_t count;
+} sgm_ev;
+
+typedef struct {
+    size_t N;
+    double h;
+    int64_t klo;        /* window = [klo, klo + N) in units of h */
+    double *f[2];       /* composed finite pmf per direction (index r <-> k = klo + r) */
+    double pinf[2];     /* probability of an infinite loss */
+    double slack[2];    /* Chernoff bound on mass above the window + FFT round-off allowance */
+    int ndir;
+} pld_composed;
+
+static void pld_free(pld_composed *c)
+{
+    for (int d = 0; d < 2; d++) fftw_free(c->f[d]);
+}
+
+/* One event, one direction: discretize on the grid into buf (length N, cyclic), return mass at +inf; also
+ * accumulate log-MGF values at the given lambdas into lmgf. */
+static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t N, double eta_inf, double *buf,
+                         const double *lam, size_t nlam, double *lmgf)
+{
+    double q = e->q, z = e->z;
+    /* range of losses carrying mass: x within +-10 z of the relevant Gaussian */
+    double llo, lhi;
+    if (dir == 0) {
+        llo = loss_at(q, z, 0, -10 * z);
+        lhi = loss_at(q, z, 0, 1 + 10 * z);
+    } else {
+        llo = loss_at(q, z, 1, 10 * z);
+        lhi = loss_at(q, z, 1, -10 * z);
+    }
+    /* upper end: where one step's delta is below eta_inf (that remainder becomes mass at +inf) */
+    double hi = lhi;
+    if (sgm_delta(q, z, dir, hi) > eta_inf) {
+        double step = fabs(hi) + 1;
+        while (sgm_delta(q, z, dir, hi + step) > eta_inf && hi + step < 1e7) step *= 2;
+        hi += step;
+    }
+    int64_t k0 = (int64_t)floor(llo / h) - 1, k1 = (int64_t)ceil(hi / h) + 1;
+    if (k0 < klo) k0 = klo;
+    if (k1 > klo + (int64_t)N - 1) k1 = klo + (int64_t)N - 1;
+    if (k1 <= k0 + 1) k1 = k0 + 2;
+    size_t m = (size_t)(k1 - k0 + 1);
+    double *d = malloc(3 * (m + 1) * sizeof *d);
+    DPFL_ASSERT(d);
+    double *lm = d + m + 1, *pm = d + 2 * (m + 1);
+    double pinf;
+    for (size_t j = 0; j < m; j++) {
+        double e = (double)(k0 + (int64_t)j) * h;
+        d[j] = sgm_delta(q, z, dir, e);
+        lm[j] = e < h ? sgm_lambda(q, z, dir, e) : 0.0;
+    }
+    /* delta is non-increasing and lam non-decreasing; floating noise in the far tails could break that */
+    for (size_t j = m - 1; j-- > 0;)
+        if (d[j] < d[j + 1]) d[j] = d[j + 1];
+    for (size_t j = 1; j < m; j++)
+        if ((double)(k0 + (int64_t)j) * h < h && lm[j] < lm[j - 1]) lm[j] = lm[j - 1];
+    double eh = exp(h), em1 = expm1(h);
+    double mass_check = 0;
+    pinf = d[m - 1];
+    for (size_t j = 0; j < m; j++) {
+        double p;
+        int64_t k = k0 + (int64_t)j;
+        /* the lam form needs lam at j-1, j, j+1: all have eps < h when eps_j < 0 */
+        if (k < 0 && j + 1 < m) {
+            if (j == 0)
+                p = -lm[0] + (lm[1] - lm[0]) / em1;
+            else
+                p = ((lm[j + 1] - lm[j]) - (lm[j] - lm[j - 1]) * eh) / em1;
+        } else if (j == 0) {
+            p = 1 - d[0] - (d[0] - d[1]) / em1;
+        } else if (j == m - 1) {
+            p = (d[j - 1] - d[j]) * eh / em1;
+        } else {
+            p = ((d[j - 1] - d[j]) * eh - (d[j] - d[j + 1])) / em1;
+        }
+        if (p < 0) p = 0;
+        int64_t r = k % (int64_t)N;
+        if (r < 0) r += (int64_t)N;
+        buf[r] += p;
+        mass_check += p;
+        pm[j] = p;
+    }
+    /* log sum_j p_j e^{lam l_j}, shifted by its largest term */
+    for (size_t i = 0; i < nlam; i++) {
+        double mx = -INFINITY;
+        for (size_t j = 0; j < m; j++)
+            if (pm[j] > 0) {
+                double t = log(pm[j]) + lam[i] * (double)(k0 + (int64_t)j) * h;
+                if (t > mx) mx = t;
+            }
+        double sum = 0;
+        for (size_t j = 0; j < m; j++)
+            if (pm[j] > 0) sum += exp(log(pm[j]) + lam[i] * (double)(k0 + (int64_t)j) * h - mx);
+        lmgf[i] = mx + log(sum);
+    }
+    if (getenv("DPFL_PLD_DEBUG"))
+        fprintf(stderr, "  disc dir %d: m=%zu k0=%lld mass=%.17g\n", dir, m, (long long)k0, mass_check);
+    free(d);
+    return pinf;
+}
+
+static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_t *nout, int *need_add,
+                           dpfl_error *err)
+{
+    dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (s) return s;
+    sgm_ev *v = malloc((nev ? nev : 1) * sizeof *v);
+    if (!v) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD events)");
+    size_t n = 0;
+    *need_add = 0;
+    for (size_t i = 0; i < nev; i++) {
+        const dpfl_event *e = &ev[i];
+        if (e->count == 0) continue;
+        double q;
+        if (e->kind == DPFL_EV_GAUSSIAN) {
+            q = 1;
+        } else if (e->kind == DPFL_EV_POISSON) {
+            q = e->q;
+            if (q < 1 && e->adjacency == DPFL_ADJ_REPLACE_ONE) {
+                free(v);
+                return dpfl_fail(err, DPFL_EINVAL, "PLD accountant: Poisson sampling under replace-one adjacency "
+                                                   "is not supported; use the rdp accountant");
+            }
+        } else {
+            free(v);
+            char d[160];
+            dpfl_event_describe(e, d, sizeof d);
+            return dpfl_fail(err, DPFL_EINVAL, "PLD accountant supports Gaussian and Poisson-sampled Gaussian "
+                                               "events only (got %s); use the rdp accountant", d);
+        }
+        if (q <= 0) continue;
+        if (e->z <= 0) {
+            free(v);
+            return dpfl_fail(err, DPFL_ENOTPRIVATE, "no guarantee: noise multiplier 0");
+        }
+        if (q < 1) *need_add = 1;
+        v[n].q = q;
+        v[n].z = e->z;
+        v[n].count = e->count;
+        n++;
+    }
+    *out = v;
+    *nout = n;
+    return DPFL_OK;
+}
+
+#define NLAM 8
+
+static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, size_t bins, pld_composed *c,
+                           dpfl_error *err)
+{
+    memset(c, 0, sizeof *c);
+    sgm_ev *v = NULL;
+    size_t n = 0;
+    int need_add = 0;
+    dpfl_status s = collect(ev, nev, &v, &n, &need_add, err);
+    if (s) return s;
+    size_t N = bins ? bins : PLD_DEFAULT_BINS;
+    if (N < 1024 || (N & 1)) {
+        free(v);
+        return dpfl_fail(err, DPFL_EINVAL, "PLD bins (%zu) must be even and >= 1024", N);
+    }
+    c->N = N;
+    c->ndir = need_add ? 2 : 1;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += (double)v[i].count;
+    /* window: upper end from RDP (P(L > U) <= eta by the classic conversion), lower end symmetric but never
+     * below log(eta) (P(L < x) <= e^x under P) */
+    double eta = delta_hint * 1e-7;
+    if (eta < 1e-300) eta = 1e-300;
+    double U = 0;
+    if (n) {
+        dpfl_event *tmp = malloc(n * sizeof *tmp);
+        size_t no;
+        const double *ord = dpfl_rdp_default_orders(&no);
+        double *r = malloc(no * sizeof *r);
+        if (!tmp || !r) {
+            free(tmp);
+            free(r);
+            free(v);
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD window)");
+        }
+        for (size_t i = 0; i < n; i++) tmp[i] = dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
+        dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
+        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, NULL);
+        free(tmp);
+        free(r);
+    }
+    if (!(U > 0)) U = 1e-3;
+    double Lo = -fmin(U, -log(eta));
+    double h = (U - Lo) / (double)(N - 4);
+    c->h = h;
+    c->klo = (int64_t)floor(Lo / h) - 2;
+    double eta_inf = delta_hint * 1e-8 / (total > 1 ? total : 1);
+    double lam[NLAM];
+    static const double lam_set[NLAM] = {0.5, 1, 2, 4, 8, 16, 64, 256};
+    memcpy(lam, lam_set, sizeof lam);
+    size_t nc = N / 2 + 1;
+    double *buf = fftw_alloc_real(N);
+    fftw_complex *spec = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
+    if (!buf || !spec || !acc) {
+        fftw_free(buf);
+        fftw_free(spec);
+        fftw_free(acc);
+        free(v);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD with %zu bins)", N);
+    }
+    pthread_mutex_lock(&plan_lock);
+    fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, buf, spec, FFTW_ESTIMATE);
+    fftw_plan inv = fftw_plan_dft_c2r_1d((int)N, acc, buf, FFTW_ESTIMATE);
+    pthread_mutex_unlock(&plan_lock);
+    s = DPFL_OK;
+    for (int dir = 0; dir < c->ndir; dir++) {
+        double log_keep = 0; /* log prob. that no step has infinite loss */
+        double lmgf_tot[NLAM] = {0};
+        for (size_t j = 0; j < nc; j++) acc[j] = 1.0;
+        for (size_t i = 0; i < n; i++) {
+            memset(buf, 0, N * sizeof *buf);
+            double lm[NLAM];
+            double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm);
+            double T = (double)v[i].count;
+            log_keep += T * log1p(-pinf);
+            for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
+            fftw_execute(fwd);
+            for (size_t j = 0; j < nc; j++) {
+                if (acc[j] == 0) continue;
+                double re = creal(spec[j]), im = cimag(spec[j]);
+                double r2 = re * re + im * im;
+                double lr = 0.5 * T * log(r2);
+                if (!(lr > -745)) {
+                    acc[j] = 0;
+                    continue;
+                }
+                double ph = fmod(T * atan2(im, re), 2 * M_PI);
+                acc[j] *= exp(lr) * (cos(ph) + I * sin(ph));
+            }
+        }
+        fftw_execute(inv);
+        double *f = fftw_alloc_real(N);
+        if (!f) {
+            s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD result)");
+            break;
+        }
+        /* cyclic index r holds k = klo + ((r - klo) mod N); rotate so f[i] is k = klo + i */
+        double negmax = 0;
+        for (size_t r = 0; r < N; r++) {
+            int64_t k = c->klo + (int64_t)r;
+            int64_t src = k % (int64_t)N;
+            if (src < 0) src += (int64_t)N;
+            double val = buf[src] / (double)N;
+            if (val < 0) {
+                if (-val > negmax) negmax = -val;
+                val = 0;
+            }
+            f[r] = val;
+        }
+        c->f[dir] = f;
+        c->pinf[dir] = -expm1(log_keep);
+        /* mass above the window: min over lambda of exp(sum T log M(lambda) - lambda * top) */
+        double top = (double)(c->klo + (int64_t)N) * h;
+        double tail = INFINITY;
+        for (int l = 0; l < NLAM; l++) {
+            double b = lmgf_tot[l] - lam[l] * top;
+            if (b < tail) tail = b;
+        }
+        tail = exp(tail);
+        c->slack[dir] = (tail < 1 ? tail : 1) + 4.0 * negmax * sqrt((double)N);
+    }
+    pthread_mutex_lock(&plan_lock);
+    fftw_destroy_plan(fwd);
+    fftw_destroy_plan(inv);
+    pthread_mutex_unlock(&plan_lock);
+    fftw_free(buf);
+    fftw_free(spec);
+    fftw_free(acc);
+    free(v);
+    if (s) pld_free(c);
+    return s;
+}
+
+static double dir_delta(const pld_composed *c, int dir, double eps)
+{
+    double s = 0;
+    const double *f = c->f[dir];
+    for (size_t i = c->N; i-- > 0;) {
+        double l = (double)(c->klo + (int64_t)i) * c->h;
+        if (l <= eps) break;
+        s += f[i] * -expm1(eps - l);
+    }
+    double d = s * (1 + 1e-12) + c->pinf[dir] + c->slack[dir];
+    return d > 1 ? 1 : d;
+}
+
+/* smallest eps >= 0 with this direction's delta(eps) <= delta, or +inf */
+static double dir_epsilon(const pld_composed *c, int dir, double delta)
+{
+    double target = delta - c->pinf[dir] - c->slack[dir];
+    if (target <= 0) return INFINITY;
+    target /= (1 + 1e-12);
+    const double *f = c->f[dir];
+    double h = c->h, emh = exp(-h);
+    double A = 0, B = 0; /* A_j = sum_{k>=j} f_k; B_j = sum_{k>=j} f_k e^{-(k-j)h} */
+    for (size_t i = c->N; i-- > 0;) {
+        A += f[i];
+        B = f[i] + emh * B;
+        double kj = (double)(c->klo + (int64_t)i) * h; /* j h */
+        /* delta at eps = (j-1) h: A - e^{-h} B */
+        double dlow = A - emh * B;
+        if (dlow > target) {
+            /* solve A - e^{eps - jh} B = target on [(j-1)h, jh) */
+            double e = kj + log((A - target) / B);
+            if (e < kj - h) e = kj - h;
+            e += 4 * DBL_EPSILON * fabs(e) + 1e-15;
+            return e > 0 ? e : 0;
+        }
+    }
+    return 0.0;
+}
+
+dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *eps,
+                             dpfl_error *err)
+{
+    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
+    pld_composed c;
+    dpfl_status s = compose(ev, nev, delta, bins, &c, err);
+    if (s) return s;
+    double e = 0;
+    for (int d = 0; d < c.ndir; d++) {
+        double x = dir_epsilon(&c, d, delta);
+        if (x > e) e = x;
+    }
+    if (getenv("DPFL_PLD_DEBUG"))
+        for (int d = 0; d < c.ndir; d++)
+            fprintf(stderr, "pld dir %d: h=%g klo=%lld N=%zu pinf=%g slack=%g eps=%g\n", d, c.h, (long long)c.klo,
+                    c.N, c.pinf[d], c.slack[d], dir_epsilon(&c, d, delta));
+    pld_free(&c);
+    if (isinf(e))
+        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own slack; use more bins "
+                                         "or the rdp accountant", delta);
+    *eps = e;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,
+                           dpfl_error *err)
+{
+    if (!(epsilon >= 0) || isinf(epsilon))
+        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
+    /* the window is sized for deltas around 1e-5 .. 1e-12: size it for a small hint */
+    pld_composed c;
+    dpfl_status s = compose(ev, nev, 1e-12, bins, &c, err);
+    if (s) return s;
+    double d = 0;
+    for (int k = 0; k < c.ndir; k++) {
+        double x = dir_delta(&c, k, epsilon);
+        if (x > d) d = x;
+    }
+    pld_free(&c);
+    *delta = d;
+    return DPFL_OK;
+}

@@ -1,0 +1,42 @@
+/* Helpers shared by the privacy sources (not public). */
+#ifndef DPFL_PRIVACY_INTERNAL_H
+#define DPFL_PRIVACY_INTERNAL_H
+#include "dpfl/privacy.h"
+
+#include <math.h>
+
+/* Validate a list: ranges, and DPFL_ENOTPRIVATE if any not-private event has count > 0. */
+dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err);
+
+/* log(exp(a) + exp(b)), exact at -inf. */
+static inline double dpfl_logaddexp(double a, double b)
+{
+    if (a == -INFINITY) return b;
+    if (b == -INFINITY) return a;
+    double m = a > b ? a : b, d = -fabs(a - b);
+    return m + log1p(exp(d));
+}
+
+/* log(expm1(x)) for x > 0, accurate for tiny and huge x. */
+static inline double dpfl_log_expm1(double x)
+{
+    return x > 30 ? x + log1p(-exp(-x)) : log(expm1(x));
+}
+
+/* Standard normal upper tail Q(x) = P(N(0,1) > x), accurate in both tails. */
+static inline double dpfl_normal_sf(double x)
+{
+    return 0.5 * erfc(x / 1.4142135623730951);
+}
+static inline double dpfl_normal_cdf(double x)
+{
+    return 0.5 * erfc(-x / 1.4142135623730951);
+}
+
+/* Per-step RDP of the two-stage round for an integer order (cached sgm values in sgm[0..alpha], sgm[l] = per
+ * step SGM RDP at order l). */
+double dpfl_rdp_int_sgm(double q, double z, int alpha);
+/* Golden-section refinement of the RDP conversion around best_order (see rdp_convert.c); returns epsilon. */
+double dpfl_rdp_refine(double (*f)(double alpha, void *ctx), void *ctx, double best_order, double best_val,
+                       double target, int want_delta, dpfl_conversion conv, double *order);
+#endif

@@ -1,0 +1,263 @@
+/* Renyi DP of the Gaussian mechanism under Poisson sampling (Mironov-Talwar-Zhang 2019), fixed-size sampling
+ * without replacement (Wang-Balle-Kasiviswanathan 2019) and two-stage client x record sampling (rPDP-FL;
+ * Zhu-Wang 2019).  Everything is computed in log space and rounded towards larger RDP.
+ *
+ * Why (A - 1) and not A: for small q, A_alpha = 1 + O(q^2) and log(A) computed from a sum that is ~1 loses all
+ * relative precision (an RDP of 1e-14 would come out as 0, i.e. below the truth).  The binomial expansion of
+ * A_alpha - 1 has only non-negative terms (the i = 0, 1 terms cancel exactly), so it is summed directly. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <float.h>
+#include <gsl/gsl_sf_erf.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+/* log(i) for i < LOGTAB, filled once: the binomial sums below are dominated by log/exp calls otherwise. */
+#define LOGTAB 4100
+static double logtab[LOGTAB];
+static pthread_once_t logtab_once = PTHREAD_ONCE_INIT;
+static void logtab_init(void)
+{
+    logtab[0] = -INFINITY;
+    for (int i = 1; i < LOGTAB; i++) logtab[i] = log((double)i);
+}
+static inline double logi(int i)
+{
+    return i < LOGTAB ? logtab[i] : log((double)i);
+}
+
+/* log of the sum of exp(t[i]), i < n, two passes (one exp per term). */
+static double lse(const double *t, int n)
+{
+    double m = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (t[i] > m) m = t[i];
+    if (m == -INFINITY || isinf(m)) return m;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i] > m - 745) s += exp(t[i] - m);
+    return m + log(s);
+}
+
+/* RDP of SGM at an integer order alpha >= 2 (add/remove, the MTZ dominating direction). */
+double dpfl_rdp_int_sgm(double q, double z, int alpha)
+{
+    if (q <= 0) return 0.0;
+    if (z <= 0) return INFINITY;
+    double inv2z2 = 1.0 / (2.0 * z * z);
+    if (q >= 1) return alpha * inv2z2;
+    pthread_once(&logtab_once, logtab_init);
+    double lq = log(q), l1q = log1p(-q);
+    double stackbuf[512];
+    double *t = alpha + 1 <= 512 ? stackbuf : malloc((size_t)(alpha + 1) * sizeof *t);
+    DPFL_ASSERT(t);
+    double lbin = logi(alpha) + logi(alpha - 1) - logi(2); /* log C(alpha, 2) */
+    for (int i = 2; i <= alpha; i++) {
+        if (i > 2) lbin += logi(alpha - i + 1) - logi(i);
+        double x = (double)i * (i - 1) * inv2z2;
+        t[i - 2] = lbin + (alpha - i) * l1q + i * lq + (x > 40 ? x : dpfl_log_expm1(x));
+    }
+    double acc = lse(t, alpha - 1); /* log(A - 1) */
+    if (t != stackbuf) free(t);
+    /* log A = log1p(A - 1); pad by a few ulps of the result for the rounding in the sum */
+    double logA = acc > 30 ? acc + log1p(exp(-acc)) : log1p(exp(acc));
+    double r = logA / (alpha - 1);
+    return r * (1 + 256 * DBL_EPSILON) + DBL_MIN;
+}
+
+/* log A_alpha for fractional alpha by the two-series formula of Mironov-Talwar-Zhang (section 3.3), summed in
+ * linear scale after one max-shift.  *err_rel bounds the relative rounding error of the result. */
+#define FRAC_MAX_TERMS 1200
+static double frac_sgm_logA(double q, double z, double alpha, double *err_rel)
+{
+    double z2 = z * z;
+    double lq = log(q), l1q = log1p(-q);
+    double z0 = z2 * log(1.0 / q - 1.0) + 0.5;
+    double s2z = sqrt(2.0) * z;
+    double *ls = malloc(2 * FRAC_MAX_TERMS * sizeof *ls);
+    signed char *sg = malloc(FRAC_MAX_TERMS);
+    DPFL_ASSERT(ls && sg);
+    double lcoef = 0.0, sgn = 1.0, mx = -INFINITY;
+    int n = 0;
+    for (int i = 0; i < FRAC_MAX_TERMS; i++) {
+        if (i > 0) {
+            double f = (alpha - i + 1) / (double)i;
+            lcoef += log(fabs(f));
+            if (f < 0) sgn = -sgn;
+        }
+        double j = alpha - i;
+        double ls0 = lcoef + i * lq + j * l1q + (i * (double)i - i) / (2 * z2) + log(0.5) +
+                     gsl_sf_log_erfc((i - z0) / s2z);
+        double ls1 = lcoef + j * lq + i * l1q + (j * j - j) / (2 * z2) + log(0.5) + gsl_sf_log_erfc((z0 - j) / s2z);
+        ls[2 * i] = ls0;
+        ls[2 * i + 1] = ls1;
+        sg[i] = (signed char)sgn;
+        n = i + 1;
+        if (ls0 > mx) mx = ls0;
+        if (ls1 > mx) mx = ls1;
+        /* Beyond alpha the terms alternate in sign and shrink like |binom(alpha, i)| ~ i^(-alpha-1) (the
+         * exponential factors cancel exactly), so the omitted tail is at most about the last term. */
+        if (i > alpha + 1 && ls0 < mx - 42 && ls1 < mx - 42) break;
+    }
+    double last = dpfl_logaddexp(ls[2 * (n - 1)], ls[2 * (n - 1) + 1]);
+    double sum = 0, sabs = 0;
+    for (int i = 0; i < n; i++) {
+        double v = exp(ls[2 * i] - mx) + exp(ls[2 * i + 1] - mx);
+        sum += sg[i] * v;
+        sabs += v;
+    }
+    free(ls);
+    free(sg);
+    /* rounding: each addition errs by <= eps * partial sum <= eps * sum|terms|; the truncated alternating tail
+     * is bounded by twice the last term kept */
+    *err_rel = sum > 0 ? (4.0 * n * DBL_EPSILON * sabs + 2.0 * exp(last - mx)) / sum : INFINITY;
+    if (sum <= 0) return INFINITY; /* cancellation ate the value: caller falls back to the integer bound */
+    return mx + log(sum);
+}
+
+double dpfl_rdp_sgm(double q, double z, double alpha)
+{
+    if (!(alpha > 1)) return NAN;
+    if (q <= 0) return 0.0;
+    if (z <= 0) return INFINITY;
+    if (q >= 1) return alpha / (2.0 * z * z);
+    double fl = floor(alpha);
+    if (alpha == fl) return dpfl_rdp_int_sgm(q, z, (int)alpha);
+    /* Upper bound from the integer neighbours: (alpha - 1) eps(alpha) = log A_alpha is convex in alpha and
+     * log A_1 = 0, so it lies below the chord between floor and ceil. */
+    int k = (int)fl;
+    double t = alpha - fl;
+    double lo = k >= 2 ? (k - 1) * dpfl_rdp_int_sgm(q, z, k) : 0.0;
+    double hi = k * dpfl_rdp_int_sgm(q, z, k + 1);
+    double chord = ((1 - t) * lo + t * hi) / (alpha - 1);
+    double err;
+    double logA = frac_sgm_logA(q, z, alpha, &err);
+    if (!isfinite(logA)) return chord;
+    /* log(A (1 + err)) <= logA + err */
+    double exact = (logA + err) / (alpha - 1);
+    if (exact < 0) exact = 0;
+    double r = exact < chord ? exact : chord;
+    return r * (1 + 64 * DBL_EPSILON) + DBL_MIN;
+}
+
+/* WBK Theorem 9 with the Gaussian's RDP eps(j) = j / (2 z^2) and eps(inf) = inf. */
+static double fixed_int(double g, double z, int alpha)
+{
+    if (z <= 0) return INFINITY;
+    double inv2z2 = 1.0 / (2.0 * z * z);
+    double lg = log(g);
+    double lbin2 = log((double)alpha) + log(alpha - 1.0) - log(2.0);
+    double m2 = fmin(log(4.0) + dpfl_log_expm1(2 * inv2z2), log(2.0) + 2 * inv2z2);
+    double acc = 2 * lg + lbin2 + m2;
+    double lbin = lbin2;
+    for (int j = 3; j <= alpha; j++) {
+        lbin += log((double)(alpha - j + 1)) - log((double)j);
+        acc = dpfl_logaddexp(acc, log(2.0) + j * lg + lbin + (j - 1.0) * j * inv2z2);
+    }
+    double logS = acc > 30 ? acc + log1p(exp(-acc)) : log1p(exp(acc));
+    return logS / (alpha - 1) * (1 + 64 * DBL_EPSILON) + DBL_MIN;
+}
+
+double dpfl_rdp_fixed(int64_t n, int64_t batch, double z, double alpha)
+{
+    if (!(alpha > 1)) return NAN;
+    if (z <= 0) return INFINITY;
+    double g = (double)batch / (double)n;
+    int a = (int)ceil(alpha);
+    if (a < 2) a = 2;
+    return fixed_int(g, z, a);
+}
+
+/* rPDP-FL Theorem 1: eps_round(alpha) = log(1 - lambda + lambda e^{(alpha-1) tau eps_sgm(alpha)}) / (alpha-1). */
+static double two_stage_rpdp(double lambda, double base, double alpha)
+{
+    if (lambda <= 0) return 0.0;
+    if (lambda >= 1) return base;
+    double x = (alpha - 1) * base; /* log of e^{(alpha-1) base} */
+    /* log(1 + lambda (e^x - 1)) */
+    double lr = log(lambda) + dpfl_log_expm1(x > 0 ? x : DBL_MIN);
+    double l = lr > 30 ? lr + log1p(exp(-lr)) : log1p(exp(lr));
+    return l / (alpha - 1);
+}
+
+/* Zhu-Wang 2019 Theorem 6 (general Poisson subsampling at rate g of a mechanism with RDP eps(l)), integer alpha.
+ * base[l] = eps(l) for l = 2..alpha. */
+static double two_stage_zw(double g, const double *base, int alpha)
+{
+    if (g <= 0) return 0.0;
+    double lg = log(g), l1g = g < 1 ? log1p(-g) : -INFINITY;
+    double acc = (alpha - 1) * l1g + log(alpha * g - g + 1);
+    if (g >= 1) acc = -INFINITY;
+    double lbin = log((double)alpha) + log(alpha - 1.0) - log(2.0);
+    double t2 = lbin + 2 * lg + (alpha == 2 ? 0.0 : (alpha - 2) * l1g) + base[2];
+    acc = dpfl_logaddexp(acc, t2);
+    for (int l = 3; l <= alpha; l++) {
+        lbin += log((double)(alpha - l + 1)) - log((double)l);
+        double pw = alpha == l ? 0.0 : (alpha - l) * l1g;
+        acc = dpfl_logaddexp(acc, log(3.0) + lbin + pw + l * lg + (l - 1) * base[l]);
+    }
+    return acc / (alpha - 1);
+}
+
+#define ZW_MAX_ORDER 256
+
+double dpfl_rdp_two_stage(double lambda, double q, double z, int64_t inner, dpfl_two_stage_bound bound,
+                          double alpha)
+{
+    if (!(alpha > 1)) return NAN;
+    double base = (double)inner * dpfl_rdp_sgm(q, z, alpha);
+    double r = two_stage_rpdp(lambda, base, alpha);
+    if (bound == DPFL_BOUND_ZHU_WANG && lambda > 0 && lambda < 1) {
+        int a = (int)ceil(alpha);
+        if (a < 2) a = 2;
+        if (a <= ZW_MAX_ORDER) {
+            double b[ZW_MAX_ORDER + 1];
+            b[0] = b[1] = 0;
+            for (int l = 2; l <= a; l++) b[l] = (double)inner * dpfl_rdp_int_sgm(q, z, l);
+            /* RDP is nondecreasing in the order, so the value at ceil(alpha) bounds the one at alpha */
+            double zw = two_stage_zw(lambda, b, a);
+            if (zw < r) r = zw;
+        }
+    }
+    return r * (1 + 64 * DBL_EPSILON) + DBL_MIN;
+}
+
+static double event_rdp(const dpfl_event *e, double alpha)
+{
+    switch (e->kind) {
+    case DPFL_EV_GAUSSIAN: return e->z > 0 ? alpha / (2 * e->z * e->z) : INFINITY;
+    case DPFL_EV_POISSON:
+        if (e->adjacency == DPFL_ADJ_REPLACE_ONE && e->q < 1) {
+            /* joint convexity: e^{(a-1)D} <= 1 - q + q e^{(a-1) a / (2 z^2)} (z relative to the replace-one
+             * sensitivity) */
+            return two_stage_rpdp(e->q, e->z > 0 ? alpha / (2 * e->z * e->z) : INFINITY, alpha);
+        }
+        return dpfl_rdp_sgm(e->q, e->z, alpha);
+    case DPFL_EV_FIXED: return dpfl_rdp_fixed(e->n, e->batch, e->z, alpha);
+    case DPFL_EV_TWO_STAGE: return dpfl_rdp_two_stage(e->lambda, e->q, e->z, e->inner, e->bound, alpha);
+    case DPFL_EV_NOT_PRIVATE: return INFINITY;
+    }
+    return INFINITY;
+}
+
+dpfl_status dpfl_rdp_compose(const dpfl_event *ev, size_t nev, const double *orders, size_t norders, double *rdp,
+                             dpfl_error *err)
+{
+    dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (s) return s;
+    for (size_t j = 0; j < norders; j++) {
+        if (!(orders[j] > 1)) return dpfl_fail(err, DPFL_EINVAL, "RDP order %g must be > 1", orders[j]);
+        rdp[j] = 0;
+    }
+    for (size_t i = 0; i < nev; i++) {
+        if (ev[i].count == 0) continue;
+        /* events repeated with identical parameters are common (schedules): reuse the previous row */
+        for (size_t j = 0; j < norders; j++) {
+            double r = event_rdp(&ev[i], orders[j]);
+            rdp[j] += (double)ev[i].count * r;
+        }
+    }
+    return DPFL_OK;
+}
