@@ -48,8 +48,8 @@ static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0
                         }
                         const float *sr = src + (size_t)iy * g->W + kj - g->pad;
                         for (int ox = 0; ox < lo; ox++) d[ox] = 0.0f;
-                        if (s == 1)
-                            memcpy(d + lo, sr + lo, (hi - lo) * sizeof *d);
+                        if (s == 1) /* rows are short (OW floats): an inline loop beats memcpy's call */
+                            for (int ox = lo; ox < hi; ox++) d[ox] = sr[ox];
                         else
                             for (int ox = lo; ox < hi; ox++) d[ox] = sr[ox * s];
                         for (int ox = hi; ox < OW; ox++) d[ox] = 0.0f;
@@ -86,6 +86,19 @@ static void col2im(float *dinp, const float *col, const dpfl_conv_geom *g, int b
             }
 }
 
+/* Sum of n floats: 16 float lanes (vectorizable without reassociation flags), combined in double. */
+static double row_sum(const float *r, size_t n)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += r[i + j];
+    double s = 0.0;
+    for (int j = 0; j < 16; j++) s += acc[j];
+    for (; i < n; i++) s += r[i];
+    return s;
+}
+
 /* out CNHW (OC, B, T) = w (OC, K) @ im2col(inp) + bias, optionally followed by ReLU */
 void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
                             const dpfl_conv_geom *g, int B, int chunk, float *col, int relu)
@@ -118,12 +131,7 @@ void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *
     const int K = g->C * g->k * g->k, T = g->OH * g->OW;
     const size_t ldo = (size_t)B * T;
     if (dbias && dw)
-        for (int oc = 0; oc < g->OC; oc++) {
-            const float *r = dout + oc * ldo;
-            double s = 0.0;
-            for (size_t i = 0; i < ldo; i++) s += r[i];
-            dbias[oc] = (float)s;
-        }
+        for (int oc = 0; oc < g->OC; oc++) dbias[oc] = (float)row_sum(dout + oc * ldo, ldo);
     if (dinp) memset(dinp, 0, (size_t)B * g->C * g->H * g->W * sizeof *dinp);
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;

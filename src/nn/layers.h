@@ -56,9 +56,10 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
  * within each input plane for the backward pass. */
 void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
                              int k, int stride);
-/* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten). */
-void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, size_t P, int H, int W, int OH,
-                              int OW);
+/* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten), times [relu_out > 0]
+ * when relu_out (P, H, W) is given (fused backward of a ReLU feeding the pool). */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *relu_out, size_t P,
+                              int H, int W, int OH, int OW, int k, int stride);
 
 /* ---------------------------------------------------------------- activation.c (n elements, in place-safe) */
 void dpfl_nn_relu_forward(float *out, const float *inp, size_t n);
@@ -99,6 +100,7 @@ struct dpfl_nn_ws {
     float **drop_mask;           /* per layer (dropout) */
     uint8_t *drop_on;            /* per layer: mask applied in the last forward */
     uint8_t *fuse_relu;          /* per layer: conv applies the following ReLU itself */
+    uint8_t *pool_relu;          /* per layer: maxpool's backward applies the preceding ReLU's backward */
     float *col;                  /* conv scratch */
     /* per-sample (DP-SGD) state */
     dpfl_conv_norms conv_mode;   /* tests force each path */

@@ -51,7 +51,7 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
     dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
     dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
-    dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
+    dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
     dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
     dpfl_free(ws->dscaled), dpfl_free(ws->gram);
     dpfl_free(ws);
@@ -80,6 +80,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->drop_mask, nl);
     ALLOC(ws->drop_on, nl);
     ALLOC(ws->fuse_relu, nl);
+    ALLOC(ws->pool_relu, nl);
     ALLOC(ws->ghost, nl);
     ALLOC(ws->ps_off, nl);
     ALLOC(ws->sq, (size_t)nl * mb);
@@ -105,7 +106,13 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             cur = s;
         }
         ws->out_slot[l] = cur;
-        if (L->kind == DPFL_LAYER_MAXPOOL2D) ALLOC(ws->pool_idx[l], mb * numel_out(L));
+        if (L->kind == DPFL_LAYER_MAXPOOL2D) {
+            ALLOC(ws->pool_idx[l], mb * numel_out(L));
+            /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
+            if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
+                ws->out_slot[l - 1] == ws->in_slot[l])
+                ws->pool_relu[l] = 1;
+        }
         if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
         if (L->kind == DPFL_LAYER_CONV2D) {
             size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
@@ -228,11 +235,11 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
         }
         case DPFL_LAYER_MAXPOOL2D:
             if (gin)
-                dpfl_nn_maxpool_backward(gin, gout, ws->pool_idx[l], (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h,
-                                         L->out_w);
+                dpfl_nn_maxpool_backward(gin, gout, ws->pool_idx[l], ws->pool_relu[l] ? in : NULL,
+                                         (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
             break;
         case DPFL_LAYER_RELU:
-            if (gin) dpfl_nn_relu_backward(gin, gout, out, n);
+            if (gin && !(l + 1 < m->nlayers && ws->pool_relu[l + 1])) dpfl_nn_relu_backward(gin, gout, out, n);
             break;
         case DPFL_LAYER_TANH:
             if (gin) dpfl_nn_tanh_backward(gin, gout, out, n);

@@ -43,15 +43,36 @@ void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t 
     }
 }
 
-/* dinp (P, H, W) = sum over windows of dout routed to each window's argmax (windows may overlap) */
-void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, size_t P, int H, int W, int OH,
-                              int OW)
+/* dinp (P, H, W) = sum over windows of dout routed to each window's argmax (windows may overlap).
+ * relu_out (P, H, W) or NULL: the pool's input is a ReLU output, whose backward (zero where the output is 0)
+ * is applied in the same pass. */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *relu_out, size_t P,
+                              int H, int W, int OH, int OW, int k, int stride)
 {
+    if (k == stride && OH * k == H && OW * k == W) {
+        /* windows tile the plane: every input cell is written exactly once, no zeroing pass */
+        for (size_t p = 0; p < P; p++) {
+            float *d = dinp + p * H * W;
+            const float *g = dout + p * OH * OW, *ro = relu_out ? relu_out + p * H * W : NULL;
+            const int32_t *ix = idx + p * OH * OW;
+            for (int oy = 0; oy < OH; oy++)
+                for (int i = 0; i < k; i++) {
+                    float *dr = d + (oy * k + i) * W;
+                    for (int x = 0; x < W; x++) {
+                        int o = oy * OW + x / k, off = (oy * k + i) * W + x;
+                        float v = ix[o] == off ? g[o] : 0.0f;
+                        dr[x] = ro && !(ro[off] > 0.0f) ? 0.0f : v;
+                    }
+                }
+        }
+        return;
+    }
     memset(dinp, 0, P * H * W * sizeof *dinp);
     for (size_t p = 0; p < P; p++) {
         float *d = dinp + p * H * W;
-        const float *g = dout + p * OH * OW;
+        const float *g = dout + p * OH * OW, *ro = relu_out ? relu_out + p * H * W : NULL;
         const int32_t *ix = idx + p * OH * OW;
-        for (int i = 0; i < OH * OW; i++) d[ix[i]] += g[i];
+        for (int i = 0; i < OH * OW; i++)
+            if (!ro || ro[ix[i]] > 0.0f) d[ix[i]] += g[i];
     }
 }

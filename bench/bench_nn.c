@@ -1,0 +1,145 @@
+/* Training throughput of the nn engine (examples/s) against the machine's SGEMM rate.
+ *
+ * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64, on synthetic MNIST-shaped data:
+ *   nonprivate: dpfl_nn_grad (mean gradient) + SGD update;
+ *   dpsgd:      dpfl_nn_clipped_grad_sum (flat clip C = 1) + Gaussian noise (z = 1, dpfl_rng_add_gaussian)
+ *               + SGD update on sum / B.
+ * Each configuration warms up, then runs for at least DPFL_BENCH_SECONDS (default 2) and 5 steps.  Prints a
+ * table and writes a JSON list of {model, batch, mode, examples_per_second} plus {gemm_gflops} to argv[1]
+ * (default bench/results.json). */
+#include "dpfl/nn.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NDATA 2048
+
+static double bench_seconds(void)
+{
+    const char *s = getenv("DPFL_BENCH_SECONDS");
+    double v = s ? atof(s) : 2.0;
+    return v > 0 ? v : 2.0;
+}
+
+/* Large square SGEMM: the ceiling for everything above. */
+static double gemm_gflops(double secs)
+{
+    const int n = 2048;
+    float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
+          *c = malloc((size_t)n * n * sizeof *c);
+    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double best = 0;
+    double t_end = dpfl_now() + secs;
+    int reps = 0;
+    while (reps < 3 || dpfl_now() < t_end) {
+        double t = dpfl_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        t = dpfl_now() - t;
+        double g = 2.0 * n * n * (double)n / t / 1e9;
+        if (g > best) best = g;
+        reps++;
+    }
+    free(a), free(b), free(c);
+    return best;
+}
+
+typedef struct {
+    const char *model, *mode;
+    int batch;
+    double eps;
+} row;
+
+static double run(const char *spec, int B, int dp, const float *x, const int32_t *y, double secs)
+{
+    dpfl_model m;
+    dpfl_error err;
+    if (dpfl_model_create(spec, 1, 28, 28, 10, &m, &err)) {
+        fprintf(stderr, "bench_nn: %s\n", err.msg);
+        exit(1);
+    }
+    dpfl_rng rng, noise;
+    dpfl_rng_init_seed(&rng, 1);
+    dpfl_rng_derive(&rng, &noise, 1, 2, 3);
+    float *p = malloc(m.nparam * sizeof *p), *g = malloc(m.nparam * sizeof *g);
+    dpfl_model_init(&m, p, &rng);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, B, &err);
+    if (!ws) {
+        fprintf(stderr, "bench_nn: %s\n", err.msg);
+        exit(1);
+    }
+    const float lr = 0.01f;
+    dpfl_clip_spec clip = {1.0, 0};
+    long steps = 0, warm = 3;
+    double t0 = 0;
+    for (long it = 0;; it++) {
+        if (it == warm) t0 = dpfl_now();
+        int off = (int)((it * B) % (NDATA - B));
+        const float *xb = x + (size_t)off * m.in_dim;
+        if (dp) {
+            dpfl_nn_clipped_grad_sum(&m, p, ws, xb, y + off, B, &clip, &rng, g, NULL);
+            dpfl_rng_add_gaussian(&noise, g, m.nparam, 1.0 * clip.clip);
+            dpfl_vec_axpy(p, -lr / B, g, m.nparam);
+        } else {
+            dpfl_nn_grad(&m, p, ws, xb, y + off, B, &rng, g, NULL);
+            dpfl_vec_axpy(p, -lr, g, m.nparam);
+        }
+        if (it >= warm) {
+            steps++;
+            if (steps >= 5 && dpfl_now() - t0 >= secs) break;
+        }
+    }
+    double eps = steps * B / (dpfl_now() - t0);
+    dpfl_nn_ws_free(ws);
+    free(p), free(g);
+    dpfl_model_free(&m);
+    return eps;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = argc > 1 ? argv[1] : "bench/results.json";
+    const char *only = getenv("DPFL_BENCH_MODEL"); /* optional filter for profiling */
+    double secs = bench_seconds();
+    float *x = malloc((size_t)NDATA * 784 * sizeof *x);
+    int32_t *y = malloc(NDATA * sizeof *y);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 2024);
+    for (size_t i = 0; i < (size_t)NDATA * 784; i++) x[i] = (float)dpfl_rng_uniform(&r);
+    for (int i = 0; i < NDATA; i++) y[i] = (int32_t)dpfl_rng_below(&r, 10);
+
+    const char *models[] = {"logreg", "mlp:784-512-256-10", "cnn-mnist"};
+    const int batches[] = {16, 64};
+    row rows[12];
+    int nr = 0;
+    printf("%-20s %6s %-11s %14s\n", "model", "batch", "mode", "examples/s");
+    for (int mi = 0; mi < 3; mi++) {
+        if (only && strcmp(only, models[mi])) continue;
+        for (int bi = 0; bi < 2; bi++)
+            for (int dp = 0; dp < 2; dp++) {
+                row *rw = &rows[nr++];
+                rw->model = models[mi], rw->batch = batches[bi], rw->mode = dp ? "dpsgd" : "nonprivate";
+                rw->eps = run(models[mi], batches[bi], dp, x, y, secs);
+                printf("%-20s %6d %-11s %14.0f\n", rw->model, rw->batch, rw->mode, rw->eps);
+                fflush(stdout);
+            }
+    }
+    double gf = gemm_gflops(secs < 1.0 ? secs : 1.0);
+    printf("SGEMM (2048^3): %.1f GFLOP/s\n", gf);
+
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        perror(out);
+        return 1;
+    }
+    fprintf(f, "[\n");
+    for (int i = 0; i < nr; i++)
+        fprintf(f, "  {\"model\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"examples_per_second\": %.1f},\n",
+                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps);
+    fprintf(f, "  {\"gemm_gflops\": %.1f}\n]\n", gf);
+    fclose(f);
+    free(x), free(y);
+    return 0;
+}
