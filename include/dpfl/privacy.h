@@ -99,7 +99,7 @@ typedef struct {
     dpfl_conversion conversion; /* RDP only; default tight */
     const double *orders;       /* RDP only; NULL = default orders, refined around the best one */
     size_t norders;
-    size_t pld_bins;            /* PLD only; 0 = default (2^20) */
+    size_t pld_bins;            /* PLD only; 0 = default (2^17) */
 } dpfl_account_opts;
 
 typedef struct {
@@ -120,7 +120,7 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
 /* ---------------------------------------------------------------- PLD */
 /* Remove and add directions of every event are composed separately; the answer is the larger.  Supports
  * GAUSSIAN and POISSON events (add/remove or zero-out) and plain Gaussians under replace-one; other kinds give
- * DPFL_EINVAL (use RDP).  bins = FFT length (0 = default 2^20). */
+ * DPFL_EINVAL (use RDP).  bins = FFT length (0 = default 2^17). */
 dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *eps,
                              dpfl_error *err);
 dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,

@@ -35,6 +35,11 @@ static const struct {
     /* one row per subcommand */
     {"train", cli_train, "train a model across simulated clients from an INI config"},
     {"data", cli_data, "fetch datasets and describe them (dpfl data fetch / info)"},
+    {"account", cli_account, "privacy of T sampled Gaussian steps: epsilon or delta (rdp, pld, gdp)"},
+    {"calibrate", cli_calibrate, "smallest noise multiplier meeting a target epsilon"},
+    {"fdp", cli_fdp, "PriFedSync weak/strong federated Gaussian DP"},
+    {"scf", cli_scf, "rPDP-FL per-record budgets <-> sampling probabilities (SCF)"},
+    {"e2e", cli_e2e, "record-level and client-level guarantees of one run"},
     {NULL, NULL, NULL},
 };
 

@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PLD_DEFAULT_BINS ((size_t)1 << 20)
+#define PLD_DEFAULT_BINS ((size_t)1 << 17)
 
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -163,7 +163,6 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
     for (size_t j = 1; j < m; j++)
         if ((double)(k0 + (int64_t)j) * h < h && lm[j] < lm[j - 1]) lm[j] = lm[j - 1];
     double eh = exp(h), em1 = expm1(h);
-    double mass_check = 0;
     pinf = d[m - 1];
     for (size_t j = 0; j < m; j++) {
         double p;
@@ -185,7 +184,6 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
         int64_t r = k % (int64_t)N;
         if (r < 0) r += (int64_t)N;
         buf[r] += p;
-        mass_check += p;
         pm[j] = p;
     }
     /* log sum_j p_j e^{lam l_j}, shifted by its largest term */
@@ -201,8 +199,6 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
             if (pm[j] > 0) sum += exp(log(pm[j]) + lam[i] * (double)(k0 + (int64_t)j) * h - mx);
         lmgf[i] = mx + log(sum);
     }
-    if (getenv("DPFL_PLD_DEBUG"))
-        fprintf(stderr, "  disc dir %d: m=%zu k0=%lld mass=%.17g\n", dir, m, (long long)k0, mass_check);
     free(d);
     return pinf;
 }
@@ -254,8 +250,9 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
 
 #define NLAM 8
 
-static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, size_t bins, pld_composed *c,
-                           dpfl_error *err)
+/* win = NULL: window from RDP; else [win[0], win[1]]. */
+static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, size_t bins, const double *win,
+                           pld_composed *c, dpfl_error *err)
 {
     memset(c, 0, sizeof *c);
     sgm_ev *v = NULL;
@@ -296,6 +293,10 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
     }
     if (!(U > 0)) U = 1e-3;
     double Lo = -fmin(U, -log(eta));
+    if (win) {
+        Lo = win[0];
+        U = win[1];
+    }
     double h = (U - Lo) / (double)(N - 4);
     c->h = h;
     c->klo = (int64_t)floor(Lo / h) - 2;
@@ -430,7 +431,7 @@ dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, siz
 {
     if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
     pld_composed c;
-    dpfl_status s = compose(ev, nev, delta, bins, &c, err);
+    dpfl_status s = compose(ev, nev, delta, bins, NULL, &c, err);
     if (s) return s;
     double e = 0;
     for (int d = 0; d < c.ndir; d++) {
@@ -456,7 +457,7 @@ dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, siz
         return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
     /* the window is sized for deltas around 1e-5 .. 1e-12: size it for a small hint */
     pld_composed c;
-    dpfl_status s = compose(ev, nev, 1e-12, bins, &c, err);
+    dpfl_status s = compose(ev, nev, 1e-12, bins, NULL, &c, err);
     if (s) return s;
     double d = 0;
     for (int k = 0; k < c.ndir; k++) {

@@ -1,0 +1,146 @@
+/* dpfl scf: rPDP-FL per-record budgets <-> sampling probabilities. */
+#include "args.h"
+#include "cli.h"
+#include "privacy_cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *HELP =
+    "usage: dpfl scf --noise Z --client-rate L --local-steps K --rounds R --delta D [--bound rpdp|zhu-wang|pld]\n"
+    "                (--epsilon E... | --budgets FILE | --p P...) [--json]\n\n"
+    "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
+    "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
+    "per line) give p through the SCF fit eps(p) = exp(a p + b) + c (the paper's method; 'p') and the safe\n"
+    "grid inverse ('p_safe': the largest grid p whose exact epsilon*(p) is within the budget).\n"
+    "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: tightened; pld: PLD without client\n"
+    "amplification (a valid, looser-in-L bound).\n";
+
+static int read_budgets(const char *path, pcli_list *l)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return cli_error("--budgets: cannot open '%s'", path);
+    char line[256];
+    long ln = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '\n' || *s == '\0' || *s == '#') continue;
+        char *end;
+        double v = strtod(s, &end);
+        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+        if (end == s || *end != '\0' || !(v >= 0) || isinf(v)) {
+            fclose(f);
+            return cli_error("--budgets: %s line %ld: not a non-negative number", path, ln);
+        }
+        double *nv = realloc(l->v, (l->n + 1) * sizeof *nv);
+        if (!nv) {
+            fclose(f);
+            return cli_error("out of memory");
+        }
+        l->v = nv;
+        l->v[l->n++] = v;
+    }
+    fclose(f);
+    return 0;
+}
+
+int cli_scf(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(HELP, stdout);
+        return 0;
+    }
+    double z = NAN, lam = NAN, delta = NAN;
+    long K = -1, R = -1;
+    const char *bound = "rpdp", *budgets = NULL;
+    pcli_list eps = {NULL, 0}, ps = {NULL, 0};
+    int json = 0, rc;
+    pcli_opt o[] = {{"--noise", OPT_DOUBLE, &z, 0},        {"--client-rate", OPT_DOUBLE, &lam, 0},
+                    {"--local-steps", OPT_LONG, &K, 0},    {"--rounds", OPT_LONG, &R, 0},
+                    {"--delta", OPT_DOUBLE, &delta, 0},    {"--bound", OPT_STRING, &bound, 0},
+                    {"--epsilon", OPT_DOUBLES, &eps, 0},   {"--budgets", OPT_STRING, &budgets, 0},
+                    {"--p", OPT_DOUBLES, &ps, 0},          {"--json", OPT_FLAG, &json, 0}};
+    size_t no = sizeof o / sizeof o[0];
+    rc = pcli_parse("scf", argc, argv, o, no);
+    if (rc) goto out;
+    const char *req[] = {"--noise", "--client-rate", "--local-steps", "--rounds", "--delta"};
+    for (int i = 0; i < 5; i++)
+        if (!pcli_seen(o, no, req[i])) {
+            rc = cli_usage_error("scf", "%s is required", req[i]);
+            goto out;
+        }
+    rc = 1;
+    if (!(z > 0) || isinf(z)) { cli_error("--noise: %g must be finite and > 0", z); goto out; }
+    if (!(lam >= 0 && lam <= 1)) { cli_error("--client-rate: %g must be in [0, 1]", lam); goto out; }
+    if (K < 1) { cli_error("--local-steps: %ld must be >= 1", K); goto out; }
+    if (R < 1) { cli_error("--rounds: %ld must be >= 1", R); goto out; }
+    if (!(delta > 0 && delta < 1)) { cli_error("--delta: %g must be in (0, 1)", delta); goto out; }
+    int modes = (eps.n > 0) + (budgets != NULL) + (ps.n > 0);
+    if (modes != 1) {
+        rc = cli_usage_error("scf", "give exactly one of --epsilon, --budgets and --p");
+        goto out;
+    }
+    dpfl_rpdp_params pp = {z, lam, K, R, delta, DPFL_BOUND_RPDP, 0, NULL, 0};
+    if (!strcmp(bound, "zhu-wang")) pp.bound = DPFL_BOUND_ZHU_WANG;
+    else if (!strcmp(bound, "pld")) pp.use_pld = 1;
+    else if (strcmp(bound, "rpdp")) { cli_error("--bound: '%s' is not rpdp, zhu-wang or pld", bound); goto out; }
+    dpfl_error err;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "delta", delta);
+    cJSON_AddNumberToObject(j, "noise", z);
+    cJSON_AddStringToObject(j, "accountant", pp.use_pld ? "pld" : "rdp");
+    cJSON_AddStringToObject(j, "bound", bound);
+    cJSON_AddStringToObject(j, "sampler", "poisson (two-stage)");
+    cJSON_AddStringToObject(j, "adjacency", "add-remove");
+    if (ps.n) {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; i < ps.n; i++) {
+            double e;
+            if (!(ps.v[i] >= 0 && ps.v[i] <= 1)) { cli_error("--p: %g must be in [0, 1]", ps.v[i]); cJSON_Delete(j); goto out; }
+            if (dpfl_rpdp_epsilon(&pp, ps.v[i], &e, &err)) { cli_error("scf: %s", err.msg); cJSON_Delete(j); goto out; }
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(e));
+            if (!json) printf("p = %g  epsilon = %.7g\n", ps.v[i], e);
+        }
+        cJSON_AddItemToObject(j, "epsilons", arr);
+        if (ps.n == 1) cJSON_AddNumberToObject(j, "epsilon", cJSON_GetArrayItem(arr, 0)->valuedouble);
+    } else {
+        if (budgets && read_budgets(budgets, &eps)) { cJSON_Delete(j); goto out; }
+        dpfl_scf_fit fit;
+        if (dpfl_scf_fit_curve(&pp, &fit, &err)) { cli_error("scf: %s", err.msg); cJSON_Delete(j); goto out; }
+        /* the exact grid again, for the safe inverse */
+        double gp[200], ge[200];
+        size_t ng = 0;
+        for (int i = 1; i <= 100; i++) gp[ng++] = 0.001 * i;
+        for (int i = 11; i <= 100; i++) gp[ng++] = 0.01 * i;
+        for (size_t i = 0; i < ng; i++)
+            if (dpfl_rpdp_epsilon(&pp, gp[i], &ge[i], &err)) { cli_error("scf: %s", err.msg); cJSON_Delete(j); goto out; }
+        cJSON_AddNumberToObject(j, "a", fit.a);
+        cJSON_AddNumberToObject(j, "b", fit.b);
+        cJSON_AddNumberToObject(j, "c", fit.c);
+        cJSON_AddNumberToObject(j, "r2", fit.r2);
+        if (!json) printf("fit: eps(p) = exp(%.6g p + %.6g) + %.6g   R^2 = %.6f\n", fit.a, fit.b, fit.c, fit.r2);
+        cJSON *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray();
+        for (size_t i = 0; i < eps.n; i++) {
+            double p = dpfl_scf_rate(&fit, eps.v[i]);
+            double safe = 0;
+            for (size_t k = 0; k < ng; k++)
+                if (ge[k] <= eps.v[i]) safe = gp[k];
+            cJSON_AddItemToArray(pa, cJSON_CreateNumber(p));
+            cJSON_AddItemToArray(sa, cJSON_CreateNumber(safe));
+            if (!json && eps.n <= 1000) printf("epsilon = %g  p = %.6g  p_safe = %.6g\n", eps.v[i], p, safe);
+        }
+        cJSON_AddItemToObject(j, "p", pa);
+        cJSON_AddItemToObject(j, "p_safe", sa);
+    }
+    if (json) pcli_print_json(j);
+    else cJSON_Delete(j);
+    rc = 0;
+out:
+    free(eps.v);
+    free(ps.v);
+    return rc;
+}

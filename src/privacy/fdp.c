@@ -1,0 +1,59 @@
+/* PriFedSync federated f-DP (REFERENCES.md section 5): the paper's CLT values and RDP upper bounds.
+ *
+ * Local training of client j: K steps per round on fixed batches of B of n drawn without replacement
+ * (replace-one adjacency, noise z relative to the replace-one sensitivity 2C), R rounds.
+ * Weak (one other client i attacks): j's round reaches i only when both synced, probability p^2.
+ * Strong (all others together): j's round is observed whenever j synced, probability p.
+ * The exact values keep the client sampling through the joint-convexity bound
+ *     e^{(a-1) eps_round(a)} <= 1 - lambda + lambda e^{(a-1) K eps_WBK(a)};
+ * that amplification assumes the local steps of a round in which j does not sync are never released later. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static double exact_eps(const dpfl_fdp_params *pp, double lambda, double delta, double *order)
+{
+    size_t no;
+    const double *ord = dpfl_rdp_default_orders(&no);
+    double *r = malloc(no * sizeof *r);
+    DPFL_ASSERT(r);
+    for (size_t i = 0; i < no; i++) {
+        double a = ord[i];
+        double base = (double)pp->local_steps * dpfl_rdp_fixed(pp->n, pp->batch, pp->z, a);
+        double round;
+        if (lambda >= 1) {
+            round = base;
+        } else {
+            double x = (a - 1) * base;
+            double lr = log(lambda) + dpfl_log_expm1(x > 0 ? x : 1e-300);
+            round = (lr > 30 ? lr + log1p(exp(-lr)) : log1p(exp(lr))) / (a - 1);
+        }
+        r[i] = (double)pp->rounds * round;
+    }
+    double e = dpfl_rdp_to_epsilon(ord, r, no, delta, DPFL_CONV_TIGHT, order);
+    free(r);
+    return e;
+}
+
+dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fdp_result *out, dpfl_error *err)
+{
+    if (pp->clients < 1) return dpfl_fail(err, DPFL_EINVAL, "clients (%lld) must be >= 1", (long long)pp->clients);
+    if (!(pp->p >= 0 && pp->p <= 1)) return dpfl_fail(err, DPFL_EINVAL, "p (%g) must be in [0, 1]", pp->p);
+    if (!(pp->z > 0) || isinf(pp->z)) return dpfl_fail(err, DPFL_EINVAL, "noise (%g) must be > 0", pp->z);
+    if (pp->batch <= 0 || pp->n <= 0 || pp->batch > pp->n)
+        return dpfl_fail(err, DPFL_EINVAL, "need 0 < batch (%lld) <= n (%lld)", (long long)pp->batch,
+                         (long long)pp->n);
+    if (pp->local_steps <= 0 || pp->rounds <= 0)
+        return dpfl_fail(err, DPFL_EINVAL, "local steps and rounds must be > 0");
+    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
+    double T = (double)pp->local_steps * (double)pp->rounds;
+    out->mu_weak = dpfl_gdp_clt_fixed((double)pp->batch, (double)pp->n, pp->z, T);
+    out->mu_strong = sqrt((double)(pp->clients > 1 ? pp->clients - 1 : 1)) * out->mu_weak;
+    out->eps_weak_clt = dpfl_gdp_epsilon(out->mu_weak, delta);
+    out->eps_strong_clt = dpfl_gdp_epsilon(out->mu_strong, delta);
+    out->eps_weak_exact = exact_eps(pp, pp->p * pp->p, delta, &out->order_weak);
+    out->eps_strong_exact = exact_eps(pp, pp->p, delta, &out->order_strong);
+    return DPFL_OK;
+}

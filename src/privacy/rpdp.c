@@ -1,0 +1,204 @@
+/* rPDP-FL per-record budgets (REFERENCES.md section 7): epsilon*(p) of two-stage sampling, its exact inverse,
+ * Simulation-CurveFitting (SCF) and the noise calibration of the paper. */
+#include "dpfl/privacy.h"
+#include "privacy_internal.h"
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_multifit_nlinear.h>
+#include <gsl/gsl_vector.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define RPDP_NORD 993
+static double rpdp_orders[RPDP_NORD];
+static int rpdp_orders_init;
+
+static dpfl_status check(const dpfl_rpdp_params *pp, dpfl_error *err)
+{
+    if (!(pp->z > 0) || isinf(pp->z)) return dpfl_fail(err, DPFL_EINVAL, "noise (%g) must be > 0", pp->z);
+    if (!(pp->lambda >= 0 && pp->lambda <= 1))
+        return dpfl_fail(err, DPFL_EINVAL, "client rate (%g) must be in [0, 1]", pp->lambda);
+    if (pp->inner <= 0 || pp->rounds <= 0)
+        return dpfl_fail(err, DPFL_EINVAL, "local steps and rounds must be > 0");
+    if (!(pp->delta > 0 && pp->delta < 1))
+        return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", pp->delta);
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps, dpfl_error *err)
+{
+    dpfl_status s = check(pp, err);
+    if (s) return s;
+    if (!(p >= 0 && p <= 1)) return dpfl_fail(err, DPFL_EINVAL, "sampling probability p (%g) must be in [0, 1]", p);
+    if (p == 0) {
+        *eps = 0;
+        return DPFL_OK;
+    }
+    dpfl_event e = dpfl_event_two_stage(pp->lambda, p, pp->z, pp->inner, pp->rounds, pp->bound);
+    dpfl_account_opts o = {DPFL_CONV_TIGHT, NULL, 0, 0};
+    if (pp->use_pld) {
+        /* PLD: the round is inner Poisson(p) steps released with probability lambda; without a PLD of that
+         * mixture we take lambda = 1 (no client amplification), which is a valid upper bound */
+        dpfl_event pe = dpfl_event_poisson(p, pp->z, pp->inner * pp->rounds);
+        return dpfl_pld_epsilon(&pe, 1, pp->delta, 0, eps, err);
+    }
+    if (pp->orders) {
+        o.orders = pp->orders;
+        o.norders = pp->norders;
+    } else if (pp->bound == DPFL_BOUND_RPDP) {
+        if (!rpdp_orders_init) {
+            for (int i = 0; i < RPDP_NORD; i++) rpdp_orders[i] = 2 + i; /* 2 .. 994, as the paper's code */
+            rpdp_orders_init = 1;
+        }
+        o.orders = rpdp_orders;
+        o.norders = RPDP_NORD;
+    }
+    dpfl_guarantee g;
+    s = dpfl_account_epsilon(&e, 1, pp->delta, DPFL_ACC_RDP, &o, &g, err);
+    if (s) return s;
+    *eps = g.epsilon;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_rpdp_rate_for_budget(const dpfl_rpdp_params *pp, double eps, double *p, dpfl_error *err)
+{
+    double e;
+    dpfl_status s = dpfl_rpdp_epsilon(pp, 1.0, &e, err);
+    if (s) return s;
+    if (e <= eps) {
+        *p = 1;
+        return DPFL_OK;
+    }
+    double lo = 0, hi = 1;
+    while (hi - lo > 1e-6) {
+        double m = 0.5 * (lo + hi);
+        s = dpfl_rpdp_epsilon(pp, m, &e, err);
+        if (s) return s;
+        if (e <= eps)
+            lo = m;
+        else
+            hi = m;
+    }
+    *p = lo;
+    return DPFL_OK;
+}
+
+/* ---------------------------------------------------------------- SCF */
+typedef struct {
+    const double *p, *e;
+    size_t n;
+} fit_data;
+
+static int f_res(const gsl_vector *x, void *data, gsl_vector *f)
+{
+    fit_data *d = data;
+    double a = gsl_vector_get(x, 0), b = gsl_vector_get(x, 1), c = gsl_vector_get(x, 2);
+    for (size_t i = 0; i < d->n; i++) gsl_vector_set(f, i, exp(a * d->p[i] + b) + c - d->e[i]);
+    return GSL_SUCCESS;
+}
+
+static int f_jac(const gsl_vector *x, void *data, gsl_matrix *J)
+{
+    fit_data *d = data;
+    double a = gsl_vector_get(x, 0), b = gsl_vector_get(x, 1);
+    for (size_t i = 0; i < d->n; i++) {
+        double v = exp(a * d->p[i] + b);
+        gsl_matrix_set(J, i, 0, d->p[i] * v);
+        gsl_matrix_set(J, i, 1, v);
+        gsl_matrix_set(J, i, 2, 1.0);
+    }
+    return GSL_SUCCESS;
+}
+
+#define SCF_MAX 256
+
+dpfl_status dpfl_scf_fit_curve(const dpfl_rpdp_params *pp, dpfl_scf_fit *fit, dpfl_error *err)
+{
+    double p[SCF_MAX], e[SCF_MAX];
+    size_t n = 0;
+    for (int i = 1; i <= 100; i++) p[n++] = 0.001 * i;
+    for (int i = 11; i <= 100; i++) p[n++] = 0.01 * i;
+    for (size_t i = 0; i < n; i++) {
+        dpfl_status s = dpfl_rpdp_epsilon(pp, p[i], &e[i], err);
+        if (s) return s;
+    }
+    fit->npoints = n;
+    fit->p_min = p[0];
+    fit->eps_min = e[0];
+    fit->eps_max = e[n - 1];
+    /* start: c below the smallest value, exponential through the end points */
+    double c0 = e[0] - 0.1 * (e[n - 1] - e[0]) - 1e-3;
+    double b0 = log(e[0] - c0) - 0.0;
+    double a0 = (log(e[n - 1] - c0) - b0) / (p[n - 1] - p[0]);
+    b0 -= a0 * p[0];
+    fit_data d = {p, e, n};
+    gsl_multifit_nlinear_fdf fdf = {f_res, f_jac, NULL, n, 3, &d, 0, 0, 0};
+    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, n, 3);
+    if (!w) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (SCF fit)");
+    gsl_vector *x = gsl_vector_alloc(3);
+    gsl_vector_set(x, 0, a0);
+    gsl_vector_set(x, 1, b0);
+    gsl_vector_set(x, 2, c0);
+    gsl_multifit_nlinear_init(x, &fdf, w);
+    int info;
+    int st = gsl_multifit_nlinear_driver(500, 1e-12, 1e-12, 1e-12, NULL, NULL, &info, w);
+    gsl_vector *xs = gsl_multifit_nlinear_position(w);
+    fit->a = gsl_vector_get(xs, 0);
+    fit->b = gsl_vector_get(xs, 1);
+    fit->c = gsl_vector_get(xs, 2);
+    gsl_vector_free(x);
+    gsl_multifit_nlinear_free(w);
+    if (st != GSL_SUCCESS && st != GSL_EMAXITER)
+        return dpfl_fail(err, DPFL_ENUM, "SCF fit failed (GSL status %d)", st);
+    double mean = 0, ss = 0, sr = 0;
+    for (size_t i = 0; i < n; i++) mean += e[i];
+    mean /= (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double r = exp(fit->a * p[i] + fit->b) + fit->c - e[i];
+        sr += r * r;
+        ss += (e[i] - mean) * (e[i] - mean);
+    }
+    fit->r2 = ss > 0 ? 1 - sr / ss : 1;
+    return DPFL_OK;
+}
+
+double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps)
+{
+    if (eps >= fit->eps_max) return 1.0;
+    if (eps <= fit->eps_min) return 0.0;
+    double v = eps - fit->c;
+    if (v <= 0) return 0.0;
+    double p = (log(v) - fit->b) / fit->a;
+    if (!(p > 0)) return 0.0;
+    return p > 1 ? 1.0 : p;
+}
+
+dpfl_status dpfl_rpdp_calibrate_noise(const dpfl_rpdp_params *pp, double max_eps, double tol, double *z,
+                                      dpfl_error *err)
+{
+    if (!(max_eps > 0)) return dpfl_fail(err, DPFL_EINVAL, "maximum epsilon (%g) must be > 0", max_eps);
+    if (!(tol > 0)) tol = 0.01;
+    dpfl_rpdp_params q = *pp;
+    double e, lo = 0, hi = 1;
+    for (;;) {
+        q.z = hi;
+        dpfl_status s = dpfl_rpdp_epsilon(&q, 1.0, &e, err);
+        if (s) return s;
+        if (e <= max_eps) break;
+        lo = hi;
+        hi *= 2;
+        if (hi > 1e6) return dpfl_fail(err, DPFL_ENUM, "no noise up to 1e6 reaches epsilon %g", max_eps);
+    }
+    while (hi - lo > tol) {
+        q.z = 0.5 * (lo + hi);
+        dpfl_status s = dpfl_rpdp_epsilon(&q, 1.0, &e, err);
+        if (s) return s;
+        if (e <= max_eps)
+            hi = q.z;
+        else
+            lo = q.z;
+    }
+    *z = hi;
+    return DPFL_OK;
+}
