@@ -45,6 +45,17 @@ typedef struct {
     int32_t lr_step;
     double eta;         /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
     char weighting[16]; /* size | uniform */
+    /* [record_dp]: DP-SGD inside every client (record-level DP) */
+    char rdp_enabled[8];   /* no | yes */
+    double rdp_clip;       /* C: per-example L2 clip (inf allowed only with noise 0: non-private check) */
+    double rdp_noise;      /* z: noise std / sensitivity (C for add-remove, 2C for replace-one); 0 = calibrate */
+    double rdp_target_epsilon; /* > 0: calibrate z (noise = 0) or stop before exceeding it (noise > 0) */
+    double rdp_delta;
+    char rdp_sampler[16];  /* poisson | fixed */
+    char rdp_accountant[8]; /* rdp | pld */
+    char rdp_adjacency[16]; /* auto | add-remove | replace-one: must match the sampler */
+    char rdp_per_layer[8]; /* no | yes */
+    char rdp_e2e[8];       /* no | yes: also report the client-level guarantee of the same noise */
     /* [run] */
     char seed[24]; /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
     int32_t threads;
@@ -72,6 +83,8 @@ typedef struct {
     double train_loss;
     double test_accuracy, test_loss; /* NAN when not evaluated this round */
     double client_acc_mean, client_acc_std; /* per-client test sets; NAN when the partition has none */
+    double clip_fraction; /* DP-SGD: share of examples whose gradient was clipped; NAN when off */
+    double noise_std;     /* DP-SGD: std of the noise added to each step's clipped sum */
     double wall_seconds; /* since the start of the run */
 } dpfl_round_metrics;
 
@@ -84,13 +97,67 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
 void dpfl_sim_free(dpfl_sim *s);
 /* One round (round numbers start at 1): sample, train locally, aggregate into the global model. */
 dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
+/* The same in two halves, so that a budget can be checked against the sampled clients before any of them
+ * trains: dpfl_sim_sample returns how many clients round `round` samples (their ids in *clients, ascending),
+ * dpfl_sim_train then runs that round. */
+int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients);
+dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
+/* Local steps client k takes when it participates (what the ledger charges). */
+int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k);
+/* Replace the record-level noise multiplier (after calibration). */
+void dpfl_sim_set_record_noise(dpfl_sim *s, double z);
 /* Global model on the global test set, and per-client test sets when the partition has them. */
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m);
+
+/* ------------------------------------------------------------------------------------------ privacy ledger */
+/* What has been released, per client: every count here is charged BEFORE the round's model leaves the server
+ * (the run driver persists the ledger and the model in one atomic checkpoint, then writes outputs). */
+typedef struct {
+    int32_t clients;
+    int32_t rounds;          /* rounds released */
+    int64_t *participations; /* per client: rounds it took part in */
+    int64_t *record_steps;   /* per client: DP-SGD steps over its records */
+} dpfl_ledger;
+
+dpfl_status dpfl_ledger_init(dpfl_ledger *l, int32_t clients, dpfl_error *err);
+void dpfl_ledger_free(dpfl_ledger *l);
+/* Charge one round: the m sampled clients, each with its local step count. */
+void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps);
+
+/* Record-level accounting of a ledger: client k's records saw record_steps[k] steps of the sampler actually
+ * used, on its n_k records with batch min(B, n_k), noise multiplier z (std / sensitivity under the sampler's
+ * adjacency).  Rounds a client sat out touched none of its records, so nothing is charged for them and no
+ * amplification by client sampling is claimed. */
+typedef struct {
+    double z;
+    int poisson;   /* 1: Poisson (add-remove), 0: fixed-size without replacement (replace-one) */
+    int32_t batch;
+    double delta;
+    int pld;       /* 1: PLD accountant, 0: RDP */
+} dpfl_record_accounting;
+
+typedef struct {
+    double epsilon;        /* worst case over clients */
+    int32_t worst_client;
+    double worst_q;        /* that client's sampling rate B_k / n_k */
+    int64_t worst_steps, worst_n, worst_batch;
+    double order;          /* RDP order of the worst client (0 for PLD) */
+} dpfl_record_report;
+
+/* Worst-case record-level epsilon over all clients (and, if per_client != NULL, each client's epsilon). */
+dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partition *part,
+                                       const dpfl_record_accounting *ra, dpfl_record_report *out,
+                                       double *per_client, dpfl_error *err);
+/* Smallest z such that every client, taking part in all `rounds` rounds with its per-round step count,
+ * stays within target_eps (calibrated on the safe side). */
+dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
+                                  double target_eps, double *z, dpfl_error *err);
 
 /* ------------------------------------------------------------------------------------------ run driver */
 typedef struct {
     const char *out_dir; /* created if absent */
     int quiet;           /* no progress line */
+    int resume;          /* continue from out_dir/checkpoint.bin */
 } dpfl_run_options;
 
 /* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory. */

@@ -48,6 +48,16 @@ static const keydef keys[] = {
     {"fl", "lr_step", K_INT, F(lr_step), 1, 100000000, NULL, "rounds between steps (schedule = step)"},
     {"fl", "eta", K_DOUBLE, F(eta), 0, 10, NULL, "server mixing rate"},
     {"fl", "weighting", K_CHOICE, F(weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
+    {"record_dp", "enabled", K_CHOICE, F(rdp_enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
+    {"record_dp", "clip", K_DOUBLE, F(rdp_clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
+    {"record_dp", "noise", K_DOUBLE, F(rdp_noise), 0, 1e6, NULL, "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
+    {"record_dp", "target_epsilon", K_DOUBLE, F(rdp_target_epsilon), 0, 1e6, NULL, "record-level epsilon target (0 = none)"},
+    {"record_dp", "delta", K_DOUBLE, F(rdp_delta), 1e-300, 0.999999, NULL, "record-level delta"},
+    {"record_dp", "sampler", K_CHOICE, F(rdp_sampler), 0, 0, "poisson|fixed", "batch sampler (poisson: add-remove; fixed: replace-one)"},
+    {"record_dp", "accountant", K_CHOICE, F(rdp_accountant), 0, 0, "rdp|pld", "record-level accountant"},
+    {"record_dp", "adjacency", K_CHOICE, F(rdp_adjacency), 0, 0, "auto|add-remove|replace-one", "record adjacency (must match the sampler)"},
+    {"record_dp", "per_layer", K_CHOICE, F(rdp_per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
+    {"record_dp", "e2e", K_CHOICE, F(rdp_e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
     {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
     {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
     {"run", "eval_every", K_INT, F(eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
@@ -79,6 +89,14 @@ void dpfl_config_defaults(dpfl_config *c)
     c->lr_step = 1;
     c->eta = 1.0;
     strcpy(c->weighting, "size");
+    strcpy(c->rdp_enabled, "no");
+    c->rdp_clip = 1.0;
+    c->rdp_delta = 1e-5;
+    strcpy(c->rdp_sampler, "poisson");
+    strcpy(c->rdp_accountant, "rdp");
+    strcpy(c->rdp_adjacency, "auto");
+    strcpy(c->rdp_per_layer, "no");
+    strcpy(c->rdp_e2e, "no");
     c->threads = 2;
     c->eval_every = 1;
 }
@@ -137,7 +155,7 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
     }
     case K_DOUBLE: {
         double v = strtod(value, &end);
-        if (end == value || *end || errno || !isfinite(v))
+        if (end == value || *end || errno || isnan(v) || (isinf(v) && !(v > 0 && isinf(k->hi))))
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not a number", section, key, where, value);
         if (v < k->lo || v > k->hi)
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): %g is out of range [%g, %g]", section, key, where, v,
@@ -240,6 +258,19 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         if (*end || errno || c->seed[0] == '-')
             return dpfl_fail(err, DPFL_EINVAL, "run.seed: '%s' is not a non-negative integer (leave it empty for "
                                                "OS entropy)", c->seed);
+    }
+    if (!strcmp(c->rdp_enabled, "yes")) {
+        const char *want = !strcmp(c->rdp_sampler, "poisson") ? "add-remove" : "replace-one";
+        if (strcmp(c->rdp_adjacency, "auto") && strcmp(c->rdp_adjacency, want))
+            return dpfl_fail(err, DPFL_EINVAL,
+                             "record_dp.adjacency: %s does not match sampler = %s (which is analysed under %s)",
+                             c->rdp_adjacency, c->rdp_sampler, want);
+        if (c->rdp_noise == 0.0 && c->rdp_target_epsilon == 0.0)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
+        if (isinf(c->rdp_clip) && c->rdp_noise > 0.0)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
+        if (isinf(c->rdp_clip) && c->rdp_target_epsilon > 0.0)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
     }
     if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");

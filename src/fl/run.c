@@ -1,6 +1,7 @@
 /* The run driver behind `dpfl train`: data, partition, model, rounds, and the run directory
  * (config.ini, metrics.jsonl, summary.json, model.bin). */
 #include "dpfl/fl.h"
+#include "dpfl/privacy.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,6 +12,131 @@
 #include <unistd.h>
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
+
+#define CKPT_MAGIC 0x4b435044u /* "DPCK" */
+#define CKPT_VERSION 1u
+
+/* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
+ * Layout: i32 rounds, i32 clients, u64 nparam, f64 record_z, f64 wall, i64 examples,
+ *         f32 params[nparam], i64 participations[clients], i64 record_steps[clients]. */
+typedef struct {
+    int32_t rounds, clients;
+    uint64_t nparam;
+    double record_z, wall;
+    int64_t examples;
+} ckpt_head;
+
+static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
+                             double record_z, double wall, int64_t examples, dpfl_error *err)
+{
+    size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t);
+    char *buf = malloc(len);
+    if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
+    ckpt_head h = {l->rounds, l->clients, nparam, record_z, wall, examples};
+    char *p = buf;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    memcpy(p, params, nparam * sizeof(float));
+    p += nparam * sizeof(float);
+    memcpy(p, l->participations, (size_t)l->clients * sizeof(int64_t));
+    p += (size_t)l->clients * sizeof(int64_t);
+    memcpy(p, l->record_steps, (size_t)l->clients * sizeof(int64_t));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+    dpfl_status st = dpfl_file_write(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
+    free(buf);
+    return st;
+}
+
+static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, double *record_z,
+                             double *wall, int64_t *examples, dpfl_error *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+    void *buf;
+    size_t len;
+    dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, &buf, &len, err);
+    if (st) return st;
+    ckpt_head h;
+    if (len < sizeof h) goto bad;
+    memcpy(&h, buf, sizeof h);
+    if (h.nparam != nparam || h.clients != l->clients ||
+        len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t)) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
+                                            "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
+                         h.clients, nparam, l->clients);
+    }
+    const char *p = (const char *)buf + sizeof h;
+    memcpy(params, p, nparam * sizeof(float));
+    p += nparam * sizeof(float);
+    memcpy(l->participations, p, (size_t)l->clients * sizeof(int64_t));
+    p += (size_t)l->clients * sizeof(int64_t);
+    memcpy(l->record_steps, p, (size_t)l->clients * sizeof(int64_t));
+    l->rounds = h.rounds;
+    *record_z = h.record_z;
+    *wall = h.wall;
+    *examples = h.examples;
+    free(buf);
+    return DPFL_OK;
+bad:
+    free(buf);
+    return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
+}
+
+/* Keep only metrics lines of rounds <= rounds (a run killed after its checkpoint but before or while writing
+ * a line resumes cleanly). */
+static dpfl_status truncate_metrics(const char *path, int32_t rounds, dpfl_error *err)
+{
+    char *text;
+    size_t len;
+    if (dpfl_file_read_all(path, &text, &len, NULL) != DPFL_OK) return DPFL_OK; /* no metrics yet */
+    size_t keep = 0;
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl) break; /* partial last line */
+        int r = -1;
+        if (sscanf(line, "{\"round\":%d", &r) != 1 || r > rounds) break;
+        keep = (size_t)(nl + 1 - text);
+        line = nl + 1;
+    }
+    dpfl_status st = dpfl_file_write_text(path, text, keep, err);
+    free(text);
+    return st;
+}
+
+/* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8): each step's clipped sum
+ * is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the noise has std
+ * z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B; a round of s steps is a Gaussian with multiplier
+ * z*f/(B sqrt(s)); rounds are charged as the client sampling actually used. */
+static dpfl_status e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
+                                      double z, double *eps, double *client_noise, dpfl_error *err)
+{
+    double f = !strcmp(cfg->rdp_sampler, "poisson") ? 1.0 : 2.0;
+    int64_t smax = 0;
+    for (int32_t k = 0; k < part->clients; k++) {
+        int32_t n = dpfl_partition_size(part, k);
+        int64_t sk = n == 0 ? 0 : cfg->local_steps > 0 ? cfg->local_steps
+                                                       : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
+        if (sk > smax) smax = sk;
+    }
+    double zr = z * f / ((double)cfg->batch * sqrt((double)(smax > 0 ? smax : 1)));
+    *client_noise = zr;
+    if (l->rounds == 0) {
+        *eps = 0.0;
+        return DPFL_OK;
+    }
+    dpfl_event ev;
+    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(cfg->client_rate, zr, l->rounds);
+    else if (!strcmp(cfg->sampling, "fixed"))
+        ev = dpfl_event_fixed(part->clients, cfg->clients_per_round, zr / 2.0, l->rounds); /* replace-one: 2x */
+    else ev = dpfl_event_gaussian(zr, l->rounds);
+    ev.adjacency = !strcmp(cfg->sampling, "fixed") ? DPFL_ADJ_REPLACE_ONE : DPFL_ADJ_ZERO_OUT;
+    dpfl_guarantee g;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->rdp_delta, DPFL_ACC_RDP, NULL, &g, err);
+    if (!st) *eps = g.epsilon;
+    return st;
+}
 
 static dpfl_status make_dirs(const char *path, dpfl_error *err)
 {
@@ -98,6 +224,12 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     FILE *metrics = NULL;
     char *ini = NULL;
     char path[1100];
+    dpfl_ledger ledger = {0}, trial = {0};
+    dpfl_record_report report = {0};
+    int64_t *steps = NULL, examples0 = 0;
+    double *per_client = NULL, record_z = 0, wall0 = 0, t_start = dpfl_now();
+    int rdp_on = 0, stopped_early = 0;
+    dpfl_round_metrics last_eval = {0};
 
     if ((st = make_dirs(opt->out_dir, err))) return st;
     if ((st = dpfl_dataset_load(cfg->dataset, cfg->data_dir, seed, &train, &test, err))) goto done;
@@ -123,24 +255,83 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     char sha[65];
     dpfl_sha256_hex(ini, strlen(ini), sha);
     snprintf(path, sizeof path, "%s/config.ini", opt->out_dir);
-    if ((st = dpfl_file_write_text(path, ini, strlen(ini), err))) goto done;
+    if (!opt->resume && (st = dpfl_file_write_text(path, ini, strlen(ini), err))) goto done;
+    if ((st = dpfl_sim_create(cfg, &model, &train, &test, &part, &root, global, &sim, err))) goto done;
+    if ((st = dpfl_ledger_init(&ledger, part.clients, err))) goto done;
+    rdp_on = !strcmp(cfg->rdp_enabled, "yes");
+    record_z = cfg->rdp_noise;
+    if (opt->resume) {
+        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &record_z, &wall0, &examples0, err)))
+            goto done;
+    } else if (rdp_on && record_z == 0.0) {
+        if ((st = dpfl_record_calibrate(&part, cfg, cfg->rounds, cfg->rdp_target_epsilon, &record_z, err)))
+            goto done;
+    }
+    if (rdp_on) dpfl_sim_set_record_noise(sim, record_z);
+    dpfl_record_accounting ra = {record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
+                                 !strcmp(cfg->rdp_accountant, "pld")};
+    if (!(steps = malloc((size_t)part.clients * sizeof *steps)) ||
+        (rdp_on && part.clients <= 1000 && !ra.pld && !(per_client = malloc((size_t)part.clients * sizeof *per_client))) ||
+        (st = dpfl_ledger_init(&trial, part.clients, err))) {
+        if (!st) st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+        goto done;
+    }
     snprintf(path, sizeof path, "%s/metrics.jsonl", opt->out_dir);
-    if (!(metrics = fopen(path, "w"))) {
+    if (opt->resume && (st = truncate_metrics(path, ledger.rounds, err))) goto done;
+    if (!(metrics = fopen(path, opt->resume ? "a" : "w"))) {
         st = dpfl_fail(err, DPFL_EIO, "cannot create (%s): %s", path, strerror(errno));
         goto done;
     }
-    if ((st = dpfl_sim_create(cfg, &model, &train, &test, &part, &root, global, &sim, err))) goto done;
 
     const int show = !opt->quiet && isatty(2);
-    dpfl_round_metrics m = {0}, last_eval = {0};
-    last_eval.test_accuracy = last_eval.test_loss = NAN;
-    for (int32_t r = 1; r <= cfg->rounds; r++) {
-        if ((st = dpfl_sim_round(sim, r, &m, err))) goto done;
+    dpfl_round_metrics m = {0};
+    last_eval.test_accuracy = last_eval.test_loss = last_eval.client_acc_mean = NAN;
+    if (rdp_on && (st = dpfl_ledger_record_epsilon(&ledger, &part, &ra, &report, NULL, err))) goto done;
+    for (int32_t r = ledger.rounds + 1; r <= cfg->rounds; r++) {
+        const int32_t *sampled;
+        int32_t ms = dpfl_sim_sample(sim, r, &sampled);
+        for (int32_t i = 0; i < ms; i++) steps[i] = dpfl_sim_client_steps(sim, sampled[i]);
+        dpfl_record_report next = report;
+        if (rdp_on) {
+            /* charge a copy first: a round that would exceed the budget is never run, let alone released */
+            memcpy(trial.participations, ledger.participations, (size_t)part.clients * sizeof(int64_t));
+            memcpy(trial.record_steps, ledger.record_steps, (size_t)part.clients * sizeof(int64_t));
+            trial.rounds = ledger.rounds;
+            dpfl_ledger_charge(&trial, sampled, ms, steps);
+            if ((st = dpfl_ledger_record_epsilon(&trial, &part, &ra, &next, per_client, err))) goto done;
+            if (cfg->rdp_target_epsilon > 0 && next.epsilon > cfg->rdp_target_epsilon) {
+                stopped_early = 1;
+                break;
+            }
+        }
+        if ((st = dpfl_sim_train(sim, r, &m, err))) goto done;
+        dpfl_ledger_charge(&ledger, sampled, ms, steps);
+        report = next;
+        examples0 += m.examples;
         if (r % cfg->eval_every == 0 || r == cfg->rounds) {
             dpfl_sim_evaluate(sim, &m);
             last_eval = m;
         }
+        m.wall_seconds += wall0;
+        /* persist the ledger with the model it paid for, then release */
+        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, record_z, m.wall_seconds, examples0, err)))
+            goto done;
         cJSON *o = round_json(&m);
+        if (rdp_on) {
+            json_num(o, "epsilon", report.epsilon);
+            json_num(o, "clip_fraction", m.clip_fraction);
+            json_num(o, "noise_std", m.noise_std);
+            if (!strcmp(cfg->rdp_e2e, "yes")) {
+                double ce, cn;
+                if ((st = e2e_client_epsilon(cfg, &part, &ledger, record_z, &ce, &cn, err))) {
+                    cJSON_Delete(o);
+                    goto done;
+                }
+                json_num(o, "client_epsilon", ce);
+            }
+            if (per_client)
+                cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(per_client, part.clients));
+        }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!line || fprintf(metrics, "%s\n", line) < 0 || fflush(metrics) != 0) {
@@ -152,6 +343,11 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         if (show) progress(&m, cfg->rounds, last_eval.test_accuracy);
     }
     if (show) fputc('\n', stderr);
+    if (!isfinite(last_eval.test_accuracy) || last_eval.round != ledger.rounds) { /* stopped early or resumed */
+        dpfl_sim_evaluate(sim, &m);
+        m.round = ledger.rounds;
+        last_eval = m;
+    }
 
     snprintf(path, sizeof path, "%s/model.bin", opt->out_dir);
     if ((st = dpfl_model_save(&model, global, path, err))) goto done;
@@ -162,8 +358,40 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         json_num(sum, "client_accuracy_mean", last_eval.client_acc_mean);
         json_num(sum, "client_accuracy_std", last_eval.client_acc_std);
     }
-    cJSON_AddNumberToObject(sum, "rounds", cfg->rounds);
-    cJSON_AddNumberToObject(sum, "wall_seconds", m.wall_seconds);
+    cJSON_AddNumberToObject(sum, "rounds", ledger.rounds);
+    cJSON_AddNumberToObject(sum, "rounds_planned", cfg->rounds);
+    cJSON_AddBoolToObject(sum, "stopped_at_budget", stopped_early);
+    cJSON_AddNumberToObject(sum, "examples", (double)examples0);
+    cJSON_AddNumberToObject(sum, "wall_seconds", wall0 + (dpfl_now() - t_start));
+    if (rdp_on) {
+        cJSON_AddStringToObject(sum, "unit", "record");
+        json_num(sum, "epsilon", report.epsilon);
+        cJSON_AddNumberToObject(sum, "delta", cfg->rdp_delta);
+        cJSON_AddStringToObject(sum, "accountant", cfg->rdp_accountant);
+        cJSON_AddStringToObject(sum, "sampler", cfg->rdp_sampler);
+        cJSON_AddStringToObject(sum, "adjacency", ra.poisson ? "add-remove" : "replace-one");
+        cJSON_AddNumberToObject(sum, "noise", record_z);
+        cJSON_AddNumberToObject(sum, "clip", cfg->rdp_clip);
+        if (cfg->rdp_noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
+        cJSON_AddNumberToObject(sum, "worst_client", report.worst_client);
+        cJSON_AddNumberToObject(sum, "worst_client_q", report.worst_q);
+        cJSON_AddNumberToObject(sum, "worst_client_steps", (double)report.worst_steps);
+        cJSON_AddNumberToObject(sum, "worst_client_n", (double)report.worst_n);
+        cJSON_AddNumberToObject(sum, "worst_client_batch", (double)report.worst_batch);
+        if (report.order > 0) cJSON_AddNumberToObject(sum, "order", report.order);
+        if (!strcmp(cfg->rdp_e2e, "yes")) {
+            double ce, cn;
+            if ((st = e2e_client_epsilon(cfg, &part, &ledger, record_z, &ce, &cn, err))) {
+                cJSON_Delete(sum);
+                goto done;
+            }
+            json_num(sum, "client_epsilon", ce);
+            cJSON_AddNumberToObject(sum, "client_delta", cfg->rdp_delta);
+            cJSON_AddNumberToObject(sum, "client_noise", cn);
+            cJSON_AddStringToObject(sum, "client_adjacency",
+                                    !strcmp(cfg->sampling, "fixed") ? "replace-one" : "zero-out");
+        }
+    }
     cJSON_AddStringToObject(sum, "config_sha256", sha);
     if (cfg->seed[0]) {
         cJSON_AddNumberToObject(sum, "seed", (double)seed);
@@ -193,11 +421,21 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     }
     st = dpfl_file_write_text(path, text, strlen(text), err);
     free(text);
-    if (!st && !opt->quiet)
-        fprintf(stderr, "dpfl: %d rounds, test accuracy %.4f, %.1f s; run written to %s\n", cfg->rounds,
-                last_eval.test_accuracy, m.wall_seconds, opt->out_dir);
+    if (!st && !opt->quiet) {
+        fprintf(stderr, "dpfl: %d rounds%s, test accuracy %.4f, %.1f s; run written to %s\n", ledger.rounds,
+                stopped_early ? " (stopped before exceeding the privacy budget)" : "", last_eval.test_accuracy,
+                wall0 + (dpfl_now() - t_start), opt->out_dir);
+        if (rdp_on)
+            fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
+                    report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler,
+                    cfg->seed[0] ? "; reproducible mode (fixed seed): not for deployment" : "");
+    }
 done:
     if (metrics) fclose(metrics);
+    dpfl_ledger_free(&ledger);
+    dpfl_ledger_free(&trial);
+    free(steps);
+    free(per_client);
     dpfl_sim_free(sim);
     dpfl_free(global);
     free(ini);

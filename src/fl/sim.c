@@ -19,6 +19,7 @@ typedef struct {
     dpfl_nn_ws *ws;
     float *local, *grad, *xbuf;
     int32_t *ybuf, *order;
+    float *part, *norms; /* DP-SGD: one micro-batch's clipped sum; per-example norms */
     dpfl_optim opt;
 } worker;
 
@@ -28,6 +29,8 @@ typedef struct {
     int32_t client;
     double loss_sum; /* sum over batches of mean loss * batch size */
     int64_t examples;
+    int64_t steps;
+    int64_t clipped; /* DP-SGD: examples whose gradient norm exceeded C */
 } client_result;
 
 struct dpfl_sim {
@@ -45,6 +48,11 @@ struct dpfl_sim {
     float *acc;
     dpfl_optim_config optcfg;
     double t0;
+    /* record-level DP (DP-SGD) */
+    int rdp, rdp_poisson, rdp_e2e;
+    double rdp_z;
+    dpfl_clip_spec clip;
+    int32_t nsampled;
     /* per-round job shared with the threads */
     int32_t round, chunk_start, chunk_len;
     double lr;
@@ -60,6 +68,8 @@ static void worker_free(worker *w)
     dpfl_free(w->xbuf);
     dpfl_free(w->ybuf);
     dpfl_free(w->order);
+    dpfl_free(w->part);
+    dpfl_free(w->norms);
     dpfl_optim_free(&w->opt);
 }
 
@@ -92,6 +102,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->nthreads = cfg->threads > 0 ? cfg->threads : 1;
     s->nslots = 2 * s->nthreads;
     s->eval_batch = 256;
+    if (cfg->batch > s->eval_batch) s->eval_batch = cfg->batch;
     s->t0 = dpfl_now();
     dpfl_status st;
     dpfl_optim_defaults(&s->optcfg);
@@ -104,6 +115,12 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->optcfg.step_size = cfg->lr_step;
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
+    s->rdp = !strcmp(cfg->rdp_enabled, "yes");
+    s->rdp_poisson = !strcmp(cfg->rdp_sampler, "poisson");
+    s->rdp_e2e = !strcmp(cfg->rdp_e2e, "yes");
+    s->rdp_z = cfg->rdp_noise;
+    s->clip.clip = cfg->rdp_clip;
+    s->clip.per_layer = !strcmp(cfg->rdp_per_layer, "yes");
     const size_t P = model->nparam;
     const int32_t B = cfg->batch > s->eval_batch ? cfg->batch : s->eval_batch;
     st = DPFL_ENOMEM;
@@ -122,6 +139,9 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
             !(w->xbuf = dpfl_alloc((size_t)B * (size_t)train->dim * sizeof(float), err)) ||
             !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
             !(w->order = dpfl_alloc(((size_t)s->max_client + 1) * sizeof(int32_t), err)))
+            goto oom;
+        if (s->rdp && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
+                       !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err))))
             goto oom;
         if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) goto fail;
     }
@@ -146,6 +166,65 @@ static void gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *
     }
 }
 
+/* Local steps of one client (record-level DP-SGD).  Each step samples its batch (Poisson: every record with
+ * q = B/n; fixed: B of n without replacement), sums per-example gradients clipped to C, adds Gaussian noise of
+ * std z * sensitivity (C under add-remove for Poisson, 2C under replace-one for fixed batches) and divides by
+ * the expected batch size q n (Poisson) or B (fixed).  The accountant is told exactly this: see ledger.c. */
+static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dpfl_rng *rng, client_result *res)
+{
+    const dpfl_config *cfg = s->cfg;
+    const size_t P = s->model->nparam;
+    const int32_t n = dpfl_partition_size(s->part, k);
+    const int32_t *mine = s->part->index + s->part->offset[k];
+    const int32_t B = cfg->batch < n ? cfg->batch : n;
+    const double q = (double)B / n;
+    const double C = s->clip.clip;
+    const double sd = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * C;
+    const double denom = s->rdp_poisson ? q * n : (double)B;
+    const int32_t cap = s->eval_batch; /* workspace capacity: a Poisson batch may be larger than B */
+    for (int64_t t = 0; t < steps; t++) {
+        int32_t b = 0;
+        if (s->rdp_poisson) {
+            for (int32_t i = 0; i < n; i++)
+                if (dpfl_rng_bernoulli(rng, q)) w->order[b++] = mine[i];
+        } else {
+            memcpy(w->order, mine, (size_t)n * sizeof(int32_t));
+            for (int32_t i = 0; i < B; i++) { /* partial Fisher-Yates: B distinct records */
+                int32_t j = i + (int32_t)dpfl_rng_below(rng, (uint64_t)(n - i));
+                int32_t tmp = w->order[i];
+                w->order[i] = w->order[j];
+                w->order[j] = tmp;
+            }
+            b = B;
+        }
+        dpfl_vec_zero(w->grad, P);
+        for (int32_t off = 0; off < b; off += cap) {
+            int32_t mb = b - off < cap ? b - off : cap;
+            gather(s->train, w->order + off, mb, w->xbuf, w->ybuf);
+            double loss = dpfl_nn_clipped_grad_sum(s->model, w->local, w->ws, w->xbuf, w->ybuf, mb, &s->clip, rng,
+                                                   w->part, w->norms);
+            dpfl_vec_axpy(w->grad, 1.0f, w->part, P);
+            res->loss_sum += loss * mb;
+            for (int32_t i = 0; i < mb; i++) res->clipped += w->norms[i] > C;
+        }
+        /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
+         * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
+        if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)B * C);
+        dpfl_rng_add_gaussian(rng, w->grad, P, sd);
+        dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
+        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        res->examples += b;
+        res->steps++;
+    }
+}
+
+/* Local steps a client takes in one round: local_steps, or local_epochs passes of ceil(n / B) batches. */
+static int64_t client_steps(const dpfl_config *cfg, int32_t n)
+{
+    if (n == 0) return 0;
+    return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
+}
+
 /* Local training of one client from the global model; writes Delta = local - global into out. */
 static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
 {
@@ -157,16 +236,19 @@ static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_r
     dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_LOCAL);
     dpfl_vec_copy(w->local, s->global, P);
     dpfl_optim_reset(&w->opt);
+    memset(res, 0, sizeof *res);
     res->client = k;
-    res->loss_sum = 0;
-    res->examples = 0;
     if (n == 0) {
         dpfl_vec_zero(out, P);
         return;
     }
     const int32_t B = cfg->batch;
-    const int64_t steps = cfg->local_steps > 0 ? cfg->local_steps
-                                               : (int64_t)cfg->local_epochs * ((n + B - 1) / B);
+    const int64_t steps = client_steps(cfg, n);
+    if (s->rdp) {
+        train_client_dp(s, w, k, steps, &rng, res);
+        dpfl_vec_sub(out, w->local, s->global, P);
+        return;
+    }
     memcpy(w->order, mine, (size_t)n * sizeof(int32_t));
     int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
     for (int64_t t = 0; t < steps; t++) {
@@ -181,6 +263,7 @@ static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_r
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         res->loss_sum += loss * b;
         res->examples += b;
+        res->steps++;
     }
     dpfl_vec_sub(out, w->local, s->global, P);
 }
@@ -252,17 +335,40 @@ static int32_t sample_clients(dpfl_sim *s, int32_t round)
     return m;
 }
 
+int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
+{
+    s->round = round;
+    s->nsampled = sample_clients(s, round);
+    if (clients) *clients = s->sampled;
+    return s->nsampled;
+}
+
+int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
+{
+    return client_steps(s->cfg, dpfl_partition_size(s->part, k));
+}
+
+void dpfl_sim_set_record_noise(dpfl_sim *s, double z) { s->rdp_z = z; }
+
 dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+{
+    dpfl_sim_sample(s, round, NULL);
+    return dpfl_sim_train(s, round, m, err);
+}
+
+dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
 {
     (void)err;
     const dpfl_config *cfg = s->cfg;
     const size_t P = s->model->nparam;
+    DPFL_ASSERT(s->round == round);
     memset(m, 0, sizeof *m);
     m->round = round;
     m->test_accuracy = m->test_loss = m->client_acc_mean = m->client_acc_std = NAN;
-    s->round = round;
+    m->clip_fraction = NAN;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
-    int32_t ms = sample_clients(s, round);
+    int32_t ms = s->nsampled;
+    int64_t clipped = 0;
     double total_weight = 0;
     for (int32_t i = 0; i < ms; i++)
         total_weight += !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
@@ -278,10 +384,15 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
             loss_sum += r->loss_sum;
             m->examples += r->examples;
+            clipped += r->clipped;
         }
     }
     m->clients = ms;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
+    if (s->rdp) {
+        m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
+        m->noise_std = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * s->clip.clip;
+    }
     if (ms > 0) dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
     m->wall_seconds = dpfl_now() - s->t0;
     return DPFL_OK;

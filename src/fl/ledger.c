@@ -1,0 +1,150 @@
+/* The privacy ledger: per-client counts of what was released, and the record-level accounting over them.
+ * Accounting deduplicates clients with the same (n_k, steps_k): with shards or replication most clients share
+ * a profile, so a round costs a handful of accountant calls, not one per client. */
+#include "dpfl/fl.h"
+#include "dpfl/privacy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+dpfl_status dpfl_ledger_init(dpfl_ledger *l, int32_t clients, dpfl_error *err)
+{
+    memset(l, 0, sizeof *l);
+    l->clients = clients;
+    l->participations = dpfl_calloc((size_t)clients, sizeof(int64_t), err);
+    l->record_steps = dpfl_calloc((size_t)clients, sizeof(int64_t), err);
+    if (!l->participations || !l->record_steps) {
+        dpfl_ledger_free(l);
+        return DPFL_ENOMEM;
+    }
+    return DPFL_OK;
+}
+
+void dpfl_ledger_free(dpfl_ledger *l)
+{
+    dpfl_free(l->participations);
+    dpfl_free(l->record_steps);
+    l->participations = l->record_steps = NULL;
+}
+
+void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps)
+{
+    for (int32_t i = 0; i < m; i++) {
+        l->participations[clients[i]]++;
+        l->record_steps[clients[i]] += steps[i];
+    }
+    l->rounds++;
+}
+
+static dpfl_event record_event(const dpfl_record_accounting *ra, int64_t n, int64_t steps)
+{
+    int64_t b = ra->batch < n ? ra->batch : n;
+    if (ra->poisson) return dpfl_event_poisson((double)b / (double)n, ra->z, steps);
+    return dpfl_event_fixed(n, b, ra->z, steps);
+}
+
+static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, int64_t steps, double *eps,
+                                 double *order, dpfl_error *err)
+{
+    if (steps == 0 || n == 0) {
+        *eps = 0.0;
+        *order = 0.0;
+        return DPFL_OK;
+    }
+    dpfl_event ev = record_event(ra, n, steps);
+    dpfl_guarantee g;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, ra->delta, ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL, &g, err);
+    if (st) return st;
+    *eps = g.epsilon;
+    *order = g.order;
+    return DPFL_OK;
+}
+
+typedef struct {
+    int64_t n, steps;
+    int32_t first;
+    double eps;
+} profile;
+
+static int cmp_profile(const void *a, const void *b)
+{
+    const profile *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    if (x->steps != y->steps) return x->steps < y->steps ? -1 : 1;
+    return x->first - y->first;
+}
+
+dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partition *part,
+                                       const dpfl_record_accounting *ra, dpfl_record_report *out,
+                                       double *per_client, dpfl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->worst_client = -1;
+    profile *pr = malloc((size_t)l->clients * sizeof *pr);
+    if (!pr) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+    for (int32_t k = 0; k < l->clients; k++)
+        pr[k] = (profile){dpfl_partition_size(part, k), l->record_steps[k], k, 0.0};
+    qsort(pr, (size_t)l->clients, sizeof *pr, cmp_profile);
+    dpfl_status st = DPFL_OK;
+    for (int32_t i = 0; i < l->clients && !st; i++) {
+        if (i > 0 && pr[i].n == pr[i - 1].n && pr[i].steps == pr[i - 1].steps) {
+            pr[i].eps = pr[i - 1].eps;
+            continue;
+        }
+        double order;
+        st = event_epsilon(ra, pr[i].n, pr[i].steps, &pr[i].eps, &order, err);
+        if (!st && (out->worst_client < 0 || pr[i].eps > out->epsilon)) {
+            out->epsilon = pr[i].eps;
+            out->worst_client = pr[i].first;
+            out->worst_n = pr[i].n;
+            out->worst_batch = ra->batch < pr[i].n ? ra->batch : pr[i].n;
+            out->worst_q = (double)out->worst_batch / (double)pr[i].n;
+            out->worst_steps = pr[i].steps;
+            out->order = order;
+        }
+    }
+    if (!st && per_client)
+        for (int32_t i = 0; i < l->clients; i++) per_client[pr[i].first] = pr[i].eps;
+    free(pr);
+    return st;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
+                                  double target_eps, double *z, dpfl_error *err)
+{
+    dpfl_record_accounting ra = {0, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
+                                 !strcmp(cfg->rdp_accountant, "pld")};
+    dpfl_calibrate_opts co = {0};
+    co.accountant = ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+    co.tol = 1e-4;
+    /* every distinct client size, taking part in every round: sort and deduplicate */
+    int64_t *sizes = malloc((size_t)part->clients * sizeof *sizes);
+    if (!sizes) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (calibration)");
+    for (int32_t k = 0; k < part->clients; k++) sizes[k] = dpfl_partition_size(part, k);
+    qsort(sizes, (size_t)part->clients, sizeof *sizes, cmp_i64);
+    int32_t ns = 0;
+    for (int32_t k = 0; k < part->clients; k++)
+        if (sizes[k] > 0 && (ns == 0 || sizes[ns - 1] != sizes[k])) sizes[ns++] = sizes[k];
+    dpfl_status st = DPFL_OK;
+    double best = 0.0;
+    for (int32_t j = 0; j < ns && !st; j++) {
+        int64_t n = sizes[j];
+        int64_t steps = (int64_t)rounds *
+                        (cfg->local_steps > 0 ? cfg->local_steps
+                                              : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch));
+        dpfl_event ev = record_event(&ra, n, steps);
+        double zj;
+        st = dpfl_calibrate_noise(&ev, 1, target_eps, cfg->rdp_delta, &co, &zj, err);
+        if (!st && zj > best) best = zj;
+    }
+    free(sizes);
+    if (!st) *z = best;
+    return st;
+}

@@ -1,0 +1,338 @@
+/* Record-level DP inside the round loop: the mechanism, the ledger and the run driver's crash safety. */
+#include "testutil.h"
+#include "dpfl/fl.h"
+#include "dpfl/privacy.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    dpfl_dataset train, test;
+    dpfl_model model;
+    dpfl_config cfg;
+} fixture;
+
+static void fixture_make(fixture *f, int32_t n)
+{
+    dpfl_error err;
+    assert_int_equal(dpfl_synthetic(n + 100, 10, 3, 2.0, 21, &f->train, &err), DPFL_OK);
+    f->test = f->train;
+    f->test.n = 100;
+    f->test.group = NULL;
+    f->test.x = malloc((size_t)100 * 10 * sizeof(float));
+    f->test.y = malloc((size_t)100 * sizeof(int32_t));
+    memcpy(f->test.x, f->train.x + (size_t)n * 10, (size_t)100 * 10 * sizeof(float));
+    memcpy(f->test.y, f->train.y + n, (size_t)100 * sizeof(int32_t));
+    f->train.n = n;
+    assert_int_equal(dpfl_model_create("mlp:10-8-3", 1, 1, 10, 3, &f->model, &err), DPFL_OK);
+    dpfl_config_defaults(&f->cfg);
+    strcpy(f->cfg.dataset, "synthetic");
+    f->cfg.threads = 2;
+}
+
+static void fixture_free(fixture *f)
+{
+    dpfl_model_free(&f->model);
+    dpfl_dataset_free(&f->train);
+    dpfl_dataset_free(&f->test);
+}
+
+static dpfl_partition contiguous(const int32_t *sizes, int32_t K)
+{
+    dpfl_partition p = {0};
+    p.clients = K;
+    p.offset = malloc((size_t)(K + 1) * sizeof(int32_t));
+    p.offset[0] = 0;
+    for (int32_t k = 0; k < K; k++) p.offset[k + 1] = p.offset[k] + sizes[k];
+    p.index = malloc((size_t)p.offset[K] * sizeof(int32_t));
+    for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
+    return p;
+}
+
+static void train_rounds(fixture *f, const dpfl_partition *part, int rounds, float *out, dpfl_ledger *ledger)
+{
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 8);
+    dpfl_model_init(&f->model, out, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, part, &root, out, &sim, &err), DPFL_OK);
+    for (int r = 1; r <= rounds; r++) {
+        const int32_t *sampled;
+        int32_t m = dpfl_sim_sample(sim, r, &sampled);
+        int64_t steps[16];
+        for (int32_t i = 0; i < m; i++) steps[i] = dpfl_sim_client_steps(sim, sampled[i]);
+        dpfl_round_metrics met;
+        assert_int_equal(dpfl_sim_train(sim, r, &met, &err), DPFL_OK);
+        if (ledger) dpfl_ledger_charge(ledger, sampled, m, steps);
+    }
+    dpfl_sim_free(sim);
+}
+
+/* z = 0 and C = inf: DP-SGD is plain full-batch gradient descent (both samplers with B = n). */
+static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
+{
+    (void)state;
+    const char *samplers[2] = {"poisson", "fixed"};
+    for (int s = 0; s < 2; s++) {
+        fixture f;
+        fixture_make(&f, 120);
+        int32_t sizes[3] = {30, 40, 50};
+        dpfl_partition part = contiguous(sizes, 3);
+        f.cfg.clients = 3;
+        f.cfg.local_steps = 3;
+        f.cfg.batch = 1000; /* B >= n_k: every record in every step */
+        f.cfg.lr = 0.2;
+        size_t P = f.model.nparam;
+        float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
+        train_rounds(&f, &part, 2, a, NULL);
+        strcpy(f.cfg.rdp_enabled, "yes");
+        strcpy(f.cfg.rdp_sampler, samplers[s]);
+        f.cfg.rdp_clip = INFINITY;
+        f.cfg.rdp_noise = 0.0;
+        train_rounds(&f, &part, 2, b, NULL);
+        double maxd = 0;
+        for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]) / (fabs((double)a[i]) + 1e-3));
+        assert_true(maxd < 1e-4);
+        /* with noise the result must differ */
+        f.cfg.rdp_noise = 1.0;
+        f.cfg.rdp_clip = 1.0;
+        train_rounds(&f, &part, 2, b, NULL);
+        maxd = 0;
+        for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
+        assert_true(maxd > 1e-3);
+        dpfl_partition_free(&part);
+        free(a);
+        free(b);
+        fixture_free(&f);
+    }
+}
+
+/* Clients of different sizes: the ledger charges each its own steps, the accountant sees q_k = B/n_k, and the
+ * reported worst case is the max over the clients' exact events. */
+static void ledger_charges_the_right_q_and_steps(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 300);
+    int32_t sizes[3] = {50, 100, 150};
+    dpfl_partition part = contiguous(sizes, 3);
+    f.cfg.clients = 3;
+    f.cfg.local_epochs = 1;
+    f.cfg.batch = 10;
+    strcpy(f.cfg.rdp_enabled, "yes");
+    f.cfg.rdp_noise = 1.1;
+    f.cfg.rdp_clip = 1.0;
+    size_t P = f.model.nparam;
+    float *w = malloc(P * sizeof *w);
+    dpfl_ledger l;
+    assert_int_equal(dpfl_ledger_init(&l, 3, NULL), DPFL_OK);
+    train_rounds(&f, &part, 4, w, &l);
+    assert_int_equal(l.rounds, 4);
+    assert_int_equal(l.record_steps[0], 4 * 5);
+    assert_int_equal(l.record_steps[1], 4 * 10);
+    assert_int_equal(l.record_steps[2], 4 * 15);
+    dpfl_record_accounting ra = {1.1, 1, 10, 1e-5, 0};
+    dpfl_record_report rep;
+    double per[3];
+    dpfl_error err;
+    assert_int_equal(dpfl_ledger_record_epsilon(&l, &part, &ra, &rep, per, &err), DPFL_OK);
+    double want = 0;
+    int worst = -1;
+    for (int k = 0; k < 3; k++) {
+        dpfl_event ev = dpfl_event_poisson(10.0 / sizes[k], 1.1, l.record_steps[k]);
+        dpfl_guarantee g;
+        assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+        assert_close(per[k], g.epsilon, 1e-12);
+        if (g.epsilon > want) {
+            want = g.epsilon;
+            worst = k;
+        }
+    }
+    assert_close(rep.epsilon, want, 1e-12);
+    assert_int_equal(rep.worst_client, worst);
+    assert_close(rep.worst_q, 10.0 / sizes[worst], 1e-12);
+    assert_int_equal(rep.worst_steps, l.record_steps[worst]);
+    dpfl_ledger_free(&l);
+    dpfl_partition_free(&part);
+    free(w);
+    fixture_free(&f);
+}
+
+/* Calibration: the calibrated z keeps every client within the target over all rounds, and 1% less noise
+ * would not. */
+static void calibration_covers_every_client(void **state)
+{
+    (void)state;
+    int32_t sizes[3] = {50, 100, 150};
+    dpfl_partition part = contiguous(sizes, 3);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    cfg.local_epochs = 1;
+    cfg.batch = 10;
+    strcpy(cfg.rdp_enabled, "yes");
+    dpfl_error err;
+    double z;
+    assert_int_equal(dpfl_record_calibrate(&part, &cfg, 20, 3.0, &z, &err), DPFL_OK);
+    double worst = 0, worst_less = 0;
+    for (int k = 0; k < 3; k++) {
+        int64_t steps = 20 * ((sizes[k] + 9) / 10);
+        dpfl_event ev = dpfl_event_poisson(10.0 / sizes[k], z, steps), ev2 = dpfl_event_poisson(10.0 / sizes[k], 0.99 * z, steps);
+        dpfl_guarantee g, g2;
+        assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+        assert_int_equal(dpfl_account_epsilon(&ev2, 1, 1e-5, DPFL_ACC_RDP, NULL, &g2, &err), DPFL_OK);
+        worst = fmax(worst, g.epsilon);
+        worst_less = fmax(worst_less, g2.epsilon);
+    }
+    assert_true(worst <= 3.0);
+    assert_true(worst_less > 3.0);
+    dpfl_partition_free(&part);
+}
+
+/* ------------------------------------------------------------------------------------------ run driver */
+static void write_config(const char *path, int rounds, double target)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\npartition = iid\nclients = 20\n\n[model]\narch = mlp:20-32-10\n\n"
+               "[fl]\nrounds = %d\nsampling = poisson\nclient_rate = 0.5\nlocal_epochs = 1\nbatch = 25\nlr = 0.1\n\n"
+               "[record_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.2\ntarget_epsilon = %g\ndelta = 1e-5\n\n"
+               "[run]\nseed = 5\nthreads = 2\n",
+            rounds, target);
+    fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+    char *t;
+    size_t n;
+    if (dpfl_file_read_all(path, &t, &n, NULL)) return NULL;
+    return t;
+}
+
+static double json_number(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    if (!p) return NAN;
+    return strtod(p + strlen(pat), NULL);
+}
+
+/* A run killed at an arbitrary moment and resumed ends bit-identical to an uninterrupted run: same model,
+ * same ledger, same epsilon, one metrics line per round. */
+static void killed_run_resumes_without_losing_a_charge(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_resume.ini";
+    write_config(cfgp, 40, 0);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runA /tmp/dpfl_test_runB"), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dpfl_run_options o = {"/tmp/dpfl_test_runA", 1, 0};
+        _exit(dpfl_run(&cfg, &o, &err) == DPFL_OK ? 0 : 1);
+    }
+    struct stat sb;
+    for (int i = 0; i < 20000 && stat("/tmp/dpfl_test_runA/checkpoint.bin", &sb) != 0; i++) usleep(500);
+    usleep(3000);
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+
+    dpfl_run_options resume = {"/tmp/dpfl_test_runA", 1, 1};
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    dpfl_run_options clean = {"/tmp/dpfl_test_runB", 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &clean, &err), DPFL_OK);
+
+    size_t la, lb;
+    char *ma, *mb;
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runA/model.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runB/model.bin", &mb, &lb, &err), DPFL_OK);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ma, mb, la);
+    free(ma);
+    free(mb);
+    /* the checkpoints hold the ledgers; all but the wall time must agree */
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runA/checkpoint.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runB/checkpoint.bin", &mb, &lb, &err), DPFL_OK);
+    assert_int_equal(la, lb);
+    /* file header 16 bytes; payload: rounds, clients, nparam, z (24 bytes), wall time (8), then examples,
+     * parameters and the ledger; 4 bytes of checksum at the end */
+    assert_memory_equal(ma + 16, mb + 16, 24);
+    assert_memory_equal(ma + 48, mb + 48, la - 48 - 4);
+    free(ma);
+    free(mb);
+    char *sa = slurp("/tmp/dpfl_test_runA/summary.json"), *sbj = slurp("/tmp/dpfl_test_runB/summary.json");
+    assert_non_null(sa);
+    assert_non_null(sbj);
+    assert_close(json_number(sa, "epsilon"), json_number(sbj, "epsilon"), 1e-12);
+    assert_true(json_number(sa, "epsilon") > 0);
+    free(sa);
+    free(sbj);
+    char *metrics = slurp("/tmp/dpfl_test_runA/metrics.jsonl");
+    assert_non_null(metrics);
+    int lines = 0, expect = 1;
+    for (char *p = metrics; (p = strstr(p, "{\"round\":")); p++) {
+        assert_int_equal(atoi(p + 9), expect);
+        expect++;
+        lines++;
+    }
+    assert_int_equal(lines, 40);
+    free(metrics);
+    unlink(cfgp);
+}
+
+/* With a target epsilon, the run stops before the round that would exceed it: the reported epsilon is within
+ * the target, and one more round's charge would not have been. */
+static void stop_rule_never_releases_over_budget(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_stop.ini";
+    write_config(cfgp, 1000, 3.0);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runC"), 0);
+    dpfl_run_options o = {"/tmp/dpfl_test_runC", 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *sum = slurp("/tmp/dpfl_test_runC/summary.json");
+    assert_non_null(sum);
+    double eps = json_number(sum, "epsilon"), rounds = json_number(sum, "rounds");
+    double q = json_number(sum, "worst_client_q"), steps = json_number(sum, "worst_client_steps");
+    assert_true(strstr(sum, "\"stopped_at_budget\":\ttrue") != NULL);
+    assert_true(eps <= 3.0);
+    assert_true(rounds > 0 && rounds < 1000);
+    /* dpfl account with the summary's values reproduces its epsilon */
+    dpfl_event ev = dpfl_event_poisson(q, 1.2, (int64_t)steps);
+    dpfl_guarantee g;
+    assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.epsilon, eps, 1e-12);
+    /* one more round (a local epoch: n/25 steps) for the worst client would exceed the target */
+    ev.count += (int64_t)ceil(json_number(sum, "worst_client_n") / 25.0);
+    assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_true(g.epsilon > 3.0);
+    free(sum);
+    unlink(cfgp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dpsgd_without_noise_or_clipping_is_nonprivate_training),
+        cmocka_unit_test(ledger_charges_the_right_q_and_steps),
+        cmocka_unit_test(calibration_covers_every_client),
+        cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
+        cmocka_unit_test(stop_rule_never_releases_over_budget),
+    };
+    return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
+}
