@@ -396,6 +396,33 @@ static void evaluate_matches_forward_and_ignores_dropout(void **state)
     fx_free(&f);
 }
 
+/* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */
+static void results_independent_of_threads(void **state)
+{
+    (void)state;
+    fixture f;
+    fx_make(&f, "cnn-mnist", 1, 28, 28, 10, 9, 21);
+    size_t n = f.m.nparam;
+    float *g[3], nrm[3][9];
+    for (int t = 0; t < 3; t++) {
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, f.B, NULL);
+        assert_int_equal(dpfl_nn_ws_set_threads(ws, t + 1, NULL), DPFL_OK);
+        dpfl_rng r;
+        dpfl_rng_init_seed(&r, 99);
+        g[t] = malloc(2 * n * sizeof(float));
+        dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, f.B, &r, g[t], NULL);
+        dpfl_clip_spec cs = {0.5, 0};
+        dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, f.B, &cs, &r, g[t] + n, nrm[t]);
+        dpfl_nn_ws_free(ws);
+    }
+    for (int t = 1; t < 3; t++) {
+        assert_memory_equal(g[0], g[t], 2 * n * sizeof(float));
+        assert_memory_equal(nrm[0], nrm[t], sizeof nrm[0]);
+    }
+    for (int t = 0; t < 3; t++) free(g[t]);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +437,7 @@ int main(void)
         cmocka_unit_test(init_is_deterministic),
         cmocka_unit_test(save_load_round_trip_and_rejects),
         cmocka_unit_test(evaluate_matches_forward_and_ignores_dropout),
+        cmocka_unit_test(results_independent_of_threads),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }

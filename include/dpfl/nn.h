@@ -71,10 +71,15 @@ void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng);
 dpfl_status dpfl_model_save(const dpfl_model *m, const float *params, const char *path, dpfl_error *err);
 dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path, dpfl_error *err);
 
-/* Per-thread workspace for batches of up to max_batch examples. */
+/* Per-thread workspace for batches of up to max_batch examples.  GEMMs run on OpenBLAS's threads; the rest
+ * (im2col, pooling, element-wise layers) on the workspace's own helper threads, as many as
+ * openblas_get_num_threads() at creation.  Results are bit-identical whatever the thread count. */
 typedef struct dpfl_nn_ws dpfl_nn_ws;
 dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err);
 void dpfl_nn_ws_free(dpfl_nn_ws *ws);
+/* Number of threads (including the caller) for the non-GEMM work; 1 = none.  Use 1 when many workspaces
+ * train in parallel threads (and call openblas_set_num_threads(1) then). */
+dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err);
 
 /* Forward pass; returns a pointer to the B x out_dim logits inside ws. train != 0 enables dropout, whose masks
  * are drawn from rng (may be NULL when train == 0). */

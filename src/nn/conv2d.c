@@ -6,6 +6,7 @@
  * long reduction  dw (OC, K) += dout (OC, nb*T) @ col^T.  Chunking bounds the col buffer so it stays in L2/L3
  * instead of streaming K*B*T floats through memory (42 MB for cnn-mnist's second conv at batch 64). */
 #include "layers.h"
+#include "parallel.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -25,8 +26,8 @@ static void valid_range(const dpfl_conv_geom *g, int kj, int *lo, int *hi)
     *hi = b;
 }
 
-/* col (K, nb*T) from examples [b0, b0+nb) of inp */
-static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0, int nb)
+/* col (K, nb*T): columns [j*T, (j+1)*T) hold example b0 + j, for j in [jlo, jhi) */
+static void im2col_range(float *col, const float *inp, const dpfl_conv_geom *g, int b0, int nb, int jlo, int jhi)
 {
     const int k = g->k, s = g->stride, OH = g->OH, OW = g->OW, T = OH * OW;
     const size_t ldc = (size_t)nb * T;
@@ -36,7 +37,7 @@ static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0
                 float *row = col + ((size_t)(c * k + ki) * k + kj) * ldc;
                 int lo, hi;
                 valid_range(g, kj, &lo, &hi);
-                for (int b = 0; b < nb; b++) {
+                for (int b = jlo; b < jhi; b++) {
                     const float *src = inp + (size_t)c * g->cs + (size_t)(b0 + b) * g->bs;
                     float *dst = row + (size_t)b * T;
                     for (int oy = 0; oy < OH; oy++) {
@@ -58,12 +59,33 @@ static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0
             }
 }
 
-/* dinp[examples b0..b0+nb) += col2im(col) */
-static void col2im(float *dinp, const float *col, const dpfl_conv_geom *g, int b0, int nb)
+typedef struct {
+    float *col, *dinp, *out;
+    const float *inp, *cdata, *bias;
+    const dpfl_conv_geom *g;
+    int b0, nb, relu;
+    size_t n, ld;
+} conv_job;
+
+static void im2col_job(void *ctx, int64_t lo, int64_t hi)
+{
+    conv_job *j = ctx;
+    im2col_range(j->col, j->inp, j->g, j->b0, j->nb, (int)lo, (int)hi);
+}
+
+/* col (K, nb*T) from examples [b0, b0+nb) of inp */
+static void im2col(float *col, const float *inp, const dpfl_conv_geom *g, int b0, int nb, dpfl_par *par)
+{
+    conv_job j = {.col = col, .inp = inp, .g = g, .b0 = b0, .nb = nb};
+    dpfl_par_for(par, nb, im2col_job, &j);
+}
+
+/* dinp[examples b0..b0+nb) += col2im(col), for input channels [clo, chi) */
+static void col2im_range(float *dinp, const float *col, const dpfl_conv_geom *g, int b0, int nb, int clo, int chi)
 {
     const int k = g->k, s = g->stride, OH = g->OH, OW = g->OW, T = OH * OW;
     const size_t ldc = (size_t)nb * T;
-    for (int c = 0; c < g->C; c++)
+    for (int c = clo; c < chi; c++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
                 const float *row = col + ((size_t)(c * k + ki) * k + kj) * ldc;
@@ -86,6 +108,19 @@ static void col2im(float *dinp, const float *col, const dpfl_conv_geom *g, int b
             }
 }
 
+static void col2im_job(void *ctx, int64_t lo, int64_t hi)
+{
+    conv_job *j = ctx;
+    col2im_range(j->dinp, j->cdata, j->g, j->b0, j->nb, (int)lo, (int)hi);
+}
+
+/* Zero example range of dinp for channels [lo, hi), then add col2im: each channel is one thread's. */
+static void col2im(float *dinp, const float *col, const dpfl_conv_geom *g, int b0, int nb, dpfl_par *par)
+{
+    conv_job j = {.dinp = dinp, .cdata = col, .g = g, .b0 = b0, .nb = nb};
+    dpfl_par_for(par, g->C, col2im_job, &j);
+}
+
 /* Sum of n floats: 16 float lanes (vectorizable without reassociation flags), combined in double. */
 static double row_sum(const float *r, size_t n)
 {
@@ -100,51 +135,68 @@ static double row_sum(const float *r, size_t n)
 }
 
 /* out CNHW (OC, B, T) = w (OC, K) @ im2col(inp) + bias, optionally followed by ReLU */
+static void bias_relu_job(void *ctx, int64_t lo, int64_t hi)
+{
+    conv_job *j = ctx;
+    for (int64_t oc = lo; oc < hi; oc++) {
+        float *r = j->out + oc * j->ld, bv = j->bias ? j->bias[oc] : 0.0f;
+        if (j->relu)
+            for (size_t i = 0; i < j->n; i++) {
+                float v = r[i] + bv;
+                r[i] = v > 0.0f ? v : 0.0f;
+            }
+        else
+            for (size_t i = 0; i < j->n; i++) r[i] += bv;
+    }
+}
+
 void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
-                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu)
+                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu, dpfl_par *par)
 {
     const int K = g->C * g->k * g->k, T = g->OH * g->OW;
     const size_t ldo = (size_t)B * T;
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
-        im2col(col, inp, g, b0, nb);
+        im2col(col, inp, g, b0, nb, par);
         float *o = out + (size_t)b0 * T;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, nb * T, K, 1.0f, w, K, col, nb * T, 0.0f, o,
                     ldo);
-        size_t n = (size_t)nb * T;
-        for (int oc = 0; oc < g->OC; oc++) {
-            float *r = o + oc * ldo, bv = bias ? bias[oc] : 0.0f;
-            if (relu)
-                for (size_t i = 0; i < n; i++) {
-                    float v = r[i] + bv;
-                    r[i] = v > 0.0f ? v : 0.0f;
-                }
-            else if (bias)
-                for (size_t i = 0; i < n; i++) r[i] += bv;
+        if (bias || relu) {
+            conv_job j = {.out = o, .bias = bias, .relu = relu, .n = (size_t)nb * T, .ld = ldo};
+            dpfl_par_for(par, g->OC, bias_relu_job, &j);
         }
     }
 }
 
+static void zero_job(void *ctx, int64_t lo, int64_t hi)
+{
+    conv_job *j = ctx;
+    memset(j->dinp + lo * j->ld, 0, (size_t)(hi - lo) * j->ld * sizeof(float));
+}
+
 void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col)
+                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col, dpfl_par *par)
 {
     const int K = g->C * g->k * g->k, T = g->OH * g->OW;
     const size_t ldo = (size_t)B * T;
     if (dbias && dw)
         for (int oc = 0; oc < g->OC; oc++) dbias[oc] = (float)row_sum(dout + oc * ldo, ldo);
-    if (dinp) memset(dinp, 0, (size_t)B * g->C * g->H * g->W * sizeof *dinp);
+    if (dinp) {
+        conv_job j = {.dinp = dinp, .ld = (size_t)g->H * g->W};
+        dpfl_par_for(par, (int64_t)B * g->C, zero_job, &j);
+    }
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
         const float *d = dout + (size_t)b0 * T;
         if (dw) {
-            im2col(col, inp, g, b0, nb);
+            im2col(col, inp, g, b0, nb, par);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->OC, K, nb * T, 1.0f, d, ldo, col, nb * T,
                         b0 ? 1.0f : 0.0f, dw, K);
         }
         if (dinp) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * T, g->OC, 1.0f, w, K, d, ldo, 0.0f, col,
                         nb * T);
-            col2im(dinp, col, g, b0, nb);
+            col2im(dinp, col, g, b0, nb, par);
         }
     }
 }
@@ -158,13 +210,13 @@ static double sumsq(const float *a, size_t n)
 
 /* ps (B, OC*K [+OC]): example b's gradient  dout_b (OC, T) @ col_b^T (T, K)  [, row sums of dout_b] */
 void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g,
-                              int B, int bias, int chunk, float *col)
+                              int B, int bias, int chunk, float *col, dpfl_par *par)
 {
     const int K = g->C * g->k * g->k, T = g->OH * g->OW;
     const size_t ldo = (size_t)B * T, np = (size_t)g->OC * K + (bias ? g->OC : 0);
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
-        im2col(col, inp, g, b0, nb);
+        im2col(col, inp, g, b0, nb, par);
         for (int j = 0; j < nb; j++) {
             int b = b0 + j;
             const float *d = dout + (size_t)b * T;
@@ -185,14 +237,14 @@ void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const fl
 
 /* ||dout_b col_b^T||_F^2 = sum_{t,t'} (col_b^T col_b)[t,t'] (dout_b^T dout_b)[t,t'] */
 void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
-                                  int bias, int chunk, float *col, float *gram)
+                                  int bias, int chunk, float *col, float *gram, dpfl_par *par)
 {
     const int K = g->C * g->k * g->k, T = g->OH * g->OW;
     const size_t ldo = (size_t)B * T;
     float *ga = gram, *gd = gram + (size_t)T * T;
     for (int b0 = 0; b0 < B; b0 += chunk) {
         int nb = B - b0 < chunk ? B - b0 : chunk;
-        im2col(col, inp, g, b0, nb);
+        im2col(col, inp, g, b0, nb, par);
         for (int j = 0; j < nb; j++) {
             int b = b0 + j;
             const float *d = dout + (size_t)b * T, *a = col + (size_t)j * T;

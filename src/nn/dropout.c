@@ -1,16 +1,17 @@
 /* Inverted dropout: kept units are scaled by 1/(1-p) at training time so evaluation is the identity.
  *
  * The masks only need to be reproducible, not secret (they are not part of any privacy mechanism), and a
- * CNN batch needs ~10^6 of them per step, so each call draws a 128-bit seed from the caller's dpfl_rng
- * (ChaCha20) and expands it with xoshiro128++, two orders of magnitude cheaper than ChaCha20 per draw. */
+ * CNN batch needs ~10^6 of them per step, so the driver draws a 128-bit seed per layer and step from the
+ * caller's dpfl_rng (ChaCha20) and each fixed-size segment of the layer expands its own derived seed with
+ * xoshiro128++, two orders of magnitude cheaper than ChaCha20 per draw.  Fixed segments keep the masks
+ * independent of the thread count. */
 #include "layers.h"
 
 static inline uint32_t rotl32(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
 
 /* mask (n) in {0, 1/(1-p)};  out (n) = inp * mask  (out may equal inp) */
-void dpfl_nn_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p, dpfl_rng *rng)
+void dpfl_nn_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p, uint64_t a, uint64_t b)
 {
-    uint64_t a = dpfl_rng_u64(rng), b = dpfl_rng_u64(rng);
     uint32_t s0 = (uint32_t)a, s1 = (uint32_t)(a >> 32), s2 = (uint32_t)b, s3 = (uint32_t)(b >> 32) | 1u;
     /* keep iff u >= p * 2^32 with u uniform on 32 bits */
     uint32_t thresh = p >= 1.0f ? UINT32_MAX : (uint32_t)((double)p * 4294967296.0);

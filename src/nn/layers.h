@@ -11,13 +11,15 @@
 #define DPFL_NN_LAYERS_H
 
 #include "dpfl/nn.h"
+#include "parallel.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* ---------------------------------------------------------------- linear.c */
-/* out (B, OC) = inp (B, C) @ w^T + bias;  w (OC, C), bias (OC) or NULL */
-void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC);
+/* out (B, OC) = inp (B, C) @ w^T + bias [then ReLU];  w (OC, C), bias (OC) or NULL */
+void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
+                            int relu);
 /* dinp (B, C) = dout (B, OC) @ w             (skipped when dinp == NULL)
  * dw (OC, C) = dout^T @ inp, dbias (OC) = column sums of dout (overwritten; skipped when dw == NULL) */
 void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
@@ -37,19 +39,19 @@ size_t dpfl_nn_conv2d_scratch(const dpfl_conv_geom *g, int nb);
 /* out CNHW (OC, B, OH*OW) = conv(inp) + bias, chunked over examples (col: scratch for `chunk` examples);
  * relu != 0 applies max(0, .) in the same pass. */
 void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const float *bias,
-                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu);
+                            const dpfl_conv_geom *g, int B, int chunk, float *col, int relu, dpfl_par *par);
 /* Given dout CNHW (OC, B, T):
  *   dw (OC, K), dbias (OC): batch sums, overwritten (skipped when dw == NULL);
  *   dinp (same strides as inp): input gradient, overwritten (skipped when dinp == NULL). */
 void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col);
+                             const float *w, const dpfl_conv_geom *g, int B, int chunk, float *col, dpfl_par *par);
 /* Per-example weight gradients, materialized: ps (B, OC*K [+ OC]) and sq[b] += their squared norms. */
 void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g,
-                              int B, int bias, int chunk, float *col);
+                              int B, int bias, int chunk, float *col, dpfl_par *par);
 /* Ghost norms without per-example gradients: sq[b] += <A_b A_b^T, D_b D_b^T> (+ ||bias grad_b||^2), where A_b
  * (T, K) is example b's im2col matrix and D_b (T, OC) its output gradient.  gram: 2*T*T floats of scratch. */
 void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
-                                  int bias, int chunk, float *col, float *gram);
+                                  int bias, int chunk, float *col, float *gram, dpfl_par *par);
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
@@ -73,8 +75,9 @@ void dpfl_nn_flatten_forward(float *out, const float *inp, int B, int C, int S);
 void dpfl_nn_flatten_backward(float *dinp, const float *dout, int B, int C, int S);
 
 /* ---------------------------------------------------------------- dropout.c */
-/* mask (n) = 0 or 1/(1-p), drawn from a generator seeded by rng; out = inp * mask. */
-void dpfl_nn_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p, dpfl_rng *rng);
+/* mask (n) = 0 or 1/(1-p), drawn from a xoshiro128++ stream seeded by (seed_a, seed_b); out = inp * mask. */
+void dpfl_nn_dropout_forward(float *out, float *mask, const float *inp, size_t n, float p, uint64_t seed_a,
+                             uint64_t seed_b);
 void dpfl_nn_dropout_backward(float *dinp, const float *dout, const float *mask, size_t n);
 
 /* ---------------------------------------------------------------- loss.c */
@@ -99,7 +102,7 @@ struct dpfl_nn_ws {
     int32_t **pool_idx;          /* per layer (maxpool) */
     float **drop_mask;           /* per layer (dropout) */
     uint8_t *drop_on;            /* per layer: mask applied in the last forward */
-    uint8_t *fuse_relu;          /* per layer: conv applies the following ReLU itself */
+    uint8_t *fuse_relu;          /* per layer: conv/linear applies the following ReLU itself */
     uint8_t *pool_relu;          /* per layer: maxpool's backward applies the preceding ReLU's backward */
     float *col;                  /* conv scratch */
     /* per-sample (DP-SGD) state */
@@ -111,6 +114,7 @@ struct dpfl_nn_ws {
     size_t *ps_off;              /* per layer offset into ps (per example stride = layer nparam) */
     float *dscaled;              /* scratch: per-example-scaled output gradient */
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
+    dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
 };
 
 typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE } dpfl_bwd_mode;

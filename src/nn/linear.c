@@ -5,15 +5,19 @@
 #include <cblas.h>
 #include <string.h>
 
-/* out (B, OC) = inp (B, C) @ w^T (C, OC) + bias (OC) */
-void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC)
+/* out (B, OC) = inp (B, C) @ w^T (C, OC) + bias (OC), then max(0, .) if relu */
+void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
+                            int relu)
 {
-    float beta = 0.0f;
-    if (bias) {
-        for (int b = 0; b < B; b++) memcpy(out + (size_t)b * OC, bias, (size_t)OC * sizeof *out);
-        beta = 1.0f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
+    if (!bias && !relu) return;
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * OC;
+        if (bias)
+            for (int j = 0; j < OC; j++) o[j] += bias[j];
+        if (relu)
+            for (int j = 0; j < OC; j++) o[j] = o[j] > 0.0f ? o[j] : 0.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
 /* dinp (B, C) = dout (B, OC) @ w (OC, C);  dw (OC, C) = dout^T @ inp;  dbias (OC) = sum_b dout_b */

@@ -7,6 +7,7 @@
  * first parameterised layer (in particular never for the input). */
 #include "layers.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -21,6 +22,81 @@ int dpfl_nn_conv_chunk(const dpfl_layer *L, int B)
     if (c < 1) c = 1;
     if (c > (size_t)B) c = (size_t)B;
     return (int)c;
+}
+
+/* ---------------------------------------------------------------- parallel wrappers for non-GEMM layers */
+#define ELEMS_PER_TASK 16384 /* also the dropout segment: masks do not depend on the thread count */
+
+typedef struct {
+    const dpfl_layer *L;
+    float *out, *mask;
+    const float *in, *gout, *act;
+    int32_t *idx;
+    int kind, relu;
+    size_t n;
+    uint64_t sa, sb;
+} layer_job;
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* element-wise forward (gout == NULL) or backward over tasks of ELEMS_PER_TASK elements */
+static void elem_job(void *ctx, int64_t lo, int64_t hi)
+{
+    layer_job *j = ctx;
+    size_t a = (size_t)lo * ELEMS_PER_TASK, e = (size_t)hi * ELEMS_PER_TASK;
+    if (e > j->n) e = j->n;
+    for (size_t s = a; s < e; s += ELEMS_PER_TASK) {
+        size_t n = e - s < ELEMS_PER_TASK ? e - s : ELEMS_PER_TASK;
+        float *o = j->out + s;
+        switch (j->kind) {
+        case DPFL_LAYER_RELU:
+            if (j->gout) dpfl_nn_relu_backward(o, j->gout + s, j->act + s, n);
+            else dpfl_nn_relu_forward(o, j->in + s, n);
+            break;
+        case DPFL_LAYER_TANH:
+            if (j->gout) dpfl_nn_tanh_backward(o, j->gout + s, j->act + s, n);
+            else dpfl_nn_tanh_forward(o, j->in + s, n);
+            break;
+        case DPFL_LAYER_SIGMOID:
+            if (j->gout) dpfl_nn_sigmoid_backward(o, j->gout + s, j->act + s, n);
+            else dpfl_nn_sigmoid_forward(o, j->in + s, n);
+            break;
+        default: /* dropout */
+            if (j->gout) {
+                dpfl_nn_dropout_backward(o, j->gout + s, j->mask + s, n);
+            } else {
+                uint64_t t = s / ELEMS_PER_TASK;
+                dpfl_nn_dropout_forward(o, j->mask + s, j->in + s, n, j->L->drop, splitmix64(j->sa ^ t),
+                                        splitmix64(j->sb + t));
+            }
+        }
+    }
+}
+
+/* Waking the helper threads costs tens of microseconds: small layers (MLP activations) run in the caller. */
+static void run_elem(dpfl_par *par, layer_job *j)
+{
+    int64_t tasks = (int64_t)((j->n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK);
+    dpfl_par_for(tasks >= 8 ? par : NULL, tasks, elem_job, j);
+}
+
+static void pool_job(void *ctx, int64_t lo, int64_t hi)
+{
+    layer_job *j = ctx;
+    const dpfl_layer *L = j->L;
+    size_t is = (size_t)L->in_h * L->in_w, os = (size_t)L->out_h * L->out_w;
+    if (j->gout)
+        dpfl_nn_maxpool_backward(j->out + lo * is, j->gout + lo * os, j->idx + lo * os, j->act ? j->act + lo * is : NULL,
+                                 (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
+    else
+        dpfl_nn_maxpool_forward(j->out + lo * os, j->idx + lo * os, j->in + lo * is, (size_t)(hi - lo), L->in_h,
+                                L->in_w, L->out_h, L->out_w, L->k, L->stride);
 }
 
 static size_t numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
@@ -54,6 +130,7 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
     dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
     dpfl_free(ws->dscaled), dpfl_free(ws->gram);
+    dpfl_par_free(ws->par);
     dpfl_free(ws);
 }
 
@@ -119,11 +196,12 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
             if (c > col) col = c;
             if (2 * T * T > gram) gram = 2 * T * T;
-            if (l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
             ws->ps_off[l] = ps;
             ps += mb * L->nparam;
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
+        /* a ReLU right after a conv or linear layer is applied in that layer's bias pass */
+        if (L->nparam && l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
     }
     ALLOC(ws->col, col ? col : 1);
     ALLOC(ws->gram, gram ? gram : 1);
@@ -131,10 +209,24 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->dscaled, dsc ? dsc : 1);
 #undef ALLOC
     if (!ok) goto fail;
+    /* as many threads for the non-GEMM work as OpenBLAS uses for GEMMs */
+    int nt = openblas_get_num_threads();
+    ws->par = dpfl_par_create(nt > 16 ? 16 : nt);
     return ws;
 fail:
     dpfl_nn_ws_free(ws);
     return NULL;
+}
+
+dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err)
+{
+    if (nthreads < 1 || nthreads > 256)
+        return dpfl_fail(err, DPFL_EINVAL, "nn threads must be in 1..256 (model %s), got %d", ws->m->spec, nthreads);
+    dpfl_par_free(ws->par);
+    ws->par = dpfl_par_create(nthreads);
+    if (nthreads > 1 && !ws->par)
+        return dpfl_fail(err, DPFL_ENOMEM, "could not start %d nn threads (model %s)", nthreads, ws->m->spec);
+    return DPFL_OK;
 }
 
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
@@ -151,31 +243,36 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
         size_t n = (size_t)B * numel_in(L);
         switch (L->kind) {
         case DPFL_LAYER_LINEAR:
-            dpfl_nn_linear_forward(out, in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, B, L->in_w, L->out_w);
+            dpfl_nn_linear_forward(out, in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, B, L->in_w, L->out_w,
+                                   ws->fuse_relu[l]);
             break;
         case DPFL_LAYER_CONV2D: {
             dpfl_conv_geom g;
             dpfl_nn_conv_geom(ws, l, &g);
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
             dpfl_nn_conv2d_forward(out, in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
-                                   ws->fuse_relu[l]);
+                                   ws->fuse_relu[l], ws->par);
             break;
         }
         case DPFL_LAYER_MAXPOOL2D:
-            dpfl_nn_maxpool_forward(out, ws->pool_idx[l], in, (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h,
-                                    L->out_w, L->k, L->stride);
+            dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
+                         &(layer_job){.L = L, .out = out, .in = in, .idx = ws->pool_idx[l]});
             break;
         case DPFL_LAYER_RELU:
-            if (!(l > 0 && ws->fuse_relu[l - 1])) dpfl_nn_relu_forward(out, in, n);
+        case DPFL_LAYER_TANH:
+        case DPFL_LAYER_SIGMOID:
+            if (!(L->kind == DPFL_LAYER_RELU && l > 0 && ws->fuse_relu[l - 1]))
+                run_elem(ws->par, &(layer_job){.L = L, .out = out, .in = in, .kind = L->kind, .n = n});
             break;
-        case DPFL_LAYER_TANH: dpfl_nn_tanh_forward(out, in, n); break;
-        case DPFL_LAYER_SIGMOID: dpfl_nn_sigmoid_forward(out, in, n); break;
         case DPFL_LAYER_DROPOUT:
             ws->drop_on[l] = train && rng && L->drop > 0.0f;
-            if (ws->drop_on[l])
-                dpfl_nn_dropout_forward(out, ws->drop_mask[l], in, n, L->drop, rng);
-            else if (out != in)
+            if (ws->drop_on[l]) {
+                uint64_t sa = dpfl_rng_u64(rng), sb = dpfl_rng_u64(rng);
+                run_elem(ws->par, &(layer_job){.L = L, .out = out, .in = in, .mask = ws->drop_mask[l],
+                                               .kind = L->kind, .n = n, .sa = sa, .sb = sb});
+            } else if (out != in) {
                 memcpy(out, in, n * sizeof *out);
+            }
             break;
         case DPFL_LAYER_FLATTEN:
             if (out != in) dpfl_nn_flatten_forward(out, in, B, L->in_c, L->in_h * L->in_w);
@@ -226,30 +323,31 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
             if (mode == DPFL_BWD_PERSAMPLE) {
                 if (ws->ghost[l])
-                    dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram);
+                    dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
                 else
-                    dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col);
+                    dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
+                                             ws->par);
             }
-            dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col);
+            dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
+                                    ws->par);
             break;
         }
         case DPFL_LAYER_MAXPOOL2D:
             if (gin)
-                dpfl_nn_maxpool_backward(gin, gout, ws->pool_idx[l], ws->pool_relu[l] ? in : NULL,
-                                         (size_t)B * L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
+                dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
+                             &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
+                                          .act = ws->pool_relu[l] ? in : NULL});
             break;
         case DPFL_LAYER_RELU:
-            if (gin && !(l + 1 < m->nlayers && ws->pool_relu[l + 1])) dpfl_nn_relu_backward(gin, gout, out, n);
-            break;
         case DPFL_LAYER_TANH:
-            if (gin) dpfl_nn_tanh_backward(gin, gout, out, n);
-            break;
         case DPFL_LAYER_SIGMOID:
-            if (gin) dpfl_nn_sigmoid_backward(gin, gout, out, n);
+            if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
+                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
             break;
         case DPFL_LAYER_DROPOUT:
             if (gin && ws->drop_on[l])
-                dpfl_nn_dropout_backward(gin, gout, ws->drop_mask[l], n);
+                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
+                                               .kind = L->kind, .n = n});
             else if (gin && gin != gout)
                 memcpy(gin, gout, n * sizeof *gin);
             break;

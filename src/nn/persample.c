@@ -88,7 +88,7 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
                     for (size_t t = 0; t < T; t++) dst[t] = s[b] * src[t];
                 }
             dpfl_nn_conv2d_backward(NULL, dw, L->bias ? dw + nw : NULL, ws->dscaled, in, NULL, &g, B,
-                                    dpfl_nn_conv_chunk(L, B), ws->col);
+                                    dpfl_nn_conv_chunk(L, B), ws->col, ws->par);
         } else {
             const float *ps = ws->ps + ws->ps_off[l];
             for (int b = 0; b < B; b++) dpfl_vec_axpy(dw, s[b], ps + (size_t)b * L->nparam, L->nparam);

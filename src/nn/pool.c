@@ -55,14 +55,27 @@ void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx
             float *d = dinp + p * H * W;
             const float *g = dout + p * OH * OW, *ro = relu_out ? relu_out + p * H * W : NULL;
             const int32_t *ix = idx + p * OH * OW;
-            for (int oy = 0; oy < OH; oy++)
-                for (int i = 0; i < k; i++) {
-                    float *dr = d + (oy * k + i) * W;
-                    for (int x = 0; x < W; x++) {
-                        int o = oy * OW + x / k, off = (oy * k + i) * W + x;
-                        float v = ix[o] == off ? g[o] : 0.0f;
-                        dr[x] = ro && !(ro[off] > 0.0f) ? 0.0f : v;
+            if (k == 2) {
+                for (int oy = 0; oy < OH; oy++) {
+                    float *d0 = d + 2 * oy * W, *d1 = d0 + W;
+                    for (int ox = 0; ox < OW; ox++) {
+                        int o = oy * OW + ox, rel = ix[o] - 2 * oy * W - 2 * ox;
+                        float v = g[o];
+                        if (ro && !(ro[ix[o]] > 0.0f)) v = 0.0f;
+                        d0[2 * ox] = rel == 0 ? v : 0.0f;
+                        d0[2 * ox + 1] = rel == 1 ? v : 0.0f;
+                        d1[2 * ox] = rel == W ? v : 0.0f;
+                        d1[2 * ox + 1] = rel == W + 1 ? v : 0.0f;
                     }
+                }
+                continue;
+            }
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    int o = oy * OW + ox, base = oy * k * W + ox * k;
+                    for (int i = 0; i < k; i++)
+                        for (int j = 0; j < k; j++) d[base + i * W + j] = 0.0f;
+                    if (!ro || ro[ix[o]] > 0.0f) d[ix[o]] = g[o];
                 }
         }
         return;

@@ -1,0 +1,17 @@
+/* Internal fork-join helper for the nn module (see parallel.c). */
+#ifndef DPFL_NN_PARALLEL_H
+#define DPFL_NN_PARALLEL_H
+
+#include <stdint.h>
+
+typedef struct dpfl_par dpfl_par;
+/* fn(ctx, lo, hi) processes indices [lo, hi). */
+typedef void (*dpfl_par_fn)(void *ctx, int64_t lo, int64_t hi);
+
+/* nthreads including the caller; returns NULL (serial) for nthreads < 2 or if no thread could be started. */
+dpfl_par *dpfl_par_create(int nthreads);
+void dpfl_par_free(dpfl_par *p);
+/* Runs fn over [0, total) split into one contiguous range per thread; p == NULL runs it in the caller. */
+void dpfl_par_for(dpfl_par *p, int64_t total, dpfl_par_fn fn, void *ctx);
+
+#endif
