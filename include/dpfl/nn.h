@@ -58,7 +58,12 @@ typedef struct {
  *                                 relu, fc classes
  *   "cnn-small"                   conv 16 k8 s2 p3, tanh, maxpool 2 s1, conv 32 k4 s2, tanh, maxpool 2 s1, fc 32,
  *                                 tanh, fc classes (Opacus example; 26,010 parameters on MNIST)
- * Unknown names or sizes that do not fit the input fail with the list of valid names. */
+ *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>],
+ *                                 fc<OC>[nb], relu, tanh, sigmoid, flatten, drop<p> (nb = no bias; a Flatten is
+ *                                 inserted before fc after spatial layers)
+ * The CNNs end in `classes` logits (softmax CE even for 2 classes); logreg has 1 logit for 2 classes; an mlp's
+ * last size must be classes (or 1 for 2 classes).  Unknown names or sizes that do not fit the input fail with
+ * the list of valid names. */
 dpfl_status dpfl_model_create(const char *spec, int32_t in_c, int32_t in_h, int32_t in_w, int32_t classes,
                               dpfl_model *m, dpfl_error *err);
 void dpfl_model_free(dpfl_model *m);
@@ -82,7 +87,9 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws);
 dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err);
 
 /* Forward pass; returns a pointer to the B x out_dim logits inside ws. train != 0 enables dropout, whose masks
- * are drawn from rng (may be NULL when train == 0). */
+ * are drawn from rng (may be NULL when train == 0).  In dpfl_nn_grad and dpfl_nn_clipped_grad_sum, rng == NULL
+ * likewise turns dropout off.  Labels y must lie in [0, classes) ({0, 1} with one logit): the data module
+ * validates them, and a label out of range is an internal invariant violation (DPFL_ASSERT). */
 const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
                              int train, dpfl_rng *rng);
 

@@ -201,12 +201,6 @@ void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *
     }
 }
 
-static double sumsq(const float *a, size_t n)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
-    return s;
-}
 
 /* ps (B, OC*K [+OC]): example b's gradient  dout_b (OC, T) @ col_b^T (T, K)  [, row sums of dout_b] */
 void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g,
@@ -230,7 +224,7 @@ void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const fl
                     for (int t = 0; t < T; t++) s += r[t];
                     p[(size_t)g->OC * K + oc] = s;
                 }
-            sq[b] += sumsq(p, np);
+            sq[b] += dpfl_nn_sumsq(p, np);
         }
     }
 }

@@ -16,6 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Sum of squares accumulated in double, in 8 independent lanes so the compiler can vectorize it without
+ * reassociation flags. */
+static inline double dpfl_nn_sumsq(const float *a, size_t n)
+{
+    double acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)a[i + j] * a[i + j];
+    double s = 0.0;
+    for (; i < n; i++) s += (double)a[i] * a[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
 /* ---------------------------------------------------------------- linear.c */
 /* out (B, OC) = inp (B, C) @ w^T + bias [then ReLU];  w (OC, C), bias (OC) or NULL */
 void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,

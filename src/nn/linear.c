@@ -37,20 +37,14 @@ void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *
     if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
 }
 
-static double sumsq(const float *a, int n)
-{
-    double s = 0.0;
-    for (int i = 0; i < n; i++) s += (double)a[i] * a[i];
-    return s;
-}
 
 /* Example b's weight gradient is the outer product dout_b inp_b^T, whose squared Frobenius norm factorizes:
  * ||dout_b||^2 ||inp_b||^2.  The bias gradient dout_b adds ||dout_b||^2. */
 void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias)
 {
     for (int b = 0; b < B; b++) {
-        double d2 = sumsq(dout + (size_t)b * OC, OC);
-        double a2 = sumsq(inp + (size_t)b * C, C);
+        double d2 = dpfl_nn_sumsq(dout + (size_t)b * OC, OC);
+        double a2 = dpfl_nn_sumsq(inp + (size_t)b * C, C);
         sq[b] += d2 * (a2 + (bias ? 1.0 : 0.0));
     }
 }
