@@ -265,10 +265,10 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runA/checkpoint.bin", &ma, &la, &err), DPFL_OK);
     assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runB/checkpoint.bin", &mb, &lb, &err), DPFL_OK);
     assert_int_equal(la, lb);
-    /* file header 16 bytes; payload: rounds, clients, nparam, z (24 bytes), wall time (8), then examples,
-     * parameters and the ledger; 4 bytes of checksum at the end */
-    assert_memory_equal(ma + 16, mb + 16, 24);
-    assert_memory_equal(ma + 48, mb + 48, la - 48 - 4);
+    /* file header 16 bytes; payload: rounds, clients, nparam, record z, client z (32 bytes), wall time (8),
+     * then examples, S, event count, parameters and the ledger; 4 bytes of checksum at the end */
+    assert_memory_equal(ma + 16, mb + 16, 32);
+    assert_memory_equal(ma + 56, mb + 56, la - 56 - 4);
     free(ma);
     free(mb);
     char *sa = slurp("/tmp/dpfl_test_runA/summary.json"), *sbj = slurp("/tmp/dpfl_test_runB/summary.json");

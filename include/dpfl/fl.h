@@ -13,6 +13,7 @@
 #include "dpfl/data.h"
 #include "dpfl/nn.h"
 #include "dpfl/optim.h"
+#include "dpfl/privacy.h"
 
 /* ------------------------------------------------------------------------------------------ configuration */
 typedef struct {
@@ -56,6 +57,19 @@ typedef struct {
     char rdp_adjacency[16]; /* auto | add-remove | replace-one: must match the sampler */
     char rdp_per_layer[8]; /* no | yes */
     char rdp_e2e[8];       /* no | yes: also report the client-level guarantee of the same noise */
+    /* [client_dp]: server-side clipping and noise on client updates (client-level DP, DP-FedAvg) */
+    char cdp_enabled[8];        /* no | yes */
+    double cdp_clip;            /* S: L2 bound on each client's update (initial value for adaptive) */
+    char cdp_strategy[16];      /* fixed | per-step | adaptive | median (median: NOT private) */
+    double cdp_noise;           /* z: noise std / S on the sum of updates; 0 = calibrate from target_epsilon */
+    double cdp_target_epsilon;  /* > 0: calibrate z (noise = 0) or stop before exceeding it */
+    double cdp_delta;
+    char cdp_accountant[8];     /* rdp | pld */
+    double cdp_target_quantile; /* adaptive: gamma */
+    double cdp_clip_lr;         /* adaptive: eta_S (geometric update) */
+    double cdp_quantile_noise;  /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
+    double cdp_dropout;         /* probability that a sampled client fails to reply (simulation) */
+    char cdp_per_layer[8];      /* no | yes */
     /* [run] */
     char seed[24]; /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
     int32_t threads;
@@ -85,6 +99,12 @@ typedef struct {
     double client_acc_mean, client_acc_std; /* per-client test sets; NAN when the partition has none */
     double clip_fraction; /* DP-SGD: share of examples whose gradient was clipped; NAN when off */
     double noise_std;     /* DP-SGD: std of the noise added to each step's clipped sum */
+    /* client-level DP (NAN when off) */
+    int32_t replied;            /* sampled clients whose update arrived (the rest dropped out) */
+    double update_clip;         /* S used this round */
+    double update_clip_fraction; /* share of updates whose norm exceeded S */
+    double update_noise_std;    /* std of the noise on the averaged update */
+    double between_client_variance, update_scale; /* Geyer's V_c and U_s over the raw updates */
     double wall_seconds; /* since the start of the run */
 } dpfl_round_metrics;
 
@@ -106,6 +126,12 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k);
 /* Replace the record-level noise multiplier (after calibration). */
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z);
+/* Client-level noise multiplier z of the round's whole release (adaptive clipping splits it between the update
+ * sum and the quantile estimate). */
+void dpfl_sim_set_client_noise(dpfl_sim *s, double z);
+/* The current update clip S (adaptive clipping changes it every round; checkpoints save it). */
+double dpfl_sim_update_clip(const dpfl_sim *s);
+void dpfl_sim_set_update_clip(dpfl_sim *s, double S);
 /* Global model on the global test set, and per-client test sets when the partition has them. */
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m);
 
@@ -117,12 +143,19 @@ typedef struct {
     int32_t rounds;          /* rounds released */
     int64_t *participations; /* per client: rounds it took part in */
     int64_t *record_steps;   /* per client: DP-SGD steps over its records */
+    /* client-level releases: one event per round, consecutive equal rounds merged (count) */
+    dpfl_event *client_events;
+    int32_t nclient_events, client_cap;
 } dpfl_ledger;
 
 dpfl_status dpfl_ledger_init(dpfl_ledger *l, int32_t clients, dpfl_error *err);
 void dpfl_ledger_free(dpfl_ledger *l);
 /* Charge one round: the m sampled clients, each with its local step count. */
 void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps);
+/* Charge one round's client-level release (merged into the previous run of equal events). */
+dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err);
+/* Copy src's counts and events into dst (same number of clients). */
+dpfl_status dpfl_ledger_copy(dpfl_ledger *dst, const dpfl_ledger *src, dpfl_error *err);
 
 /* Record-level accounting of a ledger: client k's records saw record_steps[k] steps of the sampler actually
  * used, on its n_k records with batch min(B, n_k), noise multiplier z (std / sensitivity under the sampler's

@@ -58,6 +58,18 @@ static const keydef keys[] = {
     {"record_dp", "adjacency", K_CHOICE, F(rdp_adjacency), 0, 0, "auto|add-remove|replace-one", "record adjacency (must match the sampler)"},
     {"record_dp", "per_layer", K_CHOICE, F(rdp_per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
     {"record_dp", "e2e", K_CHOICE, F(rdp_e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
+    {"client_dp", "enabled", K_CHOICE, F(cdp_enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
+    {"client_dp", "clip", K_DOUBLE, F(cdp_clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
+    {"client_dp", "clip_strategy", K_CHOICE, F(cdp_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},
+    {"client_dp", "noise", K_DOUBLE, F(cdp_noise), 0, 1e6, NULL, "noise multiplier z (std / S on the sum); 0 = calibrate from target_epsilon"},
+    {"client_dp", "target_epsilon", K_DOUBLE, F(cdp_target_epsilon), 0, 1e6, NULL, "client-level epsilon target (0 = none)"},
+    {"client_dp", "delta", K_DOUBLE, F(cdp_delta), 1e-300, 0.999999, NULL, "client-level delta"},
+    {"client_dp", "accountant", K_CHOICE, F(cdp_accountant), 0, 0, "rdp|pld", "client-level accountant"},
+    {"client_dp", "target_quantile", K_DOUBLE, F(cdp_target_quantile), 0, 1, NULL, "adaptive clipping: target quantile of update norms"},
+    {"client_dp", "clip_lr", K_DOUBLE, F(cdp_clip_lr), 0, 100, NULL, "adaptive clipping: geometric learning rate"},
+    {"client_dp", "quantile_noise", K_DOUBLE, F(cdp_quantile_noise), 0, 1e9, NULL, "adaptive clipping: noise std on the unclipped count (0 = expected clients / 20)"},
+    {"client_dp", "dropout", K_DOUBLE, F(cdp_dropout), 0, 1, NULL, "probability that a sampled client drops out (noise is not reduced)"},
+    {"client_dp", "per_layer", K_CHOICE, F(cdp_per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
     {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
     {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
     {"run", "eval_every", K_INT, F(eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
@@ -97,6 +109,14 @@ void dpfl_config_defaults(dpfl_config *c)
     strcpy(c->rdp_adjacency, "auto");
     strcpy(c->rdp_per_layer, "no");
     strcpy(c->rdp_e2e, "no");
+    strcpy(c->cdp_enabled, "no");
+    c->cdp_clip = 1.0;
+    strcpy(c->cdp_strategy, "fixed");
+    c->cdp_delta = 1e-5;
+    strcpy(c->cdp_accountant, "rdp");
+    c->cdp_target_quantile = 0.5;
+    c->cdp_clip_lr = 0.2;
+    strcpy(c->cdp_per_layer, "no");
     c->threads = 2;
     c->eval_every = 1;
 }
@@ -272,6 +292,15 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         if (isinf(c->rdp_clip) && c->rdp_target_epsilon > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
     }
+    if (!strcmp(c->cdp_enabled, "yes") && strcmp(c->cdp_strategy, "median")) {
+        if (c->cdp_noise == 0.0 && c->cdp_target_epsilon == 0.0)
+            return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise: set noise > 0 or target_epsilon > 0");
+    }
+    if (!strcmp(c->cdp_enabled, "yes") && !strcmp(c->cdp_strategy, "adaptive") && c->cdp_quantile_noise > 0 &&
+        c->cdp_noise > 0 && 2.0 * c->cdp_quantile_noise <= c->cdp_noise)
+        return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: must exceed noise / 2 (%g) so that the update "
+                                           "and the quantile noise together are one Gaussian with multiplier z",
+                         c->cdp_noise / 2.0);
     if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
     return DPFL_OK;

@@ -25,7 +25,46 @@ void dpfl_ledger_free(dpfl_ledger *l)
 {
     dpfl_free(l->participations);
     dpfl_free(l->record_steps);
+    free(l->client_events);
     l->participations = l->record_steps = NULL;
+    l->client_events = NULL;
+    l->nclient_events = l->client_cap = 0;
+}
+
+dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err)
+{
+    if (l->nclient_events > 0) {
+        dpfl_event *last = &l->client_events[l->nclient_events - 1];
+        dpfl_event a = *last, b = *ev;
+        a.count = b.count = 0;
+        if (!memcmp(&a, &b, sizeof a)) {
+            last->count += ev->count;
+            return DPFL_OK;
+        }
+    }
+    if (l->nclient_events == l->client_cap) {
+        int32_t cap = l->client_cap ? 2 * l->client_cap : 8;
+        dpfl_event *e = realloc(l->client_events, (size_t)cap * sizeof *e);
+        if (!e) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+        l->client_events = e;
+        l->client_cap = cap;
+    }
+    l->client_events[l->nclient_events++] = *ev;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_ledger_copy(dpfl_ledger *dst, const dpfl_ledger *src, dpfl_error *err)
+{
+    DPFL_ASSERT(dst->clients == src->clients);
+    memcpy(dst->participations, src->participations, (size_t)src->clients * sizeof(int64_t));
+    memcpy(dst->record_steps, src->record_steps, (size_t)src->clients * sizeof(int64_t));
+    dst->rounds = src->rounds;
+    dst->nclient_events = 0;
+    for (int32_t i = 0; i < src->nclient_events; i++) {
+        dpfl_status st = dpfl_ledger_charge_client(dst, &src->client_events[i], err);
+        if (st) return st;
+    }
+    return DPFL_OK;
 }
 
 void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps)

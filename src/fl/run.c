@@ -17,22 +17,31 @@ enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
 #define CKPT_VERSION 1u
 
 /* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
- * Layout: i32 rounds, i32 clients, u64 nparam, f64 record_z, f64 wall, i64 examples,
- *         f32 params[nparam], i64 participations[clients], i64 record_steps[clients]. */
+ * Layout: head (rounds, clients, nparam, record_z, client_z, wall, examples, update clip S, number of client
+ * events), f32 params[nparam], i64 participations[clients], i64 record_steps[clients], dpfl_event events[]. */
 typedef struct {
     int32_t rounds, clients;
     uint64_t nparam;
-    double record_z, wall;
+    double record_z, client_z, wall;
     int64_t examples;
+    double S;
+    int64_t nevents;
 } ckpt_head;
 
+typedef struct {
+    double record_z, client_z, wall, S;
+    int64_t examples;
+} run_state;
+
 static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                             double record_z, double wall, int64_t examples, dpfl_error *err)
+                             const run_state *rs, dpfl_error *err)
 {
-    size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t);
+    size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t) +
+                 (size_t)l->nclient_events * sizeof(dpfl_event);
     char *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
-    ckpt_head h = {l->rounds, l->clients, nparam, record_z, wall, examples};
+    ckpt_head h = {l->rounds, l->clients, nparam, rs->record_z, rs->client_z, rs->wall, rs->examples, rs->S,
+                   l->nclient_events};
     char *p = buf;
     memcpy(p, &h, sizeof h);
     p += sizeof h;
@@ -41,6 +50,8 @@ static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam
     memcpy(p, l->participations, (size_t)l->clients * sizeof(int64_t));
     p += (size_t)l->clients * sizeof(int64_t);
     memcpy(p, l->record_steps, (size_t)l->clients * sizeof(int64_t));
+    p += (size_t)l->clients * sizeof(int64_t);
+    if (l->nclient_events) memcpy(p, l->client_events, (size_t)l->nclient_events * sizeof(dpfl_event));
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     dpfl_status st = dpfl_file_write(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
@@ -48,8 +59,8 @@ static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam
     return st;
 }
 
-static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, double *record_z,
-                             double *wall, int64_t *examples, dpfl_error *err)
+static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
+                             dpfl_error *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
@@ -60,8 +71,9 @@ static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl
     ckpt_head h;
     if (len < sizeof h) goto bad;
     memcpy(&h, buf, sizeof h);
-    if (h.nparam != nparam || h.clients != l->clients ||
-        len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t)) {
+    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 ||
+        len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t) +
+                   (size_t)h.nevents * sizeof(dpfl_event)) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
                                             "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
@@ -73,10 +85,18 @@ static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl
     memcpy(l->participations, p, (size_t)l->clients * sizeof(int64_t));
     p += (size_t)l->clients * sizeof(int64_t);
     memcpy(l->record_steps, p, (size_t)l->clients * sizeof(int64_t));
+    p += (size_t)l->clients * sizeof(int64_t);
     l->rounds = h.rounds;
-    *record_z = h.record_z;
-    *wall = h.wall;
-    *examples = h.examples;
+    l->nclient_events = 0;
+    for (int64_t i = 0; i < h.nevents; i++) {
+        dpfl_event ev;
+        memcpy(&ev, p + (size_t)i * sizeof ev, sizeof ev);
+        if ((st = dpfl_ledger_charge_client(l, &ev, err))) {
+            free(buf);
+            return st;
+        }
+    }
+    *rs = (run_state){h.record_z, h.client_z, h.wall, h.S, h.examples};
     free(buf);
     return DPFL_OK;
 bad:
@@ -105,12 +125,52 @@ static dpfl_status truncate_metrics(const char *path, int32_t rounds, dpfl_error
     return st;
 }
 
+/* The client-level release of one round, as the accountant must see it: sampling as used (Poisson p; m of K
+ * without replacement, replace-one, where the sum moves by 2S so the multiplier halves; everyone), noise z S
+ * on the sum of updates clipped to S.  Median clipping has no sensitivity bound: not private. */
+static dpfl_event client_round_event(const dpfl_config *cfg, int32_t K, double z)
+{
+    dpfl_event ev;
+    if (!strcmp(cfg->cdp_strategy, "median")) return dpfl_event_not_private(1);
+    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(cfg->client_rate, z, 1);
+    else if (!strcmp(cfg->sampling, "fixed")) ev = dpfl_event_fixed(K, cfg->clients_per_round, z / 2.0, 1);
+    else ev = dpfl_event_gaussian(z, 1);
+    return ev;
+}
+
+static double client_rate_accounted(const dpfl_config *cfg, int32_t K)
+{
+    if (!strcmp(cfg->sampling, "poisson")) return cfg->client_rate;
+    if (!strcmp(cfg->sampling, "fixed")) return (double)cfg->clients_per_round / K;
+    return 1.0;
+}
+
+/* Client-level epsilon of the ledger's client events; *private = 0 when any release had no guarantee. */
+static dpfl_status client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
+                                  dpfl_error *err)
+{
+    *private = 1;
+    *eps = 0.0;
+    if (l->nclient_events == 0) return DPFL_OK;
+    dpfl_guarantee g;
+    dpfl_status st = dpfl_account_epsilon(l->client_events, (size_t)l->nclient_events, cfg->cdp_delta,
+                                          !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL,
+                                          &g, err);
+    if (st == DPFL_ENOTPRIVATE) {
+        *private = 0;
+        *eps = INFINITY;
+        return DPFL_OK;
+    }
+    if (!st) *eps = g.epsilon;
+    return st;
+}
+
 /* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8): each step's clipped sum
  * is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the noise has std
  * z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B; a round of s steps is a Gaussian with multiplier
  * z*f/(B sqrt(s)); rounds are charged as the client sampling actually used. */
 static dpfl_status e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
-                                      double z, double *eps, double *client_noise, dpfl_error *err)
+                                      double z, double server_z, double *eps, double *client_noise, dpfl_error *err)
 {
     double f = !strcmp(cfg->rdp_sampler, "poisson") ? 1.0 : 2.0;
     int64_t smax = 0;
@@ -121,6 +181,8 @@ static dpfl_status e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partiti
         if (sk > smax) smax = sk;
     }
     double zr = z * f / ((double)cfg->batch * sqrt((double)(smax > 0 ? smax : 1)));
+    if (server_z > 0) /* the thesis's naive method: server noise on clipped updates too; GDP composition */
+        zr = 1.0 / sqrt(1.0 / (zr * zr) + 1.0 / (server_z * server_z));
     *client_noise = zr;
     if (l->rounds == 0) {
         *eps = 0.0;
@@ -226,9 +288,11 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     char path[1100];
     dpfl_ledger ledger = {0}, trial = {0};
     dpfl_record_report report = {0};
-    int64_t *steps = NULL, examples0 = 0;
-    double *per_client = NULL, record_z = 0, wall0 = 0, t_start = dpfl_now();
-    int rdp_on = 0, stopped_early = 0;
+    int64_t *steps = NULL;
+    double *per_client = NULL, t_start = dpfl_now(), wall0 = 0, ceps = 0;
+    int rdp_on = 0, cdp_on = 0, stopped_early = 0, cprivate = 1;
+    int64_t comm = 0;
+    run_state rs = {0};
     dpfl_round_metrics last_eval = {0};
 
     if ((st = make_dirs(opt->out_dir, err))) return st;
@@ -259,16 +323,35 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     if ((st = dpfl_sim_create(cfg, &model, &train, &test, &part, &root, global, &sim, err))) goto done;
     if ((st = dpfl_ledger_init(&ledger, part.clients, err))) goto done;
     rdp_on = !strcmp(cfg->rdp_enabled, "yes");
-    record_z = cfg->rdp_noise;
+    cdp_on = !strcmp(cfg->cdp_enabled, "yes");
+    rs.record_z = cfg->rdp_noise;
+    rs.client_z = cfg->cdp_noise;
+    rs.S = cfg->cdp_clip;
     if (opt->resume) {
-        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &record_z, &wall0, &examples0, err)))
+        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &rs, err))) goto done;
+        wall0 = rs.wall;
+    } else {
+        if (rdp_on && rs.record_z == 0.0 &&
+            (st = dpfl_record_calibrate(&part, cfg, cfg->rounds, cfg->rdp_target_epsilon, &rs.record_z, err)))
             goto done;
-    } else if (rdp_on && record_z == 0.0) {
-        if ((st = dpfl_record_calibrate(&part, cfg, cfg->rounds, cfg->rdp_target_epsilon, &record_z, err)))
-            goto done;
+        if (cdp_on && rs.client_z == 0.0 && strcmp(cfg->cdp_strategy, "median")) {
+            /* the smallest z whose R rounds, sampled as configured, stay within the target */
+            dpfl_event ev = client_round_event(cfg, part.clients, 1.0);
+            ev.count = cfg->rounds;
+            dpfl_calibrate_opts co = {0};
+            co.accountant = !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+            co.tol = 1e-4;
+            if ((st = dpfl_calibrate_noise(&ev, 1, cfg->cdp_target_epsilon, cfg->cdp_delta, &co, &rs.client_z, err)))
+                goto done;
+            if (!strcmp(cfg->sampling, "fixed")) rs.client_z *= 2.0; /* the event carries z / 2 (replace-one) */
+        }
     }
-    if (rdp_on) dpfl_sim_set_record_noise(sim, record_z);
-    dpfl_record_accounting ra = {record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
+    if (rdp_on) dpfl_sim_set_record_noise(sim, rs.record_z);
+    if (cdp_on) {
+        dpfl_sim_set_client_noise(sim, rs.client_z);
+        dpfl_sim_set_update_clip(sim, rs.S);
+    }
+    dpfl_record_accounting ra = {rs.record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
                                  !strcmp(cfg->rdp_accountant, "pld")};
     if (!(steps = malloc((size_t)part.clients * sizeof *steps)) ||
         (rdp_on && part.clients <= 1000 && !ra.pld && !(per_client = malloc((size_t)part.clients * sizeof *per_client))) ||
@@ -287,43 +370,66 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     dpfl_round_metrics m = {0};
     last_eval.test_accuracy = last_eval.test_loss = last_eval.client_acc_mean = NAN;
     if (rdp_on && (st = dpfl_ledger_record_epsilon(&ledger, &part, &ra, &report, NULL, err))) goto done;
+    if (cdp_on && (st = client_epsilon(cfg, &ledger, &ceps, &cprivate, err))) goto done;
     for (int32_t r = ledger.rounds + 1; r <= cfg->rounds; r++) {
         const int32_t *sampled;
         int32_t ms = dpfl_sim_sample(sim, r, &sampled);
         for (int32_t i = 0; i < ms; i++) steps[i] = dpfl_sim_client_steps(sim, sampled[i]);
         dpfl_record_report next = report;
+        double next_ceps = ceps;
+        dpfl_event cev = client_round_event(cfg, part.clients, rs.client_z);
+        /* charge a copy first: a round that would exceed a budget is never run, let alone released */
+        if ((st = dpfl_ledger_copy(&trial, &ledger, err))) goto done;
+        dpfl_ledger_charge(&trial, sampled, ms, steps);
+        if (cdp_on && (st = dpfl_ledger_charge_client(&trial, &cev, err))) goto done;
         if (rdp_on) {
-            /* charge a copy first: a round that would exceed the budget is never run, let alone released */
-            memcpy(trial.participations, ledger.participations, (size_t)part.clients * sizeof(int64_t));
-            memcpy(trial.record_steps, ledger.record_steps, (size_t)part.clients * sizeof(int64_t));
-            trial.rounds = ledger.rounds;
-            dpfl_ledger_charge(&trial, sampled, ms, steps);
             if ((st = dpfl_ledger_record_epsilon(&trial, &part, &ra, &next, per_client, err))) goto done;
             if (cfg->rdp_target_epsilon > 0 && next.epsilon > cfg->rdp_target_epsilon) {
                 stopped_early = 1;
                 break;
             }
         }
+        if (cdp_on) {
+            if ((st = client_epsilon(cfg, &trial, &next_ceps, &cprivate, err))) goto done;
+            if (cprivate && cfg->cdp_target_epsilon > 0 && next_ceps > cfg->cdp_target_epsilon) {
+                stopped_early = 1;
+                break;
+            }
+        }
         if ((st = dpfl_sim_train(sim, r, &m, err))) goto done;
-        dpfl_ledger_charge(&ledger, sampled, ms, steps);
+        if ((st = dpfl_ledger_copy(&ledger, &trial, err))) goto done;
         report = next;
-        examples0 += m.examples;
+        ceps = next_ceps;
+        rs.examples += m.examples;
+        rs.S = cdp_on ? dpfl_sim_update_clip(sim) : rs.S;
+        comm += ms;
         if (r % cfg->eval_every == 0 || r == cfg->rounds) {
             dpfl_sim_evaluate(sim, &m);
             last_eval = m;
         }
         m.wall_seconds += wall0;
+        rs.wall = m.wall_seconds;
         /* persist the ledger with the model it paid for, then release */
-        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, record_z, m.wall_seconds, examples0, err)))
-            goto done;
+        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, &rs, err))) goto done;
         cJSON *o = round_json(&m);
+        if (cdp_on) {
+            cJSON_AddNumberToObject(o, "replied", m.replied);
+            json_num(o, "update_clip", m.update_clip);
+            json_num(o, "update_clip_fraction", m.update_clip_fraction);
+            json_num(o, "update_noise_std", m.update_noise_std);
+            json_num(o, "between_client_variance", m.between_client_variance);
+            json_num(o, "update_scale", m.update_scale);
+            cJSON_AddNumberToObject(o, "communication", (double)comm);
+            if (cprivate) json_num(o, "client_epsilon", ceps);
+            else cJSON_AddStringToObject(o, "client_epsilon", "not private");
+        }
         if (rdp_on) {
             json_num(o, "epsilon", report.epsilon);
             json_num(o, "clip_fraction", m.clip_fraction);
             json_num(o, "noise_std", m.noise_std);
             if (!strcmp(cfg->rdp_e2e, "yes")) {
                 double ce, cn;
-                if ((st = e2e_client_epsilon(cfg, &part, &ledger, record_z, &ce, &cn, err))) {
+                if ((st = e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
                     cJSON_Delete(o);
                     goto done;
                 }
@@ -361,7 +467,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     cJSON_AddNumberToObject(sum, "rounds", ledger.rounds);
     cJSON_AddNumberToObject(sum, "rounds_planned", cfg->rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", stopped_early);
-    cJSON_AddNumberToObject(sum, "examples", (double)examples0);
+    cJSON_AddNumberToObject(sum, "examples", (double)rs.examples);
     cJSON_AddNumberToObject(sum, "wall_seconds", wall0 + (dpfl_now() - t_start));
     if (rdp_on) {
         cJSON_AddStringToObject(sum, "unit", "record");
@@ -370,7 +476,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         cJSON_AddStringToObject(sum, "accountant", cfg->rdp_accountant);
         cJSON_AddStringToObject(sum, "sampler", cfg->rdp_sampler);
         cJSON_AddStringToObject(sum, "adjacency", ra.poisson ? "add-remove" : "replace-one");
-        cJSON_AddNumberToObject(sum, "noise", record_z);
+        cJSON_AddNumberToObject(sum, "noise", rs.record_z);
         cJSON_AddNumberToObject(sum, "clip", cfg->rdp_clip);
         if (cfg->rdp_noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
         cJSON_AddNumberToObject(sum, "worst_client", report.worst_client);
@@ -381,16 +487,35 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         if (report.order > 0) cJSON_AddNumberToObject(sum, "order", report.order);
         if (!strcmp(cfg->rdp_e2e, "yes")) {
             double ce, cn;
-            if ((st = e2e_client_epsilon(cfg, &part, &ledger, record_z, &ce, &cn, err))) {
+            if ((st = e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
                 cJSON_Delete(sum);
                 goto done;
             }
-            json_num(sum, "client_epsilon", ce);
+            json_num(sum, cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
             cJSON_AddNumberToObject(sum, "client_delta", cfg->rdp_delta);
             cJSON_AddNumberToObject(sum, "client_noise", cn);
             cJSON_AddStringToObject(sum, "client_adjacency",
                                     !strcmp(cfg->sampling, "fixed") ? "replace-one" : "zero-out");
         }
+    }
+    if (cdp_on) {
+        cJSON_AddBoolToObject(sum, "private", cprivate);
+        if (cprivate) {
+            json_num(sum, "client_epsilon", ceps);
+        } else {
+            cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
+        }
+        cJSON_AddNumberToObject(sum, "client_delta", cfg->cdp_delta);
+        cJSON_AddNumberToObject(sum, "client_q", client_rate_accounted(cfg, part.clients));
+        cJSON_AddStringToObject(sum, "client_sampler", cfg->sampling);
+        cJSON_AddStringToObject(sum, "client_adjacency_accounted",
+                                !strcmp(cfg->sampling, "fixed") ? "replace-one" : "add-remove");
+        cJSON_AddNumberToObject(sum, "client_rounds_charged", ledger.rounds);
+        cJSON_AddNumberToObject(sum, "client_noise", rs.client_z);
+        cJSON_AddStringToObject(sum, "client_accountant", cfg->cdp_accountant);
+        cJSON_AddStringToObject(sum, "clip_strategy", cfg->cdp_strategy);
+        cJSON_AddNumberToObject(sum, "update_clip", rs.S);
+        cJSON_AddNumberToObject(sum, "communication", (double)comm);
     }
     cJSON_AddStringToObject(sum, "config_sha256", sha);
     if (cfg->seed[0]) {
@@ -421,7 +546,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     }
     st = dpfl_file_write_text(path, text, strlen(text), err);
     free(text);
-    if (!st && !opt->quiet) {
+    if (!st && !opt->quiet) {{
         fprintf(stderr, "dpfl: %d rounds%s, test accuracy %.4f, %.1f s; run written to %s\n", ledger.rounds,
                 stopped_early ? " (stopped before exceeding the privacy budget)" : "", last_eval.test_accuracy,
                 wall0 + (dpfl_now() - t_start), opt->out_dir);
@@ -429,6 +554,12 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
                     report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler,
                     cfg->seed[0] ? "; reproducible mode (fixed seed): not for deployment" : "");
+        if (cdp_on && cprivate)
+            fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", ceps,
+                    cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant);
+        if (cdp_on && !cprivate)
+            fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
+    }
     }
 done:
     if (metrics) fclose(metrics);

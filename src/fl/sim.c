@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, EVAL_CHUNK = 500 };
+enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, PURPOSE_DROPOUT = 5, PURPOSE_SERVER_NOISE = 6, EVAL_CHUNK = 500 };
+
+typedef enum { CLIP_FIXED, CLIP_PER_STEP, CLIP_ADAPTIVE, CLIP_MEDIAN } clip_strategy;
 
 typedef struct {
     dpfl_nn_ws *ws;
@@ -31,6 +33,8 @@ typedef struct {
     int64_t examples;
     int64_t steps;
     int64_t clipped; /* DP-SGD: examples whose gradient norm exceeded C */
+    double norm;     /* L2 norm of the raw update */
+    int dropped;     /* client-level DP simulation: sampled but never replied */
 } client_result;
 
 struct dpfl_sim {
@@ -53,6 +57,14 @@ struct dpfl_sim {
     double rdp_z;
     dpfl_clip_spec clip;
     int32_t nsampled;
+    /* client-level DP */
+    int cdp, cdp_per_layer;
+    clip_strategy strategy;
+    double S;       /* current update clip */
+    double z_sum;   /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
+    double sigma_b; /* adaptive: noise std on the unclipped count */
+    float *raw_sum; /* V_c / U_s */
+    double *norms;  /* per sampled client */
     /* per-round job shared with the threads */
     int32_t round, chunk_start, chunk_len;
     double lr;
@@ -82,6 +94,8 @@ void dpfl_sim_free(dpfl_sim *s)
     free(s->slots);
     free(s->results);
     free(s->sampled);
+    free(s->norms);
+    dpfl_free(s->raw_sum);
     dpfl_free(s->acc);
     free(s);
 }
@@ -121,6 +135,14 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->rdp_z = cfg->rdp_noise;
     s->clip.clip = cfg->rdp_clip;
     s->clip.per_layer = !strcmp(cfg->rdp_per_layer, "yes");
+    s->cdp = !strcmp(cfg->cdp_enabled, "yes");
+    s->cdp_per_layer = !strcmp(cfg->cdp_per_layer, "yes");
+    s->strategy = !strcmp(cfg->cdp_strategy, "per-step")   ? CLIP_PER_STEP
+                  : !strcmp(cfg->cdp_strategy, "adaptive") ? CLIP_ADAPTIVE
+                  : !strcmp(cfg->cdp_strategy, "median")   ? CLIP_MEDIAN
+                                                           : CLIP_FIXED;
+    s->S = cfg->cdp_clip;
+    dpfl_sim_set_client_noise(s, cfg->cdp_noise);
     const size_t P = model->nparam;
     const int32_t B = cfg->batch > s->eval_batch ? cfg->batch : s->eval_batch;
     st = DPFL_ENOMEM;
@@ -128,7 +150,9 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
     s->results = calloc((size_t)part->clients, sizeof *s->results);
     s->sampled = calloc((size_t)part->clients, sizeof *s->sampled);
-    if (!s->workers || !s->slots || !s->results || !s->sampled || !(s->acc = dpfl_alloc(P * sizeof(float), err)))
+    s->norms = calloc((size_t)part->clients, sizeof *s->norms);
+    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->norms ||
+        !(s->acc = dpfl_alloc(P * sizeof(float), err)) || !(s->raw_sum = dpfl_alloc(P * sizeof(float), err)))
         goto oom;
     for (int32_t i = 0; i < s->nslots; i++)
         if (!(s->slots[i] = dpfl_alloc(P * sizeof(float), err))) goto oom;
@@ -163,6 +187,19 @@ static void gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *
     for (int32_t i = 0; i < n; i++) {
         memcpy(x + (size_t)i * dim, d->x + (size_t)idx[i] * dim, dim * sizeof(float));
         y[i] = d->y[idx[i]];
+    }
+}
+
+/* Client-level per-step clipping (McMahan et al. 2018): keep the local model within distance S of the global
+ * model after every step, so the final update is bounded by construction. */
+static void project_to_global(const dpfl_sim *s, float *local, float *tmp)
+{
+    const size_t P = s->model->nparam;
+    dpfl_vec_sub(tmp, local, s->global, P);
+    double norm = dpfl_vec_norm2(tmp, P);
+    if (norm > s->S) {
+        dpfl_vec_clip(tmp, P, s->S);
+        for (size_t i = 0; i < P; i++) local[i] = s->global[i] + tmp[i];
     }
 }
 
@@ -213,6 +250,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
         dpfl_rng_add_gaussian(rng, w->grad, P, sd);
         dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;
         res->steps++;
     }
@@ -261,6 +299,7 @@ static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_r
         pos += b;
         double loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, &rng, w->grad, NULL);
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
         res->steps++;
@@ -281,7 +320,9 @@ static void *round_worker(void *p)
         int j = atomic_fetch_add(&s->next, 1);
         if (j >= s->chunk_len) break;
         int32_t i = s->chunk_start + j;
+        if (s->results[i].dropped) continue; /* drops out before sending: its work is lost, not its charge */
         train_client(s, &s->workers[a->id], s->sampled[i], s->slots[j], &s->results[i]);
+        if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
     }
     return NULL;
 }
@@ -350,6 +391,60 @@ int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
 
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z) { s->rdp_z = z; }
 
+void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
+{
+    const dpfl_config *cfg = s->cfg;
+    s->z_sum = z;
+    s->sigma_b = 0.0;
+    if (s->strategy == CLIP_ADAPTIVE && z > 0) {
+        /* Andrew et al. 2021: the count of unclipped updates gets noise sigma_b, the update sum z_Delta S with
+         * z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2): together one Gaussian mechanism with multiplier z. */
+        double expected = !strcmp(cfg->sampling, "poisson") ? cfg->client_rate * s->part->clients
+                          : !strcmp(cfg->sampling, "fixed") ? cfg->clients_per_round
+                                                            : s->part->clients;
+        s->sigma_b = cfg->cdp_quantile_noise > 0 ? cfg->cdp_quantile_noise : expected / 20.0;
+        double inv = 1.0 / (z * z) - 1.0 / (4.0 * s->sigma_b * s->sigma_b);
+        s->z_sum = inv > 0 ? 1.0 / sqrt(inv) : INFINITY;
+    }
+}
+
+double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
+void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }
+
+/* Clip one update to S: flat, or each layer to S sqrt(n_l / P) so that the whole stays within S. */
+static void clip_update(const dpfl_sim *s, float *u, double S)
+{
+    const size_t P = s->model->nparam;
+    if (!s->cdp_per_layer) {
+        dpfl_vec_clip(u, P, S);
+        return;
+    }
+    for (int32_t l = 0; l < s->model->nlayers; l++) {
+        const dpfl_layer *L = &s->model->layers[l];
+        if (L->nparam) dpfl_vec_clip(u + L->param_off, L->nparam, S * sqrt((double)L->nparam / (double)P));
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Client-level aggregation of the round's (already trained) updates in slots[0..ms): clip, sum, noise, divide
+ * by the fixed denominator, adapt S.  Streaming callers pass chunks; median clipping passes the whole round. */
+static void cdp_add(dpfl_sim *s, float *u, const client_result *r, double S, dpfl_round_metrics *m, double *sumsq,
+                    int32_t *clipped)
+{
+    const size_t P = s->model->nparam;
+    dpfl_vec_axpy(s->raw_sum, 1.0f, u, P);
+    *sumsq += r->norm * r->norm;
+    if (r->norm > S) (*clipped)++;
+    clip_update(s, u, S);
+    dpfl_vec_axpy(s->acc, 1.0f, u, P);
+    m->replied++;
+}
+
 dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
 {
     dpfl_sim_sample(s, round, NULL);
@@ -358,7 +453,6 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
 
 dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
 {
-    (void)err;
     const dpfl_config *cfg = s->cfg;
     const size_t P = s->model->nparam;
     DPFL_ASSERT(s->round == round);
@@ -373,27 +467,91 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     for (int32_t i = 0; i < ms; i++)
         total_weight += !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
     dpfl_vec_zero(s->acc, P);
-    double loss_sum = 0;
+    double loss_sum = 0, sumsq = 0;
+    int32_t nclipped = 0;
+    if (s->cdp) {
+        dpfl_vec_zero(s->raw_sum, P);
+        for (int32_t i = 0; i < ms; i++) { /* who drops out is decided before anyone trains */
+            dpfl_rng drng;
+            dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
+            memset(&s->results[i], 0, sizeof s->results[i]);
+            s->results[i].client = s->sampled[i];
+            s->results[i].dropped = dpfl_rng_bernoulli(&drng, cfg->cdp_dropout);
+        }
+    } else {
+        for (int32_t i = 0; i < ms; i++) s->results[i].dropped = 0;
+    }
+    const double S = s->S;
+    if (s->cdp && s->strategy == CLIP_MEDIAN && ms > s->nslots) {
+        /* median clipping needs every update of the round before it can clip any: one slot per client */
+        float **more = realloc(s->slots, (size_t)ms * sizeof *more);
+        if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
+        s->slots = more;
+        for (; s->nslots < ms; s->nslots++)
+            if (!(s->slots[s->nslots] = dpfl_alloc(P * sizeof(float), err))) return DPFL_ENOMEM;
+    }
     for (int32_t start = 0; start < ms; start += s->nslots) {
         s->chunk_start = start;
         s->chunk_len = ms - start < s->nslots ? ms - start : s->nslots;
         run_parallel(s, round_worker, s->chunk_len);
         for (int32_t j = 0; j < s->chunk_len; j++) {
             client_result *r = &s->results[start + j];
-            double w = !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, r->client);
-            dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
             loss_sum += r->loss_sum;
             m->examples += r->examples;
             clipped += r->clipped;
+            if (r->dropped) continue;
+            if (!s->cdp) {
+                double w = !strcmp(cfg->weighting, "uniform") ? 1.0 : dpfl_partition_size(s->part, r->client);
+                dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
+            } else if (s->strategy != CLIP_MEDIAN) {
+                cdp_add(s, s->slots[j], r, S, m, &sumsq, &nclipped);
+            }
         }
+    }
+    double S_used = S;
+    if (s->cdp && s->strategy == CLIP_MEDIAN) { /* every update is in its slot: clip at the median norm */
+        int32_t nr = 0;
+        for (int32_t i = 0; i < ms; i++)
+            if (!s->results[i].dropped) s->norms[nr++] = s->results[i].norm;
+        if (nr > 0) {
+            qsort(s->norms, (size_t)nr, sizeof *s->norms, cmp_double);
+            S_used = nr % 2 ? s->norms[nr / 2] : 0.5 * (s->norms[nr / 2 - 1] + s->norms[nr / 2]);
+        }
+        for (int32_t i = 0; i < ms; i++)
+            if (!s->results[i].dropped) cdp_add(s, s->slots[i], &s->results[i], S_used, m, &sumsq, &nclipped);
     }
     m->clients = ms;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
-    if (s->rdp) {
-        m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
-        m->noise_std = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * s->clip.clip;
+    m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
+    m->between_client_variance = m->update_scale = NAN;
+    if (s->cdp) {
+        /* the denominator is fixed by the sampling design, never by who replied */
+        double denom = !strcmp(cfg->sampling, "poisson") ? cfg->client_rate * s->part->clients
+                       : !strcmp(cfg->sampling, "fixed") ? cfg->clients_per_round
+                                                         : s->part->clients;
+        dpfl_rng nrng;
+        dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
+        double sd = s->strategy == CLIP_MEDIAN ? s->z_sum * S_used : s->z_sum * S;
+        dpfl_rng_add_gaussian(&nrng, s->acc, P, sd);
+        dpfl_vec_scale(s->acc, (float)(1.0 / denom), P);
+        dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
+        m->update_clip = S_used;
+        m->update_noise_std = sd / denom;
+        if (m->replied > 0) {
+            m->update_clip_fraction = (double)nclipped / m->replied;
+            double mu2 = dpfl_vec_dot(s->raw_sum, s->raw_sum, P) / ((double)m->replied * m->replied);
+            m->update_scale = mu2 / (double)P;
+            m->between_client_variance = fmax(0.0, sumsq / m->replied - mu2) / (double)P;
+        }
+        if (s->strategy == CLIP_ADAPTIVE) { /* private quantile estimate of the unclipped share, then a
+                                               geometric step towards the target quantile */
+            double unclipped = (double)(m->replied - nclipped) + s->sigma_b * dpfl_rng_gaussian(&nrng);
+            double b = unclipped / denom;
+            s->S = S * exp(-cfg->cdp_clip_lr * (b - cfg->cdp_target_quantile));
+        }
+    } else if (ms > 0) {
+        dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
     }
-    if (ms > 0) dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
     m->wall_seconds = dpfl_now() - s->t0;
     return DPFL_OK;
 }
