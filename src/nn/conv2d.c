@@ -42,12 +42,12 @@ static void im2col_range(float *col, const float *inp, const dpfl_conv_geom *g, 
                     float *dst = row + (size_t)b * T;
                     for (int oy = 0; oy < OH; oy++) {
                         int iy = oy * s + ki - g->pad;
-                        float *d = dst + oy * OW;
+                        float *restrict d = dst + oy * OW;
                         if (iy < 0 || iy >= g->H) {
                             memset(d, 0, OW * sizeof *d);
                             continue;
                         }
-                        const float *sr = src + (size_t)iy * g->W + kj - g->pad;
+                        const float *restrict sr = src + (size_t)iy * g->W + kj - g->pad;
                         for (int ox = 0; ox < lo; ox++) d[ox] = 0.0f;
                         if (s == 1) /* rows are short (OW floats): an inline loop beats memcpy's call */
                             for (int ox = lo; ox < hi; ox++) d[ox] = sr[ox];
@@ -97,8 +97,8 @@ static void col2im_range(float *dinp, const float *col, const dpfl_conv_geom *g,
                     for (int oy = 0; oy < OH; oy++) {
                         int iy = oy * s + ki - g->pad;
                         if (iy < 0 || iy >= g->H) continue;
-                        float *dr = dst + (size_t)iy * g->W + kj - g->pad;
-                        const float *sr = src + oy * OW;
+                        float *restrict dr = dst + (size_t)iy * g->W + kj - g->pad;
+                        const float *restrict sr = src + oy * OW;
                         if (s == 1)
                             for (int ox = lo; ox < hi; ox++) dr[ox] += sr[ox];
                         else
