@@ -5,5 +5,5 @@ BUILD=${1:-build}
 "$BUILD/bench/bench_nn" bench/results.json
 for b in "$BUILD"/bench/bench_*; do
   case "$b" in */bench_nn) continue ;; esac
-  [ -x "$b" ] && "$b"
+  if [ -x "$b" ] && [ -f "$b" ]; then "$b"; fi
 done
