@@ -58,6 +58,8 @@ static const arch small_archs[] = {
     {"net:conv4k3,tanh,pool2s1,fc3", 1, 6, 6, 3}, /* overlapping pooling windows */
     {"net:pool2,fc3", 2, 4, 4, 3},                /* layers before the first parameter */
     {"net:conv3k2,relu,pool2,fc3", 1, 6, 6, 3},   /* ReLU fused into a pool whose windows miss a border */
+    {"net:conv3k3,relu,pool2,sigmoid,fc3", 1, 8, 8, 3}, /* pool output overwritten in place: no fusion */
+    {"net:conv3k3,relu,pool2,drop0.4,tanh,fc3", 1, 8, 8, 3},
     {"net:conv3k3,drop0.3,tanh,fc5,drop0.5,tanh,fc3", 1, 6, 6, 3},
     {"logreg", 1, 5, 5, 10},
     {"logreg", 1, 5, 5, 2},
@@ -167,6 +169,7 @@ static const arch ps_archs[] = {
     {"net:conv4k3,tanh,pool2s1,fc3", 1, 6, 6, 3},
     {"net:pool2,fc3", 2, 4, 4, 3},
     {"net:conv3k2,relu,pool2,fc3", 1, 6, 6, 3},
+    {"net:conv3k3,relu,pool2,sigmoid,fc3", 1, 8, 8, 3},
     {"net:conv3k3,drop0.3,tanh,fc5,drop0.5,tanh,fc3", 1, 6, 6, 3}, /* dropout off without an rng */
     {"mlp:12-8-6-4:nobias", 1, 3, 4, 4},
     {"cnn-small", 1, 28, 28, 10},

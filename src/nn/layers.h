@@ -72,10 +72,10 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
  * within each input plane for the backward pass. */
 void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
                              int k, int stride);
-/* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten), times [relu_out > 0]
- * when relu_out (P, H, W) is given (fused backward of a ReLU feeding the pool). */
-void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *relu_out, size_t P,
-                              int H, int W, int OH, int OW, int k, int stride);
+/* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten), times [out > 0] when the
+ * pool's output out (P, OH, OW) is given (fused backward of a ReLU feeding the pool). */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
+                              int W, int OH, int OW, int k, int stride);
 
 /* ---------------------------------------------------------------- activation.c (n elements, in place-safe) */
 void dpfl_nn_relu_forward(float *out, const float *inp, size_t n);

@@ -92,7 +92,7 @@ static void pool_job(void *ctx, int64_t lo, int64_t hi)
     const dpfl_layer *L = j->L;
     size_t is = (size_t)L->in_h * L->in_w, os = (size_t)L->out_h * L->out_w;
     if (j->gout)
-        dpfl_nn_maxpool_backward(j->out + lo * is, j->gout + lo * os, j->idx + lo * os, j->act ? j->act + lo * is : NULL,
+        dpfl_nn_maxpool_backward(j->out + lo * is, j->gout + lo * os, j->idx + lo * os, j->act ? j->act + lo * os : NULL,
                                  (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
     else
         dpfl_nn_maxpool_forward(j->out + lo * os, j->idx + lo * os, j->in + lo * is, (size_t)(hi - lo), L->in_h,
@@ -203,6 +203,13 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
         /* a ReLU right after a conv or linear layer is applied in that layer's bias pass */
         if (L->nparam && l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
     }
+    /* The fused ReLU test reads the pool's output, which later in-place layers may overwrite: fine for dropout
+     * (a dropped unit has zero gradient anyway), ReLU and Tanh (sign-preserving), not for Sigmoid. */
+    for (int l = 0; l < nl; l++)
+        for (int l2 = l + 1; ws->pool_relu[l] && l2 < nl && ws->in_slot[l2] == ws->out_slot[l] &&
+                             ws->out_slot[l2] == ws->out_slot[l];
+             l2++)
+            if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) ws->pool_relu[l] = 0;
     ALLOC(ws->col, col ? col : 1);
     ALLOC(ws->gram, gram ? gram : 1);
     ALLOC(ws->ps, ps ? ps : 1);
@@ -336,7 +343,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             if (gin)
                 dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
                              &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
-                                          .act = ws->pool_relu[l] ? in : NULL});
+                                          .act = ws->pool_relu[l] ? out : NULL});
             break;
         case DPFL_LAYER_RELU:
         case DPFL_LAYER_TANH:

@@ -44,16 +44,17 @@ void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t 
 }
 
 /* dinp (P, H, W) = sum over windows of dout routed to each window's argmax (windows may overlap).
- * relu_out (P, H, W) or NULL: the pool's input is a ReLU output, whose backward (zero where the output is 0)
- * is applied in the same pass. */
-void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *relu_out, size_t P,
-                              int H, int W, int OH, int OW, int k, int stride)
+ * out (P, OH, OW) or NULL: the pool's own output, given when its input is a ReLU output.  The ReLU's backward
+ * (zero where its output is 0) is then applied in the same pass: the value at the argmax is the window's max,
+ * so the test reads the small pooled tensor instead of the ReLU output. */
+void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
+                              int W, int OH, int OW, int k, int stride)
 {
     if (k == stride && OH * k == H && OW * k == W) {
         /* windows tile the plane: every input cell is written exactly once, no zeroing pass */
         for (size_t p = 0; p < P; p++) {
             float *d = dinp + p * H * W;
-            const float *g = dout + p * OH * OW, *ro = relu_out ? relu_out + p * H * W : NULL;
+            const float *g = dout + p * OH * OW, *ro = out ? out + p * OH * OW : NULL;
             const int32_t *ix = idx + p * OH * OW;
             if (k == 2) {
                 for (int oy = 0; oy < OH; oy++) {
@@ -61,7 +62,7 @@ void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx
                     for (int ox = 0; ox < OW; ox++) {
                         int o = oy * OW + ox, rel = ix[o] - 2 * oy * W - 2 * ox;
                         float v = g[o];
-                        if (ro && !(ro[ix[o]] > 0.0f)) v = 0.0f;
+                        if (ro && !(ro[o] > 0.0f)) v = 0.0f;
                         d0[2 * ox] = rel == 0 ? v : 0.0f;
                         d0[2 * ox + 1] = rel == 1 ? v : 0.0f;
                         d1[2 * ox] = rel == W ? v : 0.0f;
@@ -75,7 +76,7 @@ void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx
                     int o = oy * OW + ox, base = oy * k * W + ox * k;
                     for (int i = 0; i < k; i++)
                         for (int j = 0; j < k; j++) d[base + i * W + j] = 0.0f;
-                    if (!ro || ro[ix[o]] > 0.0f) d[ix[o]] = g[o];
+                    if (!ro || ro[o] > 0.0f) d[ix[o]] = g[o];
                 }
         }
         return;
@@ -83,9 +84,9 @@ void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx
     memset(dinp, 0, P * H * W * sizeof *dinp);
     for (size_t p = 0; p < P; p++) {
         float *d = dinp + p * H * W;
-        const float *g = dout + p * OH * OW, *ro = relu_out ? relu_out + p * H * W : NULL;
+        const float *g = dout + p * OH * OW, *ro = out ? out + p * OH * OW : NULL;
         const int32_t *ix = idx + p * OH * OW;
         for (int i = 0; i < OH * OW; i++)
-            if (!ro || ro[ix[i]] > 0.0f) d[ix[i]] += g[i];
+            if (!ro || ro[i] > 0.0f) d[ix[i]] += g[i];
     }
 }
