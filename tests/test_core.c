@@ -81,6 +81,41 @@ static void gaussian_moments_and_ks(void **state)
     free(v);
 }
 
+/* The bulk float noise path (what DP-SGD and the server use): mean, variance at sigma = 2.5, and a KS test of
+ * x / sigma against Phi on 10^6 draws. */
+static void bulk_noise_moments_and_ks(void **state)
+{
+    (void)state;
+    const size_t n = 1000000;
+    float *x = calloc(n, sizeof *x);
+    double *v = malloc(n * sizeof *v);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 31);
+    dpfl_rng_add_gaussian(&r, x, n, 2.5);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = x[i] / 2.5;
+        s += v[i];
+        s2 += v[i] * v[i];
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
+    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
+    qsort(v, n, sizeof *v, cmp_double);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
+        d = fmax(d, fmax(F - (double)i / n, (double)(i + 1) / n - F));
+    }
+    assert_true(d < 1.63 / sqrt((double)n));
+    /* adding to existing values: x + noise, and sigma = 0 adds nothing */
+    float y[4] = {1, 2, 3, 4};
+    dpfl_rng_add_gaussian(&r, y, 4, 0.0);
+    assert_true(y[0] == 1 && y[3] == 4);
+    free(x);
+    free(v);
+}
+
 static void uniform_below_and_bernoulli(void **state)
 {
     (void)state;
@@ -184,6 +219,7 @@ int main(void)
         cmocka_unit_test(rng_derive_is_independent_of_parent_position),
         cmocka_unit_test(rng_os_streams_differ),
         cmocka_unit_test(gaussian_moments_and_ks),
+        cmocka_unit_test(bulk_noise_moments_and_ks),
         cmocka_unit_test(uniform_below_and_bernoulli),
         cmocka_unit_test(gamma_mean),
         cmocka_unit_test(shuffle_is_permutation),
