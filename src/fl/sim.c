@@ -545,8 +545,10 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         }
         if (s->strategy == CLIP_ADAPTIVE) { /* private quantile estimate of the unclipped share, then a
                                                geometric step towards the target quantile */
-            double unclipped = (double)(m->replied - nclipped) + s->sigma_b * dpfl_rng_gaussian(&nrng);
-            double b = unclipped / denom;
+            /* each participant adds b_i - 1/2 (b_i = 1 if unclipped): sensitivity 1/2, as z_Delta assumes; a raw
+             * count would move by 1 when a client is added.  The server adds the 1/2 back after dividing. */
+            double centred = (double)(m->replied - nclipped) - 0.5 * m->replied + s->sigma_b * dpfl_rng_gaussian(&nrng);
+            double b = centred / denom + 0.5;
             s->S = S * exp(-cfg->cdp_clip_lr * (b - cfg->cdp_target_quantile));
         }
     } else if (ms > 0) {
