@@ -13,8 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Scale factor taking a gradient of norm `norm` to norm <= c; the next float below c/norm absorbs rounding in
- * the norm itself and in the scaled sum. */
+/* Scale factor taking a gradient of norm `norm` to norm <= c.  Shrinking c/norm by 1e-7 and rounding down to a
+ * float absorbs the rounding in the norm (ghost norms come from float GEMMs) and in the scaled sum, so that a
+ * clipped example's norm stays <= c (1 + 1e-6) as the tests demand. */
 static float clip_factor(double norm, double c)
 {
     if (!(norm > c)) return 1.0f;
@@ -35,6 +36,7 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
                                 const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
                                 float *grads, float *norms)
 {
+    DPFL_ASSERT(clip->clip >= 0.0); /* callers validate configuration; NaN or negative is a bug */
     dpfl_vec_zero(grads, m->nparam);
     if (B == 0) return 0.0;
     const int nl = m->nlayers;
