@@ -287,6 +287,10 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
         lines++;
     }
     assert_int_equal(lines, 40);
+    /* the DP-SGD metrics: noise std z*C (Poisson: sensitivity C) and a clipping fraction in [0, 1] */
+    assert_close(json_number(metrics, "noise_std"), 1.2, 1e-12);
+    double cf = json_number(metrics, "clip_fraction");
+    assert_true(cf >= 0.0 && cf <= 1.0);
     free(metrics);
     unlink(cfgp);
 }

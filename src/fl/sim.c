@@ -522,6 +522,10 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     }
     m->clients = ms;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
+    if (s->rdp) {
+        m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
+        m->noise_std = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * s->clip.clip;
+    }
     m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
     if (s->cdp) {
