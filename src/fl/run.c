@@ -18,7 +18,8 @@ enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
 
 /* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
  * Layout: head (rounds, clients, nparam, record_z, client_z, wall, examples, update clip S, number of client
- * events), f32 params[nparam], i64 participations[clients], i64 record_steps[clients], dpfl_event events[]. */
+ * events, metrics line length), f32 params[nparam], i64 participations[clients], i64 record_steps[clients],
+ * dpfl_event events[], the round's metrics line. */
 typedef struct {
     int32_t rounds, clients;
     uint64_t nparam;
@@ -26,6 +27,7 @@ typedef struct {
     int64_t examples;
     double S;
     int64_t nevents;
+    int64_t line_len; /* the round's metrics line, so a crash between checkpoint and metrics loses nothing */
 } ckpt_head;
 
 typedef struct {
@@ -34,14 +36,15 @@ typedef struct {
 } run_state;
 
 static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                             const run_state *rs, dpfl_error *err)
+                             const run_state *rs, const char *line, dpfl_error *err)
 {
+    size_t ll = strlen(line);
     size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t) +
-                 (size_t)l->nclient_events * sizeof(dpfl_event);
+                 (size_t)l->nclient_events * sizeof(dpfl_event) + ll;
     char *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     ckpt_head h = {l->rounds, l->clients, nparam, rs->record_z, rs->client_z, rs->wall, rs->examples, rs->S,
-                   l->nclient_events};
+                   l->nclient_events, (int64_t)ll};
     char *p = buf;
     memcpy(p, &h, sizeof h);
     p += sizeof h;
@@ -52,6 +55,8 @@ static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam
     memcpy(p, l->record_steps, (size_t)l->clients * sizeof(int64_t));
     p += (size_t)l->clients * sizeof(int64_t);
     if (l->nclient_events) memcpy(p, l->client_events, (size_t)l->nclient_events * sizeof(dpfl_event));
+    p += (size_t)l->nclient_events * sizeof(dpfl_event);
+    memcpy(p, line, ll);
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     dpfl_status st = dpfl_file_write(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
@@ -60,7 +65,7 @@ static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam
 }
 
 static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                             dpfl_error *err)
+                             char **line, dpfl_error *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
@@ -71,9 +76,9 @@ static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl
     ckpt_head h;
     if (len < sizeof h) goto bad;
     memcpy(&h, buf, sizeof h);
-    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 ||
+    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 || h.line_len < 0 ||
         len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t) +
-                   (size_t)h.nevents * sizeof(dpfl_event)) {
+                   (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
                                             "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
@@ -96,7 +101,15 @@ static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl
             return st;
         }
     }
+    p += (size_t)h.nevents * sizeof(dpfl_event);
     *rs = (run_state){h.record_z, h.client_z, h.wall, h.S, h.examples};
+    *line = malloc((size_t)h.line_len + 1);
+    if (!*line) {
+        free(buf);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
+    }
+    memcpy(*line, p, (size_t)h.line_len);
+    (*line)[h.line_len] = '\0';
     free(buf);
     return DPFL_OK;
 bad:
@@ -104,21 +117,35 @@ bad:
     return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
 }
 
-/* Keep only metrics lines of rounds <= rounds (a run killed after its checkpoint but before or while writing
- * a line resumes cleanly). */
-static dpfl_status truncate_metrics(const char *path, int32_t rounds, dpfl_error *err)
+/* Keep only metrics lines of rounds <= rounds, and restore the last round's line from the checkpoint if the run
+ * died between its checkpoint and its metrics line. */
+static dpfl_status truncate_metrics(const char *path, int32_t rounds, const char *last_line, dpfl_error *err)
 {
     char *text;
     size_t len;
     if (dpfl_file_read_all(path, &text, &len, NULL) != DPFL_OK) return DPFL_OK; /* no metrics yet */
     size_t keep = 0;
+    int last = 0;
     for (char *line = text; *line;) {
         char *nl = strchr(line, '\n');
         if (!nl) break; /* partial last line */
         int r = -1;
         if (sscanf(line, "{\"round\":%d", &r) != 1 || r > rounds) break;
         keep = (size_t)(nl + 1 - text);
+        last = r;
         line = nl + 1;
+    }
+    size_t ll = strlen(last_line);
+    if (last == rounds - 1 && ll > 0) {
+        char *t = realloc(text, keep + ll + 2);
+        if (!t) {
+            free(text);
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+        }
+        text = t;
+        memcpy(text + keep, last_line, ll);
+        text[keep + ll] = '\n';
+        keep += ll + 1;
     }
     dpfl_status st = dpfl_file_write_text(path, text, keep, err);
     free(text);
@@ -284,7 +311,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     dpfl_sim *sim = NULL;
     float *global = NULL;
     FILE *metrics = NULL;
-    char *ini = NULL;
+    char *ini = NULL, *ckpt_line = NULL;
     char path[1100];
     dpfl_ledger ledger = {0}, trial = {0};
     dpfl_record_report report = {0};
@@ -328,7 +355,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     rs.client_z = cfg->cdp_noise;
     rs.S = cfg->cdp_clip;
     if (opt->resume) {
-        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &rs, err))) goto done;
+        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &rs, &ckpt_line, err))) goto done;
         wall0 = rs.wall;
     } else {
         if (rdp_on && rs.record_z == 0.0 &&
@@ -360,7 +387,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         goto done;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", opt->out_dir);
-    if (opt->resume && (st = truncate_metrics(path, ledger.rounds, err))) goto done;
+    if (opt->resume && (st = truncate_metrics(path, ledger.rounds, ckpt_line, err))) goto done;
     if (!(metrics = fopen(path, opt->resume ? "a" : "w"))) {
         st = dpfl_fail(err, DPFL_EIO, "cannot create (%s): %s", path, strerror(errno));
         goto done;
@@ -409,8 +436,6 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         }
         m.wall_seconds += wall0;
         rs.wall = m.wall_seconds;
-        /* persist the ledger with the model it paid for, then release */
-        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, &rs, err))) goto done;
         cJSON *o = round_json(&m);
         if (cdp_on) {
             cJSON_AddNumberToObject(o, "replied", m.replied);
@@ -440,7 +465,16 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         }
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        if (!line || fprintf(metrics, "%s\n", line) < 0 || fflush(metrics) != 0) {
+        if (!line) {
+            st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (metrics)");
+            goto done;
+        }
+        /* persist the ledger with the model it paid for (and this line), then release */
+        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, &rs, line, err))) {
+            free(line);
+            goto done;
+        }
+        if (fprintf(metrics, "%s\n", line) < 0 || fflush(metrics) != 0) {
             free(line);
             st = dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", opt->out_dir);
             goto done;
@@ -567,6 +601,7 @@ done:
     dpfl_ledger_free(&trial);
     free(steps);
     free(per_client);
+    free(ckpt_line);
     dpfl_sim_free(sim);
     dpfl_free(global);
     free(ini);
