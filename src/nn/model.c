@@ -142,9 +142,8 @@ static dpfl_status add_token(builder *bd, const char *tok)
 /* Expands a model name into its layer list. */
 static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
 {
-    int out_dim = classes == 2 ? 1 : classes;
     if (!strcmp(spec, "logreg")) {
-        snprintf(out, cap, "fc%d", out_dim);
+        snprintf(out, cap, "fc%d", classes == 2 ? 1 : classes);
     } else if (!strcmp(spec, "cnn-mnist")) {
         snprintf(out, cap, "conv32k3,relu,conv64k3,relu,pool2,drop0.25,flatten,fc128,relu,drop0.5,fc%d", classes);
     } else if (!strcmp(spec, "cnn-mcmahan")) {
@@ -184,14 +183,13 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
                              sizes[0], spec, in_dim);
         size_t len = 0;
         out[0] = 0;
-        for (int i = 1; i < n; i++)
-            len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%sfc%ld%s", i > 1 ? ",relu," : "",
-                                    sizes[i], nobias ? "nb" : "");
+        for (int i = 1; i < n && len < cap; i++)
+            len += (size_t)snprintf(out + len, cap - len, "%sfc%ld%s", i > 1 ? ",relu," : "", sizes[i],
+                                    nobias ? "nb" : "");
         if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
     } else {
         return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_NAMES, spec);
     }
-    (void)out_dim;
     return DPFL_OK;
 }
 
