@@ -116,6 +116,46 @@ static void bulk_noise_moments_and_ks(void **state)
     free(v);
 }
 
+/* Discrete Gaussian: the frequencies at sigma^2 = 2 match the exact pmf (chi-square, 0.1% level), and at a large
+ * sigma^2 the mean and variance match. */
+static void discrete_gaussian_exact(void **state)
+{
+    (void)state;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 12);
+    const int n = 200000, W = 8;
+    long counts[17] = {0};
+    for (int i = 0; i < n; i++) {
+        int64_t x = dpfl_rng_discrete_gaussian(&r, 2);
+        if (x < -W) x = -W;
+        if (x > W) x = W;
+        counts[x + W]++;
+    }
+    double Z = 0, p[17];
+    for (int x = -60; x <= 60; x++) Z += exp(-(double)x * x / 4.0);
+    for (int x = -W; x <= W; x++) p[x + W] = exp(-(double)x * x / 4.0) / Z;
+    double chi2 = 0;
+    int cells = 0;
+    for (int x = -W; x <= W; x++) {
+        double e = n * p[x + W];
+        if (e < 5) continue; /* far tails merged away: they are too rare to test */
+        chi2 += (counts[x + W] - e) * (counts[x + W] - e) / e;
+        cells++;
+    }
+    assert_true(cells >= 9);
+    assert_true(chi2 < 30.0); /* chi-square with <= 12 dof: 0.3% upper quantile is about 30 */
+    double s = 0, s2 = 0;
+    const uint64_t big = 1000000000000ULL; /* sigma = 1e6 */
+    for (int i = 0; i < 20000; i++) {
+        double x = (double)dpfl_rng_discrete_gaussian(&r, big);
+        s += x;
+        s2 += x * x;
+    }
+    double mean = s / 20000, var = s2 / 20000 - mean * mean;
+    assert_true(fabs(mean) < 5e6 / sqrt(20000.0));
+    assert_close(var, 1e12, 5 * sqrt(2.0 / 20000));
+}
+
 static void uniform_below_and_bernoulli(void **state)
 {
     (void)state;
@@ -220,6 +260,7 @@ int main(void)
         cmocka_unit_test(rng_os_streams_differ),
         cmocka_unit_test(gaussian_moments_and_ks),
         cmocka_unit_test(bulk_noise_moments_and_ks),
+        cmocka_unit_test(discrete_gaussian_exact),
         cmocka_unit_test(uniform_below_and_bernoulli),
         cmocka_unit_test(gamma_mean),
         cmocka_unit_test(shuffle_is_permutation),

@@ -111,6 +111,57 @@ static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
     }
 }
 
+/* Secure mode: with z = 0 the grid rounding alone changes training by a hair (grid = C / (1000 sqrt(P)));
+ * with z > 0 the exact discrete noise moves the model; and its accounting uses integer orders only. */
+static void secure_mode_discrete_noise(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 120);
+    int32_t sizes[3] = {30, 40, 50};
+    dpfl_partition part = contiguous(sizes, 3);
+    f.cfg.clients = 3;
+    f.cfg.local_steps = 3;
+    f.cfg.batch = 1000;
+    f.cfg.lr = 0.2;
+    strcpy(f.cfg.rdp_enabled, "yes");
+    strcpy(f.cfg.rdp_sampler, "fixed");
+    f.cfg.rdp_clip = 10.0;
+    f.cfg.rdp_noise = 0.0;
+    size_t P = f.model.nparam;
+    float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
+    train_rounds(&f, &part, 2, a, NULL);
+    strcpy(f.cfg.rdp_secure, "yes");
+    train_rounds(&f, &part, 2, b, NULL);
+    double maxd = 0, g = 2.0 * 10.0 / (1000.0 * sqrt((double)P));
+    for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
+    assert_true(maxd > 0.0);                  /* the grid is really used */
+    assert_true(maxd < 2 * 3 * 0.2 * g * 2);  /* at most half a grid step per step, times lr, steps, rounds */
+    f.cfg.rdp_noise = 1.0;
+    train_rounds(&f, &part, 2, b, NULL);
+    maxd = 0;
+    for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
+    assert_true(maxd > 1e-3);
+    /* integer orders: at least the refined real-order answer */
+    dpfl_ledger l;
+    assert_int_equal(dpfl_ledger_init(&l, 3, NULL), DPFL_OK);
+    int32_t who[3] = {0, 1, 2};
+    int64_t steps[3] = {50, 50, 50};
+    dpfl_ledger_charge(&l, who, 3, steps);
+    dpfl_record_accounting ri = {1.0, 1, 10, 1e-5, 0, 1}, rr = {1.0, 1, 10, 1e-5, 0, 0};
+    dpfl_record_report repi, repr;
+    dpfl_error err;
+    assert_int_equal(dpfl_ledger_record_epsilon(&l, &part, &ri, &repi, NULL, &err), DPFL_OK);
+    assert_int_equal(dpfl_ledger_record_epsilon(&l, &part, &rr, &repr, NULL, &err), DPFL_OK);
+    assert_true(repi.epsilon >= repr.epsilon);
+    assert_true(repi.order == floor(repi.order));
+    dpfl_ledger_free(&l);
+    dpfl_partition_free(&part);
+    free(a);
+    free(b);
+    fixture_free(&f);
+}
+
 /* Clients of different sizes: the ledger charges each its own steps, the accountant sees q_k = B/n_k, and the
  * reported worst case is the max over the clients' exact events. */
 static void ledger_charges_the_right_q_and_steps(void **state)
@@ -135,7 +186,7 @@ static void ledger_charges_the_right_q_and_steps(void **state)
     assert_int_equal(l.record_steps[0], 4 * 5);
     assert_int_equal(l.record_steps[1], 4 * 10);
     assert_int_equal(l.record_steps[2], 4 * 15);
-    dpfl_record_accounting ra = {1.1, 1, 10, 1e-5, 0};
+    dpfl_record_accounting ra = {1.1, 1, 10, 1e-5, 0, 0};
     dpfl_record_report rep;
     double per[3];
     dpfl_error err;
@@ -338,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dpsgd_without_noise_or_clipping_is_nonprivate_training),
         cmocka_unit_test(ledger_charges_the_right_q_and_steps),
+        cmocka_unit_test(secure_mode_discrete_noise),
         cmocka_unit_test(calibration_covers_every_client),
         cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
         cmocka_unit_test(stop_rule_never_releases_over_budget),

@@ -70,6 +70,9 @@ double dpfl_rng_gaussian(dpfl_rng *r);
 /* x[i] += sigma * N(0,1), i < n. */
 void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma);
 int dpfl_rng_bernoulli(dpfl_rng *r, double p);
+/* Exact discrete Gaussian N_Z(0, sigma2): P(x) proportional to exp(-x^2 / (2 sigma2)), integer sigma2 in
+ * [1, 2^62] (Canonne, Kamath, Steinke 2020), using only integer arithmetic. */
+int64_t dpfl_rng_discrete_gaussian(dpfl_rng *r, uint64_t sigma2);
 /* Fisher-Yates shuffle of idx[0..n). */
 void dpfl_rng_shuffle(dpfl_rng *r, int32_t *idx, size_t n);
 /* Gamma(shape, 1) (Marsaglia-Tsang), used for Dirichlet partitions. */

@@ -57,6 +57,7 @@ typedef struct {
     char rdp_adjacency[16]; /* auto | add-remove | replace-one: must match the sampler */
     char rdp_per_layer[8]; /* no | yes */
     char rdp_e2e[8];       /* no | yes: also report the client-level guarantee of the same noise */
+    char rdp_secure[8];    /* no | yes: exact discrete-Gaussian noise on a fine grid (slower) */
     /* [client_dp]: server-side clipping and noise on client updates (client-level DP, DP-FedAvg) */
     char cdp_enabled[8];        /* no | yes */
     double cdp_clip;            /* S: L2 bound on each client's update (initial value for adaptive) */
@@ -167,6 +168,7 @@ typedef struct {
     int32_t batch;
     double delta;
     int pld;       /* 1: PLD accountant, 0: RDP */
+    int integer_orders; /* 1: RDP at integer orders only (discrete-Gaussian secure mode) */
 } dpfl_record_accounting;
 
 typedef struct {

@@ -57,6 +57,7 @@ static const keydef keys[] = {
     {"record_dp", "accountant", K_CHOICE, F(rdp_accountant), 0, 0, "rdp|pld", "record-level accountant"},
     {"record_dp", "adjacency", K_CHOICE, F(rdp_adjacency), 0, 0, "auto|add-remove|replace-one", "record adjacency (must match the sampler)"},
     {"record_dp", "per_layer", K_CHOICE, F(rdp_per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
+    {"record_dp", "secure_mode", K_CHOICE, F(rdp_secure), 0, 0, "no|yes", "exact discrete-Gaussian noise on a grid (RDP accountant only)"},
     {"record_dp", "e2e", K_CHOICE, F(rdp_e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
     {"client_dp", "enabled", K_CHOICE, F(cdp_enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
     {"client_dp", "clip", K_DOUBLE, F(cdp_clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
@@ -109,6 +110,7 @@ void dpfl_config_defaults(dpfl_config *c)
     strcpy(c->rdp_adjacency, "auto");
     strcpy(c->rdp_per_layer, "no");
     strcpy(c->rdp_e2e, "no");
+    strcpy(c->rdp_secure, "no");
     strcpy(c->cdp_enabled, "no");
     c->cdp_clip = 1.0;
     strcpy(c->cdp_strategy, "fixed");
@@ -289,6 +291,11 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
         if (isinf(c->rdp_clip) && c->rdp_noise > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
+        if (!strcmp(c->rdp_secure, "yes") && !strcmp(c->rdp_accountant, "pld"))
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.accountant: secure_mode is accounted with rdp (integer "
+                                               "orders bound the discrete Gaussian); pld is for the continuous one");
+        if (isinf(c->rdp_clip) && !strcmp(c->rdp_secure, "yes"))
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
         if (isinf(c->rdp_clip) && c->rdp_target_epsilon > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
     }

@@ -93,7 +93,9 @@ static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, in
     }
     dpfl_event ev = record_event(ra, n, steps);
     dpfl_guarantee g;
-    dpfl_status st = dpfl_account_epsilon(&ev, 1, ra->delta, ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL, &g, err);
+    dpfl_account_opts o = {0};
+    if (ra->integer_orders) o.orders = dpfl_rdp_default_orders(&o.norders); /* integers, no refinement */
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, ra->delta, ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, &o, &g, err);
     if (st) return st;
     *eps = g.epsilon;
     *order = g.order;
@@ -159,9 +161,10 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
                                   double target_eps, double *z, dpfl_error *err)
 {
     dpfl_record_accounting ra = {0, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
-                                 !strcmp(cfg->rdp_accountant, "pld")};
+                                 !strcmp(cfg->rdp_accountant, "pld"), !strcmp(cfg->rdp_secure, "yes")};
     dpfl_calibrate_opts co = {0};
     co.accountant = ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+    if (ra.integer_orders) co.opts.orders = dpfl_rdp_default_orders(&co.opts.norders);
     co.tol = 1e-4;
     /* every distinct client size, taking part in every round: sort and deduplicate */
     int64_t *sizes = malloc((size_t)part->clients * sizeof *sizes);

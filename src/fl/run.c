@@ -373,13 +373,21 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             if (!strcmp(cfg->sampling, "fixed")) rs.client_z *= 2.0; /* the event carries z / 2 (replace-one) */
         }
     }
+    if (rdp_on && !strcmp(cfg->rdp_secure, "yes")) {
+        double sg = rs.record_z * 1001.0 * sqrt((double)model.nparam);
+        if (sg * sg > 4.0e18) {
+            st = dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
+                                             "sampler's range (sigma^2 <= 2^62 grid units)", rs.record_z, model.nparam);
+            goto done;
+        }
+    }
     if (rdp_on) dpfl_sim_set_record_noise(sim, rs.record_z);
     if (cdp_on) {
         dpfl_sim_set_client_noise(sim, rs.client_z);
         dpfl_sim_set_update_clip(sim, rs.S);
     }
     dpfl_record_accounting ra = {rs.record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
-                                 !strcmp(cfg->rdp_accountant, "pld")};
+                                 !strcmp(cfg->rdp_accountant, "pld"), !strcmp(cfg->rdp_secure, "yes")};
     if (!(steps = malloc((size_t)part.clients * sizeof *steps)) ||
         (rdp_on && part.clients <= 1000 && !ra.pld && !(per_client = malloc((size_t)part.clients * sizeof *per_client))) ||
         (st = dpfl_ledger_init(&trial, part.clients, err))) {
@@ -512,6 +520,9 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         cJSON_AddStringToObject(sum, "adjacency", ra.poisson ? "add-remove" : "replace-one");
         cJSON_AddNumberToObject(sum, "noise", rs.record_z);
         cJSON_AddNumberToObject(sum, "clip", cfg->rdp_clip);
+        cJSON_AddStringToObject(sum, "noise_kind", !strcmp(cfg->rdp_secure, "yes")
+                                                       ? "discrete Gaussian, exact (secure mode; RDP at integer orders)"
+                                                       : "Gaussian, floating point (ziggurat on ChaCha20)");
         if (cfg->rdp_noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
         cJSON_AddNumberToObject(sum, "worst_client", report.worst_client);
         cJSON_AddNumberToObject(sum, "worst_client_q", report.worst_q);

@@ -53,8 +53,9 @@ struct dpfl_sim {
     dpfl_optim_config optcfg;
     double t0;
     /* record-level DP (DP-SGD) */
-    int rdp, rdp_poisson, rdp_e2e;
+    int rdp, rdp_poisson, rdp_e2e, rdp_secure;
     double rdp_z;
+    double grid; /* secure mode: quantisation step of the clipped sum */
     dpfl_clip_spec clip;
     int32_t nsampled;
     /* client-level DP */
@@ -132,6 +133,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->rdp = !strcmp(cfg->rdp_enabled, "yes");
     s->rdp_poisson = !strcmp(cfg->rdp_sampler, "poisson");
     s->rdp_e2e = !strcmp(cfg->rdp_e2e, "yes");
+    s->rdp_secure = !strcmp(cfg->rdp_secure, "yes");
     s->rdp_z = cfg->rdp_noise;
     s->clip.clip = cfg->rdp_clip;
     s->clip.per_layer = !strcmp(cfg->rdp_per_layer, "yes");
@@ -143,6 +145,9 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
                                                            : CLIP_FIXED;
     s->S = cfg->cdp_clip;
     dpfl_sim_set_client_noise(s, cfg->cdp_noise);
+    if (s->rdp_secure) {
+        s->grid = (s->rdp_poisson ? 1.0 : 2.0) * cfg->rdp_clip / (1000.0 * sqrt((double)model->nparam));
+    }
     const size_t P = model->nparam;
     const int32_t B = cfg->batch > s->eval_batch ? cfg->batch : s->eval_batch;
     st = DPFL_ENOMEM;
@@ -203,6 +208,24 @@ static void project_to_global(const dpfl_sim *s, float *local, float *tmp)
     }
 }
 
+/* Secure mode: round the clipped sum to the grid g = sens / (1000 sqrt(P)) and add exact discrete-Gaussian
+ * noise.  Rounding moves each coordinate by at most g/2, so neighbouring sums differ on the grid by at most
+ * sens/g + sqrt(P) = 1001 sqrt(P) grid units: the noise (in grid units) is z times that, i.e. the accountant's
+ * z holds for a sensitivity 0.1% above the clip.  The discrete Gaussian's Renyi divergence at integer orders is
+ * bounded by the continuous one's (Canonne-Kamath-Steinke; their tau term is below 1e-300 at these sigmas), so
+ * the accountant uses the sampled-Gaussian RDP at integer orders. */
+static void add_discrete_noise(const dpfl_sim *s, dpfl_rng *rng, float *v)
+{
+    const size_t P = s->model->nparam;
+    const double g = s->grid, sg = s->rdp_z * 1001.0 * sqrt((double)P);
+    const uint64_t s2 = (uint64_t)ceil(sg * sg);
+    for (size_t i = 0; i < P; i++) {
+        int64_t q = llround((double)v[i] / g);
+        if (s2 > 0) q += dpfl_rng_discrete_gaussian(rng, s2);
+        v[i] = (float)(g * (double)q);
+    }
+}
+
 /* Local steps of one client (record-level DP-SGD).  Each step samples its batch (Poisson: every record with
  * q = B/n; fixed: B of n without replacement), sums per-example gradients clipped to C, adds Gaussian noise of
  * std z * sensitivity (C under add-remove for Poisson, 2C under replace-one for fixed batches) and divides by
@@ -247,7 +270,8 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
         /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
          * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
         if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)B * C);
-        dpfl_rng_add_gaussian(rng, w->grad, P, sd);
+        if (s->rdp_secure) add_discrete_noise(s, rng, w->grad);
+        else dpfl_rng_add_gaussian(rng, w->grad, P, sd);
         dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
@@ -389,7 +413,14 @@ int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
     return client_steps(s->cfg, dpfl_partition_size(s->part, k));
 }
 
-void dpfl_sim_set_record_noise(dpfl_sim *s, double z) { s->rdp_z = z; }
+void dpfl_sim_set_record_noise(dpfl_sim *s, double z)
+{
+    s->rdp_z = z;
+    if (s->rdp_secure) { /* the exact sampler takes sigma^2 <= 2^62 grid units (checked by the run driver) */
+        double sg = z * 1001.0 * sqrt((double)s->model->nparam);
+        DPFL_ASSERT(sg * sg <= 4.0e18);
+    }
+}
 
 void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
 {
@@ -524,7 +555,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
     if (s->rdp) {
         m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
-        m->noise_std = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * s->clip.clip;
+        m->noise_std = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * s->clip.clip * (s->rdp_secure ? 1.001 : 1.0);
     }
     m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
