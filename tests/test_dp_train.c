@@ -384,6 +384,44 @@ static void stop_rule_never_releases_over_budget(void **state)
     unlink(cfgp);
 }
 
+/* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
+static void client_noise_schedule_is_composed(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_sched.ini";
+    FILE *f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = 10\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 6\n"
+               "sampling = all\nlocal_steps = 2\nbatch = 20\n\n[client_dp]\nenabled = yes\nclip = 0.5\n"
+               "noise = 2.0\nnoise_schedule = 1:2.0, 4:1.0\ndelta = 1e-5\n\n[run]\nseed = 3\n");
+    fclose(f);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_close(dpfl_round_client_noise(&cfg, 3, 2.0), 2.0, 0);
+    assert_close(dpfl_round_client_noise(&cfg, 4, 2.0), 1.0, 0);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runS"), 0);
+    dpfl_run_options o = {"/tmp/dpfl_test_runS", 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *sum = slurp("/tmp/dpfl_test_runS/summary.json");
+    assert_non_null(sum);
+    dpfl_event ev[2] = {dpfl_event_gaussian(2.0, 3), dpfl_event_gaussian(1.0, 3)};
+    dpfl_guarantee g;
+    assert_int_equal(dpfl_account_epsilon(ev, 2, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_close(json_number(sum, "client_epsilon"), g.epsilon, 1e-12);
+    free(sum);
+    /* malformed schedules are rejected naming the key */
+    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=2:1.0", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_validate(&cfg, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "client_dp.noise_schedule"));
+    assert_int_equal(dpfl_config_set(&cfg, "fl.clients_per_round_schedule=1:5, 1:6", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_validate(&cfg, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "increase"));
+    unlink(cfgp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +431,7 @@ int main(void)
         cmocka_unit_test(calibration_covers_every_client),
         cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
         cmocka_unit_test(stop_rule_never_releases_over_budget),
+        cmocka_unit_test(client_noise_schedule_is_composed),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
 }

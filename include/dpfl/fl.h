@@ -45,6 +45,8 @@ typedef struct {
     double lr_gamma;
     int32_t lr_step;
     double eta;         /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
+    char client_rate_schedule[128];       /* "ROUND:P, ..." overrides client_rate from each round on */
+    char clients_per_round_schedule[128]; /* "ROUND:M, ..." overrides clients_per_round */
     char weighting[16]; /* size | uniform */
     /* [record_dp]: DP-SGD inside every client (record-level DP) */
     char rdp_enabled[8];   /* no | yes */
@@ -70,6 +72,7 @@ typedef struct {
     double cdp_clip_lr;         /* adaptive: eta_S (geometric update) */
     double cdp_quantile_noise;  /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
     double cdp_dropout;         /* probability that a sampled client fails to reply (simulation) */
+    char cdp_noise_schedule[128]; /* "ROUND:Z, ..." overrides noise from each round on */
     char cdp_per_layer[8];      /* no | yes */
     /* [run] */
     char seed[24]; /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
@@ -89,6 +92,20 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
 char *dpfl_config_to_ini(const dpfl_config *c);
 /* One line per key with its range or choices, for --help. */
 void dpfl_config_print_keys(FILE *f);
+
+/* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1. */
+#define DPFL_SCHEDULE_MAX 32
+typedef struct {
+    int n;
+    int32_t round[DPFL_SCHEDULE_MAX];
+    double value[DPFL_SCHEDULE_MAX];
+} dpfl_schedule;
+dpfl_status dpfl_schedule_parse(const char *text, const char *key, dpfl_schedule *out, dpfl_error *err);
+double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback);
+/* The values in force in a round (schedule or the constant key). */
+double dpfl_round_client_rate(const dpfl_config *c, int32_t round);
+int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round);
+double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z);
 
 /* ------------------------------------------------------------------------------------------ round loop */
 typedef struct {

@@ -47,6 +47,8 @@ static const keydef keys[] = {
     {"fl", "lr_gamma", K_DOUBLE, F(lr_gamma), 0, 1e3, NULL, "schedule factor"},
     {"fl", "lr_step", K_INT, F(lr_step), 1, 100000000, NULL, "rounds between steps (schedule = step)"},
     {"fl", "eta", K_DOUBLE, F(eta), 0, 10, NULL, "server mixing rate"},
+    {"fl", "client_rate_schedule", K_STR, F(client_rate_schedule), 0, 0, NULL, "ROUND:P, ... client_rate from each round on"},
+    {"fl", "clients_per_round_schedule", K_STR, F(clients_per_round_schedule), 0, 0, NULL, "ROUND:M, ... clients_per_round from each round on"},
     {"fl", "weighting", K_CHOICE, F(weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
     {"record_dp", "enabled", K_CHOICE, F(rdp_enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
     {"record_dp", "clip", K_DOUBLE, F(rdp_clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
@@ -70,6 +72,7 @@ static const keydef keys[] = {
     {"client_dp", "clip_lr", K_DOUBLE, F(cdp_clip_lr), 0, 100, NULL, "adaptive clipping: geometric learning rate"},
     {"client_dp", "quantile_noise", K_DOUBLE, F(cdp_quantile_noise), 0, 1e9, NULL, "adaptive clipping: noise std on the unclipped count (0 = expected clients / 20)"},
     {"client_dp", "dropout", K_DOUBLE, F(cdp_dropout), 0, 1, NULL, "probability that a sampled client drops out (noise is not reduced)"},
+    {"client_dp", "noise_schedule", K_STR, F(cdp_noise_schedule), 0, 0, NULL, "ROUND:Z, ... noise from each round on"},
     {"client_dp", "per_layer", K_CHOICE, F(cdp_per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
     {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
     {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
@@ -308,6 +311,26 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: must exceed noise / 2 (%g) so that the update "
                                            "and the quantile noise together are one Gaussian with multiplier z",
                          c->cdp_noise / 2.0);
+    dpfl_schedule sch;
+    dpfl_status st;
+    if ((st = dpfl_schedule_parse(c->client_rate_schedule, "fl.client_rate_schedule", &sch, err))) return st;
+    for (int i = 0; i < sch.n; i++)
+        if (sch.value[i] <= 0 || sch.value[i] > 1)
+            return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate_schedule: rates must be in (0, 1]");
+    if ((st = dpfl_schedule_parse(c->clients_per_round_schedule, "fl.clients_per_round_schedule", &sch, err))) return st;
+    for (int i = 0; i < sch.n; i++)
+        if (sch.value[i] < 1 || sch.value[i] > c->clients || sch.value[i] != floor(sch.value[i]))
+            return dpfl_fail(err, DPFL_EINVAL, "fl.clients_per_round_schedule: counts must be integers in [1, %d]",
+                             c->clients);
+    if ((st = dpfl_schedule_parse(c->cdp_noise_schedule, "client_dp.noise_schedule", &sch, err))) return st;
+    if (sch.n && c->cdp_noise == 0.0 && !strcmp(c->cdp_enabled, "yes"))
+        return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise_schedule: give noise too (calibration of a schedule "
+                                           "is not supported); target_epsilon then acts as a stop rule");
+    for (int i = 0; i < sch.n; i++)
+        if (sch.value[i] <= 0) return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise_schedule: noise must be > 0");
+    if (!strcmp(c->rdp_e2e, "yes") && (c->client_rate_schedule[0] || c->clients_per_round_schedule[0] ||
+                                       c->cdp_noise_schedule[0]))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
     if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
     return DPFL_OK;

@@ -155,20 +155,21 @@ static dpfl_status truncate_metrics(const char *path, int32_t rounds, const char
 /* The client-level release of one round, as the accountant must see it: sampling as used (Poisson p; m of K
  * without replacement, replace-one, where the sum moves by 2S so the multiplier halves; everyone), noise z S
  * on the sum of updates clipped to S.  Median clipping has no sensitivity bound: not private. */
-static dpfl_event client_round_event(const dpfl_config *cfg, int32_t K, double z)
+static dpfl_event client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
 {
     dpfl_event ev;
     if (!strcmp(cfg->cdp_strategy, "median")) return dpfl_event_not_private(1);
-    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(cfg->client_rate, z, 1);
-    else if (!strcmp(cfg->sampling, "fixed")) ev = dpfl_event_fixed(K, cfg->clients_per_round, z / 2.0, 1);
+    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(dpfl_round_client_rate(cfg, round), z, 1);
+    else if (!strcmp(cfg->sampling, "fixed"))
+        ev = dpfl_event_fixed(K, dpfl_round_clients_per_round(cfg, round), z / 2.0, 1);
     else ev = dpfl_event_gaussian(z, 1);
     return ev;
 }
 
-static double client_rate_accounted(const dpfl_config *cfg, int32_t K)
+static double client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round)
 {
-    if (!strcmp(cfg->sampling, "poisson")) return cfg->client_rate;
-    if (!strcmp(cfg->sampling, "fixed")) return (double)cfg->clients_per_round / K;
+    if (!strcmp(cfg->sampling, "poisson")) return dpfl_round_client_rate(cfg, round);
+    if (!strcmp(cfg->sampling, "fixed")) return (double)dpfl_round_clients_per_round(cfg, round) / K;
     return 1.0;
 }
 
@@ -363,7 +364,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             goto done;
         if (cdp_on && rs.client_z == 0.0 && strcmp(cfg->cdp_strategy, "median")) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
-            dpfl_event ev = client_round_event(cfg, part.clients, 1.0);
+            dpfl_event ev = client_round_event(cfg, part.clients, 1.0, 1);
             ev.count = cfg->rounds;
             dpfl_calibrate_opts co = {0};
             co.accountant = !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP;
@@ -412,7 +413,9 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         for (int32_t i = 0; i < ms; i++) steps[i] = dpfl_sim_client_steps(sim, sampled[i]);
         dpfl_record_report next = report;
         double next_ceps = ceps;
-        dpfl_event cev = client_round_event(cfg, part.clients, rs.client_z);
+        const double zt = dpfl_round_client_noise(cfg, r, rs.client_z);
+        dpfl_event cev = client_round_event(cfg, part.clients, zt, r);
+        if (cdp_on) dpfl_sim_set_client_noise(sim, zt);
         /* charge a copy first: a round that would exceed a budget is never run, let alone released */
         if ((st = dpfl_ledger_copy(&trial, &ledger, err))) goto done;
         dpfl_ledger_charge(&trial, sampled, ms, steps);
@@ -551,7 +554,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
         }
         cJSON_AddNumberToObject(sum, "client_delta", cfg->cdp_delta);
-        cJSON_AddNumberToObject(sum, "client_q", client_rate_accounted(cfg, part.clients));
+        cJSON_AddNumberToObject(sum, "client_q", client_rate_accounted(cfg, part.clients, ledger.rounds > 0 ? ledger.rounds : 1));
         cJSON_AddStringToObject(sum, "client_sampler", cfg->sampling);
         cJSON_AddStringToObject(sum, "client_adjacency_accounted",
                                 !strcmp(cfg->sampling, "fixed") ? "replace-one" : "add-remove");

@@ -376,11 +376,12 @@ static int32_t sample_clients(dpfl_sim *s, int32_t round)
     if (!strcmp(cfg->sampling, "all")) {
         for (int32_t k = 0; k < K; k++) s->sampled[m++] = k;
     } else if (!strcmp(cfg->sampling, "poisson")) {
+        const double rate = dpfl_round_client_rate(cfg, round);
         for (int32_t k = 0; k < K; k++)
-            if (dpfl_rng_bernoulli(&rng, cfg->client_rate)) s->sampled[m++] = k;
+            if (dpfl_rng_bernoulli(&rng, rate)) s->sampled[m++] = k;
     } else { /* fixed: m of K without replacement, by a partial Fisher-Yates, then in client order */
         for (int32_t k = 0; k < K; k++) s->sampled[k] = k;
-        m = cfg->clients_per_round;
+        m = dpfl_round_clients_per_round(cfg, round);
         for (int32_t i = 0; i < m; i++) {
             int32_t j = i + (int32_t)dpfl_rng_below(&rng, (uint64_t)(K - i));
             int32_t t = s->sampled[i];
@@ -430,8 +431,9 @@ void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
     if (s->strategy == CLIP_ADAPTIVE && z > 0) {
         /* Andrew et al. 2021: the count of unclipped updates gets noise sigma_b, the update sum z_Delta S with
          * z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2): together one Gaussian mechanism with multiplier z. */
-        double expected = !strcmp(cfg->sampling, "poisson") ? cfg->client_rate * s->part->clients
-                          : !strcmp(cfg->sampling, "fixed") ? cfg->clients_per_round
+        int32_t r = s->round > 0 ? s->round : 1;
+        double expected = !strcmp(cfg->sampling, "poisson") ? dpfl_round_client_rate(cfg, r) * s->part->clients
+                          : !strcmp(cfg->sampling, "fixed") ? dpfl_round_clients_per_round(cfg, r)
                                                             : s->part->clients;
         s->sigma_b = cfg->cdp_quantile_noise > 0 ? cfg->cdp_quantile_noise : expected / 20.0;
         double inv = 1.0 / (z * z) - 1.0 / (4.0 * s->sigma_b * s->sigma_b);
@@ -561,8 +563,8 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->between_client_variance = m->update_scale = NAN;
     if (s->cdp) {
         /* the denominator is fixed by the sampling design, never by who replied */
-        double denom = !strcmp(cfg->sampling, "poisson") ? cfg->client_rate * s->part->clients
-                       : !strcmp(cfg->sampling, "fixed") ? cfg->clients_per_round
+        double denom = !strcmp(cfg->sampling, "poisson") ? dpfl_round_client_rate(cfg, round) * s->part->clients
+                       : !strcmp(cfg->sampling, "fixed") ? dpfl_round_clients_per_round(cfg, round)
                                                          : s->part->clients;
         dpfl_rng nrng;
         dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
