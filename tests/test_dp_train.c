@@ -384,6 +384,44 @@ static void stop_rule_never_releases_over_budget(void **state)
     unlink(cfgp);
 }
 
+/* The client-level guarantee a training run reports with e2e = yes is the one `dpfl e2e` computes for the same
+ * settings (Poisson records and clients, zero-out). */
+static void e2e_in_training_matches_dpfl_e2e(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_e2e.ini";
+    FILE *f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 5\n"
+               "sampling = poisson\nclient_rate = 0.3\nlocal_steps = 4\nbatch = 25\n\n[record_dp]\nenabled = yes\n"
+               "clip = 1.0\nnoise = 1.5\ndelta = 1e-5\ne2e = yes\n\n[run]\nseed = 3\n");
+    fclose(f);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runE"), 0);
+    dpfl_run_options o = {"/tmp/dpfl_test_runE", 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *sum = slurp("/tmp/dpfl_test_runE/summary.json");
+    assert_non_null(sum);
+    dpfl_e2e_params pp = {0};
+    pp.z = 1.5;
+    pp.batch = 25;
+    pp.n = 500;
+    pp.local_steps = 4;
+    pp.client_rate = 0.3;
+    pp.rounds = 5;
+    pp.client_adjacency = DPFL_ADJ_ZERO_OUT;
+    pp.delta = 1e-5;
+    dpfl_e2e_result res;
+    assert_int_equal(dpfl_e2e(&pp, &res, &err), DPFL_OK);
+    assert_close(json_number(sum, "client_noise"), res.client_noise, 1e-12);
+    assert_close(json_number(sum, "client_epsilon"), res.client_epsilon, 1e-9);
+    free(sum);
+    unlink(cfgp);
+}
+
 /* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
 static void client_noise_schedule_is_composed(void **state)
 {
@@ -432,6 +470,7 @@ int main(void)
         cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
+        cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
 }
