@@ -161,9 +161,13 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
         goto oom;
     for (int32_t i = 0; i < s->nslots; i++)
         if (!(s->slots[i] = dpfl_alloc(P * sizeof(float), err))) goto oom;
+    /* Parallelism is across clients: each worker computes single-threaded (no BLAS or nn helper threads), which
+     * also keeps results independent of the thread count. */
+    openblas_set_num_threads(1);
     for (int32_t i = 0; i < s->nthreads; i++) {
         worker *w = &s->workers[i];
         if (!(w->ws = dpfl_nn_ws_create(model, B, err))) goto fail;
+        if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) goto fail;
         if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
             !(w->xbuf = dpfl_alloc((size_t)B * (size_t)train->dim * sizeof(float), err)) ||
             !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
@@ -174,9 +178,6 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
             goto oom;
         if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) goto fail;
     }
-    /* Parallelism is across clients; a single-threaded BLAS per worker also keeps results independent of the
-     * thread count. */
-    openblas_set_num_threads(1);
     *out = s;
     return DPFL_OK;
 oom:
