@@ -75,6 +75,11 @@ static void config_rejects_bad_input(void **state)
     assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "clients_per_round"));
     dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_set(&c, "data.dataset=heart", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_set(&c, "data.normalize=standard", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.normalize"));
+    dpfl_config_defaults(&c);
     assert_int_equal(dpfl_config_set(&c, "run.seed=-4", &err), DPFL_OK);
     assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_config_load(&c, "/nonexistent/x.ini", &err), DPFL_EIO);

@@ -27,6 +27,7 @@ typedef struct {
     int32_t samples_per_client;
     int32_t test_per_client;
     char data_dir[256];
+    char normalize[16]; /* none | standard: (x - mean) / std with the dataset's published constants */
     /* [model] */
     char arch[128];
     /* [fl] */

@@ -30,6 +30,7 @@ static const keydef keys[] = {
     {"data", "classes_per_client", K_INT, F(classes_per_client), 1, 1000, NULL, "classes per client (partition = classes)"},
     {"data", "samples_per_client", K_INT, F(samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
     {"data", "test_per_client", K_INT, F(test_per_client), 0, 100000000, NULL, "per-client test set size (partition = dirichlet)"},
+    {"data", "normalize", K_CHOICE, F(normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
     {"data", "data_dir", K_STR, F(data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
     {"model", "arch", K_STR, F(arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
     {"fl", "rounds", K_INT, F(rounds), 1, 100000000, NULL, "communication rounds"},
@@ -91,6 +92,7 @@ void dpfl_config_defaults(dpfl_config *c)
     c->beta = 0.5;
     c->classes_per_client = 2;
     strcpy(c->data_dir, "data/cache");
+    strcpy(c->normalize, "none");
     strcpy(c->arch, "mlp:784-200-10");
     c->rounds = 10;
     strcpy(c->sampling, "all");
@@ -331,6 +333,9 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (!strcmp(c->rdp_e2e, "yes") && (c->client_rate_schedule[0] || c->clients_per_round_schedule[0] ||
                                        c->cdp_noise_schedule[0]))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
+    if (!strcmp(c->normalize, "standard") && strcmp(c->dataset, "mnist") && strcmp(c->dataset, "fashion-mnist"))
+        return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard is defined for mnist and fashion-mnist (heart "
+                                           "is already z-scored per centre)");
     if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
     return DPFL_OK;
