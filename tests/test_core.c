@@ -1,5 +1,8 @@
 #include "testutil.h"
 #include "dpfl/core.h"
+#include "core/chacha20.h"
+
+#include <sodium.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +117,105 @@ static void bulk_noise_moments_and_ks(void **state)
     assert_true(y[0] == 1 && y[3] == 4);
     free(x);
     free(v);
+}
+
+/* The vectorised ChaCha20 keystream is libsodium's byte for byte: several keys, counters (the low word wrapping
+ * inside a 16-block group, the 64-bit counter's carry) and lengths around the vector widths, with guard bytes
+ * after the output left alone; and the known answer for the all-zero key and nonce, blocks 0 and 1 (RFC 7539
+ * A.1 test vectors 1 and 2: with a zero nonce the original and the IETF layouts coincide). */
+static void chacha20_matches_libsodium(void **state)
+{
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    static const uint64_t counters[] = {0, 1, 7, 0xfffffff0ULL, 0xfffffffbULL, 0xffffffffULL, 0x1fffffff9ULL,
+                                        0x123456789abcdefULL};
+    static const size_t blocks[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 256};
+    enum { MAXB = 256, GUARD = 64 };
+    uint8_t *got = malloc(64 * MAXB + GUARD), *want = malloc(64 * MAXB + GUARD);
+    static const uint8_t zeros[64 * MAXB], nonce[crypto_stream_chacha20_NONCEBYTES];
+    uint8_t key[32];
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 32; i++) key[i] = (uint8_t)(k == 0 ? 0xff : 37 * i + 11 * k);
+        for (size_t c = 0; c < sizeof counters / sizeof *counters; c++)
+            for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+                size_t len = 64 * blocks[b];
+                memset(got, 0xa5, 64 * MAXB + GUARD);
+                memset(want, 0xa5, 64 * MAXB + GUARD);
+                dpfl_chacha20_keystream(got, blocks[b], key, counters[c]);
+                crypto_stream_chacha20_xor_ic(want, zeros, len, nonce, counters[c], key);
+                assert_memory_equal(got, want, 64 * MAXB + GUARD);
+            }
+    }
+    static const char *kat = "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
+                             "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586"
+                             "9f07e7be5551387a98ba977c732d080dcb0f29a048e3656912c6533e32ee7aed"
+                             "29b721769ce64e43d57133b074d839d531ed1f28510afb45ace10a1f4b794d6f";
+    uint8_t expect[128];
+    for (int i = 0; i < 128; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(kat + 2 * i, "%2x", &v), 1);
+        expect[i] = (uint8_t)v;
+    }
+    memset(key, 0, sizeof key);
+    dpfl_chacha20_keystream(got, 32, key, 0); /* 32 blocks: through the vector path where there is one */
+    assert_memory_equal(got, expect, 128);
+    dpfl_chacha20_keystream(got, 1, key, 1);
+    assert_memory_equal(got, expect + 64, 64);
+    free(got);
+    free(want);
+}
+
+/* The bulk noise sequence is pinned: CRC-32 of the noised vectors (calls of several lengths, each followed by a
+ * u64 so the slow path's use of the rng buffer is pinned too) as the plain scalar loop of dpfl 0.1.0 gave it.
+ * The vector and scalar paths (the sanitizer build has no AVX) must both give it. */
+static void bulk_noise_sequence_is_pinned(void **state)
+{
+    (void)state;
+    static const size_t ns[] = {1, 17, 4097, 5000, 100003};
+    float *x = malloc(100003 * sizeof *x);
+    uint8_t *all = malloc((1 + 17 + 4097 + 5000 + 100003) * sizeof *x + 5 * 8), *p = all;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 77);
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        for (size_t i = 0; i < ns[k]; i++) x[i] = 0.25f * (float)i;
+        dpfl_rng_add_gaussian(&r, x, ns[k], 1.5);
+        memcpy(p, x, ns[k] * sizeof *x);
+        p += ns[k] * sizeof *x;
+        uint64_t u = dpfl_rng_u64(&r);
+        memcpy(p, &u, 8);
+        p += 8;
+    }
+    assert_int_equal(dpfl_crc32(all, (size_t)(p - all)), 0x222212c1u);
+    free(x);
+    free(all);
+}
+
+/* Tail probabilities of the bulk path on 10^7 draws: P(|x| > t) for t = 1, 2, 3, 3.65 (just inside the
+ * ziggurat's base layer edge R = 3.654) and 4.5 (the tail sampler) within 4 standard errors of erfc(t / sqrt 2). */
+static void bulk_noise_tails(void **state)
+{
+    (void)state;
+    const size_t per = 1000003, calls = 10;
+    const double t[5] = {1.0, 2.0, 3.0, 3.65, 4.5};
+    long count[5] = {0};
+    float *x = malloc(per * sizeof *x);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 4242);
+    for (size_t c = 0; c < calls; c++) {
+        memset(x, 0, per * sizeof *x);
+        dpfl_rng_add_gaussian(&r, x, per, 1.0);
+        for (size_t i = 0; i < per; i++)
+            for (int k = 0; k < 5; k++) count[k] += fabs((double)x[i]) > t[k];
+    }
+    double n = (double)(per * calls);
+    for (int k = 0; k < 5; k++) {
+        double p = erfc(t[k] / sqrt(2.0)), se = sqrt(p * (1 - p) / n), got = (double)count[k] / n;
+        if (fabs(got - p) > 4 * se) {
+            print_error("P(|x| > %g) = %.6g, expected %.6g (se %.2g)\n", t[k], got, p, se);
+            fail();
+        }
+    }
+    free(x);
 }
 
 /* Discrete Gaussian: the frequencies at sigma^2 = 2 match the exact pmf (chi-square, 0.1% level), and at a large
@@ -260,6 +362,9 @@ int main(void)
         cmocka_unit_test(rng_os_streams_differ),
         cmocka_unit_test(gaussian_moments_and_ks),
         cmocka_unit_test(bulk_noise_moments_and_ks),
+        cmocka_unit_test(chacha20_matches_libsodium),
+        cmocka_unit_test(bulk_noise_sequence_is_pinned),
+        cmocka_unit_test(bulk_noise_tails),
         cmocka_unit_test(discrete_gaussian_exact),
         cmocka_unit_test(uniform_below_and_bernoulli),
         cmocka_unit_test(gamma_mean),

@@ -3,10 +3,16 @@
  * secret channel we defend against in the default mode (see docs/privacy.md). */
 #include "dpfl/core.h"
 
+#include "core/chacha20.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 static void rng_start(dpfl_rng *r)
 {
@@ -50,9 +56,7 @@ void dpfl_rng_derive(const dpfl_rng *parent, dpfl_rng *child, uint64_t a, uint64
 
 static void refill(dpfl_rng *r)
 {
-    static const uint8_t zeros[sizeof r->buf];
-    static const uint8_t nonce[crypto_stream_chacha20_NONCEBYTES];
-    crypto_stream_chacha20_xor_ic(r->buf, zeros, sizeof r->buf, nonce, r->counter, r->key);
+    dpfl_chacha20_keystream(r->buf, sizeof r->buf / 64, r->key, r->counter);
     r->counter += sizeof r->buf / 64;
     r->pos = 0;
 }
@@ -84,8 +88,9 @@ uint64_t dpfl_rng_below(dpfl_rng *r, uint64_t n)
 #define ZIG_V 0.00492867323399
 static uint64_t zig_k[256];
 static double zig_w[256], zig_f[256];
-static uint32_t zig_k32[256]; /* the same tables for 23-bit magnitudes (bulk float noise) */
-static float zig_w32[256];
+/* the same tables for 23-bit magnitudes (bulk float noise), aligned for the vector path's 16-entry loads */
+static _Alignas(64) uint32_t zig_k32[256];
+static _Alignas(64) float zig_w32[256];
 static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
 
 static void zig_init(void)
@@ -147,46 +152,123 @@ double dpfl_rng_gaussian(dpfl_rng *r)
     }
 }
 
-/* Bulk noise: keystream in 16 KB blocks, one 32-bit word per draw (8 bits layer, 1 sign, 23 bits magnitude:
- * float resolution), the same exact ziggurat acceptance as above. */
-static void fill_words(dpfl_rng *r, uint32_t *w, size_t nwords)
+/* Bulk noise: one 32-bit keystream word per draw (8 bits layer, 1 sign, 23 bits magnitude: float resolution),
+ * the same exact ziggurat acceptance as above.  The keystream is claimed in chunks of 256 blocks (4096 words):
+ * a chunk's counter range is taken before any of its words is used, and the rare slow-path draws (wedges, tail)
+ * take their uniforms from the rng's own buffer, which refills from the counter after the chunk, so no keystream
+ * byte is used twice.  A chunk is generated 16 blocks (256 words, 1 KB) at a time as it is consumed, so the
+ * words, the staged noise and the tables stay in L1.  The words are used strictly in stream order (the vector
+ * path takes 16 at a time and runs the scalar slow path for a rejected lane in its place), so the noise is one
+ * sequence with or without the vector path, the sequence of the plain scalar loop. */
+enum { NOISE_CHUNK_BLOCKS = 256, NOISE_SUB_BLOCKS = 16, NOISE_SUB_WORDS = 16 * NOISE_SUB_BLOCKS };
+
+/* The noise value of word u into *z; returns 0 when the word was rejected (no value: the next word is the next
+ * try). */
+static inline int noise_word(dpfl_rng *r, uint32_t u, float *z, float s, double sigma)
 {
-    static const uint8_t zeros[16384];
-    static const uint8_t nonce[crypto_stream_chacha20_NONCEBYTES];
-    size_t bytes = nwords * sizeof *w;
-    DPFL_ASSERT(bytes <= sizeof zeros && bytes % 64 == 0);
-    crypto_stream_chacha20_xor_ic((uint8_t *)w, zeros, bytes, nonce, r->counter, r->key);
-    r->counter += bytes / 64;
+    unsigned i = u & 0xff;
+    int neg = (int)((u >> 8) & 1);
+    uint32_t mag = u >> 9;
+    if (mag < zig_k32[i]) {
+        float v = (float)mag * zig_w32[i];
+        *z = neg ? -s * v : s * v;
+        return 1;
+    }
+    double g;
+    if (zig_slow(r, i, (double)mag * (double)zig_w32[i], neg, &g)) {
+        *z = (float)(sigma * g);
+        return 1;
+    }
+    return 0;
+}
+
+#if defined(__AVX512F__)
+/* t[i] for the 16 lanes of i (low byte 0..255), t 64-byte aligned: eight two-register permutes (32 entries
+ * each, by the low five bits) and a blend tree on bits 5, 6, 7.  Gathers would be fewer instructions, but they
+ * are several times slower on CPUs with the Gather Data Sampling mitigation. */
+static inline __m512i lut256_epi32(const uint32_t *t, __m512i i, __mmask16 b5, __mmask16 b6, __mmask16 b7)
+{
+    __m512i q[8];
+    for (int g = 0; g < 8; g++)
+        q[g] = _mm512_permutex2var_epi32(_mm512_load_si512((const void *)(t + 32 * g)), i,
+                                         _mm512_load_si512((const void *)(t + 32 * g + 16)));
+    for (int g = 0; g < 4; g++) q[g] = _mm512_mask_blend_epi32(b5, q[2 * g], q[2 * g + 1]);
+    for (int g = 0; g < 2; g++) q[g] = _mm512_mask_blend_epi32(b6, q[2 * g], q[2 * g + 1]);
+    return _mm512_mask_blend_epi32(b7, q[0], q[1]);
+}
+
+static inline __m512 lut256_ps(const float *t, __m512i i, __mmask16 b5, __mmask16 b6, __mmask16 b7)
+{
+    __m512 q[8];
+    for (int g = 0; g < 8; g++)
+        q[g] = _mm512_permutex2var_ps(_mm512_load_ps(t + 32 * g), i, _mm512_load_ps(t + 32 * g + 16));
+    for (int g = 0; g < 4; g++) q[g] = _mm512_mask_blend_ps(b5, q[2 * g], q[2 * g + 1]);
+    for (int g = 0; g < 2; g++) q[g] = _mm512_mask_blend_ps(b6, q[2 * g], q[2 * g + 1]);
+    return _mm512_mask_blend_ps(b7, q[0], q[1]);
+}
+#endif
+
+/* Noise values from words w[0..nw), in order, into z until want values are there; returns how many (want, or
+ * fewer when the words ran out).  z has room for min(want, nw) + 15. */
+static size_t noise_words(dpfl_rng *r, const uint32_t *w, size_t nw, float *z, size_t want, float s,
+                          double sigma)
+{
+    size_t p = 0, k = 0;
+#if defined(__AVX512F__)
+    const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 vs = _mm512_set1_ps(s);
+    /* a group of 16 words gives at most 16 values, so whole groups run while 16 more cannot overshoot want (the
+     * slow path must not run for a word after the last value: it would use uniforms) */
+    for (; p + 16 <= nw && k + 16 <= want; p += 16) {
+        __m512i u = _mm512_loadu_si512((const void *)(w + p));
+        __m512i mag = _mm512_srli_epi32(u, 9);
+        __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
+        __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
+        __mmask16 b7 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(128));
+        __m512i kt = lut256_epi32(zig_k32, u, b5, b6, b7); /* the layer is u's low byte */
+        __m512 wt = lut256_ps(zig_w32, u, b5, b6, b7);
+        __mmask16 acc = _mm512_cmplt_epi32_mask(mag, kt);
+        /* s * (mag * w), its sign flipped where bit 8 is set: the scalar path's float arithmetic, lane by lane */
+        __m512 v = _mm512_mul_ps(vs, _mm512_mul_ps(_mm512_cvtepi32_ps(mag), wt));
+        v = _mm512_castsi512_ps(
+            _mm512_xor_si512(_mm512_castps_si512(v), _mm512_and_si512(_mm512_slli_epi32(u, 23), signbit)));
+        /* lanes outside their rectangle: the scalar slow path, in lane order, its value put in the lane */
+        for (unsigned rej = (unsigned)(uint16_t)~acc; rej; rej &= rej - 1) {
+            unsigned f = (unsigned)__builtin_ctz(rej);
+            float g;
+            if (noise_word(r, w[p + f], &g, s, sigma)) {
+                v = _mm512_mask_mov_ps(v, (__mmask16)(1u << f), _mm512_set1_ps(g));
+                acc = (__mmask16)(acc | (1u << f));
+            }
+        }
+        _mm512_storeu_ps(z + k, _mm512_maskz_compress_ps(acc, v));
+        k += (size_t)__builtin_popcount(acc);
+    }
+#endif
+    while (p < nw && k < want) k += (size_t)noise_word(r, w[p++], z + k, s, sigma);
+    return k;
 }
 
 void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
 {
     if (sigma == 0.0) return;
     pthread_once(&zig_once, zig_init);
-    enum { NW = 4096 };
-    uint32_t w[NW];
-    size_t pos = NW;
+    _Alignas(64) uint32_t w[NOISE_SUB_WORDS];
+    _Alignas(64) float z[NOISE_SUB_WORDS + 16];
     const float s = (float)sigma;
-    for (size_t j = 0; j < n; j++) {
-        for (;;) {
-            if (pos == NW) {
-                fill_words(r, w, NW);
-                pos = 0;
-            }
-            uint32_t u = w[pos++];
-            unsigned i = u & 0xff;
-            int neg = (int)((u >> 8) & 1);
-            uint32_t mag = u >> 9;
-            if (mag < zig_k32[i]) {
-                float v = (float)mag * zig_w32[i];
-                x[j] += neg ? -s * v : s * v;
-                break;
-            }
-            double g;
-            if (zig_slow(r, i, (double)mag * (double)zig_w32[i], neg, &g)) {
-                x[j] += (float)(sigma * g);
-                break;
-            }
+    size_t j = 0;
+    while (j < n) {
+        uint64_t chunk = r->counter; /* claim the chunk's blocks before its first word is used */
+        r->counter += NOISE_CHUNK_BLOCKS;
+        for (unsigned b = 0; b < NOISE_CHUNK_BLOCKS && j < n; b += NOISE_SUB_BLOCKS) {
+            /* x[j..j + 256) is about to be read: ask for it now, while the keystream is computed (x is usually a
+             * gradient of megabytes, in L3 at best) */
+            for (size_t t = 0; t < NOISE_SUB_WORDS && j + t < n; t += 16) __builtin_prefetch(x + j + t, 1, 3);
+            dpfl_chacha20_keystream((uint8_t *)w, NOISE_SUB_BLOCKS, r->key, chunk + b);
+            /* at most one value per word: z (NOISE_SUB_WORDS + 16) holds what the words can give */
+            size_t k = noise_words(r, w, NOISE_SUB_WORDS, z, n - j, s, sigma);
+            for (size_t t = 0; t < k; t++) x[j + t] += z[t];
+            j += k;
         }
     }
 }

@@ -1,0 +1,16 @@
+/* ChaCha20 keystream (private to the library): the original ChaCha20 of Bernstein, 20 rounds, 64-bit nonce and
+ * 64-bit block counter, with the nonce fixed at zero.  dpfl_chacha20_keystream(out, nblocks, key, counter)
+ * writes exactly the bytes libsodium's crypto_stream_chacha20_xor_ic(out, zeros, 64 * nblocks, nonce = 0,
+ * ic = counter, key) writes: 16 blocks at a time in AVX-512 registers (one block per lane) when the compiler
+ * targets AVX-512F, 8 at a time with AVX2, and libsodium itself otherwise. */
+#ifndef DPFL_CHACHA20_H
+#define DPFL_CHACHA20_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void dpfl_chacha20_keystream(uint8_t *out, size_t nblocks, const uint8_t key[32], uint64_t counter);
+/* "avx512", "avx2" or "libsodium": the implementation compiled in. */
+const char *dpfl_chacha20_impl(void);
+
+#endif
