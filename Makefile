@@ -51,7 +51,7 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS) $(TEST_LDLIBS)
 

@@ -2,6 +2,7 @@
  * dropouts, the accountant's events, the stop rule and calibration, adaptive and median clipping, per-step
  * clipping. */
 #include "testutil.h"
+#include "fixtures.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
 
@@ -23,23 +24,9 @@ static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int
     dpfl_error err;
     int32_t n = 0;
     for (int32_t k = 0; k < K; k++) n += sizes[k];
-    assert_int_equal(dpfl_synthetic(n + 50, 10, 3, 2.0, 21, &f->train, &err), DPFL_OK);
-    f->test = f->train;
-    f->test.n = 50;
-    f->test.group = NULL;
-    f->test.x = malloc((size_t)50 * 10 * sizeof(float));
-    f->test.y = malloc((size_t)50 * sizeof(int32_t));
-    memcpy(f->test.x, f->train.x + (size_t)n * 10, (size_t)50 * 10 * sizeof(float));
-    memcpy(f->test.y, f->train.y + n, (size_t)50 * sizeof(int32_t));
-    f->train.n = n;
+    fixture_split_synthetic(n, 50, 10, 3, 21, &f->train, &f->test);
     assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
-    memset(&f->part, 0, sizeof f->part);
-    f->part.clients = K;
-    f->part.offset = malloc((size_t)(K + 1) * sizeof(int32_t));
-    f->part.offset[0] = 0;
-    for (int32_t k = 0; k < K; k++) f->part.offset[k + 1] = f->part.offset[k] + sizes[k];
-    f->part.index = malloc((size_t)n * sizeof(int32_t));
-    for (int32_t i = 0; i < n; i++) f->part.index[i] = i;
+    f->part = fixture_contiguous(sizes, K);
     dpfl_config_defaults(&f->cfg);
     strcpy(f->cfg.dataset, "synthetic");
     f->cfg.clients = K;

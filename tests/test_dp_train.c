@@ -1,5 +1,6 @@
 /* Record-level DP inside the round loop: the mechanism, the ledger and the run driver's crash safety. */
 #include "testutil.h"
+#include "fixtures.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
 
@@ -18,15 +19,7 @@ typedef struct {
 static void fixture_make(fixture *f, int32_t n)
 {
     dpfl_error err;
-    assert_int_equal(dpfl_synthetic(n + 100, 10, 3, 2.0, 21, &f->train, &err), DPFL_OK);
-    f->test = f->train;
-    f->test.n = 100;
-    f->test.group = NULL;
-    f->test.x = malloc((size_t)100 * 10 * sizeof(float));
-    f->test.y = malloc((size_t)100 * sizeof(int32_t));
-    memcpy(f->test.x, f->train.x + (size_t)n * 10, (size_t)100 * 10 * sizeof(float));
-    memcpy(f->test.y, f->train.y + n, (size_t)100 * sizeof(int32_t));
-    f->train.n = n;
+    fixture_split_synthetic(n, 100, 10, 3, 21, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:10-8-3", 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
     strcpy(f->cfg.dataset, "synthetic");
@@ -38,18 +31,6 @@ static void fixture_free(fixture *f)
     dpfl_model_free(&f->model);
     dpfl_dataset_free(&f->train);
     dpfl_dataset_free(&f->test);
-}
-
-static dpfl_partition contiguous(const int32_t *sizes, int32_t K)
-{
-    dpfl_partition p = {0};
-    p.clients = K;
-    p.offset = malloc((size_t)(K + 1) * sizeof(int32_t));
-    p.offset[0] = 0;
-    for (int32_t k = 0; k < K; k++) p.offset[k + 1] = p.offset[k] + sizes[k];
-    p.index = malloc((size_t)p.offset[K] * sizeof(int32_t));
-    for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
-    return p;
 }
 
 static void train_rounds(fixture *f, const dpfl_partition *part, int rounds, float *out, dpfl_ledger *ledger)
@@ -81,7 +62,7 @@ static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
         fixture f;
         fixture_make(&f, 120);
         int32_t sizes[3] = {30, 40, 50};
-        dpfl_partition part = contiguous(sizes, 3);
+        dpfl_partition part = fixture_contiguous(sizes, 3);
         f.cfg.clients = 3;
         f.cfg.local_steps = 3;
         f.cfg.batch = 1000; /* B >= n_k: every record in every step */
@@ -119,7 +100,7 @@ static void secure_mode_discrete_noise(void **state)
     fixture f;
     fixture_make(&f, 120);
     int32_t sizes[3] = {30, 40, 50};
-    dpfl_partition part = contiguous(sizes, 3);
+    dpfl_partition part = fixture_contiguous(sizes, 3);
     f.cfg.clients = 3;
     f.cfg.local_steps = 3;
     f.cfg.batch = 1000;
@@ -170,7 +151,7 @@ static void ledger_charges_the_right_q_and_steps(void **state)
     fixture f;
     fixture_make(&f, 300);
     int32_t sizes[3] = {50, 100, 150};
-    dpfl_partition part = contiguous(sizes, 3);
+    dpfl_partition part = fixture_contiguous(sizes, 3);
     f.cfg.clients = 3;
     f.cfg.local_epochs = 1;
     f.cfg.batch = 10;
@@ -219,7 +200,7 @@ static void calibration_covers_every_client(void **state)
 {
     (void)state;
     int32_t sizes[3] = {50, 100, 150};
-    dpfl_partition part = contiguous(sizes, 3);
+    dpfl_partition part = fixture_contiguous(sizes, 3);
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
     cfg.local_epochs = 1;

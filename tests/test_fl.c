@@ -1,4 +1,5 @@
 #include "testutil.h"
+#include "fixtures.h"
 #include "dpfl/fl.h"
 
 #include <stdlib.h>
@@ -97,16 +98,7 @@ typedef struct {
 static void fixture_make(fixture *f, int32_t n)
 {
     dpfl_error err;
-    /* one draw (same class means), split into train and test */
-    assert_int_equal(dpfl_synthetic(n + 200, 20, 3, 2.0, 11, &f->train, &err), DPFL_OK);
-    f->test = f->train;
-    f->test.n = 200;
-    f->test.x = malloc((size_t)200 * 20 * sizeof(float));
-    f->test.y = malloc((size_t)200 * sizeof(int32_t));
-    f->test.group = NULL;
-    memcpy(f->test.x, f->train.x + (size_t)n * 20, (size_t)200 * 20 * sizeof(float));
-    memcpy(f->test.y, f->train.y + n, (size_t)200 * sizeof(int32_t));
-    f->train.n = n;
+    fixture_split_synthetic(n, 200, 20, 3, 11, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:20-16-3", 1, 1, 20, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
     strcpy(f->cfg.dataset, "synthetic");
@@ -118,19 +110,6 @@ static void fixture_free(fixture *f)
     dpfl_model_free(&f->model);
     dpfl_dataset_free(&f->train);
     dpfl_dataset_free(&f->test);
-}
-
-/* A partition by hand: client k gets the next sizes[k] examples in order. */
-static dpfl_partition contiguous(const int32_t *sizes, int32_t K)
-{
-    dpfl_partition p = {0};
-    p.clients = K;
-    p.offset = malloc((size_t)(K + 1) * sizeof(int32_t));
-    p.offset[0] = 0;
-    for (int32_t k = 0; k < K; k++) p.offset[k + 1] = p.offset[k] + sizes[k];
-    p.index = malloc((size_t)p.offset[K] * sizeof(int32_t));
-    for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
-    return p;
 }
 
 static double max_rel_diff(const float *a, const float *b, size_t n)
@@ -151,7 +130,7 @@ static void fedavg_full_batch_equals_centralized_gd(void **state)
     fixture f;
     fixture_make(&f, 300);
     int32_t sizes[3] = {50, 100, 150};
-    dpfl_partition part = contiguous(sizes, 3);
+    dpfl_partition part = fixture_contiguous(sizes, 3);
     f.cfg.clients = 3;
     strcpy(f.cfg.sampling, "all");
     f.cfg.local_steps = 1;
@@ -193,7 +172,7 @@ static void one_client_training_learns(void **state)
     fixture f;
     fixture_make(&f, 300);
     int32_t sizes[1] = {300};
-    dpfl_partition part = contiguous(sizes, 1);
+    dpfl_partition part = fixture_contiguous(sizes, 1);
     f.cfg.clients = 1;
     f.cfg.local_epochs = 5;
     f.cfg.batch = 16;
@@ -241,7 +220,7 @@ static void deterministic_across_thread_counts(void **state)
     fixture f;
     fixture_make(&f, 400);
     int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
-    dpfl_partition part = contiguous(sizes, 8);
+    dpfl_partition part = fixture_contiguous(sizes, 8);
     f.cfg.clients = 8;
     strcpy(f.cfg.sampling, "poisson");
     f.cfg.client_rate = 0.6;
@@ -270,7 +249,7 @@ static void client_sampling(void **state)
     fixture_make(&f, 400);
     int32_t sizes[40];
     for (int i = 0; i < 40; i++) sizes[i] = 10;
-    dpfl_partition part = contiguous(sizes, 40);
+    dpfl_partition part = fixture_contiguous(sizes, 40);
     f.cfg.clients = 40;
     f.cfg.local_steps = 1;
     f.cfg.batch = 10;

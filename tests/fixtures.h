@@ -1,0 +1,39 @@
+/* Shared fixtures for the federated tests: synthetic data split into train and test from one draw (so both
+ * share the class means), and partitions by hand. */
+#ifndef DPFL_TEST_FIXTURES_H
+#define DPFL_TEST_FIXTURES_H
+#include "testutil.h"
+#include "dpfl/data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* n training and ntest test examples (dim features, classes labels) from one synthetic draw. */
+static inline void fixture_split_synthetic(int32_t n, int32_t ntest, int32_t dim, int32_t classes, uint64_t seed,
+                                           dpfl_dataset *train, dpfl_dataset *test)
+{
+    dpfl_error err;
+    assert_int_equal(dpfl_synthetic(n + ntest, dim, classes, 2.0, seed, train, &err), DPFL_OK);
+    *test = *train;
+    test->n = ntest;
+    test->group = NULL;
+    test->x = malloc((size_t)ntest * (size_t)dim * sizeof(float));
+    test->y = malloc((size_t)ntest * sizeof(int32_t));
+    memcpy(test->x, train->x + (size_t)n * (size_t)dim, (size_t)ntest * (size_t)dim * sizeof(float));
+    memcpy(test->y, train->y + n, (size_t)ntest * sizeof(int32_t));
+    train->n = n;
+}
+
+/* Client k owns the next sizes[k] examples in order. */
+static inline dpfl_partition fixture_contiguous(const int32_t *sizes, int32_t K)
+{
+    dpfl_partition p = {0};
+    p.clients = K;
+    p.offset = malloc((size_t)(K + 1) * sizeof(int32_t));
+    p.offset[0] = 0;
+    for (int32_t k = 0; k < K; k++) p.offset[k + 1] = p.offset[k] + sizes[k];
+    p.index = malloc((size_t)p.offset[K] * sizeof(int32_t));
+    for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
+    return p;
+}
+#endif
