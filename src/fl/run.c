@@ -1,7 +1,6 @@
 /* The run driver behind `dpfl train`: data, partition, model, rounds, and the run directory
  * (config.ini, metrics.jsonl, summary.json, model.bin). */
-#include "dpfl/fl.h"
-#include "dpfl/privacy.h"
+#include "run_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -12,221 +11,6 @@
 #include <unistd.h>
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
-
-#define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 1u
-
-/* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
- * Layout: head (rounds, clients, nparam, record_z, client_z, wall, examples, update clip S, number of client
- * events, metrics line length), f32 params[nparam], i64 participations[clients], i64 record_steps[clients],
- * dpfl_event events[], the round's metrics line. */
-typedef struct {
-    int32_t rounds, clients;
-    uint64_t nparam;
-    double record_z, client_z, wall;
-    int64_t examples;
-    double S;
-    int64_t nevents;
-    int64_t line_len; /* the round's metrics line, so a crash between checkpoint and metrics loses nothing */
-} ckpt_head;
-
-typedef struct {
-    double record_z, client_z, wall, S;
-    int64_t examples;
-} run_state;
-
-static dpfl_status ckpt_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                             const run_state *rs, const char *line, dpfl_error *err)
-{
-    size_t ll = strlen(line);
-    size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t) +
-                 (size_t)l->nclient_events * sizeof(dpfl_event) + ll;
-    char *buf = malloc(len);
-    if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
-    ckpt_head h = {l->rounds, l->clients, nparam, rs->record_z, rs->client_z, rs->wall, rs->examples, rs->S,
-                   l->nclient_events, (int64_t)ll};
-    char *p = buf;
-    memcpy(p, &h, sizeof h);
-    p += sizeof h;
-    memcpy(p, params, nparam * sizeof(float));
-    p += nparam * sizeof(float);
-    memcpy(p, l->participations, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    memcpy(p, l->record_steps, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    if (l->nclient_events) memcpy(p, l->client_events, (size_t)l->nclient_events * sizeof(dpfl_event));
-    p += (size_t)l->nclient_events * sizeof(dpfl_event);
-    memcpy(p, line, ll);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
-    dpfl_status st = dpfl_file_write(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
-    free(buf);
-    return st;
-}
-
-static dpfl_status ckpt_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                             char **line, dpfl_error *err)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
-    void *buf;
-    size_t len;
-    dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, &buf, &len, err);
-    if (st) return st;
-    ckpt_head h;
-    if (len < sizeof h) goto bad;
-    memcpy(&h, buf, sizeof h);
-    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 || h.line_len < 0 ||
-        len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t) +
-                   (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
-                                            "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
-                         h.clients, nparam, l->clients);
-    }
-    const char *p = (const char *)buf + sizeof h;
-    memcpy(params, p, nparam * sizeof(float));
-    p += nparam * sizeof(float);
-    memcpy(l->participations, p, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    memcpy(l->record_steps, p, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    l->rounds = h.rounds;
-    l->nclient_events = 0;
-    for (int64_t i = 0; i < h.nevents; i++) {
-        dpfl_event ev;
-        memcpy(&ev, p + (size_t)i * sizeof ev, sizeof ev);
-        if ((st = dpfl_ledger_charge_client(l, &ev, err))) {
-            free(buf);
-            return st;
-        }
-    }
-    p += (size_t)h.nevents * sizeof(dpfl_event);
-    *rs = (run_state){h.record_z, h.client_z, h.wall, h.S, h.examples};
-    *line = malloc((size_t)h.line_len + 1);
-    if (!*line) {
-        free(buf);
-        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
-    }
-    memcpy(*line, p, (size_t)h.line_len);
-    (*line)[h.line_len] = '\0';
-    free(buf);
-    return DPFL_OK;
-bad:
-    free(buf);
-    return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
-}
-
-/* Keep only metrics lines of rounds <= rounds, and restore the last round's line from the checkpoint if the run
- * died between its checkpoint and its metrics line. */
-static dpfl_status truncate_metrics(const char *path, int32_t rounds, const char *last_line, dpfl_error *err)
-{
-    char *text;
-    size_t len;
-    if (dpfl_file_read_all(path, &text, &len, NULL) != DPFL_OK) return DPFL_OK; /* no metrics yet */
-    size_t keep = 0;
-    int last = 0;
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        if (!nl) break; /* partial last line */
-        int r = -1;
-        if (sscanf(line, "{\"round\":%d", &r) != 1 || r > rounds) break;
-        keep = (size_t)(nl + 1 - text);
-        last = r;
-        line = nl + 1;
-    }
-    size_t ll = strlen(last_line);
-    if (last == rounds - 1 && ll > 0) {
-        char *t = realloc(text, keep + ll + 2);
-        if (!t) {
-            free(text);
-            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
-        }
-        text = t;
-        memcpy(text + keep, last_line, ll);
-        text[keep + ll] = '\n';
-        keep += ll + 1;
-    }
-    dpfl_status st = dpfl_file_write_text(path, text, keep, err);
-    free(text);
-    return st;
-}
-
-/* The client-level release of one round, as the accountant must see it: sampling as used (Poisson p; m of K
- * without replacement, replace-one, where the sum moves by 2S so the multiplier halves; everyone), noise z S
- * on the sum of updates clipped to S.  Median clipping has no sensitivity bound: not private. */
-static dpfl_event client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
-{
-    dpfl_event ev;
-    if (!strcmp(cfg->cdp_strategy, "median")) return dpfl_event_not_private(1);
-    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(dpfl_round_client_rate(cfg, round), z, 1);
-    else if (!strcmp(cfg->sampling, "fixed"))
-        ev = dpfl_event_fixed(K, dpfl_round_clients_per_round(cfg, round), z / 2.0, 1);
-    else ev = dpfl_event_gaussian(z, 1);
-    return ev;
-}
-
-static double client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round)
-{
-    if (!strcmp(cfg->sampling, "poisson")) return dpfl_round_client_rate(cfg, round);
-    if (!strcmp(cfg->sampling, "fixed")) return (double)dpfl_round_clients_per_round(cfg, round) / K;
-    return 1.0;
-}
-
-/* Client-level epsilon of the ledger's client events; *private = 0 when any release had no guarantee. */
-static dpfl_status client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
-                                  dpfl_error *err)
-{
-    *private = 1;
-    *eps = 0.0;
-    if (l->nclient_events == 0) return DPFL_OK;
-    dpfl_guarantee g;
-    dpfl_status st = dpfl_account_epsilon(l->client_events, (size_t)l->nclient_events, cfg->cdp_delta,
-                                          !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL,
-                                          &g, err);
-    if (st == DPFL_ENOTPRIVATE) {
-        *private = 0;
-        *eps = INFINITY;
-        return DPFL_OK;
-    }
-    if (!st) *eps = g.epsilon;
-    return st;
-}
-
-/* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8): each step's clipped sum
- * is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the noise has std
- * z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B; a round of s steps is a Gaussian with multiplier
- * z*f/(B sqrt(s)); rounds are charged as the client sampling actually used. */
-static dpfl_status e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
-                                      double z, double server_z, double *eps, double *client_noise, dpfl_error *err)
-{
-    double f = !strcmp(cfg->rdp_sampler, "poisson") ? 1.0 : 2.0;
-    int64_t smax = 0;
-    for (int32_t k = 0; k < part->clients; k++) {
-        int32_t n = dpfl_partition_size(part, k);
-        int64_t sk = n == 0 ? 0 : cfg->local_steps > 0 ? cfg->local_steps
-                                                       : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
-        if (sk > smax) smax = sk;
-    }
-    double zr = z * f / ((double)cfg->batch * sqrt((double)(smax > 0 ? smax : 1)));
-    if (server_z > 0) /* the thesis's naive method: server noise on clipped updates too; GDP composition */
-        zr = 1.0 / sqrt(1.0 / (zr * zr) + 1.0 / (server_z * server_z));
-    *client_noise = zr;
-    if (l->rounds == 0) {
-        *eps = 0.0;
-        return DPFL_OK;
-    }
-    dpfl_event ev;
-    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(cfg->client_rate, zr, l->rounds);
-    else if (!strcmp(cfg->sampling, "fixed"))
-        ev = dpfl_event_fixed(part->clients, cfg->clients_per_round, zr / 2.0, l->rounds); /* replace-one: 2x */
-    else ev = dpfl_event_gaussian(zr, l->rounds);
-    ev.adjacency = !strcmp(cfg->sampling, "fixed") ? DPFL_ADJ_REPLACE_ONE : DPFL_ADJ_ZERO_OUT;
-    dpfl_guarantee g;
-    dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->rdp_delta, DPFL_ACC_RDP, NULL, &g, err);
-    if (!st) *eps = g.epsilon;
-    return st;
-}
 
 static dpfl_status make_dirs(const char *path, dpfl_error *err)
 {
@@ -363,7 +147,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     rs.client_z = cfg->cdp_noise;
     rs.S = cfg->cdp_clip;
     if (opt->resume) {
-        if ((st = ckpt_load(opt->out_dir, global, model.nparam, &ledger, &rs, &ckpt_line, err))) goto done;
+        if ((st = fl_checkpoint_load(opt->out_dir, global, model.nparam, &ledger, &rs, &ckpt_line, err))) goto done;
         wall0 = rs.wall;
     } else {
         if (rdp_on && rs.record_z == 0.0 &&
@@ -371,7 +155,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             goto done;
         if (cdp_on && rs.client_z == 0.0 && strcmp(cfg->cdp_strategy, "median")) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
-            dpfl_event ev = client_round_event(cfg, part.clients, 1.0, 1);
+            dpfl_event ev = fl_client_round_event(cfg, part.clients, 1.0, 1);
             ev.count = cfg->rounds;
             dpfl_calibrate_opts co = {0};
             co.accountant = !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP;
@@ -403,7 +187,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         goto done;
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", opt->out_dir);
-    if (opt->resume && (st = truncate_metrics(path, ledger.rounds, ckpt_line, err))) goto done;
+    if (opt->resume && (st = fl_metrics_truncate(path, ledger.rounds, ckpt_line, err))) goto done;
     if (!(metrics = fopen(path, opt->resume ? "a" : "w"))) {
         st = dpfl_fail(err, DPFL_EIO, "cannot create (%s): %s", path, strerror(errno));
         goto done;
@@ -413,7 +197,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     dpfl_round_metrics m = {0};
     last_eval.test_accuracy = last_eval.test_loss = last_eval.client_acc_mean = NAN;
     if (rdp_on && (st = dpfl_ledger_record_epsilon(&ledger, &part, &ra, &report, NULL, err))) goto done;
-    if (cdp_on && (st = client_epsilon(cfg, &ledger, &ceps, &cprivate, err))) goto done;
+    if (cdp_on && (st = fl_client_epsilon(cfg, &ledger, &ceps, &cprivate, err))) goto done;
     for (int32_t r = ledger.rounds + 1; r <= cfg->rounds; r++) {
         const int32_t *sampled;
         int32_t ms = dpfl_sim_sample(sim, r, &sampled);
@@ -421,7 +205,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         dpfl_record_report next = report;
         double next_ceps = ceps;
         const double zt = dpfl_round_client_noise(cfg, r, rs.client_z);
-        dpfl_event cev = client_round_event(cfg, part.clients, zt, r);
+        dpfl_event cev = fl_client_round_event(cfg, part.clients, zt, r);
         if (cdp_on) dpfl_sim_set_client_noise(sim, zt);
         /* charge a copy first: a round that would exceed a budget is never run, let alone released */
         if ((st = dpfl_ledger_copy(&trial, &ledger, err))) goto done;
@@ -435,7 +219,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             }
         }
         if (cdp_on) {
-            if ((st = client_epsilon(cfg, &trial, &next_ceps, &cprivate, err))) goto done;
+            if ((st = fl_client_epsilon(cfg, &trial, &next_ceps, &cprivate, err))) goto done;
             if (cprivate && cfg->cdp_target_epsilon > 0 && next_ceps > cfg->cdp_target_epsilon) {
                 stopped_early = 1;
                 break;
@@ -472,7 +256,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             json_num(o, "noise_std", m.noise_std);
             if (!strcmp(cfg->rdp_e2e, "yes")) {
                 double ce, cn;
-                if ((st = e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
+                if ((st = fl_e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
                     cJSON_Delete(o);
                     goto done;
                 }
@@ -488,7 +272,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             goto done;
         }
         /* persist the ledger with the model it paid for (and this line), then release */
-        if ((st = ckpt_save(opt->out_dir, global, model.nparam, &ledger, &rs, line, err))) {
+        if ((st = fl_checkpoint_save(opt->out_dir, global, model.nparam, &ledger, &rs, line, err))) {
             free(line);
             goto done;
         }
@@ -542,7 +326,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         if (report.order > 0) cJSON_AddNumberToObject(sum, "order", report.order);
         if (!strcmp(cfg->rdp_e2e, "yes")) {
             double ce, cn;
-            if ((st = e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
+            if ((st = fl_e2e_client_epsilon(cfg, &part, &ledger, rs.record_z, cdp_on ? rs.client_z : 0.0, &ce, &cn, err))) {
                 cJSON_Delete(sum);
                 goto done;
             }
@@ -561,7 +345,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
         }
         cJSON_AddNumberToObject(sum, "client_delta", cfg->cdp_delta);
-        cJSON_AddNumberToObject(sum, "client_q", client_rate_accounted(cfg, part.clients, ledger.rounds > 0 ? ledger.rounds : 1));
+        cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, part.clients, ledger.rounds > 0 ? ledger.rounds : 1));
         cJSON_AddStringToObject(sum, "client_sampler", cfg->sampling);
         cJSON_AddStringToObject(sum, "client_adjacency_accounted",
                                 !strcmp(cfg->sampling, "fixed") ? "replace-one" : "add-remove");
