@@ -311,6 +311,12 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     assert_non_null(sa);
     assert_non_null(sbj);
     assert_close(json_number(sa, "epsilon"), json_number(sbj, "epsilon"), 1e-12);
+    /* the run directory's config.ini is the config whose hash summary.json reports */
+    char *ini = slurp("/tmp/dpfl_test_runA/config.ini"), sha[65];
+    assert_non_null(ini);
+    dpfl_sha256_hex(ini, strlen(ini), sha);
+    assert_non_null(strstr(sa, sha));
+    free(ini);
     assert_true(json_number(sa, "epsilon") > 0);
     free(sa);
     free(sbj);

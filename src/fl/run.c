@@ -138,7 +138,9 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     char sha[65];
     dpfl_sha256_hex(ini, strlen(ini), sha);
     snprintf(path, sizeof path, "%s/config.ini", opt->out_dir);
-    if (!opt->resume && (st = dpfl_file_write_text(path, ini, strlen(ini), err))) goto done;
+    /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
+     * config_sha256 in summary.json is the hash of the file beside it */
+    if ((st = dpfl_file_write_text(path, ini, strlen(ini), err))) goto done;
     if ((st = dpfl_sim_create(cfg, &model, &train, &test, &part, &root, global, &sim, err))) goto done;
     if ((st = dpfl_ledger_init(&ledger, part.clients, err))) goto done;
     rdp_on = !strcmp(cfg->rdp_enabled, "yes");

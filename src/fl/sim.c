@@ -258,13 +258,15 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
             }
             b = B;
         }
-        dpfl_vec_zero(w->grad, P);
+        if (b == 0) dpfl_vec_zero(w->grad, P); /* an empty Poisson batch: the step is pure noise */
         for (int32_t off = 0; off < b; off += cap) {
             int32_t mb = b - off < cap ? b - off : cap;
             gather(s->train, w->order + off, mb, w->xbuf, w->ybuf);
+            /* the first micro-batch writes the sum directly; only oversized Poisson batches accumulate */
+            float *dst = off == 0 ? w->grad : w->part;
             double loss = dpfl_nn_clipped_grad_sum(s->model, w->local, w->ws, w->xbuf, w->ybuf, mb, &s->clip, rng,
-                                                   w->part, w->norms);
-            dpfl_vec_axpy(w->grad, 1.0f, w->part, P);
+                                                   dst, w->norms);
+            if (off > 0) dpfl_vec_axpy(w->grad, 1.0f, w->part, P);
             res->loss_sum += loss * mb;
             for (int32_t i = 0; i < mb; i++) res->clipped += w->norms[i] > C;
         }
