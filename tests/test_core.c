@@ -336,6 +336,20 @@ static void file_roundtrip_and_corruption(void **state)
     assert_int_equal(len, sizeof payload);
     assert_memory_equal(got, payload, len);
     free(got);
+    /* written in pieces: the same file, byte for byte */
+    char whole[256], *single;
+    size_t wl, sl;
+    assert_int_equal(dpfl_file_read_all(path, &single, &sl, &err), DPFL_OK);
+    memcpy(whole, single, sl);
+    wl = sl;
+    free(single);
+    const void *parts[3] = {payload, payload + 5, payload + 5};
+    size_t lens[3] = {5, 0, sizeof payload - 5};
+    assert_int_equal(dpfl_file_write_parts(path, 0x4c465044u, 1, parts, lens, 3, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all(path, &single, &sl, &err), DPFL_OK);
+    assert_int_equal(sl, wl);
+    assert_memory_equal(single, whole, wl);
+    free(single);
     assert_int_equal(dpfl_file_read(path, 0x4c465044u, 2, &got, &len, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "version"));
     assert_int_equal(dpfl_file_read(path, 0x12345678u, 1, &got, &len, &err), DPFL_EFORMAT);

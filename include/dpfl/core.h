@@ -94,6 +94,9 @@ double dpfl_vec_clip(float *a, size_t n, double c);
  * Written to "<path>.tmp.<pid>", fsync'd and renamed, so a crash leaves the old file or the new one. */
 dpfl_status dpfl_file_write(const char *path, uint32_t magic, uint32_t version, const void *payload,
                             size_t len, dpfl_error *err);
+/* The same with the payload given as nparts pieces written one after another (no copy into one buffer). */
+dpfl_status dpfl_file_write_parts(const char *path, uint32_t magic, uint32_t version, const void *const *parts,
+                                  const size_t *lens, int nparts, dpfl_error *err);
 /* Reads and validates a file written by dpfl_file_write; *payload is malloc'd (free with free()). */
 dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, void **payload, size_t *len,
                            dpfl_error *err);

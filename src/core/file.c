@@ -12,9 +12,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-uint32_t dpfl_crc32(const void *data, size_t len)
+static uLong crc32_update(uLong c, const void *data, size_t len)
 {
-    uLong c = crc32(0L, Z_NULL, 0);
     const Bytef *p = data;
     while (len > 0) {
         uInt chunk = len > 1u << 30 ? 1u << 30 : (uInt)len;
@@ -22,7 +21,12 @@ uint32_t dpfl_crc32(const void *data, size_t len)
         p += chunk;
         len -= chunk;
     }
-    return (uint32_t)c;
+    return c;
+}
+
+uint32_t dpfl_crc32(const void *data, size_t len)
+{
+    return (uint32_t)crc32_update(crc32(0L, Z_NULL, 0), data, len);
 }
 
 void dpfl_sha256_hex(const void *data, size_t len, char out[65])
@@ -110,6 +114,39 @@ dpfl_status dpfl_file_write(const char *path, uint32_t magic, uint32_t version, 
     const void *parts[3] = {head, payload, &crc};
     size_t lens[3] = {sizeof head, len, sizeof crc};
     return atomic_write(path, parts, lens, 3, err);
+}
+
+dpfl_status dpfl_file_write_parts(const char *path, uint32_t magic, uint32_t version, const void *const *parts,
+                                  const size_t *lens, int nparts, dpfl_error *err)
+{
+    const void **all = malloc(((size_t)nparts + 2) * sizeof *all);
+    size_t *all_lens = malloc(((size_t)nparts + 2) * sizeof *all_lens);
+    if (!all || !all_lens) {
+        free(all);
+        free(all_lens);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    }
+    uint8_t head[16];
+    uint64_t len64 = 0;
+    uLong c = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < nparts; i++) {
+        len64 += lens[i];
+        c = crc32_update(c, parts[i], lens[i]);
+        all[i + 1] = parts[i];
+        all_lens[i + 1] = lens[i];
+    }
+    uint32_t crc = (uint32_t)c;
+    memcpy(head, &magic, 4);
+    memcpy(head + 4, &version, 4);
+    memcpy(head + 8, &len64, 8);
+    all[0] = head;
+    all_lens[0] = sizeof head;
+    all[nparts + 1] = &crc;
+    all_lens[nparts + 1] = sizeof crc;
+    dpfl_status st = atomic_write(path, all, all_lens, nparts + 2, err);
+    free(all);
+    free(all_lens);
+    return st;
 }
 
 dpfl_status dpfl_file_write_text(const char *path, const char *text, size_t len, dpfl_error *err)
