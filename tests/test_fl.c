@@ -57,6 +57,9 @@ static void config_rejects_bad_input(void **state)
         {"[fl]\nlearning_rate = 0.1\n", "valid keys in [fl]"},
         {"[training]\nlr = 0.1\n", "unknown section"},
         {"[data]\nclients = 2\n\n[fl]\nlr = x\n", ":5"},
+        {"[fl]\nclient_state = sometimes\n", "reset|keep"},
+        {"[fl]\nclient_state = Keep\n", "fl.client_state"},
+        {"[fl]\nclient_state_max_mb = 0\n", "out of range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(path, cases[i].text);
@@ -241,6 +244,183 @@ static void deterministic_across_thread_counts(void **state)
     fixture_free(&f);
 }
 
+/* fl.client_state = keep with Adam: a client's second participation continues from the moments and step
+ * count it left behind, and a client that sits a round out keeps its state untouched.  Checked against a
+ * hand-run of dpfl_optim_step with one optimizer per client (never reset), on full-batch steps; with reset the
+ * same hand-run resets before every participation. */
+static void run_adam_rounds(fixture *f, const dpfl_partition *part, const char *mode, int rounds, float *sim_out,
+                            float *hand_out)
+{
+    const int32_t K = part->clients;
+    const size_t P = f->model.nparam;
+    strcpy(f->cfg.client_state, mode);
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 17);
+    dpfl_model_init(&f->model, sim_out, &root);
+    memcpy(hand_out, sim_out, P * sizeof(float));
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, part, &root, sim_out, &sim, &err),
+                     DPFL_OK);
+    dpfl_optim_config oc;
+    dpfl_optim_defaults(&oc);
+    oc.kind = DPFL_OPT_ADAM;
+    oc.lr = f->cfg.lr;
+    dpfl_optim opt[8];
+    for (int32_t k = 0; k < K; k++) assert_int_equal(dpfl_optim_init(&opt[k], &oc, P, &err), DPFL_OK);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&f->model, f->cfg.batch, &err);
+    float *local = malloc(P * sizeof *local), *grad = malloc(P * sizeof *grad), *acc = malloc(P * sizeof *acc);
+    int64_t steps_of[8] = {0};
+    const int keep = !strcmp(mode, "keep");
+    for (int r = 1; r <= rounds; r++) {
+        const int32_t *sampled;
+        int32_t m = dpfl_sim_sample(sim, r, &sampled);
+        dpfl_round_metrics met;
+        assert_int_equal(dpfl_sim_train(sim, r, &met, &err), DPFL_OK);
+        memset(acc, 0, P * sizeof *acc);
+        for (int32_t i = 0; i < m; i++) {
+            int32_t k = sampled[i], off = part->offset[k], n = part->offset[k + 1] - off;
+            if (!keep) dpfl_optim_reset(&opt[k]);
+            memcpy(local, hand_out, P * sizeof *local);
+            for (int32_t t = 0; t < f->cfg.local_steps; t++) {
+                dpfl_nn_grad(&f->model, local, ws, f->train.x + (size_t)off * (size_t)f->train.dim, f->train.y + off,
+                             n, NULL, grad, NULL);
+                dpfl_optim_step(&opt[k], local, grad, f->cfg.lr);
+            }
+            for (size_t j = 0; j < P; j++) acc[j] += (local[j] - hand_out[j]) / (float)m;
+            steps_of[k] += f->cfg.local_steps;
+        }
+        dpfl_vec_axpy(hand_out, 1.0f, acc, P);
+        /* state exists exactly for the clients that have trained (lazily), with their total step count */
+        for (int32_t k = 0; k < K; k++) {
+            const float *st;
+            int64_t t = dpfl_sim_client_state(sim, k, &st);
+            assert_int_equal(t, keep ? steps_of[k] : 0);
+            assert_true((st != NULL) == (keep && steps_of[k] > 0));
+            if (st) assert_true(max_rel_diff(st, opt[k].m, P) < 1e-3 && max_rel_diff(st + P, opt[k].v, P) < 1e-3);
+        }
+    }
+    for (int32_t k = 0; k < K; k++) dpfl_optim_free(&opt[k]);
+    dpfl_nn_ws_free(ws);
+    dpfl_sim_free(sim);
+    free(local);
+    free(grad);
+    free(acc);
+}
+
+static void keep_continues_each_clients_adam_state(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 300);
+    int32_t sizes[3] = {40, 60, 50};
+    dpfl_partition part = fixture_contiguous(sizes, 3);
+    f.cfg.clients = 3;
+    strcpy(f.cfg.sampling, "fixed");
+    f.cfg.clients_per_round = 2; /* every round one client sits out */
+    strcpy(f.cfg.weighting, "uniform");
+    strcpy(f.cfg.optimizer, "adam");
+    f.cfg.local_steps = 3;
+    f.cfg.batch = 64; /* >= every client: full-batch steps, so the hand-run sees the same gradients */
+    f.cfg.lr = 0.01;
+    f.cfg.threads = 2;
+    const size_t P = f.model.nparam;
+    float *keep = malloc(P * sizeof *keep), *keep_hand = malloc(P * sizeof *keep_hand);
+    float *reset = malloc(P * sizeof *reset), *reset_hand = malloc(P * sizeof *reset_hand);
+    /* one round: nothing to carry over yet, so keep is reset bit for bit */
+    run_adam_rounds(&f, &part, "keep", 1, keep, keep_hand);
+    run_adam_rounds(&f, &part, "reset", 1, reset, reset_hand);
+    assert_memory_equal(keep, reset, P * sizeof *keep);
+    run_adam_rounds(&f, &part, "keep", 6, keep, keep_hand);
+    run_adam_rounds(&f, &part, "reset", 6, reset, reset_hand);
+    assert_true(max_rel_diff(keep, keep_hand, P) < 1e-4);
+    assert_true(max_rel_diff(reset, reset_hand, P) < 1e-4);
+    assert_true(max_rel_diff(keep, reset, P) > 1e-2); /* the carried moments matter */
+    free(keep);
+    free(keep_hand);
+    free(reset);
+    free(reset_hand);
+    dpfl_partition_free(&part);
+    fixture_free(&f);
+}
+
+/* keep with Adam: bit-identical for 1, 2 and 3 threads (Poisson client sampling, mini-batches, SGD momentum and
+ * Adam); and the state that keep carries changes the result. */
+static void keep_is_deterministic_across_thread_counts(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 400);
+    int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
+    dpfl_partition part = fixture_contiguous(sizes, 8);
+    f.cfg.clients = 8;
+    strcpy(f.cfg.sampling, "poisson");
+    f.cfg.client_rate = 0.6;
+    f.cfg.local_epochs = 1;
+    f.cfg.batch = 8;
+    f.cfg.eta = 0.8;
+    f.cfg.lr = 0.01;
+    strcpy(f.cfg.client_state, "keep");
+    size_t P = f.model.nparam;
+    float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b), *c = malloc(P * sizeof *c);
+    const char *opts[2] = {"adam", "sgd"};
+    for (int o = 0; o < 2; o++) {
+        strcpy(f.cfg.optimizer, opts[o]);
+        f.cfg.momentum = o == 1 ? 0.9 : 0.0;
+        strcpy(f.cfg.client_state, "keep");
+        run_rounds(&f, &part, 1, a);
+        run_rounds(&f, &part, 2, b);
+        run_rounds(&f, &part, 3, c);
+        assert_memory_equal(a, b, P * sizeof *a);
+        assert_memory_equal(a, c, P * sizeof *a);
+        strcpy(f.cfg.client_state, "reset");
+        run_rounds(&f, &part, 2, b);
+        assert_memory_not_equal(a, b, P * sizeof *a);
+    }
+    dpfl_partition_free(&part);
+    free(a);
+    free(b);
+    free(c);
+    fixture_free(&f);
+}
+
+/* keep refuses up front, naming fl.client_state, when every client's state together could exceed the cap. */
+static void keep_refuses_state_over_the_cap(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 400);
+    dpfl_model big;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("mlp:20-1000-3", 1, 1, 20, 3, &big, &err), DPFL_OK); /* 24,003 parameters */
+    int32_t sizes[8] = {50, 50, 50, 50, 50, 50, 50, 50};
+    dpfl_partition part = fixture_contiguous(sizes, 8);
+    f.cfg.clients = 8;
+    strcpy(f.cfg.optimizer, "adam");
+    strcpy(f.cfg.client_state, "keep");
+    f.cfg.client_state_max_mb = 1; /* 8 clients x 2 x 24,003 floats = 1.47 MiB */
+    float *g = malloc(big.nparam * sizeof *g);
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 1);
+    dpfl_sim *sim = NULL;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.client_state"));
+    assert_null(strchr(err.msg, '\n'));
+    f.cfg.client_state_max_mb = 2;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
+    dpfl_sim_free(sim);
+    /* SGD without momentum keeps no vectors: any number of clients fits */
+    strcpy(f.cfg.optimizer, "sgd");
+    f.cfg.client_state_max_mb = 1;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
+    assert_int_equal(dpfl_sim_client_state_floats(sim), 0);
+    dpfl_sim_free(sim);
+    free(g);
+    dpfl_model_free(&big);
+    dpfl_partition_free(&part);
+    fixture_free(&f);
+}
+
 /* Poisson sampling selects about p*K clients; an empty round leaves the model unchanged; fixed picks exactly m. */
 static void client_sampling(void **state)
 {
@@ -303,6 +483,9 @@ int main(void)
         cmocka_unit_test(one_client_training_learns),
         cmocka_unit_test(deterministic_across_thread_counts),
         cmocka_unit_test(client_sampling),
+        cmocka_unit_test(keep_continues_each_clients_adam_state),
+        cmocka_unit_test(keep_is_deterministic_across_thread_counts),
+        cmocka_unit_test(keep_refuses_state_over_the_cap),
     };
     return cmocka_run_group_tests_name("fl", tests, NULL, NULL);
 }

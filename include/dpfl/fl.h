@@ -49,6 +49,8 @@ typedef struct {
     char client_rate_schedule[128];       /* "ROUND:P, ..." overrides client_rate from each round on */
     char clients_per_round_schedule[128]; /* "ROUND:M, ..." overrides clients_per_round */
     char weighting[16]; /* size | uniform */
+    char client_state[8];  /* reset | keep: optimizer state (momentum, Adam m, v, t) kept per client across rounds */
+    int32_t client_state_max_mb; /* keep: refuse runs whose clients x state size could exceed this many MiB */
     /* [record_dp]: DP-SGD inside every client (record-level DP) */
     char rdp_enabled[8];   /* no | yes */
     double rdp_clip;       /* C: per-example L2 clip (inf allowed only with noise 0: non-private check) */
@@ -153,6 +155,15 @@ double dpfl_sim_update_clip(const dpfl_sim *s);
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S);
 /* Global model on the global test set, and per-client test sets when the partition has them. */
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m);
+/* fl.client_state = keep: each client's local optimizer state, for checkpoints.  One client's state is
+ * dpfl_sim_client_state_floats floats (momentum, or Adam m then v: 0 for plain SGD) and its step count t.
+ * dpfl_sim_keeps_client_state is 0 with client_state = reset (then no client has a state). */
+int dpfl_sim_keeps_client_state(const dpfl_sim *s);
+size_t dpfl_sim_client_state_floats(const dpfl_sim *s);
+/* Client k's step count t (0: it has not trained yet and has no state); *state gets its floats (NULL if none). */
+int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state);
+/* Restore client k's state (t > 0; state holds dpfl_sim_client_state_floats floats). */
+dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err);
 
 /* ------------------------------------------------------------------------------------------ privacy ledger */
 /* What has been released, per client: every count here is charged BEFORE the round's model leaves the server

@@ -51,6 +51,8 @@ static const keydef keys[] = {
     {"fl", "client_rate_schedule", K_STR, F(client_rate_schedule), 0, 0, NULL, "ROUND:P, ... client_rate from each round on"},
     {"fl", "clients_per_round_schedule", K_STR, F(clients_per_round_schedule), 0, 0, NULL, "ROUND:M, ... clients_per_round from each round on"},
     {"fl", "weighting", K_CHOICE, F(weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
+    {"fl", "client_state", K_CHOICE, F(client_state), 0, 0, "reset|keep", "local optimizer state (momentum, Adam moments and step count): fresh each round, or kept per client across its rounds"},
+    {"fl", "client_state_max_mb", K_INT, F(client_state_max_mb), 1, 1 << 30, NULL, "client_state = keep: largest total state (clients x per-client state, MiB) a run may need"},
     {"record_dp", "enabled", K_CHOICE, F(rdp_enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
     {"record_dp", "clip", K_DOUBLE, F(rdp_clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
     {"record_dp", "noise", K_DOUBLE, F(rdp_noise), 0, 1e6, NULL, "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
@@ -107,6 +109,8 @@ void dpfl_config_defaults(dpfl_config *c)
     c->lr_step = 1;
     c->eta = 1.0;
     strcpy(c->weighting, "size");
+    strcpy(c->client_state, "reset");
+    c->client_state_max_mb = 8192;
     strcpy(c->rdp_enabled, "no");
     c->rdp_clip = 1.0;
     c->rdp_delta = 1e-5;

@@ -3,7 +3,12 @@
  * Sampled clients are processed in chunks of `slots` clients: worker threads take clients of the chunk from an
  * atomic counter, each writes its update into the client's slot, and the main thread then adds the slots in
  * client order.  The order of floating-point additions is therefore fixed by the client list alone, not by the
- * number of threads or which thread ran which client. */
+ * number of threads or which thread ran which client.
+ *
+ * fl.client_state = keep: each client's optimizer state (momentum buffer or Adam m, v, and the step count t) lives
+ * in a block of its own, allocated the first time the client trains.  A worker borrows the block of the client it
+ * trains (no copy) and hands it back with the new step count; a client is trained by one worker at a time, so the
+ * state, like everything else, does not depend on the thread count. */
 #include "dpfl/fl.h"
 
 #include <cblas.h>
@@ -26,6 +31,11 @@ typedef struct {
 } worker;
 
 typedef struct eval_job eval_job;
+
+typedef struct {
+    float *state; /* state_vecs * P floats: momentum or Adam m, then Adam v; NULL until the client first trains */
+    int64_t t;    /* optimizer steps taken over all the client's rounds */
+} client_opt;
 
 typedef struct {
     int32_t client;
@@ -52,6 +62,10 @@ struct dpfl_sim {
     float *acc;
     dpfl_optim_config optcfg;
     double t0;
+    /* fl.client_state = keep */
+    int keep;
+    int state_vecs;     /* vectors of P floats per client: 0 (plain SGD), 1 (momentum) or 2 (Adam) */
+    client_opt *cstate; /* one per client */
     /* record-level DP (DP-SGD) */
     int rdp, rdp_poisson, rdp_e2e, rdp_secure;
     double rdp_z;
@@ -91,6 +105,8 @@ void dpfl_sim_free(dpfl_sim *s)
     if (!s) return;
     for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
+    for (int32_t k = 0; s->cstate && k < s->part->clients; k++) dpfl_free(s->cstate[k].state);
+    free(s->cstate);
     free(s->workers);
     free(s->slots);
     free(s->results);
@@ -128,6 +144,24 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->optcfg.weight_decay = cfg->weight_decay;
     s->optcfg.gamma = cfg->lr_gamma;
     s->optcfg.step_size = cfg->lr_step;
+    s->keep = !strcmp(cfg->client_state, "keep");
+    s->state_vecs = (s->optcfg.kind != DPFL_OPT_SGD || s->optcfg.momentum != 0.0) + (s->optcfg.kind != DPFL_OPT_SGD);
+    if (s->keep) {
+        /* the worst case: every client takes part at least once */
+        const double per_client = (double)s->state_vecs * (double)model->nparam * sizeof(float) + sizeof(client_opt);
+        const double need_mb = per_client * (double)part->clients / 1048576.0;
+        if (need_mb > cfg->client_state_max_mb) {
+            st = dpfl_fail(err, DPFL_EINVAL, "fl.client_state: keep would hold up to %.0f MiB of %s state (%d clients x "
+                                             "%.3g MiB), over fl.client_state_max_mb = %d; use client_state = reset, "
+                                             "fewer clients or a larger cap", need_mb, cfg->optimizer, part->clients,
+                           per_client / 1048576.0, cfg->client_state_max_mb);
+            goto fail;
+        }
+        if (!(s->cstate = calloc((size_t)part->clients, sizeof *s->cstate))) {
+            st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state: table of %d clients)", part->clients);
+            goto fail;
+        }
+    }
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
     s->rdp = !strcmp(cfg->rdp_enabled, "yes");
@@ -290,8 +324,33 @@ static int64_t client_steps(const dpfl_config *cfg, int32_t n)
     return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
 }
 
-/* Local training of one client from the global model; writes Delta = local - global into out. */
+static void train_client_from(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
+
+/* The optimizer starts fresh (reset) or from the client's own state (keep: the worker borrows the client's block). */
 static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
+{
+    if (!s->keep) {
+        dpfl_optim_reset(&w->opt);
+        train_client_from(s, w, k, out, res);
+        return;
+    }
+    client_opt *c = &s->cstate[k];
+    float *own_m = w->opt.m, *own_v = w->opt.v;
+    const size_t P = s->model->nparam;
+    DPFL_ASSERT(c->state || s->state_vecs == 0 || client_steps(s->cfg, dpfl_partition_size(s->part, k)) == 0);
+    if (c->state) {
+        w->opt.m = c->state;
+        w->opt.v = s->state_vecs == 2 ? c->state + P : NULL;
+    }
+    w->opt.t = c->t;
+    train_client_from(s, w, k, out, res);
+    c->t = w->opt.t;
+    w->opt.m = own_m;
+    w->opt.v = own_v;
+}
+
+/* Local training of one client from the global model; writes Delta = local - global into out. */
+static void train_client_from(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
 {
     const dpfl_config *cfg = s->cfg;
     const size_t P = s->model->nparam;
@@ -300,7 +359,6 @@ static void train_client(dpfl_sim *s, worker *w, int32_t k, float *out, client_r
     dpfl_rng rng;
     dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_LOCAL);
     dpfl_vec_copy(w->local, s->global, P);
-    dpfl_optim_reset(&w->opt);
     memset(res, 0, sizeof *res);
     res->client = k;
     if (n == 0) {
@@ -444,6 +502,37 @@ void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
     }
 }
 
+int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->keep; }
+
+size_t dpfl_sim_client_state_floats(const dpfl_sim *s)
+{
+    return s->keep ? (size_t)s->state_vecs * s->model->nparam : 0;
+}
+
+int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
+{
+    DPFL_ASSERT(k >= 0 && k < s->part->clients);
+    if (state) *state = s->keep ? s->cstate[k].state : NULL;
+    return s->keep ? s->cstate[k].t : 0;
+}
+
+dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err)
+{
+    if (!s->keep) return dpfl_fail(err, DPFL_EINVAL, "fl.client_state: a client state was given to a run with reset");
+    if (k < 0 || k >= s->part->clients || t <= 0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.client_state: bad client state (client %d of %d, %lld steps)", k,
+                         s->part->clients, (long long)t);
+    const size_t n = dpfl_sim_client_state_floats(s);
+    client_opt *c = &s->cstate[k];
+    if (n > 0) {
+        if (!c->state && !(c->state = dpfl_alloc(n * sizeof(float), err)))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d)", k);
+        memcpy(c->state, state, n * sizeof(float));
+    }
+    c->t = t;
+    return DPFL_OK;
+}
+
 double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }
 
@@ -517,6 +606,14 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     } else {
         for (int32_t i = 0; i < ms; i++) s->results[i].dropped = 0;
     }
+    if (s->keep && s->state_vecs > 0) /* first participation: a zero state, as a reset optimizer has */
+        for (int32_t i = 0; i < ms; i++) {
+            client_opt *c = &s->cstate[s->sampled[i]];
+            if (c->state || s->results[i].dropped || dpfl_sim_client_steps(s, s->sampled[i]) == 0) continue;
+            if (!(c->state = dpfl_calloc((size_t)s->state_vecs * P, sizeof(float), err)))
+                return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d, "
+                                                   "%zu floats)", s->sampled[i], (size_t)s->state_vecs * P);
+        }
     const double S = s->S;
     if (s->cdp && s->strategy == CLIP_MEDIAN && ms > s->nslots) {
         /* median clipping needs every update of the round before it can clip any: one slot per client */
