@@ -447,6 +447,120 @@ static void client_noise_schedule_is_composed(void **state)
     unlink(cfgp);
 }
 
+/* fl.client_state = keep: run 3 rounds, stop, resume to 8 (with another thread count) ends bit-identical to
+ * 8 rounds straight, so the checkpoint carries every client's Adam moments and step count.  A checkpoint of
+ * the other mode, or of version 1 (no client states), is refused for keep naming the key; version 1 still
+ * resumes reset runs. */
+static void write_keep_config(const char *path, const char *mode)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\npartition = iid\nclients = 20\n\n[model]\narch = mlp:20-32-10\n\n"
+               "[fl]\nrounds = 8\nsampling = poisson\nclient_rate = 0.4\nlocal_steps = 4\nbatch = 16\nlr = 0.01\n"
+               "optimizer = adam\nclient_state = %s\n\n"
+               "[record_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.0\ndelta = 1e-5\nsampler = fixed\n\n"
+               "[run]\nseed = 9\nthreads = 2\neval_every = 100\n",
+            mode);
+    fclose(f);
+}
+
+static void models_equal(const char *a, const char *b, int want_equal)
+{
+    char pa[256], pb[256], *ma, *mb;
+    size_t la, lb;
+    dpfl_error err;
+    snprintf(pa, sizeof pa, "%s/model.bin", a);
+    snprintf(pb, sizeof pb, "%s/model.bin", b);
+    assert_int_equal(dpfl_file_read_all(pa, &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all(pb, &mb, &lb, &err), DPFL_OK);
+    assert_int_equal(la, lb);
+    if (want_equal) assert_memory_equal(ma, mb, la);
+    else assert_memory_not_equal(ma, mb, la);
+    free(ma);
+    free(mb);
+}
+
+static void keep_state_survives_resume(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_keep.ini";
+    const char *A = "/tmp/dpfl_test_keepA", *B = "/tmp/dpfl_test_keepB", *C = "/tmp/dpfl_test_keepC",
+               *D = "/tmp/dpfl_test_keepD";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_keepA /tmp/dpfl_test_keepB /tmp/dpfl_test_keepC "
+                            "/tmp/dpfl_test_keepD"), 0);
+    dpfl_config keep, reset;
+    dpfl_error err;
+    write_keep_config(cfgp, "keep");
+    dpfl_config_defaults(&keep);
+    assert_int_equal(dpfl_config_load(&keep, cfgp, &err), DPFL_OK);
+    write_keep_config(cfgp, "reset");
+    dpfl_config_defaults(&reset);
+    assert_int_equal(dpfl_config_load(&reset, cfgp, &err), DPFL_OK);
+
+    dpfl_run_options straight = {B, 1, 0};
+    assert_int_equal(dpfl_run(&keep, &straight, &err), DPFL_OK);
+    keep.rounds = 3;
+    dpfl_run_options first = {A, 1, 0};
+    assert_int_equal(dpfl_run(&keep, &first, &err), DPFL_OK);
+    /* the other mode cannot pick up this checkpoint */
+    reset.rounds = 8;
+    dpfl_run_options resume = {A, 1, 1};
+    assert_int_equal(dpfl_run(&reset, &resume, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "fl.client_state"));
+    keep.rounds = 8;
+    keep.threads = 1;
+    assert_int_equal(dpfl_run(&keep, &resume, &err), DPFL_OK);
+    models_equal(A, B, 1);
+    /* all of the checkpoints but the wall time and the metrics line (layout: see the test above) agree, client
+     * states included */
+    char *ma, *mb;
+    size_t la, lb;
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_keepA/checkpoint.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_keepB/checkpoint.bin", &mb, &lb, &err), DPFL_OK);
+    int64_t lla, llb;
+    memcpy(&lla, ma + 16 + 64, 8);
+    memcpy(&llb, mb + 16 + 64, 8);
+    assert_int_equal(la - (size_t)lla, lb - (size_t)llb);
+    assert_true(la - (size_t)lla > 16 + 88 + 2 * 20 * 8 + 2 * 2 * 20 * 8); /* holds client states */
+    assert_memory_equal(ma + 16, mb + 16, 32);
+    assert_memory_equal(ma + 56, mb + 56, 24);
+    assert_memory_equal(ma + 88, mb + 88, la - (size_t)lla - 88 - 4);
+    free(ma);
+    free(mb);
+    /* the same run with reset ends elsewhere: the states matter */
+    dpfl_run_options r8 = {C, 1, 0};
+    assert_int_equal(dpfl_run(&reset, &r8, &err), DPFL_OK);
+    models_equal(B, C, 0);
+
+    /* version 1 (no client-state section): 3 reset rounds, rewritten as version 1, resume to 8 */
+    reset.rounds = 3;
+    dpfl_run_options r3 = {D, 1, 0};
+    assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
+    void *payload;
+    size_t len;
+    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 2, &payload, &len, &err),
+                     DPFL_OK);
+    uint64_t nparam;
+    int64_t nevents;
+    memcpy(&nparam, (char *)payload + 8, 8);
+    memcpy(&nevents, (char *)payload + 56, 8);
+    size_t sec = 72 + nparam * 4 + 2 * 20 * 8 + (size_t)nevents * sizeof(dpfl_event); /* 16-byte state head */
+    memmove((char *)payload + sec, (char *)payload + sec + 16, len - sec - 16);
+    assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 1, payload, len - 16, &err),
+                     DPFL_OK);
+    free(payload);
+    keep.rounds = reset.rounds = 8;
+    dpfl_run_options resumeD = {D, 1, 1};
+    assert_int_equal(dpfl_run(&keep, &resumeD, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "version 1"));
+    assert_non_null(strstr(err.msg, "fl.client_state"));
+    assert_int_equal(dpfl_run(&reset, &resumeD, &err), DPFL_OK);
+    models_equal(C, D, 1);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_keepA /tmp/dpfl_test_keepB /tmp/dpfl_test_keepC "
+                            "/tmp/dpfl_test_keepD"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +569,7 @@ int main(void)
         cmocka_unit_test(secure_mode_discrete_noise),
         cmocka_unit_test(calibration_covers_every_client),
         cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
+        cmocka_unit_test(keep_state_survives_resume),
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),

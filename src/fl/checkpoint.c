@@ -7,12 +7,15 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u     /* 2: per-client optimizer state (fl.client_state = keep) */
+#define CKPT_VERSION_OLD 1u /* 1: no client-state section; still loads with fl.client_state = reset */
 
 /* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
  * Layout: head (rounds, clients, nparam, record_z, client_z, wall, examples, update clip S, number of client
  * events, metrics line length), f32 params[nparam], i64 participations[clients], i64 record_steps[clients],
- * dpfl_event events[], the round's metrics line. */
+ * dpfl_event events[], [version 2: client-state section], the round's metrics line.
+ * Client-state section: state head (keep, number of clients with a state, floats per state), then one
+ * ckpt_state_index per such client in client order, then their states (f32[floats] each) in the same order. */
 typedef struct {
     int32_t rounds, clients;
     uint64_t nparam;
@@ -23,15 +26,39 @@ typedef struct {
     int64_t line_len; /* the round's metrics line, so a crash between checkpoint and metrics loses nothing */
 } ckpt_head;
 
+typedef struct {
+    int32_t keep;    /* fl.client_state: 0 reset, 1 keep */
+    int32_t nstates; /* clients with a state */
+    uint64_t floats; /* floats per client state */
+} ckpt_state_head;
+
+typedef struct {
+    int32_t client, pad;
+    int64_t t; /* optimizer steps over all the client's rounds */
+} ckpt_state_index;
 
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const char *line, dpfl_error *err)
+                               const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err)
 {
     size_t ll = strlen(line);
+    const int keep = sim && dpfl_sim_keeps_client_state(sim);
+    const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
+    int32_t nstates = 0;
+    for (int32_t k = 0; keep && k < l->clients; k++) nstates += dpfl_sim_client_state(sim, k, NULL) > 0;
+    /* the fixed part is one buffer; each client's state is written from where it lives (no copy) */
     size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t) +
-                 (size_t)l->nclient_events * sizeof(dpfl_event) + ll;
+                 (size_t)l->nclient_events * sizeof(dpfl_event) + sizeof(ckpt_state_head) +
+                 (size_t)nstates * sizeof(ckpt_state_index);
+    const int nparts = 2 + (floats ? nstates : 0);
     char *buf = malloc(len);
-    if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
+    const void **parts = malloc((size_t)nparts * sizeof *parts);
+    size_t *lens = malloc((size_t)nparts * sizeof *lens);
+    if (!buf || !parts || !lens) {
+        free(buf);
+        free(parts);
+        free(lens);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
+    }
     ckpt_head h = {l->rounds, l->clients, nparam, rs->record_z, rs->client_z, rs->wall, rs->examples, rs->S,
                    l->nclient_events, (int64_t)ll};
     char *p = buf;
@@ -45,34 +72,88 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     p += (size_t)l->clients * sizeof(int64_t);
     if (l->nclient_events) memcpy(p, l->client_events, (size_t)l->nclient_events * sizeof(dpfl_event));
     p += (size_t)l->nclient_events * sizeof(dpfl_event);
-    memcpy(p, line, ll);
+    ckpt_state_head sh = {keep, nstates, floats};
+    memcpy(p, &sh, sizeof sh);
+    p += sizeof sh;
+    int np = 1;
+    for (int32_t k = 0; keep && k < l->clients; k++) {
+        const float *state;
+        ckpt_state_index ix = {k, 0, dpfl_sim_client_state(sim, k, &state)};
+        if (ix.t == 0) continue;
+        memcpy(p, &ix, sizeof ix);
+        p += sizeof ix;
+        if (floats) {
+            parts[np] = state;
+            lens[np++] = floats * sizeof(float);
+        }
+    }
+    parts[0] = buf;
+    lens[0] = len;
+    parts[np] = line;
+    lens[np++] = ll;
+    DPFL_ASSERT(np == nparts);
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
-    dpfl_status st = dpfl_file_write(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
+    dpfl_status st = dpfl_file_write_parts(path, CKPT_MAGIC, CKPT_VERSION, parts, lens, nparts, err);
     free(buf);
+    free(parts);
+    free(lens);
     return st;
 }
 
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               char **line, dpfl_error *err)
+                               dpfl_sim *sim, char **line, dpfl_error *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     void *buf;
     size_t len;
+    uint32_t version = CKPT_VERSION;
     dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, &buf, &len, err);
-    if (st) return st;
+    if (st) {
+        dpfl_error old_err;
+        if (dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION_OLD, &buf, &len, &old_err) != DPFL_OK)
+            return st; /* the error for the current version */
+        version = CKPT_VERSION_OLD;
+    }
+    const int keep = sim && dpfl_sim_keeps_client_state(sim);
+    const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
+    if (version == CKPT_VERSION_OLD && keep) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is version 1, from before per-client optimizer state "
+                                            "was saved: it resumes only with fl.client_state = reset", path);
+    }
     ckpt_head h;
     if (len < sizeof h) goto bad;
     memcpy(&h, buf, sizeof h);
+    size_t fixed = sizeof h + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t);
     if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 || h.line_len < 0 ||
-        len != sizeof h + nparam * sizeof(float) + 2 * (size_t)h.clients * sizeof(int64_t) +
-                   (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
+        len < fixed + (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
                                             "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
                          h.clients, nparam, l->clients);
     }
+    fixed += (size_t)h.nevents * sizeof(dpfl_event);
+    ckpt_state_head sh = {0, 0, 0};
+    if (version >= 2) {
+        if (len < fixed + sizeof sh) goto bad;
+        memcpy(&sh, (const char *)buf + fixed, sizeof sh);
+        if (sh.keep != keep) {
+            free(buf);
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config "
+                                                "says %s", path, sh.keep ? "keep" : "reset", keep ? "keep" : "reset");
+        }
+        if (sh.floats != floats) {
+            free(buf);
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): fl.client_state holds %llu floats per client, the "
+                                                "config's optimizer needs %zu", path,
+                             (unsigned long long)sh.floats, floats);
+        }
+        if (sh.nstates < 0 || sh.nstates > l->clients) goto bad;
+        fixed += sizeof sh + (size_t)sh.nstates * (sizeof(ckpt_state_index) + floats * sizeof(float));
+    }
+    if (len != fixed + (size_t)h.line_len) goto bad;
     const char *p = (const char *)buf + sizeof h;
     memcpy(params, p, nparam * sizeof(float));
     p += nparam * sizeof(float);
@@ -91,6 +172,23 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         }
     }
     p += (size_t)h.nevents * sizeof(dpfl_event);
+    if (version >= 2) {
+        p += sizeof sh;
+        const char *states = p + (size_t)sh.nstates * sizeof(ckpt_state_index);
+        int32_t prev = -1;
+        for (int32_t i = 0; i < sh.nstates; i++) {
+            ckpt_state_index ix;
+            memcpy(&ix, p + (size_t)i * sizeof ix, sizeof ix);
+            if (ix.client <= prev || ix.client >= l->clients || ix.t <= 0) goto bad;
+            prev = ix.client;
+            const float *state = (const float *)(const void *)(states + (size_t)i * floats * sizeof(float));
+            if ((st = dpfl_sim_set_client_state(sim, ix.client, ix.t, state, err))) {
+                free(buf);
+                return st;
+            }
+        }
+        p = states + (size_t)sh.nstates * floats * sizeof(float);
+    }
     *rs = (run_state){h.record_z, h.client_z, h.wall, h.S, h.examples};
     *line = malloc((size_t)h.line_len + 1);
     if (!*line) {

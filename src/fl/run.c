@@ -149,7 +149,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     rs.client_z = cfg->cdp_noise;
     rs.S = cfg->cdp_clip;
     if (opt->resume) {
-        if ((st = fl_checkpoint_load(opt->out_dir, global, model.nparam, &ledger, &rs, &ckpt_line, err))) goto done;
+        if ((st = fl_checkpoint_load(opt->out_dir, global, model.nparam, &ledger, &rs, sim, &ckpt_line, err))) goto done;
         wall0 = rs.wall;
     } else {
         if (rdp_on && rs.record_z == 0.0 &&
@@ -274,7 +274,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             goto done;
         }
         /* persist the ledger with the model it paid for (and this line), then release */
-        if ((st = fl_checkpoint_save(opt->out_dir, global, model.nparam, &ledger, &rs, line, err))) {
+        if ((st = fl_checkpoint_save(opt->out_dir, global, model.nparam, &ledger, &rs, sim, line, err))) {
             free(line);
             goto done;
         }

@@ -1,5 +1,5 @@
-/* Internals of the run driver shared by its files: the checkpoint (model + ledger + the round's metrics line, one
- * atomic file) and the client-level accounting of a run's rounds. */
+/* Internals of the run driver shared by its files: the checkpoint (model + ledger + per-client optimizer state +
+ * the round's metrics line, one atomic file) and the client-level accounting of a run's rounds. */
 #ifndef DPFL_FL_RUN_INTERNAL_H
 #define DPFL_FL_RUN_INTERNAL_H
 #include "dpfl/fl.h"
@@ -9,11 +9,12 @@ typedef struct {
     int64_t examples;
 } run_state;
 
+/* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const char *line, dpfl_error *err);
-/* *line (malloc'd) gets the last released round's metrics line. */
+                               const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err);
+/* *line (malloc'd) gets the last released round's metrics line; sim gets the saved client states back. */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               char **line, dpfl_error *err);
+                               dpfl_sim *sim, char **line, dpfl_error *err);
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err);
 
