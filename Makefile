@@ -4,7 +4,7 @@ PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 SAN     ?= 0
 ifeq ($(SAN),1)
   BUILD  ?= build/san
-  OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT    := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN  := -fsanitize=address,undefined
 else
   BUILD  ?= build

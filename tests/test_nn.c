@@ -399,6 +399,55 @@ static void evaluate_matches_forward_and_ignores_dropout(void **state)
     fx_free(&f);
 }
 
+/* The direct stride-1 kernels (AVX-512 builds) and im2col + SGEMM agree on outputs, gradients, per-example
+ * norms and clipped sums: padding, odd channel counts (not multiples of the kernels' 4-channel tiles), k = 5, a
+ * conv reading a CNHW activation, and batches that are not multiples of the weight-gradient groups. */
+static void direct_conv_matches_im2col(void **state)
+{
+    (void)state;
+    static const arch cases[] = {
+        {"net:conv3k3p1,tanh,flatten,fc3", 2, 5, 5, 3},
+        {"net:conv5k5p2,relu,pool2,conv7k3,relu,fc4", 3, 12, 11, 4},
+        {"net:conv3k2nb,tanh,conv2k3,tanh,fc3", 2, 6, 6, 3},
+        {"net:conv8k3,relu,conv16k3p1,relu,pool2,fc3", 5, 9, 9, 3},
+        {"cnn-mnist", 1, 28, 28, 10},
+        {"cnn-mcmahan", 1, 28, 28, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const arch *a = &cases[i];
+        fixture f;
+        const int B = 7;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 40 + i);
+        size_t n = f.m.nparam, no = (size_t)B * f.m.out_dim;
+        dpfl_nn_ws *wd = dpfl_nn_ws_create(&f.m, B, NULL), *wi = dpfl_nn_ws_create(&f.m, B, NULL);
+        assert_non_null(wd);
+        assert_non_null(wi);
+        dpfl_nn_ws_set_conv_impl(wi, DPFL_CONV_IMPL_IM2COL);
+        float *gd = malloc(n * sizeof *gd), *gi = malloc(n * sizeof *gi), *od = malloc(no * sizeof *od);
+        memcpy(od, dpfl_nn_forward(&f.m, f.params, wd, f.x, B, 0, NULL), no * sizeof *od);
+        const float *oi = dpfl_nn_forward(&f.m, f.params, wi, f.x, B, 0, NULL);
+        double d = rel_diff(od, oi, no);
+        if (!(d < 1e-5)) print_error("%s forward: rel diff %g\n", a->spec, d);
+        assert_true(d < 1e-5);
+        dpfl_nn_grad(&f.m, f.params, wd, f.x, f.y, B, NULL, gd, NULL);
+        dpfl_nn_grad(&f.m, f.params, wi, f.x, f.y, B, NULL, gi, NULL);
+        d = rel_diff(gd, gi, n);
+        if (!(d < 1e-5)) print_error("%s grad: rel diff %g\n", a->spec, d);
+        assert_true(d < 1e-5);
+        float nd[7], ni[7];
+        dpfl_clip_spec cs = {0.05, 0};
+        dpfl_nn_clipped_grad_sum(&f.m, f.params, wd, f.x, f.y, B, &cs, NULL, gd, nd);
+        dpfl_nn_clipped_grad_sum(&f.m, f.params, wi, f.x, f.y, B, &cs, NULL, gi, ni);
+        for (int b = 0; b < B; b++) assert_close(nd[b], ni[b], 1e-5);
+        d = rel_diff(gd, gi, n);
+        if (!(d < 1e-5)) print_error("%s clipped sum: rel diff %g\n", a->spec, d);
+        assert_true(d < 1e-5);
+        free(gd), free(gi), free(od);
+        dpfl_nn_ws_free(wd), dpfl_nn_ws_free(wi);
+        fx_free(&f);
+    }
+}
+
 /* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */
 static void results_independent_of_threads(void **state)
 {
@@ -441,6 +490,7 @@ int main(void)
         cmocka_unit_test(save_load_round_trip_and_rejects),
         cmocka_unit_test(evaluate_matches_forward_and_ignores_dropout),
         cmocka_unit_test(results_independent_of_threads),
+        cmocka_unit_test(direct_conv_matches_im2col),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }

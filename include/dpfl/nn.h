@@ -118,6 +118,11 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
 typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_CONV_NORMS_GHOST = 2 } dpfl_conv_norms;
 void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode);
 
+/* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions when
+ * the build has them and im2col + SGEMM otherwise; IM2COL forces the latter (tests compare the two). */
+typedef enum { DPFL_CONV_IMPL_AUTO = 0, DPFL_CONV_IMPL_IM2COL = 1 } dpfl_conv_impl;
+void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl);
+
 /* Loss and accuracy of params on n examples (batched through ws, no dropout). */
 void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                       int32_t n, double *mean_loss, double *accuracy);

@@ -67,6 +67,28 @@ void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const fl
 void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
                                   int bias, int chunk, float *col, float *gram, dpfl_par *par);
 
+/* ---------------------------------------------------------------- conv_direct.c (stride 1, AVX-512) */
+/* Geometry of a direct convolution: padded input planes (C, xpl) of width Wp, output positions y*Wp + x. */
+typedef struct {
+    int C, OC, Cp, OCp, k, pad, H, W, OH, OW, Hp, Wp, Hz, Wz;
+    int pf, pz;                   /* forward / input-gradient positions, rounded up to 16 */
+    size_t xpl, zpl;              /* plane strides of the padded input and of the zero-padded output gradient */
+    size_t thread_floats;         /* scratch per thread */
+    size_t weight_floats;         /* scratch for padded or flipped weights */
+} dpfl_conv_direct;
+/* 1 when this build has the direct kernels and layer L can use them (Conv2d with stride 1). */
+int dpfl_nn_conv_direct_usable(const dpfl_layer *L);
+void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
+/* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; keeps the padded input in ws->xpad[l] for the backward pass. */
+void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
+                                   const float *bias, int relu);
+/* After a direct forward of layer l, given dout CNHW (OC, B, T):
+ *   dinp (layer input strides): input gradient, overwritten (skipped when NULL);
+ *   persample = 0: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
+ *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
+void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
+                                    const float *w, int persample, double *sq);
+
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
  * within each input plane for the backward pass. */
@@ -129,6 +151,15 @@ struct dpfl_nn_ws {
     float *dscaled;              /* scratch: per-example-scaled output gradient */
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
     dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
+    /* direct convolution (conv_direct.c) */
+    dpfl_conv_impl conv_impl;    /* tests force either implementation */
+    uint8_t *direct;             /* per layer: conv runs through the direct kernels */
+    dpfl_conv_direct *cdir;      /* per layer geometry (conv layers that can run direct) */
+    float **xpad;                /* per layer: padded inputs of the last forward, (B, C, xpl) */
+    float *cdir_scratch;         /* cdir_per floats per thread */
+    size_t cdir_per;
+    int cdir_threads;            /* threads the scratch is sized for */
+    float *cdir_w;               /* padded or flipped weights */
 };
 
 typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE } dpfl_bwd_mode;

@@ -130,6 +130,10 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
     dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
     dpfl_free(ws->dscaled), dpfl_free(ws->gram);
+    if (ws->xpad)
+        for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->xpad[l]);
+    dpfl_free(ws->xpad), dpfl_free(ws->direct), dpfl_free(ws->cdir), dpfl_free(ws->cdir_scratch);
+    dpfl_free(ws->cdir_w);
     dpfl_par_free(ws->par);
     dpfl_free(ws);
 }
@@ -160,6 +164,9 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->pool_relu, nl);
     ALLOC(ws->ghost, nl);
     ALLOC(ws->ps_off, nl);
+    ALLOC(ws->xpad, nl);
+    ALLOC(ws->direct, nl);
+    ALLOC(ws->cdir, nl);
     ALLOC(ws->sq, (size_t)nl * mb);
     ALLOC(ws->scale, (size_t)nl * mb);
     if (!ok) goto fail;
@@ -167,7 +174,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     int cur = 0;
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
-    size_t col = 0, dsc = 0, gram = 0, ps = 0;
+    size_t col = 0, dsc = 0, gram = 0, ps = 0, cdw = 0;
     for (int l = 0; l < nl; l++) {
         const dpfl_layer *L = &m->layers[l];
         ws->in_slot[l] = cur;
@@ -198,6 +205,14 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             if (2 * T * T > gram) gram = 2 * T * T;
             ws->ps_off[l] = ps;
             ps += mb * L->nparam;
+            if (dpfl_nn_conv_direct_usable(L)) {
+                dpfl_conv_direct *d = &ws->cdir[l];
+                dpfl_nn_conv_direct_geom(L, d);
+                ALLOC(ws->xpad[l], mb * d->C * d->xpl);
+                if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
+                if (d->weight_floats > cdw) cdw = d->weight_floats;
+                ws->direct[l] = 1;
+            }
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
         /* a ReLU right after a conv or linear layer is applied in that layer's bias pass */
@@ -214,11 +229,13 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->gram, gram ? gram : 1);
     ALLOC(ws->ps, ps ? ps : 1);
     ALLOC(ws->dscaled, dsc ? dsc : 1);
+    ALLOC(ws->cdir_w, cdw ? cdw : 1);
+    ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
 #undef ALLOC
     if (!ok) goto fail;
     /* as many threads for the non-GEMM work as OpenBLAS uses for GEMMs */
     int nt = openblas_get_num_threads();
-    ws->par = dpfl_par_create(nt > 16 ? 16 : nt);
+    if (dpfl_nn_ws_set_threads(ws, nt > 16 ? 16 : nt < 1 ? 1 : nt, err)) goto fail;
     return ws;
 fail:
     dpfl_nn_ws_free(ws);
@@ -233,7 +250,21 @@ dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err
     ws->par = dpfl_par_create(nthreads);
     if (nthreads > 1 && !ws->par)
         return dpfl_fail(err, DPFL_ENOMEM, "could not start %d nn threads (model %s)", nthreads, ws->m->spec);
+    int n = dpfl_par_size(ws->par);
+    if (ws->cdir_per && n != ws->cdir_threads) {
+        dpfl_free(ws->cdir_scratch);
+        ws->cdir_threads = 0;
+        if (!(ws->cdir_scratch = dpfl_calloc((size_t)n * ws->cdir_per, sizeof *ws->cdir_scratch, err)))
+            return DPFL_ENOMEM;
+        ws->cdir_threads = n;
+    }
     return DPFL_OK;
+}
+
+void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
+{
+    ws->conv_impl = impl;
+    for (int l = 0; l < ws->m->nlayers; l++) ws->direct[l] = impl == DPFL_CONV_IMPL_AUTO && ws->xpad[l] != NULL;
 }
 
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
@@ -257,6 +288,10 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
             dpfl_conv_geom g;
             dpfl_nn_conv_geom(ws, l, &g);
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+            if (ws->direct[l]) {
+                dpfl_nn_conv2d_direct_forward(ws, l, out, in, w, L->bias ? w + nw : NULL, ws->fuse_relu[l]);
+                break;
+            }
             dpfl_nn_conv2d_forward(out, in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
                                    ws->fuse_relu[l], ws->par);
             break;
@@ -328,6 +363,10 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             int chunk = dpfl_nn_conv_chunk(L, B);
             float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+            if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
+                dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, w, mode == DPFL_BWD_PERSAMPLE, sq);
+                break;
+            }
             if (mode == DPFL_BWD_PERSAMPLE) {
                 if (ws->ghost[l])
                     dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);

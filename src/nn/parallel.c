@@ -91,6 +91,8 @@ dpfl_par *dpfl_par_create(int nthreads)
     return p;
 }
 
+int dpfl_par_size(const dpfl_par *p) { return p ? p->n : 1; }
+
 void dpfl_par_free(dpfl_par *p)
 {
     if (!p) return;
