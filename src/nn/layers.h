@@ -33,11 +33,11 @@ static inline double dpfl_nn_sumsq(const float *a, size_t n)
 /* ---------------------------------------------------------------- linear.c */
 /* out (B, OC) = inp (B, C) @ w^T + bias [then ReLU];  w (OC, C), bias (OC) or NULL */
 void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
-                            int relu);
+                            int relu, dpfl_par *par);
 /* dinp (B, C) = dout (B, OC) @ w             (skipped when dinp == NULL)
  * dw (OC, C) = dout^T @ inp, dbias (OC) = column sums of dout (overwritten; skipped when dw == NULL) */
 void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, int B, int C, int OC);
+                             const float *w, int B, int C, int OC, dpfl_par *par);
 /* Ghost norms: sq[b] += ||dout_b||^2 * (||inp_b||^2 + bias), the squared norm of example b's own gradient
  * (outer product dout_b inp_b^T, plus dout_b for the bias).  inp (B, C), dout (B, OC). */
 void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias);

@@ -1,31 +1,85 @@
 /* Linear (fully connected) layer: y = x W^T + b with W stored (OC, C) as in PyTorch, so saved models and
- * initialisation match the usual conventions.  All heavy work is one SGEMM over the batch. */
+ * initialisation match the usual conventions.  All heavy work is SGEMM over the batch.
+ *
+ * OpenBLAS runs single-threaded inside dpfl (its idle threads spin and would steal the cores from the pool's
+ * convolution and element-wise work); a GEMM is instead cut into GEMM_BLOCKS column (or row) blocks, each one
+ * single-threaded SGEMM, run on the workspace's pool.  The blocks depend only on the shape, so every output
+ * element comes from the same call whatever the number of threads. */
 #include "layers.h"
 
 #include <cblas.h>
 #include <string.h>
 
+#define GEMM_BLOCKS 4
+
+typedef struct {
+    enum CBLAS_TRANSPOSE ta, tb;
+    int M, N, K, lda, ldb, ldc, split_n, blk;
+    const float *A, *B, *bias;
+    float *C;
+    int relu;
+} gemm_job;
+
+static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemm_job *g = ctx;
+    for (int64_t t = lo; t < hi; t++) {
+        int d = g->split_n ? g->N : g->M, a = (int)t * g->blk, e = a + g->blk < d ? a + g->blk : d;
+        if (a >= e) continue;
+        if (g->split_n) {
+            const float *Bs = g->tb == CblasNoTrans ? g->B + a : g->B + (size_t)a * g->ldb;
+            cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, e - a, g->K, 1.0f, g->A, g->lda, Bs, g->ldb, 0.0f,
+                        g->C + a, g->ldc);
+            if (g->bias || g->relu)
+                for (int i = 0; i < g->M; i++) {
+                    float *o = g->C + (size_t)i * g->ldc;
+                    for (int j = a; j < e; j++) {
+                        float v = o[j] + (g->bias ? g->bias[j] : 0.0f);
+                        o[j] = g->relu && v < 0.0f ? 0.0f : v;
+                    }
+                }
+        } else {
+            const float *As = g->ta == CblasNoTrans ? g->A + (size_t)a * g->lda : g->A + a;
+            cblas_sgemm(CblasRowMajor, g->ta, g->tb, e - a, g->N, g->K, 1.0f, As, g->lda, g->B, g->ldb, 0.0f,
+                        g->C + (size_t)a * g->ldc, g->ldc);
+            if (g->bias || g->relu)
+                for (int i = a; i < e; i++) {
+                    float *o = g->C + (size_t)i * g->ldc;
+                    for (int j = 0; j < g->N; j++) {
+                        float v = o[j] + (g->bias ? g->bias[j] : 0.0f);
+                        o[j] = g->relu && v < 0.0f ? 0.0f : v;
+                    }
+                }
+        }
+    }
+}
+
+/* C (M, N) = op(A) op(B) [+ bias per column, ReLU], split along the longer of M and N */
+static void par_gemm(dpfl_par *par, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                     const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias, int relu)
+{
+    gemm_job g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B,
+                  .C = C, .bias = bias, .relu = relu, .split_n = N >= M};
+    int d = g.split_n ? N : M;
+    g.blk = ((d + GEMM_BLOCKS - 1) / GEMM_BLOCKS + 15) & ~15;
+    int nblk = (d + g.blk - 1) / g.blk;
+    /* small GEMMs are not worth waking the pool for */
+    dpfl_par_for((double)M * N * K >= 1e6 ? par : NULL, nblk, gemm_block_job, &g);
+}
+
 /* out (B, OC) = inp (B, C) @ w^T (C, OC) + bias (OC), then max(0, .) if relu */
 void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
-                            int relu)
+                            int relu, dpfl_par *par)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
-    if (!bias && !relu) return;
-    for (int b = 0; b < B; b++) {
-        float *o = out + (size_t)b * OC;
-        if (bias)
-            for (int j = 0; j < OC; j++) o[j] += bias[j];
-        if (relu)
-            for (int j = 0; j < OC; j++) o[j] = o[j] > 0.0f ? o[j] : 0.0f;
-    }
+    par_gemm(par, CblasNoTrans, CblasTrans, B, OC, C, inp, C, w, C, out, OC, bias, relu);
 }
 
 /* dinp (B, C) = dout (B, OC) @ w (OC, C);  dw (OC, C) = dout^T @ inp;  dbias (OC) = sum_b dout_b */
 void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, int B, int C, int OC)
+                             const float *w, int B, int C, int OC, dpfl_par *par)
 {
     if (dw) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 0.0f, dw, C);
+        par_gemm(par, CblasTrans, CblasNoTrans, OC, C, B, dout, OC, inp, C, dw, C, NULL, 0);
         if (dbias) {
             memset(dbias, 0, (size_t)OC * sizeof *dbias);
             for (int b = 0; b < B; b++) {
@@ -34,7 +88,7 @@ void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *
             }
         }
     }
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    if (dinp) par_gemm(par, CblasNoTrans, CblasNoTrans, B, C, OC, dout, OC, w, C, dinp, C, NULL, 0);
 }
 
 

@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* im2col buffer per conv chunk, in floats: big enough for GEMMs with N in the thousands, small enough to sit in
@@ -138,6 +139,24 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     dpfl_free(ws);
 }
 
+/* The pool's default size is the number of threads OpenBLAS would have used (OPENBLAS_NUM_THREADS or the
+ * cores), at most 16; OpenBLAS itself is then kept single-threaded (linear.c says why). */
+static int initial_threads;
+static void init_threads(void)
+{
+    int nt = openblas_get_num_threads();
+    initial_threads = nt > 16 ? 16 : nt < 1 ? 1 : nt;
+    openblas_set_num_threads(1);
+}
+
+static int default_threads(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_threads);
+    openblas_set_num_threads(1);
+    return initial_threads;
+}
+
 dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
 {
     if (max_batch < 1) {
@@ -233,9 +252,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
 #undef ALLOC
     if (!ok) goto fail;
-    /* as many threads for the non-GEMM work as OpenBLAS uses for GEMMs */
-    int nt = openblas_get_num_threads();
-    if (dpfl_nn_ws_set_threads(ws, nt > 16 ? 16 : nt < 1 ? 1 : nt, err)) goto fail;
+    if (dpfl_nn_ws_set_threads(ws, default_threads(), err)) goto fail;
     return ws;
 fail:
     dpfl_nn_ws_free(ws);
@@ -282,7 +299,7 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
         switch (L->kind) {
         case DPFL_LAYER_LINEAR:
             dpfl_nn_linear_forward(out, in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, B, L->in_w, L->out_w,
-                                   ws->fuse_relu[l]);
+                                   ws->fuse_relu[l], ws->par);
             break;
         case DPFL_LAYER_CONV2D: {
             dpfl_conv_geom g;
@@ -354,7 +371,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
             if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
             dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
-                                    L->in_w, L->out_w);
+                                    L->in_w, L->out_w, ws->par);
             break;
         }
         case DPFL_LAYER_CONV2D: {

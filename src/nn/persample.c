@@ -78,7 +78,7 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
             for (int b = 0; b < B; b++)
                 for (int o = 0; o < OC; o++) ws->dscaled[(size_t)b * OC + o] = s[b] * gout[(size_t)b * OC + o];
             dpfl_nn_linear_backward(NULL, dw, L->bias ? dw + (size_t)OC * L->in_w : NULL, ws->dscaled, in, NULL, B,
-                                    L->in_w, OC);
+                                    L->in_w, OC, ws->par);
         } else if (ws->ghost[l]) {
             dpfl_conv_geom g;
             dpfl_nn_conv_geom(ws, l, &g);
