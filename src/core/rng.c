@@ -88,6 +88,7 @@ uint64_t dpfl_rng_below(dpfl_rng *r, uint64_t n)
 #define ZIG_V 0.00492867323399
 static uint64_t zig_k[256];
 static double zig_w[256], zig_f[256];
+static double zig_x[256]; /* layer i's outer edge x_i (the abscissa zig_f[i] is the density at); x_0 = 0 */
 /* the same tables for 23-bit magnitudes (bulk float noise), aligned for the vector path's 16-entry loads */
 static _Alignas(64) uint32_t zig_k32[256];
 static _Alignas(64) float zig_w32[256];
@@ -103,12 +104,15 @@ static void zig_init(void)
     zig_w[255] = dn / m;
     zig_f[0] = 1.0;
     zig_f[255] = exp(-0.5 * dn * dn);
+    zig_x[0] = 0.0;
+    zig_x[255] = dn;
     for (int i = 254; i >= 1; i--) {
         dn = sqrt(-2.0 * log(ZIG_V / dn + exp(-0.5 * dn * dn)));
         zig_k[i + 1] = (uint64_t)((dn / tn) * m);
         tn = dn;
         zig_f[i] = exp(-0.5 * dn * dn);
         zig_w[i] = dn / m;
+        zig_x[i] = dn;
     }
     for (int i = 0; i < 256; i++) {
         zig_k32[i] = (uint32_t)(zig_k[i] >> 29);
@@ -117,20 +121,45 @@ static void zig_init(void)
 }
 
 /* The ziggurat's slow path for a draw in layer i at abscissa x that fell outside the layer's rectangle:
- * returns 1 and sets *out when the draw is accepted (tail or wedge), 0 when it must be redrawn. */
+ * returns 1 and sets *out when the draw is accepted (tail or wedge), 0 when it must be redrawn.
+ *
+ * A wedge draw (layer i >= 1, x at or beyond the layer's inner edge x_{i-1}) is accepted iff
+ * y = (f_{i-1} - f_i) U + f_i < exp(-x^2 / 2).  Most draws are decided without exp: with d = (x^2 - x_{i-1}^2) / 2
+ * >= 0, exp(-x^2 / 2) = f_{i-1} e^{-d} lies in [f_{i-1} (1 - d), f_{i-1} (1 - d + d^2 / 2)], so y below the lower
+ * bound accepts and y above the upper bound rejects.  The bounds are used with a margin of 2^-40, far above the
+ * rounding error of the bounds, of f_{i-1} and of libm's exp (all below 1e-15 on values <= 1): whenever they
+ * decide, the comparison with exp would have decided the same, so the draws (and the sequence) are exactly those
+ * of the plain test.  Only draws within about d^2 / 2 of the curve (under 1% of wedge draws) evaluate exp. */
+#define ZIG_SQUEEZE_MARGIN 0x1.0p-40
+
+/* The tail beyond R (Marsaglia 1964): R + an exponential-proposal draw, positive. */
+static double zig_tail(dpfl_rng *r)
+{
+    for (;;) {
+        double xx = -log1p(-dpfl_rng_uniform(r)) / ZIG_R;
+        double yy = -log1p(-dpfl_rng_uniform(r));
+        if (yy + yy > xx * xx) return ZIG_R + xx;
+    }
+}
+
+/* Whether the wedge draw (x, y) of layer i >= 1 is accepted: y < exp(-x^2 / 2), by the squeeze when it decides. */
+static inline int zig_wedge(unsigned i, double x, double y)
+{
+    const double xe = zig_x[i - 1], f = zig_f[i - 1], d = 0.5 * (x - xe) * (x + xe);
+    const double lo = f * (1.0 - d), hi = lo + f * (0.5 * d * d);
+    int acc = (d >= 0.0) & (y < lo - ZIG_SQUEEZE_MARGIN), rej = (d >= 0.0) & (y >= hi + ZIG_SQUEEZE_MARGIN);
+    if (!(acc | rej)) acc = y < exp(-0.5 * x * x); /* within the margin of the curve, or d < 0: rare */
+    return acc;
+}
+
 static int zig_slow(dpfl_rng *r, unsigned i, double x, int neg, double *out)
 {
-    if (i == 0) { /* the tail beyond R (Marsaglia 1964) */
-        for (;;) {
-            double xx = -log1p(-dpfl_rng_uniform(r)) / ZIG_R;
-            double yy = -log1p(-dpfl_rng_uniform(r));
-            if (yy + yy > xx * xx) {
-                *out = neg ? -(ZIG_R + xx) : ZIG_R + xx;
-                return 1;
-            }
-        }
+    if (i == 0) {
+        double t = zig_tail(r);
+        *out = neg ? -t : t;
+        return 1;
     }
-    if ((zig_f[i - 1] - zig_f[i]) * dpfl_rng_uniform(r) + zig_f[i] < exp(-0.5 * x * x)) {
+    if (zig_wedge(i, x, (zig_f[i - 1] - zig_f[i]) * dpfl_rng_uniform(r) + zig_f[i])) {
         *out = neg ? -x : x;
         return 1;
     }
@@ -158,8 +187,8 @@ double dpfl_rng_gaussian(dpfl_rng *r)
  * take their uniforms from the rng's own buffer, which refills from the counter after the chunk, so no keystream
  * byte is used twice.  A chunk is generated 16 blocks (256 words, 1 KB) at a time as it is consumed, so the
  * words, the staged noise and the tables stay in L1.  The words are used strictly in stream order (the vector
- * path takes 16 at a time and runs the scalar slow path for a rejected lane in its place), so the noise is one
- * sequence with or without the vector path, the sequence of the plain scalar loop. */
+ * path tests 16 at a time and runs the scalar slow path for rejected words afterwards, in word order), so the
+ * noise is one sequence with or without the vector path, the sequence of the plain scalar loop. */
 enum { NOISE_CHUNK_BLOCKS = 256, NOISE_SUB_BLOCKS = 16, NOISE_SUB_WORDS = 16 * NOISE_SUB_BLOCKS };
 
 /* The noise value of word u into *z; returns 0 when the word was rejected (no value: the next word is the next
@@ -206,6 +235,23 @@ static inline __m512 lut256_ps(const float *t, __m512i i, __mmask16 b5, __mmask1
     for (int g = 0; g < 2; g++) q[g] = _mm512_mask_blend_ps(b6, q[2 * g], q[2 * g + 1]);
     return _mm512_mask_blend_ps(b7, q[0], q[1]);
 }
+
+/* The rectangle test and value of 16 words: *acc = lanes inside their rectangle; the value is s * (mag * w),
+ * its sign flipped where bit 8 is set: the scalar path's float arithmetic, lane by lane. */
+static inline __m512 zig16(__m512i u, __m512 vs, __mmask16 *acc)
+{
+    const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
+    __m512i mag = _mm512_srli_epi32(u, 9);
+    __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
+    __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
+    __mmask16 b7 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(128));
+    __m512i kt = lut256_epi32(zig_k32, u, b5, b6, b7); /* the layer is u's low byte */
+    __m512 wt = lut256_ps(zig_w32, u, b5, b6, b7);
+    *acc = _mm512_cmplt_epi32_mask(mag, kt);
+    __m512 v = _mm512_mul_ps(vs, _mm512_mul_ps(_mm512_cvtepi32_ps(mag), wt));
+    return _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(v), _mm512_and_si512(_mm512_slli_epi32(u, 23), signbit)));
+}
 #endif
 
 /* Noise values from words w[0..nw), in order, into z until want values are there; returns how many (want, or
@@ -215,23 +261,12 @@ static size_t noise_words(dpfl_rng *r, const uint32_t *w, size_t nw, float *z, s
 {
     size_t p = 0, k = 0;
 #if defined(__AVX512F__)
-    const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
     const __m512 vs = _mm512_set1_ps(s);
     /* a group of 16 words gives at most 16 values, so whole groups run while 16 more cannot overshoot want (the
      * slow path must not run for a word after the last value: it would use uniforms) */
     for (; p + 16 <= nw && k + 16 <= want; p += 16) {
-        __m512i u = _mm512_loadu_si512((const void *)(w + p));
-        __m512i mag = _mm512_srli_epi32(u, 9);
-        __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
-        __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
-        __mmask16 b7 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(128));
-        __m512i kt = lut256_epi32(zig_k32, u, b5, b6, b7); /* the layer is u's low byte */
-        __m512 wt = lut256_ps(zig_w32, u, b5, b6, b7);
-        __mmask16 acc = _mm512_cmplt_epi32_mask(mag, kt);
-        /* s * (mag * w), its sign flipped where bit 8 is set: the scalar path's float arithmetic, lane by lane */
-        __m512 v = _mm512_mul_ps(vs, _mm512_mul_ps(_mm512_cvtepi32_ps(mag), wt));
-        v = _mm512_castsi512_ps(
-            _mm512_xor_si512(_mm512_castps_si512(v), _mm512_and_si512(_mm512_slli_epi32(u, 23), signbit)));
+        __mmask16 acc;
+        __m512 v = zig16(_mm512_loadu_si512((const void *)(w + p)), vs, &acc);
         /* lanes outside their rectangle: the scalar slow path, in lane order, its value put in the lane */
         for (unsigned rej = (unsigned)(uint16_t)~acc; rej; rej &= rej - 1) {
             unsigned f = (unsigned)__builtin_ctz(rej);
@@ -249,10 +284,44 @@ static size_t noise_words(dpfl_rng *r, const uint32_t *w, size_t nw, float *z, s
     return k;
 }
 
-void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
+/* The values of all NOISE_SUB_WORDS words of w into z (room for NOISE_SUB_WORDS + 16); returns how many.  For
+ * when every word is needed (at least NOISE_SUB_WORDS values are still wanted): the rectangle tests of all
+ * words first, then the slow path of the rejected words in word order (they alone use the rng's uniforms, so
+ * the order of slow paths is the order of the plain loop), then the compaction.  The same values as
+ * noise_words, with one unpredictable branch per sub-block instead of one per rejecting group. */
+static size_t noise_block(dpfl_rng *r, const uint32_t *w, float *z, float s, double sigma)
 {
-    if (sigma == 0.0) return;
-    pthread_once(&zig_once, zig_init);
+#if defined(__AVX512F__)
+    enum { G = NOISE_SUB_WORDS / 16 };
+    _Alignas(64) float v[NOISE_SUB_WORDS];
+    __mmask16 acc[G];
+    uint32_t pend = 0;
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int g = 0; g < G; g++) {
+        _mm512_store_ps(v + 16 * g, zig16(_mm512_load_si512((const void *)(w + 16 * g)), vs, &acc[g]));
+        pend |= (uint32_t)(acc[g] != 0xffff) << g;
+    }
+    for (; pend; pend &= pend - 1) {
+        unsigned g = (unsigned)__builtin_ctz(pend);
+        for (unsigned rej = (unsigned)(uint16_t)~acc[g]; rej; rej &= rej - 1) {
+            unsigned f = (unsigned)__builtin_ctz(rej);
+            if (noise_word(r, w[16 * g + f], &v[16 * g + f], s, sigma)) acc[g] = (__mmask16)(acc[g] | (1u << f));
+        }
+    }
+    size_t k = 0;
+    for (int g = 0; g < G; g++) {
+        _mm512_storeu_ps(z + k, _mm512_maskz_compress_ps(acc[g], _mm512_load_ps(v + 16 * g)));
+        k += (size_t)__builtin_popcount(acc[g]);
+    }
+    return k;
+#else
+    return noise_words(r, w, NOISE_SUB_WORDS, z, NOISE_SUB_WORDS, s, sigma);
+#endif
+}
+
+/* n noise values from r's stream, in stream order, added to x[0..n). */
+static void noise_stream(dpfl_rng *r, float *x, size_t n, double sigma)
+{
     _Alignas(64) uint32_t w[NOISE_SUB_WORDS];
     _Alignas(64) float z[NOISE_SUB_WORDS + 16];
     const float s = (float)sigma;
@@ -266,11 +335,19 @@ void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
             for (size_t t = 0; t < NOISE_SUB_WORDS && j + t < n; t += 16) __builtin_prefetch(x + j + t, 1, 3);
             dpfl_chacha20_keystream((uint8_t *)w, NOISE_SUB_BLOCKS, r->key, chunk + b);
             /* at most one value per word: z (NOISE_SUB_WORDS + 16) holds what the words can give */
-            size_t k = noise_words(r, w, NOISE_SUB_WORDS, z, n - j, s, sigma);
+            size_t k = n - j >= NOISE_SUB_WORDS ? noise_block(r, w, z, s, sigma)
+                                                : noise_words(r, w, NOISE_SUB_WORDS, z, n - j, s, sigma);
             for (size_t t = 0; t < k; t++) x[j + t] += z[t];
             j += k;
         }
     }
+}
+
+void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
+{
+    if (sigma == 0.0) return;
+    pthread_once(&zig_once, zig_init);
+    noise_stream(r, x, n, sigma);
 }
 
 int dpfl_rng_bernoulli(dpfl_rng *r, double p)
