@@ -1,7 +1,9 @@
 #include "testutil.h"
 #include "dpfl/core.h"
 #include "core/chacha20.h"
+#include "core/rng_internal.h"
 
+#include <pthread.h>
 #include <sodium.h>
 
 #include <stdlib.h>
@@ -218,6 +220,205 @@ static void bulk_noise_tails(void **state)
     free(x);
 }
 
+/* dpfl_chacha20_words16 is the keystream of the same 16 blocks, word-major: checked against libsodium's bytes,
+ * with counters where the 32-bit low word wraps inside the 16 blocks. */
+static void chacha20_words16_is_the_keystream(void **state)
+{
+    (void)state;
+    static const uint64_t counters[] = {0, 16, 0xfffffff8ULL, 0x1fffffff9ULL, 0x123456789abcdefULL};
+    static const uint8_t zeros[64 * 16], nonce[crypto_stream_chacha20_NONCEBYTES];
+    uint8_t key[32], bytes[64 * 16];
+    uint32_t w[256];
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 32; i++) key[i] = (uint8_t)(29 * i + 5 * k + 1);
+        for (size_t c = 0; c < sizeof counters / sizeof *counters; c++) {
+            dpfl_chacha20_words16(w, key, counters[c]);
+            crypto_stream_chacha20_xor_ic(bytes, zeros, sizeof bytes, nonce, counters[c], key);
+            for (int l = 0; l < 16; l++)
+                for (int j = 0; j < 16; j++) {
+                    const uint8_t *b = bytes + 64 * l + 4 * j;
+                    uint32_t want = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+                    assert_int_equal(w[16 * j + l], want);
+                }
+        }
+    }
+}
+
+/* Chunked noise (DP-SGD and server noise): mean, variance and a KS test on 10^6 draws at sigma = 2.5, and the
+ * tail probabilities of 10^7 draws as for the bulk path (t = 3.65 and 4.5 exercise the tail sampler and the
+ * redraws of the chunked slow path). */
+static void chunked_noise_moments_ks_and_tails(void **state)
+{
+    (void)state;
+    const size_t n = 1000000;
+    float *x = calloc(n, sizeof *x);
+    double *v = malloc(n * sizeof *v);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 32);
+    dpfl_rng_add_gaussian_chunked(&r, x, n, 2.5, 1.0f, 2);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = x[i] / 2.5;
+        s += v[i];
+        s2 += v[i] * v[i];
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
+    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
+    qsort(v, n, sizeof *v, cmp_double);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
+        d = fmax(d, fmax(F - (double)i / n, (double)(i + 1) / n - F));
+    }
+    assert_true(d < 1.63 / sqrt((double)n));
+    const double t[5] = {1.0, 2.0, 3.0, 3.65, 4.5};
+    long count[5] = {0};
+    for (int c = 0; c < 10; c++) {
+        memset(x, 0, n * sizeof *x);
+        dpfl_rng_add_gaussian_chunked(&r, x, n, 1.0, 1.0f, 2);
+        for (size_t i = 0; i < n; i++)
+            for (int k = 0; k < 5; k++) count[k] += fabs((double)x[i]) > t[k];
+    }
+    double total = 10.0 * (double)n;
+    for (int k = 0; k < 5; k++) {
+        double p = erfc(t[k] / sqrt(2.0)), se = sqrt(p * (1 - p) / total), got = (double)count[k] / total;
+        if (fabs(got - p) > 4 * se) {
+            print_error("P(|x| > %g) = %.6g, expected %.6g (se %.2g)\n", t[k], got, p, se);
+            fail();
+        }
+    }
+    free(x);
+    free(v);
+}
+
+/* The chunked noise depends on the rng's state alone: 1, 2, 3 and 8 threads and the portable code give the same
+ * bits at lengths around the chunk and group sizes; the caller's stream moves on by the same amount; a second
+ * call gives fresh noise; the axpy form equals noise followed by dpfl_vec_axpy; sigma = 0 only scales. */
+static void chunked_noise_is_thread_invariant(void **state)
+{
+    (void)state;
+    static const size_t ns[] = {1, 255, 256, 257, 65535, 65536, 65537, 3 * 65536 + 5};
+    const size_t nmax = 3 * 65536 + 5;
+    float *ref = malloc(nmax * sizeof *ref), *x = malloc(nmax * sizeof *x), *y = malloc(nmax * sizeof *y);
+    float *yref = malloc(nmax * sizeof *yref);
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        const size_t n = ns[k];
+        dpfl_rng r0;
+        dpfl_rng_init_seed(&r0, 1000 + k);
+        (void)dpfl_rng_u64(&r0); /* a stream part-way through its buffer */
+        dpfl_rng r = r0;
+        for (size_t i = 0; i < n; i++) ref[i] = 0.01f * (float)(i % 977) - 3.0f;
+        dpfl_rng_add_gaussian_chunked(&r, ref, n, 1.7, 0.25f, 1);
+        const uint64_t after = dpfl_rng_u64(&r);
+        const int threads[] = {2, 3, 8, 0};
+        for (int t = 0; t < 5; t++) {
+            dpfl_rng q = r0;
+            for (size_t i = 0; i < n; i++) x[i] = 0.01f * (float)(i % 977) - 3.0f;
+            if (t < 4) dpfl_rng_add_gaussian_chunked(&q, x, n, 1.7, 0.25f, threads[t]);
+            else dpfl_rng_add_gaussian_chunked_portable(&q, x, n, 1.7, 0.25f, 2);
+            assert_memory_equal(x, ref, n * sizeof *x);
+            assert_int_equal(dpfl_rng_u64(&q), after);
+        }
+        /* the noisy SGD step: y += a (x + noise) */
+        dpfl_rng q = r0, q2 = r0;
+        for (size_t i = 0; i < n; i++) x[i] = ref[i], yref[i] = y[i] = 1.0f + 0.001f * (float)i;
+        dpfl_rng_axpy_gaussian_chunked(&q, y, -0.03f, x, n, 0.9, 2);
+        dpfl_rng_add_gaussian_chunked(&q2, x, n, 0.9, 1.0f, 1);
+        dpfl_vec_axpy(yref, -0.03f, x, n);
+        assert_memory_equal(y, yref, n * sizeof *y);
+    }
+    /* two calls on one stream: different noise */
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 5);
+    memset(x, 0, nmax * sizeof *x);
+    memset(y, 0, nmax * sizeof *y);
+    dpfl_rng_add_gaussian_chunked(&r, x, 1000, 1.0, 1.0f, 2);
+    dpfl_rng_add_gaussian_chunked(&r, y, 1000, 1.0, 1.0f, 2);
+    int same = 0;
+    for (int i = 0; i < 1000; i++) same += x[i] == y[i];
+    assert_true(same < 5);
+    /* sigma = 0: the scale alone; the axpy alone */
+    float a[3] = {1, 2, 3}, b[3] = {1, 1, 1};
+    dpfl_rng_add_gaussian_chunked(&r, a, 3, 0.0, 0.5f, 2);
+    assert_true(a[0] == 0.5f && a[1] == 1.0f && a[2] == 1.5f);
+    dpfl_rng_axpy_gaussian_chunked(&r, b, 2.0f, a, 3, 0.0, 2);
+    assert_true(b[0] == 2.0f && b[1] == 3.0f && b[2] == 4.0f);
+    free(ref);
+    free(x);
+    free(y);
+    free(yref);
+}
+
+/* Several threads noising at once (the helper threads are taken by one, the others start their own): each gets
+ * the noise of its stream. */
+typedef struct {
+    float *x;
+    size_t n;
+} noise_arg;
+
+static void *noise_in_thread(void *p)
+{
+    noise_arg *a = p;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 4321);
+    for (int rep = 0; rep < 5; rep++) {
+        memset(a->x, 0, a->n * sizeof *a->x);
+        dpfl_rng_add_gaussian_chunked(&r, a->x, a->n, 1.0, 1.0f, 2);
+    }
+    return NULL;
+}
+
+static void chunked_noise_concurrent_callers(void **state)
+{
+    (void)state;
+    enum { T = 3 };
+    const size_t n = 4 * 65536 + 17;
+    float *ref = calloc(n, sizeof *ref);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 4321);
+    for (int rep = 0; rep < 5; rep++) {
+        memset(ref, 0, n * sizeof *ref);
+        dpfl_rng_add_gaussian_chunked(&r, ref, n, 1.0, 1.0f, 1);
+    }
+    pthread_t th[T];
+    noise_arg args[T];
+    for (int t = 0; t < T; t++) {
+        args[t] = (noise_arg){calloc(n, sizeof(float)), n};
+        assert_int_equal(pthread_create(&th[t], NULL, noise_in_thread, &args[t]), 0);
+    }
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        assert_memory_equal(args[t].x, ref, n * sizeof *ref);
+        free(args[t].x);
+    }
+    free(ref);
+}
+
+/* The chunked noise sequence is pinned (CRC-32 of several calls of every form, each followed by a u64), as the
+ * portable code (also built without AVX) gives it. */
+static void chunked_noise_sequence_is_pinned(void **state)
+{
+    (void)state;
+    static const size_t ns[] = {1, 4097, 70001, 200003};
+    float *x = malloc(200003 * sizeof *x), *y = malloc(200003 * sizeof *y);
+    uint32_t crc = 0;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 77);
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        for (size_t i = 0; i < ns[k]; i++) x[i] = 0.25f * (float)(i % 1000), y[i] = 1.0f;
+        dpfl_rng_add_gaussian_chunked(&r, x, ns[k], 1.5, k % 2 ? 0.5f : 1.0f, 2);
+        dpfl_rng_axpy_gaussian_chunked(&r, y, -0.1f, x, ns[k], 2.0, 2);
+        uint64_t u = dpfl_rng_u64(&r);
+        crc = crc * 31u + dpfl_crc32(x, ns[k] * sizeof *x);
+        crc = crc * 31u + dpfl_crc32(y, ns[k] * sizeof *y);
+        crc = crc * 31u + dpfl_crc32(&u, sizeof u);
+    }
+    assert_int_equal(crc, 0x08b37d69u);
+    free(x);
+    free(y);
+}
+
 /* Discrete Gaussian: the frequencies at sigma^2 = 2 match the exact pmf (chi-square, 0.1% level), and at a large
  * sigma^2 the mean and variance match. */
 static void discrete_gaussian_exact(void **state)
@@ -379,6 +580,11 @@ int main(void)
         cmocka_unit_test(chacha20_matches_libsodium),
         cmocka_unit_test(bulk_noise_sequence_is_pinned),
         cmocka_unit_test(bulk_noise_tails),
+        cmocka_unit_test(chacha20_words16_is_the_keystream),
+        cmocka_unit_test(chunked_noise_moments_ks_and_tails),
+        cmocka_unit_test(chunked_noise_is_thread_invariant),
+        cmocka_unit_test(chunked_noise_concurrent_callers),
+        cmocka_unit_test(chunked_noise_sequence_is_pinned),
         cmocka_unit_test(discrete_gaussian_exact),
         cmocka_unit_test(uniform_below_and_bernoulli),
         cmocka_unit_test(gamma_mean),

@@ -10,6 +10,9 @@
 #include <stdint.h>
 
 void dpfl_chacha20_keystream(uint8_t *out, size_t nblocks, const uint8_t key[32], uint64_t counter);
+/* The same keystream as 32-bit words, word-major: out[16 j + l] = word j (little-endian bytes 4j..4j+3) of block
+ * counter + l, l, j < 16.  What the AVX-512 path has in its registers before it transposes them into bytes. */
+void dpfl_chacha20_words16(uint32_t out[256], const uint8_t key[32], uint64_t counter);
 /* "avx512", "avx2" or "libsodium": the implementation compiled in. */
 const char *dpfl_chacha20_impl(void);
 

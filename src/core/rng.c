@@ -4,9 +4,11 @@
 #include "dpfl/core.h"
 
 #include "core/chacha20.h"
+#include "core/rng_internal.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <string.h>
 
@@ -348,6 +350,330 @@ void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
     if (sigma == 0.0) return;
     pthread_once(&zig_once, zig_init);
     noise_stream(r, x, n, sigma);
+}
+
+/* What the noise values z (already times sigma) do to the output at position p:
+ *   NOISE_ADD: x += z;   NOISE_SCALE: x = (x + z) * scale;   NOISE_AXPY: y += a * (x + z), x read only. */
+typedef struct {
+    float *x, *y;
+    float scale, a;
+} noise_out;
+
+/* Chunked noise: chunk c (parameters [c * DPFL_NOISE_CHUNK, ...)) draws from the stream
+ * dpfl_rng_derive(r, NOISE_TAG, nonce, c), where nonce is one block counter value claimed from r (the block
+ * itself is never generated): each call has its own nonce, so two calls on one stream never share noise, and the
+ * chunks' streams are keyed apart from every other use of r's key by the tag.  Which thread runs a chunk cannot
+ * change its values.
+ *
+ * Within a chunk's stream the words are laid out for the vector path: parameter p = 256 G + 16 j + l first takes
+ * word j of block 16 G + l (dpfl_chacha20_words16's word-major order).  The blocks of these first words are
+ * claimed up front, so everything else (the slow path's uniforms, fresh words for redraws) comes from the blocks
+ * after them through the rng's buffer, in an order fixed per group of 256 parameters: see noise_pending.  The
+ * vector and the scalar code run the same steps, so they give the same values. */
+#define NOISE_TAG 0x6470666c6e6f6973ULL /* "dpflnois" */
+
+enum { NOISE_ADD, NOISE_SCALE, NOISE_AXPY };
+#define NOISE_INLINE static inline __attribute__((always_inline))
+
+static uint32_t rng_u32(dpfl_rng *r)
+{
+    if (r->pos + 4 > sizeof r->buf) refill(r);
+    uint32_t v;
+    memcpy(&v, r->buf + r->pos, 4);
+    r->pos += 4;
+    return v;
+}
+
+NOISE_INLINE void noise_apply1(const noise_out *o, int op, size_t p, float z)
+{
+    if (op == NOISE_AXPY) o->y[p] += o->a * (o->x[p] + z);
+    else if (op == NOISE_SCALE) o->x[p] = (o->x[p] + z) * o->scale;
+    else o->x[p] += z;
+}
+
+/* The slow path of the draws of one group that fell outside their rectangles: pos[t] (increasing) are their
+ * positions, relative to base, and u[t] their words, t < k.  In rounds: (a) every wedge draw (layer >= 1), in
+ * order, takes one uniform; (b) in order, the wedge draws are tested (zig_wedge) and the tail draws (layer 0)
+ * run the tail sampler, which takes its uniforms as it goes; (c) every wedge draw rejected in (b), in order,
+ * takes a fresh 32-bit word: done if inside its rectangle, in the next round otherwise.  Written without
+ * data-dependent branches where the outcome is a coin flip (accept or reject a wedge draw). */
+NOISE_INLINE void noise_pending(dpfl_rng *r, const noise_out *o, int op, size_t base, uint32_t *pos,
+                                uint32_t *u, unsigned k, float s, double sigma)
+{
+    double U[NOISE_SUB_WORDS];
+    uint32_t ap[NOISE_SUB_WORDS];
+    float av[NOISE_SUB_WORDS];
+    while (k) {
+        for (unsigned t = 0; t < k; t++) U[t] = (u[t] & 0xff) ? dpfl_rng_uniform(r) : 0.0;
+        unsigned na = 0, nr = 0;
+        for (unsigned t = 0; t < k; t++) {
+            const uint32_t w = u[t];
+            const unsigned i = w & 0xff;
+            const double x = (double)(w >> 9) * (double)zig_w32[i];
+            double g;
+            int acc;
+            if (i == 0) { /* the tail: rare */
+                g = zig_tail(r);
+                acc = 1;
+            } else {
+                acc = zig_wedge(i, x, (zig_f[i - 1] - zig_f[i]) * U[t] + zig_f[i]);
+                g = x;
+            }
+            ap[na] = pos[t];
+            av[na] = (float)(sigma * ((w >> 8) & 1 ? -g : g));
+            na += (unsigned)acc;
+            pos[nr] = pos[t];
+            nr += (unsigned)!acc;
+        }
+        for (unsigned t = 0; t < na; t++) noise_apply1(o, op, base + ap[t], av[t]);
+        unsigned kk = 0;
+        for (unsigned t = 0; t < nr; t++) {
+            const uint32_t w = rng_u32(r);
+            const unsigned i = w & 0xff;
+            if ((w >> 9) < zig_k32[i]) {
+                const float v = (float)(w >> 9) * zig_w32[i];
+                noise_apply1(o, op, base + pos[t], (w >> 8) & 1 ? -s * v : s * v);
+            } else {
+                pos[kk] = pos[t];
+                u[kk++] = w;
+            }
+        }
+        k = kk;
+    }
+}
+
+#if defined(__AVX512F__)
+/* noise_apply1 on the lanes m of positions p .. p + 15 */
+NOISE_INLINE void noise_apply16(const noise_out *o, int op, size_t p, __m512 z, __mmask16 m)
+{
+    __m512 x = _mm512_maskz_loadu_ps(m, o->x + p);
+    if (op == NOISE_AXPY) {
+        __m512 y = _mm512_maskz_loadu_ps(m, o->y + p);
+        y = _mm512_add_ps(y, _mm512_mul_ps(_mm512_set1_ps(o->a), _mm512_add_ps(x, z)));
+        _mm512_mask_storeu_ps(o->y + p, m, y);
+    } else if (op == NOISE_SCALE) {
+        _mm512_mask_storeu_ps(o->x + p, m, _mm512_mul_ps(_mm512_add_ps(x, z), _mm512_set1_ps(o->scale)));
+    } else {
+        _mm512_mask_storeu_ps(o->x + p, m, _mm512_add_ps(x, z));
+    }
+}
+#endif
+
+/* One chunk: n <= DPFL_NOISE_CHUNK values from the fresh stream r, applied to positions [0, n) of o. */
+NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int vec, size_t n, double sigma)
+{
+    const size_t groups = (n + 255) / 256;
+    DPFL_ASSERT(r->counter == 0 && r->pos == sizeof r->buf);
+    r->counter = 16 * (uint64_t)groups; /* the chunk's first words; the slow path's buffer starts after them */
+    _Alignas(64) uint32_t w[NOISE_SUB_WORDS];
+    uint32_t pos[NOISE_SUB_WORDS + 16], u[NOISE_SUB_WORDS];
+    const float s = (float)sigma;
+    for (size_t G = 0; G < groups; G++) {
+        const size_t base = 256 * G, m = n - base < 256 ? n - base : 256;
+        dpfl_chacha20_words16(w, r->key, 16 * (uint64_t)G);
+        unsigned k = 0;
+#if defined(__AVX512F__)
+        if (vec) {
+            const __m512 vs = _mm512_set1_ps(s);
+            const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            for (size_t j = 0; 16 * j < m; j++) {
+                const __mmask16 valid = m - 16 * j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - 16 * j)) - 1);
+                __mmask16 acc;
+                __m512 v = zig16(_mm512_load_si512((const void *)(w + 16 * j)), vs, &acc);
+                acc &= valid;
+                const __mmask16 rej = (__mmask16)(valid & ~acc);
+                /* the rejected lanes' positions, appended to pos (a full store: pos has 16 entries of slack) */
+                __m512i q = _mm512_add_epi32(iota, _mm512_set1_epi32((int)(16 * j)));
+                _mm512_storeu_si512((void *)(pos + k), _mm512_maskz_compress_epi32(rej, q));
+                k += (unsigned)__builtin_popcount(rej);
+                noise_apply16(o, op, base + 16 * j, v, acc);
+            }
+        } else
+#else
+        (void)vec;
+#endif
+        for (size_t q = 0; q < m; q++) {
+            const unsigned i = w[q] & 0xff;
+            if ((w[q] >> 9) < zig_k32[i]) {
+                const float v = (float)(w[q] >> 9) * zig_w32[i];
+                noise_apply1(o, op, base + q, (w[q] >> 8) & 1 ? -s * v : s * v);
+            } else {
+                pos[k++] = (uint32_t)q;
+            }
+        }
+        if (k) {
+            for (unsigned t = 0; t < k; t++) u[t] = w[pos[t]];
+            noise_pending(r, o, op, base, pos, u, k, s, sigma);
+        }
+    }
+}
+
+static void noise_chunk(dpfl_rng *r, const noise_out *o, int vec, size_t n, double sigma)
+{
+    if (vec) {
+        if (o->y) noise_chunk_op(r, o, NOISE_AXPY, 1, n, sigma);
+        else if (o->scale != 1.0f) noise_chunk_op(r, o, NOISE_SCALE, 1, n, sigma);
+        else noise_chunk_op(r, o, NOISE_ADD, 1, n, sigma);
+    } else {
+        if (o->y) noise_chunk_op(r, o, NOISE_AXPY, 0, n, sigma);
+        else if (o->scale != 1.0f) noise_chunk_op(r, o, NOISE_SCALE, 0, n, sigma);
+        else noise_chunk_op(r, o, NOISE_ADD, 0, n, sigma);
+    }
+}
+
+typedef struct {
+    const dpfl_rng *parent;
+    uint64_t nonce;
+    noise_out o;
+    size_t n, nchunks;
+    double sigma;
+    int vec; /* 0: the portable code only (tests) */
+    atomic_size_t next;
+} chunk_job;
+
+static void *chunk_worker(void *arg)
+{
+    chunk_job *job = arg;
+    for (;;) {
+        size_t c = atomic_fetch_add(&job->next, 1);
+        if (c >= job->nchunks) return NULL;
+        size_t off = c * DPFL_NOISE_CHUNK, len = job->n - off < DPFL_NOISE_CHUNK ? job->n - off : DPFL_NOISE_CHUNK;
+        dpfl_rng child;
+        dpfl_rng_derive(job->parent, &child, NOISE_TAG, job->nonce, (uint64_t)c);
+        noise_out o = job->o;
+        o.x += off;
+        if (o.y) o.y += off;
+        noise_chunk(&child, &o, job->vec, len, job->sigma);
+    }
+}
+
+/* Helper threads for chunked noise, started on first use and kept for the life of the process, asleep on a
+ * condition variable between calls (a DP-SGD step calls once per step: starting threads each time would cost tens
+ * of microseconds, a tenth of the work at 2 threads).  One call at a time uses them; a call that finds them
+ * busy starts its own threads instead.  Who runs a chunk never changes its values. */
+enum { NOISE_MAX_THREADS = 64 };
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int started;     /* helper threads running */
+    int busy;        /* a call holds the helpers */
+    uint64_t gen;    /* job generation */
+    int want;        /* helpers 0 .. want-1 take part in the current job */
+    int pending;     /* of those, not yet finished */
+    chunk_job *job;
+    uint64_t born[NOISE_MAX_THREADS]; /* the generation when helper i started: it waits for the next one */
+} helpers = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static void *helper_main(void *arg)
+{
+    const int idx = (int)(intptr_t)arg;
+    pthread_mutex_lock(&helpers.mu);
+    uint64_t seen = helpers.born[idx];
+    for (;;) {
+        while (helpers.gen == seen) pthread_cond_wait(&helpers.go, &helpers.mu);
+        seen = helpers.gen;
+        if (idx >= helpers.want) continue;
+        chunk_job *job = helpers.job;
+        pthread_mutex_unlock(&helpers.mu);
+        chunk_worker(job);
+        pthread_mutex_lock(&helpers.mu);
+        if (--helpers.pending == 0) pthread_cond_signal(&helpers.done);
+    }
+    return NULL;
+}
+
+/* Takes the helpers and makes sure there are at least k; returns how many it may use (0: busy or none). */
+static int helpers_acquire(int k)
+{
+    pthread_mutex_lock(&helpers.mu);
+    if (helpers.busy) {
+        pthread_mutex_unlock(&helpers.mu);
+        return 0;
+    }
+    helpers.busy = 1;
+    while (helpers.started < k) {
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        helpers.born[helpers.started] = helpers.gen;
+        int ok = pthread_create(&t, &at, helper_main, (void *)(intptr_t)helpers.started) == 0;
+        pthread_attr_destroy(&at);
+        if (!ok) break;
+        helpers.started++;
+    }
+    int got = helpers.started < k ? helpers.started : k;
+    pthread_mutex_unlock(&helpers.mu);
+    return got;
+}
+
+static void noise_chunked(dpfl_rng *r, const noise_out *o, size_t n, double sigma, int nthreads, int vec)
+{
+    pthread_once(&zig_once, zig_init);
+    chunk_job job = {.parent = r, .nonce = r->counter++, .o = *o, .n = n, .sigma = sigma, .vec = vec};
+    job.nchunks = (n + DPFL_NOISE_CHUNK - 1) / DPFL_NOISE_CHUNK;
+    atomic_init(&job.next, 0);
+    int nt = nthreads < 1 ? 1 : nthreads > NOISE_MAX_THREADS ? NOISE_MAX_THREADS : nthreads;
+    if ((size_t)nt > job.nchunks) nt = (int)job.nchunks;
+    if (nt == 1) {
+        chunk_worker(&job);
+        return;
+    }
+    int k = helpers_acquire(nt - 1);
+    if (k > 0) {
+        pthread_mutex_lock(&helpers.mu);
+        helpers.job = &job;
+        helpers.want = k;
+        helpers.pending = k;
+        helpers.gen++;
+        pthread_cond_broadcast(&helpers.go);
+        pthread_mutex_unlock(&helpers.mu);
+        chunk_worker(&job);
+        pthread_mutex_lock(&helpers.mu);
+        while (helpers.pending > 0) pthread_cond_wait(&helpers.done, &helpers.mu);
+        helpers.busy = 0;
+        pthread_mutex_unlock(&helpers.mu);
+        return;
+    }
+    /* the helpers are busy (another thread is noising): threads of our own */
+    pthread_t th[NOISE_MAX_THREADS];
+    int started = 0;
+    for (int i = 1; i < nt; i++, started++)
+        if (pthread_create(&th[i], NULL, chunk_worker, &job) != 0) break; /* fewer threads, same noise */
+    chunk_worker(&job);
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+}
+
+void dpfl_rng_add_gaussian_chunked(dpfl_rng *r, float *x, size_t n, double sigma, float scale, int nthreads)
+{
+    if (sigma == 0.0) {
+        if (scale != 1.0f) dpfl_vec_scale(x, scale, n);
+        return;
+    }
+    noise_out o = {x, NULL, scale, 0.0f};
+    noise_chunked(r, &o, n, sigma, nthreads, 1);
+}
+
+void dpfl_rng_add_gaussian_chunked_portable(dpfl_rng *r, float *x, size_t n, double sigma, float scale,
+                                            int nthreads)
+{
+    if (sigma == 0.0) {
+        if (scale != 1.0f) dpfl_vec_scale(x, scale, n);
+        return;
+    }
+    noise_out o = {x, NULL, scale, 0.0f};
+    noise_chunked(r, &o, n, sigma, nthreads, 0);
+}
+
+void dpfl_rng_axpy_gaussian_chunked(dpfl_rng *r, float *y, float a, const float *x, size_t n, double sigma,
+                                    int nthreads)
+{
+    if (sigma == 0.0) {
+        dpfl_vec_axpy(y, a, x, n);
+        return;
+    }
+    noise_out o = {(float *)x, y, 1.0f, a};
+    noise_chunked(r, &o, n, sigma, nthreads, 1);
 }
 
 int dpfl_rng_bernoulli(dpfl_rng *r, double p)
