@@ -92,6 +92,49 @@ static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
     }
 }
 
+/* Seeded DP runs are bit-identical for 1, 2 and 3 threads: record-level DP-SGD (Poisson batches) and server noise,
+ * with a model of more than one noise chunk (85,203 parameters), both with one client per round (the DP-SGD noise
+ * then uses every thread) and with several (one thread each). */
+static void dp_runs_are_identical_for_any_thread_count(void **state)
+{
+    (void)state;
+    for (int one = 0; one < 2; one++) {
+        fixture f;
+        fixture_make(&f, 240);
+        dpfl_error err;
+        dpfl_model_free(&f.model);
+        assert_int_equal(dpfl_model_create("mlp:10-400-200-3", 1, 1, 10, 3, &f.model, &err), DPFL_OK);
+        assert_true(f.model.nparam > DPFL_NOISE_CHUNK);
+        int32_t sizes[4] = {60, 50, 70, 60};
+        dpfl_partition part = fixture_contiguous(sizes, 4);
+        f.cfg.clients = 4;
+        strcpy(f.cfg.sampling, one ? "fixed" : "poisson");
+        f.cfg.clients_per_round = 1;
+        f.cfg.client_rate = 0.7;
+        f.cfg.local_steps = 2;
+        f.cfg.batch = 16;
+        strcpy(f.cfg.rdp_enabled, "yes");
+        f.cfg.rdp_clip = 1.0;
+        f.cfg.rdp_noise = 0.8;
+        strcpy(f.cfg.cdp_enabled, "yes");
+        f.cfg.cdp_clip = 0.5;
+        f.cfg.cdp_noise = 0.7;
+        const size_t P = f.model.nparam;
+        float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
+        f.cfg.threads = 1;
+        train_rounds(&f, &part, 3, a, NULL);
+        for (int t = 2; t <= 3; t++) {
+            f.cfg.threads = t;
+            train_rounds(&f, &part, 3, b, NULL);
+            assert_memory_equal(a, b, P * sizeof *a);
+        }
+        dpfl_partition_free(&part);
+        free(a);
+        free(b);
+        fixture_free(&f);
+    }
+}
+
 /* Secure mode: with z = 0 the grid rounding alone changes training by a hair (grid = C / (1000 sqrt(P)));
  * with z > 0 the exact discrete noise moves the model; and its accounting uses integer orders only. */
 static void secure_mode_discrete_noise(void **state)
@@ -565,6 +608,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dpsgd_without_noise_or_clipping_is_nonprivate_training),
+        cmocka_unit_test(dp_runs_are_identical_for_any_thread_count),
         cmocka_unit_test(ledger_charges_the_right_q_and_steps),
         cmocka_unit_test(secure_mode_discrete_noise),
         cmocka_unit_test(calibration_covers_every_client),

@@ -307,9 +307,14 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
         /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
          * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
         if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)B * C);
-        if (s->rdp_secure) add_discrete_noise(s, rng, w->grad);
-        else dpfl_rng_add_gaussian(rng, w->grad, P, sd);
-        dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
+        if (s->rdp_secure) {
+            add_discrete_noise(s, rng, w->grad);
+            dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
+        } else { /* noise and the division in one pass; the threads a chunk of clients leaves idle help (the
+                  * noise is the same for any thread count) */
+            int nt = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
+            dpfl_rng_add_gaussian_chunked(rng, w->grad, P, sd, (float)(1.0 / denom), nt);
+        }
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;
@@ -669,8 +674,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         dpfl_rng nrng;
         dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
         double sd = s->strategy == CLIP_MEDIAN ? s->z_sum * S_used : s->z_sum * S;
-        dpfl_rng_add_gaussian(&nrng, s->acc, P, sd);
-        dpfl_vec_scale(s->acc, (float)(1.0 / denom), P);
+        dpfl_rng_add_gaussian_chunked(&nrng, s->acc, P, sd, (float)(1.0 / denom), s->nthreads);
         dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
         m->update_clip = S_used;
         m->update_noise_std = sd / denom;
