@@ -28,6 +28,7 @@ typedef struct {
     int32_t *ybuf, *order;
     float *part, *norms; /* DP-SGD: one micro-batch's clipped sum; per-example norms */
     dpfl_optim opt;
+    int ws_threads;      /* threads of ws's own pool (more than 1 when fewer clients than threads train) */
 } worker;
 
 typedef struct eval_job eval_job;
@@ -202,6 +203,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
         worker *w = &s->workers[i];
         if (!(w->ws = dpfl_nn_ws_create(model, B, err))) goto fail;
         if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) goto fail;
+        w->ws_threads = 1;
         if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
             !(w->xbuf = dpfl_alloc((size_t)B * (size_t)train->dim * sizeof(float), err)) ||
             !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
@@ -411,7 +413,12 @@ static void *round_worker(void *p)
         if (j >= s->chunk_len) break;
         int32_t i = s->chunk_start + j;
         if (s->results[i].dropped) continue; /* drops out before sending: its work is lost, not its charge */
-        train_client(s, &s->workers[a->id], s->sampled[i], s->slots[j], &s->results[i]);
+        /* fewer clients than threads (one client per round, say): the idle threads join each client's own
+         * forward/backward pool; nn results do not depend on its thread count */
+        worker *w = &s->workers[a->id];
+        int want = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
+        if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
+        train_client(s, w, s->sampled[i], s->slots[j], &s->results[i]);
         if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
     }
     return NULL;
