@@ -414,7 +414,7 @@ static void chunked_noise_sequence_is_pinned(void **state)
         crc = crc * 31u + dpfl_crc32(y, ns[k] * sizeof *y);
         crc = crc * 31u + dpfl_crc32(&u, sizeof u);
     }
-    assert_int_equal(crc, 0x08b37d69u);
+    assert_int_equal(crc, 0xdb49b599u);
     free(x);
     free(y);
 }

@@ -368,8 +368,8 @@ typedef struct {
  * Within a chunk's stream the words are laid out for the vector path: parameter p = 256 G + 16 j + l first takes
  * word j of block 16 G + l (dpfl_chacha20_words16's word-major order).  The blocks of these first words are
  * claimed up front, so everything else (the slow path's uniforms, fresh words for redraws) comes from the blocks
- * after them through the rng's buffer, in an order fixed per group of 256 parameters: see noise_pending.  The
- * vector and the scalar code run the same steps, so they give the same values. */
+ * after them through the rng's buffer, in an order fixed per block of NOISE_BLOCK parameters (noise_pending).
+ * The vector and the scalar code run the same steps, so they give the same values. */
 #define NOISE_TAG 0x6470666c6e6f6973ULL /* "dpflnois" */
 
 enum { NOISE_ADD, NOISE_SCALE, NOISE_AXPY };
@@ -391,53 +391,205 @@ NOISE_INLINE void noise_apply1(const noise_out *o, int op, size_t p, float z)
     else o->x[p] += z;
 }
 
-/* The slow path of the draws of one group that fell outside their rectangles: pos[t] (increasing) are their
- * positions, relative to base, and u[t] their words, t < k.  In rounds: (a) every wedge draw (layer >= 1), in
- * order, takes one uniform; (b) in order, the wedge draws are tested (zig_wedge) and the tail draws (layer 0)
- * run the tail sampler, which takes its uniforms as it goes; (c) every wedge draw rejected in (b), in order,
- * takes a fresh 32-bit word: done if inside its rectangle, in the next round otherwise.  Written without
- * data-dependent branches where the outcome is a coin flip (accept or reject a wedge draw). */
-NOISE_INLINE void noise_pending(dpfl_rng *r, const noise_out *o, int op, size_t base, uint32_t *pos,
-                                uint32_t *u, unsigned k, float s, double sigma)
+/* The draws of a block of NOISE_BLOCK parameters that fell outside their rectangles (about 1.5%) are finished
+ * together, in rounds: (a) every wedge draw (layer >= 1), in order of position, takes one uniform; (b) the wedge
+ * draws are tested (zig_wedge), then the tail draws (layer 0), in order, run the tail sampler, which takes its
+ * uniforms as it goes; (c) every wedge draw rejected in (b), in order, takes a fresh 32-bit word: done if inside
+ * its rectangle, in the next round otherwise.  A block's worth lets the vector code fill its lanes. */
+enum { NOISE_BLOCK = 1024 };
+
+typedef struct {
+    _Alignas(64) uint32_t w[NOISE_BLOCK];                /* the block's first words (dpfl_chacha20_words16) */
+    uint32_t pos[NOISE_BLOCK + 16], u[NOISE_BLOCK + 16]; /* pending draws: positions in the chunk, words */
+    uint32_t ap[NOISE_BLOCK + 16];                       /* accepted: positions and values */
+    float av[NOISE_BLOCK + 16];
+    uint32_t tp[NOISE_BLOCK + 16], tu[NOISE_BLOCK + 16]; /* tail draws of the round */
+    double U[NOISE_BLOCK + 16];                          /* the portable code's uniforms */
+} noise_scratch;
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+/* Steps (a) and (b) for the wedge draws among m <= 16 words, one per lane: the same uniforms in the same order as
+ * the portable code, the same double arithmetic (nothing fused), the same decisions.  *wedge = the wedge lanes;
+ * returns those accepted, with their values in v[lane]. */
+static inline __mmask16 wedge16(dpfl_rng *r, const uint32_t *u, unsigned m, double sigma, float *v,
+                                __mmask16 *wedge)
 {
-    double U[NOISE_SUB_WORDS];
-    uint32_t ap[NOISE_SUB_WORDS];
-    float av[NOISE_SUB_WORDS];
+    const __mmask16 K = (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1);
+    const __m512i w = _mm512_maskz_loadu_epi32(K, u);
+    const __mmask16 W = _mm512_mask_test_epi32_mask(K, w, _mm512_set1_epi32(0xff));
+    const unsigned c = (unsigned)__builtin_popcount(W), c0 = (unsigned)__builtin_popcount(W & 0xff);
+    *wedge = W;
+    __m512d U[2];
+    if (r->pos + 8 * c <= sizeof r->buf) { /* (a): the next c words of the buffer, as c dpfl_rng_uniform calls */
+        const uint8_t *b = r->buf + r->pos;
+        const __m512i q0 = _mm512_maskz_expandloadu_epi64((__mmask8)W, b);
+        const __m512i q1 = _mm512_maskz_expandloadu_epi64((__mmask8)(W >> 8), b + 8 * c0);
+        r->pos += 8 * c;
+        U[0] = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(q0, 11)), _mm512_set1_pd(0x1.0p-53));
+        U[1] = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(q1, 11)), _mm512_set1_pd(0x1.0p-53));
+    } else { /* the buffer refills part-way */
+        double Us[16] = {0};
+        for (unsigned t = 0; t < m; t++)
+            if (W >> t & 1) Us[t] = dpfl_rng_uniform(r);
+        U[0] = _mm512_loadu_pd(Us);
+        U[1] = _mm512_loadu_pd(Us + 8);
+    }
+    const __mmask16 b5 = _mm512_test_epi32_mask(w, _mm512_set1_epi32(32));
+    const __mmask16 b6 = _mm512_test_epi32_mask(w, _mm512_set1_epi32(64));
+    const __mmask16 b7 = _mm512_test_epi32_mask(w, _mm512_set1_epi32(128));
+    const __m512 wt = lut256_ps(zig_w32, w, b5, b6, b7);
+    const __m512i layer = _mm512_and_si512(w, _mm512_set1_epi32(0xff));
+    const __m512i below = _mm512_sub_epi32(layer, _mm512_set1_epi32(1));
+    const __m512i mag = _mm512_srli_epi32(w, 9);
+    const __m512d zero = _mm512_setzero_pd();
+    __mmask16 acc = 0, amb = 0;
+    _Alignas(64) double xs[16], ys[16];
+    for (int h = 0; h < 2; h++) {
+        const __mmask8 mh = (__mmask8)(W >> (8 * h));
+        if (!mh) continue;
+        const __m256i li = h ? _mm512_extracti32x8_epi32(layer, 1) : _mm512_castsi512_si256(layer);
+        const __m256i bi = h ? _mm512_extracti32x8_epi32(below, 1) : _mm512_castsi512_si256(below);
+        const __m256i mi = h ? _mm512_extracti32x8_epi32(mag, 1) : _mm512_castsi512_si256(mag);
+        const __m256i wi = h ? _mm512_extracti32x8_epi32(w, 1) : _mm512_castsi512_si256(w);
+        const __m256 fi = h ? _mm512_extractf32x8_ps(wt, 1) : _mm512_castps512_ps256(wt);
+        const __m512d f1 = _mm512_mask_i32gather_pd(zero, mh, bi, zig_f, 8);
+        const __m512d f0 = _mm512_mask_i32gather_pd(zero, mh, li, zig_f, 8);
+        const __m512d xe = _mm512_mask_i32gather_pd(zero, mh, bi, zig_x, 8);
+        const __m512d x = _mm512_mul_pd(_mm512_cvtepu32_pd(mi), _mm512_cvtps_pd(fi));
+        const __m512d y = _mm512_add_pd(_mm512_mul_pd(_mm512_sub_pd(f1, f0), U[h]), f0);
+        const __m512d d =
+            _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), _mm512_sub_pd(x, xe)), _mm512_add_pd(x, xe));
+        const __m512d lo = _mm512_mul_pd(f1, _mm512_sub_pd(_mm512_set1_pd(1.0), d));
+        const __m512d hi =
+            _mm512_add_pd(lo, _mm512_mul_pd(f1, _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), d), d)));
+        const __mmask8 up = _mm512_mask_cmp_pd_mask(mh, d, zero, _CMP_GE_OQ);
+        const __mmask8 a =
+            _mm512_mask_cmp_pd_mask(up, y, _mm512_sub_pd(lo, _mm512_set1_pd(ZIG_SQUEEZE_MARGIN)), _CMP_LT_OQ);
+        const __mmask8 rj =
+            _mm512_mask_cmp_pd_mask(up, y, _mm512_add_pd(hi, _mm512_set1_pd(ZIG_SQUEEZE_MARGIN)), _CMP_GE_OQ);
+        acc = (__mmask16)(acc | (unsigned)a << (8 * h));
+        amb = (__mmask16)(amb | (unsigned)(mh & ~a & ~rj) << (8 * h));
+        _mm512_store_pd(xs + 8 * h, x);
+        _mm512_store_pd(ys + 8 * h, y);
+        /* sigma * (neg ? -x : x), then float; the sign by xor, so that -0 stays -0 as in the scalar code */
+        const __mmask8 neg = _mm256_test_epi32_mask(wi, _mm256_set1_epi32(0x100));
+        const __m512d sx = _mm512_mask_xor_pd(x, neg, x, _mm512_set1_pd(-0.0));
+        _mm256_storeu_ps(v + 8 * h, _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_set1_pd(sigma), sx)));
+    }
+    for (unsigned t = amb; t; t &= t - 1) { /* near the curve: exp decides (rare) */
+        const unsigned l = (unsigned)__builtin_ctz(t);
+        if (ys[l] < exp(-0.5 * xs[l] * xs[l])) acc = (__mmask16)(acc | (1u << l));
+    }
+    return acc;
+}
+#endif
+
+/* The rounds for the k pending draws in sc->pos / sc->u. */
+NOISE_INLINE void noise_pending(dpfl_rng *r, const noise_out *o, int op, int vec, noise_scratch *sc, unsigned k,
+                                float s, double sigma)
+{
+    uint32_t *pos = sc->pos, *u = sc->u, *ap = sc->ap, *tp = sc->tp, *tu = sc->tu;
+    float *av = sc->av;
     while (k) {
-        for (unsigned t = 0; t < k; t++) U[t] = (u[t] & 0xff) ? dpfl_rng_uniform(r) : 0.0;
-        unsigned na = 0, nr = 0;
-        for (unsigned t = 0; t < k; t++) {
-            const uint32_t w = u[t];
-            const unsigned i = w & 0xff;
-            const double x = (double)(w >> 9) * (double)zig_w32[i];
-            double g;
-            int acc;
-            if (i == 0) { /* the tail: rare */
-                g = zig_tail(r);
-                acc = 1;
-            } else {
-                acc = zig_wedge(i, x, (zig_f[i - 1] - zig_f[i]) * U[t] + zig_f[i]);
-                g = x;
+        unsigned na = 0, nr = 0, nt = 0;
+        /* (a) and (b) for the wedges: accepted to ap/av, rejected to the front of pos; tails to tp/tu */
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+        if (vec) {
+            for (unsigned b = 0; b < k; b += 16) {
+                const unsigned m = k - b < 16 ? k - b : 16;
+                const __mmask16 K = (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1);
+                _Alignas(64) float v[16];
+                __mmask16 W;
+                const __mmask16 acc = wedge16(r, u + b, m, sigma, v, &W);
+                const __m512i p = _mm512_maskz_loadu_epi32(K, pos + b), w = _mm512_maskz_loadu_epi32(K, u + b);
+                const __mmask16 rej = (__mmask16)(W & ~acc), tail = (__mmask16)(K & ~W);
+                /* full stores of compressed vectors: each array has 16 entries of slack, and nr <= b, so the
+                 * rejected positions never overwrite an entry not yet read */
+                _mm512_storeu_si512((void *)(ap + na), _mm512_maskz_compress_epi32(acc, p));
+                _mm512_storeu_ps(av + na, _mm512_maskz_compress_ps(acc, _mm512_load_ps(v)));
+                na += (unsigned)__builtin_popcount(acc);
+                _mm512_storeu_si512((void *)(pos + nr), _mm512_maskz_compress_epi32(rej, p));
+                nr += (unsigned)__builtin_popcount(rej);
+                if (tail) { /* rare */
+                    _mm512_storeu_si512((void *)(tp + nt), _mm512_maskz_compress_epi32(tail, p));
+                    _mm512_storeu_si512((void *)(tu + nt), _mm512_maskz_compress_epi32(tail, w));
+                    nt += (unsigned)__builtin_popcount(tail);
+                }
             }
-            ap[na] = pos[t];
-            av[na] = (float)(sigma * ((w >> 8) & 1 ? -g : g));
-            na += (unsigned)acc;
-            pos[nr] = pos[t];
-            nr += (unsigned)!acc;
+        } else
+#endif
+        {
+            for (unsigned t = 0; t < k; t++) sc->U[t] = (u[t] & 0xff) ? dpfl_rng_uniform(r) : 0.0;
+            for (unsigned t = 0; t < k; t++) {
+                const uint32_t w = u[t];
+                const unsigned i = w & 0xff;
+                if (i == 0) { /* a tail draw: after the wedges */
+                    tp[nt] = pos[t];
+                    tu[nt++] = w;
+                    continue;
+                }
+                const double x = (double)(w >> 9) * (double)zig_w32[i];
+                const int acc = zig_wedge(i, x, (zig_f[i - 1] - zig_f[i]) * sc->U[t] + zig_f[i]);
+                ap[na] = pos[t];
+                av[na] = (float)(sigma * ((w >> 8) & 1 ? -x : x));
+                na += (unsigned)acc;
+                pos[nr] = pos[t];
+                nr += (unsigned)!acc;
+            }
         }
-        for (unsigned t = 0; t < na; t++) noise_apply1(o, op, base + ap[t], av[t]);
+        for (unsigned t = 0; t < nt; t++) { /* (b) the tails, in order */
+            const double g = zig_tail(r);
+            ap[na] = tp[t];
+            av[na++] = (float)(sigma * ((tu[t] >> 8) & 1 ? -g : g));
+        }
+        for (unsigned t = 0; t < na; t++) noise_apply1(o, op, ap[t], av[t]);
+        /* (c) a fresh word for every rejected wedge, in order */
         unsigned kk = 0;
-        for (unsigned t = 0; t < nr; t++) {
-            const uint32_t w = rng_u32(r);
-            const unsigned i = w & 0xff;
-            if ((w >> 9) < zig_k32[i]) {
-                const float v = (float)(w >> 9) * zig_w32[i];
-                noise_apply1(o, op, base + pos[t], (w >> 8) & 1 ? -s * v : s * v);
-            } else {
-                pos[kk] = pos[t];
-                u[kk++] = w;
+        na = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+        if (vec) {
+            const __m512 vs = _mm512_set1_ps(s);
+            for (unsigned b = 0; b < nr; b += 16) {
+                const unsigned m = nr - b < 16 ? nr - b : 16;
+                const __mmask16 K = (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1);
+                __m512i w;
+                if (r->pos + 4 * m <= sizeof r->buf) { /* m rng_u32 calls */
+                    w = _mm512_maskz_loadu_epi32(K, r->buf + r->pos);
+                    r->pos += 4 * m;
+                } else {
+                    uint32_t ws[16] = {0};
+                    for (unsigned t = 0; t < m; t++) ws[t] = rng_u32(r);
+                    w = _mm512_loadu_si512((const void *)ws);
+                }
+                __mmask16 acc;
+                const __m512 v = zig16(w, vs, &acc);
+                acc &= K;
+                const __m512i p = _mm512_maskz_loadu_epi32(K, pos + b);
+                _mm512_storeu_si512((void *)(ap + na), _mm512_maskz_compress_epi32(acc, p));
+                _mm512_storeu_ps(av + na, _mm512_maskz_compress_ps(acc, v));
+                na += (unsigned)__builtin_popcount(acc);
+                const __mmask16 again = (__mmask16)(K & ~acc);
+                _mm512_storeu_si512((void *)(pos + kk), _mm512_maskz_compress_epi32(again, p));
+                _mm512_storeu_si512((void *)(u + kk), _mm512_maskz_compress_epi32(again, w));
+                kk += (unsigned)__builtin_popcount(again);
+            }
+        } else
+#endif
+        {
+            for (unsigned t = 0; t < nr; t++) {
+                const uint32_t w = rng_u32(r);
+                const unsigned i = w & 0xff;
+                if ((w >> 9) < zig_k32[i]) {
+                    const float v = (float)(w >> 9) * zig_w32[i];
+                    ap[na] = pos[t];
+                    av[na++] = (w >> 8) & 1 ? -s * v : s * v;
+                } else {
+                    pos[kk] = pos[t];
+                    u[kk++] = w;
+                }
             }
         }
+        for (unsigned t = 0; t < na; t++) noise_apply1(o, op, ap[t], av[t]);
         k = kk;
     }
 }
@@ -465,45 +617,48 @@ NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int ve
     const size_t groups = (n + 255) / 256;
     DPFL_ASSERT(r->counter == 0 && r->pos == sizeof r->buf);
     r->counter = 16 * (uint64_t)groups; /* the chunk's first words; the slow path's buffer starts after them */
-    _Alignas(64) uint32_t w[NOISE_SUB_WORDS];
-    uint32_t pos[NOISE_SUB_WORDS + 16], u[NOISE_SUB_WORDS];
+    noise_scratch sc;
     const float s = (float)sigma;
-    for (size_t G = 0; G < groups; G++) {
-        const size_t base = 256 * G, m = n - base < 256 ? n - base : 256;
-        dpfl_chacha20_words16(w, r->key, 16 * (uint64_t)G);
-        unsigned k = 0;
+    for (size_t blk = 0; blk < n; blk += NOISE_BLOCK) {
+        unsigned k = 0; /* the block's draws outside their rectangles, in sc.pos / sc.u */
+        for (size_t base = blk; base < n && base < blk + NOISE_BLOCK; base += 256) {
+            const size_t m = n - base < 256 ? n - base : 256;
+            uint32_t *w = sc.w + (base - blk);
+            dpfl_chacha20_words16(w, r->key, (uint64_t)base / 16);
 #if defined(__AVX512F__)
-        if (vec) {
-            const __m512 vs = _mm512_set1_ps(s);
-            const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            for (size_t j = 0; 16 * j < m; j++) {
-                const __mmask16 valid = m - 16 * j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - 16 * j)) - 1);
-                __mmask16 acc;
-                __m512 v = zig16(_mm512_load_si512((const void *)(w + 16 * j)), vs, &acc);
-                acc &= valid;
-                const __mmask16 rej = (__mmask16)(valid & ~acc);
-                /* the rejected lanes' positions, appended to pos (a full store: pos has 16 entries of slack) */
-                __m512i q = _mm512_add_epi32(iota, _mm512_set1_epi32((int)(16 * j)));
-                _mm512_storeu_si512((void *)(pos + k), _mm512_maskz_compress_epi32(rej, q));
-                k += (unsigned)__builtin_popcount(rej);
-                noise_apply16(o, op, base + 16 * j, v, acc);
+            if (vec) {
+                const __m512 vs = _mm512_set1_ps(s);
+                const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                for (size_t j = 0; 16 * j < m; j++) {
+                    const __mmask16 valid =
+                        m - 16 * j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - 16 * j)) - 1);
+                    const __m512i u = _mm512_load_si512((const void *)(w + 16 * j));
+                    __mmask16 acc;
+                    const __m512 v = zig16(u, vs, &acc);
+                    acc &= valid;
+                    const __mmask16 rej = (__mmask16)(valid & ~acc);
+                    /* the rejected lanes' positions and words, appended (full stores: 16 entries of slack) */
+                    const __m512i q = _mm512_add_epi32(iota, _mm512_set1_epi32((int)(base + 16 * j)));
+                    _mm512_storeu_si512((void *)(sc.pos + k), _mm512_maskz_compress_epi32(rej, q));
+                    k += (unsigned)__builtin_popcount(rej);
+                    noise_apply16(o, op, base + 16 * j, v, acc);
+                }
+                continue;
             }
-        } else
-#else
-        (void)vec;
 #endif
-        for (size_t q = 0; q < m; q++) {
-            const unsigned i = w[q] & 0xff;
-            if ((w[q] >> 9) < zig_k32[i]) {
-                const float v = (float)(w[q] >> 9) * zig_w32[i];
-                noise_apply1(o, op, base + q, (w[q] >> 8) & 1 ? -s * v : s * v);
-            } else {
-                pos[k++] = (uint32_t)q;
+            for (size_t q = 0; q < m; q++) {
+                const unsigned i = w[q] & 0xff;
+                if ((w[q] >> 9) < zig_k32[i]) {
+                    const float v = (float)(w[q] >> 9) * zig_w32[i];
+                    noise_apply1(o, op, base + q, (w[q] >> 8) & 1 ? -s * v : s * v);
+                } else {
+                    sc.pos[k++] = (uint32_t)(base + q);
+                }
             }
         }
         if (k) {
-            for (unsigned t = 0; t < k; t++) u[t] = w[pos[t]];
-            noise_pending(r, o, op, base, pos, u, k, s, sigma);
+            for (unsigned t = 0; t < k; t++) sc.u[t] = sc.w[sc.pos[t] - blk];
+            noise_pending(r, o, op, vec, &sc, k, s, sigma);
         }
     }
 }
