@@ -338,6 +338,8 @@ static void chunked_noise_is_thread_invariant(void **state)
     int same = 0;
     for (int i = 0; i < 1000; i++) same += x[i] == y[i];
     assert_true(same < 5);
+    /* an empty vector, then the helpers still serve the next call */
+    dpfl_rng_add_gaussian_chunked(&r, x, 0, 1.0, 1.0f, 2);
     /* sigma = 0: the scale alone; the axpy alone */
     float a[3] = {1, 2, 3}, b[3] = {1, 1, 1};
     dpfl_rng_add_gaussian_chunked(&r, a, 3, 0.0, 0.5f, 2);

@@ -758,6 +758,7 @@ static int helpers_acquire(int k)
         helpers.started++;
     }
     int got = helpers.started < k ? helpers.started : k;
+    if (got <= 0) helpers.busy = 0; /* none could be started */
     pthread_mutex_unlock(&helpers.mu);
     return got;
 }
@@ -770,7 +771,7 @@ static void noise_chunked(dpfl_rng *r, const noise_out *o, size_t n, double sigm
     atomic_init(&job.next, 0);
     int nt = nthreads < 1 ? 1 : nthreads > NOISE_MAX_THREADS ? NOISE_MAX_THREADS : nthreads;
     if ((size_t)nt > job.nchunks) nt = (int)job.nchunks;
-    if (nt == 1) {
+    if (nt <= 1) { /* one thread, or nothing to do (n = 0) */
         chunk_worker(&job);
         return;
     }
