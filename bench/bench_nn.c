@@ -2,8 +2,9 @@
  *
  * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64, on synthetic MNIST-shaped data:
  *   nonprivate: dpfl_nn_grad (mean gradient) + SGD update;
- *   dpsgd:      dpfl_nn_clipped_grad_sum (flat clip C = 1) + Gaussian noise (z = 1, dpfl_rng_add_gaussian)
- *               + SGD update on sum / B.
+ *   dpsgd:      dpfl_nn_clipped_grad_sum (flat clip C = 1) + Gaussian noise (z = 1) + SGD update on sum / B,
+ *               the last two in one pass (dpfl_rng_axpy_gaussian_chunked: the same bits as noising the sum, then
+ *               dpfl_vec_axpy) on as many threads as there are cores, like the gradient.
  * Each configuration warms up, then runs for at least DPFL_BENCH_SECONDS (default 2) and 5 steps.  Prints a
  * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second} plus
  * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the gradient
@@ -76,6 +77,7 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
         exit(1);
     }
     const float lr = 0.01f;
+    const int noise_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     dpfl_clip_spec clip = {1.0, 0};
     long steps = 0, warm = 3;
     double t0 = 0, tg = 0;
@@ -87,8 +89,7 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
         if (dp) {
             dpfl_nn_clipped_grad_sum(&m, p, ws, xb, y + off, B, &clip, &rng, g, NULL);
             tg += dpfl_now() - ts;
-            dpfl_rng_add_gaussian(&noise, g, m.nparam, 1.0 * clip.clip);
-            dpfl_vec_axpy(p, -lr / B, g, m.nparam);
+            dpfl_rng_axpy_gaussian_chunked(&noise, p, -lr / B, g, m.nparam, 1.0 * clip.clip, noise_threads);
         } else {
             dpfl_nn_grad(&m, p, ws, xb, y + off, B, &rng, g, NULL);
             tg += dpfl_now() - ts;
