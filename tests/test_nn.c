@@ -207,6 +207,7 @@ static void persample_equals_one_at_a_time(void **state)
                     dpfl_vec_axpy(want, 1.0f, g, n);
                 }
                 dpfl_clip_spec cs = {c, per_layer};
+                for (size_t j = 0; j < n; j++) got[j] = NAN; /* every parameter must be written */
                 dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, NULL, got, norms);
                 for (int b = 0; b < B; b++) assert_close(norms[b], own[b], 1e-4);
                 double d = rel_diff(got, want, n);

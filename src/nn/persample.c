@@ -37,8 +37,10 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
                                 float *grads, float *norms)
 {
     DPFL_ASSERT(clip->clip >= 0.0); /* callers validate configuration; NaN or negative is a bug */
-    dpfl_vec_zero(grads, m->nparam);
-    if (B == 0) return 0.0;
+    if (B == 0) {
+        dpfl_vec_zero(grads, m->nparam);
+        return 0.0;
+    }
     const int nl = m->nlayers;
     const size_t mb = (size_t)ws->max_batch;
     for (int l = 0; l < nl; l++) ws->ghost[l] = m->layers[l].kind == DPFL_LAYER_CONV2D && use_ghost(ws, &m->layers[l]);
@@ -93,6 +95,7 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
                                     dpfl_nn_conv_chunk(L, B), ws->col, ws->par);
         } else {
             const float *ps = ws->ps + ws->ps_off[l];
+            dpfl_vec_zero(dw, L->nparam); /* the other branches overwrite their layer's slice */
             for (int b = 0; b < B; b++) dpfl_vec_axpy(dw, s[b], ps + (size_t)b * L->nparam, L->nparam);
         }
     }
