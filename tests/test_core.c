@@ -58,6 +58,29 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* x / sigma (copied into v, then sorted) has mean 0 and variance 1 within 5 standard errors, and passes a
+ * Kolmogorov-Smirnov test against N(0, 1) at the 1% level. */
+static void assert_standard_normal(double *v, const float *x, size_t n, double sigma)
+{
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = x[i] / sigma;
+        s += v[i];
+        s2 += v[i] * v[i];
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
+    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
+    qsort(v, n, sizeof *v, cmp_double);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
+        d = fmax(d, fmax(F - (double)i / n, (double)(i + 1) / n - F));
+    }
+    assert_true(d < 1.63 / sqrt((double)n));
+}
+
+
 static void gaussian_moments_and_ks(void **state)
 {
     (void)state;
@@ -97,22 +120,7 @@ static void bulk_noise_moments_and_ks(void **state)
     dpfl_rng r;
     dpfl_rng_init_seed(&r, 31);
     dpfl_rng_add_gaussian(&r, x, n, 2.5);
-    double s = 0, s2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = x[i] / 2.5;
-        s += v[i];
-        s2 += v[i] * v[i];
-    }
-    double mean = s / n, var = s2 / n - mean * mean;
-    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
-    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
-    qsort(v, n, sizeof *v, cmp_double);
-    double d = 0;
-    for (size_t i = 0; i < n; i++) {
-        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
-        d = fmax(d, fmax(F - (double)i / n, (double)(i + 1) / n - F));
-    }
-    assert_true(d < 1.63 / sqrt((double)n));
+    assert_standard_normal(v, x, n, 2.5);
     /* adding to existing values: x + noise, and sigma = 0 adds nothing */
     float y[4] = {1, 2, 3, 4};
     dpfl_rng_add_gaussian(&r, y, 4, 0.0);
@@ -256,22 +264,7 @@ static void chunked_noise_moments_ks_and_tails(void **state)
     dpfl_rng r;
     dpfl_rng_init_seed(&r, 32);
     dpfl_rng_add_gaussian_chunked(&r, x, n, 2.5, 1.0f, 2);
-    double s = 0, s2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = x[i] / 2.5;
-        s += v[i];
-        s2 += v[i] * v[i];
-    }
-    double mean = s / n, var = s2 / n - mean * mean;
-    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
-    assert_true(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n));
-    qsort(v, n, sizeof *v, cmp_double);
-    double d = 0;
-    for (size_t i = 0; i < n; i++) {
-        double F = 0.5 * erfc(-v[i] / sqrt(2.0));
-        d = fmax(d, fmax(F - (double)i / n, (double)(i + 1) / n - F));
-    }
-    assert_true(d < 1.63 / sqrt((double)n));
+    assert_standard_normal(v, x, n, 2.5);
     const double t[5] = {1.0, 2.0, 3.0, 3.65, 4.5};
     long count[5] = {0};
     for (int c = 0; c < 10; c++) {
