@@ -232,6 +232,23 @@ static void gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *
     }
 }
 
+/* The number of clients a round is designed to have (Poisson: its expectation; fixed: m; all: K): the
+ * denominator of the client-level average, fixed by the sampling design, never by who replied. */
+static double designed_clients(const dpfl_sim *s, int32_t round)
+{
+    const dpfl_config *cfg = s->cfg;
+    if (!strcmp(cfg->sampling, "poisson")) return dpfl_round_client_rate(cfg, round) * s->part->clients;
+    if (!strcmp(cfg->sampling, "fixed")) return dpfl_round_clients_per_round(cfg, round);
+    return s->part->clients;
+}
+
+/* Threads each client of the current chunk may use for itself: more than 1 when fewer clients than threads train
+ * (nn and the chunked noise give the same bits for any thread count). */
+static int threads_per_client(const dpfl_sim *s)
+{
+    return s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
+}
+
 /* Client-level per-step clipping (McMahan et al. 2018): keep the local model within distance S of the global
  * model after every step, so the final update is bounded by construction. */
 static void project_to_global(const dpfl_sim *s, float *local, float *tmp)
@@ -314,8 +331,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
             dpfl_vec_scale(w->grad, (float)(1.0 / denom), P);
         } else { /* noise and the division in one pass; the threads a chunk of clients leaves idle help (the
                   * noise is the same for any thread count) */
-            int nt = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
-            dpfl_rng_add_gaussian_chunked(rng, w->grad, P, sd, (float)(1.0 / denom), nt);
+            dpfl_rng_add_gaussian_chunked(rng, w->grad, P, sd, (float)(1.0 / denom), threads_per_client(s));
         }
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
@@ -416,7 +432,7 @@ static void *round_worker(void *p)
         /* fewer clients than threads (one client per round, say): the idle threads join each client's own
          * forward/backward pool; nn results do not depend on its thread count */
         worker *w = &s->workers[a->id];
-        int want = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
+        int want = threads_per_client(s);
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
         train_client(s, w, s->sampled[i], s->slots[j], &s->results[i]);
         if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
@@ -504,10 +520,7 @@ void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
     if (s->strategy == CLIP_ADAPTIVE && z > 0) {
         /* Andrew et al. 2021: the count of unclipped updates gets noise sigma_b, the update sum z_Delta S with
          * z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2): together one Gaussian mechanism with multiplier z. */
-        int32_t r = s->round > 0 ? s->round : 1;
-        double expected = !strcmp(cfg->sampling, "poisson") ? dpfl_round_client_rate(cfg, r) * s->part->clients
-                          : !strcmp(cfg->sampling, "fixed") ? dpfl_round_clients_per_round(cfg, r)
-                                                            : s->part->clients;
+        double expected = designed_clients(s, s->round > 0 ? s->round : 1);
         s->sigma_b = cfg->cdp_quantile_noise > 0 ? cfg->cdp_quantile_noise : expected / 20.0;
         double inv = 1.0 / (z * z) - 1.0 / (4.0 * s->sigma_b * s->sigma_b);
         s->z_sum = inv > 0 ? 1.0 / sqrt(inv) : INFINITY;
@@ -674,10 +687,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
     if (s->cdp) {
-        /* the denominator is fixed by the sampling design, never by who replied */
-        double denom = !strcmp(cfg->sampling, "poisson") ? dpfl_round_client_rate(cfg, round) * s->part->clients
-                       : !strcmp(cfg->sampling, "fixed") ? dpfl_round_clients_per_round(cfg, round)
-                                                         : s->part->clients;
+        double denom = designed_clients(s, round);
         dpfl_rng nrng;
         dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
         double sd = s->strategy == CLIP_MEDIAN ? s->z_sum * S_used : s->z_sum * S;
