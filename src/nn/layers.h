@@ -152,8 +152,7 @@ struct dpfl_nn_ws {
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
     dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
     /* direct convolution (conv_direct.c) */
-    dpfl_conv_impl conv_impl;    /* tests force either implementation */
-    uint8_t *direct;             /* per layer: conv runs through the direct kernels */
+    uint8_t *direct;             /* per layer: conv runs through the direct kernels (tests can force im2col) */
     dpfl_conv_direct *cdir;      /* per layer geometry (conv layers that can run direct) */
     float **xpad;                /* per layer: padded inputs of the last forward, (B, C, xpl) */
     float *cdir_scratch;         /* cdir_per floats per thread */

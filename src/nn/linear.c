@@ -26,31 +26,18 @@ static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
     for (int64_t t = lo; t < hi; t++) {
         int d = g->split_n ? g->N : g->M, a = (int)t * g->blk, e = a + g->blk < d ? a + g->blk : d;
         if (a >= e) continue;
-        if (g->split_n) {
-            const float *Bs = g->tb == CblasNoTrans ? g->B + a : g->B + (size_t)a * g->ldb;
-            cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, e - a, g->K, 1.0f, g->A, g->lda, Bs, g->ldb, 0.0f,
-                        g->C + a, g->ldc);
-            if (g->bias || g->relu)
-                for (int i = 0; i < g->M; i++) {
-                    float *o = g->C + (size_t)i * g->ldc;
-                    for (int j = a; j < e; j++) {
-                        float v = o[j] + (g->bias ? g->bias[j] : 0.0f);
-                        o[j] = g->relu && v < 0.0f ? 0.0f : v;
-                    }
+        /* the block: rows [r0, r0 + m) and columns [c0, c0 + n) of C */
+        int r0 = g->split_n ? 0 : a, m = g->split_n ? g->M : e - a, c0 = g->split_n ? a : 0, n = g->split_n ? e - a : g->N;
+        const float *As = g->ta == CblasNoTrans ? g->A + (size_t)r0 * g->lda : g->A + r0;
+        const float *Bs = g->tb == CblasNoTrans ? g->B + c0 : g->B + (size_t)c0 * g->ldb;
+        float *Cs = g->C + (size_t)r0 * g->ldc + c0;
+        cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->K, 1.0f, As, g->lda, Bs, g->ldb, 0.0f, Cs, g->ldc);
+        if (g->bias || g->relu)
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    float v = Cs[(size_t)i * g->ldc + j] + (g->bias ? g->bias[c0 + j] : 0.0f);
+                    Cs[(size_t)i * g->ldc + j] = g->relu && v < 0.0f ? 0.0f : v;
                 }
-        } else {
-            const float *As = g->ta == CblasNoTrans ? g->A + (size_t)a * g->lda : g->A + a;
-            cblas_sgemm(CblasRowMajor, g->ta, g->tb, e - a, g->N, g->K, 1.0f, As, g->lda, g->B, g->ldb, 0.0f,
-                        g->C + (size_t)a * g->ldc, g->ldc);
-            if (g->bias || g->relu)
-                for (int i = a; i < e; i++) {
-                    float *o = g->C + (size_t)i * g->ldc;
-                    for (int j = 0; j < g->N; j++) {
-                        float v = o[j] + (g->bias ? g->bias[j] : 0.0f);
-                        o[j] = g->relu && v < 0.0f ? 0.0f : v;
-                    }
-                }
-        }
     }
 }
 

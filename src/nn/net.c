@@ -146,14 +146,13 @@ static void init_threads(void)
 {
     int nt = openblas_get_num_threads();
     initial_threads = nt > 16 ? 16 : nt < 1 ? 1 : nt;
-    openblas_set_num_threads(1);
 }
 
 static int default_threads(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_threads);
-    openblas_set_num_threads(1);
+    openblas_set_num_threads(1); /* every time: a caller may have raised it since */
     return initial_threads;
 }
 
@@ -280,7 +279,6 @@ dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err
 
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
 {
-    ws->conv_impl = impl;
     for (int l = 0; l < ws->m->nlayers; l++) ws->direct[l] = impl == DPFL_CONV_IMPL_AUTO && ws->xpad[l] != NULL;
 }
 
