@@ -109,8 +109,8 @@ static void gaussian_moments_and_ks(void **state)
     free(v);
 }
 
-/* The bulk float noise path (what DP-SGD and the server use): mean, variance at sigma = 2.5, and a KS test of
- * x / sigma against Phi on 10^6 draws. */
+/* dpfl_rng_add_gaussian (the chunked noise on the caller's thread): mean, variance at sigma = 2.5, and a KS test
+ * of x / sigma against Phi on 10^6 draws. */
 static void bulk_noise_moments_and_ks(void **state)
 {
     (void)state;
@@ -173,59 +173,6 @@ static void chacha20_matches_libsodium(void **state)
     assert_memory_equal(got, expect + 64, 64);
     free(got);
     free(want);
-}
-
-/* The bulk noise sequence is pinned: CRC-32 of the noised vectors (calls of several lengths, each followed by a
- * u64 so the slow path's use of the rng buffer is pinned too) as the plain scalar loop of dpfl 0.1.0 gave it.
- * The vector and scalar paths (the sanitizer build has no AVX) must both give it. */
-static void bulk_noise_sequence_is_pinned(void **state)
-{
-    (void)state;
-    static const size_t ns[] = {1, 17, 4097, 5000, 100003};
-    float *x = malloc(100003 * sizeof *x);
-    uint8_t *all = malloc((1 + 17 + 4097 + 5000 + 100003) * sizeof *x + 5 * 8), *p = all;
-    dpfl_rng r;
-    dpfl_rng_init_seed(&r, 77);
-    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
-        for (size_t i = 0; i < ns[k]; i++) x[i] = 0.25f * (float)i;
-        dpfl_rng_add_gaussian(&r, x, ns[k], 1.5);
-        memcpy(p, x, ns[k] * sizeof *x);
-        p += ns[k] * sizeof *x;
-        uint64_t u = dpfl_rng_u64(&r);
-        memcpy(p, &u, 8);
-        p += 8;
-    }
-    assert_int_equal(dpfl_crc32(all, (size_t)(p - all)), 0x222212c1u);
-    free(x);
-    free(all);
-}
-
-/* Tail probabilities of the bulk path on 10^7 draws: P(|x| > t) for t = 1, 2, 3, 3.65 (just inside the
- * ziggurat's base layer edge R = 3.654) and 4.5 (the tail sampler) within 4 standard errors of erfc(t / sqrt 2). */
-static void bulk_noise_tails(void **state)
-{
-    (void)state;
-    const size_t per = 1000003, calls = 10;
-    const double t[5] = {1.0, 2.0, 3.0, 3.65, 4.5};
-    long count[5] = {0};
-    float *x = malloc(per * sizeof *x);
-    dpfl_rng r;
-    dpfl_rng_init_seed(&r, 4242);
-    for (size_t c = 0; c < calls; c++) {
-        memset(x, 0, per * sizeof *x);
-        dpfl_rng_add_gaussian(&r, x, per, 1.0);
-        for (size_t i = 0; i < per; i++)
-            for (int k = 0; k < 5; k++) count[k] += fabs((double)x[i]) > t[k];
-    }
-    double n = (double)(per * calls);
-    for (int k = 0; k < 5; k++) {
-        double p = erfc(t[k] / sqrt(2.0)), se = sqrt(p * (1 - p) / n), got = (double)count[k] / n;
-        if (fabs(got - p) > 4 * se) {
-            print_error("P(|x| > %g) = %.6g, expected %.6g (se %.2g)\n", t[k], got, p, se);
-            fail();
-        }
-    }
-    free(x);
 }
 
 /* dpfl_chacha20_words16 is the keystream of the same 16 blocks, word-major: checked against libsodium's bytes,
@@ -573,8 +520,6 @@ int main(void)
         cmocka_unit_test(gaussian_moments_and_ks),
         cmocka_unit_test(bulk_noise_moments_and_ks),
         cmocka_unit_test(chacha20_matches_libsodium),
-        cmocka_unit_test(bulk_noise_sequence_is_pinned),
-        cmocka_unit_test(bulk_noise_tails),
         cmocka_unit_test(chacha20_words16_is_the_keystream),
         cmocka_unit_test(chunked_noise_moments_ks_and_tails),
         cmocka_unit_test(chunked_noise_is_thread_invariant),

@@ -67,14 +67,14 @@ uint64_t dpfl_rng_below(dpfl_rng *r, uint64_t n);
 /* Standard normal: 256-layer ziggurat (Marsaglia & Tsang 2000) on 64-bit ChaCha20 words; about 99% of draws
  * cost one word and a comparison, so noising a million parameters takes a few milliseconds. */
 double dpfl_rng_gaussian(dpfl_rng *r);
-/* x[i] += sigma * N(0,1), i < n: one stream, in order (the sequence is pinned by a test). */
+/* x[i] += sigma * N(0,1), i < n, on the caller's thread: dpfl_rng_add_gaussian_chunked(r, x, n, sigma, 1, 1). */
 void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma);
 /* Noise for large vectors (DP-SGD, server noise), on up to nthreads threads (the caller's included):
  * x[i] = (x[i] + sigma * N(0,1)) * scale.  The vector is cut into chunks of DPFL_NOISE_CHUNK parameters, each
  * drawn from its own stream derived from r (docs/privacy.md, "Randomness"), so the result depends on r's state
- * alone, never on nthreads; the call advances r by one block (sigma > 0).  Not the sequence of
- * dpfl_rng_add_gaussian.  The extra threads are helpers started on first use and kept asleep between calls (one
- * caller at a time uses them; concurrent callers start threads of their own). */
+ * alone, never on nthreads; the call advances r by one block (sigma > 0).  The extra threads are helpers started
+ * on first use and kept asleep between calls (one caller at a time uses them; concurrent callers start threads of
+ * their own). */
 #define DPFL_NOISE_CHUNK ((size_t)65536)
 void dpfl_rng_add_gaussian_chunked(dpfl_rng *r, float *x, size_t n, double sigma, float scale, int nthreads);
 /* The noisy SGD step y[i] += a * (x[i] + sigma * N(0,1)), x left alone: the same noise and the same float

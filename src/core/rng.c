@@ -183,36 +183,8 @@ double dpfl_rng_gaussian(dpfl_rng *r)
     }
 }
 
-/* Bulk noise: one 32-bit keystream word per draw (8 bits layer, 1 sign, 23 bits magnitude: float resolution),
- * the same exact ziggurat acceptance as above.  The keystream is claimed in chunks of 256 blocks (4096 words):
- * a chunk's counter range is taken before any of its words is used, and the rare slow-path draws (wedges, tail)
- * take their uniforms from the rng's own buffer, which refills from the counter after the chunk, so no keystream
- * byte is used twice.  A chunk is generated 16 blocks (256 words, 1 KB) at a time as it is consumed, so the
- * words, the staged noise and the tables stay in L1.  The words are used strictly in stream order (the vector
- * path tests 16 at a time and runs the scalar slow path for rejected words afterwards, in word order), so the
- * noise is one sequence with or without the vector path, the sequence of the plain scalar loop. */
-enum { NOISE_CHUNK_BLOCKS = 256, NOISE_SUB_BLOCKS = 16, NOISE_SUB_WORDS = 16 * NOISE_SUB_BLOCKS };
-
-/* The noise value of word u into *z; returns 0 when the word was rejected (no value: the next word is the next
- * try). */
-static inline int noise_word(dpfl_rng *r, uint32_t u, float *z, float s, double sigma)
-{
-    unsigned i = u & 0xff;
-    int neg = (int)((u >> 8) & 1);
-    uint32_t mag = u >> 9;
-    if (mag < zig_k32[i]) {
-        float v = (float)mag * zig_w32[i];
-        *z = neg ? -s * v : s * v;
-        return 1;
-    }
-    double g;
-    if (zig_slow(r, i, (double)mag * (double)zig_w32[i], neg, &g)) {
-        *z = (float)(sigma * g);
-        return 1;
-    }
-    return 0;
-}
-
+/* Bulk noise (the chunked code below): one 32-bit keystream word per draw (8 bits layer, 1 sign, 23 bits
+ * magnitude: float resolution), the same exact ziggurat acceptance as dpfl_rng_gaussian. */
 #if defined(__AVX512F__)
 /* t[i] for the 16 lanes of i (low byte 0..255), t 64-byte aligned: eight two-register permutes (32 entries
  * each, by the low five bits) and a blend tree on bits 5, 6, 7.  Gathers would be fewer instructions, but they
@@ -255,102 +227,6 @@ static inline __m512 zig16(__m512i u, __m512 vs, __mmask16 *acc)
         _mm512_xor_si512(_mm512_castps_si512(v), _mm512_and_si512(_mm512_slli_epi32(u, 23), signbit)));
 }
 #endif
-
-/* Noise values from words w[0..nw), in order, into z until want values are there; returns how many (want, or
- * fewer when the words ran out).  z has room for min(want, nw) + 15. */
-static size_t noise_words(dpfl_rng *r, const uint32_t *w, size_t nw, float *z, size_t want, float s,
-                          double sigma)
-{
-    size_t p = 0, k = 0;
-#if defined(__AVX512F__)
-    const __m512 vs = _mm512_set1_ps(s);
-    /* a group of 16 words gives at most 16 values, so whole groups run while 16 more cannot overshoot want (the
-     * slow path must not run for a word after the last value: it would use uniforms) */
-    for (; p + 16 <= nw && k + 16 <= want; p += 16) {
-        __mmask16 acc;
-        __m512 v = zig16(_mm512_loadu_si512((const void *)(w + p)), vs, &acc);
-        /* lanes outside their rectangle: the scalar slow path, in lane order, its value put in the lane */
-        for (unsigned rej = (unsigned)(uint16_t)~acc; rej; rej &= rej - 1) {
-            unsigned f = (unsigned)__builtin_ctz(rej);
-            float g;
-            if (noise_word(r, w[p + f], &g, s, sigma)) {
-                v = _mm512_mask_mov_ps(v, (__mmask16)(1u << f), _mm512_set1_ps(g));
-                acc = (__mmask16)(acc | (1u << f));
-            }
-        }
-        _mm512_storeu_ps(z + k, _mm512_maskz_compress_ps(acc, v));
-        k += (size_t)__builtin_popcount(acc);
-    }
-#endif
-    while (p < nw && k < want) k += (size_t)noise_word(r, w[p++], z + k, s, sigma);
-    return k;
-}
-
-/* The values of all NOISE_SUB_WORDS words of w into z (room for NOISE_SUB_WORDS + 16); returns how many.  For
- * when every word is needed (at least NOISE_SUB_WORDS values are still wanted): the rectangle tests of all
- * words first, then the slow path of the rejected words in word order (they alone use the rng's uniforms, so
- * the order of slow paths is the order of the plain loop), then the compaction.  The same values as
- * noise_words, with one unpredictable branch per sub-block instead of one per rejecting group. */
-static size_t noise_block(dpfl_rng *r, const uint32_t *w, float *z, float s, double sigma)
-{
-#if defined(__AVX512F__)
-    enum { G = NOISE_SUB_WORDS / 16 };
-    _Alignas(64) float v[NOISE_SUB_WORDS];
-    __mmask16 acc[G];
-    uint32_t pend = 0;
-    const __m512 vs = _mm512_set1_ps(s);
-    for (int g = 0; g < G; g++) {
-        _mm512_store_ps(v + 16 * g, zig16(_mm512_load_si512((const void *)(w + 16 * g)), vs, &acc[g]));
-        pend |= (uint32_t)(acc[g] != 0xffff) << g;
-    }
-    for (; pend; pend &= pend - 1) {
-        unsigned g = (unsigned)__builtin_ctz(pend);
-        for (unsigned rej = (unsigned)(uint16_t)~acc[g]; rej; rej &= rej - 1) {
-            unsigned f = (unsigned)__builtin_ctz(rej);
-            if (noise_word(r, w[16 * g + f], &v[16 * g + f], s, sigma)) acc[g] = (__mmask16)(acc[g] | (1u << f));
-        }
-    }
-    size_t k = 0;
-    for (int g = 0; g < G; g++) {
-        _mm512_storeu_ps(z + k, _mm512_maskz_compress_ps(acc[g], _mm512_load_ps(v + 16 * g)));
-        k += (size_t)__builtin_popcount(acc[g]);
-    }
-    return k;
-#else
-    return noise_words(r, w, NOISE_SUB_WORDS, z, NOISE_SUB_WORDS, s, sigma);
-#endif
-}
-
-/* n noise values from r's stream, in stream order, added to x[0..n). */
-static void noise_stream(dpfl_rng *r, float *x, size_t n, double sigma)
-{
-    _Alignas(64) uint32_t w[NOISE_SUB_WORDS];
-    _Alignas(64) float z[NOISE_SUB_WORDS + 16];
-    const float s = (float)sigma;
-    size_t j = 0;
-    while (j < n) {
-        uint64_t chunk = r->counter; /* claim the chunk's blocks before its first word is used */
-        r->counter += NOISE_CHUNK_BLOCKS;
-        for (unsigned b = 0; b < NOISE_CHUNK_BLOCKS && j < n; b += NOISE_SUB_BLOCKS) {
-            /* x[j..j + 256) is about to be read: ask for it now, while the keystream is computed (x is usually a
-             * gradient of megabytes, in L3 at best) */
-            for (size_t t = 0; t < NOISE_SUB_WORDS && j + t < n; t += 16) __builtin_prefetch(x + j + t, 1, 3);
-            dpfl_chacha20_keystream((uint8_t *)w, NOISE_SUB_BLOCKS, r->key, chunk + b);
-            /* at most one value per word: z (NOISE_SUB_WORDS + 16) holds what the words can give */
-            size_t k = n - j >= NOISE_SUB_WORDS ? noise_block(r, w, z, s, sigma)
-                                                : noise_words(r, w, NOISE_SUB_WORDS, z, n - j, s, sigma);
-            for (size_t t = 0; t < k; t++) x[j + t] += z[t];
-            j += k;
-        }
-    }
-}
-
-void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
-{
-    if (sigma == 0.0) return;
-    pthread_once(&zig_once, zig_init);
-    noise_stream(r, x, n, sigma);
-}
 
 /* What the noise values z (already times sigma) do to the output at position p:
  *   NOISE_ADD: x += z;   NOISE_SCALE: x = (x + z) * scale;   NOISE_AXPY: y += a * (x + z), x read only. */
@@ -488,6 +364,7 @@ static inline __mmask16 wedge16(dpfl_rng *r, const uint32_t *u, unsigned m, doub
 NOISE_INLINE void noise_pending(dpfl_rng *r, const noise_out *o, int op, int vec, noise_scratch *sc, unsigned k,
                                 float s, double sigma)
 {
+    (void)vec; /* only the AVX-512 build has a vector path */
     uint32_t *pos = sc->pos, *u = sc->u, *ap = sc->ap, *tp = sc->tp, *tu = sc->tu;
     float *av = sc->av;
     while (k) {
@@ -614,6 +491,7 @@ NOISE_INLINE void noise_apply16(const noise_out *o, int op, size_t p, __m512 z, 
 /* One chunk: n <= DPFL_NOISE_CHUNK values from the fresh stream r, applied to positions [0, n) of o. */
 NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int vec, size_t n, double sigma)
 {
+    (void)vec;
     const size_t groups = (n + 255) / 256;
     DPFL_ASSERT(r->counter == 0 && r->pos == sizeof r->buf);
     r->counter = 16 * (uint64_t)groups; /* the chunk's first words; the slow path's buffer starts after them */
@@ -830,6 +708,11 @@ void dpfl_rng_axpy_gaussian_chunked(dpfl_rng *r, float *y, float a, const float 
     }
     noise_out o = {(float *)x, y, 1.0f, a};
     noise_chunked(r, &o, n, sigma, nthreads, 1);
+}
+
+void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)
+{
+    dpfl_rng_add_gaussian_chunked(r, x, n, sigma, 1.0f, 1);
 }
 
 int dpfl_rng_bernoulli(dpfl_rng *r, double p)
