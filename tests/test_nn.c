@@ -403,6 +403,8 @@ static void evaluate_matches_forward_and_ignores_dropout(void **state)
 /* The direct stride-1 kernels (AVX-512 builds) and im2col + SGEMM agree on outputs, gradients, per-example
  * norms and clipped sums: padding, odd channel counts (not multiples of the kernels' 4-channel tiles), k = 5, a
  * conv reading a CNHW activation, and batches that are not multiples of the weight-gradient groups. */
+/* The direct kernels (and, for 3x3 layers with 8+ channels each way, Winograd F(2x2, 3x3)) against im2col: odd
+ * output sizes, channel counts that are not multiples of 4 or 16, padding, k = 5. */
 static void direct_conv_matches_im2col(void **state)
 {
     (void)state;
@@ -411,42 +413,46 @@ static void direct_conv_matches_im2col(void **state)
         {"net:conv5k5p2,relu,pool2,conv7k3,relu,fc4", 3, 12, 11, 4},
         {"net:conv3k2nb,tanh,conv2k3,tanh,fc3", 2, 6, 6, 3},
         {"net:conv8k3,relu,conv16k3p1,relu,pool2,fc3", 5, 9, 9, 3},
+        {"net:conv9k3,tanh,conv10k3,tanh,conv18k3p1,relu,fc3", 9, 10, 11, 3},
         {"cnn-mnist", 1, 28, 28, 10},
         {"cnn-mcmahan", 1, 28, 28, 10},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const arch *a = &cases[i];
-        fixture f;
-        const int B = 7;
-        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 40 + i);
-        size_t n = f.m.nparam, no = (size_t)B * f.m.out_dim;
-        dpfl_nn_ws *wd = dpfl_nn_ws_create(&f.m, B, NULL), *wi = dpfl_nn_ws_create(&f.m, B, NULL);
-        assert_non_null(wd);
-        assert_non_null(wi);
-        dpfl_nn_ws_set_conv_impl(wi, DPFL_CONV_IMPL_IM2COL);
-        float *gd = malloc(n * sizeof *gd), *gi = malloc(n * sizeof *gi), *od = malloc(no * sizeof *od);
-        memcpy(od, dpfl_nn_forward(&f.m, f.params, wd, f.x, B, 0, NULL), no * sizeof *od);
-        const float *oi = dpfl_nn_forward(&f.m, f.params, wi, f.x, B, 0, NULL);
-        double d = rel_diff(od, oi, no);
-        if (!(d < 1e-5)) print_error("%s forward: rel diff %g\n", a->spec, d);
-        assert_true(d < 1e-5);
-        dpfl_nn_grad(&f.m, f.params, wd, f.x, f.y, B, NULL, gd, NULL);
-        dpfl_nn_grad(&f.m, f.params, wi, f.x, f.y, B, NULL, gi, NULL);
-        d = rel_diff(gd, gi, n);
-        if (!(d < 1e-5)) print_error("%s grad: rel diff %g\n", a->spec, d);
-        assert_true(d < 1e-5);
-        float nd[7], ni[7];
-        dpfl_clip_spec cs = {0.05, 0};
-        dpfl_nn_clipped_grad_sum(&f.m, f.params, wd, f.x, f.y, B, &cs, NULL, gd, nd);
-        dpfl_nn_clipped_grad_sum(&f.m, f.params, wi, f.x, f.y, B, &cs, NULL, gi, ni);
-        for (int b = 0; b < B; b++) assert_close(nd[b], ni[b], 1e-5);
-        d = rel_diff(gd, gi, n);
-        if (!(d < 1e-5)) print_error("%s clipped sum: rel diff %g\n", a->spec, d);
-        assert_true(d < 1e-5);
-        free(gd), free(gi), free(od);
-        dpfl_nn_ws_free(wd), dpfl_nn_ws_free(wi);
-        fx_free(&f);
-    }
+    static const dpfl_conv_impl impls[] = {DPFL_CONV_IMPL_AUTO, DPFL_CONV_IMPL_DIRECT};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t v = 0; v < 2; v++) {
+            const arch *a = &cases[i];
+            fixture f;
+            const int B = 7;
+            fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 40 + i);
+            size_t n = f.m.nparam, no = (size_t)B * f.m.out_dim;
+            dpfl_nn_ws *wd = dpfl_nn_ws_create(&f.m, B, NULL), *wi = dpfl_nn_ws_create(&f.m, B, NULL);
+            assert_non_null(wd);
+            assert_non_null(wi);
+            dpfl_nn_ws_set_conv_impl(wd, impls[v]);
+            dpfl_nn_ws_set_conv_impl(wi, DPFL_CONV_IMPL_IM2COL);
+            float *gd = malloc(n * sizeof *gd), *gi = malloc(n * sizeof *gi), *od = malloc(no * sizeof *od);
+            memcpy(od, dpfl_nn_forward(&f.m, f.params, wd, f.x, B, 0, NULL), no * sizeof *od);
+            const float *oi = dpfl_nn_forward(&f.m, f.params, wi, f.x, B, 0, NULL);
+            double d = rel_diff(od, oi, no);
+            if (!(d < 1e-5)) print_error("%s (impl %d) forward: rel diff %g\n", a->spec, (int)impls[v], d);
+            assert_true(d < 1e-5);
+            dpfl_nn_grad(&f.m, f.params, wd, f.x, f.y, B, NULL, gd, NULL);
+            dpfl_nn_grad(&f.m, f.params, wi, f.x, f.y, B, NULL, gi, NULL);
+            d = rel_diff(gd, gi, n);
+            if (!(d < 1e-5)) print_error("%s (impl %d) grad: rel diff %g\n", a->spec, (int)impls[v], d);
+            assert_true(d < 1e-5);
+            float nd[7], ni[7];
+            dpfl_clip_spec cs = {0.05, 0};
+            dpfl_nn_clipped_grad_sum(&f.m, f.params, wd, f.x, f.y, B, &cs, NULL, gd, nd);
+            dpfl_nn_clipped_grad_sum(&f.m, f.params, wi, f.x, f.y, B, &cs, NULL, gi, ni);
+            for (int b = 0; b < B; b++) assert_close(nd[b], ni[b], 1e-5);
+            d = rel_diff(gd, gi, n);
+            if (!(d < 1e-5)) print_error("%s (impl %d) clipped sum: rel diff %g\n", a->spec, (int)impls[v], d);
+            assert_true(d < 1e-5);
+            free(gd), free(gi), free(od);
+            dpfl_nn_ws_free(wd), dpfl_nn_ws_free(wi);
+            fx_free(&f);
+        }
 }
 
 /* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */

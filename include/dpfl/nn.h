@@ -119,8 +119,9 @@ typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_C
 void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode);
 
 /* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions when
- * the build has them and im2col + SGEMM otherwise; IM2COL forces the latter (tests compare the two). */
-typedef enum { DPFL_CONV_IMPL_AUTO = 0, DPFL_CONV_IMPL_IM2COL = 1 } dpfl_conv_impl;
+ * the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8 input and output channels, and
+ * im2col + SGEMM otherwise; DIRECT never uses Winograd; IM2COL forces im2col (tests compare the three). */
+typedef enum { DPFL_CONV_IMPL_AUTO = 0, DPFL_CONV_IMPL_IM2COL = 1, DPFL_CONV_IMPL_DIRECT = 2 } dpfl_conv_impl;
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl);
 
 /* Loss and accuracy of params on n examples (batched through ws, no dropout). */

@@ -49,6 +49,19 @@ void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
     size_t kk = (size_t)d->k * d->k;
     size_t wf = (size_t)d->OCp * d->C * kk, wt = (size_t)d->Cp * d->OC * kk;
     d->weight_floats = wf > wt ? wf : wt;
+    d->wino = dpfl_nn_wino_usable(d);
+    d->wino_off = 0;
+    if (d->wino) { /* its scratch after the direct kernels'; U, or the flipped weights and their U */
+        size_t a = dpfl_nn_wino_conv_floats(d->C, d->OCp, d->OH, d->OW);
+        size_t b = dpfl_nn_wino_conv_floats(d->OC, d->Cp, d->Hp, d->Wp);
+        size_t c = dpfl_nn_wino_dw_floats(d->C, d->OCp, d->OH, d->OW);
+        size_t m = a > b ? a : b;
+        d->wino_off = (d->thread_floats + 15) & ~(size_t)15;
+        d->thread_floats = d->wino_off + (m > c ? m : c);
+        size_t uf = 16 * (size_t)d->OCp * d->C, ub = wt + 16 * (size_t)d->Cp * d->OC;
+        if (uf > d->weight_floats) d->weight_floats = uf;
+        if (ub > d->weight_floats) d->weight_floats = ub;
+    }
 }
 
 #if defined(__AVX512F__)
@@ -86,9 +99,12 @@ static inline __attribute__((always_inline)) void conv_tile(float *t, size_t tld
 }
 
 /* t (nrow4*4 rows, row stride np) over np positions (a multiple of 16), 96 positions at a time; each position
- * block runs over all row groups so the input window stays in L1. */
-static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w, size_t wo,
-                      int nrow4)
+ * block runs over all row groups so the input window stays in L1.  Compiled separately for k = 1 (the Winograd
+ * GEMMs) and k = 3, whose constant kernel loops unroll: with a run-time k the loop control around each 24 FMAs
+ * spills registers (measured: k = 1 GEMMs at a third of the FMA rate). */
+static inline __attribute__((always_inline)) void conv_rows_k(float *t, int np, const float *x, size_t xpl, int C,
+                                                              const int k, int Wi, const float *w, size_t wo,
+                                                              int nrow4)
 {
     for (int p0 = 0; p0 < np; p0 += 96) {
         int R = (np - p0) / 16;
@@ -106,6 +122,20 @@ static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k
             }
         }
     }
+}
+
+static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w, size_t wo,
+                      int nrow4)
+{
+    if (k == 1) conv_rows_k(t, np, x, xpl, C, 1, Wi, w, wo, nrow4);
+    else if (k == 3) conv_rows_k(t, np, x, xpl, C, 3, Wi, w, wo, nrow4);
+    else conv_rows_k(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
+}
+
+void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
+                         size_t wo, int nrow4)
+{
+    conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
 }
 
 /* res[i][j] = sum_{v < nv} <d[i] (row stride dld), x[j]> over 16-float vectors, i < 4, j < NJ */
@@ -177,6 +207,12 @@ static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k
     DPFL_ASSERT(!"direct conv without AVX-512");
 }
 
+void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
+                         size_t wo, int nrow4)
+{
+    conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
+}
+
 static void copy_pad(float *dst, const float *src, int n, int total)
 {
     memcpy(dst, src, (size_t)n * sizeof *dst);
@@ -209,6 +245,8 @@ typedef struct {
     const dpfl_conv_geom *g;
     float *out, *xpad, *scratch, *dinp, *dw_part, *ps;
     const float *inp, *w, *bias, *dout;
+    const float *U; /* Winograd: transformed weights (forward: of w; backward: of the flipped w); NULL: direct */
+    int wino_dw;    /* backward: weight gradients through Winograd */
     double *sq;
     size_t scratch_per, np; /* floats per thread; layer parameters (weights + bias) */
     int B, relu, nthreads, bias_on, persample;
@@ -247,7 +285,11 @@ static void forward_job(void *ctx, int64_t tid, int64_t tid_end)
     for (int b = blo; b < bhi; b++) {
         float *xp = j->xpad + (size_t)b * d->C * d->xpl;
         pad_example(xp, j->inp, j->g, d, b);
-        conv_rows(tile, d->pf, xp, d->xpl, d->C, d->k, d->Wp, j->w, wo, d->OCp / 4);
+        if (j->U)
+            dpfl_nn_wino_conv(tile, d->pf, d->Wp, d->OH, d->OW, xp, d->xpl, d->C, d->Wp, d->Hp, j->U, d->OCp, d->OC,
+                              tile + d->wino_off);
+        else
+            conv_rows(tile, d->pf, xp, d->xpl, d->C, d->k, d->Wp, j->w, wo, d->OCp / 4);
         for (int o = 0; o < d->OC; o++) {
             const float *tr = tile + (size_t)o * d->pf;
             float *orow = j->out + ((size_t)o * j->B + b) * T, bv = j->bias ? j->bias[o] : 0.0f;
@@ -263,17 +305,20 @@ void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const floa
     const dpfl_conv_direct *d = &ws->cdir[l];
     dpfl_conv_geom g;
     dpfl_nn_conv_geom(ws, l, &g);
-    const float *wf = w;
+    const float *wf = w, *U = NULL;
     const size_t wo = (size_t)d->C * d->k * d->k;
-    if (d->OCp != d->OC) { /* pad to whole groups of 4 output channels with zero rows */
+    if (ws->direct[l] == 2) {
+        dpfl_nn_wino_weights(ws->cdir_w, w, d->OC, d->OCp, d->C);
+        U = ws->cdir_w;
+    } else if (d->OCp != d->OC) { /* pad to whole groups of 4 output channels with zero rows */
         memcpy(ws->cdir_w, w, (size_t)d->OC * wo * sizeof *w);
         memset(ws->cdir_w + (size_t)d->OC * wo, 0, (size_t)(d->OCp - d->OC) * wo * sizeof *w);
         wf = ws->cdir_w;
     }
     int nt = dpfl_par_size(ws->par);
     direct_job j = {.d = d, .g = &g, .out = out, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch,
-                    .scratch_per = ws->cdir_per, .inp = inp, .w = wf, .bias = bias, .B = ws->B, .relu = relu,
-                    .nthreads = nt};
+                    .scratch_per = ws->cdir_per, .inp = inp, .w = wf, .U = U, .bias = bias, .B = ws->B,
+                    .relu = relu, .nthreads = nt};
     dpfl_par_for(ws->par, nt, forward_job, &j);
 }
 
@@ -303,12 +348,16 @@ static void dw_block(float res[4][6], const float *dd, size_t dld, const float *
 #endif
 }
 
-/* dst (OC*Kw weights [+ OC bias]) = (add == 0) or += example's weight gradient from dd (OCp x pf) */
-static void example_dw(float *dst, int add, const float *dd, const float *xp, const dpfl_conv_direct *d, int bias)
+/* dst (OC*Kw weights [+ OC bias]) = (add == 0) or += example's weight gradient from dd (OCp x pf); through
+ * Winograd when wino (its scratch) is given */
+static void example_dw(float *dst, int add, const float *dd, const float *xp, const dpfl_conv_direct *d, int bias,
+                       float *wino)
 {
     const int Kw = d->C * d->k * d->k, nv = d->pf / 16;
     float res[4][6];
-    for (int o0 = 0; o0 < d->OCp; o0 += 4)
+    if (wino)
+        dpfl_nn_wino_dw(dst, add, dd, d->pf, d->Wp, d->OH, d->OW, xp, d->xpl, d->C, d->Wp, d->Hp, d->OC, d->OCp, wino);
+    for (int o0 = 0; !wino && o0 < d->OCp; o0 += 4)
         for (int j0 = 0; j0 < Kw; j0 += 6) {
             int nj = Kw - j0 < 6 ? Kw - j0 : 6;
             dw_block(res, dd + (size_t)o0 * d->pf, d->pf, xp, d, j0, nj, nv);
@@ -354,7 +403,11 @@ static void backward_job(void *ctx, int64_t tid, int64_t tid_end)
                         copy_pad(pl + top + (size_t)y * d->Wz, src + (size_t)y * d->OW, d->OW, d->Wz);
                     memset(pl + end, 0, (d->zpl - end) * sizeof *pl);
                 }
-                conv_rows(tile, d->pz, dz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k, d->Cp / 4);
+                if (j->U)
+                    dpfl_nn_wino_conv(tile, d->pz, d->Wz, d->Hp, d->Wp, dz, d->zpl, d->OC, d->Wz, d->Hz, j->U, d->Cp,
+                                      d->C, dz + d->wino_off);
+                else
+                    conv_rows(tile, d->pz, dz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k, d->Cp / 4);
                 for (int c = 0; c < d->C; c++) {
                     const float *tr = tile + (size_t)c * d->pz + (size_t)d->pad * d->Wz + d->pad;
                     float *dst = j->dinp + (size_t)c * g->cs + (size_t)b * g->bs;
@@ -375,10 +428,11 @@ static void backward_job(void *ctx, int64_t tid, int64_t tid_end)
             }
             if (j->persample) {
                 float *p = j->ps + (size_t)b * j->np;
-                example_dw(p, 0, dd, xp, d, j->bias_on);
+                example_dw(p, 0, dd, xp, d, j->bias_on, j->wino_dw ? dz + d->wino_off : NULL);
                 j->sq[b] += dpfl_nn_sumsq(p, j->np);
             } else {
-                example_dw(j->dw_part + (size_t)gi * j->np, b > gi * DW_GROUP, dd, xp, d, j->bias_on);
+                example_dw(j->dw_part + (size_t)gi * j->np, b > gi * DW_GROUP, dd, xp, d, j->bias_on,
+                           j->wino_dw ? dz + d->wino_off : NULL);
             }
         }
 }
@@ -421,11 +475,14 @@ void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *d
                 for (int t = 0; t < kk; t++) dst[t] = src[kk - 1 - t];
             }
     }
+    const int wino = ws->direct[l] == 2;
+    float *Ut = ws->cdir_w + (size_t)d->Cp * d->OC * kk;
+    if (wino && dinp) dpfl_nn_wino_weights(Ut, ws->cdir_w, d->C, d->Cp, d->OC);
     int nt = dpfl_par_size(ws->par);
     direct_job j = {.d = d, .g = &g, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
                     .dinp = dinp, .dout = dout, .w = ws->cdir_w, .B = ws->B, .nthreads = nt, .bias_on = L->bias,
                     .np = L->nparam, .persample = persample, .sq = sq, .ps = ws->ps + ws->ps_off[l],
-                    .dw_part = dw ? ws->ps + ws->ps_off[l] : NULL};
+                    .dw_part = dw ? ws->ps + ws->ps_off[l] : NULL, .U = wino && dinp ? Ut : NULL, .wino_dw = wino};
     dpfl_par_for(ws->par, nt, backward_job, &j);
     if (dw && !persample) {
         sum_job s = {.dw = dw, .part = j.dw_part, .np = L->nparam, .ngroups = (ws->B + DW_GROUP - 1) / DW_GROUP};

@@ -74,7 +74,9 @@ typedef struct {
     int pf, pz;                   /* forward / input-gradient positions, rounded up to 16 */
     size_t xpl, zpl;              /* plane strides of the padded input and of the zero-padded output gradient */
     size_t thread_floats;         /* scratch per thread */
-    size_t weight_floats;         /* scratch for padded or flipped weights */
+    size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
+    int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
+    size_t wino_off;              /* where their scratch starts in a thread's scratch */
 } dpfl_conv_direct;
 /* 1 when this build has the direct kernels and layer L can use them (Conv2d with stride 1). */
 int dpfl_nn_conv_direct_usable(const dpfl_layer *L);
@@ -88,6 +90,34 @@ void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const floa
  *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
 void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
                                     const float *w, int persample, double *sq);
+
+/* t[o][p] (o < 4 nrow4, row stride np, p < np, np a multiple of 16) = sum over c < C, ki, kj < k of
+ * w[o * wo + c k^2 + ki k + kj] x[c * xpl + p + ki Wi + kj]: the direct kernels' register-tiled loop, also the
+ * Winograd GEMMs (k = 1). */
+void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
+                         size_t wo, int nrow4);
+
+/* ---------------------------------------------------------------- conv_winograd.c (3x3, stride 1, AVX-512) */
+typedef struct {
+    int nty, ntx, nt, ntp; /* tile rows, tile columns, tiles, tiles rounded up to 16 */
+} dpfl_wino_grid;
+/* 1 when this build has the Winograd kernels and they pay for direct layer d (3x3, 8 or more channels each way) */
+int dpfl_nn_wino_usable(const dpfl_conv_direct *d);
+void dpfl_nn_wino_grid(int OH, int OW, dpfl_wino_grid *g);
+/* U (16, Op, C): transformed weights of w (O, C, 3, 3), rows O..Op-1 zero */
+void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C);
+/* conv_direct.c's conv_rows for k = 3: t[o * tld + y * Wrow + x] for o < O, y < OH, x < OW from C planes x
+ * (stride xpl, Hin rows of width Wi; rows past Hin read as zero) and U from dpfl_nn_wino_weights (Op rows).
+ * scratch: dpfl_nn_wino_conv_floats(C, Op, OH, OW). */
+size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW);
+void dpfl_nn_wino_conv(float *t, size_t tld, int Wrow, int OH, int OW, const float *x, size_t xpl, int C, int Wi,
+                       int Hin, const float *U, int Op, int O, float *scratch);
+/* One example's weight gradient dst (OC, C, 3, 3) = (add ? dst + : ) sum over outputs y < OH, x < OW of
+ * dd[o * dld + y * Wd + x] times the input window at (y, x) of the C planes xp (as above).
+ * scratch: dpfl_nn_wino_dw_floats(C, OCp, OH, OW). */
+size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW);
+void dpfl_nn_wino_dw(float *dst, int add, const float *dd, size_t dld, int Wd, int OH, int OW, const float *xp,
+                     size_t xpl, int C, int Wi, int Hin, int OC, int OCp, float *scratch);
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
@@ -152,7 +182,8 @@ struct dpfl_nn_ws {
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
     dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
     /* direct convolution (conv_direct.c) */
-    uint8_t *direct;             /* per layer: conv runs through the direct kernels (tests can force im2col) */
+    uint8_t *direct;             /* per layer: 0 im2col, 1 direct kernels, 2 direct with Winograd for 3x3 (tests
+                                    can force the others) */
     dpfl_conv_direct *cdir;      /* per layer geometry (conv layers that can run direct) */
     float **xpad;                /* per layer: padded inputs of the last forward, (B, C, xpl) */
     float *cdir_scratch;         /* cdir_per floats per thread */

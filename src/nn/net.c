@@ -229,7 +229,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
                 ALLOC(ws->xpad[l], mb * d->C * d->xpl);
                 if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
                 if (d->weight_floats > cdw) cdw = d->weight_floats;
-                ws->direct[l] = 1;
+                ws->direct[l] = d->wino ? 2 : 1;
             }
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
@@ -279,7 +279,10 @@ dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err
 
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
 {
-    for (int l = 0; l < ws->m->nlayers; l++) ws->direct[l] = impl == DPFL_CONV_IMPL_AUTO && ws->xpad[l] != NULL;
+    for (int l = 0; l < ws->m->nlayers; l++)
+        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL ? 0
+                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino ? 2
+                                                                          : 1;
 }
 
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
