@@ -50,14 +50,13 @@ void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
     size_t wf = (size_t)d->OCp * d->C * kk, wt = (size_t)d->Cp * d->OC * kk;
     d->weight_floats = wf > wt ? wf : wt;
     d->wino = dpfl_nn_wino_usable(d);
-    d->wino_off = 0;
-    if (d->wino) { /* its scratch after the direct kernels'; U, or the flipped weights and their U */
+    if (d->wino) { /* its scratch (the larger of the two paths'); U, or the flipped weights and their U */
         size_t a = dpfl_nn_wino_conv_floats(d->C, d->OCp, d->OH, d->OW);
-        size_t b = dpfl_nn_wino_conv_floats(d->OC, d->Cp, d->Hp, d->Wp);
+        size_t b = dpfl_nn_wino_conv_floats(d->OC, d->Cp, d->H, d->W);
         size_t c = dpfl_nn_wino_dw_floats(d->C, d->OCp, d->OH, d->OW);
         size_t m = a > b ? a : b;
-        d->wino_off = (d->thread_floats + 15) & ~(size_t)15;
-        d->thread_floats = d->wino_off + (m > c ? m : c);
+        if (c > m) m = c;
+        if (m > d->thread_floats) d->thread_floats = m;
         size_t uf = 16 * (size_t)d->OCp * d->C, ub = wt + 16 * (size_t)d->Cp * d->OC;
         if (uf > d->weight_floats) d->weight_floats = uf;
         if (ub > d->weight_floats) d->weight_floats = ub;
@@ -192,6 +191,16 @@ static inline float sum16(const float *r, int n) /* n a multiple of 16 */
     return _mm512_reduce_add_ps(acc);
 }
 
+static inline float sum_any(const float *r, int n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    for (int p = 0; p < n; p += 16) {
+        const int v = n - p;
+        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << v) - 1), r + p));
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 #else
 
 int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
@@ -231,6 +240,8 @@ static float sum16(const float *r, int n)
     return s;
 }
 
+static float sum_any(const float *r, int n) { return sum16(r, n); }
+
 static void dw_tile_any(float res[4][6], const float *d, size_t dld, const float *const *x, int nv, int NJ)
 {
     (void)res, (void)d, (void)dld, (void)x, (void)nv, (void)NJ;
@@ -245,8 +256,7 @@ typedef struct {
     const dpfl_conv_geom *g;
     float *out, *xpad, *scratch, *dinp, *dw_part, *ps;
     const float *inp, *w, *bias, *dout;
-    const float *U; /* Winograd: transformed weights (forward: of w; backward: of the flipped w); NULL: direct */
-    int wino_dw;    /* backward: weight gradients through Winograd */
+    const float *U; /* Winograd: transformed weights (forward: of w; backward: of the flipped w) */
     double *sq;
     size_t scratch_per, np; /* floats per thread; layer parameters (weights + bias) */
     int B, relu, nthreads, bias_on, persample;
@@ -285,11 +295,7 @@ static void forward_job(void *ctx, int64_t tid, int64_t tid_end)
     for (int b = blo; b < bhi; b++) {
         float *xp = j->xpad + (size_t)b * d->C * d->xpl;
         pad_example(xp, j->inp, j->g, d, b);
-        if (j->U)
-            dpfl_nn_wino_conv(tile, d->pf, d->Wp, d->OH, d->OW, xp, d->xpl, d->C, d->Wp, d->Hp, j->U, d->OCp, d->OC,
-                              tile + d->wino_off);
-        else
-            conv_rows(tile, d->pf, xp, d->xpl, d->C, d->k, d->Wp, j->w, wo, d->OCp / 4);
+        conv_rows(tile, d->pf, xp, d->xpl, d->C, d->k, d->Wp, j->w, wo, d->OCp / 4);
         for (int o = 0; o < d->OC; o++) {
             const float *tr = tile + (size_t)o * d->pf;
             float *orow = j->out + ((size_t)o * j->B + b) * T, bv = j->bias ? j->bias[o] : 0.0f;
@@ -299,26 +305,46 @@ static void forward_job(void *ctx, int64_t tid, int64_t tid_end)
     }
 }
 
+/* Winograd: example b's output straight from the layer input, with bias and ReLU */
+static void wino_forward_job(void *ctx, int64_t tid, int64_t tid_end)
+{
+    (void)tid_end;
+    direct_job *j = ctx;
+    const dpfl_conv_direct *d = j->d;
+    const size_t T = (size_t)d->OH * d->OW;
+    float *scratch = j->scratch + (size_t)tid * j->scratch_per;
+    int blo = (int)(j->B * tid / j->nthreads), bhi = (int)(j->B * (tid + 1) / j->nthreads);
+    for (int b = blo; b < bhi; b++) {
+        dpfl_wino_in in = {j->inp + (size_t)b * j->g->bs, j->g->cs, d->W, d->H, d->W, d->pad, d->pad};
+        dpfl_wino_out out = {j->out + (size_t)b * T, (size_t)j->B * T, d->OW, j->bias, j->relu};
+        dpfl_nn_wino_conv(&out, d->OH, d->OW, &in, d->C, j->U, d->OCp, d->OC, scratch);
+    }
+}
+
 void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
                                    const float *bias, int relu)
 {
     const dpfl_conv_direct *d = &ws->cdir[l];
     dpfl_conv_geom g;
     dpfl_nn_conv_geom(ws, l, &g);
-    const float *wf = w, *U = NULL;
+    const float *wf = w;
     const size_t wo = (size_t)d->C * d->k * d->k;
-    if (ws->direct[l] == 2) {
+    int nt = dpfl_par_size(ws->par);
+    if (ws->direct[l] == 2) { /* Winograd: no padded copy of the input is kept */
         dpfl_nn_wino_weights(ws->cdir_w, w, d->OC, d->OCp, d->C);
-        U = ws->cdir_w;
-    } else if (d->OCp != d->OC) { /* pad to whole groups of 4 output channels with zero rows */
+        direct_job j = {.d = d, .g = &g, .out = out, .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
+                        .inp = inp, .U = ws->cdir_w, .bias = bias, .B = ws->B, .relu = relu, .nthreads = nt};
+        dpfl_par_for(ws->par, nt, wino_forward_job, &j);
+        return;
+    }
+    if (d->OCp != d->OC) { /* pad to whole groups of 4 output channels with zero rows */
         memcpy(ws->cdir_w, w, (size_t)d->OC * wo * sizeof *w);
         memset(ws->cdir_w + (size_t)d->OC * wo, 0, (size_t)(d->OCp - d->OC) * wo * sizeof *w);
         wf = ws->cdir_w;
     }
-    int nt = dpfl_par_size(ws->par);
     direct_job j = {.d = d, .g = &g, .out = out, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch,
-                    .scratch_per = ws->cdir_per, .inp = inp, .w = wf, .U = U, .bias = bias, .B = ws->B,
-                    .relu = relu, .nthreads = nt};
+                    .scratch_per = ws->cdir_per, .inp = inp, .w = wf, .bias = bias, .B = ws->B, .relu = relu,
+                    .nthreads = nt};
     dpfl_par_for(ws->par, nt, forward_job, &j);
 }
 
@@ -348,16 +374,12 @@ static void dw_block(float res[4][6], const float *dd, size_t dld, const float *
 #endif
 }
 
-/* dst (OC*Kw weights [+ OC bias]) = (add == 0) or += example's weight gradient from dd (OCp x pf); through
- * Winograd when wino (its scratch) is given */
-static void example_dw(float *dst, int add, const float *dd, const float *xp, const dpfl_conv_direct *d, int bias,
-                       float *wino)
+/* dst (OC*Kw weights [+ OC bias]) = (add == 0) or += example's weight gradient from dd (OCp x pf) */
+static void example_dw(float *dst, int add, const float *dd, const float *xp, const dpfl_conv_direct *d, int bias)
 {
     const int Kw = d->C * d->k * d->k, nv = d->pf / 16;
     float res[4][6];
-    if (wino)
-        dpfl_nn_wino_dw(dst, add, dd, d->pf, d->Wp, d->OH, d->OW, xp, d->xpl, d->C, d->Wp, d->Hp, d->OC, d->OCp, wino);
-    for (int o0 = 0; !wino && o0 < d->OCp; o0 += 4)
+    for (int o0 = 0; o0 < d->OCp; o0 += 4)
         for (int j0 = 0; j0 < Kw; j0 += 6) {
             int nj = Kw - j0 < 6 ? Kw - j0 : 6;
             dw_block(res, dd + (size_t)o0 * d->pf, d->pf, xp, d, j0, nj, nv);
@@ -403,11 +425,7 @@ static void backward_job(void *ctx, int64_t tid, int64_t tid_end)
                         copy_pad(pl + top + (size_t)y * d->Wz, src + (size_t)y * d->OW, d->OW, d->Wz);
                     memset(pl + end, 0, (d->zpl - end) * sizeof *pl);
                 }
-                if (j->U)
-                    dpfl_nn_wino_conv(tile, d->pz, d->Wz, d->Hp, d->Wp, dz, d->zpl, d->OC, d->Wz, d->Hz, j->U, d->Cp,
-                                      d->C, dz + d->wino_off);
-                else
-                    conv_rows(tile, d->pz, dz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k, d->Cp / 4);
+                conv_rows(tile, d->pz, dz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k, d->Cp / 4);
                 for (int c = 0; c < d->C; c++) {
                     const float *tr = tile + (size_t)c * d->pz + (size_t)d->pad * d->Wz + d->pad;
                     float *dst = j->dinp + (size_t)c * g->cs + (size_t)b * g->bs;
@@ -428,12 +446,47 @@ static void backward_job(void *ctx, int64_t tid, int64_t tid_end)
             }
             if (j->persample) {
                 float *p = j->ps + (size_t)b * j->np;
-                example_dw(p, 0, dd, xp, d, j->bias_on, j->wino_dw ? dz + d->wino_off : NULL);
+                example_dw(p, 0, dd, xp, d, j->bias_on);
                 j->sq[b] += dpfl_nn_sumsq(p, j->np);
             } else {
-                example_dw(j->dw_part + (size_t)gi * j->np, b > gi * DW_GROUP, dd, xp, d, j->bias_on,
-                           j->wino_dw ? dz + d->wino_off : NULL);
+                example_dw(j->dw_part + (size_t)gi * j->np, b > gi * DW_GROUP, dd, xp, d, j->bias_on);
             }
+        }
+}
+
+/* Winograd: per example, the input gradient from dout through the flipped weights (a full correlation: dout sits
+ * at offset k - 1 - pad in a zero plane) and the weight gradient from dout and the layer input, both read in
+ * place; examples grouped as in backward_job */
+static void wino_backward_job(void *ctx, int64_t tid, int64_t tid_end)
+{
+    (void)tid_end;
+    direct_job *j = ctx;
+    const dpfl_conv_direct *d = j->d;
+    const dpfl_conv_geom *g = j->g;
+    const int B = j->B, off = d->k - 1 - d->pad;
+    const size_t T = (size_t)d->OH * d->OW, Kw = (size_t)d->C * d->k * d->k;
+    float *scratch = j->scratch + (size_t)tid * j->scratch_per;
+    const int ngroups = (B + DW_GROUP - 1) / DW_GROUP;
+    int glo = (int)(ngroups * tid / j->nthreads), ghi = (int)(ngroups * (tid + 1) / j->nthreads);
+    for (int gi = glo; gi < ghi; gi++)
+        for (int b = gi * DW_GROUP; b < B && b < (gi + 1) * DW_GROUP; b++) {
+            const float *dy = j->dout + (size_t)b * T;
+            if (j->dinp) {
+                dpfl_wino_in in = {dy, (size_t)B * T, d->OW, d->OH, d->OW, off, off};
+                dpfl_wino_out out = {j->dinp + (size_t)b * g->bs, g->cs, d->W, NULL, 0};
+                dpfl_nn_wino_conv(&out, d->H, d->W, &in, d->OC, j->U, d->Cp, d->C, scratch);
+            }
+            if (!j->dw_part && !j->persample) continue;
+            float *dst = j->persample ? j->ps + (size_t)b * j->np : j->dw_part + (size_t)gi * j->np;
+            const int add = !j->persample && b > gi * DW_GROUP;
+            dpfl_wino_in x = {j->inp + (size_t)b * g->bs, g->cs, d->W, d->H, d->W, d->pad, d->pad};
+            dpfl_nn_wino_dw(dst, add, dy, (size_t)B * T, d->OW, d->OH, d->OW, &x, d->C, d->OC, d->OCp, scratch);
+            if (j->bias_on)
+                for (int o = 0; o < d->OC; o++) {
+                    const float s = sum_any(dy + (size_t)o * B * T, (int)T);
+                    dst[(size_t)d->OC * Kw + o] = add ? dst[(size_t)d->OC * Kw + o] + s : s;
+                }
+            if (j->persample) j->sq[b] += dpfl_nn_sumsq(dst, j->np);
         }
 }
 
@@ -455,7 +508,7 @@ static void sum_groups_job(void *ctx, int64_t lo, int64_t hi)
 }
 
 void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                    const float *w, int persample, double *sq)
+                                    const float *inp, const float *w, int persample, double *sq)
 {
     const dpfl_layer *L = &ws->m->layers[l];
     const dpfl_conv_direct *d = &ws->cdir[l];
@@ -482,8 +535,8 @@ void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *d
     direct_job j = {.d = d, .g = &g, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
                     .dinp = dinp, .dout = dout, .w = ws->cdir_w, .B = ws->B, .nthreads = nt, .bias_on = L->bias,
                     .np = L->nparam, .persample = persample, .sq = sq, .ps = ws->ps + ws->ps_off[l],
-                    .dw_part = dw ? ws->ps + ws->ps_off[l] : NULL, .U = wino && dinp ? Ut : NULL, .wino_dw = wino};
-    dpfl_par_for(ws->par, nt, backward_job, &j);
+                    .dw_part = dw ? ws->ps + ws->ps_off[l] : NULL, .U = Ut, .inp = inp};
+    dpfl_par_for(ws->par, nt, wino ? wino_backward_job : backward_job, &j);
     if (dw && !persample) {
         sum_job s = {.dw = dw, .part = j.dw_part, .np = L->nparam, .ngroups = (ws->B + DW_GROUP - 1) / DW_GROUP};
         dpfl_par_for(ws->par, (int64_t)L->nparam, sum_groups_job, &s);

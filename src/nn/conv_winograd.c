@@ -10,15 +10,17 @@
  *   weight gradient (the chain rule through the above, exact in exact arithmetic):
  *              dU[xi][o][c] = sum_t (A dY_t A^T)[xi] V[xi][c][t],   dg = G^T dU G
  *
- * The entry points take and produce conv_direct.c's layouts (padded planes of width Wi, outputs at y * Wrow + x),
- * so they replace its conv_rows and per-example weight-gradient pass one for one.  Tiles are numbered
- * t = ty * ntx + tx over a ceil(OH/2) x ceil(OW/2) grid; the transforms run over 16 tiles of one tile row at a
- * time (even/odd columns split with permutes).  Input rows or columns past the planes read as zero, and outputs
- * past OH x OW are never stored; a missing output's gradient is zero, so odd sizes need nothing else.
+ * Inputs are read in place through a view (dpfl_wino_in) that puts the planes at an offset inside a zero border,
+ * so neither the padding of the forward pass nor the k - 1 border of the input gradient's full correlation is
+ * ever copied out, and outputs are written in place (with bias and ReLU in the forward pass).  Tiles are
+ * numbered t = ty * ntx + tx over a ceil(OH/2) x ceil(OW/2) grid; the transforms run over 16 tiles of one tile
+ * row at a time (even/odd columns split with permutes, masked loads for the border).  Outputs past OH x OW are
+ * never stored and a missing output's gradient is zero, so odd sizes need nothing else.
  *
  * Everything here is per example on one thread with a fixed order of operations, like conv_direct.c. */
 #include "layers.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -68,27 +70,53 @@ static const int32_t ODD[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 2
 static const int32_t ILO[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
 static const int32_t IHI[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
-/* V[xi * vx + c * vc + t] for C planes x (stride xpl, Hin rows of width Wi), tiles of the grid g */
-static void input_transform(float *V, size_t vx, size_t vc, const float *x, size_t xpl, int C, int Wi, int Hin,
-                            const dpfl_wino_grid *g)
+/* lanes l of 16 with lo <= l < hi */
+static inline __mmask16 span(int lo, int hi)
+{
+    if (lo < 0) lo = 0;
+    if (hi > 16) hi = 16;
+    return hi <= lo ? 0 : (__mmask16)(((1u << (hi - lo)) - 1) << lo);
+}
+
+/* Where 16 consecutive values of a view's row start, relative to the row, and which lanes lie inside it */
+typedef struct {
+    intptr_t off; /* bytes; may be negative: masked-off lanes are never touched */
+    __mmask16 m;
+} view_cols;
+
+static inline view_cols view_span(const dpfl_wino_in *in, int col)
+{
+    const int real = col - in->ox;
+    view_cols v = {(intptr_t)real * (intptr_t)sizeof(float), span(-real, in->W - real)};
+    return v;
+}
+
+/* the address is formed as an integer: it may lie before the row (the lanes there are masked off) */
+static inline __m512 view_load(const float *row, view_cols v)
+{
+    return _mm512_maskz_loadu_ps(v.m, (const float *)((uintptr_t)row + (uintptr_t)v.off));
+}
+
+/* V[xi * vx + c * vc + t] for the C planes of the view, tiles of the grid g */
+static void input_transform(float *V, size_t vx, size_t vc, const dpfl_wino_in *in, int C, const dpfl_wino_grid *g)
 {
     const __m512i ev = _mm512_loadu_si512(EVEN), od = _mm512_loadu_si512(ODD);
     for (int c = 0; c < C; c++)
         for (int ty = 0; ty < g->nty; ty++)
             for (int tx0 = 0; tx0 < g->ntx; tx0 += 16) {
                 const int col = 2 * tx0;
+                const view_cols c0 = view_span(in, col), c1 = view_span(in, col + 16), c2 = view_span(in, col + 2),
+                                c3 = view_span(in, col + 18);
                 __m512 h[4][4];
                 for (int r = 0; r < 4; r++) {
-                    const int row = 2 * ty + r;
-                    if (row >= Hin) {
+                    const int row = 2 * ty + r - in->oy;
+                    if (row < 0 || row >= in->H) {
                         for (int j = 0; j < 4; j++) h[r][j] = _mm512_setzero_ps();
                         continue;
                     }
-                    const float *s = x + (size_t)c * xpl + (size_t)row * Wi + col;
-                    const int n = Wi - col; /* columns left in the row */
-                    const __m512 lo = _mm512_maskz_loadu_ps(lanes(n), s), hi = _mm512_maskz_loadu_ps(lanes(n - 16), s + 16);
-                    const __m512 lo2 = _mm512_maskz_loadu_ps(lanes(n - 2), s + 2),
-                                 hi2 = _mm512_maskz_loadu_ps(lanes(n - 18), s + 18);
+                    const float *pl = in->p + (size_t)c * in->cs + (size_t)row * in->rs;
+                    const __m512 lo = view_load(pl, c0), hi = view_load(pl, c1);
+                    const __m512 lo2 = view_load(pl, c2), hi2 = view_load(pl, c3);
                     const __m512 d0 = _mm512_permutex2var_ps(lo, ev, hi), d1 = _mm512_permutex2var_ps(lo, od, hi);
                     const __m512 d2 = _mm512_permutex2var_ps(lo2, ev, hi2), d3 = _mm512_permutex2var_ps(lo2, od, hi2);
                     h[r][0] = _mm512_sub_ps(d0, d2);
@@ -107,12 +135,14 @@ static void input_transform(float *V, size_t vx, size_t vc, const float *x, size
             }
 }
 
-/* t[o * tld + y * Wrow + x] (o < O, y < OH, x < OW) = (A^T M A) of M[xi * mx + o * mo + tile] */
-static void output_transform(float *t, size_t tld, int Wrow, int OH, int OW, const float *M, size_t mx, size_t mo,
-                             int O, const dpfl_wino_grid *g)
+/* out (o < O, y < OH, x < OW) = (A^T M A) of M[xi * mx + o * mo + tile], plus bias[o], then ReLU */
+static void output_transform(const dpfl_wino_out *out, int OH, int OW, const float *M, size_t mx, size_t mo, int O,
+                             const dpfl_wino_grid *g)
 {
     const __m512i il = _mm512_loadu_si512(ILO), ih = _mm512_loadu_si512(IHI);
-    for (int o = 0; o < O; o++)
+    const __m512 zero = _mm512_setzero_ps();
+    for (int o = 0; o < O; o++) {
+        const __m512 bias = _mm512_set1_ps(out->bias ? out->bias[o] : 0.0f);
         for (int ty = 0; ty < g->nty; ty++)
             for (int tx0 = 0; tx0 < g->ntx; tx0 += 16) {
                 const __mmask16 m = lanes(g->ntx - tx0);
@@ -129,14 +159,16 @@ static void output_transform(float *t, size_t tld, int Wrow, int OH, int OW, con
                 for (int a = 0; a < 2; a++) {
                     const int row = 2 * ty + a;
                     if (row >= OH) break;
-                    const __m512 y0 = _mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]);
-                    const __m512 y1 = _mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]);
-                    float *dst = t + (size_t)o * tld + (size_t)row * Wrow + 2 * tx0;
+                    __m512 y0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]), bias);
+                    __m512 y1 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[a][1], s[a][2]), s[a][3]), bias);
+                    if (out->relu) y0 = _mm512_max_ps(y0, zero), y1 = _mm512_max_ps(y1, zero);
+                    float *dst = out->p + (size_t)o * out->cs + (size_t)row * out->rs + 2 * tx0;
                     const int n = OW - 2 * tx0;
                     _mm512_mask_storeu_ps(dst, lanes(n), _mm512_permutex2var_ps(y0, il, y1));
                     _mm512_mask_storeu_ps(dst + 16, lanes(n - 16), _mm512_permutex2var_ps(y0, ih, y1));
                 }
             }
+    }
 }
 
 size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW)
@@ -146,17 +178,17 @@ size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW)
     return 16 * ((size_t)C + Op) * g.ntp;
 }
 
-void dpfl_nn_wino_conv(float *t, size_t tld, int Wrow, int OH, int OW, const float *x, size_t xpl, int C, int Wi,
-                       int Hin, const float *U, int Op, int O, float *scratch)
+void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C, const float *U, int Op,
+                       int O, float *scratch)
 {
     dpfl_wino_grid g;
     dpfl_nn_wino_grid(OH, OW, &g);
     const size_t vx = (size_t)C * g.ntp, mx = (size_t)Op * g.ntp;
     float *V = scratch, *M = scratch + 16 * vx;
-    input_transform(V, vx, g.ntp, x, xpl, C, Wi, Hin, &g);
+    input_transform(V, vx, g.ntp, in, C, &g);
     for (int xi = 0; xi < 16; xi++)
         dpfl_nn_direct_rows(M + xi * mx, g.ntp, V + xi * vx, g.ntp, C, 1, 0, U + (size_t)xi * Op * C, C, Op / 4);
-    output_transform(t, tld, Wrow, OH, OW, M, mx, g.ntp, O, &g);
+    output_transform(out, OH, OW, M, mx, g.ntp, O, &g);
 }
 
 size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW)
@@ -198,21 +230,22 @@ static void transpose16(float *dst, size_t dld, const float *src, size_t sld, in
     for (int k = 0; k < 16; k++) _mm512_storeu_ps(dst + (size_t)col[k] * dld, r[k]);
 }
 
-void dpfl_nn_wino_dw(float *dst, int add, const float *dd, size_t dld, int Wd, int OH, int OW, const float *xp,
-                     size_t xpl, int C, int Wi, int Hin, int OC, int OCp, float *scratch)
+void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
+                     int C, int OC, int OCp, float *scratch)
 {
     dpfl_wino_grid g;
     dpfl_nn_wino_grid(OH, OW, &g);
     const int C16 = up16(C);
     const size_t vx = (size_t)C * g.ntp, tx = (size_t)g.ntp * C16, yx = (size_t)OCp * g.ntp, ux = (size_t)OCp * C16;
     float *V = scratch, *Vt = V + 16 * vx, *Yh = Vt + 16 * tx, *dU = Yh + 16 * yx;
-    input_transform(V, vx, g.ntp, xp, xpl, C, Wi, Hin, &g);
+    input_transform(V, vx, g.ntp, in, C, &g);
     for (int xi = 0; xi < 16; xi++) /* Vt[xi][t][c] */
         for (int c0 = 0; c0 < C16; c0 += 16)
             for (int t0 = 0; t0 < g.ntp; t0 += 16)
                 transpose16(Vt + xi * tx + (size_t)t0 * C16 + c0, C16, V + xi * vx + (size_t)c0 * g.ntp + t0, g.ntp,
                             C - c0);
-    /* Yh[xi][o][t] = (A dY_t A^T)[xi]; rows o >= OC, rows y >= OH and columns x >= OW are zero */
+    /* Yh[xi][o][t] = (A dY_t A^T)[xi], dY_t the tile's 2 x 2 of dy (o * dcs + y * drs + x); zero for o >= OC,
+     * y >= OH, x >= OW */
     const __m512i ev = _mm512_loadu_si512(EVEN), od = _mm512_loadu_si512(ODD);
     for (int o = 0; o < OCp; o++)
         for (int ty = 0; ty < g.nty; ty++)
@@ -222,7 +255,7 @@ void dpfl_nn_wino_dw(float *dst, int add, const float *dd, size_t dld, int Wd, i
                     const int row = 2 * ty + r;
                     __m512 y0 = _mm512_setzero_ps(), y1 = _mm512_setzero_ps();
                     if (o < OC && row < OH) {
-                        const float *s = dd + (size_t)o * dld + (size_t)row * Wd + 2 * tx0;
+                        const float *s = dy + (size_t)o * dcs + (size_t)row * drs + 2 * tx0;
                         const int n = OW - 2 * tx0;
                         const __m512 lo = _mm512_maskz_loadu_ps(lanes(n), s),
                                      hi = _mm512_maskz_loadu_ps(lanes(n - 16), s + 16);
@@ -297,16 +330,15 @@ void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C)
     DPFL_ASSERT(!"Winograd without AVX-512");
 }
 
-void dpfl_nn_wino_conv(float *t, size_t tld, int Wrow, int OH, int OW, const float *x, size_t xpl, int C, int Wi,
-                       int Hin, const float *U, int Op, int O, float *scratch)
+void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C, const float *U, int Op,
+                       int O, float *scratch)
 {
-    (void)t, (void)tld, (void)Wrow, (void)OH, (void)OW, (void)x, (void)xpl, (void)C, (void)Wi, (void)Hin, (void)U;
-    (void)Op, (void)O, (void)scratch;
+    (void)out, (void)OH, (void)OW, (void)in, (void)C, (void)U, (void)Op, (void)O, (void)scratch;
     DPFL_ASSERT(!"Winograd without AVX-512");
 }
 
-void dpfl_nn_wino_dw(float *dst, int add, const float *dd, size_t dld, int Wd, int OH, int OW, const float *xp,
-                     size_t xpl, int C, int Wi, int Hin, int OC, int OCp, float *scratch)
+void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
+                     int C, int OC, int OCp, float *scratch)
 {
     (void)dst, (void)add, (void)dd, (void)dld, (void)Wd, (void)OH, (void)OW, (void)xp, (void)xpl, (void)C, (void)Wi;
     (void)Hin, (void)OC, (void)OCp, (void)scratch;

@@ -76,20 +76,20 @@ typedef struct {
     size_t thread_floats;         /* scratch per thread */
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
-    size_t wino_off;              /* where their scratch starts in a thread's scratch */
 } dpfl_conv_direct;
 /* 1 when this build has the direct kernels and layer L can use them (Conv2d with stride 1). */
 int dpfl_nn_conv_direct_usable(const dpfl_layer *L);
 void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
-/* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; keeps the padded input in ws->xpad[l] for the backward pass. */
+/* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
+ * backward pass (Winograd reads inp again). */
 void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
                                    const float *bias, int relu);
-/* After a direct forward of layer l, given dout CNHW (OC, B, T):
+/* After a direct forward of layer l, given dout CNHW (OC, B, T) and the forward's input inp:
  *   dinp (layer input strides): input gradient, overwritten (skipped when NULL);
  *   persample = 0: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
  *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
 void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                    const float *w, int persample, double *sq);
+                                    const float *inp, const float *w, int persample, double *sq);
 
 /* t[o][p] (o < 4 nrow4, row stride np, p < np, np a multiple of 16) = sum over c < C, ki, kj < k of
  * w[o * wo + c k^2 + ki k + kj] x[c * xpl + p + ki Wi + kj]: the direct kernels' register-tiled loop, also the
@@ -106,18 +106,33 @@ int dpfl_nn_wino_usable(const dpfl_conv_direct *d);
 void dpfl_nn_wino_grid(int OH, int OW, dpfl_wino_grid *g);
 /* U (16, Op, C): transformed weights of w (O, C, 3, 3), rows O..Op-1 zero */
 void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C);
-/* conv_direct.c's conv_rows for k = 3: t[o * tld + y * Wrow + x] for o < O, y < OH, x < OW from C planes x
- * (stride xpl, Hin rows of width Wi; rows past Hin read as zero) and U from dpfl_nn_wino_weights (Op rows).
- * scratch: dpfl_nn_wino_conv_floats(C, Op, OH, OW). */
+/* An input of the Winograd kernels, read in place: plane c, row r, column x at p[c * cs + r * rs + x] for
+ * r < H, x < W, placed at row oy and column ox of an unbounded zero plane (oy = ox = pad for a forward pass). */
+typedef struct {
+    const float *p;
+    size_t cs;
+    int rs, H, W, oy, ox;
+} dpfl_wino_in;
+/* Where the outputs go: channel o, row y, column x at p[o * cs + y * rs + x], plus bias[o] (if not NULL), then
+ * max(0, .) if relu. */
+typedef struct {
+    float *p;
+    size_t cs;
+    int rs;
+    const float *bias;
+    int relu;
+} dpfl_wino_out;
+/* out (O channels, OH x OW) = the 3x3 correlation of the C planes of in with the weights transformed into U (Op
+ * rows).  scratch: dpfl_nn_wino_conv_floats(C, Op, OH, OW). */
 size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW);
-void dpfl_nn_wino_conv(float *t, size_t tld, int Wrow, int OH, int OW, const float *x, size_t xpl, int C, int Wi,
-                       int Hin, const float *U, int Op, int O, float *scratch);
+void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C, const float *U, int Op,
+                       int O, float *scratch);
 /* One example's weight gradient dst (OC, C, 3, 3) = (add ? dst + : ) sum over outputs y < OH, x < OW of
- * dd[o * dld + y * Wd + x] times the input window at (y, x) of the C planes xp (as above).
+ * dy[o * dcs + y * drs + x] times the 3x3 window at (y, x) of the C planes of in.
  * scratch: dpfl_nn_wino_dw_floats(C, OCp, OH, OW). */
 size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW);
-void dpfl_nn_wino_dw(float *dst, int add, const float *dd, size_t dld, int Wd, int OH, int OW, const float *xp,
-                     size_t xpl, int C, int Wi, int Hin, int OC, int OCp, float *scratch);
+void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
+                     int C, int OC, int OCp, float *scratch);
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset

@@ -382,7 +382,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
             if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
-                dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, w, mode == DPFL_BWD_PERSAMPLE, sq);
+                dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
                 break;
             }
             if (mode == DPFL_BWD_PERSAMPLE) {
