@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Same-machine reference for `make bench`: PyTorch training throughput for the models bench_nn measures.
+
+Optional (PyTorch is not a dpfl dependency): `apt-get install python3-torch` (Debian 12: PyTorch 1.13, the
+build the issues' reference figures name), then `python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS]`;
+bench/run.sh does this when torch can be imported.  Each row is one non-private SGD step per batch (forward,
+cross-entropy, backward, update) on random MNIST-shaped data, warm-up first, best of three timed windows,
+torch.set_num_threads(os.cpu_count()) and OpenBLAS kept to one thread (its spinning threads otherwise fight
+PyTorch's OpenMP threads for the cores: measured 10,300 instead of 15,300 examples/s for the MLP at batch 64).
+Opacus is not packaged in Debian, so there is no DP-SGD row.  The models match dpfl's specs: mlp:784-512-256-10
+and cnn-mnist (conv 3x3 32, ReLU, conv 3x3 64, ReLU, maxpool 2, dropout 0.25, fc 128, ReLU, dropout 0.5, fc 10).  With a dpfl results file (bench/results.json) it
+also prints dpfl / PyTorch for every row both have."""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when torch loads OpenBLAS; see above
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+def cnn_mnist():
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
+                         nn.Linear(128, 10))
+
+
+def nonprivate_step(model):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    return step
+
+
+def throughput(make, batch, seconds):
+    torch.manual_seed(1)
+    model = make()
+    x = torch.rand(2048, 1, 28, 28)
+    y = torch.randint(0, 10, (2048,))
+    run = nonprivate_step(model)
+    it = 0
+
+    def step():
+        nonlocal it
+        off = (it * batch) % (2048 - batch)
+        it += 1
+        run(x[off:off + batch], y[off:off + batch])
+
+    for _ in range(5):
+        step()
+    best = 0.0
+    for _ in range(3):
+        n, t0 = 0, time.perf_counter()
+        while n < 5 or time.perf_counter() - t0 < seconds:
+            step()
+            n += 1
+        best = max(best, n * batch / (time.perf_counter() - t0))
+    return best
+
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+    dpfl = {}
+    if len(sys.argv) > 2:
+        with open(sys.argv[2]) as f:
+            for r in json.load(f):
+                if "model" in r:
+                    dpfl[(r["model"], r["batch"], r["mode"])] = r["examples_per_second"]
+    torch.set_num_threads(os.cpu_count())
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads (same-machine reference)")
+    print(f"{'model':<20} {'batch':>6} {'mode':<11} {'examples/s':>12} {'dpfl/PyTorch':>13}")
+    for name, make in (("mlp:784-512-256-10", mlp), ("cnn-mnist", cnn_mnist)):
+        for batch in (16, 64):
+            eps = throughput(make, batch, seconds)
+            ours = dpfl.get((name, batch, "nonprivate"))
+            ratio = f"{ours / eps:13.2f}" if ours else f"{'-':>13}"
+            print(f"{name:<20} {batch:>6} {'nonprivate':<11} {eps:>12.0f} {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
