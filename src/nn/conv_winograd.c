@@ -340,8 +340,8 @@ void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino
 void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
                      int C, int OC, int OCp, float *scratch)
 {
-    (void)dst, (void)add, (void)dd, (void)dld, (void)Wd, (void)OH, (void)OW, (void)xp, (void)xpl, (void)C, (void)Wi;
-    (void)Hin, (void)OC, (void)OCp, (void)scratch;
+    (void)dst, (void)add, (void)dy, (void)dcs, (void)drs, (void)OH, (void)OW, (void)in, (void)C, (void)OC, (void)OCp;
+    (void)scratch;
     DPFL_ASSERT(!"Winograd without AVX-512");
 }
 
