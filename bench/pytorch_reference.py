@@ -2,7 +2,7 @@
 """Same-machine reference for `make bench`: PyTorch training throughput for the models bench_nn measures.
 
 Optional (PyTorch is not a dpfl dependency): `apt-get install python3-torch` (Debian 12: PyTorch 1.13, the
-build the issues' reference figures name), then `python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS]`;
+build the issues' reference figures name), then `python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]`;
 bench/run.sh does this when torch can be imported.  Each row is one non-private SGD step per batch (forward,
 cross-entropy, backward, update) on random MNIST-shaped data, warm-up first, best of three timed windows,
 torch.set_num_threads(os.cpu_count()) and OpenBLAS kept to one thread (its spinning threads otherwise fight
@@ -103,11 +103,12 @@ def throughput(make, batch, seconds, dp=False):
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     dpfl = {}
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 2 and sys.argv[2] != "-":
         with open(sys.argv[2]) as f:
             for r in json.load(f):
                 if "model" in r:
                     dpfl[(r["model"], r["batch"], r["mode"])] = r["examples_per_second"]
+    rows = []
     torch.set_num_threads(os.cpu_count())
     print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads (same-machine reference)")
     print(f"{'model':<20} {'batch':>6} {'mode':<11} {'examples/s':>12} {'dpfl/PyTorch':>13}")
@@ -118,6 +119,10 @@ def main():
                 ours = dpfl.get((name, batch, mode))
                 ratio = f"{ours / eps:13.2f}" if ours else f"{'-':>13}"
                 print(f"{name:<20} {batch:>6} {mode:<11} {eps:>12.0f} {ratio}", flush=True)
+                rows.append({"model": name, "batch": batch, "mode": mode, "examples_per_second": round(eps, 1)})
+    if len(sys.argv) > 3:
+        with open(sys.argv[3], "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
