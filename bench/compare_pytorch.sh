@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # dpfl against the same-machine PyTorch reference on a machine whose speed drifts: bench/compare_pytorch.sh BUILD [N]
 # alternates N times (default 3) between bench_nn (MLP and cnn-mnist) and bench/pytorch_reference.py, then prints
-# the best of the N runs for every row of each and their ratio (PyTorch has no cnn-mnist DP-SGD row).  Needs python3-torch (see pytorch_reference.py).
+# the best of the N runs for every row of each and their ratio.  Needs python3-torch (see pytorch_reference.py).
 set -eu
 BUILD=${1:-build}
 N=${2:-3}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
+# PyTorch's per-example code allocates heavily; the issues' Opacus figures used tcmalloc (libtcmalloc-minimal4)
+TC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+[ -f "$TC" ] && PYPRE="env LD_PRELOAD=$TC" || PYPRE=
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for i in $(seq "$N"); do
   for m in mlp:784-512-256-10 cnn-mnist; do
     DPFL_BENCH_MODEL=$m "$BUILD/bench/bench_nn" "$tmp/dpfl-$i-${m%%:*}.json" >/dev/null
   done
-  "$PY" -W ignore bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" - "$tmp/torch-$i.json" >/dev/null
+  $PYPRE "$PY" -W ignore bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" - "$tmp/torch-$i.json" >/dev/null
 done
 "$PY" - "$tmp" <<'PYEOF'
 import glob, json, sys

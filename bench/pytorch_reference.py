@@ -2,19 +2,25 @@
 """Same-machine reference for `make bench`: PyTorch training throughput for the models bench_nn measures.
 
 Optional (PyTorch is not a dpfl dependency): `apt-get install python3-torch` (Debian 12: PyTorch 1.13, the
-build the issues' reference figures name), then `python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]`;
-bench/run.sh does this when torch can be imported.  Each row is one non-private SGD step per batch (forward,
-cross-entropy, backward, update) on random MNIST-shaped data, warm-up first, best of three timed windows,
+build the issues' reference figures name), then
+  python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]
+`DPFL_BENCH_PYTORCH=1 make bench` and bench/compare_pytorch.sh run it, with tcmalloc preloaded when
+libtcmalloc-minimal4 is installed (the issues' Opacus figures used tcmalloc; with glibc malloc the cnn-mnist dpsgd
+row drops from about 160 to 110 examples/s).  A nonprivate row is one SGD step per batch (forward, cross-entropy,
+backward, update) on random MNIST-shaped data, warm-up first, best of three timed windows,
 torch.set_num_threads(os.cpu_count()) and OpenBLAS kept to one thread (its spinning threads otherwise fight
 PyTorch's OpenMP threads for the cores: measured 10,300 instead of 15,300 examples/s for the MLP at batch 64).
-Opacus is not packaged in Debian.  For the MLP a `dpsgd` row runs the algorithm of Opacus's fastest mode, ghost
+Opacus is not packaged in Debian.  For the MLP the `dpsgd` row runs the algorithm of Opacus's fastest mode, ghost
 clipping, written here in plain PyTorch: forward and backward hooks record each Linear layer's input a_i and output
 gradient g_i, the per-example norm is sqrt(sum over layers of |a_i|^2 |g_i|^2 + |g_i|^2) without materializing a
 per-example gradient, and a second backward pass of the loss reweighted by min(1, C / norm) gives the clipped sum;
 then Gaussian noise (z = 1, C = 1, torch.normal: not a CSPRNG) and the SGD step, as bench_nn's dpsgd rows.  It is
-this file's implementation, not Opacus itself.  The models match dpfl's specs: mlp:784-512-256-10
-and cnn-mnist (conv 3x3 32, ReLU, conv 3x3 64, ReLU, maxpool 2, dropout 0.25, fc 128, ReLU, dropout 0.5, fc 10).  With a dpfl results file (bench/results.json) it
-also prints dpfl / PyTorch for every row both have."""
+this file's implementation, not Opacus itself.  For cnn-mnist the `dpsgd` row is Opacus's default mode instead,
+per-example gradients materialized from hooked inputs (unfolded for convolutions) and output gradients (ghost
+norms of a convolution need T x T Gram matrices per example), then clipping, the clipped sum, noise and the step.
+The models match dpfl's specs: mlp:784-512-256-10 and cnn-mnist (conv 3x3 32, ReLU, conv 3x3 64, ReLU,
+maxpool 2, dropout 0.25, fc 128, ReLU, dropout 0.5, fc 10).  With a dpfl results file (bench/results.json) it also
+prints dpfl / PyTorch for every row both have."""
 import json
 import os
 import sys
@@ -74,12 +80,45 @@ def ghost_dpsgd_step(model, clip=1.0, z=1.0, lr=0.01):
     return step
 
 
+def hooks_dpsgd_step(model, clip=1.0, z=1.0, lr=0.01):
+    layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    acts, grads = {}, {}
+    for m in layers:
+        m.register_forward_hook(lambda mod, inp, out: acts.__setitem__(mod, inp[0].detach()))
+        m.register_full_backward_hook(lambda mod, gin, gout: grads.__setitem__(mod, gout[0].detach()))
+    params = [p for p in model.parameters()]
+
+    def per_example(m):
+        """(weight, bias) gradients of every example, materialized as Opacus's hooks do"""
+        a, g = acts[m], grads[m]
+        b = a.shape[0]
+        if isinstance(m, nn.Linear):
+            return torch.einsum("bo,bi->boi", g, a), g
+        cols = F.unfold(a, m.kernel_size, padding=m.padding, stride=m.stride)  # (b, C k k, T)
+        g = g.reshape(b, g.shape[1], -1)
+        return torch.einsum("bot,bkt->bok", g, cols).reshape((b,) + m.weight.shape), g.sum(dim=2)
+
+    def step(xb, yb):
+        for p in params:
+            p.grad = None
+        F.cross_entropy(model(xb), yb, reduction="sum").backward()
+        with torch.no_grad():
+            ps = [per_example(m) for m in layers]
+            sq = sum(w.pow(2).flatten(1).sum(1) + bias.pow(2).sum(1) for w, bias in ps)
+            scale = (clip / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+            for m, (w, bias) in zip(layers, ps):
+                for p, gs in ((m.weight, w), (m.bias, bias)):
+                    s = torch.einsum("b,b...->...", scale, gs) + torch.normal(0.0, z * clip, size=p.shape)
+                    p.sub_(s, alpha=lr / xb.shape[0])
+    return step
+
+
 def throughput(make, batch, seconds, dp=False):
     torch.manual_seed(1)
     model = make()
     x = torch.rand(2048, 1, 28, 28)
     y = torch.randint(0, 10, (2048,))
-    run = ghost_dpsgd_step(model) if dp else nonprivate_step(model)
+    run = (ghost_dpsgd_step(model) if make is mlp else hooks_dpsgd_step(model)) if dp else nonprivate_step(model)
     it = 0
 
     def step():
@@ -114,7 +153,7 @@ def main():
     print(f"{'model':<20} {'batch':>6} {'mode':<11} {'examples/s':>12} {'dpfl/PyTorch':>13}")
     for name, make in (("mlp:784-512-256-10", mlp), ("cnn-mnist", cnn_mnist)):
         for batch in (16, 64):
-            for mode in ("nonprivate", "dpsgd") if make is mlp else ("nonprivate",):
+            for mode in ("nonprivate", "dpsgd"):
                 eps = throughput(make, batch, seconds, mode == "dpsgd")
                 ours = dpfl.get((name, batch, mode))
                 ratio = f"{ours / eps:13.2f}" if ours else f"{'-':>13}"
