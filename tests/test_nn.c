@@ -400,11 +400,10 @@ static void evaluate_matches_forward_and_ignores_dropout(void **state)
     fx_free(&f);
 }
 
-/* The direct stride-1 kernels (AVX-512 builds) and im2col + SGEMM agree on outputs, gradients, per-example
- * norms and clipped sums: padding, odd channel counts (not multiples of the kernels' 4-channel tiles), k = 5, a
- * conv reading a CNHW activation, and batches that are not multiples of the weight-gradient groups. */
-/* The direct kernels (and, for 3x3 layers with 8+ channels each way, Winograd F(2x2, 3x3)) against im2col: odd
- * output sizes, channel counts that are not multiples of 4 or 16, padding, k = 5. */
+/* The direct stride-1 kernels (AVX-512 builds), with (AUTO) and without (DIRECT) Winograd F(2x2, 3x3) for 3x3
+ * layers with 8+ channels each way, agree with im2col + SGEMM on outputs, gradients, per-example norms and
+ * clipped sums: padding, odd output sizes, channel counts that are not multiples of 4 or 16, k = 5, a conv
+ * reading a CNHW activation, and batches that are not multiples of the weight-gradient groups. */
 static void direct_conv_matches_im2col(void **state)
 {
     (void)state;

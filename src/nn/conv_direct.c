@@ -131,12 +131,6 @@ static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k
     else conv_rows_k(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
 }
 
-void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
-                         size_t wo, int nrow4)
-{
-    conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
-}
-
 /* res[i][j] = sum_{v < nv} <d[i] (row stride dld), x[j]> over 16-float vectors, i < 4, j < NJ */
 static inline __attribute__((always_inline)) void dw_tile(float res[4][6], const float *d, size_t dld,
                                                           const float *const *x, int nv, const int NJ)
@@ -184,14 +178,8 @@ static inline void copy_bias(float *dst, const float *src, int n, float b, int r
     }
 }
 
-static inline float sum16(const float *r, int n) /* n a multiple of 16 */
-{
-    __m512 acc = _mm512_setzero_ps();
-    for (int p = 0; p < n; p += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(r + p));
-    return _mm512_reduce_add_ps(acc);
-}
-
-static inline float sum_any(const float *r, int n)
+/* sum of r[0, n), 16 lanes at a time in a fixed order */
+static inline float sum_n(const float *r, int n)
 {
     __m512 acc = _mm512_setzero_ps();
     for (int p = 0; p < n; p += 16) {
@@ -216,12 +204,6 @@ static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k
     DPFL_ASSERT(!"direct conv without AVX-512");
 }
 
-void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
-                         size_t wo, int nrow4)
-{
-    conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
-}
-
 static void copy_pad(float *dst, const float *src, int n, int total)
 {
     memcpy(dst, src, (size_t)n * sizeof *dst);
@@ -233,14 +215,12 @@ static void copy_bias(float *dst, const float *src, int n, float b, int relu)
     for (int x = 0; x < n; x++) dst[x] = relu && src[x] + b < 0.0f ? 0.0f : src[x] + b;
 }
 
-static float sum16(const float *r, int n)
+static float sum_n(const float *r, int n)
 {
     float s = 0.0f;
     for (int p = 0; p < n; p++) s += r[p];
     return s;
 }
-
-static float sum_any(const float *r, int n) { return sum16(r, n); }
 
 static void dw_tile_any(float res[4][6], const float *d, size_t dld, const float *const *x, int nv, int NJ)
 {
@@ -248,6 +228,12 @@ static void dw_tile_any(float res[4][6], const float *d, size_t dld, const float
     DPFL_ASSERT(!"direct conv without AVX-512");
 }
 #endif
+
+void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
+                         size_t wo, int nrow4)
+{
+    conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
+}
 
 /* ---------------------------------------------------------------- forward */
 
@@ -394,7 +380,7 @@ static void example_dw(float *dst, int add, const float *dd, const float *xp, co
     if (bias) {
         float *bd = dst + (size_t)d->OC * Kw;
         for (int o = 0; o < d->OC; o++) {
-            float s = sum16(dd + (size_t)o * d->pf, d->pf);
+            float s = sum_n(dd + (size_t)o * d->pf, d->pf);
             bd[o] = add ? bd[o] + s : s;
         }
     }
@@ -483,7 +469,7 @@ static void wino_backward_job(void *ctx, int64_t tid, int64_t tid_end)
             dpfl_nn_wino_dw(dst, add, dy, (size_t)B * T, d->OW, d->OH, d->OW, &x, d->C, d->OC, d->OCp, scratch);
             if (j->bias_on)
                 for (int o = 0; o < d->OC; o++) {
-                    const float s = sum_any(dy + (size_t)o * B * T, (int)T);
+                    const float s = sum_n(dy + (size_t)o * B * T, (int)T);
                     dst[(size_t)d->OC * Kw + o] = add ? dst[(size_t)d->OC * Kw + o] + s : s;
                 }
             if (j->persample) j->sq[b] += dpfl_nn_sumsq(dst, j->np);

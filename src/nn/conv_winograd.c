@@ -21,7 +21,6 @@
 #include "layers.h"
 
 #include <stdint.h>
-#include <string.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -30,7 +29,11 @@ int dpfl_nn_wino_usable(const dpfl_conv_direct *d) { return d->k == 3 && d->C >=
 
 static int up16(int n) { return (n + 15) & ~15; }
 
-void dpfl_nn_wino_grid(int OH, int OW, dpfl_wino_grid *g)
+typedef struct {
+    int nty, ntx, nt, ntp; /* tile rows, tile columns, tiles, tiles rounded up to 16 */
+} wino_grid;
+
+static void wino_grid_of(int OH, int OW, wino_grid *g)
 {
     g->nty = (OH + 1) / 2, g->ntx = (OW + 1) / 2;
     g->nt = g->nty * g->ntx, g->ntp = up16(g->nt);
@@ -98,7 +101,7 @@ static inline __m512 view_load(const float *row, view_cols v)
 }
 
 /* V[xi * vx + c * vc + t] for the C planes of the view, tiles of the grid g */
-static void input_transform(float *V, size_t vx, size_t vc, const dpfl_wino_in *in, int C, const dpfl_wino_grid *g)
+static void input_transform(float *V, size_t vx, size_t vc, const dpfl_wino_in *in, int C, const wino_grid *g)
 {
     const __m512i ev = _mm512_loadu_si512(EVEN), od = _mm512_loadu_si512(ODD);
     for (int c = 0; c < C; c++)
@@ -137,7 +140,7 @@ static void input_transform(float *V, size_t vx, size_t vc, const dpfl_wino_in *
 
 /* out (o < O, y < OH, x < OW) = (A^T M A) of M[xi * mx + o * mo + tile], plus bias[o], then ReLU */
 static void output_transform(const dpfl_wino_out *out, int OH, int OW, const float *M, size_t mx, size_t mo, int O,
-                             const dpfl_wino_grid *g)
+                             const wino_grid *g)
 {
     const __m512i il = _mm512_loadu_si512(ILO), ih = _mm512_loadu_si512(IHI);
     const __m512 zero = _mm512_setzero_ps();
@@ -173,16 +176,16 @@ static void output_transform(const dpfl_wino_out *out, int OH, int OW, const flo
 
 size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW)
 {
-    dpfl_wino_grid g;
-    dpfl_nn_wino_grid(OH, OW, &g);
+    wino_grid g;
+    wino_grid_of(OH, OW, &g);
     return 16 * ((size_t)C + Op) * g.ntp;
 }
 
 void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C, const float *U, int Op,
                        int O, float *scratch)
 {
-    dpfl_wino_grid g;
-    dpfl_nn_wino_grid(OH, OW, &g);
+    wino_grid g;
+    wino_grid_of(OH, OW, &g);
     const size_t vx = (size_t)C * g.ntp, mx = (size_t)Op * g.ntp;
     float *V = scratch, *M = scratch + 16 * vx;
     input_transform(V, vx, g.ntp, in, C, &g);
@@ -193,8 +196,8 @@ void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino
 
 size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW)
 {
-    dpfl_wino_grid g;
-    dpfl_nn_wino_grid(OH, OW, &g);
+    wino_grid g;
+    wino_grid_of(OH, OW, &g);
     const size_t C16 = (size_t)up16(C);
     return 16 * ((size_t)C * g.ntp + (size_t)g.ntp * C16 + (size_t)OCp * g.ntp + (size_t)OCp * C16);
 }
@@ -233,8 +236,8 @@ static void transpose16(float *dst, size_t dld, const float *src, size_t sld, in
 void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
                      int C, int OC, int OCp, float *scratch)
 {
-    dpfl_wino_grid g;
-    dpfl_nn_wino_grid(OH, OW, &g);
+    wino_grid g;
+    wino_grid_of(OH, OW, &g);
     const int C16 = up16(C);
     const size_t vx = (size_t)C * g.ntp, tx = (size_t)g.ntp * C16, yx = (size_t)OCp * g.ntp, ux = (size_t)OCp * C16;
     float *V = scratch, *Vt = V + 16 * vx, *Yh = Vt + 16 * tx, *dU = Yh + 16 * yx;

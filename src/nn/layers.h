@@ -98,12 +98,8 @@ void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, in
                          size_t wo, int nrow4);
 
 /* ---------------------------------------------------------------- conv_winograd.c (3x3, stride 1, AVX-512) */
-typedef struct {
-    int nty, ntx, nt, ntp; /* tile rows, tile columns, tiles, tiles rounded up to 16 */
-} dpfl_wino_grid;
 /* 1 when this build has the Winograd kernels and they pay for direct layer d (3x3, 8 or more channels each way) */
 int dpfl_nn_wino_usable(const dpfl_conv_direct *d);
-void dpfl_nn_wino_grid(int OH, int OW, dpfl_wino_grid *g);
 /* U (16, Op, C): transformed weights of w (O, C, 3, 3), rows O..Op-1 zero */
 void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C);
 /* An input of the Winograd kernels, read in place: plane c, row r, column x at p[c * cs + r * rs + x] for
