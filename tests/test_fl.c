@@ -216,27 +216,39 @@ static void run_rounds(fixture *f, const dpfl_partition *part, int threads, floa
     dpfl_sim_free(sim);
 }
 
+/* 8 clients of unequal size on 400 examples, Poisson sampling at rate 0.6, batches of 8, eta 0.8 */
+static dpfl_partition eight_poisson_clients(fixture *f)
+{
+    fixture_make(f, 400);
+    int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
+    f->cfg.clients = 8;
+    strcpy(f->cfg.sampling, "poisson");
+    f->cfg.client_rate = 0.6;
+    f->cfg.batch = 8;
+    f->cfg.eta = 0.8;
+    return fixture_contiguous(sizes, 8);
+}
+
+/* run_rounds on 1, 2 and 3 threads gives the same bits; a keeps the result */
+static void assert_same_for_1_2_3_threads(fixture *f, const dpfl_partition *part, float *a, float *b, float *c)
+{
+    run_rounds(f, part, 1, a);
+    run_rounds(f, part, 2, b);
+    run_rounds(f, part, 3, c);
+    assert_memory_equal(a, b, f->model.nparam * sizeof *a);
+    assert_memory_equal(a, c, f->model.nparam * sizeof *a);
+}
+
 /* Bit-identical results for 1, 2 and 3 threads, with Poisson client sampling and mini-batches. */
 static void deterministic_across_thread_counts(void **state)
 {
     (void)state;
     fixture f;
-    fixture_make(&f, 400);
-    int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
-    dpfl_partition part = fixture_contiguous(sizes, 8);
-    f.cfg.clients = 8;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.6;
+    dpfl_partition part = eight_poisson_clients(&f);
     f.cfg.local_epochs = 2;
-    f.cfg.batch = 8;
-    f.cfg.eta = 0.8;
     size_t P = f.model.nparam;
     float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b), *c = malloc(P * sizeof *c);
-    run_rounds(&f, &part, 1, a);
-    run_rounds(&f, &part, 2, b);
-    run_rounds(&f, &part, 3, c);
-    assert_memory_equal(a, b, P * sizeof *a);
-    assert_memory_equal(a, c, P * sizeof *a);
+    assert_same_for_1_2_3_threads(&f, &part, a, b, c);
     dpfl_partition_free(&part);
     free(a);
     free(b);
@@ -350,15 +362,8 @@ static void keep_is_deterministic_across_thread_counts(void **state)
 {
     (void)state;
     fixture f;
-    fixture_make(&f, 400);
-    int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
-    dpfl_partition part = fixture_contiguous(sizes, 8);
-    f.cfg.clients = 8;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.6;
+    dpfl_partition part = eight_poisson_clients(&f);
     f.cfg.local_epochs = 1;
-    f.cfg.batch = 8;
-    f.cfg.eta = 0.8;
     f.cfg.lr = 0.01;
     strcpy(f.cfg.client_state, "keep");
     size_t P = f.model.nparam;
@@ -368,11 +373,7 @@ static void keep_is_deterministic_across_thread_counts(void **state)
         strcpy(f.cfg.optimizer, opts[o]);
         f.cfg.momentum = o == 1 ? 0.9 : 0.0;
         strcpy(f.cfg.client_state, "keep");
-        run_rounds(&f, &part, 1, a);
-        run_rounds(&f, &part, 2, b);
-        run_rounds(&f, &part, 3, c);
-        assert_memory_equal(a, b, P * sizeof *a);
-        assert_memory_equal(a, c, P * sizeof *a);
+        assert_same_for_1_2_3_threads(&f, &part, a, b, c);
         strcpy(f.cfg.client_state, "reset");
         run_rounds(&f, &part, 2, b);
         assert_memory_not_equal(a, b, P * sizeof *a);
