@@ -534,6 +534,46 @@ static void stop_rule_and_calibration_respect_the_target(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_stop /tmp/dpfl_test_cdp_calib"), 0);
 }
 
+/* Adaptive clipping splits z between the update sum (z_Delta) and the quantile count (sigma_b); with the default
+ * sigma_b = expected clients / 20 = 1 (20 clients, all sampled) and z = 2 nothing is left for the sum (z_Delta
+ * would be infinite and the model NaN).  That is a configuration error before any round; with a quantile noise
+ * that leaves room, the charged multiplier is the one recomputed from the two noises, and the model stays finite. */
+static void adaptive_clipping_rejects_a_quantile_noise_that_leaves_no_update_noise(void **state)
+{
+    (void)state;
+    char ini[1024];
+    snprintf(ini, sizeof ini,
+             "[data]\ndataset = synthetic\npartition = iid\nclients = 20\n\n[model]\narch = mlp:20-12-10\n\n"
+             "[fl]\nlocal_steps = 1\nbatch = 20\nlr = 0.1\nrounds = 2\nsampling = all\n\n[client_dp]\nenabled = yes\n"
+             "clip = 1.0\nnoise = 2\nclip_strategy = adaptive\n\n[run]\nseed = 3\nthreads = 1\n");
+    write_file("/tmp/dpfl_test_cdp_adaptive.ini", ini);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, "/tmp/dpfl_test_cdp_adaptive.ini", &err), DPFL_OK);
+    unlink("/tmp/dpfl_test_cdp_adaptive.ini");
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_adaptive"), 0);
+    dpfl_run_options o = {"/tmp/dpfl_test_cdp_adaptive", 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_EINVAL);
+    if (!strstr(err.msg, "client_dp.quantile_noise")) {
+        print_error("error does not name the key: %s\n", err.msg);
+        fail();
+    }
+    /* nothing was released */
+    assert_int_not_equal(access("/tmp/dpfl_test_cdp_adaptive/metrics.jsonl", F_OK), 0);
+    assert_int_not_equal(access("/tmp/dpfl_test_cdp_adaptive/model.bin", F_OK), 0);
+
+    cJSON *s = run_cdp("adaptive", "rounds = 3\nsampling = all", "noise = 2\nclip_strategy = adaptive\nquantile_noise = 4", 1);
+    const double zd = num(s, "update_noise"), sb = num(s, "quantile_noise");
+    assert_close(sb, 4.0, 0);
+    assert_close(zd, 1.0 / sqrt(1.0 / 4.0 - 1.0 / 64.0), 1e-12);
+    assert_true(isfinite(num(s, "test_loss"))); /* NaN parameters give a NaN loss */
+    dpfl_event ev = dpfl_event_gaussian(1.0 / sqrt(1.0 / (zd * zd) + 1.0 / (4.0 * sb * sb)), 3);
+    assert_close(num(s, "client_epsilon"), eps_of(&ev, 1e-5), 1e-9);
+    cJSON_Delete(s);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_adaptive"), 0);
+}
+
 /* Median clipping has no sensitivity bound: the run says "private": false and no client epsilon is a number,
  * in the summary, in any metrics line, or on stderr. */
 static void median_clipping_is_reported_as_not_private(void **state)
@@ -591,6 +631,7 @@ int main(void)
         cmocka_unit_test(accountant_gets_one_event_per_round_at_the_true_rate),
         cmocka_unit_test(stop_rule_and_calibration_respect_the_target),
         cmocka_unit_test(median_clipping_is_reported_as_not_private),
+        cmocka_unit_test(adaptive_clipping_rejects_a_quantile_noise_that_leaves_no_update_noise),
     };
     return cmocka_run_group_tests_name("client_dp", tests, NULL, NULL);
 }

@@ -148,8 +148,14 @@ int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k);
 /* Replace the record-level noise multiplier (after calibration). */
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z);
 /* Client-level noise multiplier z of the round's whole release (adaptive clipping splits it between the update
- * sum and the quantile estimate). */
-void dpfl_sim_set_client_noise(dpfl_sim *s, double z);
+ * sum and the quantile estimate; an error if the quantile noise in force at `round` leaves nothing for the sum). */
+dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err);
+/* The multiplier of the release as configured now, recomputed from the noises actually drawn: z_Delta of the
+ * update sum and, with adaptive clipping, sigma_b of the quantile count.  This is what the ledger is charged. */
+double dpfl_sim_client_release_noise(const dpfl_sim *s);
+/* Adaptive clipping: sigma_b of the centred count (0 otherwise); z_Delta (the update sum's multiplier). */
+double dpfl_sim_quantile_noise(const dpfl_sim *s);
+double dpfl_sim_update_noise(const dpfl_sim *s);
 /* The current update clip S (adaptive clipping changes it every round; checkpoints save it). */
 double dpfl_sim_update_clip(const dpfl_sim *s);
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S);

@@ -177,7 +177,9 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     }
     if (rdp_on) dpfl_sim_set_record_noise(sim, rs.record_z);
     if (cdp_on) {
-        dpfl_sim_set_client_noise(sim, rs.client_z);
+        /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
+        for (int32_t r = cfg->rounds; r > ledger.rounds; r--)
+            if ((st = dpfl_sim_set_client_noise(sim, r, dpfl_round_client_noise(cfg, r, rs.client_z), err))) goto done;
         dpfl_sim_set_update_clip(sim, rs.S);
     }
     dpfl_record_accounting ra = {rs.record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
@@ -207,8 +209,9 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         dpfl_record_report next = report;
         double next_ceps = ceps;
         const double zt = dpfl_round_client_noise(cfg, r, rs.client_z);
-        dpfl_event cev = fl_client_round_event(cfg, part.clients, zt, r);
-        if (cdp_on) dpfl_sim_set_client_noise(sim, zt);
+        if (cdp_on && (st = dpfl_sim_set_client_noise(sim, r, zt, err))) goto done;
+        /* charged: the multiplier recomputed from the noises the round will draw (update sum and quantile count) */
+        dpfl_event cev = fl_client_round_event(cfg, part.clients, cdp_on ? dpfl_sim_client_release_noise(sim) : zt, r);
         /* charge a copy first: a round that would exceed a budget is never run, let alone released */
         if ((st = dpfl_ledger_copy(&trial, &ledger, err))) goto done;
         dpfl_ledger_charge(&trial, sampled, ms, steps);
@@ -355,6 +358,10 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         cJSON_AddNumberToObject(sum, "client_noise", rs.client_z);
         cJSON_AddStringToObject(sum, "client_accountant", cfg->cdp_accountant);
         cJSON_AddStringToObject(sum, "clip_strategy", cfg->cdp_strategy);
+        if (!strcmp(cfg->cdp_strategy, "adaptive")) { /* the two noises whose combination was charged */
+            cJSON_AddNumberToObject(sum, "update_noise", dpfl_sim_update_noise(sim));
+            cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(sim));
+        }
         cJSON_AddNumberToObject(sum, "update_clip", rs.S);
         cJSON_AddNumberToObject(sum, "communication", (double)comm);
     }

@@ -179,7 +179,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
                   : !strcmp(cfg->cdp_strategy, "median")   ? CLIP_MEDIAN
                                                            : CLIP_FIXED;
     s->S = cfg->cdp_clip;
-    dpfl_sim_set_client_noise(s, cfg->cdp_noise);
+    if (s->cdp && (st = dpfl_sim_set_client_noise(s, 1, cfg->cdp_noise, err))) goto fail;
     if (s->rdp_secure) {
         s->grid = (s->rdp_poisson ? 1.0 : 2.0) * cfg->rdp_clip / (1000.0 * sqrt((double)model->nparam));
     }
@@ -512,20 +512,41 @@ void dpfl_sim_set_record_noise(dpfl_sim *s, double z)
     }
 }
 
-void dpfl_sim_set_client_noise(dpfl_sim *s, double z)
+dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
     const dpfl_config *cfg = s->cfg;
     s->z_sum = z;
     s->sigma_b = 0.0;
     if (s->strategy == CLIP_ADAPTIVE && z > 0) {
         /* Andrew et al. 2021: the count of unclipped updates gets noise sigma_b, the update sum z_Delta S with
-         * z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2): together one Gaussian mechanism with multiplier z. */
-        double expected = designed_clients(s, s->round > 0 ? s->round : 1);
-        s->sigma_b = cfg->cdp_quantile_noise > 0 ? cfg->cdp_quantile_noise : expected / 20.0;
-        double inv = 1.0 / (z * z) - 1.0 / (4.0 * s->sigma_b * s->sigma_b);
-        s->z_sum = inv > 0 ? 1.0 / sqrt(inv) : INFINITY;
+         * z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2): together one Gaussian mechanism with multiplier z.  That needs
+         * 2 sigma_b > z, checked here on the value in force (the default sigma_b included), before any release. */
+        double expected = designed_clients(s, round > 0 ? round : 1);
+        int dflt = !(cfg->cdp_quantile_noise > 0);
+        double sb = dflt ? expected / 20.0 : cfg->cdp_quantile_noise;
+        double inv = 1.0 / (z * z) - 1.0 / (4.0 * sb * sb);
+        if (!(inv > 0) || !isfinite(1.0 / sqrt(inv)))
+            return dpfl_fail(err, DPFL_EINVAL,
+                             "client_dp.quantile_noise: round %d: the count noise sigma_b = %g%s must exceed noise / 2 = %g, "
+                             "or nothing is left for the update sum (z_Delta = (z^-2 - (2 sigma_b)^-2)^-1/2); set "
+                             "quantile_noise > %g or lower client_dp.noise",
+                             (int)round, sb, dflt ? " (default: expected clients per round / 20)" : "", z / 2.0, z / 2.0);
+        s->sigma_b = sb;
+        s->z_sum = 1.0 / sqrt(inv);
     }
+    return DPFL_OK;
 }
+
+double dpfl_sim_client_release_noise(const dpfl_sim *s)
+{
+    if (s->strategy != CLIP_ADAPTIVE || !(s->sigma_b > 0)) return s->z_sum;
+    /* the update sum (sensitivity S, noise z_Delta S) and the centred count (sensitivity 1/2, noise sigma_b) are
+     * one Gaussian mechanism on the pair: 1/z^2 = 1/z_Delta^2 + 1/(2 sigma_b)^2 */
+    return 1.0 / sqrt(1.0 / (s->z_sum * s->z_sum) + 1.0 / (4.0 * s->sigma_b * s->sigma_b));
+}
+
+double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->sigma_b; }
+double dpfl_sim_update_noise(const dpfl_sim *s) { return s->z_sum; }
 
 int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->keep; }
 
