@@ -137,6 +137,11 @@ double dpfl_gdp_epsilon(double mu, double delta);
 double dpfl_gdp_mu(double epsilon, double delta);
 /* tradeoff function G_mu(a) = Phi(Phi^{-1}(1 - a) - mu). */
 double dpfl_gdp_tradeoff(double mu, double a);
+/* T rounds, each taken part in with probability q (participation visible: Poisson sampling with replacement by
+ * a special unit), each participation mu-GDP: exact delta(eps) = sum_j Bin(j; T, q) delta_mu_sqrt(j)(eps), an
+ * upper bound to a relative 1e-9; and the smallest eps with delta(eps) <= delta. */
+double dpfl_gdp_visible_delta(double mu, double q, int64_t T, double epsilon);
+double dpfl_gdp_visible_epsilon(double mu, double q, int64_t T, double delta);
 /* CLT mu (asymptotic, not a bound): Poisson rate q, T steps (Bu-Dong-Long-Su). */
 double dpfl_gdp_clt_poisson(double q, double z, double T);
 /* CLT mu (asymptotic): uniform batches of B from n without replacement, T steps (Dong-Roth-Su). */
@@ -221,19 +226,22 @@ typedef struct {
     int64_t local_steps;    /* k */
     double client_rate;     /* probability a client takes part in a round */
     int64_t rounds;
-    double server_z;        /* extra server noise multiplier on client updates (0 = none) */
+    double server_z;        /* server clips updates to S and adds std server_z * S to the sum (0 = none) */
     dpfl_adjacency client_adjacency; /* ZERO_OUT (default) or REPLACE_ONE */
     double delta;
 } dpfl_e2e_params;
 
 typedef struct {
     double record_epsilon, record_order;
-    double client_epsilon, client_order;
-    double client_noise;    /* effective per-round client-level noise multiplier: 1/sqrt(k/(sigma/B)^2 + server) */
-    double client_mu;       /* GDP mu of one round for a participating client */
+    double client_epsilon;  /* exact for visible participation (dpfl_gdp_visible_epsilon) */
+    double client_order;    /* 0: not an RDP value */
+    double client_noise;    /* effective per-round client-level noise multiplier 1 / client_mu */
+    double client_mu;       /* GDP mu of one round for a participating client: min(sqrt(k) B / sigma, 2 / z2) */
 } dpfl_e2e_result;
 
 dpfl_status dpfl_e2e(const dpfl_e2e_params *pp, dpfl_e2e_result *out, dpfl_error *err);
+/* mu of one round for a participating client: min(sqrt(k) / (z / B), 2 / server_z); z / (2B) for replace-one. */
+double dpfl_e2e_client_mu(double z, int64_t batch, int64_t local_steps, dpfl_adjacency adjacency, double server_z);
 
 /* ---------------------------------------------------------------- DP-FedAvg stop rule (REFERENCES 6) */
 /* Largest number of rounds R such that the composition of the first R rounds of the schedule has

@@ -12,9 +12,11 @@ static const char *HELP =
     "                [--server-noise Z2] [--adjacency zero-out|replace-one] [--json]\n\n"
     "Record level: Poisson sampling q = B/N per local step inside a client, client sampled with probability C\n"
     "per round (two-stage RDP).  Client level: the same noise protects a whole client with per-step multiplier\n"
-    "Z/B (zero-out; Z/(2B) replace-one), composed over K steps (GDP) and R rounds with client sampling C (RDP);\n"
-    "--server-noise adds a server-side Gaussian with multiplier Z2 on the client update.  client_noise is the\n"
-    "effective per-round client-level noise multiplier.\n";
+    "Z/B (zero-out; Z/(2B) replace-one), composed over K steps to mu = sqrt(K) B / Z per round (GDP).  The noise\n"
+    "is the client's own, so taking part is visible: rounds are accounted as Poisson sampling with replacement by\n"
+    "a special client (not add-remove), exactly: J ~ Bin(R, C) participations, mu sqrt(J)-GDP given J.\n"
+    "--server-noise: the server also clips each update to S and adds std Z2 S to the sum; noise on the same\n"
+    "release can only help (mu = min(sqrt(K) B / Z, 2 / Z2)).  client_noise is 1 / mu.\n";
 
 int cli_e2e(int argc, char **argv)
 {
@@ -58,7 +60,8 @@ int cli_e2e(int argc, char **argv)
         cJSON_AddNumberToObject(j, "record_epsilon", r.record_epsilon);
         cJSON_AddNumberToObject(j, "record_order", r.record_order);
         cJSON_AddNumberToObject(j, "client_epsilon", r.client_epsilon);
-        cJSON_AddNumberToObject(j, "client_order", r.client_order);
+        cJSON_AddStringToObject(j, "client_accountant", "exact: binomial mixture of Gaussian DP");
+        cJSON_AddStringToObject(j, "client_sampler", "poisson, participation visible (replace-by-special)");
         cJSON_AddNumberToObject(j, "client_noise", r.client_noise);
         cJSON_AddNumberToObject(j, "client_mu_round", r.client_mu);
         cJSON_AddNumberToObject(j, "epsilon", r.record_epsilon);
@@ -72,8 +75,9 @@ int cli_e2e(int argc, char **argv)
     } else {
         printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, RDP order %.4g)\n",
                r.record_epsilon, (double)B / (double)n, c, r.record_order);
-        printf("client level: epsilon = %.6g  (%s, client noise multiplier %.6g per round, RDP order %.4g)\n",
-               r.client_epsilon, dpfl_adjacency_name(a), r.client_noise, r.client_order);
+        printf("client level: epsilon = %.6g  (%s, participation visible: Poisson rate %g with replacement by a special "
+               "client; mu = %.6g per round, exact)\n",
+               r.client_epsilon, dpfl_adjacency_name(a), c, r.client_mu);
         printf("delta = %g\n", delta);
     }
     return 0;

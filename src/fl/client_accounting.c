@@ -46,13 +46,17 @@ dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, doub
     return st;
 }
 
-/* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8): each step's clipped sum
- * is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the noise has std
- * z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B; a round of s steps is a Gaussian with multiplier
- * z*f/(B sqrt(s)); rounds are charged as the client sampling actually used. */
+/* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8, src/privacy/e2e.c): each
+ * step's clipped sum is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the
+ * noise has std z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B, a round of s steps mu = sqrt(s) B /
+ * (z f) (the largest s of any client), halved multiplier under replace-one (fixed client sampling).  The noise is
+ * the client's own, so participation is visible: rounds are charged as sampling with replacement by a special
+ * client at the largest rate any round used (exact binomial mixture; a larger rate only adds loss).  Server
+ * noise (client_dp on) can only help: mu = min(that, 2 / server_z). */
 dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
                                   double z, double server_z, double *eps, double *client_noise, dpfl_error *err)
 {
+    (void)err;
     double f = !strcmp(cfg->rdp_sampler, "poisson") ? 1.0 : 2.0;
     int64_t smax = 0;
     for (int32_t k = 0; k < part->clients; k++) {
@@ -61,23 +65,15 @@ dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *
                                                        : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
         if (sk > smax) smax = sk;
     }
-    double zr = z * f / ((double)cfg->batch * sqrt((double)(smax > 0 ? smax : 1)));
-    if (server_z > 0) /* the thesis's naive method: server noise on clipped updates too; GDP composition */
-        zr = 1.0 / sqrt(1.0 / (zr * zr) + 1.0 / (server_z * server_z));
-    *client_noise = zr;
-    if (l->rounds == 0) {
-        *eps = 0.0;
-        return DPFL_OK;
+    const int fixed = !strcmp(cfg->sampling, "fixed");
+    double mu = dpfl_e2e_client_mu(z * f, cfg->batch, smax > 0 ? smax : 1,
+                                   fixed ? DPFL_ADJ_REPLACE_ONE : DPFL_ADJ_ZERO_OUT, server_z);
+    *client_noise = 1.0 / mu;
+    double rate = 0;
+    for (int32_t r = 1; r <= (l->rounds > 0 ? l->rounds : 1); r++) {
+        double q = fl_client_rate_accounted(cfg, part->clients, r);
+        if (q > rate) rate = q;
     }
-    dpfl_event ev;
-    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(cfg->client_rate, zr, l->rounds);
-    else if (!strcmp(cfg->sampling, "fixed"))
-        ev = dpfl_event_fixed(part->clients, cfg->clients_per_round, zr / 2.0, l->rounds); /* replace-one: 2x */
-    else ev = dpfl_event_gaussian(zr, l->rounds);
-    ev.adjacency = !strcmp(cfg->sampling, "fixed") ? DPFL_ADJ_REPLACE_ONE : DPFL_ADJ_ZERO_OUT;
-    dpfl_guarantee g;
-    dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->rdp_delta, DPFL_ACC_RDP, NULL, &g, err);
-    if (!st) *eps = g.epsilon;
-    return st;
+    *eps = dpfl_gdp_visible_epsilon(mu, rate, l->rounds, cfg->rdp_delta);
+    return DPFL_OK;
 }
-

@@ -5,14 +5,31 @@
  * two-stage event (rPDP-FL bound, tightened with Zhu-Wang).
  * Client level: the noise on the averaged gradient has std sigma*C/B and one client's averaged clipped gradient
  * has norm <= C, so one step is a Gaussian mechanism with multiplier sigma/B (zero-out; sigma/(2B) for
- * replace-one).  k adaptive steps compose exactly to mu_round = sqrt(k) B / sigma (GDP); extra server noise with
- * multiplier z2 on the update is composed in as if released separately (mu^2 adds; an upper bound).  Rounds are
- * a Poisson-sampled Gaussian with z = 1/mu_round at rate client_rate.  The thesis's sigma/sqrt(k) omits the
- * 1/B and overstates the client-level noise B-fold. */
+ * replace-one).  k adaptive steps compose exactly to mu_local = sqrt(k) B / sigma (GDP).  The noise is the
+ * client's own, so whether it took part is visible in the aggregate (and in the published participant count):
+ * "not sampled" is not "sampled with zeroed data", and the add-remove amplification of Poisson sampling does not
+ * hold.  The neighbouring relation is Poisson sampling with replacement by a special client that takes part but
+ * contributes only its noise; the rounds are accounted exactly for that relation (dpfl_gdp_visible_epsilon:
+ * J ~ Bin(R, rate) participations, mu_local sqrt(J)-GDP given J).
+ * Server noise: the server clips each update to S and adds std z2 S to the sum.  That is noise on the same
+ * release, so by post-processing it can only help: a round is dominated both by mu_local and by the server's own
+ * Gaussian, mu_server = 2 / z2 (the special client still sends a clipped update: the two differ by up to 2S), and
+ * mu_round = min(mu_local, mu_server).  (Adding the variances would need the k local steps to be one
+ * non-adaptive release; they are not.)  The thesis's sigma/sqrt(k) omits the 1/B and overstates the client-level
+ * noise B-fold. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
 #include <math.h>
+
+double dpfl_e2e_client_mu(double z, int64_t batch, int64_t local_steps, dpfl_adjacency adjacency, double server_z)
+{
+    double zstep = z / (double)batch;
+    if (adjacency == DPFL_ADJ_REPLACE_ONE) zstep *= 0.5;
+    double mu = sqrt((double)local_steps) / zstep;
+    if (server_z > 0 && 2.0 / server_z < mu) mu = 2.0 / server_z;
+    return mu;
+}
 
 dpfl_status dpfl_e2e(const dpfl_e2e_params *pp, dpfl_e2e_result *out, dpfl_error *err)
 {
@@ -36,17 +53,10 @@ dpfl_status dpfl_e2e(const dpfl_e2e_params *pp, dpfl_e2e_result *out, dpfl_error
     if (s) return s;
     out->record_epsilon = g.epsilon;
     out->record_order = g.order;
-    double zstep = pp->z / (double)pp->batch;
-    if (pp->client_adjacency == DPFL_ADJ_REPLACE_ONE) zstep *= 0.5;
-    double mu2 = (double)pp->local_steps / (zstep * zstep);
-    if (pp->server_z > 0) mu2 += 1.0 / (pp->server_z * pp->server_z);
-    out->client_mu = sqrt(mu2);
-    out->client_noise = 1.0 / out->client_mu;
-    dpfl_event cl = dpfl_event_poisson(pp->client_rate, out->client_noise, pp->rounds);
-    if (pp->client_adjacency == DPFL_ADJ_REPLACE_ONE) cl.adjacency = DPFL_ADJ_REPLACE_ONE;
-    s = dpfl_account_epsilon(&cl, 1, pp->delta, DPFL_ACC_RDP, NULL, &g, err);
-    if (s) return s;
-    out->client_epsilon = g.epsilon;
-    out->client_order = g.order;
+    double mu = dpfl_e2e_client_mu(pp->z, pp->batch, pp->local_steps, pp->client_adjacency, pp->server_z);
+    out->client_mu = mu;
+    out->client_noise = 1.0 / mu;
+    out->client_epsilon = dpfl_gdp_visible_epsilon(mu, pp->client_rate, pp->rounds, pp->delta);
+    out->client_order = 0;
     return DPFL_OK;
 }

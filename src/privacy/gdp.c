@@ -5,6 +5,7 @@
 
 #include <float.h>
 #include <gsl/gsl_cdf.h>
+#include <gsl/gsl_sf_erf.h>
 #include <math.h>
 
 double dpfl_gdp_delta(double mu, double epsilon)
@@ -87,4 +88,68 @@ double dpfl_tradeoff_from_profile(const double *eps, const double *delta, size_t
         if (v2 > f) f = v2;
     }
     return f;
+}
+
+/* ---------------------------------------------------------------- sampled rounds with visible participation
+ * A unit takes part in each of T rounds independently with probability q; when it does, the round is dominated
+ * by the Gaussian pair N(mu, 1) vs N(0, 1) (mu-GDP); when it does not, both worlds see the same thing, and whether
+ * it took part is visible (its own noise, or a published count).  This is Poisson sampling under "replace by a
+ * special element" (a neighbour that takes part like any other unit but contributes nothing): not add-remove, so
+ * the Mironov-Talwar-Zhang amplification does not apply.  The composed pair's privacy loss, given J ~ Bin(T, q)
+ * participations, is that of mu sqrt(J)-GDP, and J has the same law in both worlds, so exactly
+ *     delta(eps) = sum_j Bin(j; T, q) delta_G(mu sqrt(j), eps).
+ * Terms with pmf below a threshold tau are skipped and (T + 1) tau added (delta_G <= 1); the sum is padded by a
+ * relative 1e-9 for rounding.  Result: an upper bound on delta, tight to that padding. */
+static double log_normal_cdf(double x)
+{
+    return x < -5 ? gsl_sf_log_erfc(-x / M_SQRT2) - M_LN2 : log(dpfl_normal_cdf(x));
+}
+
+static double gdp_delta_log(double mu, double eps)
+{
+    if (mu <= 0) return 0.0;
+    double a = exp(log_normal_cdf(-eps / mu + mu / 2)), b = exp(eps + log_normal_cdf(-eps / mu - mu / 2));
+    return a > b ? a - b : 0.0;
+}
+
+double dpfl_gdp_visible_delta(double mu, double q, int64_t T, double epsilon)
+{
+    if (T <= 0 || q <= 0 || mu <= 0) return 0.0;
+    if (isinf(mu)) return 1.0;
+    if (q >= 1) return fmin(1.0, gdp_delta_log(mu * sqrt((double)T), epsilon) * (1 + 1e-9));
+    const double lq = log(q), l1q = log1p(-q), lgT = lgamma((double)T + 1);
+    const double ltau = -745.0; /* exp(ltau) is the smallest normal-ish double: skipped mass <= (T + 1) e^-745 */
+    double d = 0, skipped = 0;
+    /* walk j outwards from the mode in both directions, stopping once the pmf is below tau (it is unimodal) */
+    int64_t mode = (int64_t)floor(q * (double)(T + 1));
+    if (mode > T) mode = T;
+    for (int dir = 0; dir < 2; dir++) {
+        for (int64_t j = dir ? mode - 1 : mode; j >= 0 && j <= T; j += dir ? -1 : 1) {
+            double lp = lgT - lgamma((double)j + 1) - lgamma((double)(T - j) + 1) + (double)j * lq + (double)(T - j) * l1q;
+            if (lp < ltau) {
+                skipped = 1;
+                break;
+            }
+            d += exp(lp) * gdp_delta_log(mu * sqrt((double)j), epsilon);
+        }
+    }
+    if (skipped) d += (double)(T + 1) * exp(ltau);
+    return fmin(1.0, d * (1 + 1e-9));
+}
+
+double dpfl_gdp_visible_epsilon(double mu, double q, int64_t T, double delta)
+{
+    if (dpfl_gdp_visible_delta(mu, q, T, 0) <= delta) return 0.0;
+    double lo = 0, hi = 1;
+    while (dpfl_gdp_visible_delta(mu, q, T, hi) > delta) {
+        lo = hi;
+        hi *= 2;
+        if (hi > 1e9) return INFINITY;
+    }
+    for (int i = 0; i < 200 && hi - lo > 1e-10 * hi; i++) {
+        double m = 0.5 * (lo + hi);
+        if (dpfl_gdp_visible_delta(mu, q, T, m) > delta) lo = m;
+        else hi = m;
+    }
+    return hi;
 }
