@@ -2,6 +2,9 @@
 #include "testutil.h"
 #include "dpfl/privacy.h"
 
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -432,6 +435,37 @@ static void extremes(void **state)
         }
 }
 
+/* dpfl scf leads with the guarantee: p_safe's exact epsilon is within the budget; the SCF fit's p is an estimate
+ * and its exact epsilon is printed beside it (here 1.31 > 1: the fit over-shoots at small budgets). */
+static void scf_cli_leads_with_the_guarantee(void **state)
+{
+    (void)state;
+    const char *b = getenv("BUILD");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/dpfl scf --noise 1 --client-rate 0.5 --local-steps 5 --rounds 20 --delta 1e-3 "
+                              "--epsilon 1 --json", b ? b : "build");
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    assert_int_equal(pclose(f), 0);
+    cJSON *j = cJSON_Parse(buf);
+    assert_non_null(j);
+    double safe = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "p_safe"), 0)->valuedouble;
+    double pfit = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "p_fit"), 0)->valuedouble;
+    double efit = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "p_fit_epsilon"), 0)->valuedouble;
+    dpfl_rpdp_params pp = {1.0, 0.5, 5, 20, 1e-3, DPFL_BOUND_RPDP, 0, NULL, 0};
+    double e;
+    dpfl_error err;
+    assert_int_equal(dpfl_rpdp_epsilon(&pp, safe, &e, &err), DPFL_OK);
+    assert_true(safe > 0 && e <= 1.0);
+    assert_int_equal(dpfl_rpdp_epsilon(&pp, pfit, &e, &err), DPFL_OK);
+    assert_close(efit, e, 1e-9);
+    assert_true(efit > 1.0);
+    cJSON_Delete(j);
+}
+
 static void cli_rejects_bad_args(void **state)
 {
     (void)state;
@@ -448,6 +482,7 @@ static void cli_rejects_bad_args(void **state)
                          "calibrate --target-epsilon 0 --delta 1e-5 --q 0.1 --steps 10",
                          "fdp --clients 10 --p 2 --noise 1 --batch 16 --n 600 --local-steps 38 --rounds 93",
                          "scf --noise 1 --client-rate 0.5 --local-steps 5 --rounds 20 --delta 1e-3 --p 1.5",
+                         "scf --noise 1 --client-rate 0.5 --local-steps 5 --rounds 20 --delta 1e-3 --epsilon -1",
                          "e2e --noise 1 --batch 100 --n 50 --local-steps 1 --client-rate 1 --rounds 1 --delta 1e-5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
@@ -466,7 +501,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sgm_rdp_check_values),   cmocka_unit_test(sgm_rdp_fractional),
         cmocka_unit_test(geyer_moments_accountant), cmocka_unit_test(rpdp_check_values),
-        cmocka_unit_test(scf_fit),                cmocka_unit_test(prifedsync_mu_table),
+        cmocka_unit_test(scf_fit), cmocka_unit_test(scf_cli_leads_with_the_guarantee),                cmocka_unit_test(prifedsync_mu_table),
         cmocka_unit_test(privatefl_calibration),  cmocka_unit_test(monotonicity),
         cmocka_unit_test(pld_vs_exact_and_rdp),   cmocka_unit_test(q_one_is_gaussian),
         cmocka_unit_test(gdp_roundtrip),          cmocka_unit_test(conversions),

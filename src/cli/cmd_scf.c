@@ -13,8 +13,9 @@ static const char *HELP =
     "                (--epsilon E... | --budgets FILE | --p P...) [--json]\n\n"
     "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
     "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
-    "per line) give p through the SCF fit eps(p) = exp(a p + b) + c (the paper's method; 'p') and the safe\n"
-    "grid inverse ('p_safe': the largest grid p whose exact epsilon*(p) is within the budget).\n"
+    "> 0 per line) give 'p_safe', the largest grid p whose exact epsilon*(p) is within the budget: the guarantee.\n"
+    "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
+    "its exact epsilon*(p_fit) is printed beside it.\n"
     "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: tightened; pld: PLD without client\n"
     "amplification (a valid, looser-in-L bound).\n";
 
@@ -32,9 +33,9 @@ static int read_budgets(const char *path, pcli_list *l)
         char *end;
         double v = strtod(s, &end);
         while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
-        if (end == s || *end != '\0' || !(v >= 0) || isinf(v)) {
+        if (end == s || *end != '\0' || !(v > 0) || isinf(v)) {
             fclose(f);
-            return cli_error("--budgets: %s line %ld: not a non-negative number", path, ln);
+            return cli_error("--budgets: %s line %ld: not a positive number", path, ln);
         }
         double *nv = realloc(l->v, (l->n + 1) * sizeof *nv);
         if (!nv) {
@@ -79,6 +80,8 @@ int cli_scf(int argc, char **argv)
     if (K < 1) { cli_error("--local-steps: %ld must be >= 1", K); goto out; }
     if (R < 1) { cli_error("--rounds: %ld must be >= 1", R); goto out; }
     if (!(delta > 0 && delta < 1)) { cli_error("--delta: %g must be in (0, 1)", delta); goto out; }
+    for (size_t i = 0; i < eps.n; i++)
+        if (!(eps.v[i] > 0) || isinf(eps.v[i])) { cli_error("--epsilon: %g must be finite and > 0", eps.v[i]); goto out; }
     int modes = (eps.n > 0) + (budgets != NULL) + (ps.n > 0);
     if (modes != 1) {
         rc = cli_usage_error("scf", "give exactly one of --epsilon, --budgets and --p");
@@ -123,18 +126,30 @@ int cli_scf(int argc, char **argv)
         cJSON_AddNumberToObject(j, "c", fit.c);
         cJSON_AddNumberToObject(j, "r2", fit.r2);
         if (!json) printf("fit: eps(p) = exp(%.6g p + %.6g) + %.6g   R^2 = %.6f\n", fit.a, fit.b, fit.c, fit.r2);
-        cJSON *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray();
+        cJSON *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray(), *fe = cJSON_CreateArray();
+        const int check_fit = eps.n <= 1000; /* the exact epsilon of each estimate costs one accountant call */
         for (size_t i = 0; i < eps.n; i++) {
             double p = dpfl_scf_rate(&fit, eps.v[i]);
-            double safe = 0;
+            double safe = 0, pe = NAN;
             for (size_t k = 0; k < ng; k++)
                 if (ge[k] <= eps.v[i]) safe = gp[k];
-            cJSON_AddItemToArray(pa, cJSON_CreateNumber(p));
+            if (check_fit && dpfl_rpdp_epsilon(&pp, p, &pe, &err)) {
+                cli_error("scf: %s", err.msg);
+                cJSON_Delete(pa); cJSON_Delete(sa); cJSON_Delete(fe); cJSON_Delete(j);
+                goto out;
+            }
             cJSON_AddItemToArray(sa, cJSON_CreateNumber(safe));
-            if (!json && eps.n <= 1000) printf("epsilon = %g  p = %.6g  p_safe = %.6g\n", eps.v[i], p, safe);
+            cJSON_AddItemToArray(pa, cJSON_CreateNumber(p));
+            if (check_fit) cJSON_AddItemToArray(fe, cJSON_CreateNumber(pe));
+            if (!json && eps.n <= 1000)
+                printf("epsilon = %g  p_safe = %.6g   (estimate: p_fit = %.6g, whose exact epsilon is %.4g%s)\n", eps.v[i],
+                       safe, p, pe, pe > eps.v[i] ? ": over the budget, not a guarantee" : "");
         }
-        cJSON_AddItemToObject(j, "p", pa);
         cJSON_AddItemToObject(j, "p_safe", sa);
+        cJSON_AddItemToObject(j, "p_fit", pa);
+        if (check_fit) cJSON_AddItemToObject(j, "p_fit_epsilon", fe);
+        else cJSON_Delete(fe);
+        cJSON_AddStringToObject(j, "p_fit_is", "an estimate (SCF curve fit), not a guarantee: p_safe is");
     }
     if (json) pcli_print_json(j);
     else cJSON_Delete(j);
