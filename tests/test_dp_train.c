@@ -452,6 +452,46 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
     unlink(cfgp);
 }
 
+/* delta >= 1/n promises nothing (publish one record at random: (0, 1/n)-DP) and the accountant answered
+ * epsilon = 0 for record_dp.delta = 0.5.  Refused, naming the key, unless [run] allow_large_delta = yes; a delta
+ * above 1/(10 n) is run with a warning kept in summary.json. */
+static void delta_is_checked_against_the_dataset_size(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_delta.ini";
+    const char *deltas[3] = {"0.5", "5e-5", "1e-6"}; /* n = 10,000 records: 1/n = 1e-4, 1/(10n) = 1e-5 */
+    for (int i = 0; i < 4; i++) {
+        FILE *f = fopen(cfgp, "w");
+        assert_non_null(f);
+        fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 1\n"
+                   "local_steps = 1\nbatch = 10\n\n[record_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.0\ndelta = %s\n\n"
+                   "[run]\nseed = 3\n%s",
+                deltas[i < 3 ? i : 0], i == 3 ? "allow_large_delta = yes\n" : "");
+        fclose(f);
+        dpfl_config cfg;
+        dpfl_config_defaults(&cfg);
+        dpfl_error err;
+        assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+        assert_int_equal(system("rm -rf /tmp/dpfl_test_runD"), 0);
+        dpfl_run_options o = {"/tmp/dpfl_test_runD", 1, 0};
+        dpfl_status st = dpfl_run(&cfg, &o, &err);
+        if (i == 0) {
+            assert_int_equal(st, DPFL_EINVAL);
+            assert_non_null(strstr(err.msg, "record_dp.delta"));
+            assert_int_not_equal(access("/tmp/dpfl_test_runD/metrics.jsonl", F_OK), 0);
+            continue;
+        }
+        assert_int_equal(st, DPFL_OK);
+        char *sum = slurp("/tmp/dpfl_test_runD/summary.json");
+        assert_non_null(sum);
+        const int warned = strstr(sum, "\"warnings\"") != NULL;
+        assert_int_equal(warned, i != 2); /* 5e-5 > 1e-5 warns; 1e-6 does not; 0.5 when allowed warns */
+        if (i < 3) assert_true(json_number(sum, "epsilon") > 0);
+        free(sum);
+    }
+    unlink(cfgp);
+}
+
 /* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
 static void client_noise_schedule_is_composed(void **state)
 {
@@ -617,6 +657,7 @@ int main(void)
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
+        cmocka_unit_test(delta_is_checked_against_the_dataset_size),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
 }

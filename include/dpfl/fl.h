@@ -79,6 +79,7 @@ typedef struct {
     char cdp_per_layer[8];      /* no | yes */
     /* [run] */
     char seed[24]; /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
+    char allow_large_delta[8]; /* no | yes: accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
 } dpfl_config;

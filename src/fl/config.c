@@ -78,6 +78,7 @@ static const keydef keys[] = {
     {"client_dp", "noise_schedule", K_STR, F(cdp_noise_schedule), 0, 0, NULL, "ROUND:Z, ... noise from each round on"},
     {"client_dp", "per_layer", K_CHOICE, F(cdp_per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
     {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
+    {"run", "allow_large_delta", K_CHOICE, F(allow_large_delta), 0, 0, "no|yes", "accept delta >= 1/n records (1/K clients): such a delta allows releasing a whole record"},
     {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
     {"run", "eval_every", K_INT, F(eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
 };
@@ -111,6 +112,7 @@ void dpfl_config_defaults(dpfl_config *c)
     strcpy(c->weighting, "size");
     strcpy(c->client_state, "reset");
     c->client_state_max_mb = 8192;
+    strcpy(c->allow_large_delta, "no");
     strcpy(c->rdp_enabled, "no");
     c->rdp_clip = 1.0;
     c->rdp_delta = 1e-5;

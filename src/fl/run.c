@@ -78,6 +78,43 @@ static void progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
     fflush(stderr);
 }
 
+/* delta against the number of units it protects: a mechanism that publishes one of n records at random is
+ * (0, 1/n)-DP, so delta >= 1/n promises nothing (and the accountant happily answers epsilon = 0).  Refused unless
+ * [run] allow_large_delta = yes; a delta above 1/(10 n) is allowed with a warning (kept for summary.json). */
+static dpfl_status check_one_delta(const dpfl_config *cfg, const char *key, double delta, int64_t n, const char *unit,
+                                   int quiet, char (*warn)[256], int *nwarn, dpfl_error *err)
+{
+    if (n <= 0) return DPFL_OK;
+    if (delta >= 1.0 / (double)n && strcmp(cfg->allow_large_delta, "yes"))
+        return dpfl_fail(err, DPFL_EINVAL,
+                         "%s: %g is not below 1/n = %.3g (n = %lld %s): such a delta allows publishing a whole %s; "
+                         "use delta <= 1/(10 n) = %.3g, or set [run] allow_large_delta = yes",
+                         key, delta, 1.0 / (double)n, (long long)n, unit, strcmp(unit, "clients") ? "record" : "client",
+                         0.1 / (double)n);
+    if (delta > 0.1 / (double)n && *nwarn < 4) {
+        snprintf(warn[*nwarn], 256, "%s = %g is above 1/(10 n) = %.3g (n = %lld %s): weaker than the rule delta << 1/n", key, delta,
+                 0.1 / (double)n, (long long)n, unit);
+        if (!quiet) fprintf(stderr, "dpfl: warning: %s\n", warn[*nwarn]);
+        (*nwarn)++;
+    }
+    return DPFL_OK;
+}
+
+static dpfl_status check_deltas(const dpfl_config *cfg, int64_t records, int32_t clients, int quiet,
+                                char (*warn)[256], int *nwarn, dpfl_error *err)
+{
+    dpfl_status st = DPFL_OK;
+    if (!strcmp(cfg->rdp_enabled, "yes")) {
+        st = check_one_delta(cfg, "record_dp.delta", cfg->rdp_delta, records, "training records", quiet, warn, nwarn, err);
+        if (!st && !strcmp(cfg->rdp_e2e, "yes")) /* the e2e client-level guarantee uses the same delta */
+            st = check_one_delta(cfg, "record_dp.delta (e2e, client level)", cfg->rdp_delta, clients, "clients", quiet,
+                                 warn, nwarn, err);
+    }
+    if (!st && !strcmp(cfg->cdp_enabled, "yes"))
+        st = check_one_delta(cfg, "client_dp.delta", cfg->cdp_delta, clients, "clients", quiet, warn, nwarn, err);
+    return st;
+}
+
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err)
 {
     dpfl_status st;
@@ -106,6 +143,8 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     int64_t comm = 0;
     run_state rs = {0};
     dpfl_round_metrics last_eval = {0};
+    char warnings[4][256];
+    int nwarn = 0;
 
     if ((st = make_dirs(opt->out_dir, err))) return st;
     if ((st = dpfl_dataset_load(cfg->dataset, cfg->data_dir, seed, &train, &test, err))) goto done;
@@ -121,6 +160,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     dpfl_rng prng;
     dpfl_rng_derive(&root, &prng, 0, 0, PURPOSE_PARTITION);
     if ((st = dpfl_partition_make(&train, &test, &spec, &prng, &part, err))) goto done;
+    if ((st = check_deltas(cfg, train.n, part.clients, opt->quiet, warnings, &nwarn, err))) goto done;
     if ((st = dpfl_model_create(cfg->arch, train.c, train.h, train.w, train.classes, &model, err))) goto done;
     if (!(global = dpfl_alloc(model.nparam * sizeof(float), err))) {
         st = DPFL_ENOMEM;
@@ -364,6 +404,10 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         }
         cJSON_AddNumberToObject(sum, "update_clip", rs.S);
         cJSON_AddNumberToObject(sum, "communication", (double)comm);
+    }
+    if (nwarn) {
+        cJSON *w = cJSON_AddArrayToObject(sum, "warnings");
+        for (int i = 0; i < nwarn; i++) cJSON_AddItemToArray(w, cJSON_CreateString(warnings[i]));
     }
     cJSON_AddStringToObject(sum, "config_sha256", sha);
     if (cfg->seed[0]) {
