@@ -492,6 +492,39 @@ static void delta_is_checked_against_the_dataset_size(void **state)
     unlink(cfgp);
 }
 
+/* With a fixed seed every noise draw can be recomputed: the printed guarantee says, on its own line, that it holds
+ * only if the seed is secret (record and client level). */
+static void seeded_guarantee_line_names_the_caveat(void **state)
+{
+    (void)state;
+    const char *b = getenv("BUILD");
+    const char *cfgp = "/tmp/dpfl_test_seedline.ini";
+    FILE *f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 1\n"
+               "local_steps = 1\nbatch = 10\n\n[record_dp]\nenabled = yes\nnoise = 1.0\ndelta = 1e-6\n\n"
+               "[client_dp]\nenabled = yes\nnoise = 1.0\ndelta = 1e-3\n\n[run]\nseed = 3\n");
+    fclose(f);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/dpfl_test_runS && %s/dpfl train %s --out /tmp/dpfl_test_runS 2>&1",
+             b ? b : "build", cfgp);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[1024];
+    int lines = 0;
+    while (fgets(line, sizeof line, p))
+        if (strstr(line, ")-DP")) {
+            lines++;
+            if (!strstr(line, "only if the seed is secret")) {
+                print_error("guarantee line without the seed caveat: %s", line);
+                fail();
+            }
+        }
+    assert_int_equal(pclose(p), 0);
+    assert_int_equal(lines, 2);
+    unlink(cfgp);
+}
+
 /* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
 static void client_noise_schedule_is_composed(void **state)
 {
@@ -658,6 +691,7 @@ int main(void)
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
+        cmocka_unit_test(seeded_guarantee_line_names_the_caveat),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
 }

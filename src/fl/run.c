@@ -412,7 +412,8 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     cJSON_AddStringToObject(sum, "config_sha256", sha);
     if (cfg->seed[0]) {
         cJSON_AddNumberToObject(sum, "seed", (double)seed);
-        cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment");
+        cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
+                                                   "epsilon above holds only if the seed is secret");
     } else {
         cJSON_AddNullToObject(sum, "seed");
         cJSON_AddStringToObject(sum, "randomness", "OS entropy (ChaCha20)");
@@ -442,13 +443,16 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         fprintf(stderr, "dpfl: %d rounds%s, test accuracy %.4f, %.1f s; run written to %s\n", ledger.rounds,
                 stopped_early ? " (stopped before exceeding the privacy budget)" : "", last_eval.test_accuracy,
                 wall0 + (dpfl_now() - t_start), opt->out_dir);
+        /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
+        const char *seedcaveat = cfg->seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
+                                                "not for deployment)"
+                                              : "";
         if (rdp_on)
             fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
-                    report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler,
-                    cfg->seed[0] ? "; reproducible mode (fixed seed): not for deployment" : "");
+                    report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler, seedcaveat);
         if (cdp_on && cprivate)
-            fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", ceps,
-                    cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant);
+            fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", ceps,
+                    cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant, seedcaveat);
         if (cdp_on && !cprivate)
             fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
     }
