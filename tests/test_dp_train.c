@@ -374,9 +374,26 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     assert_int_equal(lines, 40);
     /* the DP-SGD metrics: noise std z*C (Poisson: sensitivity C) and a clipping fraction in [0, 1] */
     assert_close(json_number(metrics, "noise_std"), 1.2, 1e-12);
-    double cf = json_number(metrics, "clip_fraction");
-    assert_true(cf >= 0.0 && cf <= 1.0);
+    /* what no epsilon covers is in diagnostics.jsonl, labelled, and nowhere in metrics.jsonl */
+    const char *raw[] = {"clip_fraction", "train_loss", "examples", "clients", "wall_seconds"};
+    for (int i = 0; i < 5; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\"", raw[i]);
+        if (strstr(metrics, key)) {
+            print_error("metrics.jsonl carries %s, which no epsilon covers\n", raw[i]);
+            fail();
+        }
+    }
     free(metrics);
+    char *diag = slurp("/tmp/dpfl_test_runA/diagnostics.jsonl");
+    assert_non_null(diag);
+    lines = 0;
+    for (char *p = diag; (p = strstr(p, "{\"round\":")); p++) lines++;
+    assert_int_equal(lines, 40);
+    assert_non_null(strstr(diag, "\"private\":false"));
+    double cf = json_number(diag, "clip_fraction");
+    assert_true(cf >= 0.0 && cf <= 1.0);
+    free(diag);
     unlink(cfgp);
 }
 

@@ -53,19 +53,40 @@ static void json_num(cJSON *o, const char *k, double v)
     else cJSON_AddNullToObject(o, k);
 }
 
+/* metrics.jsonl: what the guarantee covers -- the released model's accuracy on the held-out test set, and values
+ * computed from public settings or from privatized estimates (epsilon, noise std, adaptive clip). */
 static cJSON *round_json(const dpfl_round_metrics *m)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", m->round);
+    json_num(o, "test_accuracy", m->test_accuracy);
+    json_num(o, "test_loss", m->test_loss);
+    return o;
+}
+
+/* diagnostics.jsonl: computed from the clients' raw data, updates or batches and covered by NO epsilon (training
+ * loss, clip fractions, exact Poisson batch totals, V_c and U_s of the raw updates, participation counts, client
+ * test sets, timing).  For debugging a run, never for publication as if it were private. */
+static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, int64_t comm)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "round", m->round);
+    cJSON_AddBoolToObject(o, "private", 0);
     cJSON_AddNumberToObject(o, "clients", m->clients);
     cJSON_AddNumberToObject(o, "examples", (double)m->examples);
     json_num(o, "train_loss", m->train_loss);
-    json_num(o, "test_accuracy", m->test_accuracy);
-    json_num(o, "test_loss", m->test_loss);
     if (isfinite(m->client_acc_mean)) {
         json_num(o, "client_accuracy_mean", m->client_acc_mean);
         json_num(o, "client_accuracy_std", m->client_acc_std);
     }
+    if (cdp) {
+        cJSON_AddNumberToObject(o, "replied", m->replied);
+        json_num(o, "update_clip_fraction", m->update_clip_fraction);
+        json_num(o, "between_client_variance", m->between_client_variance);
+        json_num(o, "update_scale", m->update_scale);
+        cJSON_AddNumberToObject(o, "communication", (double)comm);
+    }
+    if (rdp) json_num(o, "clip_fraction", m->clip_fraction);
     json_num(o, "wall_seconds", m->wall_seconds);
     return o;
 }
@@ -132,7 +153,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     dpfl_model model = {0};
     dpfl_sim *sim = NULL;
     float *global = NULL;
-    FILE *metrics = NULL;
+    FILE *metrics = NULL, *diag = NULL;
     char *ini = NULL, *ckpt_line = NULL;
     char path[1100];
     dpfl_ledger ledger = {0}, trial = {0};
@@ -236,6 +257,12 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         st = dpfl_fail(err, DPFL_EIO, "cannot create (%s): %s", path, strerror(errno));
         goto done;
     }
+    snprintf(path, sizeof path, "%s/diagnostics.jsonl", opt->out_dir);
+    if (opt->resume && (st = fl_metrics_truncate(path, ledger.rounds, "", err))) goto done;
+    if (!(diag = fopen(path, opt->resume ? "a" : "w"))) {
+        st = dpfl_fail(err, DPFL_EIO, "cannot create (%s): %s", path, strerror(errno));
+        goto done;
+    }
 
     const int show = !opt->quiet && isatty(2);
     dpfl_round_metrics m = {0};
@@ -285,19 +312,13 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         rs.wall = m.wall_seconds;
         cJSON *o = round_json(&m);
         if (cdp_on) {
-            cJSON_AddNumberToObject(o, "replied", m.replied);
             json_num(o, "update_clip", m.update_clip);
-            json_num(o, "update_clip_fraction", m.update_clip_fraction);
             json_num(o, "update_noise_std", m.update_noise_std);
-            json_num(o, "between_client_variance", m.between_client_variance);
-            json_num(o, "update_scale", m.update_scale);
-            cJSON_AddNumberToObject(o, "communication", (double)comm);
             if (cprivate) json_num(o, "client_epsilon", ceps);
             else cJSON_AddStringToObject(o, "client_epsilon", "not private");
         }
         if (rdp_on) {
             json_num(o, "epsilon", report.epsilon);
-            json_num(o, "clip_fraction", m.clip_fraction);
             json_num(o, "noise_std", m.noise_std);
             if (!strcmp(cfg->rdp_e2e, "yes")) {
                 double ce, cn;
@@ -327,6 +348,15 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             goto done;
         }
         free(line);
+        cJSON *d = diagnostics_json(&m, cdp_on, rdp_on, comm);
+        char *dline = cJSON_PrintUnformatted(d);
+        cJSON_Delete(d);
+        if (!dline || fprintf(diag, "%s\n", dline) < 0 || fflush(diag) != 0) {
+            free(dline);
+            st = dpfl_fail(err, DPFL_EIO, "cannot write (%s/diagnostics.jsonl)", opt->out_dir);
+            goto done;
+        }
+        free(dline);
         if (show) progress(&m, cfg->rounds, last_eval.test_accuracy);
     }
     if (show) fputc('\n', stderr);
@@ -341,15 +371,19 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     cJSON *sum = cJSON_CreateObject();
     json_num(sum, "test_accuracy", last_eval.test_accuracy);
     json_num(sum, "test_loss", last_eval.test_loss);
-    if (isfinite(last_eval.client_acc_mean)) {
-        json_num(sum, "client_accuracy_mean", last_eval.client_acc_mean);
-        json_num(sum, "client_accuracy_std", last_eval.client_acc_std);
-    }
     cJSON_AddNumberToObject(sum, "rounds", ledger.rounds);
     cJSON_AddNumberToObject(sum, "rounds_planned", cfg->rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", stopped_early);
-    cJSON_AddNumberToObject(sum, "examples", (double)rs.examples);
-    cJSON_AddNumberToObject(sum, "wall_seconds", wall0 + (dpfl_now() - t_start));
+    /* values no epsilon covers (raw data, exact batch totals, participation, client test sets, timing): kept apart */
+    cJSON *np = cJSON_AddObjectToObject(sum, "not_private");
+    cJSON_AddStringToObject(np, "note", "diagnostics computed from raw data: covered by no epsilon; do not publish");
+    cJSON_AddNumberToObject(np, "examples", (double)rs.examples);
+    if (cdp_on) cJSON_AddNumberToObject(np, "communication", (double)comm);
+    if (isfinite(last_eval.client_acc_mean)) {
+        json_num(np, "client_accuracy_mean", last_eval.client_acc_mean);
+        json_num(np, "client_accuracy_std", last_eval.client_acc_std);
+    }
+    cJSON_AddNumberToObject(np, "wall_seconds", wall0 + (dpfl_now() - t_start));
     if (rdp_on) {
         cJSON_AddStringToObject(sum, "unit", "record");
         json_num(sum, "epsilon", report.epsilon);
@@ -403,7 +437,6 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
             cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(sim));
         }
         cJSON_AddNumberToObject(sum, "update_clip", rs.S);
-        cJSON_AddNumberToObject(sum, "communication", (double)comm);
     }
     if (nwarn) {
         cJSON *w = cJSON_AddArrayToObject(sum, "warnings");
@@ -459,6 +492,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     }
 done:
     if (metrics) fclose(metrics);
+    if (diag) fclose(diag);
     dpfl_ledger_free(&ledger);
     dpfl_ledger_free(&trial);
     free(steps);
