@@ -293,7 +293,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
     const int32_t B = cfg->batch < n ? cfg->batch : n;
     const double q = (double)B / n;
     const double C = s->clip.clip;
-    const double sd = s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * C;
+    const double sd = s->rdp_z > 0 ? s->rdp_z * (s->rdp_poisson ? 1.0 : 2.0) * C : 0.0; /* z = 0, C = inf: no NaN */
     const double denom = s->rdp_poisson ? q * n : (double)B;
     const int32_t cap = s->eval_batch; /* workspace capacity: a Poisson batch may be larger than B */
     for (int64_t t = 0; t < steps; t++) {

@@ -1,0 +1,178 @@
+/* The privacy mechanisms measured against what the accountant is told: every test here must fail when a
+ * mechanism loses its privacy (noise gone, a sensitivity factor dropped, every record sampled, the step scaled),
+ * which `make mutate` (tests/mutate.sh) checks by applying such one-line mutations. */
+#include "testutil.h"
+#include "fixtures.h"
+#include "dpfl/fl.h"
+#include "dpfl/privacy.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    dpfl_dataset train, test;
+    dpfl_model model;
+    dpfl_config cfg;
+    dpfl_partition part;
+} fixture;
+
+static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int32_t K)
+{
+    dpfl_error err;
+    int32_t n = 0;
+    for (int32_t k = 0; k < K; k++) n += sizes[k];
+    fixture_split_synthetic(n, 50, 10, 3, 21, &f->train, &f->test);
+    assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
+    f->part = fixture_contiguous(sizes, K);
+    dpfl_config_defaults(&f->cfg);
+    strcpy(f->cfg.dataset, "synthetic");
+    f->cfg.clients = K;
+    f->cfg.threads = 1;
+    strcpy(f->cfg.sampling, "all");
+}
+
+static void fixture_free(fixture *f)
+{
+    dpfl_partition_free(&f->part);
+    dpfl_model_free(&f->model);
+    dpfl_dataset_free(&f->train);
+    dpfl_dataset_free(&f->test);
+}
+
+/* `rounds` rounds from the model initialised by `seed`; the final global model in out, metrics summed. */
+static void run_rounds(fixture *f, uint64_t seed, int rounds, float *out, dpfl_round_metrics *sum)
+{
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, seed);
+    dpfl_model_init(&f->model, out, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, out, &sim, &err),
+                     DPFL_OK);
+    memset(sum, 0, sizeof *sum);
+    for (int r = 1; r <= rounds; r++) {
+        dpfl_round_metrics m;
+        assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
+        sum->examples += m.examples;
+        sum->clients += m.clients;
+    }
+    dpfl_sim_free(sim);
+}
+
+/* One DP-SGD step of one client, run twice from the same seed with z = 0 and z > 0: the batch, the clipped
+ * gradients and every other draw are the same, so the two models differ by exactly lr * noise / denominator.
+ * Its std must be lr z f C / B: f = 1 for Poisson batches (add-remove, sensitivity C, divided by the expected
+ * batch qn = B), f = 2 for fixed batches (replace-one, sensitivity 2C, divided by B).  7,171 parameters give the
+ * std to about 1%; the test allows 5%. */
+static void dpsgd_step_noise_has_the_accounted_std(void **state)
+{
+    (void)state;
+    const char *samplers[2] = {"poisson", "fixed"};
+    const double f_sens[2] = {1.0, 2.0};
+    int32_t sizes[1] = {1000};
+    for (int s = 0; s < 2; s++) {
+        fixture f;
+        fixture_make(&f, "mlp:10-512-3", sizes, 1);
+        f.cfg.local_steps = 1;
+        f.cfg.batch = 100;
+        f.cfg.lr = 0.5;
+        strcpy(f.cfg.rdp_enabled, "yes");
+        strcpy(f.cfg.rdp_sampler, samplers[s]);
+        f.cfg.rdp_clip = 0.3;
+        const size_t P = f.model.nparam;
+        float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
+        dpfl_round_metrics m;
+        f.cfg.rdp_noise = 0.0;
+        run_rounds(&f, 5, 1, a, &m);
+        f.cfg.rdp_noise = 2.0;
+        run_rounds(&f, 5, 1, b, &m);
+        double s2 = 0, mean = 0;
+        for (size_t i = 0; i < P; i++) {
+            double d = (double)b[i] - a[i];
+            mean += d;
+            s2 += d * d;
+        }
+        mean /= (double)P;
+        const double sd = sqrt(s2 / (double)P), want = 0.5 * 2.0 * f_sens[s] * 0.3 / 100.0;
+        if (!(fabs(sd / want - 1) < 0.05) || !(fabs(mean) < 5 * want / sqrt((double)P))) {
+            print_error("%s batches: the noise moved the model by std %.6g (mean %.3g), expected lr z f C / B = %.6g\n",
+                        samplers[s], sd, mean, want);
+            fail();
+        }
+        free(a);
+        free(b);
+        fixture_free(&f);
+    }
+}
+
+/* Poisson batches take each record independently with q = B/n: over T steps the examples processed are
+ * Binomial(nT, q); fixed batches take exactly B per step. */
+static void batch_sizes_follow_the_sampler(void **state)
+{
+    (void)state;
+    int32_t sizes[2] = {400, 250};
+    fixture f;
+    fixture_make(&f, "mlp:10-4-3", sizes, 2);
+    f.cfg.local_steps = 50;
+    f.cfg.batch = 20;
+    f.cfg.lr = 0.1;
+    strcpy(f.cfg.rdp_enabled, "yes");
+    f.cfg.rdp_noise = 1.0;
+    const size_t P = f.model.nparam;
+    float *g = malloc(P * sizeof *g);
+    dpfl_round_metrics m;
+    run_rounds(&f, 9, 4, g, &m);
+    /* each client: q = 20 / n over n records -> mean 20 per step; 2 clients x 50 steps x 4 rounds */
+    const double mean = 2 * 50 * 4 * 20.0;
+    const double var = 4 * 50 * (400 * (20.0 / 400) * (1 - 20.0 / 400) + 250 * (20.0 / 250) * (1 - 20.0 / 250));
+    if (!(fabs((double)m.examples - mean) < 5 * sqrt(var))) {
+        print_error("Poisson batches: %lld examples in 400 steps, expected %.0f +- %.0f\n", (long long)m.examples, mean,
+                    sqrt(var));
+        fail();
+    }
+    assert_true(m.examples != (int64_t)mean); /* random, not fixed */
+    strcpy(f.cfg.rdp_sampler, "fixed");
+    run_rounds(&f, 9, 4, g, &m);
+    assert_int_equal(m.examples, (int64_t)mean);
+    free(g);
+    fixture_free(&f);
+}
+
+/* Poisson client sampling at rate p: the clients taking part over R rounds are Binomial(KR, p). */
+static void client_sampling_follows_its_rate(void **state)
+{
+    (void)state;
+    int32_t sizes[50];
+    for (int k = 0; k < 50; k++) sizes[k] = 4;
+    fixture f;
+    fixture_make(&f, "mlp:10-4-3", sizes, 50);
+    f.cfg.local_steps = 1;
+    f.cfg.batch = 4;
+    strcpy(f.cfg.sampling, "poisson");
+    f.cfg.client_rate = 0.2;
+    const size_t P = f.model.nparam;
+    float *g = malloc(P * sizeof *g);
+    dpfl_round_metrics m;
+    run_rounds(&f, 3, 60, g, &m);
+    const double mean = 50 * 60 * 0.2, sd = sqrt(50 * 60 * 0.2 * 0.8);
+    if (!(fabs(m.clients - mean) < 5 * sd)) {
+        print_error("Poisson client sampling: %d participations in 60 rounds of 50 clients, expected %.0f +- %.0f\n",
+                    m.clients, mean, sd);
+        fail();
+    }
+    strcpy(f.cfg.sampling, "fixed");
+    f.cfg.clients_per_round = 7;
+    run_rounds(&f, 3, 60, g, &m);
+    assert_int_equal(m.clients, 7 * 60);
+    free(g);
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dpsgd_step_noise_has_the_accounted_std),
+        cmocka_unit_test(batch_sizes_follow_the_sampler),
+        cmocka_unit_test(client_sampling_follows_its_rate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
