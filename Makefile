@@ -27,7 +27,7 @@ BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all setup data demo test test-san bench clean
+.PHONY: all setup data demo test test-san bench mutate clean
 all: $(BIN)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -72,6 +72,11 @@ test-san: setup
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:$(BUILD)/%=$(BUILD)/san/%)
 
 test-build: $(BIN) $(TESTS)
+
+# One-line mutations of the privacy mechanisms (tests/mutations.txt): every one must make a test fail.  Not in CI.
+mutate: setup
+	@$(MAKE) --no-print-directory $(BIN) $(TESTS)
+	@tests/mutate.sh
 
 bench: setup
 	@$(MAKE) --no-print-directory $(BIN) $(BENCHES)

@@ -167,12 +167,62 @@ static void client_sampling_follows_its_rate(void **state)
     fixture_free(&f);
 }
 
+/* Adaptive clipping releases the share of unclipped updates with noise sigma_b on the centred count: with every
+ * update zero (lr = 0, all unclipped) and every client sampled, the released estimate is 1 + N(0, sigma_b^2) / K,
+ * recovered from S's geometric step S' = S exp(-eta (b - gamma)).  Its std over 400 rounds must be sigma_b / K. */
+static void adaptive_quantile_estimate_has_the_accounted_noise(void **state)
+{
+    (void)state;
+    int32_t sizes[40];
+    for (int k = 0; k < 40; k++) sizes[k] = 5;
+    fixture f;
+    fixture_make(&f, "mlp:10-4-3", sizes, 40);
+    f.cfg.lr = 0.0;
+    f.cfg.local_steps = 1;
+    f.cfg.batch = 5;
+    strcpy(f.cfg.cdp_enabled, "yes");
+    strcpy(f.cfg.cdp_strategy, "adaptive");
+    f.cfg.cdp_clip = 1.0;
+    f.cfg.cdp_noise = 1.0;
+    f.cfg.cdp_quantile_noise = 4.0;
+    f.cfg.cdp_target_quantile = 0.5;
+    f.cfg.cdp_clip_lr = 0.01;
+    const size_t P = f.model.nparam;
+    float *g = malloc(P * sizeof *g);
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 12);
+    dpfl_model_init(&f.model, g, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, g, &sim, &err), DPFL_OK);
+    double s1 = 0, s2 = 0;
+    const int R = 400;
+    for (int r = 1; r <= R; r++) {
+        double S = dpfl_sim_update_clip(sim);
+        dpfl_round_metrics m;
+        assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
+        double b = 0.5 - log(dpfl_sim_update_clip(sim) / S) / 0.01;
+        s1 += b - 1.0;
+        s2 += (b - 1.0) * (b - 1.0);
+    }
+    const double mean = s1 / R, sd = sqrt(s2 / R - mean * mean), want = 4.0 / 40;
+    if (!(fabs(sd / want - 1) < 0.15) || !(fabs(mean) < 5 * want / sqrt((double)R))) {
+        print_error("released quantile estimate: std %.5g (mean offset %.3g), expected sigma_b / K = %.5g\n", sd, mean,
+                    want);
+        fail();
+    }
+    dpfl_sim_free(sim);
+    free(g);
+    fixture_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dpsgd_step_noise_has_the_accounted_std),
         cmocka_unit_test(batch_sizes_follow_the_sampler),
         cmocka_unit_test(client_sampling_follows_its_rate),
+        cmocka_unit_test(adaptive_quantile_estimate_has_the_accounted_noise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
