@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "fixtures.h"
 #include "dpfl/fl.h"
+#include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
 #include <stdlib.h>
@@ -216,6 +217,177 @@ static void adaptive_quantile_estimate_has_the_accounted_noise(void **state)
     fixture_free(&f);
 }
 
+/* ------------------------------------------------------------------------------------------ mech/ units */
+/* chi-square statistic of observed counts against expected e each (k cells): below a 5-sigma bound */
+static void chi_square_uniform(const int64_t *obs, int32_t k, double e, const char *what)
+{
+    double chi = 0;
+    for (int32_t i = 0; i < k; i++) chi += ((double)obs[i] - e) * ((double)obs[i] - e) / e;
+    /* chi^2 with k-1 degrees of freedom: mean k-1, sd sqrt(2(k-1)) */
+    if (!(chi < (k - 1) + 5 * sqrt(2.0 * (k - 1)))) {
+        print_error("%s: chi-square %.1f with %d degrees of freedom\n", what, chi, k - 1);
+        fail();
+    }
+}
+
+/* Poisson batches include every record at rate q (chi-square over records, and the mean batch size); fixed
+ * batches have exactly B distinct records, each record equally often. */
+static void batch_samplers_include_records_at_their_rate(void **state)
+{
+    (void)state;
+    enum { N = 200, T = 20000 };
+    int32_t idx[N], out[N];
+    int64_t cnt[N] = {0}, total = 0;
+    for (int i = 0; i < N; i++) idx[i] = 1000 + i;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 77);
+    for (int t = 0; t < T; t++) {
+        int32_t b = dpfl_mech_poisson_batch(&r, idx, N, 0.05, out);
+        total += b;
+        for (int32_t i = 0; i < b; i++) cnt[out[i] - 1000]++;
+    }
+    chi_square_uniform(cnt, N, 0.05 * T, "Poisson batch inclusion");
+    assert_true(fabs((double)total - 0.05 * N * T) < 5 * sqrt(N * T * 0.05 * 0.95));
+    memset(cnt, 0, sizeof cnt);
+    for (int t = 0; t < T; t++) {
+        assert_int_equal(dpfl_mech_fixed_batch(&r, idx, N, 10, out), 10);
+        char seen[N] = {0};
+        for (int32_t i = 0; i < 10; i++) {
+            assert_true(out[i] >= 1000 && out[i] < 1000 + N);
+            assert_int_equal(seen[out[i] - 1000], 0); /* distinct */
+            seen[out[i] - 1000] = 1;
+            cnt[out[i] - 1000]++;
+        }
+    }
+    chi_square_uniform(cnt, N, 10.0 * T / N, "fixed batch inclusion");
+}
+
+static void client_samplers_follow_their_design(void **state)
+{
+    (void)state;
+    enum { K = 100, R = 5000 };
+    int32_t out[K];
+    int64_t cnt[K] = {0};
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 78);
+    for (int t = 0; t < R; t++) {
+        int32_t m = dpfl_mech_sample_clients(&r, DPFL_SAMPLE_POISSON, K, 0.1, 0, out);
+        for (int32_t i = 0; i < m; i++) cnt[out[i]]++;
+    }
+    chi_square_uniform(cnt, K, 0.1 * R, "Poisson client sampling");
+    memset(cnt, 0, sizeof cnt);
+    for (int t = 0; t < R; t++) {
+        assert_int_equal(dpfl_mech_sample_clients(&r, DPFL_SAMPLE_FIXED, K, 0, 7, out), 7);
+        for (int32_t i = 0; i < 7; i++) {
+            if (i > 0) assert_true(out[i] > out[i - 1]); /* ascending, distinct */
+            cnt[out[i]]++;
+        }
+    }
+    chi_square_uniform(cnt, K, 7.0 * R / K, "fixed client sampling");
+    assert_int_equal(dpfl_mech_sample_clients(&r, DPFL_SAMPLE_ALL, K, 0, 0, out), K);
+}
+
+/* The noise std is z * sensitivity, measured on 2e5 draws (Gaussian) and 1e5 (exact discrete Gaussian on its grid,
+ * where the grid's rounding allowance makes it 0.1% larger); z = 0 adds nothing, even with an infinite clip. */
+static void noise_has_std_z_times_sensitivity(void **state)
+{
+    (void)state;
+    const size_t P = 200000;
+    float *v = calloc(P, sizeof *v);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 79);
+    dpfl_mech_gaussian(&r, v, P, 1.5, 0.4, 0.5f, 2);
+    double s2 = 0;
+    for (size_t i = 0; i < P; i++) s2 += (double)v[i] * v[i];
+    double sd = sqrt(s2 / P), want = 1.5 * 0.4 * 0.5;
+    if (!(fabs(sd / want - 1) < 5 / sqrt(2.0 * P))) {
+        print_error("Gaussian noise std %.6g, expected %.6g\n", sd, want);
+        fail();
+    }
+    memset(v, 0, P * sizeof *v);
+    dpfl_mech_gaussian(&r, v, P, 0.0, INFINITY, 1.0f, 1);
+    for (size_t i = 0; i < P; i++) assert_true(v[i] == 0.0f);
+    const size_t Pd = 100000;
+    memset(v, 0, Pd * sizeof *v);
+    dpfl_mech_discrete_gaussian(&r, v, Pd, 0.8, 2.0, 1.0f);
+    s2 = 0;
+    for (size_t i = 0; i < Pd; i++) s2 += (double)v[i] * v[i];
+    sd = sqrt(s2 / Pd);
+    want = 0.8 * 2.0 * 1.001;
+    if (!(fabs(sd / want - 1) < 5 / sqrt(2.0 * Pd))) {
+        print_error("discrete Gaussian noise std %.6g, expected %.6g\n", sd, want);
+        fail();
+    }
+    free(v);
+}
+
+/* DP-SGD's step mechanism and the client-level round: sensitivities, denominators and the events charged. */
+static void mechanisms_describe_themselves(void **state)
+{
+    (void)state;
+    dpfl_mech_dpsgd p = dpfl_mech_dpsgd_make(1, 500, 50, 2.0, 1.1), f = dpfl_mech_dpsgd_make(0, 30, 50, 2.0, 1.1);
+    assert_close(p.q, 0.1, 1e-15);
+    assert_close(p.sens, 2.0, 0);
+    assert_close(p.noise_std, 2.2, 1e-15);
+    assert_close(p.denom, 50.0, 1e-12);
+    dpfl_event e = dpfl_mech_dpsgd_event(&p, 7);
+    assert_int_equal(e.kind, DPFL_EV_POISSON);
+    assert_close(e.q, 0.1, 1e-15);
+    assert_close(e.z, 1.1, 0);
+    assert_int_equal(e.count, 7);
+    assert_int_equal(f.batch, 30); /* B_k = min(B, n) */
+    assert_close(f.sens, 4.0, 0);  /* replace-one: 2C */
+    assert_close(f.noise_std, 4.4, 1e-15);
+    assert_close(f.denom, 30.0, 0);
+    e = dpfl_mech_dpsgd_event(&f, 3);
+    assert_int_equal(e.kind, DPFL_EV_FIXED);
+    assert_int_equal(e.adjacency, DPFL_ADJ_REPLACE_ONE);
+    assert_true(e.n == 30 && e.batch == 30 && e.count == 3);
+    assert_close(dpfl_mech_dpsgd_make(1, 10, 5, INFINITY, 0.0).noise_std, 0.0, 0);
+
+    dpfl_mech_round rp = dpfl_mech_round_make(DPFL_SAMPLE_POISSON, 200, 0.05, 0, 1.0, 2.0);
+    dpfl_mech_round rf = dpfl_mech_round_make(DPFL_SAMPLE_FIXED, 200, 0, 10, 1.0, 2.0);
+    dpfl_mech_round ra = dpfl_mech_round_make(DPFL_SAMPLE_ALL, 200, 0, 0, 1.0, 2.0);
+    assert_close(rp.denom, 10.0, 1e-12);
+    assert_close(rf.denom, 10.0, 0);
+    assert_close(ra.denom, 200.0, 0);
+    e = dpfl_mech_round_event(&rp);
+    assert_true(e.kind == DPFL_EV_POISSON && e.q == 0.05 && e.z == 2.0);
+    e = dpfl_mech_round_event(&rf);
+    assert_true(e.kind == DPFL_EV_FIXED && e.n == 200 && e.batch == 10 && e.z == 1.0); /* 2S: z / 2 */
+    e = dpfl_mech_round_event(&ra);
+    assert_true(e.kind == DPFL_EV_GAUSSIAN && e.z == 2.0);
+    assert_close(dpfl_mech_round_rate(&rf), 0.05, 1e-15);
+}
+
+/* Clipped updates are within the bound (flat, and per layer so that the whole stays within S); adaptive clipping's
+ * split gives back z, and refuses a count noise that leaves nothing for the sum. */
+static void clipping_bounds_and_the_adaptive_split(void **state)
+{
+    (void)state;
+    enum { P = 1000 };
+    float u[P];
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 80);
+    for (int i = 0; i < P; i++) u[i] = (float)(3 * dpfl_rng_gaussian(&r));
+    double before = dpfl_mech_clip_update(u, P, 2.5, NULL, NULL, 0);
+    assert_true(before > 2.5);
+    assert_true(dpfl_vec_norm2(u, P) <= 2.5 * (1 + 1e-6));
+    for (int i = 0; i < P; i++) u[i] = (float)(3 * dpfl_rng_gaussian(&r));
+    size_t off[3] = {0, 100, 900}, len[3] = {100, 800, 100};
+    dpfl_mech_clip_update(u, P, 2.5, off, len, 3);
+    assert_true(dpfl_vec_norm2(u, P) <= 2.5 * (1 + 1e-6));
+    assert_true(dpfl_vec_norm2(u + 100, 800) <= 2.5 * sqrt(0.8) * (1 + 1e-6));
+    double zd;
+    dpfl_error err;
+    assert_int_equal(dpfl_mech_adaptive_split(2.0, 4.0, &zd, &err), DPFL_OK);
+    assert_close(dpfl_mech_adaptive_release_z(zd, 4.0), 2.0, 1e-12);
+    assert_true(zd > 2.0);
+    assert_int_equal(dpfl_mech_adaptive_split(2.0, 1.0, &zd, &err), DPFL_EINVAL);
+    double norms[5] = {5, 1, 4, 2, 3};
+    assert_close(dpfl_mech_median(norms, 5), 3.0, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +395,11 @@ int main(void)
         cmocka_unit_test(batch_sizes_follow_the_sampler),
         cmocka_unit_test(client_sampling_follows_its_rate),
         cmocka_unit_test(adaptive_quantile_estimate_has_the_accounted_noise),
+        cmocka_unit_test(batch_samplers_include_records_at_their_rate),
+        cmocka_unit_test(client_samplers_follow_their_design),
+        cmocka_unit_test(noise_has_std_z_times_sensitivity),
+        cmocka_unit_test(mechanisms_describe_themselves),
+        cmocka_unit_test(clipping_bounds_and_the_adaptive_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

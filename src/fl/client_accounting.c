@@ -1,32 +1,36 @@
 /* Client-level accounting of a run: the event each round releases, and the end-to-end client guarantee implied
  * by record-level noise. */
 #include "run_internal.h"
+#include "dpfl/mech.h"
 
 #include <math.h>
 #include <string.h>
 
-/* The client-level release of one round, as the accountant must see it: sampling as used (Poisson p; m of K
- * without replacement, replace-one, where the sum moves by 2S so the multiplier halves; everyone), noise z S
- * on the sum of updates clipped to S.  Median clipping has no sensitivity bound: not private. */
+/* The client-level release of one round, as the accountant must see it: the event of the round's mechanism
+ * (mech/round.c) at the sampling design the simulation ran.  Median clipping has no sensitivity bound: not
+ * private. */
+static dpfl_mech_round round_mech(const dpfl_config *cfg, int32_t K, double z, int32_t round)
+{
+    dpfl_client_sampling k = !strcmp(cfg->sampling, "poisson") ? DPFL_SAMPLE_POISSON
+                             : !strcmp(cfg->sampling, "fixed") ? DPFL_SAMPLE_FIXED
+                                                               : DPFL_SAMPLE_ALL;
+    return dpfl_mech_round_make(k, K, dpfl_round_client_rate(cfg, round), dpfl_round_clients_per_round(cfg, round),
+                                cfg->cdp_clip, z);
+}
+
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
 {
-    dpfl_event ev;
     if (!strcmp(cfg->cdp_strategy, "median")) return dpfl_event_not_private(1);
-    if (!strcmp(cfg->sampling, "poisson")) ev = dpfl_event_poisson(dpfl_round_client_rate(cfg, round), z, 1);
-    else if (!strcmp(cfg->sampling, "fixed"))
-        ev = dpfl_event_fixed(K, dpfl_round_clients_per_round(cfg, round), z / 2.0, 1);
-    else ev = dpfl_event_gaussian(z, 1);
-    return ev;
+    dpfl_mech_round r = round_mech(cfg, K, z, round);
+    return dpfl_mech_round_event(&r);
 }
 
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round)
 {
-    if (!strcmp(cfg->sampling, "poisson")) return dpfl_round_client_rate(cfg, round);
-    if (!strcmp(cfg->sampling, "fixed")) return (double)dpfl_round_clients_per_round(cfg, round) / K;
-    return 1.0;
+    dpfl_mech_round r = round_mech(cfg, K, 1.0, round);
+    return dpfl_mech_round_rate(&r);
 }
 
-/* Client-level epsilon of the ledger's client events; *private = 0 when any release had no guarantee. */
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
                               dpfl_error *err)
 {

@@ -2,6 +2,7 @@
  * Accounting deduplicates clients with the same (n_k, steps_k): with shards or replication most clients share
  * a profile, so a round costs a handful of accountant calls, not one per client. */
 #include "dpfl/fl.h"
+#include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
 #include <math.h>
@@ -76,11 +77,11 @@ void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const
     l->rounds++;
 }
 
+/* the events of the mechanism the client ran (mech/dpsgd.c: the same struct the training loop used) */
 static dpfl_event record_event(const dpfl_record_accounting *ra, int64_t n, int64_t steps)
 {
-    int64_t b = ra->batch < n ? ra->batch : n;
-    if (ra->poisson) return dpfl_event_poisson((double)b / (double)n, ra->z, steps);
-    return dpfl_event_fixed(n, b, ra->z, steps);
+    dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(ra->poisson, (int32_t)n, ra->batch, 1.0, ra->z);
+    return dpfl_mech_dpsgd_event(&d, steps);
 }
 
 static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, int64_t steps, double *eps,

@@ -1,6 +1,7 @@
 /* The run driver behind `dpfl train`: data, partition, model, rounds, and the run directory
  * (config.ini, metrics.jsonl, summary.json, model.bin). */
 #include "run_internal.h"
+#include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -229,8 +230,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         }
     }
     if (rdp_on && !strcmp(cfg->rdp_secure, "yes")) {
-        double sg = rs.record_z * 1001.0 * sqrt((double)model.nparam);
-        if (sg * sg > 4.0e18) {
+        if (!dpfl_mech_discrete_in_range(model.nparam, rs.record_z)) {
             st = dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
                                              "sampler's range (sigma^2 <= 2^62 grid units)", rs.record_z, model.nparam);
             goto done;

@@ -1,0 +1,97 @@
+/* dpfl mech: the privacy mechanisms, as units on flat buffers that take plain numbers (never the config) and say
+ * what they did as the dpfl_event an accountant composes.  Sampling, clipping and noise live here and nowhere
+ * else; the training loop (fl/) calls them, the ledger is handed their events.  Every formula for a sampling rate,
+ * a sensitivity, a noise std or a denominator exists once, in these files.
+ *
+ *   sampler.c  batch samplers (Poisson, fixed without replacement) and client samplers (Poisson, fixed, all,
+ *              dropout)
+ *   dpsgd.c    one DP-SGD step's mechanism: sampler, clip C, noise z -> sensitivity, noise std, denominator, event
+ *   clip.c     update clipping (flat, per layer), the median (NOT private), adaptive clipping's noisy quantile
+ *   noise.c    Gaussian noise (floating point, ChaCha20) and exact discrete Gaussian noise on a grid
+ *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event */
+#ifndef DPFL_MECH_H
+#define DPFL_MECH_H
+
+#include "dpfl/core.h"
+#include "dpfl/privacy.h"
+
+/* ---------------------------------------------------------------- samplers */
+/* Each record of idx[0..n) independently with probability q, in order, into out; returns the count. */
+int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, double q, int32_t *out);
+/* B distinct records of idx[0..n) uniformly without replacement (partial Fisher-Yates) into out[0..B); out must
+ * hold n entries (it is the shuffle's scratch). Returns B. */
+int32_t dpfl_mech_fixed_batch(dpfl_rng *r, const int32_t *idx, int32_t n, int32_t B, int32_t *out);
+
+typedef enum { DPFL_SAMPLE_ALL = 0, DPFL_SAMPLE_POISSON, DPFL_SAMPLE_FIXED } dpfl_client_sampling;
+/* Clients of round: all K; each with probability rate; or m of K without replacement.  out (K entries) gets
+ * them in ascending order; returns how many. */
+int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
+                                 int32_t *out);
+
+/* ---------------------------------------------------------------- one DP-SGD step (record level) */
+typedef struct {
+    int poisson;      /* 1: Poisson batches (add-remove), 0: fixed batches without replacement (replace-one) */
+    int32_t n, batch; /* the client's records; its batch B_k = min(B, n) */
+    double q;         /* B_k / n */
+    double clip;      /* C */
+    double z;         /* noise multiplier relative to the sensitivity below */
+    double sens;      /* L2 sensitivity of the clipped sum: C (add-remove) or 2C (replace-one) */
+    double noise_std; /* z * sens (0 when z = 0, whatever C) */
+    double denom;     /* the clipped sum is divided by q n (Poisson: the expected batch) or B_k */
+} dpfl_mech_dpsgd;
+
+dpfl_mech_dpsgd dpfl_mech_dpsgd_make(int poisson, int32_t n, int32_t batch, double clip, double z);
+/* The event of `steps` such steps over this client's records. */
+dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps);
+
+/* ---------------------------------------------------------------- clipping */
+/* Clip u to L2 norm S; with layer_off/layer_len (nlayers > 0) clip each layer to S sqrt(len / P) instead, so
+ * the whole stays within S.  Returns the norm before clipping. */
+double dpfl_mech_clip_update(float *u, size_t P, double S, const size_t *layer_off, const size_t *layer_len,
+                             int32_t nlayers);
+/* The median of norms[0..n) (sorted in place): Geyer's clip.  NOT differentially private: its event is
+ * dpfl_event_not_private. */
+double dpfl_mech_median(double *norms, int32_t n);
+/* Adaptive clipping (Andrew et al. 2021): the update sum gets multiplier z_Delta and the centred count of
+ * unclipped updates (sensitivity 1/2) noise sigma_b, so that together they are one Gaussian mechanism with
+ * multiplier z: z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2).  Returns DPFL_EINVAL (message names the quantity)
+ * when 2 sigma_b <= z leaves nothing for the sum. */
+dpfl_status dpfl_mech_adaptive_split(double z, double sigma_b, double *z_delta, dpfl_error *err);
+/* The pair's multiplier from the two noises actually used: (z_Delta^-2 + (2 sigma_b)^-2)^(-1/2). */
+double dpfl_mech_adaptive_release_z(double z_delta, double sigma_b);
+/* The released estimate of the unclipped share: each of `replied` participants adds b_i - 1/2 (b_i = 1 if its
+ * norm was <= S), Gaussian noise sigma_b is added, the sum is divided by the design's denominator and 1/2 added
+ * back. */
+double dpfl_mech_adaptive_quantile(dpfl_rng *r, int32_t replied, int32_t unclipped, double sigma_b, double denom);
+
+/* ---------------------------------------------------------------- noise */
+/* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing
+ * (no 0 * inf). */
+void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads);
+/* Secure mode: round v to the grid g = sens / (1000 sqrt(P)) and add exact discrete Gaussian noise of std
+ * z (sens/g + sqrt(P)) grid units (neighbouring rounded sums differ by at most that many / z), then scale. */
+void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale);
+/* sigma^2 in grid units that dpfl_mech_discrete_gaussian uses, and whether the exact sampler covers it. */
+double dpfl_mech_discrete_sigma2(size_t P, double z);
+int dpfl_mech_discrete_in_range(size_t P, double z);
+
+/* ---------------------------------------------------------------- one client-level round */
+typedef struct {
+    dpfl_client_sampling sampling;
+    int32_t K;        /* clients */
+    double rate;      /* Poisson rate */
+    int32_t m;        /* fixed: clients per round */
+    double clip;      /* S */
+    double z;         /* multiplier of the whole release (the noise is z S on the sum under add-remove) */
+    double denom;     /* the noisy sum is divided by the design's number of clients: rate K, m or K */
+} dpfl_mech_round;
+
+dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, double rate, int32_t m, double clip,
+                                     double z);
+/* The round's event: poisson(rate, z) (add-remove), fixed(K, m, z/2) (replace-one: replacing a client moves the
+ * sum by 2S), gaussian(z) (every client). */
+dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r);
+/* The sampling rate the round's event charges: rate, m / K or 1. */
+double dpfl_mech_round_rate(const dpfl_mech_round *r);
+
+#endif

@@ -1,0 +1,153 @@
+/* A client's side of a round: local training from the global model, plain or with record-level DP-SGD, with
+ * its optimizer state reset or kept across rounds (fl.client_state).  The update Delta = local - global goes to
+ * the server through the transport; nothing else leaves the client except what client_result reports. */
+#include "sim_internal.h"
+
+#include <string.h>
+
+void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y)
+{
+    const size_t dim = (size_t)d->dim;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(x + (size_t)i * dim, d->x + (size_t)idx[i] * dim, dim * sizeof(float));
+        y[i] = d->y[idx[i]];
+    }
+}
+
+/* Local steps a client takes in one round: local_steps, or local_epochs passes of ceil(n / B) batches. */
+int64_t fl_client_steps(const dpfl_config *cfg, int32_t n)
+{
+    if (n == 0) return 0;
+    return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
+}
+
+/* Threads each client of the current chunk may use for itself: more than 1 when fewer clients than threads train
+ * (nn and the chunked noise give the same bits for any thread count). */
+static int threads_per_client(const dpfl_sim *s)
+{
+    return s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
+}
+
+/* Client-level per-step clipping (McMahan et al. 2018): keep the local model within distance S of the global
+ * model after every step, so the final update is bounded by construction. */
+static void project_to_global(const dpfl_sim *s, float *local, float *tmp)
+{
+    const size_t P = s->model->nparam;
+    dpfl_vec_sub(tmp, local, s->global, P);
+    double norm = dpfl_vec_norm2(tmp, P);
+    if (norm > s->S) {
+        dpfl_vec_clip(tmp, P, s->S);
+        for (size_t i = 0; i < P; i++) local[i] = s->global[i] + tmp[i];
+    }
+}
+
+/* The clipped sum of one sampled batch (micro-batches when a Poisson batch exceeds the workspace). */
+static void clipped_sum(dpfl_sim *s, worker *w, int32_t b, dpfl_rng *rng, client_result *res)
+{
+    const size_t P = s->model->nparam;
+    const int32_t cap = s->eval_batch; /* workspace capacity: a Poisson batch may be larger than B */
+    if (b == 0) dpfl_vec_zero(w->grad, P); /* an empty Poisson batch: the step is pure noise */
+    for (int32_t off = 0; off < b; off += cap) {
+        int32_t mb = b - off < cap ? b - off : cap;
+        fl_gather(s->train, w->order + off, mb, w->xbuf, w->ybuf);
+        /* the first micro-batch writes the sum directly; only oversized Poisson batches accumulate */
+        float *dst = off == 0 ? w->grad : w->part;
+        double loss = dpfl_nn_clipped_grad_sum(s->model, w->local, w->ws, w->xbuf, w->ybuf, mb, &s->clip, rng, dst,
+                                               w->norms);
+        if (off > 0) dpfl_vec_axpy(w->grad, 1.0f, w->part, P);
+        res->loss_sum += loss * mb;
+        for (int32_t i = 0; i < mb; i++) res->clipped += w->norms[i] > s->clip.clip;
+    }
+}
+
+/* Local steps of one client with record-level DP-SGD: the mechanism of each step (sampler, sensitivity, noise
+ * std, denominator) is dpfl_mech_dpsgd, the same struct the ledger charges (ledger.c). */
+static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dpfl_rng *rng, client_result *res)
+{
+    const size_t P = s->model->nparam;
+    const int32_t n = dpfl_partition_size(s->part, k);
+    const int32_t *mine = s->part->index + s->part->offset[k];
+    const dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, n, s->cfg->batch, s->clip.clip, s->rdp_z);
+    for (int64_t t = 0; t < steps; t++) {
+        int32_t b = d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
+                              : dpfl_mech_fixed_batch(rng, mine, n, d.batch, w->order);
+        clipped_sum(s, w, b, rng, res);
+        /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
+         * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
+        if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)d.batch * d.clip);
+        if (s->rdp_secure) dpfl_mech_discrete_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / d.denom));
+        else /* noise and the division in one pass; idle threads of the chunk help (same bits for any count) */
+            dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / d.denom), threads_per_client(s));
+        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        res->examples += b;
+        res->steps++;
+    }
+}
+
+/* Local steps without record-level DP: shuffled passes over the client's data. */
+static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dpfl_rng *rng, client_result *res)
+{
+    const int32_t n = dpfl_partition_size(s->part, k);
+    const int32_t B = s->cfg->batch;
+    memcpy(w->order, s->part->index + s->part->offset[k], (size_t)n * sizeof(int32_t));
+    int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
+    for (int64_t t = 0; t < steps; t++) {
+        if (pos >= n) {
+            dpfl_rng_shuffle(rng, w->order, (size_t)n);
+            pos = 0;
+        }
+        int32_t b = n - pos < B ? n - pos : B;
+        fl_gather(s->train, w->order + pos, b, w->xbuf, w->ybuf);
+        pos += b;
+        double loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
+        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        res->loss_sum += loss * b;
+        res->examples += b;
+        res->steps++;
+    }
+}
+
+/* Local training of one client from the global model; writes Delta = local - global into out. */
+static void train_client_from(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
+{
+    const size_t P = s->model->nparam;
+    const int32_t n = dpfl_partition_size(s->part, k);
+    dpfl_rng rng;
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_LOCAL);
+    dpfl_vec_copy(w->local, s->global, P);
+    memset(res, 0, sizeof *res);
+    res->client = k;
+    if (n == 0) {
+        dpfl_vec_zero(out, P);
+        return;
+    }
+    const int64_t steps = fl_client_steps(s->cfg, n);
+    if (s->rdp) train_client_dp(s, w, k, steps, &rng, res);
+    else train_client_plain(s, w, k, steps, &rng, res);
+    dpfl_vec_sub(out, w->local, s->global, P);
+}
+
+/* The optimizer starts fresh (reset) or from the client's own state (keep: the worker borrows the client's block). */
+void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
+{
+    if (!s->keep) {
+        dpfl_optim_reset(&w->opt);
+        train_client_from(s, w, k, out, res);
+        return;
+    }
+    client_opt *c = &s->cstate[k];
+    float *own_m = w->opt.m, *own_v = w->opt.v;
+    const size_t P = s->model->nparam;
+    DPFL_ASSERT(c->state || s->state_vecs == 0 || fl_client_steps(s->cfg, dpfl_partition_size(s->part, k)) == 0);
+    if (c->state) {
+        w->opt.m = c->state;
+        w->opt.v = s->state_vecs == 2 ? c->state + P : NULL;
+    }
+    w->opt.t = c->t;
+    train_client_from(s, w, k, out, res);
+    c->t = w->opt.t;
+    w->opt.m = own_m;
+    w->opt.v = own_v;
+}

@@ -1,0 +1,111 @@
+/* One round: sample the clients (mech/), decide who drops out, train them through the transport in chunks of
+ * `slots` clients, and hand the updates to the server in client order -- the order of floating-point additions
+ * is fixed by the client list alone, not by the number of threads or which thread ran which client. */
+#include "sim_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
+{
+    dpfl_rng rng;
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)round, UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
+    s->round = round;
+    s->nsampled = dpfl_mech_sample_clients(&rng, s->sampling, s->part->clients, dpfl_round_client_rate(s->cfg, round),
+                                           dpfl_round_clients_per_round(s->cfg, round), s->sampled);
+    if (clients) *clients = s->sampled;
+    return s->nsampled;
+}
+
+dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+{
+    dpfl_sim_sample(s, round, NULL);
+    return dpfl_sim_train(s, round, m, err);
+}
+
+/* Who drops out is decided before anyone trains; with fl.client_state = keep a client's first participation
+ * gets a zero state, as a reset optimizer has. */
+static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_error *err)
+{
+    const size_t P = s->model->nparam;
+    for (int32_t i = 0; i < ms; i++) {
+        memset(&s->results[i], 0, sizeof s->results[i]);
+        s->results[i].client = s->sampled[i];
+        if (!s->cdp) continue;
+        dpfl_rng drng;
+        dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
+        s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->cdp_dropout);
+    }
+    if (s->keep && s->state_vecs > 0)
+        for (int32_t i = 0; i < ms; i++) {
+            client_opt *c = &s->cstate[s->sampled[i]];
+            if (c->state || s->results[i].dropped || dpfl_sim_client_steps(s, s->sampled[i]) == 0) continue;
+            if (!(c->state = dpfl_calloc((size_t)s->state_vecs * P, sizeof(float), err)))
+                return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d, "
+                                                   "%zu floats)", s->sampled[i], (size_t)s->state_vecs * P);
+        }
+    if (s->cdp && s->strategy == CLIP_MEDIAN && ms > s->nslots) {
+        /* median clipping needs every update of the round before it can clip any: one slot per client */
+        float **more = realloc(s->slots, (size_t)ms * sizeof *more);
+        if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
+        s->slots = more;
+        for (; s->nslots < ms; s->nslots++)
+            if (!(s->slots[s->nslots] = dpfl_alloc(P * sizeof(float), err))) return DPFL_ENOMEM;
+    }
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+{
+    const size_t P = s->model->nparam;
+    DPFL_ASSERT(s->round == round);
+    memset(m, 0, sizeof *m);
+    m->round = round;
+    m->test_accuracy = m->test_loss = m->client_acc_mean = m->client_acc_std = NAN;
+    m->clip_fraction = m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
+    m->between_client_variance = m->update_scale = NAN;
+    s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    const int32_t ms = s->nsampled;
+    dpfl_status st = prepare_clients(s, round, ms, err);
+    if (st) return st;
+    double total_weight = 0, loss_sum = 0;
+    int64_t clipped = 0;
+    for (int32_t i = 0; i < ms; i++)
+        total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
+    dpfl_vec_zero(s->acc, P);
+    if (s->cdp) dpfl_vec_zero(s->raw_sum, P);
+    server_round sr = {0, 0};
+    const double S = s->S;
+    for (int32_t start = 0; start < ms; start += s->nslots) {
+        s->transport->run_clients(s, start, ms - start < s->nslots ? ms - start : s->nslots);
+        for (int32_t j = 0; j < s->chunk_len; j++) {
+            client_result *r = &s->results[start + j];
+            loss_sum += r->loss_sum;
+            m->examples += r->examples;
+            clipped += r->clipped;
+            if (r->dropped) continue;
+            if (!s->cdp) {
+                double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
+                dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
+            } else if (s->strategy != CLIP_MEDIAN) {
+                fl_server_add(s, s->slots[j], r, S, m, &sr);
+            }
+        }
+    }
+    m->clients = ms;
+    m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
+    if (s->rdp) {
+        m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
+        m->noise_std = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z).noise_std *
+                       (s->rdp_secure ? 1.001 : 1.0);
+    }
+    if (s->cdp) {
+        double S_used = s->strategy == CLIP_MEDIAN ? fl_server_median_clip(s, ms, m, &sr) : S;
+        fl_server_release(s, round, S_used, m, &sr);
+    } else if (ms > 0) {
+        dpfl_vec_axpy(s->global, (float)s->cfg->eta, s->acc, P);
+    }
+    m->wall_seconds = dpfl_now() - s->t0;
+    return DPFL_OK;
+}

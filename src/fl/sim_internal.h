@@ -1,0 +1,117 @@
+/* The simulation's internals, shared by its files: sim.c (set-up and settings), client.c (local training),
+ * server.c (client-level aggregation), round.c (one round: sampling, dropouts, the clients through the transport,
+ * the server), transport_local.c (in-process worker threads), eval.c (evaluation).  Mechanisms come from mech/. */
+#ifndef DPFL_FL_SIM_INTERNAL_H
+#define DPFL_FL_SIM_INTERNAL_H
+#include "dpfl/fl.h"
+#include "dpfl/mech.h"
+
+#include <stdatomic.h>
+
+/* purposes of the derived ChaCha20 streams (dpfl_rng_derive(root, round, client-or-all, purpose)) */
+enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, PURPOSE_DROPOUT = 5, PURPOSE_SERVER_NOISE = 6 };
+
+typedef enum { CLIP_FIXED, CLIP_PER_STEP, CLIP_ADAPTIVE, CLIP_MEDIAN } clip_strategy;
+
+/* one worker thread's buffers */
+typedef struct {
+    dpfl_nn_ws *ws;
+    float *local, *grad, *xbuf;
+    int32_t *ybuf, *order;
+    float *part, *norms; /* DP-SGD: one micro-batch's clipped sum; per-example norms */
+    dpfl_optim opt;
+    int ws_threads;      /* threads of ws's own pool (more than 1 when fewer clients than threads train) */
+} worker;
+
+typedef struct {
+    float *state; /* state_vecs * P floats: momentum or Adam m, then Adam v; NULL until the client first trains */
+    int64_t t;    /* optimizer steps taken over all the client's rounds */
+} client_opt;
+
+/* what one client's local training reports to the server (besides its update) */
+typedef struct {
+    int32_t client;
+    double loss_sum; /* sum over batches of mean loss * batch size */
+    int64_t examples;
+    int64_t steps;
+    int64_t clipped; /* DP-SGD: examples whose gradient norm exceeded C */
+    double norm;     /* L2 norm of the raw update */
+    int dropped;     /* client-level DP simulation: sampled but never replied */
+} client_result;
+
+typedef struct eval_job eval_job;
+
+/* The transport between the server and the clients of a round: train clients sampled[start .. start + n) from
+ * the global model, update of the j-th into slots[j] and its report into results[start + j].  In-process worker
+ * threads today (transport_local.c); the order in which the server adds the updates never depends on it. */
+typedef struct {
+    void (*run_clients)(dpfl_sim *s, int32_t start, int32_t n);
+} fl_transport;
+extern const fl_transport fl_transport_local;
+
+struct dpfl_sim {
+    const dpfl_config *cfg;
+    const dpfl_model *model;
+    const dpfl_dataset *train, *test;
+    const dpfl_partition *part;
+    const fl_transport *transport;
+    dpfl_rng root;
+    float *global;
+    int32_t nthreads, nslots, max_client, eval_batch;
+    worker *workers;
+    float **slots;
+    client_result *results;
+    int32_t *sampled;
+    float *acc;
+    dpfl_optim_config optcfg;
+    double t0;
+    dpfl_client_sampling sampling;
+    int uniform_weights;
+    /* fl.client_state = keep */
+    int keep;
+    int state_vecs;     /* vectors of P floats per client: 0 (plain SGD), 1 (momentum) or 2 (Adam) */
+    client_opt *cstate; /* one per client */
+    /* record-level DP (DP-SGD) */
+    int rdp, rdp_poisson, rdp_e2e, rdp_secure;
+    double rdp_z;
+    dpfl_clip_spec clip;
+    int32_t nsampled;
+    /* client-level DP */
+    int cdp;
+    clip_strategy strategy;
+    size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
+    int32_t nlayers_clip;
+    double S;       /* current update clip */
+    double z_sum;   /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
+    double sigma_b; /* adaptive: noise std on the unclipped count */
+    float *raw_sum; /* V_c / U_s */
+    double *norms;  /* per sampled client */
+    /* per-round job shared with the threads */
+    int32_t round, chunk_start, chunk_len;
+    double lr;
+    atomic_int next;
+    eval_job *jobs;
+};
+
+/* client.c */
+int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
+void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
+void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
+/* server.c: the client-level release of round `round` from the updates in slots/results (chunks streamed by
+ * fl_server_add, or all at once for median clipping), then the server step. */
+typedef struct {
+    double sumsq; /* sum of squared raw update norms (V_c) */
+    int32_t nclipped;
+} server_round;
+void fl_server_add(dpfl_sim *s, float *u, const client_result *r, double S, dpfl_round_metrics *m, server_round *sr);
+double fl_server_median_clip(dpfl_sim *s, int32_t ms, dpfl_round_metrics *m, server_round *sr);
+void fl_server_release(dpfl_sim *s, int32_t round, double S_used, dpfl_round_metrics *m, const server_round *sr);
+/* The round's client-level mechanism (sampling design, clip, noise multiplier of the update sum). */
+dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round);
+/* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
+typedef struct {
+    dpfl_sim *s;
+    int32_t id;
+} thread_arg;
+void fl_run_parallel(dpfl_sim *s, void *(*fn)(void *), int32_t count);
+#endif

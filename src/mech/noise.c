@@ -1,0 +1,39 @@
+/* Noise for releases: floating-point Gaussian (ziggurat on ChaCha20, chunked so that the bits do not depend on
+ * the thread count) and, in secure mode, exact discrete Gaussian noise on a grid (Canonne, Kamath, Steinke 2020).
+ *
+ * Secure mode: the vector is rounded to the grid g = sens / (1000 sqrt(P)).  Rounding moves each coordinate by at
+ * most g/2, so neighbouring rounded vectors differ by at most sens/g + sqrt(P) = 1001 sqrt(P) grid units; the
+ * noise is z times that, i.e. z holds for a sensitivity 0.1% above the clip.  The discrete Gaussian's Renyi
+ * divergence at integer orders is bounded by the continuous one's (CKS; their tau term is below 1e-300 at these
+ * sigmas), so the accountant uses the sampled-Gaussian RDP at integer orders. */
+#include "dpfl/mech.h"
+
+#include <math.h>
+
+void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads)
+{
+    dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens : 0.0, scale, threads);
+}
+
+double dpfl_mech_discrete_sigma2(size_t P, double z)
+{
+    double sg = z * 1001.0 * sqrt((double)P);
+    return sg * sg;
+}
+
+int dpfl_mech_discrete_in_range(size_t P, double z)
+{
+    return ceil(dpfl_mech_discrete_sigma2(P, z)) <= 4.0e18;
+}
+
+void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale)
+{
+    DPFL_ASSERT(dpfl_mech_discrete_in_range(P, z));
+    const double g = sens / (1000.0 * sqrt((double)P));
+    const uint64_t s2 = (uint64_t)ceil(dpfl_mech_discrete_sigma2(P, z)); /* rounded up: never less noise */
+    for (size_t i = 0; i < P; i++) {
+        int64_t q = llround((double)v[i] / g);
+        if (s2 > 0) q += dpfl_rng_discrete_gaussian(r, s2);
+        v[i] = (float)(g * (double)q) * scale;
+    }
+}

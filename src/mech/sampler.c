@@ -1,0 +1,64 @@
+/* Batch and client samplers.  Every draw comes from the caller's ChaCha20 stream, so a seeded run is reproducible
+ * and an unseeded one unpredictable; what they sample is what the events of dpsgd.c and round.c charge. */
+#include "dpfl/mech.h"
+
+int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, double q, int32_t *out)
+{
+    int32_t b = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (dpfl_rng_bernoulli(r, q)) out[b++] = idx[i];
+    return b;
+}
+
+/* partial Fisher-Yates over a copy: the first B entries are a uniform B-subset (in random order) */
+static void partial_shuffle(dpfl_rng *r, int32_t *a, int32_t n, int32_t B)
+{
+    for (int32_t i = 0; i < B; i++) {
+        int32_t j = i + (int32_t)dpfl_rng_below(r, (uint64_t)(n - i));
+        int32_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+int32_t dpfl_mech_fixed_batch(dpfl_rng *r, const int32_t *idx, int32_t n, int32_t B, int32_t *out)
+{
+    DPFL_ASSERT(B >= 0 && B <= n);
+    for (int32_t i = 0; i < n; i++) out[i] = idx[i];
+    partial_shuffle(r, out, n, B);
+    return B;
+}
+
+static void sort_ascending(int32_t *a, int32_t m) /* insertion sort: m is a round's clients */
+{
+    for (int32_t i = 1; i < m; i++) {
+        int32_t v = a[i], j = i - 1;
+        while (j >= 0 && a[j] > v) {
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = v;
+    }
+}
+
+int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
+                                 int32_t *out)
+{
+    int32_t c = 0;
+    switch (kind) {
+    case DPFL_SAMPLE_ALL:
+        for (int32_t k = 0; k < K; k++) out[c++] = k;
+        return c;
+    case DPFL_SAMPLE_POISSON:
+        for (int32_t k = 0; k < K; k++)
+            if (dpfl_rng_bernoulli(r, rate)) out[c++] = k;
+        return c;
+    case DPFL_SAMPLE_FIXED:
+        DPFL_ASSERT(m >= 0 && m <= K);
+        for (int32_t k = 0; k < K; k++) out[k] = k;
+        partial_shuffle(r, out, K, m);
+        sort_ascending(out, m);
+        return m;
+    }
+    return 0;
+}
