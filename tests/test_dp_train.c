@@ -513,8 +513,9 @@ static void delta_is_checked_against_the_dataset_size(void **state)
 }
 
 /* With a fixed seed every noise draw can be recomputed: the printed guarantee says, on its own line, that it holds
- * only if the seed is secret (record and client level). */
-static void seeded_guarantee_line_names_the_caveat(void **state)
+ * only if the seed is secret (record and client level), and so does summary.json's privacy statement; a run
+ * without DP says "NOT differentially private" in both places. */
+static void guarantee_lines_name_the_seed_caveat_or_no_privacy(void **state)
 {
     (void)state;
     const char *b = getenv("BUILD");
@@ -542,6 +543,22 @@ static void seeded_guarantee_line_names_the_caveat(void **state)
         }
     assert_int_equal(pclose(p), 0);
     assert_int_equal(lines, 2);
+    char *sum = slurp("/tmp/dpfl_test_runS/summary.json");
+    assert_non_null(strstr(sum, "\"private\":\ttrue"));
+    assert_non_null(strstr(sum, "only if the seed is secret"));
+    free(sum);
+    /* without any DP: "private": false, the statement and the last terminal line say so */
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/dpfl_test_runS && %s/dpfl train %s --set record_dp.enabled=no "
+                              "--set client_dp.enabled=no --out /tmp/dpfl_test_runS 2>&1 | tail -1", b ? b : "build", cfgp);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(line, sizeof line, p));
+    pclose(p);
+    assert_non_null(strstr(line, "NOT differentially private"));
+    sum = slurp("/tmp/dpfl_test_runS/summary.json");
+    assert_non_null(strstr(sum, "\"private\":\tfalse"));
+    assert_non_null(strstr(sum, "\"privacy\":\t\"NOT differentially private"));
+    free(sum);
     unlink(cfgp);
 }
 
@@ -711,7 +728,7 @@ int main(void)
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
-        cmocka_unit_test(seeded_guarantee_line_names_the_caveat),
+        cmocka_unit_test(guarantee_lines_name_the_seed_caveat_or_no_privacy),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);
 }

@@ -47,6 +47,8 @@ dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, 
  * relative to the project root (or $DPFL_DATA). Fails naming the file and how to get it when absent. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
+/* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist). */
+dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err);
 
 /* Where Fashion-MNIST's gzipped IDX files are (Debian package dataset-fashion-mnist). */
 #define DPFL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

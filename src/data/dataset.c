@@ -149,3 +149,16 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     }
     return load_synthetic(seed, train, test, err);
 }
+
+/* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:
+ * that would itself be a release).  Only the image datasets have them. */
+dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err)
+{
+    double mean, sd;
+    if (!strcmp(name, "mnist")) mean = 0.1307, sd = 0.3081;
+    else if (!strcmp(name, "fashion-mnist")) mean = 0.2860, sd = 0.3530;
+    else return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard has published constants for mnist and "
+                                            "fashion-mnist only, not '%s'", name);
+    for (size_t i = 0; i < (size_t)d->n * (size_t)d->dim; i++) d->x[i] = (float)((d->x[i] - mean) / sd);
+    return DPFL_OK;
+}

@@ -4,10 +4,53 @@
 #define DPFL_FL_RUN_INTERNAL_H
 #include "dpfl/fl.h"
 
+#include <stdio.h>
+
 typedef struct {
     double record_z, client_z, wall, S;
     int64_t examples;
 } run_state;
+
+/* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
+ * report.c.  Owns everything it points to; fl_run_free releases it. */
+typedef struct {
+    const dpfl_config *cfg;
+    const dpfl_run_options *opt;
+    dpfl_rng root;
+    uint64_t seed;
+    dpfl_dataset train, test;
+    dpfl_partition part;
+    dpfl_model model;
+    dpfl_sim *sim;
+    float *global;
+    FILE *metrics, *diag;   /* metrics.jsonl (what the guarantee covers), diagnostics.jsonl (not private) */
+    char *ini, *ckpt_line;
+    char sha[65];           /* of config.ini */
+    dpfl_ledger ledger, trial;
+    dpfl_record_accounting ra;
+    dpfl_record_report report;
+    int64_t *steps;         /* the sampled clients' local steps of the round */
+    double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
+    double t_start, wall0, ceps;
+    int rdp_on, cdp_on, stopped_early, cprivate;
+    int64_t comm;
+    run_state rs;
+    dpfl_round_metrics last_eval;
+    char warnings[4][256];
+    int nwarn;
+} run_ctx;
+
+dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err);
+void fl_run_free(run_ctx *c);
+/* Round r: charge a copy of the ledger, stop (*stop = 1, nothing released) if that would pass a budget, else
+ * train, checkpoint and release the round. */
+dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err);
+/* report.c: the round's metrics line (malloc'd) and its diagnostics line; summary.json; the final lines. */
+dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, char **line, dpfl_error *err);
+dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_error *err);
+dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
+void fl_report_final_lines(const run_ctx *c);
+void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc);
 
 /* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,

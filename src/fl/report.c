@@ -1,0 +1,294 @@
+/* What a run reports: metrics.jsonl (what the guarantee covers), diagnostics.jsonl (not private), summary.json,
+ * the progress line and the final lines on the terminal. */
+#include "run_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+/* metrics.jsonl: what the guarantee covers -- the released model's accuracy on the held-out test set, and values
+ * computed from public settings or from privatized estimates (epsilon, noise std, adaptive clip). */
+static cJSON *round_json(const dpfl_round_metrics *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "round", m->round);
+    json_num(o, "test_accuracy", m->test_accuracy);
+    json_num(o, "test_loss", m->test_loss);
+    return o;
+}
+
+/* diagnostics.jsonl: computed from the clients' raw data, updates or batches and covered by NO epsilon (training
+ * loss, clip fractions, exact Poisson batch totals, V_c and U_s of the raw updates, participation counts, client
+ * test sets, timing).  For debugging a run, never for publication as if it were private. */
+static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, int64_t comm)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "round", m->round);
+    cJSON_AddBoolToObject(o, "private", 0);
+    cJSON_AddNumberToObject(o, "clients", m->clients);
+    cJSON_AddNumberToObject(o, "examples", (double)m->examples);
+    json_num(o, "train_loss", m->train_loss);
+    if (isfinite(m->client_acc_mean)) {
+        json_num(o, "client_accuracy_mean", m->client_acc_mean);
+        json_num(o, "client_accuracy_std", m->client_acc_std);
+    }
+    if (cdp) {
+        cJSON_AddNumberToObject(o, "replied", m->replied);
+        json_num(o, "update_clip_fraction", m->update_clip_fraction);
+        json_num(o, "between_client_variance", m->between_client_variance);
+        json_num(o, "update_scale", m->update_scale);
+        cJSON_AddNumberToObject(o, "communication", (double)comm);
+    }
+    if (rdp) json_num(o, "clip_fraction", m->clip_fraction);
+    json_num(o, "wall_seconds", m->wall_seconds);
+    return o;
+}
+
+/* The round's metrics line: the covered values, with the epsilons after this round. */
+dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, char **line, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    cJSON *o = round_json(m);
+    if (c->cdp_on) {
+        json_num(o, "update_clip", m->update_clip);
+        json_num(o, "update_noise_std", m->update_noise_std);
+        if (c->cprivate) json_num(o, "client_epsilon", c->ceps);
+        else cJSON_AddStringToObject(o, "client_epsilon", "not private");
+    }
+    if (c->rdp_on) {
+        json_num(o, "epsilon", c->report.epsilon);
+        json_num(o, "noise_std", m->noise_std);
+        if (!strcmp(cfg->rdp_e2e, "yes")) {
+            double ce, cn;
+            dpfl_status st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z,
+                                                   c->cdp_on ? c->rs.client_z : 0.0, &ce, &cn, err);
+            if (st) {
+                cJSON_Delete(o);
+                return st;
+            }
+            json_num(o, "client_epsilon", ce);
+        }
+        if (c->per_client)
+            cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(c->per_client, c->part.clients));
+    }
+    *line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return *line ? DPFL_OK : dpfl_fail(err, DPFL_ENOMEM, "out of memory (metrics)");
+}
+
+dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_error *err)
+{
+    cJSON *d = diagnostics_json(m, c->cdp_on, c->rdp_on, c->comm);
+    char *line = cJSON_PrintUnformatted(d);
+    cJSON_Delete(d);
+    int bad = !line || fprintf(c->diag, "%s\n", line) < 0 || fflush(c->diag) != 0;
+    free(line);
+    return bad ? dpfl_fail(err, DPFL_EIO, "cannot write (%s/diagnostics.jsonl)", c->opt->out_dir) : DPFL_OK;
+}
+
+void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
+{
+    double per = m->wall_seconds / m->round, eta = per * (rounds - m->round);
+    char a[32];
+    if (isfinite(acc)) snprintf(a, sizeof a, "%.4f", acc);
+    else snprintf(a, sizeof a, "n/a   "); /* no evaluation yet (eval_every) */
+    fprintf(stderr, "\rround %d/%d  test acc %s  ETA %dm%02ds   ", m->round, rounds, a, (int)(eta / 60),
+            (int)fmod(eta, 60));
+    fflush(stderr);
+}
+
+/* summary.json's record-level report (with the e2e client level implied by the same noise). */
+static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    dpfl_status st;
+    cJSON_AddStringToObject(sum, "unit", "record");
+    json_num(sum, "epsilon", c->report.epsilon);
+    cJSON_AddNumberToObject(sum, "delta", cfg->rdp_delta);
+    cJSON_AddStringToObject(sum, "accountant", cfg->rdp_accountant);
+    cJSON_AddStringToObject(sum, "sampler", cfg->rdp_sampler);
+    cJSON_AddStringToObject(sum, "adjacency", c->ra.poisson ? "add-remove" : "replace-one");
+    cJSON_AddNumberToObject(sum, "noise", c->rs.record_z);
+    cJSON_AddNumberToObject(sum, "clip", cfg->rdp_clip);
+    cJSON_AddStringToObject(sum, "noise_kind", !strcmp(cfg->rdp_secure, "yes")
+                                                   ? "discrete Gaussian, exact (secure mode; RDP at integer orders)"
+                                                   : "Gaussian, floating point (ziggurat on ChaCha20)");
+    if (cfg->rdp_noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
+    cJSON_AddNumberToObject(sum, "worst_client", c->report.worst_client);
+    cJSON_AddNumberToObject(sum, "worst_client_q", c->report.worst_q);
+    cJSON_AddNumberToObject(sum, "worst_client_steps", (double)c->report.worst_steps);
+    cJSON_AddNumberToObject(sum, "worst_client_n", (double)c->report.worst_n);
+    cJSON_AddNumberToObject(sum, "worst_client_batch", (double)c->report.worst_batch);
+    if (c->report.order > 0) cJSON_AddNumberToObject(sum, "order", c->report.order);
+    if (!strcmp(cfg->rdp_e2e, "yes")) {
+        double ce, cn;
+        if ((st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
+                                        &ce, &cn, err)))
+            return st;
+        json_num(sum, c->cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
+        cJSON_AddNumberToObject(sum, "client_delta", cfg->rdp_delta);
+        cJSON_AddNumberToObject(sum, "client_noise", cn);
+        cJSON_AddStringToObject(sum, "client_adjacency", !strcmp(cfg->sampling, "fixed")
+                                                             ? "replace-one, participation visible"
+                                                             : "zero-out, participation visible (replace-by-special)");
+    }
+    return DPFL_OK;
+}
+
+/* summary.json's client-level report. */
+static void summary_client(const run_ctx *c, cJSON *sum)
+{
+    const dpfl_config *cfg = c->cfg;
+    if (c->cprivate) {
+        json_num(sum, "client_epsilon", c->ceps);
+    } else {
+        cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
+    }
+    cJSON_AddNumberToObject(sum, "client_delta", cfg->cdp_delta);
+    cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
+    cJSON_AddStringToObject(sum, "client_sampler", cfg->sampling);
+    cJSON_AddStringToObject(sum, "client_adjacency_accounted",
+                            !strcmp(cfg->sampling, "fixed") ? "replace-one" : "add-remove");
+    cJSON_AddNumberToObject(sum, "client_rounds_charged", c->ledger.rounds);
+    cJSON_AddNumberToObject(sum, "client_noise", c->rs.client_z);
+    cJSON_AddStringToObject(sum, "client_accountant", cfg->cdp_accountant);
+    cJSON_AddStringToObject(sum, "clip_strategy", cfg->cdp_strategy);
+    if (!strcmp(cfg->cdp_strategy, "adaptive")) { /* the two noises whose combination was charged */
+        cJSON_AddNumberToObject(sum, "update_noise", dpfl_sim_update_noise(c->sim));
+        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(c->sim));
+    }
+    cJSON_AddNumberToObject(sum, "update_clip", c->rs.S);
+}
+
+/* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
+ * (and at least one), 0 otherwise ("NOT differentially private"). */
+static int privacy_statement(const run_ctx *c, char *buf, size_t len)
+{
+    const dpfl_config *cfg = c->cfg;
+    size_t n = 0;
+    buf[0] = 0;
+    if (!c->rdp_on && !c->cdp_on) {
+        snprintf(buf, len, "NOT differentially private: neither [record_dp] nor [client_dp] is enabled");
+        return 0;
+    }
+    if (c->cdp_on && !c->cprivate) {
+        snprintf(buf, len, "NOT differentially private at client level: median clipping has no sensitivity bound%s",
+                 c->rdp_on ? "; the record-level guarantee below still holds" : "");
+        return 0;
+    }
+    if (c->rdp_on)
+        n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst client; %s "
+                                                "adjacency, %s sampler, %s accountant)",
+                              c->report.epsilon, cfg->rdp_delta, c->ra.poisson ? "add-remove" : "replace-one",
+                              cfg->rdp_sampler, cfg->rdp_accountant);
+    if (c->cdp_on && n < len)
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
+                                                "accountant)",
+                              n ? "; " : "", c->ceps, cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant);
+    if (cfg->seed[0] && n < len)
+        snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
+    return 1;
+}
+
+/* The final evaluation (if the last round was not evaluated), model.bin and summary.json. */
+dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    dpfl_status st;
+    char path[1100];
+    if (!isfinite(c->last_eval.test_accuracy) || c->last_eval.round != c->ledger.rounds) { /* stopped or resumed */
+        dpfl_round_metrics m;
+        memset(&m, 0, sizeof m);
+        m.client_acc_mean = NAN;
+        dpfl_sim_evaluate(c->sim, &m);
+        m.round = c->ledger.rounds;
+        c->last_eval = m;
+    }
+    snprintf(path, sizeof path, "%s/model.bin", c->opt->out_dir);
+    if ((st = dpfl_model_save(&c->model, c->global, path, err))) return st;
+    cJSON *sum = cJSON_CreateObject();
+    json_num(sum, "test_accuracy", c->last_eval.test_accuracy);
+    json_num(sum, "test_loss", c->last_eval.test_loss);
+    cJSON_AddNumberToObject(sum, "rounds", c->ledger.rounds);
+    cJSON_AddNumberToObject(sum, "rounds_planned", cfg->rounds);
+    cJSON_AddBoolToObject(sum, "stopped_at_budget", c->stopped_early);
+    /* values no epsilon covers (raw data, exact batch totals, participation, client test sets, timing): kept apart */
+    cJSON *np = cJSON_AddObjectToObject(sum, "not_private");
+    cJSON_AddStringToObject(np, "note", "diagnostics computed from raw data: covered by no epsilon; do not publish");
+    cJSON_AddNumberToObject(np, "examples", (double)c->rs.examples);
+    if (c->cdp_on) cJSON_AddNumberToObject(np, "communication", (double)c->comm);
+    if (isfinite(c->last_eval.client_acc_mean)) {
+        json_num(np, "client_accuracy_mean", c->last_eval.client_acc_mean);
+        json_num(np, "client_accuracy_std", c->last_eval.client_acc_std);
+    }
+    cJSON_AddNumberToObject(np, "wall_seconds", c->wall0 + (dpfl_now() - c->t_start));
+    if (c->rdp_on && (st = summary_record(c, sum, err))) {
+        cJSON_Delete(sum);
+        return st;
+    }
+    if (c->cdp_on) summary_client(c, sum);
+    char words[1024];
+    cJSON_AddBoolToObject(sum, "private", privacy_statement(c, words, sizeof words));
+    cJSON_AddStringToObject(sum, "privacy", words);
+    if (c->nwarn) {
+        cJSON *w = cJSON_AddArrayToObject(sum, "warnings");
+        for (int i = 0; i < c->nwarn; i++) cJSON_AddItemToArray(w, cJSON_CreateString(c->warnings[i]));
+    }
+    cJSON_AddStringToObject(sum, "config_sha256", c->sha);
+    if (cfg->seed[0]) {
+        cJSON_AddNumberToObject(sum, "seed", (double)c->seed);
+        cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
+                                                   "epsilon above holds only if the seed is secret");
+    } else {
+        cJSON_AddNullToObject(sum, "seed");
+        cJSON_AddStringToObject(sum, "randomness", "OS entropy (ChaCha20)");
+    }
+    cJSON_AddStringToObject(sum, "dataset", cfg->dataset);
+    cJSON_AddStringToObject(sum, "model", c->model.spec);
+    cJSON_AddNumberToObject(sum, "parameters", (double)c->model.nparam);
+    cJSON_AddNumberToObject(sum, "clients", c->part.clients);
+    cJSON_AddStringToObject(sum, "dpfl_version", DPFL_VERSION);
+    char *text = cJSON_Print(sum);
+    cJSON_Delete(sum);
+    snprintf(path, sizeof path, "%s/summary.json", c->opt->out_dir);
+    if (!text) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
+    size_t tl = strlen(text);
+    char *withnl = realloc(text, tl + 2);
+    if (withnl) {
+        text = withnl;
+        text[tl] = '\n';
+        text[tl + 1] = '\0';
+    }
+    st = dpfl_file_write_text(path, text, strlen(text), err);
+    free(text);
+    return st;
+}
+
+void fl_report_final_lines(const run_ctx *c)
+{
+    const dpfl_config *cfg = c->cfg;
+    fprintf(stderr, "dpfl: %d rounds%s, test accuracy %.4f, %.1f s; run written to %s\n", c->ledger.rounds,
+            c->stopped_early ? " (stopped before exceeding the privacy budget)" : "", c->last_eval.test_accuracy,
+            c->wall0 + (dpfl_now() - c->t_start), c->opt->out_dir);
+    /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
+    const char *seedcaveat = cfg->seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
+                                            "not for deployment)"
+                                          : "";
+    if (c->rdp_on)
+        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
+                c->report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler, seedcaveat);
+    if (c->cdp_on && c->cprivate)
+        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", c->ceps,
+                cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant, seedcaveat);
+    if (c->cdp_on && !c->cprivate)
+        fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
+    if (!c->rdp_on && !c->cdp_on)
+        fprintf(stderr, "dpfl: NOT differentially private (neither [record_dp] nor [client_dp] is enabled)\n");
+}

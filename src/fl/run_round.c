@@ -1,0 +1,78 @@
+/* One round of a run: the budget check on a copy of the ledger (a round that would pass a budget is never
+ * trained, let alone released), training, then the release in order -- checkpoint (model + ledger + the round's
+ * metrics line) first, then metrics.jsonl and diagnostics.jsonl. */
+#include "run_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Charge round r to c->trial; *stop = 1 if that passes a budget. */
+static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, double *next_ceps, int *stop,
+                          dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    const int32_t *sampled;
+    int32_t ms = dpfl_sim_sample(c->sim, r, &sampled);
+    for (int32_t i = 0; i < ms; i++) c->steps[i] = dpfl_sim_client_steps(c->sim, sampled[i]);
+    const double zt = dpfl_round_client_noise(cfg, r, c->rs.client_z);
+    dpfl_status st;
+    if (c->cdp_on && (st = dpfl_sim_set_client_noise(c->sim, r, zt, err))) return st;
+    /* charged: the multiplier recomputed from the noises the round will draw (update sum and quantile count) */
+    dpfl_event cev = fl_client_round_event(cfg, c->part.clients, c->cdp_on ? dpfl_sim_client_release_noise(c->sim) : zt, r);
+    if ((st = dpfl_ledger_copy(&c->trial, &c->ledger, err))) return st;
+    dpfl_ledger_charge(&c->trial, sampled, ms, c->steps);
+    if (c->cdp_on && (st = dpfl_ledger_charge_client(&c->trial, &cev, err))) return st;
+    *stop = 0;
+    if (c->rdp_on) {
+        if ((st = dpfl_ledger_record_epsilon(&c->trial, &c->part, &c->ra, next, c->per_client, err))) return st;
+        if (cfg->rdp_target_epsilon > 0 && next->epsilon > cfg->rdp_target_epsilon) *stop = 1;
+    }
+    if (c->cdp_on && !*stop) {
+        if ((st = fl_client_epsilon(cfg, &c->trial, next_ceps, &c->cprivate, err))) return st;
+        if (c->cprivate && cfg->cdp_target_epsilon > 0 && *next_ceps > cfg->cdp_target_epsilon) *stop = 1;
+    }
+    return DPFL_OK;
+}
+
+dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    dpfl_record_report next = c->report;
+    double next_ceps = c->ceps;
+    dpfl_status st = charge(c, r, &next, &next_ceps, stop, err);
+    if (st || *stop) {
+        c->stopped_early = *stop;
+        return st;
+    }
+    dpfl_round_metrics m;
+    if ((st = dpfl_sim_train(c->sim, r, &m, err))) return st;
+    if ((st = dpfl_ledger_copy(&c->ledger, &c->trial, err))) return st;
+    c->report = next;
+    c->ceps = next_ceps;
+    c->rs.examples += m.examples;
+    c->rs.S = c->cdp_on ? dpfl_sim_update_clip(c->sim) : c->rs.S;
+    c->comm += m.clients;
+    if (r % cfg->eval_every == 0 || r == cfg->rounds) {
+        dpfl_sim_evaluate(c->sim, &m);
+        c->last_eval = m;
+    }
+    m.wall_seconds += c->wall0;
+    c->rs.wall = m.wall_seconds;
+    char *line;
+    if ((st = fl_report_round_line(c, &m, &line, err))) return st;
+    /* persist the ledger with the model it paid for (and this line), then release */
+    if ((st = fl_checkpoint_save(c->opt->out_dir, c->global, c->model.nparam, &c->ledger, &c->rs, c->sim, line, err))) {
+        free(line);
+        return st;
+    }
+    if (fprintf(c->metrics, "%s\n", line) < 0 || fflush(c->metrics) != 0) {
+        free(line);
+        return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->opt->out_dir);
+    }
+    free(line);
+    if ((st = fl_report_diagnostics(c, &m, err))) return st;
+    if (!c->opt->quiet && isatty(2)) fl_report_progress(&m, cfg->rounds, c->last_eval.test_accuracy);
+    return DPFL_OK;
+}
