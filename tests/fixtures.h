@@ -4,6 +4,9 @@
 #define DPFL_TEST_FIXTURES_H
 #include "testutil.h"
 #include "dpfl/data.h"
+#include "dpfl/fl.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,5 +38,16 @@ static inline dpfl_partition fixture_contiguous(const int32_t *sizes, int32_t K)
     p.index = malloc((size_t)p.offset[K] * sizeof(int32_t));
     for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
     return p;
+}
+/* Set a config key by name (section.key) and value, as an INI file or --set would. */
+static inline void fixture_set(dpfl_config *c, const char *key, const char *value)
+{
+    char a[256];
+    dpfl_error err;
+    snprintf(a, sizeof a, "%s=%s", key, value);
+    if (dpfl_config_set(c, a, &err) != DPFL_OK) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
 }
 #endif

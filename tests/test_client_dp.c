@@ -28,13 +28,13 @@ static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int
     assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     f->part = fixture_contiguous(sizes, K);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.dataset, "synthetic");
-    f->cfg.clients = K;
-    f->cfg.threads = 2;
-    f->cfg.local_steps = 2;
-    f->cfg.batch = 1000;
-    strcpy(f->cfg.cdp_enabled, "yes");
-    f->cfg.cdp_noise = 0.0;
+    strcpy(f->cfg.data.dataset, "synthetic");
+    f->cfg.data.clients = K;
+    f->cfg.run.threads = 2;
+    f->cfg.fl.local_steps = 2;
+    f->cfg.fl.batch = 1000;
+    f->cfg.client_dp.enabled = 1;
+    f->cfg.client_dp.noise = 0.0;
 }
 
 static void fixture_free(fixture *f)
@@ -88,10 +88,10 @@ static void every_update_is_clipped_before_summation(void **state)
     int32_t one[1] = {40};
     fixture f;
     fixture_make(&f, "mlp:10-16-8-3", one, 1);
-    f.cfg.lr = 100.0;
-    strcpy(f.cfg.sampling, "all");
-    f.cfg.cdp_clip = 0.5;
-    f.cfg.cdp_noise = 0.0; /* noise off */
+    f.cfg.fl.lr = 100.0;
+    f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+    f.cfg.client_dp.clip = 0.5;
+    f.cfg.client_dp.noise = 0.0; /* noise off */
     size_t P = f.model.nparam;
     double *d = malloc(P * sizeof *d);
     dpfl_round_metrics m;
@@ -101,7 +101,7 @@ static void every_update_is_clipped_before_summation(void **state)
     assert_true(norm(d, P) <= 0.5 * (1 + 1e-6));
     assert_true(norm(d, P) >= 0.5 * (1 - 1e-5)); /* the raw update was far larger: clipped to exactly S */
     /* per-layer clipping */
-    strcpy(f.cfg.cdp_per_layer, "yes");
+    f.cfg.client_dp.per_layer = 1;
     one_round(&f, 3, d, &m);
     for (int32_t l = 0; l < f.model.nlayers; l++) {
         const dpfl_layer *L = &f.model.layers[l];
@@ -120,12 +120,12 @@ static void every_update_is_clipped_before_summation(void **state)
     /* 12 clients, Poisson sampling: the sum of clipped updates divided by p K, times eta */
     int32_t sizes[12] = {20, 30, 25, 40, 35, 20, 30, 45, 25, 30, 20, 40};
     fixture_make(&f, "mlp:10-16-8-3", sizes, 12);
-    f.cfg.lr = 100.0;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.5;
-    f.cfg.eta = 0.7;
-    f.cfg.cdp_clip = 0.25;
-    f.cfg.cdp_noise = 0.0;
+    f.cfg.fl.lr = 100.0;
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.5;
+    f.cfg.fl.eta = 0.7;
+    f.cfg.client_dp.clip = 0.25;
+    f.cfg.client_dp.noise = 0.0;
     P = f.model.nparam;
     d = malloc(P * sizeof *d);
     for (uint64_t seed = 1; seed <= 4; seed++) {
@@ -151,18 +151,18 @@ static void per_step_clipping_bounds_updates_without_the_server(void **state)
     int32_t sizes[6] = {20, 30, 25, 40, 35, 20};
     fixture f;
     fixture_make(&f, "mlp:10-16-8-3", sizes, 6);
-    f.cfg.lr = 5.0;
-    f.cfg.local_steps = 6;
-    f.cfg.batch = 8;
-    strcpy(f.cfg.sampling, "all");
-    f.cfg.cdp_clip = 0.3;
-    f.cfg.cdp_noise = 0.0;
+    f.cfg.fl.lr = 5.0;
+    f.cfg.fl.local_steps = 6;
+    f.cfg.fl.batch = 8;
+    f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+    f.cfg.client_dp.clip = 0.3;
+    f.cfg.client_dp.noise = 0.0;
     size_t P = f.model.nparam;
     double *d = malloc(P * sizeof *d);
     dpfl_round_metrics m;
     one_round(&f, 5, d, &m);
     assert_true(m.update_clip_fraction > 0.5); /* fixed: raw updates exceed S */
-    strcpy(f.cfg.cdp_strategy, "per-step");
+    f.cfg.client_dp.clip_strategy = DPFL_CLIP_PER_STEP;
     for (uint64_t seed = 5; seed <= 7; seed++) {
         one_round(&f, seed, d, &m);
         assert_int_equal(m.replied, 6);
@@ -177,13 +177,13 @@ static void per_step_clipping_bounds_updates_without_the_server(void **state)
     /* a single client: its released update is its raw update, within S */
     int32_t one[1] = {60};
     fixture_make(&f, "mlp:10-16-8-3", one, 1);
-    f.cfg.lr = 5.0;
-    f.cfg.local_steps = 6;
-    f.cfg.batch = 8;
-    strcpy(f.cfg.sampling, "all");
-    strcpy(f.cfg.cdp_strategy, "per-step");
-    f.cfg.cdp_clip = 0.3;
-    f.cfg.cdp_noise = 0.0;
+    f.cfg.fl.lr = 5.0;
+    f.cfg.fl.local_steps = 6;
+    f.cfg.fl.batch = 8;
+    f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+    f.cfg.client_dp.clip_strategy = DPFL_CLIP_PER_STEP;
+    f.cfg.client_dp.clip = 0.3;
+    f.cfg.client_dp.noise = 0.0;
     d = malloc(f.model.nparam * sizeof *d);
     one_round(&f, 9, d, &m);
     assert_true(m.update_clip_fraction == 0.0);
@@ -224,15 +224,15 @@ static void noise_std_is_z_S_over_the_fixed_denominator(void **state)
         for (int s = 0; s < 3; s++) {
             fixture f;
             fixture_make(&f, "mlp:10-200-150-3", sizes, 20); /* 32,803 parameters: std to about 0.4% */
-            f.cfg.lr = 0.0;
-            f.cfg.local_steps = 1;
-            f.cfg.eta = 0.5;
-            strcpy(f.cfg.sampling, sampling[s]);
-            f.cfg.clients_per_round = 5;
-            f.cfg.client_rate = 0.4;
-            f.cfg.cdp_clip = 2.0;
-            f.cfg.cdp_noise = 3.0;
-            f.cfg.cdp_dropout = dropout ? 0.5 : 0.0;
+            f.cfg.fl.lr = 0.0;
+            f.cfg.fl.local_steps = 1;
+            f.cfg.fl.eta = 0.5;
+            fixture_set(&f.cfg, "fl.sampling", sampling[s]);
+            f.cfg.fl.clients_per_round = 5;
+            f.cfg.fl.client_rate = 0.4;
+            f.cfg.client_dp.clip = 2.0;
+            f.cfg.client_dp.noise = 3.0;
+            f.cfg.client_dp.dropout = dropout ? 0.5 : 0.0;
             int32_t lost = 0, sampled = 0;
             for (uint64_t seed = 1; seed <= 3; seed++) {
                 dpfl_round_metrics m;
@@ -267,16 +267,16 @@ static void adaptive_clipping_converges_to_the_target_quantile(void **state)
     for (int gi = 0; gi < 2; gi++) {
         fixture f;
         fixture_make(&f, "mlp:10-8-3", sizes, 40);
-        f.cfg.lr = 0.5;
-        f.cfg.local_steps = 3;
-        f.cfg.eta = 0.0;
-        strcpy(f.cfg.sampling, "all");
-        strcpy(f.cfg.cdp_strategy, "adaptive");
-        f.cfg.cdp_clip = 30.0;
-        f.cfg.cdp_noise = 0.05;
-        f.cfg.cdp_quantile_noise = 0.5; /* std of the noisy count of unclipped updates (of 40) */
-        f.cfg.cdp_target_quantile = gammas[gi];
-        f.cfg.cdp_clip_lr = 0.2;
+        f.cfg.fl.lr = 0.5;
+        f.cfg.fl.local_steps = 3;
+        f.cfg.fl.eta = 0.0;
+        f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+        f.cfg.client_dp.clip_strategy = DPFL_CLIP_ADAPTIVE;
+        f.cfg.client_dp.clip = 30.0;
+        f.cfg.client_dp.noise = 0.05;
+        f.cfg.client_dp.quantile_noise = 0.5; /* std of the noisy count of unclipped updates (of 40) */
+        f.cfg.client_dp.target_quantile = gammas[gi];
+        f.cfg.client_dp.clip_lr = 0.2;
         float *g = malloc(f.model.nparam * sizeof *g);
         dpfl_sim *sim = sim_make(&f, g, 11);
         dpfl_error err;
@@ -300,8 +300,8 @@ static void adaptive_clipping_converges_to_the_target_quantile(void **state)
         /* the share unclipped at the geometric mean of the late S, with a fixed clip */
         double S = exp(logS / n);
         dpfl_sim_free(sim);
-        strcpy(f.cfg.cdp_strategy, "fixed");
-        f.cfg.cdp_clip = S;
+        f.cfg.client_dp.clip_strategy = DPFL_CLIP_FIXED;
+        f.cfg.client_dp.clip = S;
         sim = sim_make(&f, g, 11);
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
@@ -330,16 +330,16 @@ static void adaptive_quantile_count_has_the_accounted_sensitivity(void **state)
     for (int k = 0; k < 40; k++) sizes[k] = 5;
     fixture f;
     fixture_make(&f, "mlp:10-8-3", sizes, 40);
-    f.cfg.lr = 0.0; /* every update is zero, hence unclipped: b_i = 1 */
-    f.cfg.local_steps = 1;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.5;
-    strcpy(f.cfg.cdp_strategy, "adaptive");
-    f.cfg.cdp_clip = 1.0;
-    f.cfg.cdp_noise = 1e-4;
-    f.cfg.cdp_quantile_noise = 1e-4;
-    f.cfg.cdp_target_quantile = 0.5;
-    f.cfg.cdp_clip_lr = 0.2;
+    f.cfg.fl.lr = 0.0; /* every update is zero, hence unclipped: b_i = 1 */
+    f.cfg.fl.local_steps = 1;
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.5;
+    f.cfg.client_dp.clip_strategy = DPFL_CLIP_ADAPTIVE;
+    f.cfg.client_dp.clip = 1.0;
+    f.cfg.client_dp.noise = 1e-4;
+    f.cfg.client_dp.quantile_noise = 1e-4;
+    f.cfg.client_dp.target_quantile = 0.5;
+    f.cfg.client_dp.clip_lr = 0.2;
     float *g = malloc(f.model.nparam * sizeof *g);
     dpfl_sim *sim = sim_make(&f, g, 4);
     dpfl_error err;

@@ -22,8 +22,8 @@ static void fixture_make(fixture *f, int32_t n)
     fixture_split_synthetic(n, 100, 10, 3, 21, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:10-8-3", 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.dataset, "synthetic");
-    f->cfg.threads = 2;
+    strcpy(f->cfg.data.dataset, "synthetic");
+    f->cfg.run.threads = 2;
 }
 
 static void fixture_free(fixture *f)
@@ -63,17 +63,17 @@ static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
         fixture_make(&f, 120);
         int32_t sizes[3] = {30, 40, 50};
         dpfl_partition part = fixture_contiguous(sizes, 3);
-        f.cfg.clients = 3;
-        f.cfg.local_steps = 3;
-        f.cfg.batch = 1000; /* B >= n_k: every record in every step */
-        f.cfg.lr = 0.2;
+        f.cfg.data.clients = 3;
+        f.cfg.fl.local_steps = 3;
+        f.cfg.fl.batch = 1000; /* B >= n_k: every record in every step */
+        f.cfg.fl.lr = 0.2;
         size_t P = f.model.nparam;
         float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
         train_rounds(&f, &part, 2, a, NULL);
-        strcpy(f.cfg.rdp_enabled, "yes");
-        strcpy(f.cfg.rdp_sampler, samplers[s]);
-        f.cfg.rdp_clip = INFINITY;
-        f.cfg.rdp_noise = 0.0;
+        f.cfg.record_dp.enabled = 1;
+        fixture_set(&f.cfg, "record_dp.sampler", samplers[s]);
+        f.cfg.record_dp.clip = INFINITY;
+        f.cfg.record_dp.noise = 0.0;
         train_rounds(&f, &part, 2, b, NULL);
         double maxd = 0;
         for (size_t i = 0; i < P; i++) { /* a NaN parameter must fail this (fmax would skip it) */
@@ -82,8 +82,8 @@ static void dpsgd_without_noise_or_clipping_is_nonprivate_training(void **state)
         }
         assert_true(maxd < 1e-4);
         /* with noise the result must differ */
-        f.cfg.rdp_noise = 1.0;
-        f.cfg.rdp_clip = 1.0;
+        f.cfg.record_dp.noise = 1.0;
+        f.cfg.record_dp.clip = 1.0;
         train_rounds(&f, &part, 2, b, NULL);
         maxd = 0;
         for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
@@ -110,24 +110,24 @@ static void dp_runs_are_identical_for_any_thread_count(void **state)
         assert_true(f.model.nparam > DPFL_NOISE_CHUNK);
         int32_t sizes[4] = {60, 50, 70, 60};
         dpfl_partition part = fixture_contiguous(sizes, 4);
-        f.cfg.clients = 4;
-        strcpy(f.cfg.sampling, one ? "fixed" : "poisson");
-        f.cfg.clients_per_round = 1;
-        f.cfg.client_rate = 0.7;
-        f.cfg.local_steps = 2;
-        f.cfg.batch = 16;
-        strcpy(f.cfg.rdp_enabled, "yes");
-        f.cfg.rdp_clip = 1.0;
-        f.cfg.rdp_noise = 0.8;
-        strcpy(f.cfg.cdp_enabled, "yes");
-        f.cfg.cdp_clip = 0.5;
-        f.cfg.cdp_noise = 0.7;
+        f.cfg.data.clients = 4;
+        fixture_set(&f.cfg, "fl.sampling", one ? "fixed" : "poisson");
+        f.cfg.fl.clients_per_round = 1;
+        f.cfg.fl.client_rate = 0.7;
+        f.cfg.fl.local_steps = 2;
+        f.cfg.fl.batch = 16;
+        f.cfg.record_dp.enabled = 1;
+        f.cfg.record_dp.clip = 1.0;
+        f.cfg.record_dp.noise = 0.8;
+        f.cfg.client_dp.enabled = 1;
+        f.cfg.client_dp.clip = 0.5;
+        f.cfg.client_dp.noise = 0.7;
         const size_t P = f.model.nparam;
         float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
-        f.cfg.threads = 1;
+        f.cfg.run.threads = 1;
         train_rounds(&f, &part, 3, a, NULL);
         for (int t = 2; t <= 3; t++) {
-            f.cfg.threads = t;
+            f.cfg.run.threads = t;
             train_rounds(&f, &part, 3, b, NULL);
             assert_memory_equal(a, b, P * sizeof *a);
         }
@@ -147,24 +147,24 @@ static void secure_mode_discrete_noise(void **state)
     fixture_make(&f, 120);
     int32_t sizes[3] = {30, 40, 50};
     dpfl_partition part = fixture_contiguous(sizes, 3);
-    f.cfg.clients = 3;
-    f.cfg.local_steps = 3;
-    f.cfg.batch = 1000;
-    f.cfg.lr = 0.2;
-    strcpy(f.cfg.rdp_enabled, "yes");
-    strcpy(f.cfg.rdp_sampler, "fixed");
-    f.cfg.rdp_clip = 10.0;
-    f.cfg.rdp_noise = 0.0;
+    f.cfg.data.clients = 3;
+    f.cfg.fl.local_steps = 3;
+    f.cfg.fl.batch = 1000;
+    f.cfg.fl.lr = 0.2;
+    f.cfg.record_dp.enabled = 1;
+    f.cfg.record_dp.sampler = DPFL_BATCH_FIXED;
+    f.cfg.record_dp.clip = 10.0;
+    f.cfg.record_dp.noise = 0.0;
     size_t P = f.model.nparam;
     float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
     train_rounds(&f, &part, 2, a, NULL);
-    strcpy(f.cfg.rdp_secure, "yes");
+    f.cfg.record_dp.secure_mode = 1;
     train_rounds(&f, &part, 2, b, NULL);
     double maxd = 0, g = 2.0 * 10.0 / (1000.0 * sqrt((double)P));
     for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
     assert_true(maxd > 0.0);                  /* the grid is really used */
     assert_true(maxd < 2 * 3 * 0.2 * g * 2);  /* at most half a grid step per step, times lr, steps, rounds */
-    f.cfg.rdp_noise = 1.0;
+    f.cfg.record_dp.noise = 1.0;
     train_rounds(&f, &part, 2, b, NULL);
     maxd = 0;
     for (size_t i = 0; i < P; i++) maxd = fmax(maxd, fabs((double)a[i] - b[i]));
@@ -198,12 +198,12 @@ static void ledger_charges_the_right_q_and_steps(void **state)
     fixture_make(&f, 300);
     int32_t sizes[3] = {50, 100, 150};
     dpfl_partition part = fixture_contiguous(sizes, 3);
-    f.cfg.clients = 3;
-    f.cfg.local_epochs = 1;
-    f.cfg.batch = 10;
-    strcpy(f.cfg.rdp_enabled, "yes");
-    f.cfg.rdp_noise = 1.1;
-    f.cfg.rdp_clip = 1.0;
+    f.cfg.data.clients = 3;
+    f.cfg.fl.local_epochs = 1;
+    f.cfg.fl.batch = 10;
+    f.cfg.record_dp.enabled = 1;
+    f.cfg.record_dp.noise = 1.1;
+    f.cfg.record_dp.clip = 1.0;
     size_t P = f.model.nparam;
     float *w = malloc(P * sizeof *w);
     dpfl_ledger l;
@@ -249,9 +249,9 @@ static void calibration_covers_every_client(void **state)
     dpfl_partition part = fixture_contiguous(sizes, 3);
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
-    cfg.local_epochs = 1;
-    cfg.batch = 10;
-    strcpy(cfg.rdp_enabled, "yes");
+    cfg.fl.local_epochs = 1;
+    cfg.fl.batch = 10;
+    cfg.record_dp.enabled = 1;
     dpfl_error err;
     double z;
     assert_int_equal(dpfl_record_calibrate(&part, &cfg, 20, 3.0, &z, &err), DPFL_OK);
@@ -652,16 +652,16 @@ static void keep_state_survives_resume(void **state)
 
     dpfl_run_options straight = {B, 1, 0};
     assert_int_equal(dpfl_run(&keep, &straight, &err), DPFL_OK);
-    keep.rounds = 3;
+    keep.fl.rounds = 3;
     dpfl_run_options first = {A, 1, 0};
     assert_int_equal(dpfl_run(&keep, &first, &err), DPFL_OK);
     /* the other mode cannot pick up this checkpoint */
-    reset.rounds = 8;
+    reset.fl.rounds = 8;
     dpfl_run_options resume = {A, 1, 1};
     assert_int_equal(dpfl_run(&reset, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "fl.client_state"));
-    keep.rounds = 8;
-    keep.threads = 1;
+    keep.fl.rounds = 8;
+    keep.run.threads = 1;
     assert_int_equal(dpfl_run(&keep, &resume, &err), DPFL_OK);
     models_equal(A, B, 1);
     /* all of the checkpoints but the wall time and the metrics line (layout: see the test above) agree, client
@@ -686,7 +686,7 @@ static void keep_state_survives_resume(void **state)
     models_equal(B, C, 0);
 
     /* version 1 (no client-state section): 3 reset rounds, rewritten as version 1, resume to 8 */
-    reset.rounds = 3;
+    reset.fl.rounds = 3;
     dpfl_run_options r3 = {D, 1, 0};
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
@@ -702,7 +702,7 @@ static void keep_state_survives_resume(void **state)
     assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 1, payload, len - 16, &err),
                      DPFL_OK);
     free(payload);
-    keep.rounds = reset.rounds = 8;
+    keep.fl.rounds = reset.fl.rounds = 8;
     dpfl_run_options resumeD = {D, 1, 1};
     assert_int_equal(dpfl_run(&keep, &resumeD, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "version 1"));

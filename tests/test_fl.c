@@ -24,11 +24,11 @@ static void config_loads_and_overrides(void **state)
     dpfl_config_defaults(&c);
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_OK);
-    assert_string_equal(c.dataset, "synthetic");
-    assert_int_equal(c.clients, 7);
-    assert_close(c.client_rate, 0.5, 0);
+    assert_string_equal(c.data.dataset, "synthetic");
+    assert_int_equal(c.data.clients, 7);
+    assert_close(c.fl.client_rate, 0.5, 0);
     assert_int_equal(dpfl_config_set(&c, "fl.rounds=11", &err), DPFL_OK);
-    assert_int_equal(c.rounds, 11);
+    assert_int_equal(c.fl.rounds, 11);
     assert_int_equal(dpfl_config_validate(&c, &err), DPFL_OK);
     /* the resolved INI reloads to the same config */
     char *ini = dpfl_config_to_ini(&c);
@@ -38,6 +38,58 @@ static void config_loads_and_overrides(void **state)
     dpfl_config_defaults(&d);
     assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
     assert_memory_equal(&c, &d, sizeof c);
+    unlink(path);
+}
+
+/* Choices are parsed once into enums: every value of every choice key maps to its enum, names itself back
+ * (dpfl_config_choice, config.ini) and reloads to the same struct. */
+static void config_choices_are_typed_and_round_trip(void **state)
+{
+    (void)state;
+    struct { const char *key, *value; int want; } cases[] = {
+        {"fl.sampling", "poisson", DPFL_SAMPLE_POISSON}, {"fl.sampling", "fixed", DPFL_SAMPLE_FIXED},
+        {"fl.sampling", "all", DPFL_SAMPLE_ALL},
+        {"data.partition", "shards", DPFL_PART_SHARDS}, {"data.partition", "classes", DPFL_PART_CLASSES},
+        {"fl.optimizer", "adamw", DPFL_OPT_ADAMW}, {"fl.schedule", "exp", DPFL_SCHED_EXP},
+        {"fl.weighting", "uniform", DPFL_WEIGHT_UNIFORM}, {"fl.client_state", "keep", DPFL_STATE_KEEP},
+        {"record_dp.sampler", "fixed", DPFL_BATCH_FIXED}, {"record_dp.accountant", "pld", DPFL_ACC_PLD},
+        {"record_dp.adjacency", "replace-one", DPFL_RADJ_REPLACE_ONE},
+        {"client_dp.clip_strategy", "per-step", DPFL_CLIP_PER_STEP},
+        {"client_dp.clip_strategy", "median", DPFL_CLIP_MEDIAN}, {"client_dp.accountant", "pld", DPFL_ACC_PLD},
+        {"record_dp.enabled", "yes", 1}, {"client_dp.per_layer", "yes", 1}, {"run.allow_large_delta", "no", 0},
+    };
+    const char *path = "/tmp/dpfl_test_cfg_choices.ini";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dpfl_config c, d;
+        dpfl_config_defaults(&c);
+        fixture_set(&c, cases[i].key, cases[i].value);
+        int got = !strcmp(cases[i].key, "fl.sampling")               ? (int)c.fl.sampling
+                  : !strcmp(cases[i].key, "data.partition")          ? (int)c.data.partition
+                  : !strcmp(cases[i].key, "fl.optimizer")            ? (int)c.fl.optimizer
+                  : !strcmp(cases[i].key, "fl.schedule")             ? (int)c.fl.schedule
+                  : !strcmp(cases[i].key, "fl.weighting")            ? (int)c.fl.weighting
+                  : !strcmp(cases[i].key, "fl.client_state")         ? (int)c.fl.client_state
+                  : !strcmp(cases[i].key, "record_dp.sampler")       ? (int)c.record_dp.sampler
+                  : !strcmp(cases[i].key, "record_dp.accountant")    ? (int)c.record_dp.accountant
+                  : !strcmp(cases[i].key, "record_dp.adjacency")     ? (int)c.record_dp.adjacency
+                  : !strcmp(cases[i].key, "client_dp.clip_strategy") ? (int)c.client_dp.clip_strategy
+                  : !strcmp(cases[i].key, "client_dp.accountant")    ? (int)c.client_dp.accountant
+                  : !strcmp(cases[i].key, "record_dp.enabled")       ? c.record_dp.enabled
+                  : !strcmp(cases[i].key, "client_dp.per_layer")     ? c.client_dp.per_layer
+                                                                     : c.run.allow_large_delta;
+        assert_int_equal(got, cases[i].want);
+        assert_string_equal(dpfl_config_choice(&c, cases[i].key), cases[i].value);
+        char *ini = dpfl_config_to_ini(&c);
+        char line[128];
+        snprintf(line, sizeof line, "%s = %s\n", strchr(cases[i].key, '.') + 1, cases[i].value);
+        assert_non_null(strstr(ini, line));
+        write_file(path, ini);
+        free(ini);
+        dpfl_config_defaults(&d);
+        dpfl_error err;
+        assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
+        assert_memory_equal(&c, &d, sizeof c);
+    }
     unlink(path);
 }
 
@@ -104,8 +156,8 @@ static void fixture_make(fixture *f, int32_t n)
     fixture_split_synthetic(n, 200, 20, 3, 11, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:20-16-3", 1, 1, 20, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.dataset, "synthetic");
-    f->cfg.threads = 1;
+    strcpy(f->cfg.data.dataset, "synthetic");
+    f->cfg.run.threads = 1;
 }
 
 static void fixture_free(fixture *f)
@@ -134,11 +186,11 @@ static void fedavg_full_batch_equals_centralized_gd(void **state)
     fixture_make(&f, 300);
     int32_t sizes[3] = {50, 100, 150};
     dpfl_partition part = fixture_contiguous(sizes, 3);
-    f.cfg.clients = 3;
-    strcpy(f.cfg.sampling, "all");
-    f.cfg.local_steps = 1;
-    f.cfg.batch = 300;
-    f.cfg.lr = 0.3;
+    f.cfg.data.clients = 3;
+    f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+    f.cfg.fl.local_steps = 1;
+    f.cfg.fl.batch = 300;
+    f.cfg.fl.lr = 0.3;
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 3);
     size_t P = f.model.nparam;
@@ -176,10 +228,10 @@ static void one_client_training_learns(void **state)
     fixture_make(&f, 300);
     int32_t sizes[1] = {300};
     dpfl_partition part = fixture_contiguous(sizes, 1);
-    f.cfg.clients = 1;
-    f.cfg.local_epochs = 5;
-    f.cfg.batch = 16;
-    f.cfg.lr = 0.1;
+    f.cfg.data.clients = 1;
+    f.cfg.fl.local_epochs = 5;
+    f.cfg.fl.batch = 16;
+    f.cfg.fl.lr = 0.1;
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 4);
     float *g = malloc(f.model.nparam * sizeof *g);
@@ -205,7 +257,7 @@ static void run_rounds(fixture *f, const dpfl_partition *part, int threads, floa
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 99);
     dpfl_model_init(&f->model, out, &root);
-    f->cfg.threads = threads;
+    f->cfg.run.threads = threads;
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, part, &root, out, &sim, &err), DPFL_OK);
@@ -221,11 +273,11 @@ static dpfl_partition eight_poisson_clients(fixture *f)
 {
     fixture_make(f, 400);
     int32_t sizes[8] = {30, 70, 50, 50, 40, 60, 45, 55};
-    f->cfg.clients = 8;
-    strcpy(f->cfg.sampling, "poisson");
-    f->cfg.client_rate = 0.6;
-    f->cfg.batch = 8;
-    f->cfg.eta = 0.8;
+    f->cfg.data.clients = 8;
+    f->cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f->cfg.fl.client_rate = 0.6;
+    f->cfg.fl.batch = 8;
+    f->cfg.fl.eta = 0.8;
     return fixture_contiguous(sizes, 8);
 }
 
@@ -245,7 +297,7 @@ static void deterministic_across_thread_counts(void **state)
     (void)state;
     fixture f;
     dpfl_partition part = eight_poisson_clients(&f);
-    f.cfg.local_epochs = 2;
+    f.cfg.fl.local_epochs = 2;
     size_t P = f.model.nparam;
     float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b), *c = malloc(P * sizeof *c);
     assert_same_for_1_2_3_threads(&f, &part, a, b, c);
@@ -265,7 +317,7 @@ static void run_adam_rounds(fixture *f, const dpfl_partition *part, const char *
 {
     const int32_t K = part->clients;
     const size_t P = f->model.nparam;
-    strcpy(f->cfg.client_state, mode);
+    fixture_set(&f->cfg, "fl.client_state", mode);
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 17);
     dpfl_model_init(&f->model, sim_out, &root);
@@ -277,10 +329,10 @@ static void run_adam_rounds(fixture *f, const dpfl_partition *part, const char *
     dpfl_optim_config oc;
     dpfl_optim_defaults(&oc);
     oc.kind = DPFL_OPT_ADAM;
-    oc.lr = f->cfg.lr;
+    oc.lr = f->cfg.fl.lr;
     dpfl_optim opt[8];
     for (int32_t k = 0; k < K; k++) assert_int_equal(dpfl_optim_init(&opt[k], &oc, P, &err), DPFL_OK);
-    dpfl_nn_ws *ws = dpfl_nn_ws_create(&f->model, f->cfg.batch, &err);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&f->model, f->cfg.fl.batch, &err);
     float *local = malloc(P * sizeof *local), *grad = malloc(P * sizeof *grad), *acc = malloc(P * sizeof *acc);
     int64_t steps_of[8] = {0};
     const int keep = !strcmp(mode, "keep");
@@ -294,13 +346,13 @@ static void run_adam_rounds(fixture *f, const dpfl_partition *part, const char *
             int32_t k = sampled[i], off = part->offset[k], n = part->offset[k + 1] - off;
             if (!keep) dpfl_optim_reset(&opt[k]);
             memcpy(local, hand_out, P * sizeof *local);
-            for (int32_t t = 0; t < f->cfg.local_steps; t++) {
+            for (int32_t t = 0; t < f->cfg.fl.local_steps; t++) {
                 dpfl_nn_grad(&f->model, local, ws, f->train.x + (size_t)off * (size_t)f->train.dim, f->train.y + off,
                              n, NULL, grad, NULL);
-                dpfl_optim_step(&opt[k], local, grad, f->cfg.lr);
+                dpfl_optim_step(&opt[k], local, grad, f->cfg.fl.lr);
             }
             for (size_t j = 0; j < P; j++) acc[j] += (local[j] - hand_out[j]) / (float)m;
-            steps_of[k] += f->cfg.local_steps;
+            steps_of[k] += f->cfg.fl.local_steps;
         }
         dpfl_vec_axpy(hand_out, 1.0f, acc, P);
         /* state exists exactly for the clients that have trained (lazily), with their total step count */
@@ -327,15 +379,15 @@ static void keep_continues_each_clients_adam_state(void **state)
     fixture_make(&f, 300);
     int32_t sizes[3] = {40, 60, 50};
     dpfl_partition part = fixture_contiguous(sizes, 3);
-    f.cfg.clients = 3;
-    strcpy(f.cfg.sampling, "fixed");
-    f.cfg.clients_per_round = 2; /* every round one client sits out */
-    strcpy(f.cfg.weighting, "uniform");
-    strcpy(f.cfg.optimizer, "adam");
-    f.cfg.local_steps = 3;
-    f.cfg.batch = 64; /* >= every client: full-batch steps, so the hand-run sees the same gradients */
-    f.cfg.lr = 0.01;
-    f.cfg.threads = 2;
+    f.cfg.data.clients = 3;
+    f.cfg.fl.sampling = DPFL_SAMPLE_FIXED;
+    f.cfg.fl.clients_per_round = 2; /* every round one client sits out */
+    f.cfg.fl.weighting = DPFL_WEIGHT_UNIFORM;
+    f.cfg.fl.optimizer = DPFL_OPT_ADAM;
+    f.cfg.fl.local_steps = 3;
+    f.cfg.fl.batch = 64; /* >= every client: full-batch steps, so the hand-run sees the same gradients */
+    f.cfg.fl.lr = 0.01;
+    f.cfg.run.threads = 2;
     const size_t P = f.model.nparam;
     float *keep = malloc(P * sizeof *keep), *keep_hand = malloc(P * sizeof *keep_hand);
     float *reset = malloc(P * sizeof *reset), *reset_hand = malloc(P * sizeof *reset_hand);
@@ -363,18 +415,18 @@ static void keep_is_deterministic_across_thread_counts(void **state)
     (void)state;
     fixture f;
     dpfl_partition part = eight_poisson_clients(&f);
-    f.cfg.local_epochs = 1;
-    f.cfg.lr = 0.01;
-    strcpy(f.cfg.client_state, "keep");
+    f.cfg.fl.local_epochs = 1;
+    f.cfg.fl.lr = 0.01;
+    f.cfg.fl.client_state = DPFL_STATE_KEEP;
     size_t P = f.model.nparam;
     float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b), *c = malloc(P * sizeof *c);
     const char *opts[2] = {"adam", "sgd"};
     for (int o = 0; o < 2; o++) {
-        strcpy(f.cfg.optimizer, opts[o]);
-        f.cfg.momentum = o == 1 ? 0.9 : 0.0;
-        strcpy(f.cfg.client_state, "keep");
+        fixture_set(&f.cfg, "fl.optimizer", opts[o]);
+        f.cfg.fl.momentum = o == 1 ? 0.9 : 0.0;
+        f.cfg.fl.client_state = DPFL_STATE_KEEP;
         assert_same_for_1_2_3_threads(&f, &part, a, b, c);
-        strcpy(f.cfg.client_state, "reset");
+        f.cfg.fl.client_state = DPFL_STATE_RESET;
         run_rounds(&f, &part, 2, b);
         assert_memory_not_equal(a, b, P * sizeof *a);
     }
@@ -396,10 +448,10 @@ static void keep_refuses_state_over_the_cap(void **state)
     assert_int_equal(dpfl_model_create("mlp:20-1000-3", 1, 1, 20, 3, &big, &err), DPFL_OK); /* 24,003 parameters */
     int32_t sizes[8] = {50, 50, 50, 50, 50, 50, 50, 50};
     dpfl_partition part = fixture_contiguous(sizes, 8);
-    f.cfg.clients = 8;
-    strcpy(f.cfg.optimizer, "adam");
-    strcpy(f.cfg.client_state, "keep");
-    f.cfg.client_state_max_mb = 1; /* 8 clients x 2 x 24,003 floats = 1.47 MiB */
+    f.cfg.data.clients = 8;
+    f.cfg.fl.optimizer = DPFL_OPT_ADAM;
+    f.cfg.fl.client_state = DPFL_STATE_KEEP;
+    f.cfg.fl.client_state_max_mb = 1; /* 8 clients x 2 x 24,003 floats = 1.47 MiB */
     float *g = malloc(big.nparam * sizeof *g);
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 1);
@@ -407,12 +459,12 @@ static void keep_refuses_state_over_the_cap(void **state)
     assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "fl.client_state"));
     assert_null(strchr(err.msg, '\n'));
-    f.cfg.client_state_max_mb = 2;
+    f.cfg.fl.client_state_max_mb = 2;
     assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
     dpfl_sim_free(sim);
     /* SGD without momentum keeps no vectors: any number of clients fits */
-    strcpy(f.cfg.optimizer, "sgd");
-    f.cfg.client_state_max_mb = 1;
+    f.cfg.fl.optimizer = DPFL_OPT_SGD;
+    f.cfg.fl.client_state_max_mb = 1;
     assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
     assert_int_equal(dpfl_sim_client_state_floats(sim), 0);
     dpfl_sim_free(sim);
@@ -431,11 +483,11 @@ static void client_sampling(void **state)
     int32_t sizes[40];
     for (int i = 0; i < 40; i++) sizes[i] = 10;
     dpfl_partition part = fixture_contiguous(sizes, 40);
-    f.cfg.clients = 40;
-    f.cfg.local_steps = 1;
-    f.cfg.batch = 10;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.25;
+    f.cfg.data.clients = 40;
+    f.cfg.fl.local_steps = 1;
+    f.cfg.fl.batch = 10;
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.25;
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 5);
     size_t P = f.model.nparam;
@@ -459,8 +511,8 @@ static void client_sampling(void **state)
     (void)empty_seen;
     assert_true(fabs(total / 200.0 - 10.0) < 1.0); /* mean 10, sd of the mean ~0.19 */
     dpfl_sim_free(sim);
-    strcpy(f.cfg.sampling, "fixed");
-    f.cfg.clients_per_round = 7;
+    f.cfg.fl.sampling = DPFL_SAMPLE_FIXED;
+    f.cfg.fl.clients_per_round = 7;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
     for (int r = 1; r <= 5; r++) {
         dpfl_round_metrics m;
@@ -479,6 +531,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_loads_and_overrides),
+        cmocka_unit_test(config_choices_are_typed_and_round_trip),
         cmocka_unit_test(config_rejects_bad_input),
         cmocka_unit_test(fedavg_full_batch_equals_centralized_gd),
         cmocka_unit_test(one_client_training_learns),

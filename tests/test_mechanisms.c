@@ -25,10 +25,10 @@ static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int
     assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     f->part = fixture_contiguous(sizes, K);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.dataset, "synthetic");
-    f->cfg.clients = K;
-    f->cfg.threads = 1;
-    strcpy(f->cfg.sampling, "all");
+    strcpy(f->cfg.data.dataset, "synthetic");
+    f->cfg.data.clients = K;
+    f->cfg.run.threads = 1;
+    f->cfg.fl.sampling = DPFL_SAMPLE_ALL;
 }
 
 static void fixture_free(fixture *f)
@@ -73,18 +73,18 @@ static void dpsgd_step_noise_has_the_accounted_std(void **state)
     for (int s = 0; s < 2; s++) {
         fixture f;
         fixture_make(&f, "mlp:10-512-3", sizes, 1);
-        f.cfg.local_steps = 1;
-        f.cfg.batch = 100;
-        f.cfg.lr = 0.5;
-        strcpy(f.cfg.rdp_enabled, "yes");
-        strcpy(f.cfg.rdp_sampler, samplers[s]);
-        f.cfg.rdp_clip = 0.3;
+        f.cfg.fl.local_steps = 1;
+        f.cfg.fl.batch = 100;
+        f.cfg.fl.lr = 0.5;
+        f.cfg.record_dp.enabled = 1;
+        fixture_set(&f.cfg, "record_dp.sampler", samplers[s]);
+        f.cfg.record_dp.clip = 0.3;
         const size_t P = f.model.nparam;
         float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
         dpfl_round_metrics m;
-        f.cfg.rdp_noise = 0.0;
+        f.cfg.record_dp.noise = 0.0;
         run_rounds(&f, 5, 1, a, &m);
-        f.cfg.rdp_noise = 2.0;
+        f.cfg.record_dp.noise = 2.0;
         run_rounds(&f, 5, 1, b, &m);
         double s2 = 0, mean = 0;
         for (size_t i = 0; i < P; i++) {
@@ -113,11 +113,11 @@ static void batch_sizes_follow_the_sampler(void **state)
     int32_t sizes[2] = {400, 250};
     fixture f;
     fixture_make(&f, "mlp:10-4-3", sizes, 2);
-    f.cfg.local_steps = 50;
-    f.cfg.batch = 20;
-    f.cfg.lr = 0.1;
-    strcpy(f.cfg.rdp_enabled, "yes");
-    f.cfg.rdp_noise = 1.0;
+    f.cfg.fl.local_steps = 50;
+    f.cfg.fl.batch = 20;
+    f.cfg.fl.lr = 0.1;
+    f.cfg.record_dp.enabled = 1;
+    f.cfg.record_dp.noise = 1.0;
     const size_t P = f.model.nparam;
     float *g = malloc(P * sizeof *g);
     dpfl_round_metrics m;
@@ -131,7 +131,7 @@ static void batch_sizes_follow_the_sampler(void **state)
         fail();
     }
     assert_true(m.examples != (int64_t)mean); /* random, not fixed */
-    strcpy(f.cfg.rdp_sampler, "fixed");
+    f.cfg.record_dp.sampler = DPFL_BATCH_FIXED;
     run_rounds(&f, 9, 4, g, &m);
     assert_int_equal(m.examples, (int64_t)mean);
     free(g);
@@ -146,10 +146,10 @@ static void client_sampling_follows_its_rate(void **state)
     for (int k = 0; k < 50; k++) sizes[k] = 4;
     fixture f;
     fixture_make(&f, "mlp:10-4-3", sizes, 50);
-    f.cfg.local_steps = 1;
-    f.cfg.batch = 4;
-    strcpy(f.cfg.sampling, "poisson");
-    f.cfg.client_rate = 0.2;
+    f.cfg.fl.local_steps = 1;
+    f.cfg.fl.batch = 4;
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.2;
     const size_t P = f.model.nparam;
     float *g = malloc(P * sizeof *g);
     dpfl_round_metrics m;
@@ -160,8 +160,8 @@ static void client_sampling_follows_its_rate(void **state)
                     m.clients, mean, sd);
         fail();
     }
-    strcpy(f.cfg.sampling, "fixed");
-    f.cfg.clients_per_round = 7;
+    f.cfg.fl.sampling = DPFL_SAMPLE_FIXED;
+    f.cfg.fl.clients_per_round = 7;
     run_rounds(&f, 3, 60, g, &m);
     assert_int_equal(m.clients, 7 * 60);
     free(g);
@@ -178,16 +178,16 @@ static void adaptive_quantile_estimate_has_the_accounted_noise(void **state)
     for (int k = 0; k < 40; k++) sizes[k] = 5;
     fixture f;
     fixture_make(&f, "mlp:10-4-3", sizes, 40);
-    f.cfg.lr = 0.0;
-    f.cfg.local_steps = 1;
-    f.cfg.batch = 5;
-    strcpy(f.cfg.cdp_enabled, "yes");
-    strcpy(f.cfg.cdp_strategy, "adaptive");
-    f.cfg.cdp_clip = 1.0;
-    f.cfg.cdp_noise = 1.0;
-    f.cfg.cdp_quantile_noise = 4.0;
-    f.cfg.cdp_target_quantile = 0.5;
-    f.cfg.cdp_clip_lr = 0.01;
+    f.cfg.fl.lr = 0.0;
+    f.cfg.fl.local_steps = 1;
+    f.cfg.fl.batch = 5;
+    f.cfg.client_dp.enabled = 1;
+    f.cfg.client_dp.clip_strategy = DPFL_CLIP_ADAPTIVE;
+    f.cfg.client_dp.clip = 1.0;
+    f.cfg.client_dp.noise = 1.0;
+    f.cfg.client_dp.quantile_noise = 4.0;
+    f.cfg.client_dp.target_quantile = 0.5;
+    f.cfg.client_dp.clip_lr = 0.01;
     const size_t P = f.model.nparam;
     float *g = malloc(P * sizeof *g);
     dpfl_rng root;

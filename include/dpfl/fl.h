@@ -13,13 +13,24 @@
 #include "dpfl/data.h"
 #include "dpfl/nn.h"
 #include "dpfl/optim.h"
+#include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
 /* ------------------------------------------------------------------------------------------ configuration */
-typedef struct {
-    /* [data] */
-    char dataset[32];   /* mnist | fashion-mnist | heart | synthetic */
-    char partition[16]; /* iid | shards | dirichlet | classes | natural */
+/* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section:
+ * choices are enums (their values are the positions in the key's list of choices), yes/no keys are 0/1.  The layers
+ * below take their own section or plain numbers.  Noise multipliers follow one convention at both levels: z =
+ * noise std / the L2 sensitivity under the adjacency the sampler is analysed with (docs/privacy.md). */
+typedef enum { DPFL_NORM_NONE = 0, DPFL_NORM_STANDARD } dpfl_normalize;
+typedef enum { DPFL_WEIGHT_SIZE = 0, DPFL_WEIGHT_UNIFORM } dpfl_weighting;
+typedef enum { DPFL_STATE_RESET = 0, DPFL_STATE_KEEP } dpfl_client_state;
+typedef enum { DPFL_BATCH_POISSON = 0, DPFL_BATCH_FIXED } dpfl_batch_sampler;
+typedef enum { DPFL_RADJ_AUTO = 0, DPFL_RADJ_ADD_REMOVE, DPFL_RADJ_REPLACE_ONE } dpfl_record_adjacency;
+typedef enum { DPFL_CLIP_FIXED = 0, DPFL_CLIP_PER_STEP, DPFL_CLIP_ADAPTIVE, DPFL_CLIP_MEDIAN } dpfl_clip_strategy;
+
+typedef struct {                  /* [data] */
+    char dataset[32];             /* mnist | fashion-mnist | heart | synthetic */
+    dpfl_partition_kind partition;
     int32_t clients;
     int32_t shards;
     double beta;
@@ -27,63 +38,84 @@ typedef struct {
     int32_t samples_per_client;
     int32_t test_per_client;
     char data_dir[256];
-    char normalize[16]; /* none | standard: (x - mean) / std with the dataset's published constants */
-    /* [model] */
+    dpfl_normalize normalize;     /* standard: (x - mean) / std with the dataset's published constants */
+} dpfl_data_config;
+
+typedef struct {                  /* [model] */
     char arch[128];
-    /* [fl] */
+} dpfl_model_config;
+
+typedef struct {                  /* [fl] */
     int32_t rounds;
-    char sampling[16]; /* poisson | fixed | all */
+    dpfl_client_sampling sampling;
     double client_rate;
     int32_t clients_per_round;
-    int32_t local_epochs; /* used when local_steps == 0 */
+    int32_t local_epochs;         /* used when local_steps == 0 */
     int32_t local_steps;
     int32_t batch;
     double lr;
-    char optimizer[16]; /* sgd | adam | adamw */
+    dpfl_opt_kind optimizer;
     double momentum;
     double weight_decay;
-    char schedule[16]; /* constant | step | exp, in rounds */
+    dpfl_sched_kind schedule;     /* over rounds */
     double lr_gamma;
     int32_t lr_step;
-    double eta;         /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
+    double eta;                   /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
     char client_rate_schedule[128];       /* "ROUND:P, ..." overrides client_rate from each round on */
     char clients_per_round_schedule[128]; /* "ROUND:M, ..." overrides clients_per_round */
-    char weighting[16]; /* size | uniform */
-    char client_state[8];  /* reset | keep: optimizer state (momentum, Adam m, v, t) kept per client across rounds */
-    int32_t client_state_max_mb; /* keep: refuse runs whose clients x state size could exceed this many MiB */
-    /* [record_dp]: DP-SGD inside every client (record-level DP) */
-    char rdp_enabled[8];   /* no | yes */
-    double rdp_clip;       /* C: per-example L2 clip (inf allowed only with noise 0: non-private check) */
-    double rdp_noise;      /* z: noise std / sensitivity (C for add-remove, 2C for replace-one); 0 = calibrate */
-    double rdp_target_epsilon; /* > 0: calibrate z (noise = 0) or stop before exceeding it (noise > 0) */
-    double rdp_delta;
-    char rdp_sampler[16];  /* poisson | fixed */
-    char rdp_accountant[8]; /* rdp | pld */
-    char rdp_adjacency[16]; /* auto | add-remove | replace-one: must match the sampler */
-    char rdp_per_layer[8]; /* no | yes */
-    char rdp_e2e[8];       /* no | yes: also report the client-level guarantee of the same noise */
-    char rdp_secure[8];    /* no | yes: exact discrete-Gaussian noise on a fine grid (slower) */
-    /* [client_dp]: server-side clipping and noise on client updates (client-level DP, DP-FedAvg) */
-    char cdp_enabled[8];        /* no | yes */
-    double cdp_clip;            /* S: L2 bound on each client's update (initial value for adaptive) */
-    char cdp_strategy[16];      /* fixed | per-step | adaptive | median (median: NOT private) */
-    double cdp_noise;           /* z: noise std / S on the sum of updates; 0 = calibrate from target_epsilon */
-    double cdp_target_epsilon;  /* > 0: calibrate z (noise = 0) or stop before exceeding it */
-    double cdp_delta;
-    char cdp_accountant[8];     /* rdp | pld */
-    double cdp_target_quantile; /* adaptive: gamma */
-    double cdp_clip_lr;         /* adaptive: eta_S (geometric update) */
-    double cdp_quantile_noise;  /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
-    double cdp_dropout;         /* probability that a sampled client fails to reply (simulation) */
-    char cdp_noise_schedule[128]; /* "ROUND:Z, ..." overrides noise from each round on */
-    char cdp_per_layer[8];      /* no | yes */
-    /* [run] */
-    char seed[24]; /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
-    char allow_large_delta[8]; /* no | yes: accept delta >= 1/n (records) or 1/K (clients) */
+    dpfl_weighting weighting;
+    dpfl_client_state client_state; /* optimizer state (momentum, Adam m, v, t) reset or kept per client */
+    int32_t client_state_max_mb;  /* keep: refuse runs whose clients x state size could exceed this many MiB */
+} dpfl_fl_config;
+
+typedef struct {                  /* [record_dp]: DP-SGD inside every client (record-level DP) */
+    int enabled;
+    double clip;                  /* C: per-example L2 clip (inf allowed only with noise 0: non-private check) */
+    double noise;                 /* z: noise std / sensitivity (C for add-remove, 2C for replace-one); 0 = calibrate */
+    double target_epsilon;        /* > 0: calibrate z (noise = 0) or stop before exceeding it (noise > 0) */
+    double delta;
+    dpfl_batch_sampler sampler;   /* poisson (add-remove) | fixed (replace-one) */
+    dpfl_accountant accountant;   /* rdp | pld */
+    dpfl_record_adjacency adjacency; /* auto | add-remove | replace-one: must match the sampler */
+    int per_layer;
+    int e2e;                      /* also report the client-level guarantee of the same noise */
+    int secure_mode;              /* exact discrete-Gaussian noise on a fine grid (slower) */
+} dpfl_record_dp_config;
+
+typedef struct {                  /* [client_dp]: server-side clipping and noise on client updates (DP-FedAvg) */
+    int enabled;
+    double clip;                  /* S: L2 bound on each client's update (initial value for adaptive) */
+    dpfl_clip_strategy clip_strategy; /* median: NOT private */
+    double noise;                 /* z: noise std / S on the sum of updates; 0 = calibrate from target_epsilon */
+    double target_epsilon;        /* > 0: calibrate z (noise = 0) or stop before exceeding it */
+    double delta;
+    dpfl_accountant accountant;   /* rdp | pld */
+    double target_quantile;       /* adaptive: gamma */
+    double clip_lr;               /* adaptive: eta_S (geometric update) */
+    double quantile_noise;        /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
+    double dropout;               /* probability that a sampled client fails to reply (simulation) */
+    char noise_schedule[128];     /* "ROUND:Z, ..." overrides noise from each round on */
+    int per_layer;
+} dpfl_client_dp_config;
+
+typedef struct {                  /* [run] */
+    char seed[24];                /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
+    int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
+} dpfl_run_config;
+
+typedef struct {
+    dpfl_data_config data;
+    dpfl_model_config model;
+    dpfl_fl_config fl;
+    dpfl_record_dp_config record_dp;
+    dpfl_client_dp_config client_dp;
+    dpfl_run_config run;
 } dpfl_config;
 
+/* The name of a choice key's current value, e.g. dpfl_config_choice(c, "fl.sampling") -> "poisson". */
+const char *dpfl_config_choice(const dpfl_config *c, const char *section_key);
 void dpfl_config_defaults(dpfl_config *c);
 /* Load an INI file over the defaults. Unknown sections or keys and bad values fail naming file:line, the key
  * and the valid choices or range. */

@@ -22,7 +22,7 @@ int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, doub
  * hold n entries (it is the shuffle's scratch). Returns B. */
 int32_t dpfl_mech_fixed_batch(dpfl_rng *r, const int32_t *idx, int32_t n, int32_t B, int32_t *out);
 
-typedef enum { DPFL_SAMPLE_ALL = 0, DPFL_SAMPLE_POISSON, DPFL_SAMPLE_FIXED } dpfl_client_sampling;
+typedef enum { DPFL_SAMPLE_POISSON = 0, DPFL_SAMPLE_FIXED, DPFL_SAMPLE_ALL } dpfl_client_sampling;
 /* Clients of round: all K; each with probability rate; or m of K without replacement.  out (K entries) gets
  * them in ascending order; returns how many. */
 int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,

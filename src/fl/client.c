@@ -18,7 +18,7 @@ void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, i
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n)
 {
     if (n == 0) return 0;
-    return cfg->local_steps > 0 ? cfg->local_steps : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
+    return cfg->fl.local_steps > 0 ? cfg->fl.local_steps : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch);
 }
 
 /* Threads each client of the current chunk may use for itself: more than 1 when fewer clients than threads train
@@ -67,7 +67,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
     const size_t P = s->model->nparam;
     const int32_t n = dpfl_partition_size(s->part, k);
     const int32_t *mine = s->part->index + s->part->offset[k];
-    const dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, n, s->cfg->batch, s->clip.clip, s->rdp_z);
+    const dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, n, s->cfg->fl.batch, s->clip.clip, s->rdp_z);
     for (int64_t t = 0; t < steps; t++) {
         int32_t b = d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
                               : dpfl_mech_fixed_batch(rng, mine, n, d.batch, w->order);
@@ -79,7 +79,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
         else /* noise and the division in one pass; idle threads of the chunk help (same bits for any count) */
             dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / d.denom), threads_per_client(s));
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
-        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;
         res->steps++;
     }
@@ -89,7 +89,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
 static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dpfl_rng *rng, client_result *res)
 {
     const int32_t n = dpfl_partition_size(s->part, k);
-    const int32_t B = s->cfg->batch;
+    const int32_t B = s->cfg->fl.batch;
     memcpy(w->order, s->part->index + s->part->offset[k], (size_t)n * sizeof(int32_t));
     int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
     for (int64_t t = 0; t < steps; t++) {
@@ -102,7 +102,7 @@ static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps,
         pos += b;
         double loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
-        if (s->cdp && s->strategy == CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
         res->steps++;

@@ -11,16 +11,16 @@
  * private. */
 static dpfl_mech_round round_mech(const dpfl_config *cfg, int32_t K, double z, int32_t round)
 {
-    dpfl_client_sampling k = !strcmp(cfg->sampling, "poisson") ? DPFL_SAMPLE_POISSON
-                             : !strcmp(cfg->sampling, "fixed") ? DPFL_SAMPLE_FIXED
+    dpfl_client_sampling k = (cfg->fl.sampling == DPFL_SAMPLE_POISSON) ? DPFL_SAMPLE_POISSON
+                             : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? DPFL_SAMPLE_FIXED
                                                                : DPFL_SAMPLE_ALL;
     return dpfl_mech_round_make(k, K, dpfl_round_client_rate(cfg, round), dpfl_round_clients_per_round(cfg, round),
-                                cfg->cdp_clip, z);
+                                cfg->client_dp.clip, z);
 }
 
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
 {
-    if (!strcmp(cfg->cdp_strategy, "median")) return dpfl_event_not_private(1);
+    if ((cfg->client_dp.clip_strategy == DPFL_CLIP_MEDIAN)) return dpfl_event_not_private(1);
     dpfl_mech_round r = round_mech(cfg, K, z, round);
     return dpfl_mech_round_event(&r);
 }
@@ -38,8 +38,8 @@ dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, doub
     *eps = 0.0;
     if (l->nclient_events == 0) return DPFL_OK;
     dpfl_guarantee g;
-    dpfl_status st = dpfl_account_epsilon(l->client_events, (size_t)l->nclient_events, cfg->cdp_delta,
-                                          !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL,
+    dpfl_status st = dpfl_account_epsilon(l->client_events, (size_t)l->nclient_events, cfg->client_dp.delta,
+                                          (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP, NULL,
                                           &g, err);
     if (st == DPFL_ENOTPRIVATE) {
         *private = 0;
@@ -61,16 +61,16 @@ dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *
                                   double z, double server_z, double *eps, double *client_noise, dpfl_error *err)
 {
     (void)err;
-    double f = !strcmp(cfg->rdp_sampler, "poisson") ? 1.0 : 2.0;
+    double f = (cfg->record_dp.sampler == DPFL_BATCH_POISSON) ? 1.0 : 2.0;
     int64_t smax = 0;
     for (int32_t k = 0; k < part->clients; k++) {
         int32_t n = dpfl_partition_size(part, k);
-        int64_t sk = n == 0 ? 0 : cfg->local_steps > 0 ? cfg->local_steps
-                                                       : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch);
+        int64_t sk = n == 0 ? 0 : cfg->fl.local_steps > 0 ? cfg->fl.local_steps
+                                                       : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch);
         if (sk > smax) smax = sk;
     }
-    const int fixed = !strcmp(cfg->sampling, "fixed");
-    double mu = dpfl_e2e_client_mu(z * f, cfg->batch, smax > 0 ? smax : 1,
+    const int fixed = (cfg->fl.sampling == DPFL_SAMPLE_FIXED);
+    double mu = dpfl_e2e_client_mu(z * f, cfg->fl.batch, smax > 0 ? smax : 1,
                                    fixed ? DPFL_ADJ_REPLACE_ONE : DPFL_ADJ_ZERO_OUT, server_z);
     *client_noise = 1.0 / mu;
     double rate = 0;
@@ -78,6 +78,6 @@ dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *
         double q = fl_client_rate_accounted(cfg, part->clients, r);
         if (q > rate) rate = q;
     }
-    *eps = dpfl_gdp_visible_epsilon(mu, rate, l->rounds, cfg->rdp_delta);
+    *eps = dpfl_gdp_visible_epsilon(mu, rate, l->rounds, cfg->record_dp.delta);
     return DPFL_OK;
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_INT, K_DOUBLE, K_STR, K_CHOICE } ktype;
+typedef enum { K_INT, K_DOUBLE, K_STR, K_CHOICE, K_NAME } ktype; /* K_CHOICE: int (position in choices); K_NAME: a string from choices */
 
 typedef struct {
     const char *section, *key;
@@ -22,65 +22,65 @@ typedef struct {
 
 #define F(field) offsetof(dpfl_config, field), sizeof(((dpfl_config *)0)->field)
 static const keydef keys[] = {
-    {"data", "dataset", K_CHOICE, F(dataset), 0, 0, "mnist|fashion-mnist|heart|synthetic", "dataset"},
-    {"data", "partition", K_CHOICE, F(partition), 0, 0, "iid|shards|dirichlet|classes|natural", "how the training set is split into clients"},
-    {"data", "clients", K_INT, F(clients), 1, 1000000, NULL, "number of clients"},
-    {"data", "shards", K_INT, F(shards), 1, 100000, NULL, "shards per client (partition = shards)"},
-    {"data", "beta", K_DOUBLE, F(beta), 1e-6, 1e6, NULL, "Dirichlet concentration (partition = dirichlet)"},
-    {"data", "classes_per_client", K_INT, F(classes_per_client), 1, 1000, NULL, "classes per client (partition = classes)"},
-    {"data", "samples_per_client", K_INT, F(samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
-    {"data", "test_per_client", K_INT, F(test_per_client), 0, 100000000, NULL, "per-client test set size (partition = dirichlet)"},
-    {"data", "normalize", K_CHOICE, F(normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
-    {"data", "data_dir", K_STR, F(data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
-    {"model", "arch", K_STR, F(arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
-    {"fl", "rounds", K_INT, F(rounds), 1, 100000000, NULL, "communication rounds"},
-    {"fl", "sampling", K_CHOICE, F(sampling), 0, 0, "poisson|fixed|all", "client sampling per round"},
-    {"fl", "client_rate", K_DOUBLE, F(client_rate), 0, 1, NULL, "Poisson client sampling probability"},
-    {"fl", "clients_per_round", K_INT, F(clients_per_round), 1, 1000000, NULL, "clients per round (sampling = fixed)"},
-    {"fl", "local_epochs", K_INT, F(local_epochs), 0, 100000, NULL, "local epochs per round (when local_steps = 0)"},
-    {"fl", "local_steps", K_INT, F(local_steps), 0, 100000000, NULL, "local steps per round (0 = use local_epochs)"},
-    {"fl", "batch", K_INT, F(batch), 1, 1000000, NULL, "local batch size"},
-    {"fl", "lr", K_DOUBLE, F(lr), 0, 1e6, NULL, "local learning rate"},
-    {"fl", "optimizer", K_CHOICE, F(optimizer), 0, 0, "sgd|adam|adamw", "local optimizer"},
-    {"fl", "momentum", K_DOUBLE, F(momentum), 0, 1, NULL, "SGD momentum"},
-    {"fl", "weight_decay", K_DOUBLE, F(weight_decay), 0, 1e3, NULL, "weight decay"},
-    {"fl", "schedule", K_CHOICE, F(schedule), 0, 0, "constant|step|exp", "learning-rate schedule over rounds"},
-    {"fl", "lr_gamma", K_DOUBLE, F(lr_gamma), 0, 1e3, NULL, "schedule factor"},
-    {"fl", "lr_step", K_INT, F(lr_step), 1, 100000000, NULL, "rounds between steps (schedule = step)"},
-    {"fl", "eta", K_DOUBLE, F(eta), 0, 10, NULL, "server mixing rate"},
-    {"fl", "client_rate_schedule", K_STR, F(client_rate_schedule), 0, 0, NULL, "ROUND:P, ... client_rate from each round on"},
-    {"fl", "clients_per_round_schedule", K_STR, F(clients_per_round_schedule), 0, 0, NULL, "ROUND:M, ... clients_per_round from each round on"},
-    {"fl", "weighting", K_CHOICE, F(weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
-    {"fl", "client_state", K_CHOICE, F(client_state), 0, 0, "reset|keep", "local optimizer state (momentum, Adam moments and step count): fresh each round, or kept per client across its rounds"},
-    {"fl", "client_state_max_mb", K_INT, F(client_state_max_mb), 1, 1 << 30, NULL, "client_state = keep: largest total state (clients x per-client state, MiB) a run may need"},
-    {"record_dp", "enabled", K_CHOICE, F(rdp_enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
-    {"record_dp", "clip", K_DOUBLE, F(rdp_clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
-    {"record_dp", "noise", K_DOUBLE, F(rdp_noise), 0, 1e6, NULL, "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
-    {"record_dp", "target_epsilon", K_DOUBLE, F(rdp_target_epsilon), 0, 1e6, NULL, "record-level epsilon target (0 = none)"},
-    {"record_dp", "delta", K_DOUBLE, F(rdp_delta), 1e-300, 0.999999, NULL, "record-level delta"},
-    {"record_dp", "sampler", K_CHOICE, F(rdp_sampler), 0, 0, "poisson|fixed", "batch sampler (poisson: add-remove; fixed: replace-one)"},
-    {"record_dp", "accountant", K_CHOICE, F(rdp_accountant), 0, 0, "rdp|pld", "record-level accountant"},
-    {"record_dp", "adjacency", K_CHOICE, F(rdp_adjacency), 0, 0, "auto|add-remove|replace-one", "record adjacency (must match the sampler)"},
-    {"record_dp", "per_layer", K_CHOICE, F(rdp_per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
-    {"record_dp", "secure_mode", K_CHOICE, F(rdp_secure), 0, 0, "no|yes", "exact discrete-Gaussian noise on a grid (RDP accountant only)"},
-    {"record_dp", "e2e", K_CHOICE, F(rdp_e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
-    {"client_dp", "enabled", K_CHOICE, F(cdp_enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
-    {"client_dp", "clip", K_DOUBLE, F(cdp_clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
-    {"client_dp", "clip_strategy", K_CHOICE, F(cdp_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},
-    {"client_dp", "noise", K_DOUBLE, F(cdp_noise), 0, 1e6, NULL, "noise multiplier z (std / S on the sum); 0 = calibrate from target_epsilon"},
-    {"client_dp", "target_epsilon", K_DOUBLE, F(cdp_target_epsilon), 0, 1e6, NULL, "client-level epsilon target (0 = none)"},
-    {"client_dp", "delta", K_DOUBLE, F(cdp_delta), 1e-300, 0.999999, NULL, "client-level delta"},
-    {"client_dp", "accountant", K_CHOICE, F(cdp_accountant), 0, 0, "rdp|pld", "client-level accountant"},
-    {"client_dp", "target_quantile", K_DOUBLE, F(cdp_target_quantile), 0, 1, NULL, "adaptive clipping: target quantile of update norms"},
-    {"client_dp", "clip_lr", K_DOUBLE, F(cdp_clip_lr), 0, 100, NULL, "adaptive clipping: geometric learning rate"},
-    {"client_dp", "quantile_noise", K_DOUBLE, F(cdp_quantile_noise), 0, 1e9, NULL, "adaptive clipping: noise std on the unclipped count (0 = expected clients / 20)"},
-    {"client_dp", "dropout", K_DOUBLE, F(cdp_dropout), 0, 1, NULL, "probability that a sampled client drops out (noise is not reduced)"},
-    {"client_dp", "noise_schedule", K_STR, F(cdp_noise_schedule), 0, 0, NULL, "ROUND:Z, ... noise from each round on"},
-    {"client_dp", "per_layer", K_CHOICE, F(cdp_per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
-    {"run", "seed", K_STR, F(seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
-    {"run", "allow_large_delta", K_CHOICE, F(allow_large_delta), 0, 0, "no|yes", "accept delta >= 1/n records (1/K clients): such a delta allows releasing a whole record"},
-    {"run", "threads", K_INT, F(threads), 1, 256, NULL, "worker threads"},
-    {"run", "eval_every", K_INT, F(eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
+    {"data", "dataset", K_NAME, F(data.dataset), 0, 0, "mnist|fashion-mnist|heart|synthetic", "dataset"},
+    {"data", "partition", K_CHOICE, F(data.partition), 0, 0, "iid|shards|dirichlet|classes|natural", "how the training set is split into clients"},
+    {"data", "clients", K_INT, F(data.clients), 1, 1000000, NULL, "number of clients"},
+    {"data", "shards", K_INT, F(data.shards), 1, 100000, NULL, "shards per client (partition = shards)"},
+    {"data", "beta", K_DOUBLE, F(data.beta), 1e-6, 1e6, NULL, "Dirichlet concentration (partition = dirichlet)"},
+    {"data", "classes_per_client", K_INT, F(data.classes_per_client), 1, 1000, NULL, "classes per client (partition = classes)"},
+    {"data", "samples_per_client", K_INT, F(data.samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
+    {"data", "test_per_client", K_INT, F(data.test_per_client), 0, 100000000, NULL, "per-client test set size (partition = dirichlet)"},
+    {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
+    {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
+    {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
+    {"fl", "rounds", K_INT, F(fl.rounds), 1, 100000000, NULL, "communication rounds"},
+    {"fl", "sampling", K_CHOICE, F(fl.sampling), 0, 0, "poisson|fixed|all", "client sampling per round"},
+    {"fl", "client_rate", K_DOUBLE, F(fl.client_rate), 0, 1, NULL, "Poisson client sampling probability"},
+    {"fl", "clients_per_round", K_INT, F(fl.clients_per_round), 1, 1000000, NULL, "clients per round (sampling = fixed)"},
+    {"fl", "local_epochs", K_INT, F(fl.local_epochs), 0, 100000, NULL, "local epochs per round (when local_steps = 0)"},
+    {"fl", "local_steps", K_INT, F(fl.local_steps), 0, 100000000, NULL, "local steps per round (0 = use local_epochs)"},
+    {"fl", "batch", K_INT, F(fl.batch), 1, 1000000, NULL, "local batch size"},
+    {"fl", "lr", K_DOUBLE, F(fl.lr), 0, 1e6, NULL, "local learning rate"},
+    {"fl", "optimizer", K_CHOICE, F(fl.optimizer), 0, 0, "sgd|adam|adamw", "local optimizer"},
+    {"fl", "momentum", K_DOUBLE, F(fl.momentum), 0, 1, NULL, "SGD momentum"},
+    {"fl", "weight_decay", K_DOUBLE, F(fl.weight_decay), 0, 1e3, NULL, "weight decay"},
+    {"fl", "schedule", K_CHOICE, F(fl.schedule), 0, 0, "constant|step|exp", "learning-rate schedule over rounds"},
+    {"fl", "lr_gamma", K_DOUBLE, F(fl.lr_gamma), 0, 1e3, NULL, "schedule factor"},
+    {"fl", "lr_step", K_INT, F(fl.lr_step), 1, 100000000, NULL, "rounds between steps (schedule = step)"},
+    {"fl", "eta", K_DOUBLE, F(fl.eta), 0, 10, NULL, "server mixing rate"},
+    {"fl", "client_rate_schedule", K_STR, F(fl.client_rate_schedule), 0, 0, NULL, "ROUND:P, ... client_rate from each round on"},
+    {"fl", "clients_per_round_schedule", K_STR, F(fl.clients_per_round_schedule), 0, 0, NULL, "ROUND:M, ... clients_per_round from each round on"},
+    {"fl", "weighting", K_CHOICE, F(fl.weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
+    {"fl", "client_state", K_CHOICE, F(fl.client_state), 0, 0, "reset|keep", "local optimizer state (momentum, Adam moments and step count): fresh each round, or kept per client across its rounds"},
+    {"fl", "client_state_max_mb", K_INT, F(fl.client_state_max_mb), 1, 1 << 30, NULL, "client_state = keep: largest total state (clients x per-client state, MiB) a run may need"},
+    {"record_dp", "enabled", K_CHOICE, F(record_dp.enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
+    {"record_dp", "clip", K_DOUBLE, F(record_dp.clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
+    {"record_dp", "noise", K_DOUBLE, F(record_dp.noise), 0, 1e6, NULL, "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
+    {"record_dp", "target_epsilon", K_DOUBLE, F(record_dp.target_epsilon), 0, 1e6, NULL, "record-level epsilon target (0 = none)"},
+    {"record_dp", "delta", K_DOUBLE, F(record_dp.delta), 1e-300, 0.999999, NULL, "record-level delta"},
+    {"record_dp", "sampler", K_CHOICE, F(record_dp.sampler), 0, 0, "poisson|fixed", "batch sampler (poisson: add-remove; fixed: replace-one)"},
+    {"record_dp", "accountant", K_CHOICE, F(record_dp.accountant), 0, 0, "rdp|pld", "record-level accountant"},
+    {"record_dp", "adjacency", K_CHOICE, F(record_dp.adjacency), 0, 0, "auto|add-remove|replace-one", "record adjacency (must match the sampler)"},
+    {"record_dp", "per_layer", K_CHOICE, F(record_dp.per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
+    {"record_dp", "secure_mode", K_CHOICE, F(record_dp.secure_mode), 0, 0, "no|yes", "exact discrete-Gaussian noise on a grid (RDP accountant only)"},
+    {"record_dp", "e2e", K_CHOICE, F(record_dp.e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
+    {"client_dp", "enabled", K_CHOICE, F(client_dp.enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
+    {"client_dp", "clip", K_DOUBLE, F(client_dp.clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
+    {"client_dp", "clip_strategy", K_CHOICE, F(client_dp.clip_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},
+    {"client_dp", "noise", K_DOUBLE, F(client_dp.noise), 0, 1e6, NULL, "noise multiplier z (std / S on the sum); 0 = calibrate from target_epsilon"},
+    {"client_dp", "target_epsilon", K_DOUBLE, F(client_dp.target_epsilon), 0, 1e6, NULL, "client-level epsilon target (0 = none)"},
+    {"client_dp", "delta", K_DOUBLE, F(client_dp.delta), 1e-300, 0.999999, NULL, "client-level delta"},
+    {"client_dp", "accountant", K_CHOICE, F(client_dp.accountant), 0, 0, "rdp|pld", "client-level accountant"},
+    {"client_dp", "target_quantile", K_DOUBLE, F(client_dp.target_quantile), 0, 1, NULL, "adaptive clipping: target quantile of update norms"},
+    {"client_dp", "clip_lr", K_DOUBLE, F(client_dp.clip_lr), 0, 100, NULL, "adaptive clipping: geometric learning rate"},
+    {"client_dp", "quantile_noise", K_DOUBLE, F(client_dp.quantile_noise), 0, 1e9, NULL, "adaptive clipping: noise std on the unclipped count (0 = expected clients / 20)"},
+    {"client_dp", "dropout", K_DOUBLE, F(client_dp.dropout), 0, 1, NULL, "probability that a sampled client drops out (noise is not reduced)"},
+    {"client_dp", "noise_schedule", K_STR, F(client_dp.noise_schedule), 0, 0, NULL, "ROUND:Z, ... noise from each round on"},
+    {"client_dp", "per_layer", K_CHOICE, F(client_dp.per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
+    {"run", "seed", K_STR, F(run.seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
+    {"run", "allow_large_delta", K_CHOICE, F(run.allow_large_delta), 0, 0, "no|yes", "accept delta >= 1/n records (1/K clients): such a delta allows releasing a whole record"},
+    {"run", "threads", K_INT, F(run.threads), 1, 256, NULL, "worker threads"},
+    {"run", "eval_every", K_INT, F(run.eval_every), 1, 100000000, NULL, "evaluate every N rounds (and at the last)"},
 };
 #undef F
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -88,50 +88,81 @@ static const keydef keys[] = {
 void dpfl_config_defaults(dpfl_config *c)
 {
     memset(c, 0, sizeof *c);
-    strcpy(c->dataset, "mnist");
-    strcpy(c->partition, "iid");
-    c->clients = 10;
-    c->shards = 2;
-    c->beta = 0.5;
-    c->classes_per_client = 2;
-    strcpy(c->data_dir, "data/cache");
-    strcpy(c->normalize, "none");
-    strcpy(c->arch, "mlp:784-200-10");
-    c->rounds = 10;
-    strcpy(c->sampling, "all");
-    c->client_rate = 0.1;
-    c->clients_per_round = 10;
-    c->local_epochs = 1;
-    c->batch = 32;
-    c->lr = 0.05;
-    strcpy(c->optimizer, "sgd");
-    strcpy(c->schedule, "constant");
-    c->lr_gamma = 1.0;
-    c->lr_step = 1;
-    c->eta = 1.0;
-    strcpy(c->weighting, "size");
-    strcpy(c->client_state, "reset");
-    c->client_state_max_mb = 8192;
-    strcpy(c->allow_large_delta, "no");
-    strcpy(c->rdp_enabled, "no");
-    c->rdp_clip = 1.0;
-    c->rdp_delta = 1e-5;
-    strcpy(c->rdp_sampler, "poisson");
-    strcpy(c->rdp_accountant, "rdp");
-    strcpy(c->rdp_adjacency, "auto");
-    strcpy(c->rdp_per_layer, "no");
-    strcpy(c->rdp_e2e, "no");
-    strcpy(c->rdp_secure, "no");
-    strcpy(c->cdp_enabled, "no");
-    c->cdp_clip = 1.0;
-    strcpy(c->cdp_strategy, "fixed");
-    c->cdp_delta = 1e-5;
-    strcpy(c->cdp_accountant, "rdp");
-    c->cdp_target_quantile = 0.5;
-    c->cdp_clip_lr = 0.2;
-    strcpy(c->cdp_per_layer, "no");
-    c->threads = 2;
-    c->eval_every = 1;
+    strcpy(c->data.dataset, "mnist");
+    c->data.partition = DPFL_PART_IID;
+    c->data.clients = 10;
+    c->data.shards = 2;
+    c->data.beta = 0.5;
+    c->data.classes_per_client = 2;
+    strcpy(c->data.data_dir, "data/cache");
+    c->data.normalize = DPFL_NORM_NONE;
+    strcpy(c->model.arch, "mlp:784-200-10");
+    c->fl.rounds = 10;
+    c->fl.sampling = DPFL_SAMPLE_ALL;
+    c->fl.client_rate = 0.1;
+    c->fl.clients_per_round = 10;
+    c->fl.local_epochs = 1;
+    c->fl.batch = 32;
+    c->fl.lr = 0.05;
+    c->fl.optimizer = DPFL_OPT_SGD;
+    c->fl.schedule = DPFL_SCHED_CONSTANT;
+    c->fl.lr_gamma = 1.0;
+    c->fl.lr_step = 1;
+    c->fl.eta = 1.0;
+    c->fl.weighting = DPFL_WEIGHT_SIZE;
+    c->fl.client_state = DPFL_STATE_RESET;
+    c->fl.client_state_max_mb = 8192;
+    c->run.allow_large_delta = 0;
+    c->record_dp.enabled = 0;
+    c->record_dp.clip = 1.0;
+    c->record_dp.delta = 1e-5;
+    c->record_dp.sampler = DPFL_BATCH_POISSON;
+    c->record_dp.accountant = DPFL_ACC_RDP;
+    c->record_dp.adjacency = DPFL_RADJ_AUTO;
+    c->record_dp.per_layer = 0;
+    c->record_dp.e2e = 0;
+    c->record_dp.secure_mode = 0;
+    c->client_dp.enabled = 0;
+    c->client_dp.clip = 1.0;
+    c->client_dp.clip_strategy = DPFL_CLIP_FIXED;
+    c->client_dp.delta = 1e-5;
+    c->client_dp.accountant = DPFL_ACC_RDP;
+    c->client_dp.target_quantile = 0.5;
+    c->client_dp.clip_lr = 0.2;
+    c->client_dp.per_layer = 0;
+    c->run.threads = 2;
+    c->run.eval_every = 1;
+}
+
+/* position of value in "a|b|c", or -1 */
+static int choice_index(const char *choices, const char *value)
+{
+    size_t len = strlen(value);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t l = bar ? (size_t)(bar - p) : strlen(p);
+        if (l == len && !strncmp(p, value, l)) return i;
+        p += l + (bar ? 1 : 0);
+    }
+    return -1;
+}
+
+/* the idx-th name of "a|b|c" into buf */
+static const char *choice_name(const char *choices, int idx, char *buf, size_t n)
+{
+    const char *p = choices;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p) return "?";
+    const char *bar = strchr(p, '|');
+    size_t l = bar ? (size_t)(bar - p) : strlen(p);
+    if (l >= n) l = n - 1;
+    memcpy(buf, p, l);
+    buf[l] = '\0';
+    return buf;
 }
 
 static const keydef *find_key(const char *section, const char *key)
@@ -196,19 +227,16 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
         *(double *)field = v;
         break;
     }
-    case K_CHOICE: {
-        size_t len = strlen(value);
-        const char *p = k->choices;
-        int ok = 0;
-        while (*p) {
-            const char *bar = strchr(p, '|');
-            size_t l = bar ? (size_t)(bar - p) : strlen(p);
-            if (l == len && !strncmp(p, value, l)) ok = 1;
-            p += l + (bar ? 1 : 0);
-        }
-        if (!ok)
+    case K_CHOICE:
+    case K_NAME: {
+        int idx = choice_index(k->choices, value);
+        if (idx < 0)
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not one of %s", section, key, where, value,
                              k->choices);
+        if (k->type == K_CHOICE) {
+            *(int *)field = idx;
+            break;
+        }
     }
         /* fall through */
     case K_STR:
@@ -277,72 +305,74 @@ dpfl_status dpfl_config_set(dpfl_config *c, const char *a, dpfl_error *err)
 
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
 {
-    if (!strcmp(c->sampling, "fixed") && c->clients_per_round > c->clients)
+    if ((c->fl.sampling == DPFL_SAMPLE_FIXED) && c->fl.clients_per_round > c->data.clients)
         return dpfl_fail(err, DPFL_EINVAL, "fl.clients_per_round: %d is more than data.clients (%d)",
-                         c->clients_per_round, c->clients);
-    if (!strcmp(c->sampling, "poisson") && c->client_rate <= 0.0)
+                         c->fl.clients_per_round, c->data.clients);
+    if ((c->fl.sampling == DPFL_SAMPLE_POISSON) && c->fl.client_rate <= 0.0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: must be > 0 with sampling = poisson");
-    if (c->local_steps == 0 && c->local_epochs == 0)
+    if (c->fl.local_steps == 0 && c->fl.local_epochs == 0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: one of local_steps and local_epochs must be > 0");
-    if (c->seed[0]) {
+    if (c->run.seed[0]) {
         char *end;
         errno = 0;
-        strtoull(c->seed, &end, 10);
-        if (*end || errno || c->seed[0] == '-')
+        strtoull(c->run.seed, &end, 10);
+        if (*end || errno || c->run.seed[0] == '-')
             return dpfl_fail(err, DPFL_EINVAL, "run.seed: '%s' is not a non-negative integer (leave it empty for "
-                                               "OS entropy)", c->seed);
+                                               "OS entropy)", c->run.seed);
     }
-    if (!strcmp(c->rdp_enabled, "yes")) {
-        const char *want = !strcmp(c->rdp_sampler, "poisson") ? "add-remove" : "replace-one";
-        if (strcmp(c->rdp_adjacency, "auto") && strcmp(c->rdp_adjacency, want))
+    if (c->record_dp.enabled) {
+        const dpfl_record_adjacency want =
+            c->record_dp.sampler == DPFL_BATCH_POISSON ? DPFL_RADJ_ADD_REMOVE : DPFL_RADJ_REPLACE_ONE;
+        if (c->record_dp.adjacency != DPFL_RADJ_AUTO && c->record_dp.adjacency != want)
             return dpfl_fail(err, DPFL_EINVAL,
                              "record_dp.adjacency: %s does not match sampler = %s (which is analysed under %s)",
-                             c->rdp_adjacency, c->rdp_sampler, want);
-        if (c->rdp_noise == 0.0 && c->rdp_target_epsilon == 0.0)
+                             dpfl_config_choice(c, "record_dp.adjacency"), dpfl_config_choice(c, "record_dp.sampler"),
+                             want == DPFL_RADJ_ADD_REMOVE ? "add-remove" : "replace-one");
+        if (c->record_dp.noise == 0.0 && c->record_dp.target_epsilon == 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
-        if (isinf(c->rdp_clip) && c->rdp_noise > 0.0)
+        if (isinf(c->record_dp.clip) && c->record_dp.noise > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
-        if (!strcmp(c->rdp_secure, "yes") && !strcmp(c->rdp_accountant, "pld"))
+        if (c->record_dp.secure_mode && (c->record_dp.accountant == DPFL_ACC_PLD))
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.accountant: secure_mode is accounted with rdp (integer "
                                                "orders bound the discrete Gaussian); pld is for the continuous one");
-        if (isinf(c->rdp_clip) && !strcmp(c->rdp_secure, "yes"))
+        if (isinf(c->record_dp.clip) && c->record_dp.secure_mode)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
-        if (isinf(c->rdp_clip) && c->rdp_target_epsilon > 0.0)
+        if (isinf(c->record_dp.clip) && c->record_dp.target_epsilon > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
     }
-    if (!strcmp(c->cdp_enabled, "yes") && strcmp(c->cdp_strategy, "median")) {
-        if (c->cdp_noise == 0.0 && c->cdp_target_epsilon == 0.0)
+    if (c->client_dp.enabled && (c->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
+        if (c->client_dp.noise == 0.0 && c->client_dp.target_epsilon == 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise: set noise > 0 or target_epsilon > 0");
     }
-    if (!strcmp(c->cdp_enabled, "yes") && !strcmp(c->cdp_strategy, "adaptive") && c->cdp_quantile_noise > 0 &&
-        c->cdp_noise > 0 && 2.0 * c->cdp_quantile_noise <= c->cdp_noise)
+    if (c->client_dp.enabled && (c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE) && c->client_dp.quantile_noise > 0 &&
+        c->client_dp.noise > 0 && 2.0 * c->client_dp.quantile_noise <= c->client_dp.noise)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: must exceed noise / 2 (%g) so that the update "
                                            "and the quantile noise together are one Gaussian with multiplier z",
-                         c->cdp_noise / 2.0);
+                         c->client_dp.noise / 2.0);
     dpfl_schedule sch;
     dpfl_status st;
-    if ((st = dpfl_schedule_parse(c->client_rate_schedule, "fl.client_rate_schedule", &sch, err))) return st;
+    if ((st = dpfl_schedule_parse(c->fl.client_rate_schedule, "fl.client_rate_schedule", &sch, err))) return st;
     for (int i = 0; i < sch.n; i++)
         if (sch.value[i] <= 0 || sch.value[i] > 1)
             return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate_schedule: rates must be in (0, 1]");
-    if ((st = dpfl_schedule_parse(c->clients_per_round_schedule, "fl.clients_per_round_schedule", &sch, err))) return st;
+    if ((st = dpfl_schedule_parse(c->fl.clients_per_round_schedule, "fl.clients_per_round_schedule", &sch, err))) return st;
     for (int i = 0; i < sch.n; i++)
-        if (sch.value[i] < 1 || sch.value[i] > c->clients || sch.value[i] != floor(sch.value[i]))
+        if (sch.value[i] < 1 || sch.value[i] > c->data.clients || sch.value[i] != floor(sch.value[i]))
             return dpfl_fail(err, DPFL_EINVAL, "fl.clients_per_round_schedule: counts must be integers in [1, %d]",
-                             c->clients);
-    if ((st = dpfl_schedule_parse(c->cdp_noise_schedule, "client_dp.noise_schedule", &sch, err))) return st;
-    if (sch.n && c->cdp_noise == 0.0 && !strcmp(c->cdp_enabled, "yes"))
+                             c->data.clients);
+    if ((st = dpfl_schedule_parse(c->client_dp.noise_schedule, "client_dp.noise_schedule", &sch, err))) return st;
+    if (sch.n && c->client_dp.noise == 0.0 && c->client_dp.enabled)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise_schedule: give noise too (calibration of a schedule "
                                            "is not supported); target_epsilon then acts as a stop rule");
     for (int i = 0; i < sch.n; i++)
         if (sch.value[i] <= 0) return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise_schedule: noise must be > 0");
-    if (!strcmp(c->rdp_e2e, "yes") && (c->client_rate_schedule[0] || c->clients_per_round_schedule[0] ||
-                                       c->cdp_noise_schedule[0]))
+    if (c->record_dp.e2e && (c->fl.client_rate_schedule[0] || c->fl.clients_per_round_schedule[0] ||
+                                       c->client_dp.noise_schedule[0]))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
-    if (!strcmp(c->normalize, "standard") && strcmp(c->dataset, "mnist") && strcmp(c->dataset, "fashion-mnist"))
+    if ((c->data.normalize == DPFL_NORM_STANDARD) && strcmp(c->data.dataset, "mnist") && strcmp(c->data.dataset, "fashion-mnist"))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard is defined for mnist and fashion-mnist (heart "
                                            "is already z-scored per centre)");
-    if (!strcmp(c->partition, "natural") && strcmp(c->dataset, "heart"))
+    if ((c->data.partition == DPFL_PART_NATURAL) && strcmp(c->data.dataset, "heart"))
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
     return DPFL_OK;
 }
@@ -363,6 +393,12 @@ char *dpfl_config_to_ini(const dpfl_config *c)
         switch (k->type) {
         case K_INT: n += (size_t)snprintf(s + n, cap - n, "%s = %d\n", k->key, *(const int32_t *)field); break;
         case K_DOUBLE: n += (size_t)snprintf(s + n, cap - n, "%s = %.17g\n", k->key, *(const double *)field); break;
+        case K_CHOICE: {
+            char name[32];
+            n += (size_t)snprintf(s + n, cap - n, "%s = %s\n", k->key,
+                                  choice_name(k->choices, *(const int *)field, name, sizeof name));
+            break;
+        }
         default: n += (size_t)snprintf(s + n, cap - n, "%s = %s\n", k->key, field); break;
         }
         DPFL_ASSERT(n < cap);
@@ -380,10 +416,22 @@ void dpfl_config_print_keys(FILE *f)
             cur = k->section;
         }
         char range[96] = "";
-        if (k->type == K_CHOICE) snprintf(range, sizeof range, "%s", k->choices);
+        if (k->type == K_CHOICE || k->type == K_NAME) snprintf(range, sizeof range, "%s", k->choices);
         else if (k->type == K_INT) snprintf(range, sizeof range, "integer in [%.0f, %.0f]", k->lo, k->hi);
         else if (k->type == K_DOUBLE) snprintf(range, sizeof range, "number in [%g, %g]", k->lo, k->hi);
         else snprintf(range, sizeof range, "text");
         fprintf(f, "    %-20s %s — %s\n", k->key, k->help, range);
     }
+}
+
+const char *dpfl_config_choice(const dpfl_config *c, const char *section_key)
+{
+    static _Thread_local char buf[32];
+    const char *dot = strchr(section_key, '.');
+    if (!dot) return "?";
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys[i].type == K_CHOICE && !strncmp(keys[i].section, section_key, (size_t)(dot - section_key)) &&
+            keys[i].section[dot - section_key] == '\0' && !strcmp(keys[i].key, dot + 1))
+            return choice_name(keys[i].choices, *(const int *)((const char *)c + keys[i].off), buf, sizeof buf);
+    return "?";
 }

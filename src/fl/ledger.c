@@ -161,8 +161,8 @@ static int cmp_i64(const void *a, const void *b)
 dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
                                   double target_eps, double *z, dpfl_error *err)
 {
-    dpfl_record_accounting ra = {0, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
-                                 !strcmp(cfg->rdp_accountant, "pld"), !strcmp(cfg->rdp_secure, "yes")};
+    dpfl_record_accounting ra = {0, (cfg->record_dp.sampler == DPFL_BATCH_POISSON), cfg->fl.batch, cfg->record_dp.delta,
+                                 (cfg->record_dp.accountant == DPFL_ACC_PLD), cfg->record_dp.secure_mode};
     dpfl_calibrate_opts co = {0};
     co.accountant = ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
     if (ra.integer_orders) co.opts.orders = dpfl_rdp_default_orders(&co.opts.norders);
@@ -180,11 +180,11 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     for (int32_t j = 0; j < ns && !st; j++) {
         int64_t n = sizes[j];
         int64_t steps = (int64_t)rounds *
-                        (cfg->local_steps > 0 ? cfg->local_steps
-                                              : (int64_t)cfg->local_epochs * ((n + cfg->batch - 1) / cfg->batch));
+                        (cfg->fl.local_steps > 0 ? cfg->fl.local_steps
+                                              : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch));
         dpfl_event ev = record_event(&ra, n, steps);
         double zj;
-        st = dpfl_calibrate_noise(&ev, 1, target_eps, cfg->rdp_delta, &co, &zj, err);
+        st = dpfl_calibrate_noise(&ev, 1, target_eps, cfg->record_dp.delta, &co, &zj, err);
         if (!st && zj > best) best = zj;
     }
     free(sizes);

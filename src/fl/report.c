@@ -65,7 +65,7 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
     if (c->rdp_on) {
         json_num(o, "epsilon", c->report.epsilon);
         json_num(o, "noise_std", m->noise_std);
-        if (!strcmp(cfg->rdp_e2e, "yes")) {
+        if (cfg->record_dp.e2e) {
             double ce, cn;
             dpfl_status st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z,
                                                    c->cdp_on ? c->rs.client_z : 0.0, &ce, &cn, err);
@@ -111,31 +111,31 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     dpfl_status st;
     cJSON_AddStringToObject(sum, "unit", "record");
     json_num(sum, "epsilon", c->report.epsilon);
-    cJSON_AddNumberToObject(sum, "delta", cfg->rdp_delta);
-    cJSON_AddStringToObject(sum, "accountant", cfg->rdp_accountant);
-    cJSON_AddStringToObject(sum, "sampler", cfg->rdp_sampler);
+    cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
+    cJSON_AddStringToObject(sum, "accountant", dpfl_config_choice(cfg, "record_dp.accountant"));
+    cJSON_AddStringToObject(sum, "sampler", dpfl_config_choice(cfg, "record_dp.sampler"));
     cJSON_AddStringToObject(sum, "adjacency", c->ra.poisson ? "add-remove" : "replace-one");
     cJSON_AddNumberToObject(sum, "noise", c->rs.record_z);
-    cJSON_AddNumberToObject(sum, "clip", cfg->rdp_clip);
-    cJSON_AddStringToObject(sum, "noise_kind", !strcmp(cfg->rdp_secure, "yes")
+    cJSON_AddNumberToObject(sum, "clip", cfg->record_dp.clip);
+    cJSON_AddStringToObject(sum, "noise_kind", cfg->record_dp.secure_mode
                                                    ? "discrete Gaussian, exact (secure mode; RDP at integer orders)"
                                                    : "Gaussian, floating point (ziggurat on ChaCha20)");
-    if (cfg->rdp_noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
+    if (cfg->record_dp.noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
     cJSON_AddNumberToObject(sum, "worst_client", c->report.worst_client);
     cJSON_AddNumberToObject(sum, "worst_client_q", c->report.worst_q);
     cJSON_AddNumberToObject(sum, "worst_client_steps", (double)c->report.worst_steps);
     cJSON_AddNumberToObject(sum, "worst_client_n", (double)c->report.worst_n);
     cJSON_AddNumberToObject(sum, "worst_client_batch", (double)c->report.worst_batch);
     if (c->report.order > 0) cJSON_AddNumberToObject(sum, "order", c->report.order);
-    if (!strcmp(cfg->rdp_e2e, "yes")) {
+    if (cfg->record_dp.e2e) {
         double ce, cn;
         if ((st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
                                         &ce, &cn, err)))
             return st;
         json_num(sum, c->cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
-        cJSON_AddNumberToObject(sum, "client_delta", cfg->rdp_delta);
+        cJSON_AddNumberToObject(sum, "client_delta", cfg->record_dp.delta);
         cJSON_AddNumberToObject(sum, "client_noise", cn);
-        cJSON_AddStringToObject(sum, "client_adjacency", !strcmp(cfg->sampling, "fixed")
+        cJSON_AddStringToObject(sum, "client_adjacency", (cfg->fl.sampling == DPFL_SAMPLE_FIXED)
                                                              ? "replace-one, participation visible"
                                                              : "zero-out, participation visible (replace-by-special)");
     }
@@ -151,16 +151,16 @@ static void summary_client(const run_ctx *c, cJSON *sum)
     } else {
         cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
     }
-    cJSON_AddNumberToObject(sum, "client_delta", cfg->cdp_delta);
+    cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
-    cJSON_AddStringToObject(sum, "client_sampler", cfg->sampling);
+    cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
     cJSON_AddStringToObject(sum, "client_adjacency_accounted",
-                            !strcmp(cfg->sampling, "fixed") ? "replace-one" : "add-remove");
+                            (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one" : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", c->ledger.rounds);
     cJSON_AddNumberToObject(sum, "client_noise", c->rs.client_z);
-    cJSON_AddStringToObject(sum, "client_accountant", cfg->cdp_accountant);
-    cJSON_AddStringToObject(sum, "clip_strategy", cfg->cdp_strategy);
-    if (!strcmp(cfg->cdp_strategy, "adaptive")) { /* the two noises whose combination was charged */
+    cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
+    cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
+    if ((cfg->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE)) { /* the two noises whose combination was charged */
         cJSON_AddNumberToObject(sum, "update_noise", dpfl_sim_update_noise(c->sim));
         cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(c->sim));
     }
@@ -186,13 +186,13 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
     if (c->rdp_on)
         n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst client; %s "
                                                 "adjacency, %s sampler, %s accountant)",
-                              c->report.epsilon, cfg->rdp_delta, c->ra.poisson ? "add-remove" : "replace-one",
-                              cfg->rdp_sampler, cfg->rdp_accountant);
+                              c->report.epsilon, cfg->record_dp.delta, c->ra.poisson ? "add-remove" : "replace-one",
+                              dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     if (c->cdp_on && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
-                              n ? "; " : "", c->ceps, cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant);
-    if (cfg->seed[0] && n < len)
+                              n ? "; " : "", c->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
+    if (cfg->run.seed[0] && n < len)
         snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
     return 1;
 }
@@ -217,7 +217,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     json_num(sum, "test_accuracy", c->last_eval.test_accuracy);
     json_num(sum, "test_loss", c->last_eval.test_loss);
     cJSON_AddNumberToObject(sum, "rounds", c->ledger.rounds);
-    cJSON_AddNumberToObject(sum, "rounds_planned", cfg->rounds);
+    cJSON_AddNumberToObject(sum, "rounds_planned", cfg->fl.rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->stopped_early);
     /* values no epsilon covers (raw data, exact batch totals, participation, client test sets, timing): kept apart */
     cJSON *np = cJSON_AddObjectToObject(sum, "not_private");
@@ -242,7 +242,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         for (int i = 0; i < c->nwarn; i++) cJSON_AddItemToArray(w, cJSON_CreateString(c->warnings[i]));
     }
     cJSON_AddStringToObject(sum, "config_sha256", c->sha);
-    if (cfg->seed[0]) {
+    if (cfg->run.seed[0]) {
         cJSON_AddNumberToObject(sum, "seed", (double)c->seed);
         cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
                                                    "epsilon above holds only if the seed is secret");
@@ -250,7 +250,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         cJSON_AddNullToObject(sum, "seed");
         cJSON_AddStringToObject(sum, "randomness", "OS entropy (ChaCha20)");
     }
-    cJSON_AddStringToObject(sum, "dataset", cfg->dataset);
+    cJSON_AddStringToObject(sum, "dataset", cfg->data.dataset);
     cJSON_AddStringToObject(sum, "model", c->model.spec);
     cJSON_AddNumberToObject(sum, "parameters", (double)c->model.nparam);
     cJSON_AddNumberToObject(sum, "clients", c->part.clients);
@@ -278,15 +278,15 @@ void fl_report_final_lines(const run_ctx *c)
             c->stopped_early ? " (stopped before exceeding the privacy budget)" : "", c->last_eval.test_accuracy,
             c->wall0 + (dpfl_now() - c->t_start), c->opt->out_dir);
     /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
-    const char *seedcaveat = cfg->seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
+    const char *seedcaveat = cfg->run.seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
                                             "not for deployment)"
                                           : "";
     if (c->rdp_on)
         fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
-                c->report.epsilon, cfg->rdp_delta, cfg->rdp_accountant, cfg->rdp_sampler, seedcaveat);
+                c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
     if (c->cdp_on && c->cprivate)
         fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", c->ceps,
-                cfg->cdp_delta, cfg->sampling, cfg->cdp_accountant, seedcaveat);
+                cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
     if (c->cdp_on && !c->cprivate)
         fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
     if (!c->rdp_on && !c->cdp_on)

@@ -35,7 +35,7 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         if (!s->cdp) continue;
         dpfl_rng drng;
         dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
-        s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->cdp_dropout);
+        s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
     }
     if (s->keep && s->state_vecs > 0)
         for (int32_t i = 0; i < ms; i++) {
@@ -45,7 +45,7 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
                 return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d, "
                                                    "%zu floats)", s->sampled[i], (size_t)s->state_vecs * P);
         }
-    if (s->cdp && s->strategy == CLIP_MEDIAN && ms > s->nslots) {
+    if (s->cdp && s->strategy == DPFL_CLIP_MEDIAN && ms > s->nslots) {
         /* median clipping needs every update of the round before it can clip any: one slot per client */
         float **more = realloc(s->slots, (size_t)ms * sizeof *more);
         if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
@@ -88,7 +88,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             if (!s->cdp) {
                 double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
                 dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
-            } else if (s->strategy != CLIP_MEDIAN) {
+            } else if (s->strategy != DPFL_CLIP_MEDIAN) {
                 fl_server_add(s, s->slots[j], r, S, m, &sr);
             }
         }
@@ -101,10 +101,10 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
                        (s->rdp_secure ? 1.001 : 1.0);
     }
     if (s->cdp) {
-        double S_used = s->strategy == CLIP_MEDIAN ? fl_server_median_clip(s, ms, m, &sr) : S;
+        double S_used = s->strategy == DPFL_CLIP_MEDIAN ? fl_server_median_clip(s, ms, m, &sr) : S;
         fl_server_release(s, round, S_used, m, &sr);
     } else if (ms > 0) {
-        dpfl_vec_axpy(s->global, (float)s->cfg->eta, s->acc, P);
+        dpfl_vec_axpy(s->global, (float)s->cfg->fl.eta, s->acc, P);
     }
     m->wall_seconds = dpfl_now() - s->t0;
     return DPFL_OK;

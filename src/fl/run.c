@@ -30,22 +30,16 @@ static dpfl_status make_dirs(const char *path, dpfl_error *err)
     return DPFL_OK;
 }
 
-static dpfl_status partition_spec(const dpfl_config *c, dpfl_partition_spec *sp, dpfl_error *err)
+static void partition_spec(const dpfl_config *c, dpfl_partition_spec *sp)
 {
     memset(sp, 0, sizeof *sp);
-    if (!strcmp(c->partition, "iid")) sp->kind = DPFL_PART_IID;
-    else if (!strcmp(c->partition, "shards")) sp->kind = DPFL_PART_SHARDS;
-    else if (!strcmp(c->partition, "dirichlet")) sp->kind = DPFL_PART_DIRICHLET;
-    else if (!strcmp(c->partition, "classes")) sp->kind = DPFL_PART_CLASSES;
-    else if (!strcmp(c->partition, "natural")) sp->kind = DPFL_PART_NATURAL;
-    else return dpfl_fail(err, DPFL_EINVAL, "data.partition: unknown '%s'", c->partition);
-    sp->clients = c->clients;
-    sp->shards = c->shards;
-    sp->beta = c->beta;
-    sp->classes_per_client = c->classes_per_client;
-    sp->samples_per_client = c->samples_per_client;
-    sp->test_per_client = c->test_per_client;
-    return DPFL_OK;
+    sp->kind = c->data.partition;
+    sp->clients = c->data.clients;
+    sp->shards = c->data.shards;
+    sp->beta = c->data.beta;
+    sp->classes_per_client = c->data.classes_per_client;
+    sp->samples_per_client = c->data.samples_per_client;
+    sp->test_per_client = c->data.test_per_client;
 }
 
 /* delta against the number of units it protects: a mechanism that publishes one of n records at random is
@@ -55,7 +49,7 @@ static dpfl_status check_one_delta(const dpfl_config *cfg, const char *key, doub
                                    int quiet, char (*warn)[256], int *nwarn, dpfl_error *err)
 {
     if (n <= 0) return DPFL_OK;
-    if (delta >= 1.0 / (double)n && strcmp(cfg->allow_large_delta, "yes"))
+    if (delta >= 1.0 / (double)n && !cfg->run.allow_large_delta)
         return dpfl_fail(err, DPFL_EINVAL,
                          "%s: %g is not below 1/n = %.3g (n = %lld %s): such a delta allows publishing a whole %s; "
                          "use delta <= 1/(10 n) = %.3g, or set [run] allow_large_delta = yes",
@@ -74,14 +68,14 @@ static dpfl_status check_deltas(const dpfl_config *cfg, int64_t records, int32_t
                                 char (*warn)[256], int *nwarn, dpfl_error *err)
 {
     dpfl_status st = DPFL_OK;
-    if (!strcmp(cfg->rdp_enabled, "yes")) {
-        st = check_one_delta(cfg, "record_dp.delta", cfg->rdp_delta, records, "training records", quiet, warn, nwarn, err);
-        if (!st && !strcmp(cfg->rdp_e2e, "yes")) /* the e2e client-level guarantee uses the same delta */
-            st = check_one_delta(cfg, "record_dp.delta (e2e, client level)", cfg->rdp_delta, clients, "clients", quiet,
+    if (cfg->record_dp.enabled) {
+        st = check_one_delta(cfg, "record_dp.delta", cfg->record_dp.delta, records, "training records", quiet, warn, nwarn, err);
+        if (!st && cfg->record_dp.e2e) /* the e2e client-level guarantee uses the same delta */
+            st = check_one_delta(cfg, "record_dp.delta (e2e, client level)", cfg->record_dp.delta, clients, "clients", quiet,
                                  warn, nwarn, err);
     }
-    if (!st && !strcmp(cfg->cdp_enabled, "yes"))
-        st = check_one_delta(cfg, "client_dp.delta", cfg->cdp_delta, clients, "clients", quiet, warn, nwarn, err);
+    if (!st && cfg->client_dp.enabled)
+        st = check_one_delta(cfg, "client_dp.delta", cfg->client_dp.delta, clients, "clients", quiet, warn, nwarn, err);
     return st;
 }
 
@@ -90,17 +84,17 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
-    if ((st = dpfl_dataset_load(cfg->dataset, cfg->data_dir, c->seed, &c->train, &c->test, err))) return st;
-    if (!strcmp(cfg->normalize, "standard") && ((st = dpfl_dataset_standardize(cfg->dataset, &c->train, err)) ||
-                                                (st = dpfl_dataset_standardize(cfg->dataset, &c->test, err))))
+    if ((st = dpfl_dataset_load(cfg->data.dataset, cfg->data.data_dir, c->seed, &c->train, &c->test, err))) return st;
+    if ((cfg->data.normalize == DPFL_NORM_STANDARD) && ((st = dpfl_dataset_standardize(cfg->data.dataset, &c->train, err)) ||
+                                                (st = dpfl_dataset_standardize(cfg->data.dataset, &c->test, err))))
         return st;
     dpfl_partition_spec spec;
-    if ((st = partition_spec(cfg, &spec, err))) return st;
+    partition_spec(cfg, &spec);
     dpfl_rng prng;
     dpfl_rng_derive(&c->root, &prng, 0, 0, PURPOSE_PARTITION);
     if ((st = dpfl_partition_make(&c->train, &c->test, &spec, &prng, &c->part, err))) return st;
     if ((st = check_deltas(cfg, c->train.n, c->part.clients, c->opt->quiet, c->warnings, &c->nwarn, err))) return st;
-    if ((st = dpfl_model_create(cfg->arch, c->train.c, c->train.h, c->train.w, c->train.classes, &c->model, err)))
+    if ((st = dpfl_model_create(cfg->model.arch, c->train.c, c->train.h, c->train.w, c->train.classes, &c->model, err)))
         return st;
     if (!(c->global = dpfl_alloc(c->model.nparam * sizeof(float), err))) return DPFL_ENOMEM;
     dpfl_rng irng;
@@ -114,9 +108,9 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
-    c->rs.record_z = cfg->rdp_noise;
-    c->rs.client_z = cfg->cdp_noise;
-    c->rs.S = cfg->cdp_clip;
+    c->rs.record_z = cfg->record_dp.noise;
+    c->rs.client_z = cfg->client_dp.noise;
+    c->rs.S = cfg->client_dp.clip;
     if (c->opt->resume) {
         if ((st = fl_checkpoint_load(c->opt->out_dir, c->global, c->model.nparam, &c->ledger, &c->rs, c->sim,
                                      &c->ckpt_line, err)))
@@ -124,34 +118,34 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
         c->wall0 = c->rs.wall;
     } else {
         if (c->rdp_on && c->rs.record_z == 0.0 &&
-            (st = dpfl_record_calibrate(&c->part, cfg, cfg->rounds, cfg->rdp_target_epsilon, &c->rs.record_z, err)))
+            (st = dpfl_record_calibrate(&c->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &c->rs.record_z, err)))
             return st;
-        if (c->cdp_on && c->rs.client_z == 0.0 && strcmp(cfg->cdp_strategy, "median")) {
+        if (c->cdp_on && c->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
             dpfl_event ev = fl_client_round_event(cfg, c->part.clients, 1.0, 1);
-            ev.count = cfg->rounds;
+            ev.count = cfg->fl.rounds;
             dpfl_calibrate_opts co = {0};
-            co.accountant = !strcmp(cfg->cdp_accountant, "pld") ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+            co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
             co.tol = 1e-4;
-            if ((st = dpfl_calibrate_noise(&ev, 1, cfg->cdp_target_epsilon, cfg->cdp_delta, &co, &c->rs.client_z, err)))
+            if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, &c->rs.client_z, err)))
                 return st;
-            if (!strcmp(cfg->sampling, "fixed")) c->rs.client_z *= 2.0; /* the event carries z / 2 (replace-one) */
+            if ((cfg->fl.sampling == DPFL_SAMPLE_FIXED)) c->rs.client_z *= 2.0; /* the event carries z / 2 (replace-one) */
         }
     }
-    if (c->rdp_on && !strcmp(cfg->rdp_secure, "yes") && !dpfl_mech_discrete_in_range(c->model.nparam, c->rs.record_z))
+    if (c->rdp_on && cfg->record_dp.secure_mode && !dpfl_mech_discrete_in_range(c->model.nparam, c->rs.record_z))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
                                            "sampler's range (sigma^2 <= 2^62 grid units)", c->rs.record_z,
                          c->model.nparam);
     if (c->rdp_on) dpfl_sim_set_record_noise(c->sim, c->rs.record_z);
     if (c->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
-        for (int32_t r = cfg->rounds; r > c->ledger.rounds; r--)
+        for (int32_t r = cfg->fl.rounds; r > c->ledger.rounds; r--)
             if ((st = dpfl_sim_set_client_noise(c->sim, r, dpfl_round_client_noise(cfg, r, c->rs.client_z), err)))
                 return st;
         dpfl_sim_set_update_clip(c->sim, c->rs.S);
     }
-    c->ra = (dpfl_record_accounting){c->rs.record_z, !strcmp(cfg->rdp_sampler, "poisson"), cfg->batch, cfg->rdp_delta,
-                                     !strcmp(cfg->rdp_accountant, "pld"), !strcmp(cfg->rdp_secure, "yes")};
+    c->ra = (dpfl_record_accounting){c->rs.record_z, (cfg->record_dp.sampler == DPFL_BATCH_POISSON), cfg->fl.batch, cfg->record_dp.delta,
+                                     (cfg->record_dp.accountant == DPFL_ACC_PLD), cfg->record_dp.secure_mode};
     return DPFL_OK;
 }
 
@@ -189,8 +183,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     if ((st = dpfl_sim_create(cfg, &c->model, &c->train, &c->test, &c->part, &c->root, c->global, &c->sim, err)))
         return st;
     if ((st = dpfl_ledger_init(&c->ledger, c->part.clients, err))) return st;
-    c->rdp_on = !strcmp(cfg->rdp_enabled, "yes");
-    c->cdp_on = !strcmp(cfg->cdp_enabled, "yes");
+    c->rdp_on = cfg->record_dp.enabled;
+    c->cdp_on = cfg->client_dp.enabled;
     if ((st = setup_noise(c, err))) return st;
     if (!(c->steps = malloc((size_t)c->part.clients * sizeof *c->steps)) ||
         (c->rdp_on && c->part.clients <= 1000 && !c->ra.pld &&
@@ -232,8 +226,8 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     c->opt = opt;
     c->cprivate = 1;
     c->t_start = dpfl_now();
-    if (cfg->seed[0]) {
-        c->seed = strtoull(cfg->seed, NULL, 10);
+    if (cfg->run.seed[0]) {
+        c->seed = strtoull(cfg->run.seed, NULL, 10);
         dpfl_rng_init_seed(&c->root, c->seed);
     } else if ((st = dpfl_rng_init_os(&c->root, err))) {
         free(c);
@@ -241,7 +235,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     }
     if (!(st = fl_run_setup(c, err))) {
         int stop = 0;
-        for (int32_t r = c->ledger.rounds + 1; r <= cfg->rounds && !stop && !st; r++) {
+        for (int32_t r = c->ledger.rounds + 1; r <= cfg->fl.rounds && !stop && !st; r++) {
             st = fl_run_round(c, r, &stop, err);
         }
         if (!opt->quiet && isatty(2)) fputc('\n', stderr);

@@ -27,11 +27,11 @@ static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, doubl
     *stop = 0;
     if (c->rdp_on) {
         if ((st = dpfl_ledger_record_epsilon(&c->trial, &c->part, &c->ra, next, c->per_client, err))) return st;
-        if (cfg->rdp_target_epsilon > 0 && next->epsilon > cfg->rdp_target_epsilon) *stop = 1;
+        if (cfg->record_dp.target_epsilon > 0 && next->epsilon > cfg->record_dp.target_epsilon) *stop = 1;
     }
     if (c->cdp_on && !*stop) {
         if ((st = fl_client_epsilon(cfg, &c->trial, next_ceps, &c->cprivate, err))) return st;
-        if (c->cprivate && cfg->cdp_target_epsilon > 0 && *next_ceps > cfg->cdp_target_epsilon) *stop = 1;
+        if (c->cprivate && cfg->client_dp.target_epsilon > 0 && *next_ceps > cfg->client_dp.target_epsilon) *stop = 1;
     }
     return DPFL_OK;
 }
@@ -54,7 +54,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     c->rs.examples += m.examples;
     c->rs.S = c->cdp_on ? dpfl_sim_update_clip(c->sim) : c->rs.S;
     c->comm += m.clients;
-    if (r % cfg->eval_every == 0 || r == cfg->rounds) {
+    if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
         dpfl_sim_evaluate(c->sim, &m);
         c->last_eval = m;
     }
@@ -73,6 +73,6 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     }
     free(line);
     if ((st = fl_report_diagnostics(c, &m, err))) return st;
-    if (!c->opt->quiet && isatty(2)) fl_report_progress(&m, cfg->rounds, c->last_eval.test_accuracy);
+    if (!c->opt->quiet && isatty(2)) fl_report_progress(&m, cfg->fl.rounds, c->last_eval.test_accuracy);
     return DPFL_OK;
 }

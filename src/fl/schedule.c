@@ -55,15 +55,15 @@ static double at(const char *text, int32_t round, double fallback)
 
 double dpfl_round_client_rate(const dpfl_config *c, int32_t round)
 {
-    return at(c->client_rate_schedule, round, c->client_rate);
+    return at(c->fl.client_rate_schedule, round, c->fl.client_rate);
 }
 
 int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round)
 {
-    return (int32_t)at(c->clients_per_round_schedule, round, c->clients_per_round);
+    return (int32_t)at(c->fl.clients_per_round_schedule, round, c->fl.clients_per_round);
 }
 
 double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z)
 {
-    return at(c->cdp_noise_schedule, round, z);
+    return at(c->client_dp.noise_schedule, round, z);
 }

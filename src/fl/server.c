@@ -47,7 +47,7 @@ void fl_server_release(dpfl_sim *s, int32_t round, double S_used, dpfl_round_met
     dpfl_rng nrng;
     dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
     dpfl_mech_gaussian(&nrng, s->acc, P, s->z_sum, S_used, (float)(1.0 / mr.denom), s->nthreads);
-    dpfl_vec_axpy(s->global, (float)cfg->eta, s->acc, P);
+    dpfl_vec_axpy(s->global, (float)cfg->fl.eta, s->acc, P);
     m->update_clip = S_used;
     m->update_noise_std = s->z_sum * S_used / mr.denom;
     if (m->replied > 0) {
@@ -56,8 +56,8 @@ void fl_server_release(dpfl_sim *s, int32_t round, double S_used, dpfl_round_met
         m->update_scale = mu2 / (double)P;
         m->between_client_variance = fmax(0.0, sr->sumsq / m->replied - mu2) / (double)P;
     }
-    if (s->strategy == CLIP_ADAPTIVE) { /* private quantile estimate, then a geometric step towards the target */
+    if (s->strategy == DPFL_CLIP_ADAPTIVE) { /* private quantile estimate, then a geometric step towards the target */
         double b = dpfl_mech_adaptive_quantile(&nrng, m->replied, m->replied - sr->nclipped, s->sigma_b, mr.denom);
-        s->S = S_used * exp(-cfg->cdp_clip_lr * (b - cfg->cdp_target_quantile));
+        s->S = S_used * exp(-cfg->client_dp.clip_lr * (b - cfg->client_dp.target_quantile));
     }
 }

@@ -58,31 +58,31 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->part = part;
     s->root = *root;
     s->global = global;
-    s->nthreads = cfg->threads > 0 ? cfg->threads : 1;
+    s->nthreads = cfg->run.threads > 0 ? cfg->run.threads : 1;
     s->nslots = 2 * s->nthreads;
     s->eval_batch = 256;
-    if (cfg->batch > s->eval_batch) s->eval_batch = cfg->batch;
+    if (cfg->fl.batch > s->eval_batch) s->eval_batch = cfg->fl.batch;
     s->t0 = dpfl_now();
     dpfl_status st;
     dpfl_optim_defaults(&s->optcfg);
-    if ((st = dpfl_optim_parse_kind(cfg->optimizer, &s->optcfg.kind, err))) goto fail;
-    if ((st = dpfl_optim_parse_sched(cfg->schedule, &s->optcfg.sched, err))) goto fail;
-    s->optcfg.lr = cfg->lr;
-    s->optcfg.momentum = cfg->momentum;
-    s->optcfg.weight_decay = cfg->weight_decay;
-    s->optcfg.gamma = cfg->lr_gamma;
-    s->optcfg.step_size = cfg->lr_step;
-    s->keep = !strcmp(cfg->client_state, "keep");
+    s->optcfg.kind = cfg->fl.optimizer;
+    s->optcfg.sched = cfg->fl.schedule;
+    s->optcfg.lr = cfg->fl.lr;
+    s->optcfg.momentum = cfg->fl.momentum;
+    s->optcfg.weight_decay = cfg->fl.weight_decay;
+    s->optcfg.gamma = cfg->fl.lr_gamma;
+    s->optcfg.step_size = cfg->fl.lr_step;
+    s->keep = (cfg->fl.client_state == DPFL_STATE_KEEP);
     s->state_vecs = (s->optcfg.kind != DPFL_OPT_SGD || s->optcfg.momentum != 0.0) + (s->optcfg.kind != DPFL_OPT_SGD);
     if (s->keep) {
         /* the worst case: every client takes part at least once */
         const double per_client = (double)s->state_vecs * (double)model->nparam * sizeof(float) + sizeof(client_opt);
         const double need_mb = per_client * (double)part->clients / 1048576.0;
-        if (need_mb > cfg->client_state_max_mb) {
+        if (need_mb > cfg->fl.client_state_max_mb) {
             st = dpfl_fail(err, DPFL_EINVAL, "fl.client_state: keep would hold up to %.0f MiB of %s state (%d clients x "
                                              "%.3g MiB), over fl.client_state_max_mb = %d; use client_state = reset, "
-                                             "fewer clients or a larger cap", need_mb, cfg->optimizer, part->clients,
-                           per_client / 1048576.0, cfg->client_state_max_mb);
+                                             "fewer clients or a larger cap", need_mb, dpfl_config_choice(cfg, "fl.optimizer"), part->clients,
+                           per_client / 1048576.0, cfg->fl.client_state_max_mb);
             goto fail;
         }
         if (!(s->cstate = calloc((size_t)part->clients, sizeof *s->cstate))) {
@@ -92,20 +92,18 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     }
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
-    s->rdp = !strcmp(cfg->rdp_enabled, "yes");
-    s->rdp_poisson = !strcmp(cfg->rdp_sampler, "poisson");
-    s->rdp_e2e = !strcmp(cfg->rdp_e2e, "yes");
-    s->rdp_secure = !strcmp(cfg->rdp_secure, "yes");
-    s->rdp_z = cfg->rdp_noise;
-    s->clip.clip = cfg->rdp_clip;
-    s->clip.per_layer = !strcmp(cfg->rdp_per_layer, "yes");
-    s->cdp = !strcmp(cfg->cdp_enabled, "yes");
+    s->rdp = cfg->record_dp.enabled;
+    s->rdp_poisson = (cfg->record_dp.sampler == DPFL_BATCH_POISSON);
+    s->rdp_e2e = cfg->record_dp.e2e;
+    s->rdp_secure = cfg->record_dp.secure_mode;
+    s->rdp_z = cfg->record_dp.noise;
+    s->clip.clip = cfg->record_dp.clip;
+    s->clip.per_layer = cfg->record_dp.per_layer;
+    s->cdp = cfg->client_dp.enabled;
     s->transport = &fl_transport_local;
-    s->sampling = !strcmp(cfg->sampling, "poisson") ? DPFL_SAMPLE_POISSON
-                  : !strcmp(cfg->sampling, "fixed") ? DPFL_SAMPLE_FIXED
-                                                    : DPFL_SAMPLE_ALL;
-    s->uniform_weights = !strcmp(cfg->weighting, "uniform");
-    if (s->cdp && !strcmp(cfg->cdp_per_layer, "yes")) { /* per-layer update clipping: the layers' slices */
+    s->sampling = cfg->fl.sampling;
+    s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
+    if (s->cdp && cfg->client_dp.per_layer) { /* per-layer update clipping: the layers' slices */
         s->nlayers_clip = model->nlayers;
         s->layer_off = calloc((size_t)model->nlayers, sizeof *s->layer_off);
         s->layer_len = calloc((size_t)model->nlayers, sizeof *s->layer_len);
@@ -118,14 +116,11 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
             s->layer_len[l] = model->layers[l].nparam;
         }
     }
-    s->strategy = !strcmp(cfg->cdp_strategy, "per-step")   ? CLIP_PER_STEP
-                  : !strcmp(cfg->cdp_strategy, "adaptive") ? CLIP_ADAPTIVE
-                  : !strcmp(cfg->cdp_strategy, "median")   ? CLIP_MEDIAN
-                                                           : CLIP_FIXED;
-    s->S = cfg->cdp_clip;
-    if (s->cdp && (st = dpfl_sim_set_client_noise(s, 1, cfg->cdp_noise, err))) goto fail;
+    s->strategy = cfg->client_dp.clip_strategy;
+    s->S = cfg->client_dp.clip;
+    if (s->cdp && (st = dpfl_sim_set_client_noise(s, 1, cfg->client_dp.noise, err))) goto fail;
     const size_t P = model->nparam;
-    const int32_t B = cfg->batch > s->eval_batch ? cfg->batch : s->eval_batch;
+    const int32_t B = cfg->fl.batch > s->eval_batch ? cfg->fl.batch : s->eval_batch;
     st = DPFL_ENOMEM;
     s->workers = calloc((size_t)s->nthreads, sizeof *s->workers);
     s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
@@ -181,13 +176,13 @@ dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl
     const dpfl_config *cfg = s->cfg;
     s->z_sum = z;
     s->sigma_b = 0.0;
-    if (s->strategy == CLIP_ADAPTIVE && z > 0) {
+    if (s->strategy == DPFL_CLIP_ADAPTIVE && z > 0) {
         /* Andrew et al. 2021: the count noise sigma_b in force (the default, expected clients per round / 20,
          * included) must leave room for the update sum's z_Delta; checked here, before any release */
-        int dflt = !(cfg->cdp_quantile_noise > 0);
+        int dflt = !(cfg->client_dp.quantile_noise > 0);
         double sb = dflt ? dpfl_mech_round_make(s->sampling, s->part->clients, dpfl_round_client_rate(cfg, round),
                                                 dpfl_round_clients_per_round(cfg, round), s->S, z).denom / 20.0
-                         : cfg->cdp_quantile_noise;
+                         : cfg->client_dp.quantile_noise;
         dpfl_error e;
         if (dpfl_mech_adaptive_split(z, sb, &s->z_sum, &e))
             return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: round %d: %s%s; set quantile_noise > %g or "
@@ -201,7 +196,7 @@ dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl
 
 double dpfl_sim_client_release_noise(const dpfl_sim *s)
 {
-    if (s->strategy != CLIP_ADAPTIVE || !(s->sigma_b > 0)) return s->z_sum;
+    if (s->strategy != DPFL_CLIP_ADAPTIVE || !(s->sigma_b > 0)) return s->z_sum;
     return dpfl_mech_adaptive_release_z(s->z_sum, s->sigma_b);
 }
 

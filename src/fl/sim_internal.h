@@ -11,8 +11,6 @@
 /* purposes of the derived ChaCha20 streams (dpfl_rng_derive(root, round, client-or-all, purpose)) */
 enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, PURPOSE_DROPOUT = 5, PURPOSE_SERVER_NOISE = 6 };
 
-typedef enum { CLIP_FIXED, CLIP_PER_STEP, CLIP_ADAPTIVE, CLIP_MEDIAN } clip_strategy;
-
 /* one worker thread's buffers */
 typedef struct {
     dpfl_nn_ws *ws;
@@ -78,7 +76,7 @@ struct dpfl_sim {
     int32_t nsampled;
     /* client-level DP */
     int cdp;
-    clip_strategy strategy;
+    dpfl_clip_strategy strategy;
     size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
     int32_t nlayers_clip;
     double S;       /* current update clip */
