@@ -61,7 +61,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 demo: setup
 	@$(MAKE) --no-print-directory all
-	./$(BIN) train examples/demo.ini --out runs/demo
+	./$(BIN) train examples/demo.ini --out runs/demo --force
 
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(TESTS)

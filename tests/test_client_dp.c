@@ -413,7 +413,7 @@ static cJSON *run_cdp(const char *name, const char *fl, const char *cdp, int qui
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", out);
     assert_int_equal(system(cmd), 0);
-    dpfl_run_options o = {out, quiet, 0};
+    dpfl_run_options o = {out, quiet, 0, 0};
     if (dpfl_run(&cfg, &o, &err) != DPFL_OK) {
         print_error("run %s: %s\n", name, err.msg);
         fail();
@@ -553,7 +553,7 @@ static void adaptive_clipping_rejects_a_quantile_noise_that_leaves_no_update_noi
     assert_int_equal(dpfl_config_load(&cfg, "/tmp/dpfl_test_cdp_adaptive.ini", &err), DPFL_OK);
     unlink("/tmp/dpfl_test_cdp_adaptive.ini");
     assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_adaptive"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_cdp_adaptive", 1, 0};
+    dpfl_run_options o = {"/tmp/dpfl_test_cdp_adaptive", 1, 0, 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_EINVAL);
     if (!strstr(err.msg, "client_dp.quantile_noise")) {
         print_error("error does not name the key: %s\n", err.msg);
@@ -593,6 +593,10 @@ static void median_clipping_is_reported_as_not_private(void **state)
     assert_false(cJSON_IsTrue(cJSON_GetObjectItem(s, "private")));
     assert_true(cJSON_IsBool(cJSON_GetObjectItem(s, "private")));
     assert_false(cJSON_IsNumber(cJSON_GetObjectItem(s, "client_epsilon")));
+    /* numbers stay numbers: null, and the reason in its own key */
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(s, "client_epsilon")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(s, "client_epsilon_reason")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(s, "started_at")));
     assert_int_equal((int)num(s, "rounds"), 4); /* no budget can stop it: there is no epsilon */
     cJSON_Delete(s);
     FILE *f = fopen("/tmp/dpfl_test_cdp_median/metrics.jsonl", "r");
@@ -604,6 +608,7 @@ static void median_clipping_is_reported_as_not_private(void **state)
         assert_non_null(o);
         const cJSON *e = cJSON_GetObjectItem(o, "client_epsilon");
         assert_false(cJSON_IsNumber(e));
+        assert_true(cJSON_IsNull(e) && cJSON_IsString(cJSON_GetObjectItem(o, "client_epsilon_reason")));
         cJSON_Delete(o);
         n++;
     }

@@ -445,7 +445,7 @@ static void partition_natural_heart(void **state)
     dpfl_partition_free(&p);
     sp.clients = 5;
     assert_int_equal(dpfl_partition_make(&tr, &te, &sp, &r, &p, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "partition.clients"));
+    assert_non_null(strstr(err.msg, "data.clients"));
     dpfl_dataset_free(&tr);
     dpfl_dataset_free(&te);
     sp.clients = 4;
@@ -495,7 +495,7 @@ static void partition_replication(void **state)
     dpfl_error err;
     dpfl_rng_init_seed(&r, 1);
     assert_int_equal(dpfl_partition_make(&syn_tr, NULL, &bad, &r, &p, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "partition.samples_per_client"));
+    assert_non_null(strstr(err.msg, "data.samples_per_client"));
 }
 
 static void expect_spec_error(dpfl_partition_spec sp, const char *key)
@@ -515,26 +515,26 @@ static void expect_spec_error(dpfl_partition_spec sp, const char *key)
 static void partition_spec_errors(void **state)
 {
     (void)state;
-    expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 0}, "partition.clients");
-    expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 1001}, "partition.clients");
+    expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 0}, "data.clients");
+    expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 1001}, "data.clients");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_SHARDS, .clients = 100, .shards = 11},
-                      "partition.shards");
+                      "data.shards");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_SHARDS, .clients = 10, .shards = 0},
-                      "partition.shards");
+                      "data.shards");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_CLASSES, .clients = 10, .classes_per_client = 11},
-                      "partition.classes_per_client");
+                      "data.classes_per_client");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_CLASSES, .clients = 10, .classes_per_client = 0},
-                      "partition.classes_per_client");
+                      "data.classes_per_client");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_CLASSES, .clients = 1000, .classes_per_client = 2},
-                      "partition.clients");
+                      "data.clients");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_DIRICHLET, .clients = 10, .beta = 0},
-                      "partition.beta");
+                      "data.beta");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_DIRICHLET, .clients = 900, .beta = 0.001},
-                      "partition.beta");
+                      "data.beta");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 10, .test_per_client = 600},
-                      "partition.test_per_client");
+                      "data.test_per_client");
     expect_spec_error((dpfl_partition_spec){.kind = DPFL_PART_IID, .clients = 10, .samples_per_client = -1},
-                      "partition.samples_per_client");
+                      "data.samples_per_client");
 }
 
 static void partition_deterministic_for_a_seed(void **state)

@@ -316,7 +316,7 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        dpfl_run_options o = {"/tmp/dpfl_test_runA", 1, 0};
+        dpfl_run_options o = {"/tmp/dpfl_test_runA", 1, 0, 0};
         _exit(dpfl_run(&cfg, &o, &err) == DPFL_OK ? 0 : 1);
     }
     struct stat sb;
@@ -326,9 +326,9 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     int status;
     waitpid(pid, &status, 0);
 
-    dpfl_run_options resume = {"/tmp/dpfl_test_runA", 1, 1};
+    dpfl_run_options resume = {"/tmp/dpfl_test_runA", 1, 1, 0};
     assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
-    dpfl_run_options clean = {"/tmp/dpfl_test_runB", 1, 0};
+    dpfl_run_options clean = {"/tmp/dpfl_test_runB", 1, 0, 0};
     assert_int_equal(dpfl_run(&cfg, &clean, &err), DPFL_OK);
 
     size_t la, lb;
@@ -412,7 +412,7 @@ static void stop_rule_never_releases_over_budget(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runC"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runC", 1, 0};
+    dpfl_run_options o = {"/tmp/dpfl_test_runC", 1, 0, 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runC/summary.json");
     assert_non_null(sum);
@@ -451,7 +451,7 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runE"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runE", 1, 0};
+    dpfl_run_options o = {"/tmp/dpfl_test_runE", 1, 0, 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runE/summary.json");
     assert_non_null(sum);
@@ -493,7 +493,7 @@ static void delta_is_checked_against_the_dataset_size(void **state)
         dpfl_error err;
         assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
         assert_int_equal(system("rm -rf /tmp/dpfl_test_runD"), 0);
-        dpfl_run_options o = {"/tmp/dpfl_test_runD", 1, 0};
+        dpfl_run_options o = {"/tmp/dpfl_test_runD", 1, 0, 0};
         dpfl_status st = dpfl_run(&cfg, &o, &err);
         if (i == 0) {
             assert_int_equal(st, DPFL_EINVAL);
@@ -580,7 +580,7 @@ static void client_noise_schedule_is_composed(void **state)
     assert_close(dpfl_round_client_noise(&cfg, 3, 2.0), 2.0, 0);
     assert_close(dpfl_round_client_noise(&cfg, 4, 2.0), 1.0, 0);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runS"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runS", 1, 0};
+    dpfl_run_options o = {"/tmp/dpfl_test_runS", 1, 0, 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runS/summary.json");
     assert_non_null(sum);
@@ -650,14 +650,14 @@ static void keep_state_survives_resume(void **state)
     dpfl_config_defaults(&reset);
     assert_int_equal(dpfl_config_load(&reset, cfgp, &err), DPFL_OK);
 
-    dpfl_run_options straight = {B, 1, 0};
+    dpfl_run_options straight = {B, 1, 0, 0};
     assert_int_equal(dpfl_run(&keep, &straight, &err), DPFL_OK);
     keep.fl.rounds = 3;
-    dpfl_run_options first = {A, 1, 0};
+    dpfl_run_options first = {A, 1, 0, 0};
     assert_int_equal(dpfl_run(&keep, &first, &err), DPFL_OK);
     /* the other mode cannot pick up this checkpoint */
     reset.fl.rounds = 8;
-    dpfl_run_options resume = {A, 1, 1};
+    dpfl_run_options resume = {A, 1, 1, 0};
     assert_int_equal(dpfl_run(&reset, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "fl.client_state"));
     keep.fl.rounds = 8;
@@ -681,13 +681,13 @@ static void keep_state_survives_resume(void **state)
     free(ma);
     free(mb);
     /* the same run with reset ends elsewhere: the states matter */
-    dpfl_run_options r8 = {C, 1, 0};
+    dpfl_run_options r8 = {C, 1, 0, 0};
     assert_int_equal(dpfl_run(&reset, &r8, &err), DPFL_OK);
     models_equal(B, C, 0);
 
     /* version 1 (no client-state section): 3 reset rounds, rewritten as version 1, resume to 8 */
     reset.fl.rounds = 3;
-    dpfl_run_options r3 = {D, 1, 0};
+    dpfl_run_options r3 = {D, 1, 0, 0};
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
@@ -703,7 +703,7 @@ static void keep_state_survives_resume(void **state)
                      DPFL_OK);
     free(payload);
     keep.fl.rounds = reset.fl.rounds = 8;
-    dpfl_run_options resumeD = {D, 1, 1};
+    dpfl_run_options resumeD = {D, 1, 1, 0};
     assert_int_equal(dpfl_run(&keep, &resumeD, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "version 1"));
     assert_non_null(strstr(err.msg, "fl.client_state"));

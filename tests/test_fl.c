@@ -93,6 +93,55 @@ static void config_choices_are_typed_and_round_trip(void **state)
     unlink(path);
 }
 
+/* A config path that is not a regular file is an error (a directory trained the built-in defaults); an unknown
+ * section lists every valid section (record_dp and client_dp were missing). */
+static void config_path_and_section_errors_are_exact(void **state)
+{
+    (void)state;
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&c, "/tmp", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "directory"));
+    assert_int_equal(dpfl_config_set(&c, "dp.noise=1", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data, model, fl, record_dp, client_dp, run"));
+}
+
+/* A new run never shares a folder with another run's files: a non-empty folder is refused (naming --force and
+ * --resume); with force the previous run's files are removed before anything is written. */
+static void run_folder_is_never_reused_silently(void **state)
+{
+    (void)state;
+    const char *dir = "/tmp/dpfl_test_runfolder";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runfolder && mkdir -p /tmp/dpfl_test_runfolder && "
+                            "echo old > /tmp/dpfl_test_runfolder/summary.json && "
+                            "echo old > /tmp/dpfl_test_runfolder/model.bin"), 0);
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    strcpy(c.data.dataset, "synthetic");
+    strcpy(c.model.arch, "mlp:20-8-10");
+    c.data.clients = 4;
+    c.fl.rounds = 1;
+    c.fl.local_steps = 1;
+    c.run.eval_every = 1;
+    dpfl_error err;
+    dpfl_run_options o = {dir, 1, 0, 0};
+    assert_int_equal(dpfl_run(&c, &o, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "--force"));
+    assert_int_not_equal(access("/tmp/dpfl_test_runfolder/config.ini", F_OK), 0); /* nothing written */
+    /* force, with a config that fails before the run ends: the old summary and model are gone all the same */
+    o.force = 1;
+    strcpy(c.model.arch, "no-such-model");
+    assert_int_not_equal(dpfl_run(&c, &o, &err), DPFL_OK);
+    assert_int_equal(system("test ! -e /tmp/dpfl_test_runfolder/summary.json && "
+                            "test ! -e /tmp/dpfl_test_runfolder/model.bin"), 0);
+    strcpy(c.model.arch, "mlp:20-8-10");
+    assert_int_equal(system("echo old > /tmp/dpfl_test_runfolder/summary.json"), 0);
+    assert_int_equal(dpfl_run(&c, &o, &err), DPFL_OK);
+    assert_int_equal(system("grep -q test_accuracy /tmp/dpfl_test_runfolder/summary.json"), 0);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runfolder"), 0);
+}
+
 static void config_rejects_bad_input(void **state)
 {
     (void)state;
@@ -532,6 +581,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_loads_and_overrides),
         cmocka_unit_test(config_choices_are_typed_and_round_trip),
+        cmocka_unit_test(config_path_and_section_errors_are_exact),
+        cmocka_unit_test(run_folder_is_never_reused_silently),
         cmocka_unit_test(config_rejects_bad_input),
         cmocka_unit_test(fedavg_full_batch_equals_centralized_gd),
         cmocka_unit_test(one_client_training_learns),

@@ -261,6 +261,8 @@ typedef struct {
     const char *out_dir; /* created if absent */
     int quiet;           /* no progress line */
     int resume;          /* continue from out_dir/checkpoint.bin */
+    int force;           /* replace a previous run in out_dir (its files are removed first); without it (or resume)
+                            a non-empty out_dir is an error */
 } dpfl_run_options;
 
 /* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory. */

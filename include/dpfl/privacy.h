@@ -84,7 +84,7 @@ double dpfl_rdp_two_stage(double lambda, double q, double z, int64_t inner, dpfl
 /* rdp[i] = total RDP at orders[i] of the composed events. */
 dpfl_status dpfl_rdp_compose(const dpfl_event *ev, size_t nev, const double *orders, size_t norders, double *rdp,
                              dpfl_error *err);
-/* Conversions (REFERENCES.md section 2), minimised over the orders; *order gets the optimal order (may be NULL).
+/* Conversions (Balle et al. 2020; Canonne, Kamath, Steinke 2020), minimised over the orders; *order gets the optimal order (may be NULL).
  * epsilon is clamped at 0, delta at 1. */
 double dpfl_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta, dpfl_conversion conv,
                            double *order);
@@ -168,7 +168,7 @@ dpfl_status dpfl_calibrate_steps(const dpfl_event *ev, size_t nev, double target
 dpfl_status dpfl_calibrate_rate(const dpfl_event *ev, size_t nev, double target_eps, double delta,
                                 const dpfl_calibrate_opts *opts, double *q, dpfl_error *err);
 
-/* ---------------------------------------------------------------- PriFedSync federated f-DP (REFERENCES 5) */
+/* ---------------------------------------------------------------- PriFedSync federated f-DP (PriFedSync, Section 3) */
 typedef struct {
     int64_t clients;   /* m */
     double p;          /* client sync probability per round */
@@ -188,7 +188,7 @@ typedef struct {
 
 dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fdp_result *out, dpfl_error *err);
 
-/* ---------------------------------------------------------------- rPDP-FL per-record budgets (REFERENCES 7) */
+/* ---------------------------------------------------------------- rPDP-FL per-record budgets (rPDP-FL) */
 typedef struct {
     double z, lambda;
     int64_t inner, rounds;  /* tau local steps, T rounds */
@@ -219,7 +219,7 @@ double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps);
 dpfl_status dpfl_rpdp_calibrate_noise(const dpfl_rpdp_params *pp, double max_eps, double tol, double *z,
                                       dpfl_error *err);
 
-/* ---------------------------------------------------------------- end-to-end record + client (REFERENCES 8) */
+/* ---------------------------------------------------------------- end-to-end record + client (end-to-end DP thesis, section 3.3) */
 typedef struct {
     double z;               /* record-level noise multiplier sigma (std / C on the clipped per-sample sum) */
     int64_t batch, n;       /* Poisson rate q = batch / n inside the client */
@@ -243,7 +243,7 @@ dpfl_status dpfl_e2e(const dpfl_e2e_params *pp, dpfl_e2e_result *out, dpfl_error
 /* mu of one round for a participating client: min(sqrt(k) / (z / B), 2 / server_z); z / (2B) for replace-one. */
 double dpfl_e2e_client_mu(double z, int64_t batch, int64_t local_steps, dpfl_adjacency adjacency, double server_z);
 
-/* ---------------------------------------------------------------- DP-FedAvg stop rule (REFERENCES 6) */
+/* ---------------------------------------------------------------- DP-FedAvg stop rule (Geyer et al. 2017) */
 /* Largest number of rounds R such that the composition of the first R rounds of the schedule has
  * delta(target_eps) <= threshold (RDP, tight). Round t samples at rate q[t] with noise z[t]; if q/z are NULL the
  * constants q0/z0 are used.  max_rounds bounds the search. */

@@ -10,9 +10,10 @@ static const char *HELP =
     "usage: dpfl fdp --clients M --p P --noise Z --batch B --n N --local-steps K --rounds R [--delta D] [--json]\n\n"
     "PriFedSync (Zheng et al.) federated f-DP of one record of client j.  Each client runs K steps per round on\n"
     "batches of B of its N records drawn without replacement (replace-one; --noise = std / 2C) and syncs with\n"
-    "probability P.  mu / mu_strong are the paper's CLT values (ASYMPTOTIC, not bounds; they ignore P);\n"
-    "epsilon_*_exact are RDP upper bounds (fixed-size batches, WBK) that keep the client sampling (P^2 weak,\n"
-    "P strong), assuming local steps of rounds in which j does not sync are never released.\n";
+    "probability P.  mu / mu_strong (and epsilon_clt / epsilon_strong_clt, their conversions) are the paper's\n"
+    "CLT values (ASYMPTOTIC, not bounds; they ignore P); epsilon / epsilon_strong are RDP upper bounds\n"
+    "(fixed-size batches, WBK) that keep the client sampling (P^2 weak, P strong), assuming local steps of\n"
+    "rounds in which j does not sync are never released.\n";
 
 int cli_fdp(int argc, char **argv)
 {

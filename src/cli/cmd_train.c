@@ -8,13 +8,18 @@
 
 static void help(void)
 {
-    printf("usage: dpfl train CONFIG.ini [--set section.key=value]... [--out DIR] [--quiet]\n"
+    printf("usage: dpfl train CONFIG.ini [--set section.key=value]... [--out DIR] [--force] [--quiet]\n"
            "       dpfl train --resume RUN_DIR [--set fl.rounds=N] [--set run.threads=N] [--quiet]\n\n"
            "Trains a model across simulated clients and writes a run directory (default runs/<config name>):\n"
            "config.ini (resolved), metrics.jsonl (one object per round), summary.json, model.bin, and\n"
            "checkpoint.bin (model + privacy ledger, written before each round is released).\n"
            "--resume continues a killed or finished run from its last checkpoint with the run's own config;\n"
-           "only fl.rounds, run.threads and run.eval_every may be changed then.\n\n"
+           "only fl.rounds, run.threads and run.eval_every may be changed then.  An existing non-empty run\n"
+           "directory is refused unless --force (the previous run's files are removed first) or --resume.\n\n"
+           "Privacy budgets: with [record_dp] / [client_dp] noise = 0 and target_epsilon > 0, the noise is\n"
+           "calibrated before training so that all fl.rounds rounds fit the target.  With noise > 0 and\n"
+           "target_epsilon > 0, target_epsilon is a stop rule: the run stops before the first round whose\n"
+           "release would exceed it (that round is never trained), and summary.json says stopped_at_budget.\n\n"
            "Config keys (INI sections and keys; --set overrides any of them):\n");
     dpfl_config_print_keys(stdout);
 }
@@ -26,7 +31,7 @@ int cli_train(int argc, char **argv)
         return 0;
     }
     const char *config_path = NULL, *out = NULL, *resume = NULL;
-    int quiet = 0;
+    int quiet = 0, force = 0;
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
     dpfl_error err;
@@ -41,7 +46,7 @@ int cli_train(int argc, char **argv)
             resume = argv[++i];
             continue;
         }
-        if (!strcmp(argv[i], "--quiet")) continue;
+        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--force")) continue;
         if (argv[i][0] == '-') return cli_usage_error("train", "unknown option '%s'", argv[i]);
         if (config_path) return cli_usage_error("train", "more than one config file given ('%s')", argv[i]);
         config_path = argv[i];
@@ -71,6 +76,9 @@ int cli_train(int argc, char **argv)
             i++;
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
+        } else if (!strcmp(argv[i], "--force")) {
+            if (resume) return cli_usage_error("train", "--force cannot be used with --resume");
+            force = 1;
         }
     }
     char outbuf[512];
@@ -81,7 +89,7 @@ int cli_train(int argc, char **argv)
         snprintf(outbuf, sizeof outbuf, "runs/%.*s", (int)n, base);
         out = outbuf;
     }
-    dpfl_run_options opt = {out, quiet, resume != NULL};
+    dpfl_run_options opt = {out, quiet, resume != NULL, force};
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
     return 0;
 }

@@ -85,7 +85,7 @@ dpfl_status dpfl__by_class(const dpfl_dataset *d, dpfl_rng *rng, int32_t **off, 
 dpfl_status dpfl__part_alloc(dpfl_partition *p, int32_t clients, int64_t total, dpfl_error *err)
 {
     if (total > INT32_MAX)
-        return dpfl_fail(err, DPFL_EINVAL, "partition too large (partition.samples_per_client): %lld indices",
+        return dpfl_fail(err, DPFL_EINVAL, "partition too large (data.samples_per_client): %lld indices",
                          (long long)total);
     p->clients = clients;
     p->offset = dpfl_calloc((size_t)clients + 1, sizeof(int32_t), err);
@@ -105,39 +105,39 @@ static dpfl_status check_labels(const dpfl_dataset *d, const char *which, dpfl_e
 
 static dpfl_status check_spec(const dpfl_dataset *train, const dpfl_partition_spec *sp, dpfl_error *err)
 {
-    if (sp->clients < 1) return dpfl_fail(err, DPFL_EINVAL, "partition.clients: must be >= 1, got %d", sp->clients);
+    if (sp->clients < 1) return dpfl_fail(err, DPFL_EINVAL, "data.clients: must be >= 1, got %d", sp->clients);
     if (sp->samples_per_client < 0)
-        return dpfl_fail(err, DPFL_EINVAL, "partition.samples_per_client: must be >= 0 (0 = no replication), got "
+        return dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: must be >= 0 (0 = no replication), got "
                          "%d", sp->samples_per_client);
     if (sp->test_per_client < 0)
-        return dpfl_fail(err, DPFL_EINVAL, "partition.test_per_client: must be >= 0, got %d", sp->test_per_client);
+        return dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: must be >= 0, got %d", sp->test_per_client);
     int64_t total = sp->samples_per_client > 0 ? (int64_t)sp->clients * sp->samples_per_client : train->n;
     switch (sp->kind) {
     case DPFL_PART_IID:
         if (sp->samples_per_client == 0 && sp->clients > train->n)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.clients: %d clients but only %d training examples",
+            return dpfl_fail(err, DPFL_EINVAL, "data.clients: %d clients but only %d training examples",
                              sp->clients, train->n);
         return DPFL_OK;
     case DPFL_PART_SHARDS:
-        if (sp->shards < 1) return dpfl_fail(err, DPFL_EINVAL, "partition.shards: must be >= 1, got %d", sp->shards);
+        if (sp->shards < 1) return dpfl_fail(err, DPFL_EINVAL, "data.shards: must be >= 1, got %d", sp->shards);
         if ((int64_t)sp->clients * sp->shards > total)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.shards: %d clients x %d shards = %lld shards but only "
+            return dpfl_fail(err, DPFL_EINVAL, "data.shards: %d clients x %d shards = %lld shards but only "
                              "%lld examples", sp->clients, sp->shards, (long long)sp->clients * sp->shards,
                              (long long)total);
         if (sp->samples_per_client > 0 && sp->samples_per_client % sp->shards)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.samples_per_client: %d is not a multiple of "
-                             "partition.shards = %d", sp->samples_per_client, sp->shards);
+            return dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: %d is not a multiple of "
+                             "data.shards = %d", sp->samples_per_client, sp->shards);
         return DPFL_OK;
     case DPFL_PART_DIRICHLET:
         if (!(sp->beta > 0) || !isfinite(sp->beta))
-            return dpfl_fail(err, DPFL_EINVAL, "partition.beta: must be a finite number > 0, got %g", sp->beta);
+            return dpfl_fail(err, DPFL_EINVAL, "data.beta: must be a finite number > 0, got %g", sp->beta);
         if (sp->samples_per_client == 0 && sp->clients > train->n)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.clients: %d clients but only %d training examples",
+            return dpfl_fail(err, DPFL_EINVAL, "data.clients: %d clients but only %d training examples",
                              sp->clients, train->n);
         return DPFL_OK;
     case DPFL_PART_CLASSES:
         if (sp->classes_per_client < 1 || sp->classes_per_client > train->classes)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.classes_per_client: must be in 1..%d (the dataset's "
+            return dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: must be in 1..%d (the dataset's "
                              "classes), got %d", train->classes, sp->classes_per_client);
         return DPFL_OK;
     case DPFL_PART_NATURAL:
@@ -145,10 +145,10 @@ static dpfl_status check_spec(const dpfl_dataset *train, const dpfl_partition_sp
             return dpfl_fail(err, DPFL_EINVAL, "partition: natural needs a dataset with sources (e.g. heart); "
                              "this one has none");
         if (sp->clients != train->groups)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.clients: natural partition gives one client per source, "
+            return dpfl_fail(err, DPFL_EINVAL, "data.clients: natural partition gives one client per source, "
                              "so clients must be %d, got %d", train->groups, sp->clients);
         if (sp->samples_per_client > 0)
-            return dpfl_fail(err, DPFL_EINVAL, "partition.samples_per_client: replication is not supported with "
+            return dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: replication is not supported with "
                              "the natural partition");
         return DPFL_OK;
     }
@@ -197,7 +197,7 @@ static dpfl_status test_by_mix(const dpfl_dataset *train, const dpfl_dataset *te
         for (int32_t c = 0; c < C && !s; c++) {
             int32_t *pool = tidx + toff[c], m = toff[c + 1] - toff[c];
             if (cnt[c] > m) {
-                s = dpfl_fail(err, DPFL_EINVAL, "partition.test_per_client: client %d needs %lld test examples of "
+                s = dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: client %d needs %lld test examples of "
                               "class %d but the test set has %d", k, (long long)cnt[c], c, m);
                 break;
             }
@@ -238,14 +238,14 @@ dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *t
     if (!s) {
         for (int32_t k = 0; k < out->clients && !s; k++)
             if (dpfl_partition_size(out, k) == 0)
-                s = dpfl_fail(err, DPFL_EINVAL, "partition.clients: client %d would hold no examples; use fewer "
+                s = dpfl_fail(err, DPFL_EINVAL, "data.clients: client %d would hold no examples; use fewer "
                               "clients", k);
     }
     if (!s && spec->kind == DPFL_PART_NATURAL && test && test->group && test->groups == train->groups)
         s = test_by_group(test, out, err);
     else if (!s && spec->test_per_client > 0) {
         if (!test || test->n < 1)
-            s = dpfl_fail(err, DPFL_EINVAL, "partition.test_per_client: %d asked for, but there is no test set",
+            s = dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: %d asked for, but there is no test set",
                           spec->test_per_client);
         else
             s = test_by_mix(train, test, spec->test_per_client, rng, out, err);

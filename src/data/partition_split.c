@@ -75,8 +75,8 @@ static dpfl_status split_dirichlet(const dpfl_dataset *d, int32_t K, double beta
         for (int32_t k = 0; k < K; k++) ok &= size[k] > 0;
     }
     if (!s && !ok)
-        s = dpfl_fail(err, DPFL_EINVAL, "partition.beta: with beta = %g, 100 draws each left some of the %d "
-                      "clients empty; raise partition.beta or lower partition.clients", beta, K);
+        s = dpfl_fail(err, DPFL_EINVAL, "data.beta: with beta = %g, 100 draws each left some of the %d "
+                      "clients empty; raise data.beta or lower data.clients", beta, K);
     if (!s) s = dpfl__part_alloc(p, K, d->n, err);
     if (!s) {
         for (int32_t k = 0; k < K; k++) p->offset[k + 1] = p->offset[k] + (int32_t)size[k];
@@ -113,8 +113,8 @@ static dpfl_status split_classes(const dpfl_dataset *d, int32_t K, int32_t N, dp
             int32_t m = off[c + 1] - off[c];
             if (holders[c] > 0) total += m;
             if (holders[c] > m)
-                s = dpfl_fail(err, DPFL_EINVAL, "partition.clients: class %d has %d examples for %d holders; use "
-                              "fewer clients or partition.classes_per_client", c, m, holders[c]);
+                s = dpfl_fail(err, DPFL_EINVAL, "data.clients: class %d has %d examples for %d holders; use "
+                              "fewer clients or data.classes_per_client", c, m, holders[c]);
         }
     }
     if (!s) s = dpfl__part_alloc(p, K, total, err);

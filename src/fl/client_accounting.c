@@ -50,7 +50,7 @@ dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, doub
     return st;
 }
 
-/* Client-level guarantee implied by the record-level noise (REFERENCES.md section 8, src/privacy/e2e.c): each
+/* Client-level guarantee implied by the record-level noise (the end-to-end DP thesis, section 3.3, src/privacy/e2e.c): each
  * step's clipped sum is projected to norm <= B*C, so zeroing out one client moves it by at most B*C while the
  * noise has std z*f*C (f = 1 Poisson, 2 fixed): per-step multiplier z*f/B, a round of s steps mu = sqrt(s) B /
  * (z f) (the largest s of any client), halved multiplier under replace-one (fixed client sampling).  The noise is

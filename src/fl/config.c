@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { K_INT, K_DOUBLE, K_STR, K_CHOICE, K_NAME } ktype; /* K_CHOICE: int (position in choices); K_NAME: a string from choices */
 
@@ -194,8 +195,15 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
                              const char *value, dpfl_error *err)
 {
     if (!section_exists(section))
-        return dpfl_fail(err, DPFL_EINVAL, "unknown section [%s] (%s): valid sections are data, model, fl, run",
-                         section, where);
+    {
+        char valid[128] = "";
+        for (size_t i = 0; i < NKEYS; i++) /* each section once, in table order */
+            if (i == 0 || strcmp(keys[i].section, keys[i - 1].section)) {
+                if (valid[0]) strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
+                strncat(valid, keys[i].section, sizeof valid - strlen(valid) - 1);
+            }
+        return dpfl_fail(err, DPFL_EINVAL, "unknown section [%s] (%s): valid sections are %s", section, where, valid);
+    }
     const keydef *k = find_key(section, key);
     if (!k) {
         char valid[512];
@@ -278,6 +286,11 @@ static int on_key(void *user, const char *section, const char *name, const char 
 
 dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err)
 {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return dpfl_fail(err, DPFL_EIO, "cannot open config (%s): %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return dpfl_fail(err, DPFL_EINVAL, "config (%s): not a regular file%s", path,
+                         S_ISDIR(sb.st_mode) ? " but a directory (give the .ini file)" : "");
     FILE *f = fopen(path, "r");
     if (!f) return dpfl_fail(err, DPFL_EIO, "cannot open config (%s): %s", path, strerror(errno));
     ini_ctx x = {c, path, err, DPFL_OK, f, 0};

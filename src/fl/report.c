@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void json_num(cJSON *o, const char *k, double v)
 {
@@ -32,7 +33,7 @@ static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, in
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", m->round);
     cJSON_AddBoolToObject(o, "private", 0);
-    cJSON_AddNumberToObject(o, "clients", m->clients);
+    cJSON_AddNumberToObject(o, "participants", m->clients);
     cJSON_AddNumberToObject(o, "examples", (double)m->examples);
     json_num(o, "train_loss", m->train_loss);
     if (isfinite(m->client_acc_mean)) {
@@ -60,7 +61,10 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
         json_num(o, "update_clip", m->update_clip);
         json_num(o, "update_noise_std", m->update_noise_std);
         if (c->cprivate) json_num(o, "client_epsilon", c->ceps);
-        else cJSON_AddStringToObject(o, "client_epsilon", "not private");
+        else {
+            cJSON_AddNullToObject(o, "client_epsilon"); /* numbers stay numbers: the reason has its own key */
+            cJSON_AddStringToObject(o, "client_epsilon_reason", "median clipping is not differentially private");
+        }
     }
     if (c->rdp_on) {
         json_num(o, "epsilon", c->report.epsilon);
@@ -149,7 +153,8 @@ static void summary_client(const run_ctx *c, cJSON *sum)
     if (c->cprivate) {
         json_num(sum, "client_epsilon", c->ceps);
     } else {
-        cJSON_AddStringToObject(sum, "client_epsilon", "none: median clipping is not differentially private");
+        cJSON_AddNullToObject(sum, "client_epsilon");
+        cJSON_AddStringToObject(sum, "client_epsilon_reason", "median clipping is not differentially private");
     }
     cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
@@ -228,7 +233,8 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         json_num(np, "client_accuracy_mean", c->last_eval.client_acc_mean);
         json_num(np, "client_accuracy_std", c->last_eval.client_acc_std);
     }
-    cJSON_AddNumberToObject(np, "wall_seconds", c->wall0 + (dpfl_now() - c->t_start));
+    /* over every session of the run (a resumed run adds its sessions) */
+    cJSON_AddNumberToObject(np, "wall_seconds_cumulative", c->wall0 + (dpfl_now() - c->t_start));
     if (c->rdp_on && (st = summary_record(c, sum, err))) {
         cJSON_Delete(sum);
         return st;
@@ -253,7 +259,11 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddStringToObject(sum, "dataset", cfg->data.dataset);
     cJSON_AddStringToObject(sum, "model", c->model.spec);
     cJSON_AddNumberToObject(sum, "parameters", (double)c->model.nparam);
-    cJSON_AddNumberToObject(sum, "clients", c->part.clients);
+    cJSON_AddNumberToObject(sum, "clients", c->part.clients); /* in the federation (participants: diagnostics) */
+    char when[32];
+    time_t t0 = (time_t)c->started_at;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t0));
+    cJSON_AddStringToObject(sum, "started_at", when); /* this session (a resume starts a new one) */
     cJSON_AddStringToObject(sum, "dpfl_version", DPFL_VERSION);
     char *text = cJSON_Print(sum);
     cJSON_Delete(sum);

@@ -4,11 +4,13 @@
 #include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
@@ -167,10 +169,40 @@ static dpfl_status open_round_files(run_ctx *c, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* The files a run writes (and their temporary names while they are written). */
+static const char *const RUN_FILES[] = {"config.ini", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "model.bin",
+                                        "checkpoint.bin"};
+
+/* A new run never shares its folder with another run's files: an existing non-empty folder is refused unless
+ * force (then the previous run's files go first, so that a re-run killed midway cannot leave new metrics beside
+ * an old summary) or resume (the same run continues). */
+static dpfl_status claim_run_dir(const dpfl_run_options *opt, dpfl_error *err)
+{
+    if (opt->resume) return DPFL_OK;
+    DIR *d = opendir(opt->out_dir);
+    if (!d) return DPFL_OK; /* created below */
+    int nonempty = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) nonempty = 1;
+    closedir(d);
+    if (!nonempty) return DPFL_OK;
+    if (!opt->force)
+        return dpfl_fail(err, DPFL_EINVAL, "run folder %s exists and is not empty: use --force to replace the run in "
+                                           "it, --resume to continue it, or --out for a new folder", opt->out_dir);
+    char path[1100];
+    for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", opt->out_dir, RUN_FILES[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return dpfl_fail(err, DPFL_EIO, "--force: cannot remove the previous run's %s: %s", path, strerror(errno));
+    }
+    return DPFL_OK;
+}
+
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
+    if ((st = claim_run_dir(c->opt, err))) return st;
     if ((st = make_dirs(c->opt->out_dir, err))) return st;
     if ((st = setup_data_model(c, err))) return st;
     if (!(c->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
@@ -226,6 +258,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     c->opt = opt;
     c->cprivate = 1;
     c->t_start = dpfl_now();
+    c->started_at = (double)time(NULL);
     if (cfg->run.seed[0]) {
         c->seed = strtoull(cfg->run.seed, NULL, 10);
         dpfl_rng_init_seed(&c->root, c->seed);

@@ -32,6 +32,7 @@ typedef struct {
     int64_t *steps;         /* the sampled clients' local steps of the round */
     double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
     double t_start, wall0, ceps;
+    double started_at;      /* wall-clock time (seconds since the epoch) this session started */
     int rdp_on, cdp_on, stopped_early, cprivate;
     int64_t comm;
     run_state rs;

@@ -1,4 +1,4 @@
-/* End-to-end record + client level guarantees of one DP-SGD-in-clients run (REFERENCES.md section 8).
+/* End-to-end record + client level guarantees of one DP-SGD-in-clients run (the end-to-end DP thesis, section 3.3).
  *
  * Record level: inside a client each local step samples records with q = B/n (Poisson) and adds noise
  * sigma*C to the clipped sum; a client takes part in a round with probability client_rate.  Accounted as the

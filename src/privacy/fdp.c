@@ -1,4 +1,4 @@
-/* PriFedSync federated f-DP (REFERENCES.md section 5): the paper's CLT values and RDP upper bounds.
+/* PriFedSync federated f-DP (PriFedSync, Section 3): the paper's CLT values and RDP upper bounds.
  *
  * Local training of client j: K steps per round on fixed batches of B of n drawn without replacement
  * (replace-one adjacency, noise z relative to the replace-one sensitivity 2C), R rounds.

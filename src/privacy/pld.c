@@ -30,7 +30,7 @@
 
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Exact one-step hockey-stick divergence, P = (1-q) N(1, z^2) + q..., see REFERENCES.md section 4.
+/* Exact one-step hockey-stick divergence, P = (1-q) N(1, z^2) + q..., see Koskela, Jälkö, Honkela 2020; Doroshenko et al. 2022.
  * dir 0 = remove: P = (1-q) N(0,z^2) + q N(1,z^2), Q = N(0,z^2); dir 1 = add: the pair swapped. */
 static double sgm_delta(double q, double z, int dir, double eps)
 {

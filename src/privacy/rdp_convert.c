@@ -1,4 +1,4 @@
-/* RDP -> (epsilon, delta) conversions (REFERENCES.md section 2) and the default orders. */
+/* RDP -> (epsilon, delta) conversions (Balle et al. 2020; Canonne, Kamath, Steinke 2020) and the default orders. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 

@@ -1,4 +1,4 @@
-/* rPDP-FL per-record budgets (REFERENCES.md section 7): epsilon*(p) of two-stage sampling, its exact inverse,
+/* rPDP-FL per-record budgets (rPDP-FL, Theorem 1 and SCF): epsilon*(p) of two-stage sampling, its exact inverse,
  * Simulation-CurveFitting (SCF) and the noise calibration of the paper. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"

@@ -1,4 +1,4 @@
-/* DP-FedAvg stop rule (Geyer et al.; REFERENCES.md section 6) as a query: how many rounds of a schedule fit
+/* DP-FedAvg stop rule (Geyer et al.; Geyer et al. 2017; McMahan et al. 2018) as a query: how many rounds of a schedule fit
  * before delta(target epsilon) would pass the threshold.  The crossing round is never counted. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
