@@ -509,8 +509,8 @@ static void stop_rule_and_calibration_respect_the_target(void **state)
     assert_int_equal((int64_t)num(s, "client_rounds_charged"), T);
     cJSON_Delete(s);
 
-    /* fixed sampling: the replace-one bound (Wang-Balle-Kasiviswanathan) has a floor of about rounds * log(1 + m/K)
-     * however large z is (2.68 here), so its target is 4 */
+    /* fixed sampling: the replace-one bound (Wang-Balle-Kasiviswanathan) needs more noise than Poisson at the same
+     * rate (its second-order term is 4x Poisson's, and the multiplier is halved), so its target is 4 */
     const char *fl[2] = {"rounds = 12\nsampling = poisson\nclient_rate = 0.25",
                          "rounds = 12\nsampling = fixed\nclients_per_round = 5"};
     const char *cdp[2] = {"target_epsilon = 2\ndelta = 1e-5", "target_epsilon = 4\ndelta = 1e-5"};

@@ -75,8 +75,11 @@ const double *dpfl_rdp_default_orders(size_t *n);
  * of the binomial expansion; fractional: the Mironov-Talwar-Zhang two-series formula.  q = 0 -> 0; q = 1 ->
  * alpha/(2 z^2); z = 0 -> +inf. */
 double dpfl_rdp_sgm(double q, double z, double alpha);
-/* Per-step RDP (replace-one) of sampling `batch` of `n` without replacement then Gaussian(z) (WBK Thm 9 with
- * the Gaussian's RDP; non-integer orders use the next integer, RDP being nondecreasing in alpha). */
+/* Per-step RDP (replace-one) of sampling `batch` of `n` without replacement then Gaussian(z), z relative to the
+ * replace-one sensitivity: WBK Thm 9 with their Gaussian-specific moment bound (the j-th term is the min of
+ * 4 x the forward difference of e^{(k-1) k / (2 z^2)} and the generic 2 e^{(j-1) j / (2 z^2)}), capped by the plain
+ * Gaussian alpha / (2 z^2) (exactly that when batch == n).  Non-integer orders: the chord of (alpha - 1) eps
+ * between the neighbouring integer orders (the true cumulant is convex). */
 double dpfl_rdp_fixed(int64_t n, int64_t batch, double z, double alpha);
 /* RDP of one round of a two-stage event (both bounds documented at dpfl_two_stage_bound). */
 double dpfl_rdp_two_stage(double lambda, double q, double z, int64_t inner, dpfl_two_stage_bound bound,

@@ -142,32 +142,128 @@ double dpfl_rdp_sgm(double q, double z, double alpha)
     return r * (1 + 64 * DBL_EPSILON) + DBL_MIN;
 }
 
-/* WBK Theorem 9 with the Gaussian's RDP eps(j) = j / (2 z^2) and eps(inf) = inf. */
-static double fixed_int(double g, double z, int alpha)
+/* Fixed-size sampling without replacement (replace-one): Wang-Balle-Kasiviswanathan 2019, Theorem 9 with the
+ * Gaussian-specific moment bound of their appendix (the form dp_accounting, autodp and TF Privacy implement as
+ * "Theorem 27").  gamma = batch / n, eps(j) = j / (2 z^2), f(k) = e^{(k-1) eps(k)} = e^{k (k-1) / (2 z^2)}:
+ *
+ *   (a-1) eps_WOR(a) <= log(1 + gamma^2 C(a,2) min(4 (f(2) - 1), 2 f(2))
+ *                             + sum_{j=3..a} gamma^j C(a,j) min(4 B_j, 2 f(j)))          (integer a >= 2)
+ *
+ * B_j = Delta^j f(0) = sum_k C(j,k) (-1)^{j-k} f(k) = E_{N(0,z^2)}[(N(1,z^2)/N(0,z^2) - 1)^j] for even j, and
+ * sqrt(B_{j-1} B_{j+1}) >= E|.|^j (Cauchy-Schwarz) for odd j.  2 f(j) is the generic Theorem 9 term; without the
+ * 4 B_j alternative the j >= 3 terms do not shrink as z grows.  The result is also capped by the plain Gaussian
+ * a / (2 z^2) (joint convexity of e^{(a-1) D_a}: every coupled pair of batches differs in one record), which is
+ * exact at gamma = 1.
+ *
+ * The even forward differences are alternating sums that cancel badly when z is large (B_j ~ (j-1)!! / z^j
+ * while the terms are ~ C(j,k)); they are summed in double with an explicit bound on the rounding error, and that
+ * bound is added before the min with 2 f(j), so where cancellation eats the digits the generic term is used.
+ * Beyond WOR_JMAX the generic term is used outright (there the certified B_j could only help if double had
+ * hundreds of digits). */
+#define WOR_JMAX 256
+
+typedef struct {
+    double z;
+    int ok;
+    /* lm[j] = log min(4 B_j, 2 f(j)) for 3 <= j <= WOR_JMAX (upper bound) */
+    double lm[WOR_JMAX + 1];
+} wor_terms;
+
+static _Thread_local wor_terms wor_cache;
+
+/* log of an upper bound on B_j = Delta^j f(0) for even j >= 2; x(k) = k (k-1) / (2 z^2). */
+static double wor_log_even_moment(double inv2z2, int j)
 {
-    if (z <= 0) return INFINITY;
+    double xj = (double)j * (j - 1) * inv2z2;
+    double pos = 0, neg = 0, c = 1; /* c = C(j, k), iterated */
+    for (int k = 0; k <= j; k++) {
+        if (k > 0) c = c * (double)(j - k + 1) / (double)k;
+        double t = c * exp((double)k * (k - 1) * inv2z2 - xj);
+        if ((j - k) % 2 == 0)
+            pos += t;
+        else
+            neg += t;
+    }
+    /* Relative error of each term: the binomial recursion (<= 2j eps), exp of an argument carrying an absolute
+     * error <= 7 eps xj (<= 7 eps xj + eps relative); the two sums add <= (j + 1) eps (pos + neg).  Constants
+     * doubled for safety. */
+    double abs_sum = pos + neg;
+    double err = abs_sum * DBL_EPSILON * (4.0 * j + 16.0 * xj + 16.0);
+    double s = (pos - neg) + err;
+    s *= 1 + 4 * DBL_EPSILON;
+    if (!(s > 0)) return INFINITY; /* cannot happen (B_j > 0 and |error| <= err); stay safe */
+    return xj + log(s);
+}
+
+static const wor_terms *wor_terms_for(double z)
+{
+    wor_terms *w = &wor_cache;
+    if (w->ok && w->z == z) return w;
+    double inv2z2 = 1.0 / (2.0 * z * z);
+    double le[WOR_JMAX + 2]; /* le[j] = log B_j (upper bound) for even j */
+    for (int j = 2; j <= WOR_JMAX + 1; j += 2) le[j] = wor_log_even_moment(inv2z2, j);
+    for (int j = 3; j <= WOR_JMAX; j++) {
+        double lb = j % 2 == 0 ? le[j] : 0.5 * (le[j - 1] + le[j + 1]);
+        double generic = log(2.0) + (double)j * (j - 1) * inv2z2;
+        double specific = log(4.0) + lb;
+        w->lm[j] = specific < generic ? specific : generic;
+    }
+    w->z = z;
+    w->ok = 1;
+    return w;
+}
+
+/* (a - 1) * eps_WOR(a) for an integer order a >= 2 and 0 < g < 1, rounded up. */
+static double fixed_cgf_int(double g, double z, int alpha)
+{
+    pthread_once(&logtab_once, logtab_init);
+    const wor_terms *w = wor_terms_for(z);
     double inv2z2 = 1.0 / (2.0 * z * z);
     double lg = log(g);
-    double lbin2 = log((double)alpha) + log(alpha - 1.0) - log(2.0);
+    double lbin = logi(alpha) + logi(alpha - 1) - logi(2); /* log C(alpha, 2) */
     double m2 = fmin(log(4.0) + dpfl_log_expm1(2 * inv2z2), log(2.0) + 2 * inv2z2);
-    double acc = 2 * lg + lbin2 + m2;
-    double lbin = lbin2;
+    double acc = 2 * lg + lbin + m2;
+    /* every log term is a sum of a few quantities of magnitude <= mag, each rounded, plus lbin's running sum of
+     * alpha logs: its absolute error is at most about (alpha + 8) eps mag */
+    double mag = fabs(lbin) + fabs(2 * lg) + fabs(m2);
     for (int j = 3; j <= alpha; j++) {
-        lbin += log((double)(alpha - j + 1)) - log((double)j);
-        acc = dpfl_logaddexp(acc, log(2.0) + j * lg + lbin + (j - 1.0) * j * inv2z2);
+        lbin += logi(alpha - j + 1) - logi(j);
+        double lm = j <= WOR_JMAX ? w->lm[j] : log(2.0) + (double)j * (j - 1) * inv2z2;
+        double t = j * lg + lbin + lm;
+        double tm = fabs(lbin) + fabs(j * lg) + fabs(lm);
+        if (tm > mag) mag = tm;
+        acc = dpfl_logaddexp(acc, t);
     }
+    /* absolute error of log(S - 1): the terms' log errors plus alpha log-add-exp roundings */
+    acc += 2.0 * (alpha + 8) * DBL_EPSILON * mag + 4.0 * alpha * DBL_EPSILON;
     double logS = acc > 30 ? acc + log1p(exp(-acc)) : log1p(exp(acc));
-    return logS / (alpha - 1) * (1 + 64 * DBL_EPSILON) + DBL_MIN;
+    double gauss = (alpha - 1.0) * alpha * inv2z2;
+    logS = logS * (1 + 64 * DBL_EPSILON) + DBL_MIN;
+    return logS < gauss ? logS : gauss;
 }
 
 double dpfl_rdp_fixed(int64_t n, int64_t batch, double z, double alpha)
 {
     if (!(alpha > 1)) return NAN;
     if (z <= 0) return INFINITY;
+    double gauss = alpha / (2.0 * z * z);
+    if (batch >= n) return gauss; /* every record in every batch: the plain Gaussian, exactly */
     double g = (double)batch / (double)n;
-    int a = (int)ceil(alpha);
-    if (a < 2) a = 2;
-    return fixed_int(g, z, a);
+    double fl = floor(alpha);
+    double r;
+    if (alpha == fl) {
+        r = fixed_cgf_int(g, z, (int)alpha) / (alpha - 1);
+    } else {
+        /* The true (a - 1) eps(a) = log E[(P/Q)^a] is convex in a (Hoelder) and 0 at a = 1, so it lies below
+         * the chord through the neighbouring integer orders, where the bound above holds (WBK Corollary 10). */
+        int k = (int)fl;
+        double t = alpha - fl;
+        double lo = k >= 2 ? fixed_cgf_int(g, z, k) : 0.0;
+        double hi = fixed_cgf_int(g, z, k + 1);
+        r = ((1 - t) * lo + t * hi) / (alpha - 1);
+    }
+    r = r * (1 + 8 * DBL_EPSILON);
+    return r < gauss ? r : gauss;
 }
 
 /* rPDP-FL Theorem 1: eps_round(alpha) = log(1 - lambda + lambda e^{(alpha-1) tau eps_sgm(alpha)}) / (alpha-1). */
