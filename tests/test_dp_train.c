@@ -562,6 +562,53 @@ static void guarantee_lines_name_the_seed_caveat_or_no_privacy(void **state)
     unlink(cfgp);
 }
 
+/* The simulation owns its ledger: a library caller running rounds with dpfl_sim_round gets the record- and
+ * client-level epsilon from dpfl_sim_epsilon without filling any accounting struct by hand; the values are those of
+ * the events that ran (3 rounds, every client, 2 Poisson steps each; one Gaussian release per round). */
+static void simulation_owns_its_ledger(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 120);
+    int32_t sizes[3] = {40, 40, 40};
+    dpfl_partition part = fixture_contiguous(sizes, 3);
+    f.cfg.data.clients = 3;
+    f.cfg.fl.local_steps = 2;
+    f.cfg.fl.batch = 10;
+    f.cfg.record_dp.enabled = 1;
+    f.cfg.record_dp.noise = 1.3;
+    f.cfg.client_dp.enabled = 1;
+    f.cfg.client_dp.noise = 2.0;
+    float *g = malloc(f.model.nparam * sizeof *g);
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 4);
+    dpfl_model_init(&f.model, g, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
+    assert_int_equal(dpfl_sim_set_client_noise(sim, 1, 2.0, &err), DPFL_OK);
+    for (int r = 1; r <= 3; r++) {
+        dpfl_round_metrics m;
+        assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
+    }
+    dpfl_record_report rep;
+    double ce;
+    int priv;
+    assert_int_equal(dpfl_sim_epsilon(sim, &rep, &ce, &priv, &err), DPFL_OK);
+    assert_int_equal(dpfl_sim_ledger(sim)->rounds, 3);
+    dpfl_event rec = dpfl_event_poisson(10.0 / 40, 1.3, 6), cl = dpfl_event_gaussian(2.0, 3);
+    dpfl_guarantee gr, gc;
+    assert_int_equal(dpfl_account_epsilon(&rec, 1, 1e-5, DPFL_ACC_RDP, NULL, &gr, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&cl, 1, 1e-5, DPFL_ACC_RDP, NULL, &gc, &err), DPFL_OK);
+    assert_close(rep.epsilon, gr.epsilon, 1e-12);
+    assert_close(ce, gc.epsilon, 1e-12);
+    assert_true(priv);
+    dpfl_sim_free(sim);
+    free(g);
+    dpfl_partition_free(&part);
+    fixture_free(&f);
+}
+
 /* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
 static void client_noise_schedule_is_composed(void **state)
 {
@@ -728,6 +775,7 @@ int main(void)
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
+        cmocka_unit_test(simulation_owns_its_ledger),
         cmocka_unit_test(guarantee_lines_name_the_seed_caveat_or_no_privacy),
     };
     return cmocka_run_group_tests_name("dp_train", tests, NULL, NULL);

@@ -256,6 +256,19 @@ dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partitio
 dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
                                   double target_eps, double *z, dpfl_error *err);
 
+/* The simulation owns its ledger: dpfl_sim_train charges every round it trains (the sampled clients' local steps,
+ * and with client-level DP the round's event at the multiplier actually drawn), so a library caller gets epsilon
+ * without filling anything by hand.  dpfl_sim_charge charges the round sampled last onto any ledger (the run driver
+ * charges a copy first, to check a budget before training); dpfl_sim_record_accounting is the record-level
+ * mechanism the simulation runs; dpfl_sim_epsilon the guarantees of its ledger (record may be NULL; client_eps may
+ * be NULL; *client_private = 0 and client_eps = inf for median clipping). */
+dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err);
+const dpfl_ledger *dpfl_sim_ledger(const dpfl_sim *s);
+dpfl_status dpfl_sim_restore_ledger(dpfl_sim *s, const dpfl_ledger *l, dpfl_error *err);
+dpfl_record_accounting dpfl_sim_record_accounting(const dpfl_sim *s);
+dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
+                             dpfl_error *err);
+
 /* ------------------------------------------------------------------------------------------ run driver */
 typedef struct {
     const char *out_dir; /* created if absent */

@@ -107,5 +107,5 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         dpfl_vec_axpy(s->global, (float)s->cfg->fl.eta, s->acc, P);
     }
     m->wall_seconds = dpfl_now() - s->t0;
-    return DPFL_OK;
+    return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
 }

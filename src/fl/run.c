@@ -118,6 +118,7 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
                                      &c->ckpt_line, err)))
             return st;
         c->wall0 = c->rs.wall;
+        if ((st = dpfl_sim_restore_ledger(c->sim, &c->ledger, err))) return st;
     } else {
         if (c->rdp_on && c->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&c->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &c->rs.record_z, err)))
@@ -146,8 +147,7 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
                 return st;
         dpfl_sim_set_update_clip(c->sim, c->rs.S);
     }
-    c->ra = (dpfl_record_accounting){c->rs.record_z, (cfg->record_dp.sampler == DPFL_BATCH_POISSON), cfg->fl.batch, cfg->record_dp.delta,
-                                     (cfg->record_dp.accountant == DPFL_ACC_PLD), cfg->record_dp.secure_mode};
+    c->ra = dpfl_sim_record_accounting(c->sim); /* the mechanism the simulation runs, not a copy of its settings */
     return DPFL_OK;
 }
 
@@ -218,8 +218,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     c->rdp_on = cfg->record_dp.enabled;
     c->cdp_on = cfg->client_dp.enabled;
     if ((st = setup_noise(c, err))) return st;
-    if (!(c->steps = malloc((size_t)c->part.clients * sizeof *c->steps)) ||
-        (c->rdp_on && c->part.clients <= 1000 && !c->ra.pld &&
+    if ((c->rdp_on && c->part.clients <= 1000 && !c->ra.pld &&
          !(c->per_client = malloc((size_t)c->part.clients * sizeof *c->per_client))) ||
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
@@ -236,7 +235,6 @@ void fl_run_free(run_ctx *c)
     if (c->diag) fclose(c->diag);
     dpfl_ledger_free(&c->ledger);
     dpfl_ledger_free(&c->trial);
-    free(c->steps);
     free(c->per_client);
     free(c->ckpt_line);
     dpfl_sim_free(c->sim);

@@ -29,7 +29,6 @@ typedef struct {
     dpfl_ledger ledger, trial;
     dpfl_record_accounting ra;
     dpfl_record_report report;
-    int64_t *steps;         /* the sampled clients' local steps of the round */
     double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
     double t_start, wall0, ceps;
     double started_at;      /* wall-clock time (seconds since the epoch) this session started */

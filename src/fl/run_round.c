@@ -13,17 +13,13 @@ static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, doubl
                           dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
-    const int32_t *sampled;
-    int32_t ms = dpfl_sim_sample(c->sim, r, &sampled);
-    for (int32_t i = 0; i < ms; i++) c->steps[i] = dpfl_sim_client_steps(c->sim, sampled[i]);
-    const double zt = dpfl_round_client_noise(cfg, r, c->rs.client_z);
+    dpfl_sim_sample(c->sim, r, NULL);
     dpfl_status st;
-    if (c->cdp_on && (st = dpfl_sim_set_client_noise(c->sim, r, zt, err))) return st;
-    /* charged: the multiplier recomputed from the noises the round will draw (update sum and quantile count) */
-    dpfl_event cev = fl_client_round_event(cfg, c->part.clients, c->cdp_on ? dpfl_sim_client_release_noise(c->sim) : zt, r);
+    if (c->cdp_on && (st = dpfl_sim_set_client_noise(c->sim, r, dpfl_round_client_noise(cfg, r, c->rs.client_z), err)))
+        return st;
+    /* the charge the simulation will make when it trains this round, on a copy */
     if ((st = dpfl_ledger_copy(&c->trial, &c->ledger, err))) return st;
-    dpfl_ledger_charge(&c->trial, sampled, ms, c->steps);
-    if (c->cdp_on && (st = dpfl_ledger_charge_client(&c->trial, &cev, err))) return st;
+    if ((st = dpfl_sim_charge(c->sim, &c->trial, err))) return st;
     *stop = 0;
     if (c->rdp_on) {
         if ((st = dpfl_ledger_record_epsilon(&c->trial, &c->part, &c->ra, next, c->per_client, err))) return st;
@@ -48,7 +44,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     }
     dpfl_round_metrics m;
     if ((st = dpfl_sim_train(c->sim, r, &m, err))) return st;
-    if ((st = dpfl_ledger_copy(&c->ledger, &c->trial, err))) return st;
+    if ((st = dpfl_ledger_copy(&c->ledger, dpfl_sim_ledger(c->sim), err))) return st;
     c->report = next;
     c->ceps = next_ceps;
     c->rs.examples += m.examples;

@@ -37,6 +37,8 @@ void dpfl_sim_free(dpfl_sim *s)
     free(s->slots);
     free(s->results);
     free(s->sampled);
+    free(s->steps);
+    dpfl_ledger_free(&s->ledger);
     free(s->norms);
     free(s->layer_off);
     free(s->layer_len);
@@ -126,8 +128,11 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
     s->results = calloc((size_t)part->clients, sizeof *s->results);
     s->sampled = calloc((size_t)part->clients, sizeof *s->sampled);
+    s->steps = calloc((size_t)part->clients, sizeof *s->steps);
     s->norms = calloc((size_t)part->clients, sizeof *s->norms);
-    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->norms ||
+    if ((st = dpfl_ledger_init(&s->ledger, part->clients, err))) goto fail;
+    st = DPFL_ENOMEM;
+    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->steps || !s->norms ||
         !(s->acc = dpfl_alloc(P * sizeof(float), err)) || !(s->raw_sum = dpfl_alloc(P * sizeof(float), err)))
         goto oom;
     for (int32_t i = 0; i < s->nslots; i++)
@@ -237,3 +242,64 @@ dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const f
 double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }
 
+
+/* ------------------------------------------------------------------------------------------ the ledger it owns */
+dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
+{
+    for (int32_t i = 0; i < s->nsampled; i++) s->steps[i] = dpfl_sim_client_steps(s, s->sampled[i]);
+    dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
+    if (!s->cdp) return DPFL_OK;
+    dpfl_event ev = dpfl_event_not_private(1); /* median clipping: no sensitivity bound */
+    if (s->strategy != DPFL_CLIP_MEDIAN) {
+        dpfl_mech_round r = fl_round_mech(s, s->round);
+        r.z = dpfl_sim_client_release_noise(s); /* adaptive: the update sum and the quantile count together */
+        ev = dpfl_mech_round_event(&r);
+    }
+    return dpfl_ledger_charge_client(l, &ev, err);
+}
+
+const dpfl_ledger *dpfl_sim_ledger(const dpfl_sim *s) { return &s->ledger; }
+
+dpfl_status dpfl_sim_restore_ledger(dpfl_sim *s, const dpfl_ledger *l, dpfl_error *err)
+{
+    if (l->clients != s->part->clients)
+        return dpfl_fail(err, DPFL_EINVAL, "ledger of %d clients given to a simulation of %d", l->clients,
+                         s->part->clients);
+    return dpfl_ledger_copy(&s->ledger, l, err);
+}
+
+dpfl_record_accounting dpfl_sim_record_accounting(const dpfl_sim *s)
+{
+    const dpfl_config *cfg = s->cfg;
+    return (dpfl_record_accounting){s->rdp_z, s->rdp_poisson, cfg->fl.batch, cfg->record_dp.delta,
+                                    cfg->record_dp.accountant == DPFL_ACC_PLD, s->rdp_secure};
+}
+
+dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
+                             dpfl_error *err)
+{
+    dpfl_status st;
+    if (record) {
+        memset(record, 0, sizeof *record);
+        dpfl_record_accounting ra = dpfl_sim_record_accounting(s);
+        if (s->rdp && (st = dpfl_ledger_record_epsilon(&s->ledger, s->part, &ra, record, NULL, err))) return st;
+    }
+    if (client_eps) {
+        *client_eps = 0.0;
+        if (client_private) *client_private = 1;
+        if (s->cdp && s->ledger.nclient_events > 0) {
+            dpfl_guarantee g;
+            st = dpfl_account_epsilon(s->ledger.client_events, (size_t)s->ledger.nclient_events, s->cfg->client_dp.delta,
+                                      s->cfg->client_dp.accountant, NULL, &g, err);
+            if (st == DPFL_ENOTPRIVATE) {
+                *client_eps = INFINITY;
+                if (client_private) *client_private = 0;
+            } else if (st) {
+                return st;
+            } else {
+                *client_eps = g.epsilon;
+            }
+        }
+    }
+    return DPFL_OK;
+}

@@ -60,6 +60,8 @@ struct dpfl_sim {
     float **slots;
     client_result *results;
     int32_t *sampled;
+    int64_t *steps;     /* the sampled clients' local steps (what the ledger charges) */
+    dpfl_ledger ledger; /* every round this simulation trained, charged as it ran */
     float *acc;
     dpfl_optim_config optcfg;
     double t0;
