@@ -548,8 +548,13 @@ static void guarantee_lines_name_the_seed_caveat_or_no_privacy(void **state)
     assert_non_null(strstr(sum, "only if the seed is secret"));
     free(sum);
     /* without any DP: "private": false, the statement and the last terminal line say so */
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/dpfl_test_runS && %s/dpfl train %s --set record_dp.enabled=no "
-                              "--set client_dp.enabled=no --out /tmp/dpfl_test_runS 2>&1 | tail -1", b ? b : "build", cfgp);
+    f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 1\n"
+               "local_steps = 1\nbatch = 10\n\n[run]\nseed = 3\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/dpfl_test_runS && %s/dpfl train %s --out /tmp/dpfl_test_runS 2>&1 | tail -1",
+             b ? b : "build", cfgp);
     p = popen(cmd, "r");
     assert_non_null(p);
     assert_non_null(fgets(line, sizeof line, p));

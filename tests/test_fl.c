@@ -2,6 +2,7 @@
 #include "fixtures.h"
 #include "dpfl/fl.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ static void config_loads_and_overrides(void **state)
     dpfl_config d;
     dpfl_config_defaults(&d);
     assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
-    assert_memory_equal(&c, &d, sizeof c);
+    assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set)); /* the settings, not who set them */
     unlink(path);
 }
 
@@ -88,7 +89,7 @@ static void config_choices_are_typed_and_round_trip(void **state)
         dpfl_config_defaults(&d);
         dpfl_error err;
         assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
-        assert_memory_equal(&c, &d, sizeof c);
+        assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set)); /* the settings, not who set them */
     }
     unlink(path);
 }
@@ -140,6 +141,52 @@ static void run_folder_is_never_reused_silently(void **state)
     assert_int_equal(dpfl_run(&c, &o, &err), DPFL_OK);
     assert_int_equal(system("grep -q test_accuracy /tmp/dpfl_test_runfolder/summary.json"), 0);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runfolder"), 0);
+}
+
+/* A key the run would silently ignore is an error naming it: above all [record_dp] / [client_dp] keys while the
+ * section is off (`--set record_dp.noise=1.1` trained without any privacy and said nothing). */
+static void ignored_keys_are_errors(void **state)
+{
+    (void)state;
+    struct { const char *sets[3]; const char *want; } cases[] = {
+        {{"record_dp.noise=1.1", "record_dp.clip=1.0", NULL}, "is set but record_dp.enabled = no: this run would NOT be differentially private"},
+        {{"client_dp.clip=2", NULL, NULL}, "client_dp.clip is set but client_dp.enabled = no"},
+        {{"fl.client_rate=0.2", NULL, NULL}, "fl.client_rate is set but would be ignored"},
+        {{"fl.sampling=poisson", "fl.clients_per_round=5", NULL}, "fl.clients_per_round"},
+        {{"client_dp.enabled=yes", "client_dp.quantile_noise=3", NULL}, "client_dp.quantile_noise"},
+        {{"data.beta=0.3", NULL, NULL}, "data.beta"},
+        {{"fl.optimizer=adam", "fl.momentum=0.9", NULL}, "fl.momentum"},
+        {{"fl.lr_step=3", NULL, NULL}, "fl.lr_step"},
+        {{"fl.local_steps=5", "fl.local_epochs=2", NULL}, "fl.local_epochs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dpfl_config c;
+        dpfl_config_defaults(&c);
+        dpfl_error err;
+        for (int j = 0; j < 3 && cases[i].sets[j]; j++) assert_int_equal(dpfl_config_set(&c, cases[i].sets[j], &err), DPFL_OK);
+        assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_EINVAL);
+        if (!strstr(err.msg, cases[i].want)) {
+            print_error("case %zu: '%s' does not say '%s'\n", i, err.msg, cases[i].want);
+            fail();
+        }
+    }
+    /* the same keys where they apply are fine */
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    dpfl_error err;
+    const char *ok[] = {"record_dp.enabled=yes", "record_dp.noise=1.1", "fl.sampling=poisson", "fl.client_rate=0.2",
+                        "client_dp.enabled=yes", "client_dp.clip_strategy=adaptive", "client_dp.quantile_noise=3"};
+    for (size_t j = 0; j < sizeof ok / sizeof ok[0]; j++) assert_int_equal(dpfl_config_set(&c, ok[j], &err), DPFL_OK);
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK);
+    /* and the command line fails before training */
+    const char *b = getenv("BUILD");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/dpfl train examples/demo.ini --set record_dp.noise=1.1 --set record_dp.clip=1.0 "
+                              "--out /tmp/dpfl_test_ignored 2>&1 | grep -q 'record_dp.clip is set but record_dp.enabled = no'",
+             b ? b : "build");
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(access("/tmp/dpfl_test_ignored/metrics.jsonl", F_OK), 0);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_ignored"), 0);
 }
 
 static void config_rejects_bad_input(void **state)
@@ -582,6 +629,7 @@ int main(void)
         cmocka_unit_test(config_loads_and_overrides),
         cmocka_unit_test(config_choices_are_typed_and_round_trip),
         cmocka_unit_test(config_path_and_section_errors_are_exact),
+        cmocka_unit_test(ignored_keys_are_errors),
         cmocka_unit_test(run_folder_is_never_reused_silently),
         cmocka_unit_test(config_rejects_bad_input),
         cmocka_unit_test(fedavg_full_batch_equals_centralized_gd),

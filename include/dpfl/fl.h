@@ -112,6 +112,8 @@ typedef struct {
     dpfl_record_dp_config record_dp;
     dpfl_client_dp_config client_dp;
     dpfl_run_config run;
+    /* which keys the user set (in the file or by --set), for dpfl_config_check_ignored; not a setting */
+    unsigned char user_set[96];
 } dpfl_config;
 
 /* The name of a choice key's current value, e.g. dpfl_config_choice(c, "fl.sampling") -> "poisson". */
@@ -124,6 +126,13 @@ dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err);
 dpfl_status dpfl_config_set(dpfl_config *c, const char *assignment, dpfl_error *err);
 /* Cross-key checks (e.g. clients_per_round <= clients, batch >= 1). */
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
+/* Refuse keys the user set that this run would silently ignore: any [record_dp] or [client_dp] key while that
+ * section is not enabled (a run the user believes private would not be), client_rate with sampling != poisson,
+ * clients_per_round with sampling != fixed, adaptive-clipping keys without clip_strategy = adaptive, partition
+ * parameters of another partition, momentum with Adam, schedule parameters that do not apply, local_epochs with
+ * local_steps.  One line naming the key and the fix.  dpfl_run calls it for new runs (not for a resume, whose
+ * config.ini lists every key). */
+dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err);
 /* The resolved config as INI text (every key), malloc'd. */
 char *dpfl_config_to_ini(const dpfl_config *c);
 /* One line per key with its range or choices, for --help. */

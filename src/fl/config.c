@@ -30,7 +30,7 @@ static const keydef keys[] = {
     {"data", "beta", K_DOUBLE, F(data.beta), 1e-6, 1e6, NULL, "Dirichlet concentration (partition = dirichlet)"},
     {"data", "classes_per_client", K_INT, F(data.classes_per_client), 1, 1000, NULL, "classes per client (partition = classes)"},
     {"data", "samples_per_client", K_INT, F(data.samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
-    {"data", "test_per_client", K_INT, F(data.test_per_client), 0, 100000000, NULL, "per-client test set size (partition = dirichlet)"},
+    {"data", "test_per_client", K_INT, F(data.test_per_client), 0, 100000000, NULL, "per-client test set drawn from the test set (any partition but natural)"},
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
@@ -212,6 +212,8 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
                          section, valid);
     }
     char *field = (char *)c + k->off;
+    DPFL_ASSERT((size_t)(k - keys) < sizeof c->user_set);
+    c->user_set[k - keys] = 1;
     char *end;
     errno = 0;
     switch (k->type) {
@@ -447,4 +449,66 @@ const char *dpfl_config_choice(const dpfl_config *c, const char *section_key)
             keys[i].section[dot - section_key] == '\0' && !strcmp(keys[i].key, dot + 1))
             return choice_name(keys[i].choices, *(const int *)((const char *)c + keys[i].off), buf, sizeof buf);
     return "?";
+}
+
+/* ------------------------------------------------------------------------------------------ ignored keys */
+static int user_set(const dpfl_config *c, const char *section, const char *key)
+{
+    const keydef *k = find_key(section, key);
+    DPFL_ASSERT(k);
+    return c->user_set[k - keys];
+}
+
+/* the first key of `section` the user set, other than `except` (NULL if none) */
+static const char *first_set_in(const dpfl_config *c, const char *section, const char *except)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (c->user_set[i] && !strcmp(keys[i].section, section) && strcmp(keys[i].key, except)) return keys[i].key;
+    return NULL;
+}
+
+dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
+{
+    const char *k;
+    if (!c->record_dp.enabled && (k = first_set_in(c, "record_dp", "enabled")))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.%s is set but record_dp.enabled = no: this run would NOT be "
+                                           "differentially private at record level; set record_dp.enabled = yes, or "
+                                           "remove record_dp.%s", k, k);
+    if (!c->client_dp.enabled && (k = first_set_in(c, "client_dp", "enabled")))
+        return dpfl_fail(err, DPFL_EINVAL, "client_dp.%s is set but client_dp.enabled = no: this run would NOT be "
+                                           "differentially private at client level; set client_dp.enabled = yes, or "
+                                           "remove client_dp.%s", k, k);
+    static const struct {
+        const char *section, *key, *why;
+        int applies_if; /* index into the checks below */
+    } rules[] = {
+        {"fl", "client_rate", "it applies to sampling = poisson", 0},
+        {"fl", "client_rate_schedule", "it applies to sampling = poisson", 0},
+        {"fl", "clients_per_round", "it applies to sampling = fixed", 1},
+        {"fl", "clients_per_round_schedule", "it applies to sampling = fixed", 1},
+        {"client_dp", "target_quantile", "it applies to clip_strategy = adaptive", 2},
+        {"client_dp", "clip_lr", "it applies to clip_strategy = adaptive", 2},
+        {"client_dp", "quantile_noise", "it applies to clip_strategy = adaptive", 2},
+        {"data", "shards", "it applies to partition = shards", 3},
+        {"data", "beta", "it applies to partition = dirichlet", 4},
+        {"data", "test_per_client", "partition = natural takes each centre's own test split", 10},
+        {"data", "classes_per_client", "it applies to partition = classes", 5},
+        {"fl", "momentum", "it applies to optimizer = sgd (Adam has its own moments)", 6},
+        {"fl", "lr_gamma", "it applies to schedule = step or exp", 7},
+        {"fl", "lr_step", "it applies to schedule = step", 8},
+        {"fl", "local_epochs", "local_steps > 0 takes precedence", 9},
+    };
+    const int applies[11] = {
+        c->fl.sampling == DPFL_SAMPLE_POISSON,      c->fl.sampling == DPFL_SAMPLE_FIXED,
+        c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE, c->data.partition == DPFL_PART_SHARDS,
+        c->data.partition == DPFL_PART_DIRICHLET,   c->data.partition == DPFL_PART_CLASSES,
+        c->fl.optimizer == DPFL_OPT_SGD,            c->fl.schedule != DPFL_SCHED_CONSTANT,
+        c->fl.schedule == DPFL_SCHED_STEP,          c->fl.local_steps == 0,
+        c->data.partition != DPFL_PART_NATURAL,
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (user_set(c, rules[i].section, rules[i].key) && !applies[rules[i].applies_if])
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s is set but would be ignored: %s; remove it or change that setting",
+                             rules[i].section, rules[i].key, rules[i].why);
+    return DPFL_OK;
 }

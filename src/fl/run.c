@@ -250,6 +250,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
 {
     dpfl_status st;
     if ((st = dpfl_config_validate(cfg, err))) return st;
+    if (!opt->resume && (st = dpfl_config_check_ignored(cfg, err))) return st;
     run_ctx *c = calloc(1, sizeof *c);
     if (!c) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     c->cfg = cfg;
