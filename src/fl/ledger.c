@@ -32,16 +32,20 @@ void dpfl_ledger_free(dpfl_ledger *l)
     l->nclient_events = l->client_cap = 0;
 }
 
+/* Field by field (a memcmp would read padding bytes, whose values are unspecified: repeated rounds then merged or
+ * not at random, and the composed epsilon moved in its last digits between a run and its resumption). */
+static int same_but_count(const dpfl_event *a, const dpfl_event *b)
+{
+    return a->kind == b->kind && a->adjacency == b->adjacency && a->z == b->z && a->q == b->q &&
+           a->lambda == b->lambda && a->n == b->n && a->batch == b->batch && a->inner == b->inner &&
+           a->bound == b->bound;
+}
+
 dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err)
 {
-    if (l->nclient_events > 0) {
-        dpfl_event *last = &l->client_events[l->nclient_events - 1];
-        dpfl_event a = *last, b = *ev;
-        a.count = b.count = 0;
-        if (!memcmp(&a, &b, sizeof a)) {
-            last->count += ev->count;
-            return DPFL_OK;
-        }
+    if (l->nclient_events > 0 && same_but_count(&l->client_events[l->nclient_events - 1], ev)) {
+        l->client_events[l->nclient_events - 1].count += ev->count;
+        return DPFL_OK;
     }
     if (l->nclient_events == l->client_cap) {
         int32_t cap = l->client_cap ? 2 * l->client_cap : 8;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Torture tests (`make torture`; CI runs `tests/torture.sh --short`): a seeded record + client level DP run is killed
+# with SIGKILL at random moments and resumed; every resumed run must equal the uninterrupted one (model bytes,
+# metrics.jsonl -- every round's epsilons --, the privacy report in summary.json), so no charge is lost or counted
+# twice and no partially written file is ever read.  Then the output directory is made read-only, deleted mid-run,
+# and the checkpoint truncated or bit-flipped: each must give a clear error (exit 1, one "dpfl: error:" line) and
+# leave the previous checkpoint intact.  Disk full is tested on a small tmpfs when this user may mount one.
+#   tests/torture.sh [--short] [BUILD_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+kills=100
+[ "${1:-}" = "--short" ] && { kills=8; shift; }
+bin="${1:-build}/dpfl"
+[ -x "$bin" ] || { echo "torture: $bin not built" >&2; exit 2; }
+work=$(mktemp -d /tmp/dpfl-torture.XXXXXX)
+trap 'chmod -R u+w "$work" 2>/dev/null; umount "$work/full" 2>/dev/null; rm -rf "$work"' EXIT
+cat > "$work/run.ini" <<'INI'
+[data]
+dataset = synthetic
+clients = 20
+[model]
+arch = mlp:20-32-10
+[fl]
+rounds = 300
+sampling = poisson
+client_rate = 0.5
+local_steps = 3
+batch = 20
+[record_dp]
+enabled = yes
+noise = 1.0
+delta = 1e-6
+[client_dp]
+enabled = yes
+noise = 1.0
+delta = 1e-3
+[run]
+seed = 7
+threads = 2
+INI
+passed=0; failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "torture: FAIL: $*"; }
+privacy_report() { grep -E '"(epsilon|client_epsilon|rounds|client_rounds_charged|private)"' "$1/summary.json"; }
+
+t0=$(date +%s.%N)
+"$bin" train "$work/run.ini" --out "$work/ref" --quiet || { echo "torture: the reference run failed"; exit 1; }
+t1=$(date +%s.%N)
+dur=$(echo "$t1 - $t0" | bc)
+echo "torture: reference run ${dur}s; $kills kills at random moments"
+
+# -- kill -9 at random moments, resume, compare -----------------------------------------------------------------
+for i in $(seq 1 "$kills"); do
+  d="$work/k$i"
+  "$bin" train "$work/run.ini" --out "$d" --quiet 2>/dev/null &
+  pid=$!
+  sleep "$(awk -v s="$RANDOM" -v d="$dur" 'BEGIN { srand(s); printf "%.3f", rand() * d }')"
+  kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  if [ -e "$d/checkpoint.bin" ]; then
+    "$bin" train --resume "$d" --quiet 2>"$work/err" || { bad "kill $i: resume failed: $(cat "$work/err")"; continue; }
+  else # killed before the first checkpoint: nothing was released; a new run starts over
+    "$bin" train "$work/run.ini" --out "$d" --force --quiet 2>"$work/err" || { bad "kill $i: restart failed: $(cat "$work/err")"; continue; }
+  fi
+  if cmp -s "$d/model.bin" "$work/ref/model.bin" && cmp -s "$d/metrics.jsonl" "$work/ref/metrics.jsonl" &&
+     [ "$(privacy_report "$d")" = "$(privacy_report "$work/ref")" ]; then ok; else bad "kill $i: resumed run differs"; fi
+  rm -rf "$d"
+done
+
+# -- a clear error and an intact checkpoint ------------------------------------------------------------------------
+expect_error() { # name, then the command; the previous checkpoint of $work/e must be unchanged
+  local name=$1; shift
+  local before; before=$(sha256sum "$work/e/checkpoint.bin" | cut -d' ' -f1)
+  if "$@" 2>"$work/err"; then bad "$name: succeeded"; return; fi
+  if [ "$(grep -c '^dpfl: error: ' "$work/err")" -ne 1 ]; then bad "$name: not one error line: $(cat "$work/err")"; return; fi
+  if [ -e "$work/e/checkpoint.bin" ] && [ "$(sha256sum "$work/e/checkpoint.bin" | cut -d' ' -f1)" != "$before" ]; then
+    bad "$name: the previous checkpoint changed"; return; fi
+  ok; echo "torture: $name -> $(cat "$work/err")"
+}
+fresh() { rm -rf "$work/e"; "$bin" train "$work/run.ini" --set fl.rounds=5 --out "$work/e" --quiet; }
+
+fresh; chmod a-w "$work/e"
+if [ "$(id -u)" -ne 0 ]; then
+  expect_error "read-only run folder" "$bin" train --resume "$work/e" --set fl.rounds=10 --quiet
+else echo "torture: (root ignores directory permissions: read-only folder checked via a read-only mount below)"; fi
+chmod u+w "$work/e"
+
+fresh; cp "$work/e/checkpoint.bin" "$work/good.bin"
+head -c 100 "$work/good.bin" > "$work/e/checkpoint.bin"
+expect_error "truncated checkpoint" "$bin" train --resume "$work/e" --set fl.rounds=10 --quiet
+cp "$work/good.bin" "$work/e/checkpoint.bin"
+python3 - "$work/e/checkpoint.bin" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) // 2] ^= 0x10; open(p, 'wb').write(b)
+PY
+expect_error "bit-flipped checkpoint" "$bin" train --resume "$work/e" --set fl.rounds=10 --quiet
+
+# the output directory deleted while the run writes
+rm -rf "$work/gone"
+"$bin" train "$work/run.ini" --out "$work/gone" --quiet 2>"$work/err" &
+pid=$!; sleep "$(echo "$dur / 3" | bc -l)"; rm -rf "$work/gone"; wait "$pid"; rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c '^dpfl: error: ' "$work/err")" -eq 1 ]; then ok; echo "torture: folder deleted mid-run -> $(cat "$work/err")"
+elif [ $rc -eq 0 ]; then bad "folder deleted mid-run: the run reported success"; else bad "folder deleted mid-run: $(cat "$work/err")"; fi
+
+# disk full and read-only on small mounts (needs permission to mount: root, outside restricted containers)
+mkdir -p "$work/full"
+if mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
+  "$bin" train "$work/run.ini" --set model.arch=mlp:20-256-10 --out "$work/full/r" --quiet 2>"$work/err"; rc=$?
+  if [ $rc -ne 0 ] && [ "$(grep -c '^dpfl: error: ' "$work/err")" -eq 1 ] && ! ls "$work/full/r" | grep -q '\.tmp\.'; then
+    ok; echo "torture: disk full -> $(cat "$work/err")"; else bad "disk full: rc $rc, $(cat "$work/err"), $(ls "$work/full/r")"; fi
+  umount "$work/full"
+  mkdir -p "$work/ro"; fresh; cp -a "$work/e/." "$work/ro/"
+  if mount -o bind,ro "$work/ro" "$work/ro" 2>/dev/null; then
+    before=$(sha256sum "$work/ro/checkpoint.bin" | cut -d' ' -f1)
+    if "$bin" train --resume "$work/ro" --set fl.rounds=10 --quiet 2>"$work/err"; then bad "read-only mount: succeeded"
+    elif [ "$(sha256sum "$work/ro/checkpoint.bin" | cut -d' ' -f1)" = "$before" ]; then ok; echo "torture: read-only folder -> $(cat "$work/err")"
+    else bad "read-only mount: checkpoint changed"; fi
+    umount "$work/ro"
+  fi
+else
+  echo "torture: (cannot mount a tmpfs here: disk-full case skipped)"
+fi
+echo "torture: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
