@@ -131,6 +131,7 @@ int cli_account(int argc, char **argv)
     if (!json) {
         printf("unit: record  adjacency: %s  sampler: %s  noise: %g  steps: %ld\n", adjname, sampler, z, T);
         cJSON_Delete(root);
+        cJSON_Delete(arr); /* never attached without --json (valgrind found the leak) */
         return failures == (int)nl ? 1 : 0;
     }
     if (nl > 1) {

@@ -7,35 +7,89 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 2u     /* 2: per-client optimizer state (fl.client_state = keep) */
-#define CKPT_VERSION_OLD 1u /* 1: no client-state section; still loads with fl.client_state = reset */
+#define CKPT_VERSION 3u /* 3: every field serialized explicitly (2 and 1 copied structs, padding included) */
 
-/* Checkpoint: the released model and the ledger that paid for it, in one atomic file.
- * Layout: head (rounds, clients, nparam, record_z, client_z, wall, examples, update clip S, number of client
- * events, metrics line length), f32 params[nparam], i64 participations[clients], i64 record_steps[clients],
- * dpfl_event events[], [version 2: client-state section], the round's metrics line.
- * Client-state section: state head (keep, number of clients with a state, floats per state), then one
- * ckpt_state_index per such client in client order, then their states (f32[floats] each) in the same order. */
-typedef struct {
-    int32_t rounds, clients;
-    uint64_t nparam;
-    double record_z, client_z, wall;
-    int64_t examples;
-    double S;
-    int64_t nevents;
-    int64_t line_len; /* the round's metrics line, so a crash between checkpoint and metrics loses nothing */
-} ckpt_head;
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
 
-typedef struct {
-    int32_t keep;    /* fl.client_state: 0 reset, 1 keep */
-    int32_t nstates; /* clients with a state */
-    uint64_t floats; /* floats per client state */
-} ckpt_state_head;
+/* Checkpoint: the released model and the ledger that paid for it, in one atomic file (magic, version, CRC-32 by
+ * dpfl_file_write_parts).  Every field is written explicitly, little-endian, never a struct's memory:
+ *   head    i32 rounds, i32 clients, u64 nparam, f64 record_z, f64 client_z, f64 wall, i64 examples, f64 S,
+ *           i64 nevents, i64 line_len
+ *   model   f32 params[nparam]
+ *   ledger  i64 participations[clients], i64 record_steps[clients],
+ *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
+ *           i32 bound, i64 count
+ *   states  i32 keep, i32 nstates, u64 floats; then per client with a state, in client order: i32 client, i64 t;
+ *           then their states (f32[floats] each) in the same order
+ *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
+enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
+       STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 };
 
+/* a cursor over a buffer: writes never overrun (sizes are computed first); reads report running out */
 typedef struct {
-    int32_t client, pad;
-    int64_t t; /* optimizer steps over all the client's rounds */
-} ckpt_state_index;
+    char *p, *end;
+    int short_read;
+} cursor;
+
+static void put(cursor *c, const void *v, size_t n)
+{
+    DPFL_ASSERT((size_t)(c->end - c->p) >= n);
+    memcpy(c->p, v, n);
+    c->p += n;
+}
+static void put_i32(cursor *c, int32_t v) { put(c, &v, 4); }
+static void put_i64(cursor *c, int64_t v) { put(c, &v, 8); }
+static void put_f64(cursor *c, double v) { put(c, &v, 8); }
+
+static void get(cursor *c, void *v, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n) {
+        c->short_read = 1;
+        memset(v, 0, n);
+        return;
+    }
+    memcpy(v, c->p, n);
+    c->p += n;
+}
+static int32_t get_i32(cursor *c) { int32_t v; get(c, &v, 4); return v; }
+static int64_t get_i64(cursor *c) { int64_t v; get(c, &v, 8); return v; }
+static double get_f64(cursor *c) { double v; get(c, &v, 8); return v; }
+
+static void put_event(cursor *c, const dpfl_event *e)
+{
+    put_i32(c, (int32_t)e->kind);
+    put_i32(c, (int32_t)e->adjacency);
+    put_f64(c, e->z);
+    put_f64(c, e->q);
+    put_f64(c, e->lambda);
+    put_i64(c, e->n);
+    put_i64(c, e->batch);
+    put_i64(c, e->inner);
+    put_i32(c, (int32_t)e->bound);
+    put_i64(c, e->count);
+}
+
+/* DPFL_EFORMAT for a kind, adjacency or bound outside its enum (the accountant must never see one) */
+static int get_event(cursor *c, dpfl_event *e)
+{
+    memset(e, 0, sizeof *e);
+    int32_t kind = get_i32(c), adj = get_i32(c);
+    e->z = get_f64(c);
+    e->q = get_f64(c);
+    e->lambda = get_f64(c);
+    e->n = get_i64(c);
+    e->batch = get_i64(c);
+    e->inner = get_i64(c);
+    int32_t bound = get_i32(c);
+    e->count = get_i64(c);
+    if (kind < DPFL_EV_GAUSSIAN || kind > DPFL_EV_NOT_PRIVATE || adj < DPFL_ADJ_ADD_REMOVE ||
+        adj > DPFL_ADJ_ZERO_OUT || bound < DPFL_BOUND_RPDP || bound > DPFL_BOUND_ZHU_WANG)
+        return 0;
+    e->kind = (dpfl_event_kind)kind;
+    e->adjacency = (dpfl_adjacency)adj;
+    e->bound = (dpfl_two_stage_bound)bound;
+    return dpfl_event_check(e, NULL) == DPFL_OK;
+}
 
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
                                const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err)
@@ -46,9 +100,8 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     int32_t nstates = 0;
     for (int32_t k = 0; keep && k < l->clients; k++) nstates += dpfl_sim_client_state(sim, k, NULL) > 0;
     /* the fixed part is one buffer; each client's state is written from where it lives (no copy) */
-    size_t len = sizeof(ckpt_head) + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t) +
-                 (size_t)l->nclient_events * sizeof(dpfl_event) + sizeof(ckpt_state_head) +
-                 (size_t)nstates * sizeof(ckpt_state_index);
+    size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
+                 (size_t)l->nclient_events * EVENT_BYTES + STATE_HEAD_BYTES + (size_t)nstates * STATE_INDEX_BYTES;
     const int nparts = 2 + (floats ? nstates : 0);
     char *buf = malloc(len);
     const void **parts = malloc((size_t)nparts * sizeof *parts);
@@ -59,34 +112,37 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
         free(lens);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
-    ckpt_head h = {l->rounds, l->clients, nparam, rs->record_z, rs->client_z, rs->wall, rs->examples, rs->S,
-                   l->nclient_events, (int64_t)ll};
-    char *p = buf;
-    memcpy(p, &h, sizeof h);
-    p += sizeof h;
-    memcpy(p, params, nparam * sizeof(float));
-    p += nparam * sizeof(float);
-    memcpy(p, l->participations, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    memcpy(p, l->record_steps, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    if (l->nclient_events) memcpy(p, l->client_events, (size_t)l->nclient_events * sizeof(dpfl_event));
-    p += (size_t)l->nclient_events * sizeof(dpfl_event);
-    ckpt_state_head sh = {keep, nstates, floats};
-    memcpy(p, &sh, sizeof sh);
-    p += sizeof sh;
+    cursor c = {buf, buf + len, 0};
+    put_i32(&c, l->rounds);
+    put_i32(&c, l->clients);
+    put_i64(&c, (int64_t)nparam);
+    put_f64(&c, rs->record_z);
+    put_f64(&c, rs->client_z);
+    put_f64(&c, rs->wall);
+    put_i64(&c, rs->examples);
+    put_f64(&c, rs->S);
+    put_i64(&c, l->nclient_events);
+    put_i64(&c, (int64_t)ll);
+    put(&c, params, nparam * sizeof(float));
+    for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->participations[k]);
+    for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->record_steps[k]);
+    for (int32_t i = 0; i < l->nclient_events; i++) put_event(&c, &l->client_events[i]);
+    put_i32(&c, keep);
+    put_i32(&c, nstates);
+    put_i64(&c, (int64_t)floats);
     int np = 1;
     for (int32_t k = 0; keep && k < l->clients; k++) {
         const float *state;
-        ckpt_state_index ix = {k, 0, dpfl_sim_client_state(sim, k, &state)};
-        if (ix.t == 0) continue;
-        memcpy(p, &ix, sizeof ix);
-        p += sizeof ix;
+        int64_t t = dpfl_sim_client_state(sim, k, &state);
+        if (t == 0) continue;
+        put_i32(&c, k);
+        put_i64(&c, t);
         if (floats) {
             parts[np] = state;
             lens[np++] = floats * sizeof(float);
         }
     }
+    DPFL_ASSERT(c.p == c.end);
     parts[0] = buf;
     lens[0] = len;
     parts[np] = line;
@@ -101,6 +157,31 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     return st;
 }
 
+/* The client states: index (client, t) then the states, in client order. */
+static dpfl_status load_states(cursor *c, dpfl_sim *sim, int32_t clients, int32_t nstates, size_t floats,
+                               dpfl_error *err)
+{
+    cursor states = *c;
+    states.p += (size_t)nstates * STATE_INDEX_BYTES;
+    if (states.p > states.end || (size_t)(states.end - states.p) < (size_t)nstates * floats * sizeof(float))
+        return DPFL_EFORMAT;
+    int32_t prev = -1;
+    float *state = floats ? malloc(floats * sizeof(float)) : NULL;
+    if (floats && !state) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
+    dpfl_status st = DPFL_OK;
+    for (int32_t i = 0; i < nstates && !st; i++) {
+        int32_t k = get_i32(c);
+        int64_t t = get_i64(c);
+        if (k <= prev || k >= clients || t <= 0) st = DPFL_EFORMAT;
+        prev = k;
+        get(&states, state, floats * sizeof(float));
+        if (!st) st = dpfl_sim_set_client_state(sim, k, t, state, err);
+    }
+    free(state);
+    c->p = states.p;
+    return st;
+}
+
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_sim *sim, char **line, dpfl_error *err)
 {
@@ -108,95 +189,79 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     void *buf;
     size_t len;
-    uint32_t version = CKPT_VERSION;
     dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, &buf, &len, err);
     if (st) {
-        dpfl_error old_err;
-        if (dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION_OLD, &buf, &len, &old_err) != DPFL_OK)
-            return st; /* the error for the current version */
-        version = CKPT_VERSION_OLD;
+        dpfl_error old;
+        for (uint32_t v = 1; v < CKPT_VERSION; v++)
+            if (dpfl_file_read(path, CKPT_MAGIC, v, &buf, &len, &old) == DPFL_OK) {
+                free(buf);
+                return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is format %u, written by an older dpfl that "
+                                                    "copied structs byte for byte; resume it with that version, or "
+                                                    "start a new run", path, v);
+            }
+        return st; /* the error for the current version */
     }
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
-    if (version == CKPT_VERSION_OLD && keep) {
+    cursor c = {buf, (char *)buf + len, 0};
+    int32_t rounds = get_i32(&c), clients = get_i32(&c);
+    int64_t np = get_i64(&c);
+    run_state r;
+    r.record_z = get_f64(&c);
+    r.client_z = get_f64(&c);
+    r.wall = get_f64(&c);
+    r.examples = get_i64(&c);
+    r.S = get_f64(&c);
+    int64_t nevents = get_i64(&c), line_len = get_i64(&c);
+    if (c.short_read) goto bad;
+    if ((uint64_t)np != nparam || clients != l->clients) {
         free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is version 1, from before per-client optimizer state "
-                                            "was saved: it resumes only with fl.client_state = reset", path);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %lld parameters and "
+                                            "%d clients, expected %zu and %d", path, (long long)np, clients, nparam,
+                         l->clients);
     }
-    ckpt_head h;
-    if (len < sizeof h) goto bad;
-    memcpy(&h, buf, sizeof h);
-    size_t fixed = sizeof h + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t);
-    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 || h.line_len < 0 ||
-        len < fixed + (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
-                                            "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
-                         h.clients, nparam, l->clients);
-    }
-    fixed += (size_t)h.nevents * sizeof(dpfl_event);
-    ckpt_state_head sh = {0, 0, 0};
-    if (version >= 2) {
-        if (len < fixed + sizeof sh) goto bad;
-        memcpy(&sh, (const char *)buf + fixed, sizeof sh);
-        if (sh.keep != keep) {
-            free(buf);
-            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config "
-                                                "says %s", path, sh.keep ? "keep" : "reset", keep ? "keep" : "reset");
-        }
-        if (sh.floats != floats) {
-            free(buf);
-            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): fl.client_state holds %llu floats per client, the "
-                                                "config's optimizer needs %zu", path,
-                             (unsigned long long)sh.floats, floats);
-        }
-        if (sh.nstates < 0 || sh.nstates > l->clients) goto bad;
-        fixed += sizeof sh + (size_t)sh.nstates * (sizeof(ckpt_state_index) + floats * sizeof(float));
-    }
-    if (len != fixed + (size_t)h.line_len) goto bad;
-    const char *p = (const char *)buf + sizeof h;
-    memcpy(params, p, nparam * sizeof(float));
-    p += nparam * sizeof(float);
-    memcpy(l->participations, p, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    memcpy(l->record_steps, p, (size_t)l->clients * sizeof(int64_t));
-    p += (size_t)l->clients * sizeof(int64_t);
-    l->rounds = h.rounds;
+    if (rounds < 0 || nevents < 0 || line_len < 0 || (size_t)nevents > len / EVENT_BYTES || (size_t)line_len > len)
+        goto bad;
+    get(&c, params, nparam * sizeof(float));
+    for (int32_t k = 0; k < clients; k++) l->participations[k] = get_i64(&c);
+    for (int32_t k = 0; k < clients; k++) l->record_steps[k] = get_i64(&c);
+    if (c.short_read) goto bad;
+    l->rounds = rounds;
     l->nclient_events = 0;
-    for (int64_t i = 0; i < h.nevents; i++) {
+    for (int64_t i = 0; i < nevents; i++) {
         dpfl_event ev;
-        memcpy(&ev, p + (size_t)i * sizeof ev, sizeof ev);
+        if (!get_event(&c, &ev) || c.short_read) goto bad;
         if ((st = dpfl_ledger_charge_client(l, &ev, err))) {
             free(buf);
             return st;
         }
     }
-    p += (size_t)h.nevents * sizeof(dpfl_event);
-    if (version >= 2) {
-        p += sizeof sh;
-        const char *states = p + (size_t)sh.nstates * sizeof(ckpt_state_index);
-        int32_t prev = -1;
-        for (int32_t i = 0; i < sh.nstates; i++) {
-            ckpt_state_index ix;
-            memcpy(&ix, p + (size_t)i * sizeof ix, sizeof ix);
-            if (ix.client <= prev || ix.client >= l->clients || ix.t <= 0) goto bad;
-            prev = ix.client;
-            const float *state = (const float *)(const void *)(states + (size_t)i * floats * sizeof(float));
-            if ((st = dpfl_sim_set_client_state(sim, ix.client, ix.t, state, err))) {
-                free(buf);
-                return st;
-            }
-        }
-        p = states + (size_t)sh.nstates * floats * sizeof(float);
+    int32_t skeep = get_i32(&c), nstates = get_i32(&c);
+    uint64_t sfloats = (uint64_t)get_i64(&c);
+    if (c.short_read) goto bad;
+    if (skeep != keep) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config says %s",
+                         path, skeep ? "keep" : "reset", keep ? "keep" : "reset");
     }
-    *rs = (run_state){h.record_z, h.client_z, h.wall, h.S, h.examples};
-    *line = malloc((size_t)h.line_len + 1);
-    if (!*line) {
+    if (sfloats != floats) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): fl.client_state holds %llu floats per client, the "
+                                            "config's optimizer needs %zu", path, (unsigned long long)sfloats, floats);
+    }
+    if (nstates < 0 || nstates > clients) goto bad;
+    if ((st = load_states(&c, sim, clients, nstates, floats, err))) {
+        free(buf);
+        return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
+    }
+    if ((size_t)(c.end - c.p) != (size_t)line_len) goto bad;
+    *rs = r;
+    if (!(*line = malloc((size_t)line_len + 1))) {
         free(buf);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
-    memcpy(*line, p, (size_t)h.line_len);
-    (*line)[h.line_len] = '\0';
+    memcpy(*line, c.p, (size_t)line_len);
+    (*line)[line_len] = '\0';
     free(buf);
     return DPFL_OK;
 bad:
