@@ -82,7 +82,7 @@ test-build: $(BIN) $(TESTS)
 TSAN_TESTS := test_fl test_dp_train test_core test_nn test_mechanisms
 test-tsan: setup
 	@$(MAKE) --no-print-directory SAN=tsan BUILD=$(BUILD)/tsan $(TSAN_TESTS:%=$(BUILD)/tsan/tests/%)
-	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" BUILD=$(BUILD) tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tsan/tests/%)
+	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0" BUILD=$(BUILD) tests/run.sh $(TSAN_TESTS:%=$(BUILD)/tsan/tests/%)
 
 # kill -9 and resume, read-only / deleted / full output folders, corrupt checkpoints (tests/torture.sh);
 # TORTURE=--short for CI's version (8 kills instead of 100).

@@ -49,6 +49,7 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
                               dpfl_dataset *test, dpfl_error *err);
 /* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist). */
 dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err);
+int dpfl_dataset_has_standardization(const char *name);
 
 /* Where Fashion-MNIST's gzipped IDX files are (Debian package dataset-fashion-mnist). */
 #define DPFL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

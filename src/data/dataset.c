@@ -103,22 +103,83 @@ static dpfl_status load_synthetic(uint64_t seed, dpfl_dataset *train, dpfl_datas
     return DPFL_OK;
 }
 
+/* ------------------------------------------------------------------------------------------ the registry */
+static dpfl_status load_mnist(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
+{
+    (void)seed;
+    return load_idx_dataset(dir, "", "run 'dpfl data fetch' or 'make setup' to download MNIST", train, test, err);
+}
+
+static dpfl_status load_fashion(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                dpfl_error *err)
+{
+    (void)seed;
+    return load_idx_dataset(dir, ".gz", "install the Debian package dataset-fashion-mnist ('make setup')", train, test,
+                            err);
+}
+
+static dpfl_status load_heart(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
+{
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/processed.cleveland.data", dir);
+    if (access(probe, R_OK) != 0)
+        return dpfl_fail(err, DPFL_EIO, "dataset file missing (%s): the heart-disease files ship with dpfl in "
+                         "data/heart-disease; run from the project root or set DPFL_DATA to its data/ folder "
+                         "('dpfl data fetch' checks)", probe);
+    return dpfl_heart_load(dir, seed, train, test, err);
+}
+
+static dpfl_status load_generated(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                  dpfl_error *err)
+{
+    (void)dir;
+    return load_synthetic(seed, train, test, err);
+}
+
+/* One entry per dataset: where it lives, how it loads, its published standardization constants (0 = none). */
+typedef enum { WHERE_CACHE, WHERE_FIXED, WHERE_ROOT, WHERE_NONE } where_kind;
+static const struct {
+    const char *name;
+    where_kind where;
+    const char *dir; /* cache: subfolder of data_dir; fixed: absolute; root: subfolder of dpfl_data_root() */
+    dpfl_status (*load)(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
+    double mean, sd;
+} registry[] = {
+    {"mnist", WHERE_CACHE, "mnist", load_mnist, 0.1307, 0.3081},
+    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, load_fashion, 0.2860, 0.3530},
+    {"heart", WHERE_ROOT, "heart-disease", load_heart, 0, 0},
+    {"synthetic", WHERE_NONE, "(generated)", load_generated, 0, 0},
+};
+#define NREGISTRY (sizeof registry / sizeof registry[0])
+
+static int find_dataset(const char *name)
+{
+    for (size_t i = 0; name && i < NREGISTRY; i++)
+        if (!strcmp(registry[i].name, name)) return (int)i;
+    return -1;
+}
+
+static dpfl_status unknown(const char *name, dpfl_error *err)
+{
+    char valid[128] = "";
+    for (size_t i = 0; i < NREGISTRY; i++) {
+        if (i) strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
+        strncat(valid, registry[i].name, sizeof valid - strlen(valid) - 1);
+    }
+    return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s", name ? name : "", valid);
+}
+
 dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err)
 {
-    if (!strcmp(name, "mnist")) {
-        if (data_dir)
-            snprintf(buf, len, "%s/mnist", data_dir);
-        else
-            snprintf(buf, len, "%s/cache/mnist", dpfl_data_root());
-    } else if (!strcmp(name, "fashion-mnist")) {
-        snprintf(buf, len, "%s", DPFL_FASHION_MNIST_DIR);
-    } else if (!strcmp(name, "heart")) {
-        snprintf(buf, len, "%s/heart-disease", dpfl_data_root());
-    } else if (!strcmp(name, "synthetic")) {
-        snprintf(buf, len, "(generated)");
-    } else {
-        return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: mnist, fashion-mnist, "
-                         "heart, synthetic", name);
+    int i = find_dataset(name);
+    if (i < 0) return unknown(name, err);
+    switch (registry[i].where) {
+    case WHERE_CACHE:
+        if (data_dir) snprintf(buf, len, "%s/%s", data_dir, registry[i].dir);
+        else snprintf(buf, len, "%s/cache/%s", dpfl_data_root(), registry[i].dir);
+        break;
+    case WHERE_ROOT: snprintf(buf, len, "%s/%s", dpfl_data_root(), registry[i].dir); break;
+    default: snprintf(buf, len, "%s", registry[i].dir); break;
     }
     return DPFL_OK;
 }
@@ -132,33 +193,25 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     char dir[4096];
     dpfl_status s = dpfl_dataset_path(name, data_dir, dir, sizeof dir, err);
     if (s) return s;
-    if (!strcmp(name, "mnist"))
-        return load_idx_dataset(dir, "", "run 'dpfl data fetch' or 'make setup' to download MNIST", train, test,
-                                err);
-    if (!strcmp(name, "fashion-mnist"))
-        return load_idx_dataset(dir, ".gz", "install the Debian package dataset-fashion-mnist ('make setup')",
-                                train, test, err);
-    if (!strcmp(name, "heart")) {
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/processed.cleveland.data", dir);
-        if (access(probe, R_OK) != 0)
-            return dpfl_fail(err, DPFL_EIO, "dataset file missing (%s): the heart-disease files ship with dpfl in "
-                             "data/heart-disease; run from the project root or set DPFL_DATA to its data/ folder "
-                             "('dpfl data fetch' checks)", probe);
-        return dpfl_heart_load(dir, seed, train, test, err);
-    }
-    return load_synthetic(seed, train, test, err);
+    return registry[find_dataset(name)].load(dir, seed, train, test, err);
 }
 
 /* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:
  * that would itself be a release).  Only the image datasets have them. */
 dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err)
 {
-    double mean, sd;
-    if (!strcmp(name, "mnist")) mean = 0.1307, sd = 0.3081;
-    else if (!strcmp(name, "fashion-mnist")) mean = 0.2860, sd = 0.3530;
-    else return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard has published constants for mnist and "
-                                            "fashion-mnist only, not '%s'", name);
-    for (size_t i = 0; i < (size_t)d->n * (size_t)d->dim; i++) d->x[i] = (float)((d->x[i] - mean) / sd);
+    int i = find_dataset(name);
+    if (i < 0) return unknown(name, err);
+    if (!(registry[i].sd > 0))
+        return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard needs published constants, and '%s' has none "
+                                           "(mnist and fashion-mnist do)", name);
+    const double mean = registry[i].mean, sd = registry[i].sd;
+    for (size_t j = 0; j < (size_t)d->n * (size_t)d->dim; j++) d->x[j] = (float)((d->x[j] - mean) / sd);
     return DPFL_OK;
+}
+
+int dpfl_dataset_has_standardization(const char *name)
+{
+    int i = find_dataset(name);
+    return i >= 0 && registry[i].sd > 0;
 }

@@ -384,7 +384,7 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (c->record_dp.e2e && (c->fl.client_rate_schedule[0] || c->fl.clients_per_round_schedule[0] ||
                                        c->client_dp.noise_schedule[0]))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
-    if ((c->data.normalize == DPFL_NORM_STANDARD) && strcmp(c->data.dataset, "mnist") && strcmp(c->data.dataset, "fashion-mnist"))
+    if (c->data.normalize == DPFL_NORM_STANDARD && !dpfl_dataset_has_standardization(c->data.dataset))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard is defined for mnist and fashion-mnist (heart "
                                            "is already z-scored per centre)");
     if ((c->data.partition == DPFL_PART_NATURAL) && strcmp(c->data.dataset, "heart"))
