@@ -7,6 +7,7 @@
  * trains (no copy) and hands it back with the new step count; a client is trained by one worker at a time, so the
  * state, like everything else, does not depend on the thread count. */
 #include "sim_internal.h"
+#include "core/parallel.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -33,6 +34,7 @@ void dpfl_sim_free(dpfl_sim *s)
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
     for (int32_t k = 0; s->cstate && k < s->part->clients; k++) dpfl_free(s->cstate[k].state);
     free(s->cstate);
+    dpfl_par_free(s->pool);
     free(s->workers);
     free(s->slots);
     free(s->results);
@@ -155,6 +157,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
             goto oom;
         if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) goto fail;
     }
+    s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
     *out = s;
     return DPFL_OK;
 oom:

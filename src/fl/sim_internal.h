@@ -53,6 +53,7 @@ struct dpfl_sim {
     const dpfl_dataset *train, *test;
     const dpfl_partition *part;
     const fl_transport *transport;
+    struct dpfl_par *pool; /* nthreads workers (core/parallel.c), NULL with one thread */
     dpfl_rng root;
     float *global;
     int32_t nthreads, nslots, max_client, eval_batch;

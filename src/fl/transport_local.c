@@ -1,22 +1,32 @@
-/* The in-process transport: the round's clients are trained by worker threads that take them from an atomic
- * counter, each writing its update into the client's slot.  Which thread trains which client does not change any
+/* The in-process transport: the round's clients are trained by the simulation's pool of worker threads, which
+ * take them from an atomic counter, each writing its update into the client's slot.  Which thread trains which client does not change any
  * bit: the server adds the slots in client order (round.c). */
 #include "sim_internal.h"
 
-#include <pthread.h>
+#include "core/parallel.h"
+
+/* One call per thread index on the simulation's persistent pool (core/parallel.c); the index is the worker. */
+typedef struct {
+    dpfl_sim *s;
+    void *(*fn)(void *);
+} par_job;
+
+static void run_worker(void *ctx, int64_t lo, int64_t hi)
+{
+    par_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        thread_arg a = {j->s, (int32_t)i};
+        j->fn(&a);
+    }
+}
 
 void fl_run_parallel(dpfl_sim *s, void *(*fn)(void *), int32_t count)
 {
     atomic_store(&s->next, 0);
     int32_t nt = s->nthreads < count ? s->nthreads : count;
-    pthread_t th[256];
-    thread_arg args[256];
-    for (int32_t i = 0; i < nt; i++) {
-        args[i] = (thread_arg){s, i};
-        if (i > 0 && pthread_create(&th[i], NULL, fn, &args[i]) != 0) nt = i; /* run with what we have */
-    }
-    if (nt > 0) fn(&args[0]);
-    for (int32_t i = 1; i < nt; i++) pthread_join(th[i], NULL);
+    par_job j = {s, fn};
+    if (nt <= 1 || !s->pool) run_worker(&j, 0, 1);
+    else dpfl_par_for(s->pool, dpfl_par_size(s->pool), run_worker, &j); /* every worker takes jobs from s->next */
 }
 
 static void *client_worker(void *p)

@@ -6,7 +6,7 @@
  * long reduction  dw (OC, K) += dout (OC, nb*T) @ col^T.  Chunking bounds the col buffer so it stays in L2/L3
  * instead of streaming K*B*T floats through memory (42 MB for cnn-mnist's second conv at batch 64). */
 #include "layers.h"
-#include "parallel.h"
+#include "core/parallel.h"
 
 #include <cblas.h>
 #include <string.h>

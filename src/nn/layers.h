@@ -11,7 +11,7 @@
 #define DPFL_NN_LAYERS_H
 
 #include "dpfl/nn.h"
-#include "parallel.h"
+#include "core/parallel.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,7 @@
-/* Internal fork-join helper for the nn module (see parallel.c). */
-#ifndef DPFL_NN_PARALLEL_H
-#define DPFL_NN_PARALLEL_H
+/* The library's fork-join pool (see parallel.c): nn workspaces split kernels over one, the simulation its clients
+ * over another (fl/transport_local.c). */
+#ifndef DPFL_CORE_PARALLEL_H
+#define DPFL_CORE_PARALLEL_H
 
 #include <stdint.h>
 

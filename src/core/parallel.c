@@ -1,9 +1,10 @@
-/* A small fork-join pool for the nn module: every layer's work (GEMM blocks, direct convolution, im2col, pooling,
+/* The library's fork-join pool.  The simulation trains a round's clients on one (fl/transport_local.c), each nn
+ * workspace splits its kernels over its own (nested levels need their own instance).  nn: every layer's work (GEMM blocks, direct convolution, im2col, pooling,
  * element-wise layers) is split over the workspace's threads; OpenBLAS itself runs single-threaded.  Work is split
  * into contiguous index ranges and every output element is written by exactly one thread with the same arithmetic
  * as the serial code, so results do not depend on the thread count.  A hand-off is a generation counter the
  * workers spin on for a short while before sleeping on a condition variable. */
-#include "parallel.h"
+#include "core/parallel.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
