@@ -189,6 +189,42 @@ static void ignored_keys_are_errors(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_ignored"), 0);
 }
 
+/* fl.algorithm presets expand into ordinary settings; keys the user set (before or after) win; a run's own
+ * config.ini (every key listed) reloads to the same settings and is not flagged for ignored keys. */
+static void algorithm_presets_expand_into_settings(void **state)
+{
+    (void)state;
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    fixture_set(&c, "fl.algorithm", "dp-fedavg");
+    assert_true(c.client_dp.enabled && !c.record_dp.enabled);
+    assert_int_equal(c.fl.sampling, DPFL_SAMPLE_POISSON);
+    assert_int_equal(c.client_dp.clip_strategy, DPFL_CLIP_FIXED);
+    dpfl_config_defaults(&c);
+    fixture_set(&c, "fl.sampling", "fixed"); /* set before: wins */
+    fixture_set(&c, "fl.algorithm", "dp-fedavg-adaptive");
+    assert_int_equal(c.fl.sampling, DPFL_SAMPLE_FIXED);
+    assert_int_equal(c.client_dp.clip_strategy, DPFL_CLIP_ADAPTIVE);
+    fixture_set(&c, "client_dp.clip_strategy", "per-step"); /* set after: wins */
+    assert_int_equal(c.client_dp.clip_strategy, DPFL_CLIP_PER_STEP);
+    dpfl_config_defaults(&c);
+    fixture_set(&c, "fl.algorithm", "prifedsync");
+    assert_true(c.record_dp.enabled && c.record_dp.sampler == DPFL_BATCH_FIXED);
+    assert_int_equal(c.fl.client_state, DPFL_STATE_KEEP);
+    assert_int_equal(c.fl.optimizer, DPFL_OPT_ADAM);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK); /* the preset's keys are not the user's */
+    char *ini = dpfl_config_to_ini(&c);
+    write_file("/tmp/dpfl_test_preset.ini", ini);
+    free(ini);
+    dpfl_config d;
+    dpfl_config_defaults(&d);
+    assert_int_equal(dpfl_config_load(&d, "/tmp/dpfl_test_preset.ini", &err), DPFL_OK);
+    assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set));
+    assert_int_equal(dpfl_config_check_ignored(&d, &err), DPFL_OK);
+    unlink("/tmp/dpfl_test_preset.ini");
+}
+
 static void config_rejects_bad_input(void **state)
 {
     (void)state;
@@ -630,6 +666,7 @@ int main(void)
         cmocka_unit_test(config_choices_are_typed_and_round_trip),
         cmocka_unit_test(config_path_and_section_errors_are_exact),
         cmocka_unit_test(ignored_keys_are_errors),
+        cmocka_unit_test(algorithm_presets_expand_into_settings),
         cmocka_unit_test(run_folder_is_never_reused_silently),
         cmocka_unit_test(config_rejects_bad_input),
         cmocka_unit_test(fedavg_full_batch_equals_centralized_gd),

@@ -45,7 +45,15 @@ typedef struct {                  /* [model] */
     char arch[128];
 } dpfl_model_config;
 
+/* [fl] algorithm: a preset that expands into ordinary settings when it is read (keys the user sets, before or
+ * after it, win); custom = none. */
+typedef enum {
+    DPFL_ALGO_CUSTOM = 0, DPFL_ALGO_FEDAVG, DPFL_ALGO_DP_FEDAVG, DPFL_ALGO_DP_FEDAVG_ADAPTIVE, DPFL_ALGO_DP_SGD,
+    DPFL_ALGO_E2E, DPFL_ALGO_PRIFEDSYNC
+} dpfl_algorithm;
+
 typedef struct {                  /* [fl] */
+    dpfl_algorithm algorithm;
     int32_t rounds;
     dpfl_client_sampling sampling;
     double client_rate;

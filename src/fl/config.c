@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ static const keydef keys[] = {
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
+    {"fl", "algorithm", K_CHOICE, F(fl.algorithm), 0, 0, "custom|fedavg|dp-fedavg|dp-fedavg-adaptive|dp-sgd|e2e|prifedsync", "a preset: expands into the settings below (keys you set win)"},
     {"fl", "rounds", K_INT, F(fl.rounds), 1, 100000000, NULL, "communication rounds"},
     {"fl", "sampling", K_CHOICE, F(fl.sampling), 0, 0, "poisson|fixed|all", "client sampling per round"},
     {"fl", "client_rate", K_DOUBLE, F(fl.client_rate), 0, 1, NULL, "Poisson client sampling probability"},
@@ -85,6 +87,8 @@ static const keydef keys[] = {
 };
 #undef F
 #define NKEYS (sizeof keys / sizeof keys[0])
+/* first line of a config written by dpfl_config_to_ini (a run's config.ini) */
+#define RESOLVED_MARK "# dpfl resolved config: every key, as the run used it"
 
 void dpfl_config_defaults(dpfl_config *c)
 {
@@ -191,6 +195,40 @@ static void list_keys(const char *section, char *buf, size_t n)
 }
 
 /* where: "file:line" or "--set"; fills err naming the key */
+/* The presets of fl.algorithm, in the order of its choices: ordinary settings, "section.key=value" each. */
+static const char *const PRESETS[][6] = {
+    {NULL},                                                                 /* custom */
+    {"record_dp.enabled=no", "client_dp.enabled=no", NULL},                 /* FedAvg (McMahan et al. 2017) */
+    {"client_dp.enabled=yes", "fl.sampling=poisson", "client_dp.clip_strategy=fixed", "record_dp.enabled=no",
+     NULL},                                                                 /* DP-FedAvg (McMahan 2018, Geyer 2017) */
+    {"client_dp.enabled=yes", "fl.sampling=poisson", "client_dp.clip_strategy=adaptive", "record_dp.enabled=no",
+     NULL},                                                                 /* adaptive clipping (Andrew et al. 2021) */
+    {"record_dp.enabled=yes", "record_dp.sampler=poisson", "client_dp.enabled=no", NULL}, /* DP-SGD in clients */
+    {"record_dp.enabled=yes", "record_dp.sampler=poisson", "record_dp.e2e=yes", "fl.sampling=poisson", NULL},
+    {"record_dp.enabled=yes", "record_dp.sampler=fixed", "fl.client_state=keep", "fl.optimizer=adam", NULL},
+};
+
+static dpfl_status set_value(dpfl_config *c, const char *where, const char *section, const char *key,
+                             const char *value, dpfl_error *err);
+
+/* Expand a preset: each of its settings unless the user already set that key (keys set later override it). */
+static dpfl_status apply_preset(dpfl_config *c, int algo, dpfl_error *err)
+{
+    for (int i = 0; PRESETS[algo][i]; i++) {
+        char sec[32], key[48];
+        const char *a = PRESETS[algo][i], *dot = strchr(a, '.'), *eq = strchr(a, '=');
+        snprintf(sec, sizeof sec, "%.*s", (int)(dot - a), a);
+        snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
+        const keydef *k = find_key(sec, key);
+        DPFL_ASSERT(k);
+        if (c->user_set[k - keys]) continue;
+        dpfl_status st = set_value(c, "fl.algorithm", sec, key, eq + 1, err);
+        if (st) return st;
+        c->user_set[k - keys] = 0; /* set by the preset, not the user */
+    }
+    return DPFL_OK;
+}
+
 static dpfl_status set_value(dpfl_config *c, const char *where, const char *section, const char *key,
                              const char *value, dpfl_error *err)
 {
@@ -245,6 +283,7 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
                              k->choices);
         if (k->type == K_CHOICE) {
             *(int *)field = idx;
+            if (field == (char *)&c->fl.algorithm) return apply_preset(c, idx, err);
             break;
         }
     }
@@ -295,10 +334,15 @@ dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err)
                          S_ISDIR(sb.st_mode) ? " but a directory (give the .ini file)" : "");
     FILE *f = fopen(path, "r");
     if (!f) return dpfl_fail(err, DPFL_EIO, "cannot open config (%s): %s", path, strerror(errno));
+    char first[128] = "";
+    int resolved = fgets(first, sizeof first, f) && !strncmp(first, RESOLVED_MARK, strlen(RESOLVED_MARK));
+    rewind(f);
     ini_ctx x = {c, path, err, DPFL_OK, f, 0};
     int r = ini_parse_stream(read_line, &x, on_key, &x);
     fclose(f);
     if (x.status) return x.status;
+    /* a run's own config.ini lists every key: none of them is a user's choice to be checked for being ignored */
+    if (resolved) memset(c->user_set, 0, sizeof c->user_set);
     if (r != 0) return dpfl_fail(err, DPFL_EFORMAT, "syntax error in config (%s:%d)", path, r);
     return DPFL_OK;
 }
@@ -397,12 +441,13 @@ char *dpfl_config_to_ini(const dpfl_config *c)
     size_t cap = 8192, n = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
+    n += (size_t)snprintf(s, cap, "%s\n", RESOLVED_MARK);
     const char *cur = "";
     for (size_t i = 0; i < NKEYS; i++) {
         const keydef *k = &keys[i];
         const char *field = (const char *)c + k->off;
         if (strcmp(cur, k->section)) {
-            n += (size_t)snprintf(s + n, cap - n, "%s[%s]\n", n ? "\n" : "", k->section);
+            n += (size_t)snprintf(s + n, cap - n, "\n[%s]\n", k->section);
             cur = k->section;
         }
         switch (k->type) {
@@ -439,15 +484,29 @@ void dpfl_config_print_keys(FILE *f)
     }
 }
 
+/* Every choice key's names, split once: dpfl_config_choice returns pointers into this table, so several calls may
+ * share one printf. */
+enum { MAX_CHOICES = 8, CHOICE_LEN = 24 };
+static char choice_names[sizeof keys / sizeof keys[0]][MAX_CHOICES][CHOICE_LEN];
+static pthread_once_t choice_once = PTHREAD_ONCE_INIT;
+static void split_choices(void)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys[i].type == K_CHOICE)
+            for (int j = 0; j < MAX_CHOICES; j++) choice_name(keys[i].choices, j, choice_names[i][j], CHOICE_LEN);
+}
+
 const char *dpfl_config_choice(const dpfl_config *c, const char *section_key)
 {
-    static _Thread_local char buf[32];
     const char *dot = strchr(section_key, '.');
     if (!dot) return "?";
+    pthread_once(&choice_once, split_choices);
     for (size_t i = 0; i < NKEYS; i++)
         if (keys[i].type == K_CHOICE && !strncmp(keys[i].section, section_key, (size_t)(dot - section_key)) &&
-            keys[i].section[dot - section_key] == '\0' && !strcmp(keys[i].key, dot + 1))
-            return choice_name(keys[i].choices, *(const int *)((const char *)c + keys[i].off), buf, sizeof buf);
+            keys[i].section[dot - section_key] == '\0' && !strcmp(keys[i].key, dot + 1)) {
+            int v = *(const int *)((const char *)c + keys[i].off);
+            return v >= 0 && v < MAX_CHOICES ? choice_names[i][v] : "?";
+        }
     return "?";
 }
 
