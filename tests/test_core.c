@@ -387,6 +387,39 @@ static void discrete_gaussian_exact(void **state)
     assert_close(var, 1e12, 5 * sqrt(2.0 / 20000));
 }
 
+/* The exact sampler over the whole range callers accept (sigma^2 <= 2^62): at sigma^2 = 4e18 most draws have
+ * |y| t > 2^64, where the 128-bit arithmetic used to wrap (kurtosis 3.65: tails 5.5x too heavy).  On 1e5 draws each
+ * the variance, the kurtosis and the share beyond 3 sigma must match the Gaussian's within 5 standard errors. */
+static void discrete_gaussian_exact_at_every_scale(void **state)
+{
+    (void)state;
+    const uint64_t s2s[3] = {1000000000000ULL, 4000000000000000000ULL, (uint64_t)1 << 62};
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 13);
+    for (int k = 0; k < 3; k++) {
+        const int n = 100000;
+        const double sd = sqrt((double)s2s[k]);
+        double m2 = 0, m4 = 0, sum = 0;
+        int tail = 0;
+        for (int i = 0; i < n; i++) {
+            double x = (double)dpfl_rng_discrete_gaussian(&r, s2s[k]) / sd;
+            sum += x;
+            m2 += x * x;
+            m4 += x * x * x * x;
+            tail += fabs(x) > 3.0;
+        }
+        m2 /= n;
+        m4 /= n;
+        const double kurt = m4 / (m2 * m2), p3 = 0.0026998;
+        if (!(fabs(sum / n) < 5 / sqrt((double)n)) || !(fabs(m2 - 1) < 5 * sqrt(2.0 / n)) ||
+            !(fabs(kurt - 3) < 5 * sqrt(24.0 / n)) || !(fabs((double)tail / n - p3) < 5 * sqrt(p3 / n))) {
+            print_error("sigma^2 = %g: mean %.4f, variance %.5f sigma^2, kurtosis %.4f, beyond 3 sigma %.5f (want 0, "
+                        "1, 3, %.5f)\n", (double)s2s[k], sum / n, m2, kurt, (double)tail / n, p3);
+            fail();
+        }
+    }
+}
+
 static void uniform_below_and_bernoulli(void **state)
 {
     (void)state;
@@ -512,6 +545,7 @@ int main(void)
         cmocka_unit_test(chunked_noise_concurrent_callers),
         cmocka_unit_test(chunked_noise_sequence_is_pinned),
         cmocka_unit_test(discrete_gaussian_exact),
+        cmocka_unit_test(discrete_gaussian_exact_at_every_scale),
         cmocka_unit_test(uniform_below_and_bernoulli),
         cmocka_unit_test(gamma_mean),
         cmocka_unit_test(shuffle_is_permutation),
