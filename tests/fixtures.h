@@ -39,6 +39,36 @@ static inline dpfl_partition fixture_contiguous(const int32_t *sizes, int32_t K)
     for (int32_t i = 0; i < p.offset[K]; i++) p.index[i] = i;
     return p;
 }
+/* A federation on synthetic data: n examples (dim 10, 3 classes) split contiguously into K clients of the given
+ * sizes, a model `arch` (10 inputs, 3 classes), and the config's defaults for it. */
+typedef struct {
+    dpfl_dataset train, test;
+    dpfl_model model;
+    dpfl_config cfg;
+    dpfl_partition part;
+} fl_fixture;
+
+static inline void fl_fixture_make(fl_fixture *f, const char *arch, const int32_t *sizes, int32_t K)
+{
+    dpfl_error err;
+    int32_t n = 0;
+    for (int32_t k = 0; k < K; k++) n += sizes[k];
+    fixture_split_synthetic(n, 50, 10, 3, 21, &f->train, &f->test);
+    assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
+    f->part = fixture_contiguous(sizes, K);
+    dpfl_config_defaults(&f->cfg);
+    strcpy(f->cfg.data.dataset, "synthetic");
+    f->cfg.data.clients = K;
+}
+
+static inline void fl_fixture_free(fl_fixture *f)
+{
+    dpfl_partition_free(&f->part);
+    dpfl_model_free(&f->model);
+    dpfl_dataset_free(&f->train);
+    dpfl_dataset_free(&f->test);
+}
+
 /* Set a config key by name (section.key) and value, as an INI file or --set would. */
 static inline void fixture_set(dpfl_config *c, const char *key, const char *value)
 {

@@ -11,25 +11,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-typedef struct {
-    dpfl_dataset train, test;
-    dpfl_model model;
-    dpfl_config cfg;
-    dpfl_partition part;
-} fixture;
+typedef fl_fixture fixture;
 
-/* n synthetic examples (dim 10, 3 classes) split contiguously into K clients of the given sizes. */
 static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int32_t K)
 {
-    dpfl_error err;
-    int32_t n = 0;
-    for (int32_t k = 0; k < K; k++) n += sizes[k];
-    fixture_split_synthetic(n, 50, 10, 3, 21, &f->train, &f->test);
-    assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
-    f->part = fixture_contiguous(sizes, K);
-    dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.data.dataset, "synthetic");
-    f->cfg.data.clients = K;
+    fl_fixture_make(f, arch, sizes, K);
     f->cfg.run.threads = 2;
     f->cfg.fl.local_steps = 2;
     f->cfg.fl.batch = 1000;
@@ -37,13 +23,7 @@ static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int
     f->cfg.client_dp.noise = 0.0;
 }
 
-static void fixture_free(fixture *f)
-{
-    dpfl_partition_free(&f->part);
-    dpfl_model_free(&f->model);
-    dpfl_dataset_free(&f->train);
-    dpfl_dataset_free(&f->test);
-}
+static void fixture_free(fixture *f) { fl_fixture_free(f); }
 
 static dpfl_sim *sim_make(fixture *f, float *global, uint64_t seed)
 {

@@ -9,35 +9,16 @@
 
 #include <stdlib.h>
 
-typedef struct {
-    dpfl_dataset train, test;
-    dpfl_model model;
-    dpfl_config cfg;
-    dpfl_partition part;
-} fixture;
+typedef fl_fixture fixture;
 
 static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int32_t K)
 {
-    dpfl_error err;
-    int32_t n = 0;
-    for (int32_t k = 0; k < K; k++) n += sizes[k];
-    fixture_split_synthetic(n, 50, 10, 3, 21, &f->train, &f->test);
-    assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
-    f->part = fixture_contiguous(sizes, K);
-    dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.data.dataset, "synthetic");
-    f->cfg.data.clients = K;
+    fl_fixture_make(f, arch, sizes, K);
     f->cfg.run.threads = 1;
     f->cfg.fl.sampling = DPFL_SAMPLE_ALL;
 }
 
-static void fixture_free(fixture *f)
-{
-    dpfl_partition_free(&f->part);
-    dpfl_model_free(&f->model);
-    dpfl_dataset_free(&f->train);
-    dpfl_dataset_free(&f->test);
-}
+static void fixture_free(fixture *f) { fl_fixture_free(f); }
 
 /* `rounds` rounds from the model initialised by `seed`; the final global model in out, metrics summed. */
 static void run_rounds(fixture *f, uint64_t seed, int rounds, float *out, dpfl_round_metrics *sum)
