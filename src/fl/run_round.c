@@ -56,6 +56,9 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     }
     m.wall_seconds += c->wall0;
     c->rs.wall = m.wall_seconds;
+    /* diagnostics first (covered by no epsilon, so not a release to pay for): a crash after the checkpoint can
+     * then never lose the round's line, and one before it leaves a line that the resume cuts away */
+    if ((st = fl_report_diagnostics(c, &m, err))) return st;
     char *line;
     if ((st = fl_report_round_line(c, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
@@ -68,7 +71,6 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->opt->out_dir);
     }
     free(line);
-    if ((st = fl_report_diagnostics(c, &m, err))) return st;
     if (!c->opt->quiet && isatty(2)) fl_report_progress(&m, cfg->fl.rounds, c->last_eval.test_accuracy);
     return DPFL_OK;
 }
