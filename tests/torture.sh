@@ -62,7 +62,9 @@ for i in $(seq 1 "$kills"); do
     "$bin" train "$work/run.ini" --out "$d" --force --quiet 2>"$work/err" || { bad "kill $i: restart failed: $(cat "$work/err")"; continue; }
   fi
   if cmp -s "$d/model.bin" "$work/ref/model.bin" && cmp -s "$d/metrics.jsonl" "$work/ref/metrics.jsonl" &&
-     [ "$(privacy_report "$d")" = "$(privacy_report "$work/ref")" ]; then ok; else bad "kill $i: resumed run differs"; fi
+     [ "$(privacy_report "$d")" = "$(privacy_report "$work/ref")" ] &&
+     [ "$(wc -l < "$d/diagnostics.jsonl")" -eq "$(wc -l < "$work/ref/diagnostics.jsonl")" ]; then ok
+  else bad "kill $i: resumed run differs"; fi
   rm -rf "$d"
 done
 
