@@ -466,6 +466,40 @@ static void scf_cli_leads_with_the_guarantee(void **state)
     cJSON_Delete(j);
 }
 
+/* Help texts say what the tools do: every epsilon key dpfl fdp --json writes is named in its --help (it named
+ * epsilon_*_exact keys that did not exist); train --help explains calibration and the stop rule; no file cites a
+ * REFERENCES.md, which is not in the repository. */
+static void help_texts_match_the_outputs(void **state)
+{
+    (void)state;
+    const char *b = getenv("BUILD");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpfl fdp --clients 100 --p 0.5 --noise 1.0 --batch 16 --n 600 --local-steps 38 "
+                              "--rounds 93 --delta 1e-5 --json | grep -o '\"epsilon[a-z_]*\"' | tr -d '\"' | sort -u > "
+                              "/tmp/dpfl_test_fdp_keys && %s/dpfl fdp --help > /tmp/dpfl_test_fdp_help",
+             b ? b : "build", b ? b : "build");
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen("/tmp/dpfl_test_fdp_keys", "r");
+    assert_non_null(f);
+    char key[64];
+    int n = 0;
+    while (fscanf(f, "%63s", key) == 1) {
+        snprintf(cmd, sizeof cmd, "grep -qw '%s' /tmp/dpfl_test_fdp_help", key);
+        if (system(cmd) != 0) {
+            print_error("dpfl fdp --help does not name the key %s\n", key);
+            fail();
+        }
+        n++;
+    }
+    fclose(f);
+    assert_true(n >= 4);
+    unlink("/tmp/dpfl_test_fdp_keys");
+    unlink("/tmp/dpfl_test_fdp_help");
+    snprintf(cmd, sizeof cmd, "%s/dpfl train --help | grep -q 'stop rule'", b ? b : "build");
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(system("grep -rq 'REFERENCES\\.md' README.md docs examples src include 2>/dev/null"), 0);
+}
+
 static void cli_rejects_bad_args(void **state)
 {
     (void)state;
@@ -501,7 +535,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sgm_rdp_check_values),   cmocka_unit_test(sgm_rdp_fractional),
         cmocka_unit_test(geyer_moments_accountant), cmocka_unit_test(rpdp_check_values),
-        cmocka_unit_test(scf_fit), cmocka_unit_test(scf_cli_leads_with_the_guarantee),                cmocka_unit_test(prifedsync_mu_table),
+        cmocka_unit_test(scf_fit), cmocka_unit_test(scf_cli_leads_with_the_guarantee),
+        cmocka_unit_test(help_texts_match_the_outputs),                cmocka_unit_test(prifedsync_mu_table),
         cmocka_unit_test(privatefl_calibration),  cmocka_unit_test(monotonicity),
         cmocka_unit_test(pld_vs_exact_and_rdp),   cmocka_unit_test(q_one_is_gaussian),
         cmocka_unit_test(gdp_roundtrip),          cmocka_unit_test(conversions),
