@@ -646,6 +646,50 @@ static void ledger_merges_equal_events_field_by_field(void **state)
     dpfl_ledger_free(&l);
 }
 
+/* Without a seed every process draws a fresh root key; a resume must still redraw the same client partition (its
+ * key is in the checkpoint), or records move between clients and their charges split across ledger slots (the
+ * worst record's epsilon was under-reported).  A resume whose partition comes out different is refused. */
+static void unseeded_resume_keeps_the_partition(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_unseeded.ini";
+    FILE *f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\npartition = dirichlet\nbeta = 0.5\nclients = 10\n\n[model]\n"
+               "arch = mlp:20-8-10\n\n[fl]\nrounds = 2\nlocal_steps = 1\nbatch = 10\n\n[record_dp]\nenabled = yes\n"
+               "noise = 1.0\ndelta = 1e-6\n\n[run]\nthreads = 1\n");
+    fclose(f);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runU"), 0);
+    dpfl_run_options o = {"/tmp/dpfl_test_runU", 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *s1 = slurp("/tmp/dpfl_test_runU/summary.json");
+    const char *p1 = strstr(s1, "\"partition_sha256\"");
+    assert_non_null(p1);
+    cfg.fl.rounds = 4;
+    dpfl_run_options resume = {"/tmp/dpfl_test_runU", 1, 1, 0};
+    for (int i = 0; i < 2; i++) { /* twice: two fresh root keys */
+        assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+        char *s2 = slurp("/tmp/dpfl_test_runU/summary.json");
+        const char *p2 = strstr(s2, "\"partition_sha256\"");
+        assert_non_null(p2);
+        assert_memory_equal(p1, p2, 90);
+        free(s2);
+        cfg.fl.rounds = 6;
+    }
+    free(s1);
+    /* a different partition (another beta) is refused, and nothing changes */
+    cfg.data.beta = 0.9;
+    cfg.fl.rounds = 8;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "partition differs"));
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runU"), 0);
+}
+
 /* Client-level schedules: z_t changes at round 4; the accountant composes the rounds as they ran. */
 static void client_noise_schedule_is_composed(void **state)
 {
@@ -776,7 +820,7 @@ static void keep_state_survives_resume(void **state)
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
-    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 3, &payload, &len, &err),
+    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 4, &payload, &len, &err),
                      DPFL_OK);
     assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 2, payload, len, &err),
                      DPFL_OK);
@@ -809,6 +853,7 @@ int main(void)
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
         cmocka_unit_test(simulation_owns_its_ledger),
+        cmocka_unit_test(unseeded_resume_keeps_the_partition),
         cmocka_unit_test(ledger_merges_equal_events_field_by_field),
         cmocka_unit_test(guarantee_lines_name_the_seed_caveat_or_no_privacy),
     };

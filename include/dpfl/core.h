@@ -56,6 +56,9 @@ typedef struct {
 dpfl_status dpfl_rng_init_os(dpfl_rng *r, dpfl_error *err);
 /* Key = BLAKE2b(seed): reproducible mode. */
 void dpfl_rng_init_seed(dpfl_rng *r, uint64_t seed);
+/* A stream from a stored key (e.g. a derived stream's key kept in a checkpoint): the same draws as the stream it
+ * was taken from had when fresh. */
+void dpfl_rng_init_key(dpfl_rng *r, const uint8_t key[32], int seeded);
 /* Child stream named by (a, b, c): key = BLAKE2b(parent key, a, b, c). Deterministic; the parent is unchanged. */
 void dpfl_rng_derive(const dpfl_rng *parent, dpfl_rng *child, uint64_t a, uint64_t b, uint64_t c);
 

@@ -107,6 +107,8 @@ typedef struct {
 dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *test, const dpfl_partition_spec *spec,
                                 dpfl_rng *rng, dpfl_partition *out, dpfl_error *err);
 void dpfl_partition_free(dpfl_partition *p);
+/* SHA-256 of the client -> record assignment (clients, offsets, indices, and the per-client test sets). */
+void dpfl_partition_digest(const dpfl_partition *p, uint8_t out[32]);
 
 static inline int32_t dpfl_partition_size(const dpfl_partition *p, int32_t k)
 {

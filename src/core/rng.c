@@ -43,6 +43,13 @@ void dpfl_rng_init_seed(dpfl_rng *r, uint64_t seed)
     rng_start(r);
 }
 
+void dpfl_rng_init_key(dpfl_rng *r, const uint8_t key[32], int seeded)
+{
+    memcpy(r->key, key, sizeof r->key);
+    r->seeded = seeded;
+    rng_start(r);
+}
+
 void dpfl_rng_derive(const dpfl_rng *parent, dpfl_rng *child, uint64_t a, uint64_t b, uint64_t c)
 {
     uint8_t msg[24];

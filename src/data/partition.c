@@ -3,6 +3,8 @@
  * client gets exactly samples_per_client examples from the training set repeated as often as needed). */
 #include "partition_internal.h"
 
+#include <sodium.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,4 +258,20 @@ dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *t
         dpfl_partition_free(out);
     }
     return s;
+}
+
+void dpfl_partition_digest(const dpfl_partition *p, uint8_t out[32])
+{
+    crypto_hash_sha256_state h;
+    crypto_hash_sha256_init(&h);
+    int32_t k = p->clients, has_test = p->test_offset != NULL;
+    crypto_hash_sha256_update(&h, (const unsigned char *)&k, sizeof k);
+    crypto_hash_sha256_update(&h, (const unsigned char *)p->offset, (size_t)(k + 1) * sizeof(int32_t));
+    crypto_hash_sha256_update(&h, (const unsigned char *)p->index, (size_t)p->offset[k] * sizeof(int32_t));
+    crypto_hash_sha256_update(&h, (const unsigned char *)&has_test, sizeof has_test);
+    if (has_test) {
+        crypto_hash_sha256_update(&h, (const unsigned char *)p->test_offset, (size_t)(k + 1) * sizeof(int32_t));
+        crypto_hash_sha256_update(&h, (const unsigned char *)p->test_index, (size_t)p->test_offset[k] * sizeof(int32_t));
+    }
+    crypto_hash_sha256_final(&h, out);
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 3u /* 3: every field serialized explicitly (2 and 1 copied structs, padding included) */
+#define CKPT_VERSION 4u /* 4: the partition key; 3: every field explicit (2 and 1 copied structs, padding included) */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
 
@@ -15,6 +15,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  * dpfl_file_write_parts).  Every field is written explicitly, little-endian, never a struct's memory:
  *   head    i32 rounds, i32 clients, u64 nparam, f64 record_z, f64 client_z, f64 wall, i64 examples, f64 S,
  *           i64 nevents, i64 line_len
+ *   data    u8 partition_key[32] (the stream the client partition was drawn from), u8 partition_digest[32]
  *   model   f32 params[nparam]
  *   ledger  i64 participations[clients], i64 record_steps[clients],
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
@@ -22,7 +23,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   states  i32 keep, i32 nstates, u64 floats; then per client with a state, in client order: i32 client, i64 t;
  *           then their states (f32[floats] each) in the same order
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
-enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
+enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
        STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 };
 
 /* a cursor over a buffer: writes never overrun (sizes are computed first); reads report running out */
@@ -123,6 +124,8 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     put_f64(&c, rs->S);
     put_i64(&c, l->nclient_events);
     put_i64(&c, (int64_t)ll);
+    put(&c, rs->partition_key, 32);
+    put(&c, rs->partition_digest, 32);
     put(&c, params, nparam * sizeof(float));
     for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->participations[k]);
     for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->record_steps[k]);
@@ -182,6 +185,63 @@ static dpfl_status load_states(cursor *c, dpfl_sim *sim, int32_t clients, int32_
     return st;
 }
 
+typedef struct {
+    int32_t rounds, clients;
+    int64_t nparam, nevents, line_len;
+    run_state rs;
+} ckpt_head;
+
+static ckpt_head read_head(cursor *c)
+{
+    ckpt_head h;
+    memset(&h, 0, sizeof h);
+    h.rounds = get_i32(c);
+    h.clients = get_i32(c);
+    h.nparam = get_i64(c);
+    h.rs.record_z = get_f64(c);
+    h.rs.client_z = get_f64(c);
+    h.rs.wall = get_f64(c);
+    h.rs.examples = get_i64(c);
+    h.rs.S = get_f64(c);
+    h.nevents = get_i64(c);
+    h.line_len = get_i64(c);
+    get(c, h.rs.partition_key, 32);
+    get(c, h.rs.partition_digest, 32);
+    return h;
+}
+
+/* The checkpoint's payload (checked: magic, version, CRC); an older format is a clear error. */
+static dpfl_status read_checkpoint(const char *path, void **buf, size_t *len, dpfl_error *err)
+{
+    dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
+    if (!st) return DPFL_OK;
+    dpfl_error old;
+    for (uint32_t v = 1; v < CKPT_VERSION; v++)
+        if (dpfl_file_read(path, CKPT_MAGIC, v, buf, len, &old) == DPFL_OK) {
+            free(*buf);
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is format %u, written by an older dpfl (copied structs "
+                                                "byte for byte, no partition key); resume it with that version, or "
+                                                "start a new run", path, v);
+        }
+    return st; /* the error for the current version */
+}
+
+dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+    void *buf;
+    size_t len;
+    dpfl_status st = read_checkpoint(path, &buf, &len, err);
+    if (st) return st;
+    cursor c = {buf, (char *)buf + len, 0};
+    ckpt_head h = read_head(&c);
+    free(buf);
+    if (c.short_read) return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
+    *rs = h.rs;
+    return DPFL_OK;
+}
+
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_sim *sim, char **line, dpfl_error *err)
 {
@@ -189,30 +249,15 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     void *buf;
     size_t len;
-    dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, &buf, &len, err);
-    if (st) {
-        dpfl_error old;
-        for (uint32_t v = 1; v < CKPT_VERSION; v++)
-            if (dpfl_file_read(path, CKPT_MAGIC, v, &buf, &len, &old) == DPFL_OK) {
-                free(buf);
-                return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is format %u, written by an older dpfl that "
-                                                    "copied structs byte for byte; resume it with that version, or "
-                                                    "start a new run", path, v);
-            }
-        return st; /* the error for the current version */
-    }
+    dpfl_status st = read_checkpoint(path, &buf, &len, err);
+    if (st) return st;
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
     cursor c = {buf, (char *)buf + len, 0};
-    int32_t rounds = get_i32(&c), clients = get_i32(&c);
-    int64_t np = get_i64(&c);
-    run_state r;
-    r.record_z = get_f64(&c);
-    r.client_z = get_f64(&c);
-    r.wall = get_f64(&c);
-    r.examples = get_i64(&c);
-    r.S = get_f64(&c);
-    int64_t nevents = get_i64(&c), line_len = get_i64(&c);
+    ckpt_head h = read_head(&c);
+    int32_t rounds = h.rounds, clients = h.clients;
+    int64_t np = h.nparam, nevents = h.nevents, line_len = h.line_len;
+    run_state r = h.rs;
     if (c.short_read) goto bad;
     if ((uint64_t)np != nparam || clients != l->clients) {
         free(buf);

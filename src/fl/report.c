@@ -248,6 +248,9 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         for (int i = 0; i < c->nwarn; i++) cJSON_AddItemToArray(w, cJSON_CreateString(c->warnings[i]));
     }
     cJSON_AddStringToObject(sum, "config_sha256", c->sha);
+    char part[65];
+    for (int i = 0; i < 32; i++) snprintf(part + 2 * i, 3, "%02x", c->rs.partition_digest[i]);
+    cJSON_AddStringToObject(sum, "partition_sha256", part); /* which records each client held (kept across resumes) */
     if (cfg->run.seed[0]) {
         cJSON_AddNumberToObject(sum, "seed", (double)c->seed);
         cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "

@@ -92,9 +92,24 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
         return st;
     dpfl_partition_spec spec;
     partition_spec(cfg, &spec);
+    /* The partition is drawn from a stream of its own, whose key the checkpoint keeps: a resumed run (a fresh root
+     * key without a seed) redraws exactly the same clients, so every record stays in its ledger slot, and a
+     * partition that came out different (data settings or files changed) is refused. */
     dpfl_rng prng;
-    dpfl_rng_derive(&c->root, &prng, 0, 0, PURPOSE_PARTITION);
+    run_state saved;
+    if (c->opt->resume) {
+        if ((st = fl_checkpoint_peek(c->opt->out_dir, &saved, err))) return st;
+        dpfl_rng_init_key(&prng, saved.partition_key, c->root.seeded);
+    } else {
+        dpfl_rng_derive(&c->root, &prng, 0, 0, PURPOSE_PARTITION);
+    }
+    memcpy(c->rs.partition_key, prng.key, 32);
     if ((st = dpfl_partition_make(&c->train, &c->test, &spec, &prng, &c->part, err))) return st;
+    dpfl_partition_digest(&c->part, c->rs.partition_digest);
+    if (c->opt->resume && memcmp(saved.partition_digest, c->rs.partition_digest, 32))
+        return dpfl_fail(err, DPFL_EINVAL, "resume (%s): the client partition differs from the checkpoint's (the [data] "
+                                           "settings or the dataset files changed); resume with the run's own config.ini",
+                         c->opt->out_dir);
     if ((st = check_deltas(cfg, c->train.n, c->part.clients, c->opt->quiet, c->warnings, &c->nwarn, err))) return st;
     if ((st = dpfl_model_create(cfg->model.arch, c->train.c, c->train.h, c->train.w, c->train.classes, &c->model, err)))
         return st;

@@ -9,6 +9,8 @@
 typedef struct {
     double record_z, client_z, wall, S;
     int64_t examples;
+    uint8_t partition_key[32];    /* the stream the client partition was drawn from: a resume draws it again */
+    uint8_t partition_digest[32]; /* SHA-256 of the partition it gave (dpfl_partition_digest) */
 } run_state;
 
 /* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
@@ -55,6 +57,8 @@ void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
 /* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
                                const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err);
+/* The run state of a checkpoint alone (to redraw its partition before anything else is set up). */
+dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err);
 /* *line (malloc'd) gets the last released round's metrics line; sim gets the saved client states back. */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_sim *sim, char **line, dpfl_error *err);
