@@ -311,8 +311,14 @@ static void not_private_and_bad_input(void **state)
     dpfl_event fx = dpfl_event_fixed(100, 10, 1, 10);
     fx.adjacency = DPFL_ADJ_ADD_REMOVE;
     assert_int_equal(dpfl_account_epsilon(&fx, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_EINVAL);
+    /* PLD does not cover fixed-size sampling: it falls back to RDP, and says so */
     fx = dpfl_event_fixed(100, 10, 1, 10);
-    assert_int_equal(dpfl_account_epsilon(&fx, 1, 1e-5, DPFL_ACC_PLD, NULL, &g, &err), DPFL_EINVAL);
+    dpfl_guarantee r;
+    assert_int_equal(dpfl_account_epsilon(&fx, 1, 1e-5, DPFL_ACC_PLD, NULL, &g, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&fx, 1, 1e-5, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+    assert_int_equal(g.answered, DPFL_ACC_RDP);
+    assert_true(strlen(g.fallback) > 0);
+    assert_close(g.epsilon, r.epsilon, 0);
 }
 
 /* schedules: composing two halves equals one event of the full length */

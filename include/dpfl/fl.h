@@ -262,6 +262,8 @@ typedef struct {
     double worst_q;        /* that client's sampling rate B_k / n_k */
     int64_t worst_steps, worst_n, worst_batch;
     double order;          /* RDP order of the worst client (0 for PLD) */
+    dpfl_accountant answered; /* whose number epsilon is: PLD, or RDP where PLD fell back (fallback says why) */
+    char fallback[160];
 } dpfl_record_report;
 
 /* Worst-case record-level epsilon over all clients (and, if per_client != NULL, each client's epsilon). */

@@ -111,9 +111,14 @@ typedef struct {
     double order;      /* RDP: optimal order; otherwise 0 */
     double mu;         /* GDP: mu; otherwise 0 */
     int asymptotic;    /* 1 if the number is a CLT limit and not an upper bound */
+    dpfl_accountant answered; /* the accountant whose number this is (RDP when PLD fell back or RDP was smaller) */
+    char fallback[160];       /* why PLD did not answer, or "" */
 } dpfl_guarantee;
 
-/* epsilon at the given delta (the result's delta = delta). opts may be NULL. */
+/* epsilon at the given delta (the result's delta = delta). opts may be NULL.  PLD never answers below the truth:
+ * where its discretization cannot hold (a grid too coarse for one step, mass lost by the T-th power, delta below its
+ * own slack) or the events are not Gaussian / Poisson add-remove, the RDP bound is returned instead, and a valid PLD
+ * number is replaced by RDP's when that is smaller (both are upper bounds); out->answered and out->fallback say so. */
 dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
                                  const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err);
 /* delta at the given epsilon. */

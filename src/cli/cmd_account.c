@@ -120,11 +120,17 @@ int cli_account(int argc, char **argv)
             if (list[i] == DPFL_ACC_RDP) cJSON_AddNumberToObject(r, "order", g.order);
             if (list[i] == DPFL_ACC_GDP) cJSON_AddNumberToObject(r, "mu", g.mu);
             cJSON_AddBoolToObject(r, "asymptotic", g.asymptotic);
+            if (g.answered != list[i]) { /* PLD fell back: say which accountant's number this is, and why */
+                cJSON_AddStringToObject(r, "answered_by", dpfl_accountant_name(g.answered));
+                cJSON_AddStringToObject(r, "fallback", g.fallback);
+            }
             if (nl > 1) cJSON_AddItemToArray(arr, r);
         } else {
             printf("%-4s  epsilon = %.6g  delta = %.6g", an, g.epsilon, g.delta);
             if (list[i] == DPFL_ACC_RDP) printf("  (order %.4g, %s conversion)", g.order, conv);
             if (list[i] == DPFL_ACC_GDP) printf("  (mu = %.6g)%s", g.mu, g.asymptotic ? "  ASYMPTOTIC (CLT), not a bound" : "");
+            if (g.answered != list[i])
+                printf("  (answered by %s: %s)", dpfl_accountant_name(g.answered), g.fallback);
             printf("\n");
         }
     }

@@ -61,10 +61,16 @@ int cli_calibrate(int argc, char **argv)
         cJSON_AddNumberToObject(r, "q", q);
         cJSON_AddNumberToObject(r, "steps", (double)T);
         if (co.accountant == DPFL_ACC_RDP) cJSON_AddNumberToObject(r, "order", g.order);
+        if (g.answered != co.accountant) {
+            cJSON_AddStringToObject(r, "answered_by", dpfl_accountant_name(g.answered));
+            cJSON_AddStringToObject(r, "fallback", g.fallback);
+        }
         pcli_print_json(r);
     } else {
         printf("noise = %.6g  (epsilon = %.6g <= %g at delta = %g, %s, Poisson q = %g, %ld steps, add-remove)\n", z,
                g.epsilon, target, delta, dpfl_accountant_name(co.accountant), q, T);
+        if (g.answered != co.accountant)
+            printf("(epsilon answered by %s: %s)\n", dpfl_accountant_name(g.answered), g.fallback);
     }
     return 0;
 }

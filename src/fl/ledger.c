@@ -89,7 +89,7 @@ static dpfl_event record_event(const dpfl_record_accounting *ra, int64_t n, int6
 }
 
 static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, int64_t steps, double *eps,
-                                 double *order, dpfl_error *err)
+                                 double *order, dpfl_guarantee *gout, dpfl_error *err)
 {
     if (steps == 0 || n == 0) {
         *eps = 0.0;
@@ -104,6 +104,7 @@ static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, in
     if (st) return st;
     *eps = g.epsilon;
     *order = g.order;
+    if (gout) *gout = g;
     return DPFL_OK;
 }
 
@@ -139,8 +140,13 @@ dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partitio
             continue;
         }
         double order;
-        st = event_epsilon(ra, pr[i].n, pr[i].steps, &pr[i].eps, &order, err);
+        dpfl_guarantee g;
+        g.answered = ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+        g.fallback[0] = '\0';
+        st = event_epsilon(ra, pr[i].n, pr[i].steps, &pr[i].eps, &order, &g, err);
         if (!st && (out->worst_client < 0 || pr[i].eps > out->epsilon)) {
+            out->answered = g.answered;
+            snprintf(out->fallback, sizeof out->fallback, "%s", g.fallback);
             out->epsilon = pr[i].eps;
             out->worst_client = pr[i].first;
             out->worst_n = pr[i].n;

@@ -117,6 +117,10 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     json_num(sum, "epsilon", c->report.epsilon);
     cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
     cJSON_AddStringToObject(sum, "accountant", dpfl_config_choice(cfg, "record_dp.accountant"));
+    if (c->report.answered != cfg->record_dp.accountant) { /* PLD could not answer for the worst client */
+        cJSON_AddStringToObject(sum, "accountant_answered", dpfl_accountant_name(c->report.answered));
+        cJSON_AddStringToObject(sum, "accountant_fallback", c->report.fallback);
+    }
     cJSON_AddStringToObject(sum, "sampler", dpfl_config_choice(cfg, "record_dp.sampler"));
     cJSON_AddStringToObject(sum, "adjacency", c->ra.poisson ? "add-remove" : "replace-one");
     cJSON_AddNumberToObject(sum, "noise", c->rs.record_z);

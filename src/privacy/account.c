@@ -3,6 +3,8 @@
 #include "privacy_internal.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 const char *dpfl_accountant_name(dpfl_accountant a)
@@ -90,6 +92,56 @@ static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_accoun
     return s;
 }
 
+/* PLD answers for Gaussian and Poisson-sampled Gaussian events under add-remove / zero-out only */
+static const char *pld_unsupported(const dpfl_event *ev, size_t nev)
+{
+    for (size_t i = 0; i < nev; i++) {
+        if (ev[i].count == 0) continue;
+        if (ev[i].kind != DPFL_EV_GAUSSIAN && ev[i].kind != DPFL_EV_POISSON)
+            return "PLD covers Gaussian and Poisson-sampled Gaussian events only";
+        if (ev[i].kind == DPFL_EV_POISSON && ev[i].q < 1 && ev[i].adjacency == DPFL_ADJ_REPLACE_ONE)
+            return "PLD does not cover Poisson sampling under replace-one";
+    }
+    return NULL;
+}
+
+/* PLD with RDP as the floor of trust: a PLD failure of its discretization (or an event it does not cover) falls
+ * back to RDP, and a valid PLD number larger than RDP's is replaced by it. want_delta: at `x` = epsilon. */
+static dpfl_status pld_or_rdp(const dpfl_event *ev, size_t nev, double x, int want_delta, const dpfl_account_opts *opts,
+                              dpfl_guarantee *out, dpfl_error *err)
+{
+    const char *why = pld_unsupported(ev, nev);
+    double v = INFINITY;
+    dpfl_error perr;
+    dpfl_status s = DPFL_ENUM;
+    if (!why) {
+        s = want_delta ? dpfl_pld_delta(ev, nev, x, opts ? opts->pld_bins : 0, &v, &perr)
+                       : dpfl_pld_epsilon(ev, nev, x, opts ? opts->pld_bins : 0, &v, &perr);
+        if (s == DPFL_EINVAL || s == DPFL_ENOMEM || s == DPFL_ENOTPRIVATE) return dpfl_fail(err, s, "%s", perr.msg);
+        if (s) why = perr.msg;
+    }
+    dpfl_guarantee r;
+    dpfl_account_opts ro = {0};
+    if (opts) ro.conversion = opts->conversion;
+    dpfl_status rs = want_delta ? dpfl_account_delta(ev, nev, x, DPFL_ACC_RDP, &ro, &r, err)
+                                : dpfl_account_epsilon(ev, nev, x, DPFL_ACC_RDP, &ro, &r, err);
+    if (rs) return rs;
+    double rv = want_delta ? r.delta : r.epsilon;
+    if (!s && v <= rv) {
+        if (want_delta) out->delta = v;
+        else out->epsilon = v;
+        out->answered = DPFL_ACC_PLD;
+        return DPFL_OK;
+    }
+    *out = r;
+    out->answered = DPFL_ACC_RDP;
+    const char *note = s ? why : "RDP's bound is smaller here";
+    size_t n = strlen(note) < sizeof out->fallback - 1 ? strlen(note) : sizeof out->fallback - 1;
+    memcpy(out->fallback, note, n);
+    out->fallback[n] = '\0';
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
                                  const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
 {
@@ -100,6 +152,8 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
     out->order = 0;
     out->mu = 0;
     out->asymptotic = 0;
+    out->answered = acc;
+    out->fallback[0] = '\0';
     switch (acc) {
     case DPFL_ACC_RDP: {
         const double *orders;
@@ -116,7 +170,7 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
         }
         return DPFL_OK;
     }
-    case DPFL_ACC_PLD: return dpfl_pld_epsilon(ev, nev, delta, opts ? opts->pld_bins : 0, &out->epsilon, err);
+    case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, delta, 0, opts, out, err);
     case DPFL_ACC_GDP:
         s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
         if (s) return s;
@@ -137,6 +191,8 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
     out->order = 0;
     out->mu = 0;
     out->asymptotic = 0;
+    out->answered = acc;
+    out->fallback[0] = '\0';
     switch (acc) {
     case DPFL_ACC_RDP: {
         const double *orders;
@@ -153,7 +209,7 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
         }
         return DPFL_OK;
     }
-    case DPFL_ACC_PLD: return dpfl_pld_delta(ev, nev, epsilon, opts ? opts->pld_bins : 0, &out->delta, err);
+    case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, epsilon, 1, opts, out, err);
     case DPFL_ACC_GDP:
         s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
         if (s) return s;

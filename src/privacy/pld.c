@@ -163,6 +163,10 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
     for (size_t j = 1; j < m; j++)
         if ((double)(k0 + (int64_t)j) * h < h && lm[j] < lm[j - 1]) lm[j] = lm[j - 1];
     double eh = exp(h), em1 = expm1(h);
+    if (!isfinite(eh) || !(em1 > 0)) { /* a grid step this coarse cannot hold the connect-the-dots masses */
+        free(d);
+        return NAN;
+    }
     pinf = d[m - 1];
     for (size_t j = 0; j < m; j++) {
         double p;
@@ -181,6 +185,10 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
             p = ((d[j - 1] - d[j]) * eh - (d[j] - d[j + 1])) / em1;
         }
         if (p < 0) p = 0;
+        if (!isfinite(p)) { /* round-off beyond repair: the caller reports the discretization as invalid */
+            free(d);
+            return NAN;
+        }
         int64_t r = k % (int64_t)N;
         if (r < 0) r += (int64_t)N;
         buf[r] += p;
@@ -327,6 +335,11 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
             memset(buf, 0, N * sizeof *buf);
             double lm[NLAM];
             double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm);
+            if (!isfinite(pinf)) {
+                s = dpfl_fail(err, DPFL_ENUM, "PLD: the grid step (%g nats over %zu bins) is too coarse for one step's "
+                                              "losses", h, N);
+                break;
+            }
             double T = (double)v[i].count;
             log_keep += T * log1p(-pinf);
             for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
@@ -344,6 +357,7 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
                 acc[j] *= exp(lr) * (cos(ph) + I * sin(ph));
             }
         }
+        if (s) break;
         fftw_execute(inv);
         double *f = fftw_alloc_real(N);
         if (!f) {
@@ -365,6 +379,20 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
         }
         c->f[dir] = f;
         c->pinf[dir] = -expm1(log_keep);
+        /* The composition must still be a distribution: finite, and its mass (window + infinity) 1.  The T-th
+         * power of the spectrum underflows when one step's losses sit in a few bins of a window sized for T
+         * steps (e.g. T = 1e12): everything but the mean vanishes and the result means nothing. */
+        double mass = c->pinf[dir];
+        int finite = isfinite(mass) && isfinite(negmax);
+        for (size_t r = 0; r < N && finite; r++) {
+            finite = isfinite(f[r]);
+            mass += f[r];
+        }
+        if (!finite || fabs(mass - 1) > 1e-6) {
+            s = dpfl_fail(err, DPFL_ENUM, "PLD: the discretization does not hold (%s; grid step %g nats over %zu "
+                                          "bins)", finite ? "mass not conserved" : "non-finite values", h, N);
+            break;
+        }
         /* mass above the window: min over lambda of exp(sum T log M(lambda) - lambda * top) */
         double top = (double)(c->klo + (int64_t)N) * h;
         double tail = INFINITY;
@@ -412,6 +440,7 @@ static double dir_epsilon(const pld_composed *c, int dir, double delta)
     for (size_t i = c->N; i-- > 0;) {
         A += f[i];
         B = f[i] + emh * B;
+        if (!isfinite(A) || !isfinite(B)) return INFINITY; /* never 0 by falling through on NaN */
         double kj = (double)(c->klo + (int64_t)i) * h; /* j h */
         /* delta at eps = (j-1) h: A - e^{-h} B */
         double dlow = A - emh * B;
