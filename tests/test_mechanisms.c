@@ -302,6 +302,26 @@ static void noise_has_std_z_times_sensitivity(void **state)
     free(v);
 }
 
+/* Secure mode's sigma^2 (grid units) is never below the exact z^2 1001^2 P: z = m / 2^k is exact in binary, so the
+ * exact value is an integer ratio compared in 128 bits.  (ceil((z 1001 sqrt(P))^2) came out 512 below at z = 2500,
+ * P = 600,000.) */
+static void secure_sigma2_rounds_up(void **state)
+{
+    (void)state;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 81);
+    for (int i = 0; i < 20000; i++) {
+        uint64_t m = 1 + dpfl_rng_below(&r, 1u << 20), k = dpfl_rng_below(&r, 12), P = 1 + dpfl_rng_below(&r, 1u << 22);
+        double z = ldexp((double)m, -(int)k);
+        if (!dpfl_mech_discrete_in_range(P, z)) continue;
+        unsigned __int128 exact_num = (unsigned __int128)m * m * 1002001u * P; /* exact = num / 4^k */
+        unsigned __int128 got = (unsigned __int128)(uint64_t)dpfl_mech_discrete_sigma2(P, z);
+        assert_true(got << (2 * k) >= exact_num);
+    }
+    assert_true(dpfl_mech_discrete_sigma2(600000, 2500.0) >= 3757503750000000000.0);
+    assert_false(dpfl_mech_discrete_in_range(379210, 4000.0)); /* 6.1e18 > 2^62 */
+}
+
 /* DP-SGD's step mechanism and the client-level round: sensitivities, denominators and the events charged. */
 static void mechanisms_describe_themselves(void **state)
 {
@@ -380,6 +400,7 @@ int main(void)
         cmocka_unit_test(client_samplers_follow_their_design),
         cmocka_unit_test(noise_has_std_z_times_sensitivity),
         cmocka_unit_test(mechanisms_describe_themselves),
+        cmocka_unit_test(secure_sigma2_rounds_up),
         cmocka_unit_test(clipping_bounds_and_the_adaptive_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,6 +49,30 @@ void dpfl_sim_free(dpfl_sim *s)
     free(s);
 }
 
+/* One worker per thread: its nn workspace (single-threaded unless it lends itself to a lone client), buffers and
+ * optimizer. */
+static dpfl_status workers_create(dpfl_sim *s, int32_t B, dpfl_error *err)
+{
+    const size_t P = s->model->nparam;
+    dpfl_status st;
+    for (int32_t i = 0; i < s->nthreads; i++) {
+        worker *w = &s->workers[i];
+        if (!(w->ws = dpfl_nn_ws_create(s->model, B, err))) return DPFL_ENOMEM;
+        if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) return st;
+        w->ws_threads = 1;
+        if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
+            !(w->xbuf = dpfl_alloc((size_t)B * (size_t)s->train->dim * sizeof(float), err)) ||
+            !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
+            !(w->order = dpfl_alloc(((size_t)s->max_client + 1) * sizeof(int32_t), err)))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
+        if (s->rdp && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
+                       !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err))))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
+        if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) return st;
+    }
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, const dpfl_dataset *train,
                             const dpfl_dataset *test, const dpfl_partition *part, const dpfl_rng *root,
                             float *global, dpfl_sim **out, dpfl_error *err)
@@ -142,21 +166,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     /* Parallelism is across clients: each worker computes single-threaded (no BLAS or nn helper threads), which
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
-    for (int32_t i = 0; i < s->nthreads; i++) {
-        worker *w = &s->workers[i];
-        if (!(w->ws = dpfl_nn_ws_create(model, B, err))) goto fail;
-        if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) goto fail;
-        w->ws_threads = 1;
-        if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
-            !(w->xbuf = dpfl_alloc((size_t)B * (size_t)train->dim * sizeof(float), err)) ||
-            !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
-            !(w->order = dpfl_alloc(((size_t)s->max_client + 1) * sizeof(int32_t), err)))
-            goto oom;
-        if (s->rdp && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
-                       !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err))))
-            goto oom;
-        if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) goto fail;
-    }
+    if ((st = workers_create(s, B, err))) goto fail;
     s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
     *out = s;
     return DPFL_OK;
@@ -244,65 +254,3 @@ dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const f
 
 double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }
-
-
-/* ------------------------------------------------------------------------------------------ the ledger it owns */
-dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
-{
-    for (int32_t i = 0; i < s->nsampled; i++) s->steps[i] = dpfl_sim_client_steps(s, s->sampled[i]);
-    dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
-    if (!s->cdp) return DPFL_OK;
-    dpfl_event ev = dpfl_event_not_private(1); /* median clipping: no sensitivity bound */
-    if (s->strategy != DPFL_CLIP_MEDIAN) {
-        dpfl_mech_round r = fl_round_mech(s, s->round);
-        r.z = dpfl_sim_client_release_noise(s); /* adaptive: the update sum and the quantile count together */
-        ev = dpfl_mech_round_event(&r);
-    }
-    return dpfl_ledger_charge_client(l, &ev, err);
-}
-
-const dpfl_ledger *dpfl_sim_ledger(const dpfl_sim *s) { return &s->ledger; }
-
-dpfl_status dpfl_sim_restore_ledger(dpfl_sim *s, const dpfl_ledger *l, dpfl_error *err)
-{
-    if (l->clients != s->part->clients)
-        return dpfl_fail(err, DPFL_EINVAL, "ledger of %d clients given to a simulation of %d", l->clients,
-                         s->part->clients);
-    return dpfl_ledger_copy(&s->ledger, l, err);
-}
-
-dpfl_record_accounting dpfl_sim_record_accounting(const dpfl_sim *s)
-{
-    const dpfl_config *cfg = s->cfg;
-    return (dpfl_record_accounting){s->rdp_z, s->rdp_poisson, cfg->fl.batch, cfg->record_dp.delta,
-                                    cfg->record_dp.accountant == DPFL_ACC_PLD, s->rdp_secure};
-}
-
-dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
-                             dpfl_error *err)
-{
-    dpfl_status st;
-    if (record) {
-        memset(record, 0, sizeof *record);
-        dpfl_record_accounting ra = dpfl_sim_record_accounting(s);
-        if (s->rdp && (st = dpfl_ledger_record_epsilon(&s->ledger, s->part, &ra, record, NULL, err))) return st;
-    }
-    if (client_eps) {
-        *client_eps = 0.0;
-        if (client_private) *client_private = 1;
-        if (s->cdp && s->ledger.nclient_events > 0) {
-            dpfl_guarantee g;
-            st = dpfl_account_epsilon(s->ledger.client_events, (size_t)s->ledger.nclient_events, s->cfg->client_dp.delta,
-                                      s->cfg->client_dp.accountant, NULL, &g, err);
-            if (st == DPFL_ENOTPRIVATE) {
-                *client_eps = INFINITY;
-                if (client_private) *client_private = 0;
-            } else if (st) {
-                return st;
-            } else {
-                *client_eps = g.epsilon;
-            }
-        }
-    }
-    return DPFL_OK;
-}

@@ -15,22 +15,27 @@ void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, 
     dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens : 0.0, scale, threads);
 }
 
+/* sigma^2 = z^2 1001^2 P grid units, rounded UP: the product is formed as z^2 * 1002001 * P (three roundings, each
+ * at most 2^-53 relative, and the grid step's own at most ~6 ulps) and raised by a relative 2^-49 before the ceiling,
+ * so it is never below the exact value.  (ceil((z 1001 sqrt(P))^2) was not: z = 2500, P = 600,000 gave 512 below
+ * the exact 3,757,503,750,000,000,000.) */
 double dpfl_mech_discrete_sigma2(size_t P, double z)
 {
-    double sg = z * 1001.0 * sqrt((double)P);
-    return sg * sg;
+    double v = z * z * 1002001.0 * (double)P;
+    return ceil(v * (1.0 + ldexp(1.0, -49)));
 }
 
 int dpfl_mech_discrete_in_range(size_t P, double z)
 {
-    return ceil(dpfl_mech_discrete_sigma2(P, z)) <= 4.0e18;
+    double s2 = dpfl_mech_discrete_sigma2(P, z);
+    return isfinite(s2) && s2 <= ldexp(1.0, 62); /* the exact sampler's range */
 }
 
 void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale)
 {
     DPFL_ASSERT(dpfl_mech_discrete_in_range(P, z));
     const double g = sens / (1000.0 * sqrt((double)P));
-    const uint64_t s2 = (uint64_t)ceil(dpfl_mech_discrete_sigma2(P, z)); /* rounded up: never less noise */
+    const uint64_t s2 = (uint64_t)dpfl_mech_discrete_sigma2(P, z); /* rounded up: never less noise */
     for (size_t i = 0; i < P; i++) {
         int64_t q = llround((double)v[i] / g);
         if (s2 > 0) q += dpfl_rng_discrete_gaussian(r, s2);
