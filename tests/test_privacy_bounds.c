@@ -97,7 +97,7 @@ static double eps_rdp_pld(const dpfl_event *e, double delta, dpfl_accountant acc
     return g.epsilon;
 }
 
-/* 120 random cases (q in [1e-3, 1], z in [0.5, 10], T in [1, 1e4], delta in [1e-8, 1e-3]): RDP's and PLD's epsilon
+/* 100 random cases (q in [1e-3, 1], z in [0.5, 10], T in [1, 1e4], delta in [1e-8, 1e-3]): RDP's and PLD's epsilon
  * are never below the lower bound; nor is their delta at a random epsilon; and where the bound is informative PLD
  * stays close to it. */
 static void accountants_are_never_below_a_lower_bound(void **state)
@@ -106,8 +106,8 @@ static void accountants_are_never_below_a_lower_bound(void **state)
     srand(2024);
     double *p = malloc(3 * NC * sizeof *p), *lq = malloc(3 * NC * sizeof *lq);
     int fallbacks = 0, informative = 0;
-    double worst_pld = 0, worst_rdp = 0, ratios[120];
-    for (int k = 0; k < 120; k++) {
+    double worst_pld = 0, worst_rdp = 0, ratios[100];
+    for (int k = 0; k < 100; k++) {
         double u1 = rand() / (double)RAND_MAX, u2 = rand() / (double)RAND_MAX, u3 = rand() / (double)RAND_MAX,
                u4 = rand() / (double)RAND_MAX;
         double q = k % 10 == 0 ? 1.0 : pow(10, -3 + 3 * u1), z = 0.5 + 9.5 * u2 * u2;
@@ -143,10 +143,10 @@ static void accountants_are_never_below_a_lower_bound(void **state)
             }
         }
     }
-    print_message("  120 cases: %d PLD fallbacks to RDP; over %d informative cases (lower bound > 0.2) the worst "
+    print_message("  100 cases: %d PLD fallbacks to RDP; over %d informative cases (lower bound > 0.2) the worst "
                   "ratio to the lower bound is %.3f (PLD) and %.3f (RDP)\n",
                   fallbacks, informative, worst_pld, worst_rdp);
-    assert_true(informative >= 60);
+    assert_true(informative >= 50);
     /* PLD is near-exact, so it sits close to the explicit tests where they are strong (most cases): the median
      * ratio is small; the worst cases are those where neither the sum nor the max statistic is a good test */
     for (int i = 1; i < informative; i++)
@@ -163,13 +163,13 @@ static void accountants_are_never_below_a_lower_bound(void **state)
 }
 
 /* Calibration never overshoots, by either accountant, and the lower bound at the returned z is within the
- * target too (100 random cases, one in five by PLD). */
+ * target too (40 random cases, one in five by PLD). */
 static void calibration_is_never_below_a_lower_bound(void **state)
 {
     (void)state;
     srand(77);
     double *p = malloc(3 * NC * sizeof *p), *lq = malloc(3 * NC * sizeof *lq);
-    for (int k = 0; k < 100; k++) {
+    for (int k = 0; k < 40; k++) {
         double q = pow(10, -3 + 3 * (rand() / (double)RAND_MAX));
         int64_t T = (int64_t)llround(pow(10, 3.5 * (rand() / (double)RAND_MAX)));
         double target = 0.3 + 7.7 * (rand() / (double)RAND_MAX), delta = pow(10, -7 + 3 * (rand() / (double)RAND_MAX));

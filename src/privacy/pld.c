@@ -112,8 +112,9 @@ typedef struct {
     int64_t klo;        /* window = [klo, klo + N) in units of h */
     double *f[2];       /* composed finite pmf per direction (index r <-> k = klo + r) */
     double pinf[2];     /* probability of an infinite loss */
-    double slack[2];    /* Chernoff bound on mass above the window + FFT round-off allowance */
+    double slack[2];    /* Chernoff bound on mass above the window + FFT round-off allowance + lost mass */
     int ndir;
+    char invalid[200];  /* non-empty: the discretization cannot be trusted here (why) */
 } pld_composed;
 
 static void pld_free(pld_composed *c)
@@ -121,32 +122,41 @@ static void pld_free(pld_composed *c)
     for (int d = 0; d < 2; d++) fftw_free(c->f[d]);
 }
 
-/* One event, one direction: discretize on the grid into buf (length N, cyclic), return mass at +inf; also
- * accumulate log-MGF values at the given lambdas into lmgf. */
-static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t N, double eta_inf, double *buf,
-                         const double *lam, size_t nlam, double *lmgf)
+/* Range of one step's losses that the discretization keeps: [llo, hi].  Below llo the mass (x beyond 10 z) is
+ * rounded up onto the grid's first point; above hi one step's delta is below eta_inf and becomes mass at +inf. */
+static void event_range(const sgm_ev *e, int dir, double eta_inf, double *llo, double *hi)
 {
     double q = e->q, z = e->z;
-    /* range of losses carrying mass: x within +-10 z of the relevant Gaussian */
-    double llo, lhi;
+    double lhi;
     if (dir == 0) {
-        llo = loss_at(q, z, 0, -10 * z);
+        *llo = loss_at(q, z, 0, -10 * z);
         lhi = loss_at(q, z, 0, 1 + 10 * z);
     } else {
-        llo = loss_at(q, z, 1, 10 * z);
+        *llo = loss_at(q, z, 1, 10 * z);
         lhi = loss_at(q, z, 1, -10 * z);
     }
-    /* upper end: where one step's delta is below eta_inf (that remainder becomes mass at +inf) */
-    double hi = lhi;
-    if (sgm_delta(q, z, dir, hi) > eta_inf) {
-        double step = fabs(hi) + 1;
-        while (sgm_delta(q, z, dir, hi + step) > eta_inf && hi + step < 1e7) step *= 2;
-        hi += step;
+    double h = lhi;
+    if (sgm_delta(q, z, dir, h) > eta_inf) {
+        double step = fabs(h) + 1;
+        while (sgm_delta(q, z, dir, h + step) > eta_inf && h + step < 1e7) step *= 2;
+        h += step;
     }
+    *hi = h;
+}
+
+/* One event, one direction: discretize on the grid into buf (length N, cyclic), return mass at +inf; also
+ * accumulate log-MGF values at the given lambdas into lmgf, and the grid index of its largest finite loss. */
+static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t N, double eta_inf, double *buf,
+                         const double *lam, size_t nlam, double *lmgf, int64_t *ktop)
+{
+    double q = e->q, z = e->z;
+    double llo, hi;
+    event_range(e, dir, eta_inf, &llo, &hi);
     int64_t k0 = (int64_t)floor(llo / h) - 1, k1 = (int64_t)ceil(hi / h) + 1;
     if (k0 < klo) k0 = klo;
     if (k1 > klo + (int64_t)N - 1) k1 = klo + (int64_t)N - 1;
     if (k1 <= k0 + 1) k1 = k0 + 2;
+    *ktop = k1;
     size_t m = (size_t)(k1 - k0 + 1);
     double *d = malloc(3 * (m + 1) * sizeof *d);
     DPFL_ASSERT(d);
@@ -163,10 +173,6 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
     for (size_t j = 1; j < m; j++)
         if ((double)(k0 + (int64_t)j) * h < h && lm[j] < lm[j - 1]) lm[j] = lm[j - 1];
     double eh = exp(h), em1 = expm1(h);
-    if (!isfinite(eh) || !(em1 > 0)) { /* a grid step this coarse cannot hold the connect-the-dots masses */
-        free(d);
-        return NAN;
-    }
     pinf = d[m - 1];
     for (size_t j = 0; j < m; j++) {
         double p;
@@ -185,26 +191,24 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
             p = ((d[j - 1] - d[j]) * eh - (d[j] - d[j + 1])) / em1;
         }
         if (p < 0) p = 0;
-        if (!isfinite(p)) { /* round-off beyond repair: the caller reports the discretization as invalid */
-            free(d);
-            return NAN;
-        }
         int64_t r = k % (int64_t)N;
         if (r < 0) r += (int64_t)N;
         buf[r] += p;
         pm[j] = p;
     }
-    /* log sum_j p_j e^{lam l_j}, shifted by its largest term */
+    /* log sum_j p_j e^{lam l_j}, shifted by its largest term (a bound on the terms: lam l_j is increasing in j) */
+    for (size_t j = 0; j < m; j++) pm[j] = pm[j] > 0 ? log(pm[j]) : -INFINITY;
     for (size_t i = 0; i < nlam; i++) {
         double mx = -INFINITY;
-        for (size_t j = 0; j < m; j++)
-            if (pm[j] > 0) {
-                double t = log(pm[j]) + lam[i] * (double)(k0 + (int64_t)j) * h;
-                if (t > mx) mx = t;
-            }
+        for (size_t j = 0; j < m; j++) {
+            double t = pm[j] + lam[i] * (double)(k0 + (int64_t)j) * h;
+            if (t > mx) mx = t;
+        }
         double sum = 0;
-        for (size_t j = 0; j < m; j++)
-            if (pm[j] > 0) sum += exp(log(pm[j]) + lam[i] * (double)(k0 + (int64_t)j) * h - mx);
+        for (size_t j = 0; j < m; j++) {
+            double t = pm[j] + lam[i] * (double)(k0 + (int64_t)j) * h - mx;
+            if (t > -745) sum += exp(t);
+        }
         lmgf[i] = mx + log(sum);
     }
     free(d);
@@ -256,9 +260,11 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
     return DPFL_OK;
 }
 
-#define NLAM 8
+#define NLAM_GEOM 22 /* lambda = 2^-1 .. 2^20 */
+#define NLAM (NLAM_GEOM + 1) /* + the RDP conversion's optimal order - 1 */
 
-/* win = NULL: window from RDP; else [win[0], win[1]]. */
+/* win = NULL: window from RDP; else [win[0], win[1]].  On return c->invalid is empty, or says why the composed
+ * distribution cannot be trusted (the caller then answers with RDP). */
 static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, size_t bins, const double *win,
                            pld_composed *c, dpfl_error *err)
 {
@@ -281,7 +287,7 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
      * below log(eta) (P(L < x) <= e^x under P) */
     double eta = delta_hint * 1e-7;
     if (eta < 1e-300) eta = 1e-300;
-    double U = 0;
+    double U = 0, rdp_order = 0;
     if (n) {
         dpfl_event *tmp = malloc(n * sizeof *tmp);
         size_t no;
@@ -295,23 +301,56 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
         }
         for (size_t i = 0; i < n; i++) tmp[i] = dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
         dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
-        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, NULL);
+        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, &rdp_order);
         free(tmp);
         free(r);
     }
     if (!(U > 0)) U = 1e-3;
     double Lo = -fmin(U, -log(eta));
+    double eta_inf = delta_hint * 1e-8 / (total > 1 ? total : 1);
     if (win) {
         Lo = win[0];
         U = win[1];
+    } else if (n && total <= (double)(N / 8)) {
+        /* the composed finite losses lie in [sum T llo, sum T hi] (+ 2 grid steps per step for the rounding):
+         * where that is narrower than the RDP window, use it; nothing can then leave the window */
+        double lo_all = 0, hi_all = 0;
+        for (int dir = 0; dir < c->ndir; dir++) {
+            double slo = 0, shi = 0;
+            for (size_t i = 0; i < n; i++) {
+                double llo, hi;
+                event_range(&v[i], dir, eta_inf, &llo, &hi);
+                slo += (double)v[i].count * llo;
+                shi += (double)v[i].count * hi;
+            }
+            if (slo < lo_all) lo_all = slo;
+            if (shi > hi_all) hi_all = shi;
+        }
+        if (hi_all < U) U = hi_all;
+        if (lo_all > Lo) Lo = lo_all;
+        if (!(U > Lo)) U = Lo + 1e-6;
     }
-    double h = (U - Lo) / (double)(N - 4);
+    double reserve = !win && total <= (double)(N / 8) ? 2 * total + 4 : 4;
+    double h = (U - Lo) / ((double)N - reserve);
     c->h = h;
     c->klo = (int64_t)floor(Lo / h) - 2;
-    double eta_inf = delta_hint * 1e-8 / (total > 1 ? total : 1);
+    if (!(h > 0) || !isfinite(h) || h > 20) {
+        snprintf(c->invalid, sizeof c->invalid,
+                 "loss grid too coarse (step %.3g over the window [%.3g, %.3g] with %zu bins)", h, Lo, U, N);
+        free(v);
+        return DPFL_OK;
+    }
+    /* the T-th power of a spectrum carries a relative round-off of about T * eps * log2(N) */
+    double roundoff = 8.0 * total * DBL_EPSILON * log2((double)N);
+    if (roundoff > 1e-3) {
+        snprintf(c->invalid, sizeof c->invalid,
+                 "%.3g composed steps: the FFT's round-off in the %.3g-th power is beyond control", total, total);
+        free(v);
+        return DPFL_OK;
+    }
     double lam[NLAM];
-    static const double lam_set[NLAM] = {0.5, 1, 2, 4, 8, 16, 64, 256};
-    memcpy(lam, lam_set, sizeof lam);
+    for (int l = 0; l < NLAM_GEOM; l++) lam[l] = ldexp(1.0, l - 1);
+    lam[NLAM_GEOM] = rdp_order > 1 ? rdp_order - 1 : 1;
     size_t nc = N / 2 + 1;
     double *buf = fftw_alloc_real(N);
     fftw_complex *spec = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
@@ -330,18 +369,16 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
     for (int dir = 0; dir < c->ndir; dir++) {
         double log_keep = 0; /* log prob. that no step has infinite loss */
         double lmgf_tot[NLAM] = {0};
+        double ktop_tot = 0; /* largest composed finite loss, in grid steps */
         for (size_t j = 0; j < nc; j++) acc[j] = 1.0;
         for (size_t i = 0; i < n; i++) {
             memset(buf, 0, N * sizeof *buf);
             double lm[NLAM];
-            double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm);
-            if (!isfinite(pinf)) {
-                s = dpfl_fail(err, DPFL_ENUM, "PLD: the grid step (%g nats over %zu bins) is too coarse for one step's "
-                                              "losses", h, N);
-                break;
-            }
+            int64_t ktop;
+            double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm, &ktop);
             double T = (double)v[i].count;
             log_keep += T * log1p(-pinf);
+            ktop_tot += T * (double)ktop;
             for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
             fftw_execute(fwd);
             for (size_t j = 0; j < nc; j++) {
@@ -354,10 +391,11 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
                     continue;
                 }
                 double ph = fmod(T * atan2(im, re), 2 * M_PI);
-                acc[j] *= exp(lr) * (cos(ph) + I * sin(ph));
+                double mag = exp(lr), cr = mag * cos(ph), ci = mag * sin(ph);
+                double ar = creal(acc[j]), ai = cimag(acc[j]);
+                acc[j] = (ar * cr - ai * ci) + I * (ar * ci + ai * cr); /* without __muldc3's inf/nan recovery */
             }
         }
-        if (s) break;
         fftw_execute(inv);
         double *f = fftw_alloc_real(N);
         if (!f) {
@@ -365,43 +403,51 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
             break;
         }
         /* cyclic index r holds k = klo + ((r - klo) mod N); rotate so f[i] is k = klo + i */
-        double negmax = 0;
+        double negmax = 0, mass = 0, fmx = 0;
+        int finite = 1;
         for (size_t r = 0; r < N; r++) {
             int64_t k = c->klo + (int64_t)r;
             int64_t src = k % (int64_t)N;
             if (src < 0) src += (int64_t)N;
             double val = buf[src] / (double)N;
+            if (!isfinite(val)) finite = 0;
             if (val < 0) {
                 if (-val > negmax) negmax = -val;
                 val = 0;
             }
             f[r] = val;
+            mass += val;
+            if (val > fmx) fmx = val;
         }
         c->f[dir] = f;
         c->pinf[dir] = -expm1(log_keep);
-        /* The composition must still be a distribution: finite, and its mass (window + infinity) 1.  The T-th
-         * power of the spectrum underflows when one step's losses sit in a few bins of a window sized for T
-         * steps (e.g. T = 1e12): everything but the mean vanishes and the result means nothing. */
-        double mass = c->pinf[dir];
-        int finite = isfinite(mass) && isfinite(negmax);
-        for (size_t r = 0; r < N && finite; r++) {
-            finite = isfinite(f[r]);
-            mass += f[r];
-        }
-        if (!finite || fabs(mass - 1) > 1e-6) {
-            s = dpfl_fail(err, DPFL_ENUM, "PLD: the discretization does not hold (%s; grid step %g nats over %zu "
-                                          "bins)", finite ? "mass not conserved" : "non-finite values", h, N);
+        if (!finite || !isfinite(c->pinf[dir])) {
+            snprintf(c->invalid, sizeof c->invalid, "the composed distribution is not finite (grid step %.3g)", h);
             break;
         }
-        /* mass above the window: min over lambda of exp(sum T log M(lambda) - lambda * top) */
+        /* the cyclic window keeps all finite mass: what is missing was lost to round-off and is counted as
+         * infinite loss; a large discrepancy either way means the arithmetic cannot be trusted */
+        double expect = exp(log_keep), lost = expect - mass;
+        if (fabs(lost) > 1e-6) {
+            snprintf(c->invalid, sizeof c->invalid,
+                     "the composed distribution's mass is off by %.3g (FFT round-off over %.3g steps)", lost, total);
+            break;
+        }
+        /* mass above the window: none if the largest composed finite loss is inside it; else min over lambda
+         * of exp(sum T log M(lambda) - lambda * top) */
         double top = (double)(c->klo + (int64_t)N) * h;
         double tail = INFINITY;
-        for (int l = 0; l < NLAM; l++) {
-            double b = lmgf_tot[l] - lam[l] * top;
-            if (b < tail) tail = b;
+        if (ktop_tot < (double)(c->klo + (int64_t)N)) {
+            tail = 0;
+        } else {
+            for (int l = 0; l < NLAM; l++) {
+                double b = lmgf_tot[l] - lam[l] * top;
+                if (b < tail) tail = b;
+            }
+            tail = exp(tail);
         }
-        tail = exp(tail);
-        c->slack[dir] = (tail < 1 ? tail : 1) + 4.0 * negmax * sqrt((double)N);
+        c->slack[dir] = (tail < 1 ? tail : 1) + fmax(4.0 * negmax, roundoff * fmx) * sqrt((double)N) +
+                        (lost > 0 ? lost : 0);
     }
     pthread_mutex_lock(&plan_lock);
     fftw_destroy_plan(fwd);
@@ -462,6 +508,10 @@ dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, siz
     pld_composed c;
     dpfl_status s = compose(ev, nev, delta, bins, NULL, &c, err);
     if (s) return s;
+    if (c.invalid[0]) {
+        pld_free(&c);
+        return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
+    }
     double e = 0;
     for (int d = 0; d < c.ndir; d++) {
         double x = dir_epsilon(&c, d, delta);
@@ -473,8 +523,8 @@ dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, siz
                     c.N, c.pinf[d], c.slack[d], dir_epsilon(&c, d, delta));
     pld_free(&c);
     if (isinf(e))
-        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own slack; use more bins "
-                                         "or the rdp accountant", delta);
+        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own error allowance",
+                         delta);
     *eps = e;
     return DPFL_OK;
 }
@@ -488,6 +538,10 @@ dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, siz
     pld_composed c;
     dpfl_status s = compose(ev, nev, 1e-12, bins, NULL, &c, err);
     if (s) return s;
+    if (c.invalid[0]) {
+        pld_free(&c);
+        return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
+    }
     double d = 0;
     for (int k = 0; k < c.ndir; k++) {
         double x = dir_delta(&c, k, epsilon);

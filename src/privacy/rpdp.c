@@ -40,7 +40,11 @@ dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps,
         /* PLD: the round is inner Poisson(p) steps released with probability lambda; without a PLD of that
          * mixture we take lambda = 1 (no client amplification), which is a valid upper bound */
         dpfl_event pe = dpfl_event_poisson(p, pp->z, pp->inner * pp->rounds);
-        return dpfl_pld_epsilon(&pe, 1, pp->delta, 0, eps, err);
+        dpfl_guarantee pg;
+        dpfl_status ps = dpfl_account_epsilon(&pe, 1, pp->delta, DPFL_ACC_PLD, NULL, &pg, err); /* RDP as the floor */
+        if (ps) return ps;
+        *eps = pg.epsilon;
+        return DPFL_OK;
     }
     if (pp->orders) {
         o.orders = pp->orders;
