@@ -1,25 +1,59 @@
 # dpfl build.  `make demo` and `make test` are the two entry points; both run the set-up step first.
+#
+# Built into build/: libdpfl.a and libdpfl.so (soname libdpfl.so.MAJOR.MINOR), both from position-independent
+# objects (-fPIC), and the dpfl tool.  The target CPU:
+#   (default)             portable, -march=x86-64 (the baseline Debian builds for), with the SIMD kernels compiled
+#                         in separately (AVX-512: the direct and Winograd convolutions, the bulk noise, ChaCha20;
+#                         AVX2: ChaCha20) and chosen at run time (src/core/cpu.h).  Runs on any x86-64 CPU; on one
+#                         with AVX-512 as fast as NATIVE=1.  DPFL_PORTABLE=1 in the environment skips the kernels.
+#   NATIVE=1              -march=native for everything, into build/native: for this machine's CPU only.
+#   MARCH=m DISPATCH=0    -march=m and no kernel it lacks, into build/m-nodispatch (CI: MARCH=x86-64-v2).
+# A change of compiler or flags within one build directory rebuilds everything (BUILD/flags).
 CC      ?= gcc
 PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 SAN     ?= 0
-MARCH   ?= -march=native
+NATIVE  ?= 0
+DISPATCH ?= 1
+X86     := $(filter x86_64%,$(shell $(CC) -dumpmachine))
+ifeq ($(NATIVE),1)
+  MARCH ?= native
+endif
+MARCH   ?= $(if $(X86),x86-64)
+ifeq ($(X86),) # the kernels are x86-64 code
+  override DISPATCH := 0
+endif
+empty   :=
+space   := $(empty) $(empty)
+VARIANT := $(subst $(space),-,$(strip $(filter-out x86-64,$(MARCH)) $(if $(X86),$(if $(filter 0,$(DISPATCH)),nodispatch))))
+ARCH    := $(if $(MARCH),-march=$(MARCH))
+# The kernel files' instruction sets: src/core/cpu.c checks that the CPU has every one before they run.
+AVX512_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx2 -mfma -mbmi -mbmi2 -mpopcnt
+AVX2_FLAGS   := -mavx2
+KERNELS_AVX512 := src/nn/conv_direct.c src/nn/conv_winograd.c src/core/rng_avx512.c src/core/chacha20_avx512.c
+KERNELS_AVX2   := src/core/chacha20_avx2.c
 ifeq ($(SAN),tsan)
-  BUILD  ?= build/tsan
-  OPT    := -O1 -g $(MARCH) -fno-omit-frame-pointer -fsanitize=thread
+  BUILD  ?= build$(if $(VARIANT),/$(VARIANT))/tsan
+  OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
   LDSAN  := -fsanitize=thread
 else ifeq ($(SAN),1)
-  BUILD  ?= build/san
-  OPT    := -O1 -g $(MARCH) -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  BUILD  ?= build$(if $(VARIANT),/$(VARIANT))/san
+  OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN  := -fsanitize=address,undefined
 else
-  BUILD  ?= build
-  OPT    := -O3 $(MARCH) -g
+  BUILD  ?= build$(if $(VARIANT),/$(VARIANT))
+  OPT    := -O3 -g
   LDSAN  :=
 endif
-CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) -pthread -Iinclude -Isrc \
+# -fno-semantic-interposition: -fPIC would otherwise keep calls between the library's own functions from being
+# inlined; -ffp-contract=off (GCC's default with -std=c11, not clang's): no fused multiply-adds the source does not
+# ask for, so the kernels and the portable code round alike where they promise the same bits.
+CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCH) -fPIC -fno-semantic-interposition \
+           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) -pthread -Iinclude -Isrc \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
+SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
 LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
@@ -28,12 +62,13 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdpfl.a
+SO       := $(BUILD)/libdpfl.so
 BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean
-all: $(BIN)
+.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE
+all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
 # Both steps are idempotent and print nothing when everything is present.
@@ -45,22 +80,41 @@ setup:
 data: $(BIN)
 	@./$(BIN) data fetch
 
-$(BUILD)/%.o: %.c
+# The compiler, flags and libraries this directory was built with: when they change, everything is rebuilt.
+BUILD_ID := $(CC) $(CFLAGS) | $(AVX512_FLAGS) | $(AVX2_FLAGS) | $(LDSAN) $(LDLIBS) $(TEST_LDLIBS)
+$(BUILD)/flags: FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo '$(BUILD_ID)' | cmp -s - $@ || echo '$(BUILD_ID)' > $@
+
+ifeq ($(DISPATCH),1)
+$(KERNELS_AVX512:%.c=$(BUILD)/%.o): KFLAGS := $(AVX512_FLAGS)
+$(KERNELS_AVX2:%.c=$(BUILD)/%.o): KFLAGS := $(AVX2_FLAGS)
+endif
+
+$(BUILD)/%.o: %.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# libdpfl.so.VERSION, with the links SONAME and libdpfl.so
+$(SO).$(VERSION): $(LIB_OBJ)
+	$(CC) -shared $(LDSAN) -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+
+$(SO): $(SO).$(VERSION)
+	ln -sf libdpfl.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf libdpfl.so.$(VERSION) $@
+
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS) $(TEST_LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -69,7 +123,7 @@ demo: setup
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 
 test: setup
-	@$(MAKE) --no-print-directory $(BIN) $(TESTS)
+	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS)
 	@BUILD=$(BUILD) tests/run.sh $(TESTS)
 
 test-san: setup
@@ -91,10 +145,10 @@ torture: setup
 	@tests/torture.sh $(TORTURE) $(BUILD)
 
 # valgrind memcheck on a short DP run (record + client level, 2 threads) and the CLI's accountants; valgrind does
-# not emulate AVX-512, so this build targets x86-64-v3 (AVX2).
+# not emulate AVX-512, so this build targets x86-64-v3 (AVX2) with no kernels compiled in.
 valgrind: setup
-	@$(MAKE) --no-print-directory MARCH=-march=x86-64-v3 BUILD=$(BUILD)/vg $(BUILD)/vg/dpfl
-	@tests/valgrind.sh $(BUILD)/vg
+	@$(MAKE) --no-print-directory MARCH=x86-64-v3 DISPATCH=0 build/x86-64-v3-nodispatch/dpfl
+	@tests/valgrind.sh build/x86-64-v3-nodispatch
 
 # One-line mutations of the privacy mechanisms (tests/mutations.txt): every one must make a test fail.  Not in CI.
 mutate: setup

@@ -18,12 +18,18 @@
  * order, so results do not depend on the number of threads.  The per-example weight gradients DP-SGD needs
  * (materialized norms) come out of the same pass at no extra cost: the batch gradient is their sum anyway.
  *
- * Without AVX-512 at compile time dpfl_nn_conv_direct_usable() is 0 and the im2col path is used. */
+ * The Makefile compiles this file with AVX-512 flags (AVX512_FLAGS): nothing here runs unless
+ * dpfl_nn_conv_direct_usable() said yes when the workspace was made, which it does only when dpfl_cpu_avx512()
+ * (core/cpu.h); otherwise, and in builds without the AVX-512 kernels, the im2col path is used. */
 #include "layers.h"
 
 #include <string.h>
 
-#if defined(__AVX512F__)
+#if DPFL_KERNELS_AVX512 && !DPFL_AVX512_TARGET
+#error "conv_direct.c must be compiled with the Makefile's AVX512_FLAGS"
+#endif
+
+#if DPFL_AVX512_TARGET
 #include <immintrin.h>
 #endif
 
@@ -63,9 +69,7 @@ void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
     }
 }
 
-#if defined(__AVX512F__)
-
-int dpfl_nn_conv_direct_usable(const dpfl_layer *L) { return L->kind == DPFL_LAYER_CONV2D && L->stride == 1; }
+#if DPFL_AVX512_TARGET
 
 /* t[i][0..16R) (row stride tld, i < 4) = sum over C channels (plane stride xpl) and k x k offsets of
  * w[i][c][ki][kj] (row stride wo) * x[c][ki Wi + kj + 0..16R). */
@@ -189,13 +193,7 @@ static inline float sum_n(const float *r, int n)
     return _mm512_reduce_add_ps(acc);
 }
 
-#else
-
-int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
-{
-    (void)L;
-    return 0;
-}
+#else /* never called: no layer is usable */
 
 static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w, size_t wo,
                       int nrow4)
@@ -346,7 +344,7 @@ static void dw_block(float res[4][6], const float *dd, size_t dld, const float *
         int c = (j0 + j) / kk, r = (j0 + j) % kk;
         xr[j] = xp + (size_t)c * d->xpl + (size_t)(r / d->k) * d->Wp + r % d->k;
     }
-#if defined(__AVX512F__)
+#if DPFL_AVX512_TARGET
     switch (nj) {
     case 6: dw_tile(res, dd, dld, xr, nv, 6); break;
     case 5: dw_tile(res, dd, dld, xr, nv, 5); break;

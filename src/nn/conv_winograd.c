@@ -17,12 +17,17 @@
  * row at a time (even/odd columns split with permutes, masked loads for the border).  Outputs past OH x OW are
  * never stored and a missing output's gradient is zero, so odd sizes need nothing else.
  *
- * Everything here is per example on one thread with a fixed order of operations, like conv_direct.c. */
+ * Everything here is per example on one thread with a fixed order of operations, like conv_direct.c, and like it
+ * this file is compiled with AVX-512 flags and runs only in the workspaces that chose the direct kernels. */
 #include "layers.h"
 
 #include <stdint.h>
 
-#if defined(__AVX512F__)
+#if DPFL_KERNELS_AVX512 && !DPFL_AVX512_TARGET
+#error "conv_winograd.c must be compiled with the Makefile's AVX512_FLAGS"
+#endif
+
+#if DPFL_AVX512_TARGET
 #include <immintrin.h>
 
 int dpfl_nn_wino_usable(const dpfl_conv_direct *d) { return d->k == 3 && d->C >= 8 && d->OC >= 8; }

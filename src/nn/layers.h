@@ -10,6 +10,7 @@
 #ifndef DPFL_NN_LAYERS_H
 #define DPFL_NN_LAYERS_H
 
+#include "core/cpu.h"
 #include "dpfl/nn.h"
 #include "core/parallel.h"
 
@@ -68,6 +69,8 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
                                   int bias, int chunk, float *col, float *gram, dpfl_par *par);
 
 /* ---------------------------------------------------------------- conv_direct.c (stride 1, AVX-512) */
+/* Compiled with AVX-512 flags, like conv_winograd.c below: called only for the layers of a workspace made when
+ * dpfl_nn_conv_direct_usable() said yes; not exported from libdpfl.so. */
 /* Geometry of a direct convolution: padded input planes (C, xpl) of width Wp, output positions y*Wp + x. */
 typedef struct {
     int C, OC, Cp, OCp, k, pad, H, W, OH, OW, Hp, Wp, Hz, Wz;
@@ -77,31 +80,35 @@ typedef struct {
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
 } dpfl_conv_direct;
-/* 1 when this build has the direct kernels and layer L can use them (Conv2d with stride 1). */
-int dpfl_nn_conv_direct_usable(const dpfl_layer *L);
-void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
+/* 1 when this CPU runs the direct kernels (dpfl_cpu_avx512(): compiled in, the CPU has AVX-512 and the portable
+ * code is not forced) and layer L can use them (Conv2d with stride 1).  Asked once, when a workspace is made. */
+static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
+{
+    return L->kind == DPFL_LAYER_CONV2D && L->stride == 1 && dpfl_cpu_avx512();
+}
+DPFL_HIDDEN void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
 /* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
  * backward pass (Winograd reads inp again). */
-void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
-                                   const float *bias, int relu);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
+                                               const float *bias, int relu);
 /* After a direct forward of layer l, given dout CNHW (OC, B, T) and the forward's input inp:
  *   dinp (layer input strides): input gradient, overwritten (skipped when NULL);
  *   persample = 0: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
  *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
-void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                    const float *inp, const float *w, int persample, double *sq);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
+                                                const float *inp, const float *w, int persample, double *sq);
 
 /* t[o][p] (o < 4 nrow4, row stride np, p < np, np a multiple of 16) = sum over c < C, ki, kj < k of
  * w[o * wo + c k^2 + ki k + kj] x[c * xpl + p + ki Wi + kj]: the direct kernels' register-tiled loop, also the
  * Winograd GEMMs (k = 1). */
-void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
-                         size_t wo, int nrow4);
+DPFL_HIDDEN void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi,
+                                     const float *w, size_t wo, int nrow4);
 
 /* ---------------------------------------------------------------- conv_winograd.c (3x3, stride 1, AVX-512) */
 /* 1 when this build has the Winograd kernels and they pay for direct layer d (3x3, 8 or more channels each way) */
-int dpfl_nn_wino_usable(const dpfl_conv_direct *d);
+DPFL_HIDDEN int dpfl_nn_wino_usable(const dpfl_conv_direct *d);
 /* U (16, Op, C): transformed weights of w (O, C, 3, 3), rows O..Op-1 zero */
-void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C);
+DPFL_HIDDEN void dpfl_nn_wino_weights(float *U, const float *w, int O, int Op, int C);
 /* An input of the Winograd kernels, read in place: plane c, row r, column x at p[c * cs + r * rs + x] for
  * r < H, x < W, placed at row oy and column ox of an unbounded zero plane (oy = ox = pad for a forward pass). */
 typedef struct {
@@ -120,15 +127,15 @@ typedef struct {
 } dpfl_wino_out;
 /* out (O channels, OH x OW) = the 3x3 correlation of the C planes of in with the weights transformed into U (Op
  * rows).  scratch: dpfl_nn_wino_conv_floats(C, Op, OH, OW). */
-size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW);
-void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C, const float *U, int Op,
-                       int O, float *scratch);
+DPFL_HIDDEN size_t dpfl_nn_wino_conv_floats(int C, int Op, int OH, int OW);
+DPFL_HIDDEN void dpfl_nn_wino_conv(const dpfl_wino_out *out, int OH, int OW, const dpfl_wino_in *in, int C,
+                                   const float *U, int Op, int O, float *scratch);
 /* One example's weight gradient dst (OC, C, 3, 3) = (add ? dst + : ) sum over outputs y < OH, x < OW of
  * dy[o * dcs + y * drs + x] times the 3x3 window at (y, x) of the C planes of in.
  * scratch: dpfl_nn_wino_dw_floats(C, OCp, OH, OW). */
-size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW);
-void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW, const dpfl_wino_in *in,
-                     int C, int OC, int OCp, float *scratch);
+DPFL_HIDDEN size_t dpfl_nn_wino_dw_floats(int C, int OCp, int OH, int OW);
+DPFL_HIDDEN void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dcs, int drs, int OH, int OW,
+                                 const dpfl_wino_in *in, int C, int OC, int OCp, float *scratch);
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
