@@ -127,8 +127,11 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     if (len < sizeof h) goto bad;
     memcpy(&h, buf, sizeof h);
     size_t fixed = sizeof h + nparam * sizeof(float) + 2 * (size_t)l->clients * sizeof(int64_t);
-    if (h.nparam != nparam || h.clients != l->clients || h.nevents < 0 || h.line_len < 0 ||
-        len < fixed + (size_t)h.nevents * sizeof(dpfl_event) + (size_t)h.line_len) {
+    if (h.nparam == nparam && h.clients == l->clients &&
+        (h.nevents < 0 || h.line_len < 0 || len < fixed || (uint64_t)h.nevents > (len - fixed) / sizeof(dpfl_event)))
+        goto bad; /* counts the file cannot hold (and whose byte sizes would overflow) */
+    if (h.nparam != nparam || h.clients != l->clients ||
+        len - fixed - (size_t)h.nevents * sizeof(dpfl_event) < (uint64_t)h.line_len) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint does not match the run's config (%s): %llu parameters and "
                                             "%d clients, expected %zu and %d", path, (unsigned long long)h.nparam,
@@ -150,7 +153,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
                                                 "config's optimizer needs %zu", path,
                              (unsigned long long)sh.floats, floats);
         }
-        if (sh.nstates < 0 || sh.nstates > l->clients) goto bad;
+        if (sh.nstates < 0 || sh.nstates > l->clients || (sh.nstates > 0 && !keep)) goto bad;
         fixed += sizeof sh + (size_t)sh.nstates * (sizeof(ckpt_state_index) + floats * sizeof(float));
     }
     if (len != fixed + (size_t)h.line_len) goto bad;
@@ -166,6 +169,12 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     for (int64_t i = 0; i < h.nevents; i++) {
         dpfl_event ev;
         memcpy(&ev, p + (size_t)i * sizeof ev, sizeof ev);
+        dpfl_error why;
+        if (dpfl_event_check(&ev, &why) != DPFL_OK) {
+            free(buf);
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): client-level event %lld: %s", path,
+                             (long long)i, why.msg);
+        }
         if ((st = dpfl_ledger_charge_client(l, &ev, err))) {
             free(buf);
             return st;

@@ -39,6 +39,9 @@ dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl
         dpfl_event a = *last, b = *ev;
         a.count = b.count = 0;
         if (!memcmp(&a, &b, sizeof a)) {
+            if (ev->count < 0 || last->count < 0 || ev->count > INT64_MAX - last->count)
+                return dpfl_fail(err, DPFL_EINVAL, "ledger: event count %lld cannot be added to %lld",
+                                 (long long)ev->count, (long long)last->count);
             last->count += ev->count;
             return DPFL_OK;
         }
