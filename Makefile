@@ -163,3 +163,49 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# ------------------------------------------------------------------------------------------ fuzzing
+# libFuzzer harnesses (fuzz/fuzz_*.c), one per parser of outside input, built with clang under ASan + UBSan into
+# build/fuzz.  `make fuzz` runs each for FUZZ_SECONDS, one after another; `make fuzz-smoke` (CI) for
+# FUZZ_SMOKE_SECONDS.  Seeds: fuzz/corpus/<harness>/ (regenerate: make fuzz-corpus); findings go to
+# build/fuzz/artifacts/.  scripts/setup.sh fuzz installs clang.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_BUILD   := build/fuzz
+FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer -pthread -Iinclude \
+                -Isrc -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/libdpfl.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_BUILD)/libdpfl.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libdpfl.a $(LDLIBS)
+
+fuzz-build:
+	@scripts/setup.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+fuzz-smoke: fuzz-build
+	@scripts/fuzz.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
+
+# The seed corpora are committed; this rewrites them with the library's own writers (fuzz/gen_corpus.c).
+fuzz-corpus: $(LIB)
+	@mkdir -p $(BUILD)/fuzz-gen
+	$(CC) $(CFLAGS) -o $(BUILD)/fuzz-gen/gen_corpus fuzz/gen_corpus.c $(LIB) $(LDLIBS)
+	$(BUILD)/fuzz-gen/gen_corpus fuzz/corpus
+
+-include $(FUZZ_LIB_OBJ:.o=.d)

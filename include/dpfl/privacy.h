@@ -223,6 +223,9 @@ typedef struct {
 dpfl_status dpfl_scf_fit_curve(const dpfl_rpdp_params *pp, dpfl_scf_fit *fit, dpfl_error *err);
 /* Budget -> probability through the fit (eps >= eps_max -> 1, eps <= eps_min -> 0). */
 double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps);
+/* A budget file (dpfl scf --budgets): one epsilon > 0 per line; blank lines and lines starting with '#' are
+ * skipped.  *v (malloc'd, *n values; NULL and 0 on error) in file order; errors name the line. */
+dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_error *err);
 /* Calibrate z so that a record with p = 1 reaches max_eps (bisection, z within tol, epsilon <= max_eps). */
 dpfl_status dpfl_rpdp_calibrate_noise(const dpfl_rpdp_params *pp, double max_eps, double tol, double *z,
                                       dpfl_error *err);

@@ -21,31 +21,19 @@ static const char *HELP =
 
 static int read_budgets(const char *path, pcli_list *l)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_error("--budgets: cannot open '%s'", path);
-    char line[256];
-    long ln = 0;
-    while (fgets(line, sizeof line, f)) {
-        ln++;
-        char *s = line;
-        while (*s == ' ' || *s == '\t') s++;
-        if (*s == '\n' || *s == '\0' || *s == '#') continue;
-        char *end;
-        double v = strtod(s, &end);
-        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
-        if (end == s || *end != '\0' || !(v > 0) || isinf(v)) {
-            fclose(f);
-            return cli_error("--budgets: %s line %ld: not a positive number", path, ln);
-        }
-        double *nv = realloc(l->v, (l->n + 1) * sizeof *nv);
-        if (!nv) {
-            fclose(f);
-            return cli_error("out of memory");
-        }
-        l->v = nv;
-        l->v[l->n++] = v;
+    double *v;
+    size_t n;
+    dpfl_error err;
+    if (dpfl_budgets_read(path, &v, &n, &err)) return cli_error("--budgets: %s", err.msg);
+    double *nv = realloc(l->v, (l->n + n + 1) * sizeof *nv);
+    if (!nv) {
+        free(v);
+        return cli_error("out of memory");
     }
-    fclose(f);
+    l->v = nv;
+    if (n) memcpy(l->v + l->n, v, n * sizeof *v);
+    l->n += n;
+    free(v);
     return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -82,21 +83,36 @@ static dpfl_status idx_header(idx_file *f, int want_ndims, const char *kind, uin
     return DPFL_OK;
 }
 
-/* Read the payload of len bytes and make sure nothing follows it. */
-static dpfl_status idx_payload(idx_file *f, uint8_t *buf, size_t len, const char *what, dpfl_error *err)
+/* Read the payload of len bytes into *out (malloc'd) and make sure nothing follows it.  The buffer grows with
+ * what actually arrives, so a short file whose header promises gigabytes is an error, not a huge allocation. */
+static dpfl_status idx_payload(idx_file *f, size_t len, const char *what, uint8_t **out, dpfl_error *err)
 {
-    size_t got;
-    dpfl_status s = idx_read(f, buf, len, &got, err);
-    if (s) return s;
-    if (got < len)
-        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header promises %zu bytes of %s, only %zu "
-                         "present", f->path, len, what, got);
+    size_t cap = len < ((size_t)1 << 20) ? len : (size_t)1 << 20, n = 0, got;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    dpfl_status s = buf ? DPFL_OK : dpfl_fail(err, DPFL_ENOMEM, "out of memory reading IDX file (%s)", f->path);
+    while (!s) {
+        s = idx_read(f, buf + n, cap - n, &got, err);
+        if (s) break;
+        n += got;
+        if (n < cap || cap == len) break; /* end of file, or all of it */
+        size_t nc = cap > len / 2 ? len : 2 * cap;
+        uint8_t *nb = realloc(buf, nc);
+        if (!nb) s = dpfl_fail(err, DPFL_ENOMEM, "out of memory reading IDX file (%s): %zu bytes", f->path, len);
+        else buf = nb, cap = nc;
+    }
+    if (!s && n < len)
+        s = dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header promises %zu bytes of %s, only %zu "
+                      "present", f->path, len, what, n);
     uint8_t extra;
-    s = idx_read(f, &extra, 1, &got, err);
-    if (s) return s;
-    if (got)
-        return dpfl_fail(err, DPFL_EFORMAT, "IDX file longer than its header says (%s): extra bytes after %zu "
-                         "bytes of %s", f->path, len, what);
+    if (!s) s = idx_read(f, &extra, 1, &got, err);
+    if (!s && got)
+        s = dpfl_fail(err, DPFL_EFORMAT, "IDX file longer than its header says (%s): extra bytes after %zu "
+                      "bytes of %s", f->path, len, what);
+    if (s) {
+        free(buf);
+        return s;
+    }
+    *out = buf;
     return DPFL_OK;
 }
 
@@ -105,7 +121,7 @@ dpfl_status dpfl_idx_load(const char *images_path, const char *labels_path, dpfl
     memset(out, 0, sizeof *out);
     idx_file fi = {0}, fl = {0};
     uint32_t di[3] = {0}, dl[1] = {0};
-    uint8_t *raw = NULL;
+    uint8_t *pix = NULL, *lab = NULL;
     dpfl_status s = idx_open(&fi, images_path, err);
     if (!s) s = idx_header(&fi, 3, "images", di, err);
     if (!s) s = idx_open(&fl, labels_path, err);
@@ -115,28 +131,26 @@ dpfl_status dpfl_idx_load(const char *images_path, const char *labels_path, dpfl
                       images_path, di[0], dl[0], labels_path);
     if (!s && (uint64_t)di[1] * di[2] > (1u << 24))
         s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX image size (%s): %ux%u", images_path, di[1], di[2]);
-    if (!s) s = dpfl__dataset_alloc(out, (int32_t)di[0], 1, (int32_t)di[1], (int32_t)di[2], 0, images_path, err);
+    if (!s && (uint64_t)di[0] * di[1] * di[2] > (uint64_t)1 << 40)
+        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX file size (%s): %u images of %ux%u", images_path, di[0],
+                      di[1], di[2]);
     size_t n = di[0], dim = (size_t)di[1] * di[2];
-    if (!s) {
-        raw = dpfl_alloc(n * dim, err);
-        if (!raw) s = DPFL_ENOMEM;
-    }
-    if (!s) s = idx_payload(&fi, raw, n * dim, "pixels", err);
+    if (!s) s = idx_payload(&fi, n * dim, "pixels", &pix, err);
+    if (!s) s = idx_payload(&fl, n, "labels", &lab, err);
+    if (!s) s = dpfl__dataset_alloc(out, (int32_t)di[0], 1, (int32_t)di[1], (int32_t)di[2], 0, images_path, err);
     if (!s) {
         float scale[256]; /* exact p / 255 for every byte value */
         for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
-        for (size_t i = 0; i < n * dim; i++) out->x[i] = scale[raw[i]];
-    }
-    if (!s) s = idx_payload(&fl, raw, n, "labels", err);
-    if (!s) {
+        for (size_t i = 0; i < n * dim; i++) out->x[i] = scale[pix[i]];
         int32_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            out->y[i] = raw[i];
-            if (raw[i] + 1 > k) k = raw[i] + 1;
+            out->y[i] = lab[i];
+            if (lab[i] + 1 > k) k = lab[i] + 1;
         }
         out->classes = k;
     }
-    dpfl_free(raw);
+    free(pix);
+    free(lab);
     if (fi.f) gzclose(fi.f);
     if (fl.f) gzclose(fl.f);
     if (s) dpfl_dataset_free(out);

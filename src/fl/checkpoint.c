@@ -294,7 +294,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): fl.client_state holds %llu floats per client, the "
                                             "config's optimizer needs %zu", path, (unsigned long long)sfloats, floats);
     }
-    if (nstates < 0 || nstates > clients) goto bad;
+    if (nstates < 0 || nstates > clients || (!keep && nstates != 0)) goto bad; /* states need keep (found by fuzzing) */
     if ((st = load_states(&c, sim, clients, nstates, floats, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;

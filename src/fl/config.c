@@ -89,6 +89,8 @@ static const keydef keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 /* first line of a config written by dpfl_config_to_ini (a run's config.ini) */
 #define RESOLVED_MARK "# dpfl resolved config: every key, as the run used it"
+/* longest "key = value" line of a string value, so that inih (INI_MAX_LINE bytes with "\r\n\0") reads it whole */
+#define STR_LINE_MAX ((size_t)INI_MAX_LINE - 3)
 
 void dpfl_config_defaults(dpfl_config *c)
 {
@@ -288,12 +290,27 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
         }
     }
         /* fall through */
-    case K_STR:
-        if (strlen(value) >= k->size)
+    case K_STR: {
+        /* the run directory's config.ini must read back as the same value (a resume loads it): one line that
+         * inih reads whole, no surrounding blanks (stripped) and no blank before ';' (an inline comment) */
+        const size_t max = k->size - 1 < STR_LINE_MAX - strlen(key) - 3 ? k->size - 1 : STR_LINE_MAX - strlen(key) - 3;
+        for (const char *p = value; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): value contains a control character (0x%02x at "
+                                 "position %d)", section, key, where, (unsigned char)*p, (int)(p - value));
+            if (*p == ';' && (p == value || p[-1] == ' '))
+                return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): a ';' %s would start a comment in the config file",
+                                 section, key, where, p == value ? "at the start of the value" : "after a blank");
+        }
+        if (strlen(value) > max)
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): value is too long (max %zu characters)", section, key,
-                             where, k->size - 1);
+                             where, max);
+        if (value[0] == ' ' || (value[0] && value[strlen(value) - 1] == ' '))
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): value '%s' starts or ends with a blank", section, key,
+                             where, value);
         strcpy(field, value);
         break;
+    }
     }
     return DPFL_OK;
 }
@@ -312,6 +329,11 @@ static char *read_line(char *str, int num, void *stream)
     ini_ctx *x = stream;
     char *r = fgets(str, num, x->f);
     if (r) x->line++;
+    if (r && !x->status && !strchr(r, '\n') && !feof(x->f)) { /* inih would read the rest as another line */
+        x->status = dpfl_fail(x->err, DPFL_EFORMAT, "config line too long (%s:%d): more than %d characters", x->path,
+                              x->line, num - 2);
+        return NULL;
+    }
     return r;
 }
 

@@ -44,7 +44,11 @@ static int same_but_count(const dpfl_event *a, const dpfl_event *b)
 dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err)
 {
     if (l->nclient_events > 0 && same_but_count(&l->client_events[l->nclient_events - 1], ev)) {
-        l->client_events[l->nclient_events - 1].count += ev->count;
+        dpfl_event *last = &l->client_events[l->nclient_events - 1];
+        if (ev->count < 0 || last->count < 0 || ev->count > INT64_MAX - last->count)
+            return dpfl_fail(err, DPFL_EINVAL, "ledger: event count %lld cannot be added to %lld",
+                             (long long)ev->count, (long long)last->count);
+        last->count += ev->count;
         return DPFL_OK;
     }
     if (l->nclient_events == l->client_cap) {
