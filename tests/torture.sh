@@ -99,7 +99,9 @@ expect_error "bit-flipped checkpoint" "$bin" train --resume "$work/e" --set fl.r
 # the output directory deleted while the run writes
 rm -rf "$work/gone"
 "$bin" train "$work/run.ini" --out "$work/gone" --quiet 2>"$work/err" &
-pid=$!; sleep "$(echo "$dur / 3" | bc -l)"; rm -rf "$work/gone"; wait "$pid"; rc=$?
+pid=$!
+for _ in $(seq 1 1000); do [ -e "$work/gone/checkpoint.bin" ] && break; sleep 0.01; done # mid-run: a round is out
+rm -rf "$work/gone"; wait "$pid"; rc=$?
 if [ $rc -ne 0 ] && [ "$(grep -c '^dpfl: error: ' "$work/err")" -eq 1 ]; then ok; echo "torture: folder deleted mid-run -> $(cat "$work/err")"
 elif [ $rc -eq 0 ]; then bad "folder deleted mid-run: the run reported success"; else bad "folder deleted mid-run: $(cat "$work/err")"; fi
 
