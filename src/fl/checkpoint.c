@@ -210,9 +210,11 @@ static ckpt_head read_head(cursor *c)
     return h;
 }
 
-/* The checkpoint's payload (checked: magic, version, CRC); an older format is a clear error. */
-static dpfl_status read_checkpoint(const char *path, void **buf, size_t *len, dpfl_error *err)
+/* The payload of dir/checkpoint.bin (path gets its name; checked: magic, version, CRC); an older format is a
+ * clear error. */
+static dpfl_status read_checkpoint(const char *dir, char path[1100], void **buf, size_t *len, dpfl_error *err)
 {
+    snprintf(path, 1100, "%s/checkpoint.bin", dir);
     dpfl_status st = dpfl_file_read(path, CKPT_MAGIC, CKPT_VERSION, buf, len, err);
     if (!st) return DPFL_OK;
     dpfl_error old;
@@ -229,10 +231,9 @@ static dpfl_status read_checkpoint(const char *path, void **buf, size_t *len, dp
 dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     void *buf;
     size_t len;
-    dpfl_status st = read_checkpoint(path, &buf, &len, err);
+    dpfl_status st = read_checkpoint(dir, path, &buf, &len, err);
     if (st) return st;
     cursor c = {buf, (char *)buf + len, 0};
     ckpt_head h = read_head(&c);
@@ -246,10 +247,9 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
                                dpfl_sim *sim, char **line, dpfl_error *err)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     void *buf;
     size_t len;
-    dpfl_status st = read_checkpoint(path, &buf, &len, err);
+    dpfl_status st = read_checkpoint(dir, path, &buf, &len, err);
     if (st) return st;
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
