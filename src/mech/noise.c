@@ -9,10 +9,21 @@
 #include "dpfl/mech.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+/* TEST ONLY, never set it otherwise: DPFL_TEST_NOISE_DIVISOR=D (> 0) divides the std of every floating-point
+ * Gaussian noise drawn here by D while every accountant still charges the full noise -- a deliberately broken
+ * mechanism, so that tests can check that `dpfl audit` catches the bug class (tests/test_audit.c). */
+static double test_noise_divisor(void)
+{
+    const char *e = getenv("DPFL_TEST_NOISE_DIVISOR");
+    double d = e && *e ? atof(e) : 1.0;
+    return d > 0 ? d : 1.0;
+}
 
 void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads)
 {
-    dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens : 0.0, scale, threads);
+    dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens / test_noise_divisor() : 0.0, scale, threads);
 }
 
 double dpfl_mech_discrete_sigma2(size_t P, double z)
