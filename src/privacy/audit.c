@@ -13,8 +13,15 @@ double dpfl_audit_cp_upper(int64_t k, int64_t n, double alpha)
 {
     if (n <= 0 || k >= n) return 1.0;
     if (k < 0) k = 0;
-    /* P[Bin(n, p) <= k] = P[Beta(k + 1, n - k) > p]: the upper bound is Beta(k + 1, n - k)'s 1 - alpha quantile */
-    return gsl_cdf_beta_Qinv(alpha, (double)(k + 1), (double)(n - k));
+    /* P[Bin(n, p) <= k] falls from 1 to 0 as p goes from k / n to 1: bisection (GSL's inverse beta can fail to
+     * converge, and its error handler would abort) */
+    double lo = (double)k / (double)n, hi = 1.0;
+    for (int it = 0; it < 200 && hi - lo > 1e-15; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (gsl_cdf_binomial_P((unsigned)k, mid, (unsigned)n) > alpha) lo = mid;
+        else hi = mid;
+    }
+    return hi;
 }
 
 typedef struct {
