@@ -1,55 +1,92 @@
-/* dpfl audit: empirical LOWER bounds on epsilon from membership inference on canaries -- an attack's measured
- * success turned into the smallest epsilon that could explain it at a stated confidence.  Not a guarantee: a lower
- * bound far below the claimed epsilon says the attack was weak, one above it says the claim (or the mechanism) is
- * wrong.
+/* dpfl audit: empirical LOWER bounds on epsilon from membership inference on canaries, to set beside the claimed
+ * (upper-bound) epsilon.  A lower bound above the claim means the mechanism that ran is not what the accountant
+ * analysed (a bug), whatever the attack; a lower bound below it says nothing about tightness beyond "this attack
+ * got this far" (docs/privacy.md, "Auditing").
  *
- * Canaries (record level): m extra records, each with a feature dimension of its own that no other record uses
- * (value `canary_scale`), a label of its own, and included in the training set independently with probability 1/2.
- * A logistic-regression model learns a weight for that dimension only from the canary, so the canary's score --
- * how much the model's margin for its label on its own input moved during training -- is the canary's clipped
- * gradients plus DP-SGD noise when it was in, noise alone when it was out.
+ * The statistics (src/privacy/audit.c) take plain scores and memberships:
+ *   - multi-run (Jagielski, Ullman, Oprea 2020): canaries in and out of training, a threshold on the score;
+ *     Clopper-Pearson upper bounds FPR_u, FNR_u (each at confidence 1 - alpha/2, so both hold with 1 - alpha);
+ *     eps_lower = max over thresholds of max(log((1 - delta - FNR_u) / FPR_u), log((1 - delta - FPR_u) / FNR_u)).
+ *   - one-run (Steinke, Nasr, Jagielski 2023): m canaries, each in with probability 1/2; the auditor guesses "in"
+ *     for the r/2 highest scores and "out" for the r/2 lowest; with W correct guesses of r, an (eps, delta)-DP
+ *     mechanism has P[W >= v] <= P[Bin(r, p) >= v] + 2 m delta max_{1<=i<=v} P[v - i <= Bin(r, p) < v] / i,
+ *     p = e^eps / (1 + e^eps) (their Theorem 5.2); eps_lower is the largest eps this rejects at level beta.
  *
- * Estimators:
- *   one run (Steinke, Nasr, Jagielski 2023): guess "in" for the r/2 highest and "out" for the r/2 lowest scores;
- *     under (eps, delta)-DP the number of correct guesses W satisfies P[W >= v] <= P[Bin(r, e^eps/(1+e^eps)) >= v]
- *     + 2 m delta (their Theorem, delta term taken generously); eps_lower is the largest eps rejected at
- *     confidence 1 - beta, over r in {m/8, m/4, m/2, m} with a union bound (beta/4 each).
- *   several runs (Jagielski, Ullman, Oprea 2020): canaries of all runs pooled, at each threshold the false positive
- *     and false negative rates with Clopper-Pearson upper bounds; eps_lower = max over thresholds of
- *     log((1 - delta - FNR_upper) / FPR_upper), union bound over the thresholds tried. */
+ * The record-level attack on the federated simulation (src/fl/audit.c) is declared at the end. */
 #ifndef DPFL_AUDIT_H
 #define DPFL_AUDIT_H
 
 #include "dpfl/core.h"
+#include "dpfl/data.h"
+#include "dpfl/fl.h"
 
-/* One-run estimator on scores[0..m) with membership in[0..m) (1 = included). */
-double dpfl_audit_one_run(const double *scores, const int *in, int32_t m, double delta, double beta, int32_t *correct,
-                          int32_t *guesses);
-/* Several-runs estimator (pooled canaries). */
-double dpfl_audit_multi_run(const double *scores, const int *in, int32_t m, double delta, double beta);
-
-typedef struct {
-    int32_t canaries;     /* m per run */
-    int32_t runs;         /* 1: one-run estimator; > 1: both, the multi-run on the pooled canaries */
-    int32_t n;            /* ordinary records (synthetic, 20 features, 10 classes) */
-    int32_t batch;        /* expected Poisson batch */
-    int64_t steps;        /* DP-SGD steps (one client, every step) */
-    double noise, clip, lr, delta, beta;
-    double canary_scale;  /* the canary feature's value (its gradient is clipped to clip anyway) */
-    uint64_t seed;        /* 0 = OS entropy */
-} dpfl_audit_params;
+/* One-sided Clopper-Pearson upper bound on a binomial proportion: the p with P[Bin(n, p) <= k] = alpha
+ * (1 when k = n; 0 trials give 1). */
+double dpfl_audit_cp_upper(int64_t k, int64_t n, double alpha);
 
 typedef struct {
-    double claimed_epsilon;      /* the accountant's bound for the run (RDP, Poisson, add-remove) */
-    double eps_one_run;          /* lower bound of the one-run estimator (first run) */
-    int32_t correct, guesses;    /* its best r: correct guesses out of r */
-    double eps_multi_run;        /* lower bound of the pooled estimator (runs > 1), else NAN */
-    double mean_in, mean_out;    /* mean score of included / excluded canaries */
-    double seconds;
-} dpfl_audit_result;
+    double epsilon;   /* the lower bound (0 when the attack shows nothing) */
+    double confidence; /* the level it holds at: 1 - alpha (multi-run) or 1 - beta (one-run) */
+    /* the attack at the chosen operating point */
+    double threshold; /* multi-run: guess "in" when score > threshold */
+    double tpr, fpr;  /* empirical rates at that point (one-run: among the guesses made) */
+    double fpr_upper, fnr_upper; /* multi-run: the Clopper-Pearson bounds used */
+    int64_t guesses, correct;    /* one-run: r and W at the chosen r; multi-run: trials and correct at threshold */
+    int64_t trials;              /* canary trials (canaries x runs) */
+} dpfl_audit_bound;
 
-/* Train with DP-SGD on synthetic data plus canaries (params->runs times) and audit.  Honours the test-only
- * DPFL_TEST_NOISE_DIVISOR (mech/noise.c). */
-dpfl_status dpfl_audit_run(const dpfl_audit_params *p, dpfl_audit_result *r, dpfl_error *err);
+/* Multi-run estimator over n trials (scores[i], member[i] in {0, 1}); needs at least one of each.  alpha in
+ * (0, 1), delta in [0, 1).  The threshold is chosen on the same trials (as in Jagielski et al.), so the confidence
+ * is nominal; the one-run estimator has no such choice. */
+dpfl_status dpfl_audit_multi_run(const double *scores, const int *member, int64_t n, double delta, double alpha,
+                                 dpfl_audit_bound *out, dpfl_error *err);
+
+/* Steinke et al.'s p-value: the bound on P[W >= v] above for m canaries, r guesses, eps, delta (at most 1). */
+double dpfl_audit_one_run_pvalue(int64_t m, int64_t r, int64_t v, double eps, double delta);
+/* The largest eps (bisection to 1e-6) whose p-value for v correct of r guesses is below beta; 0 when even eps = 0
+ * is not rejected.  Fails for v > r > m or beta outside (0, 1). */
+dpfl_status dpfl_audit_one_run_epsilon(int64_t m, int64_t r, int64_t v, double delta, double beta, double *eps,
+                                       dpfl_error *err);
+/* One-run estimator on m canaries' scores: r/2 "in" guesses on the highest scores and r/2 "out" on the lowest,
+ * for r in {m/16, m/8, m/4, m/2, m} (rounded down to even, at least 2), each tested at beta / (number of r
+ * tried) (Bonferroni), so the reported bound holds at 1 - beta whichever r is reported. */
+dpfl_status dpfl_audit_one_run(const double *scores, const int *member, int64_t m, double delta, double beta,
+                               dpfl_audit_bound *out, dpfl_error *err);
+
+/* ------------------------------------------------------------------------------------------ record-level attack */
+typedef enum { DPFL_AUDIT_ONE_RUN = 0, DPFL_AUDIT_MULTI_RUN } dpfl_audit_method;
+
+typedef struct {
+    int32_t canaries;   /* canaries per run (each in with probability 1/2) */
+    int32_t runs;       /* training runs (one-run: the bound pools every run's guesses, still valid) */
+    dpfl_audit_method method;
+    double confidence;  /* 1 - alpha or 1 - beta, e.g. 0.95 */
+    double canary_value; /* the canary's single non-zero input feature */
+    uint64_t seed;      /* canary memberships, model init and training noise of run r derive from (seed, r) */
+    int quiet;          /* no progress lines on stderr */
+} dpfl_audit_options;
+
+typedef struct {
+    double claimed_epsilon; /* the simulation's ledger: worst over clients and runs */
+    double delta;
+    double noise;           /* the record-level multiplier used (calibrated if the config asked) */
+    dpfl_audit_bound bound; /* from the method asked for */
+    dpfl_audit_bound other; /* the other estimator on the same scores (multi-run needs runs x canaries >= 2) */
+    int32_t canary_client;  /* the client holding the canaries (the attacker watches its updates) */
+    int32_t free_features;  /* input features zero in every training record (canary slots) */
+    double seconds;         /* wall time of training and scoring */
+} dpfl_audit_report;
+
+void dpfl_audit_defaults(dpfl_audit_options *o);
+/* Record-level audit of cfg's DP-SGD (record_dp.enabled): opt->runs simulations of cfg's rounds, each on train
+ * plus opt->canaries gradient canaries (an input that is zero except one feature that is zero in every training
+ * record) given to client 0 each with probability 1/2 (Poisson sampler: added or not; fixed sampler: the canary or
+ * a blank record in its place, the replace-one neighbour).  The attacker is the server, which sees client 0's
+ * update every round (what record-level DP in FL protects against): a canary's score is the sum over rounds of the
+ * update of its own first-layer weights projected on minus the canary's gradient at the round's global model.
+ * Needs a model whose first layer is linear (logreg, mlp, net:fc...) and at least opt->canaries free features. */
+dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *train,
+                                    const dpfl_dataset *test, const dpfl_audit_options *opt,
+                                    dpfl_audit_report *rep, dpfl_error *err);
 
 #endif

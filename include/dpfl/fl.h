@@ -221,6 +221,11 @@ int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
 /* Restore client k's state (t > 0; state holds dpfl_sim_client_state_floats floats). */
 dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err);
 
+/* Auditing (dpfl audit): fn sees every client update the server receives, as it arrives (before any client-level
+ * clipping), in client order; NULL removes it.  The update is the server's view of what record-level DP protects. */
+typedef void (*dpfl_sim_update_fn)(void *ctx, int32_t round, int32_t client, const float *update, size_t P);
+void dpfl_sim_set_update_observer(dpfl_sim *s, dpfl_sim_update_fn fn, void *ctx);
+
 /* ------------------------------------------------------------------------------------------ privacy ledger */
 /* What has been released, per client: every count here is charged BEFORE the round's model leaves the server
  * (the run driver persists the ledger and the model in one atomic checkpoint, then writes outputs). */

@@ -65,8 +65,6 @@ double dpfl_mech_adaptive_release_z(double z_delta, double sigma_b);
 double dpfl_mech_adaptive_quantile(dpfl_rng *r, int32_t replied, int32_t unclipped, double sigma_b, double denom);
 
 /* ---------------------------------------------------------------- noise */
-/* TEST ONLY (dpfl audit's tests): the divisor of DPFL_TEST_NOISE_DIVISOR, 1 when unset. */
-double dpfl_mech_test_noise_divisor(void);
 /* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing
  * (no 0 * inf). */
 void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads);

@@ -1,83 +1,184 @@
-/* dpfl audit: train with canaries and turn a membership-inference attack into a lower bound on epsilon. */
+/* dpfl audit CONFIG.ini [--set section.key=value]... [--canaries K] [--runs R] [--method one-run|multi-run]
+ *                       [--confidence C] [--canary-value V] [--seed S] [--json] [--quiet]
+ * An empirical lower bound on the record-level epsilon of the config's DP-SGD, beside the claimed epsilon. */
 #include "args.h"
 #include "cli.h"
-#include "privacy_cli.h"
 #include "dpfl/audit.h"
-#include "dpfl/mech.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const char *HELP =
-    "usage: dpfl audit [--noise Z] [--canaries M] [--runs R] [--steps T] [--batch B] [--n N] [--clip C] [--lr LR]\n"
-    "                  [--delta D] [--beta BETA] [--seed S] [--json]\n\n"
-    "Record-level DP-SGD (Poisson batches, one client) on synthetic data (N records, 20 features, 10 classes) plus\n"
-    "M canaries, each with a feature of its own and included with probability 1/2; logistic regression; each\n"
-    "canary scored by how far training moved the model's margin for its label on its own input.  Prints the\n"
-    "accountant's claimed epsilon and epsilon_lower, a LOWER bound from the attack at confidence 1 - BETA:\n"
-    "one run (Steinke, Nasr, Jagielski 2023) and, with --runs R > 1, the canaries of R runs pooled with\n"
-    "Clopper-Pearson rates (Jagielski, Ullman, Oprea 2020).  epsilon_lower <= claimed for a correct mechanism;\n"
-    "above it, the claim or the mechanism is wrong.  Defaults: Z 1, M 200, R 1, T 200, B 100, N 1000, C 1,\n"
-    "LR 2, D 1e-5, BETA 0.05.\n";
+static void help(void)
+{
+    printf("usage: dpfl audit CONFIG.ini [--set section.key=value]... [--canaries K] [--runs R]\n"
+           "                  [--method one-run|multi-run] [--confidence C] [--canary-value V] [--seed S]\n"
+           "                  [--json] [--quiet]\n\n"
+           "Trains the config's federated DP-SGD (record_dp.enabled = yes) R times with K gradient canaries added\n"
+           "to client 0, each with probability 1/2 (a canary is an input that is zero except one feature that is\n"
+           "zero in every training record: MNIST's border pixels).  The attacker is the server, which sees client\n"
+           "0's update each round; a canary's score is that update on the canary's own first-layer weights,\n"
+           "projected on the canary's gradient.  Prints the claimed epsilon (the simulation's ledger), the\n"
+           "empirical LOWER bound epsilon_lower with its confidence, the attack's TPR/FPR and the run time.\n"
+           "A lower bound above the claim means the mechanism leaks more than its accounting says (a bug).\n\n"
+           "  --canaries K     canaries per run (default 64; needs K free input features)\n"
+           "  --runs R         training runs (default 1)\n"
+           "  --method M       one-run (Steinke, Nasr, Jagielski 2023; default): guesses on the most confident\n"
+           "                   canaries, binomial tail bound, valid for any R; multi-run (Jagielski, Ullman,\n"
+           "                   Oprea 2020): Clopper-Pearson bounds on FPR and FNR at the best threshold over all\n"
+           "                   R x K canary trials (threshold chosen on the same trials: nominal confidence)\n"
+           "  --confidence C   default 0.95\n"
+           "  --canary-value V the canary's non-zero feature (default 1)\n"
+           "  --seed S         canaries, initialisation and noise (default: run.seed, else 1)\n"
+           "Only models whose first layer is linear (logreg, mlp, net:fc...) are supported.  Client-level\n"
+           "(client_dp) auditing is not implemented.\n");
+}
+
+static int parse_method(const char *s, dpfl_audit_method *m)
+{
+    if (s && !strcmp(s, "one-run")) *m = DPFL_AUDIT_ONE_RUN;
+    else if (s && !strcmp(s, "multi-run")) *m = DPFL_AUDIT_MULTI_RUN;
+    else return cli_usage_error("audit", "--method: '%s' is not one-run or multi-run", s ? s : "");
+    return 0;
+}
+
+static const char *method_name(dpfl_audit_method m, int other)
+{
+    return (m == DPFL_AUDIT_ONE_RUN) != (other != 0) ? "one-run" : "multi-run";
+}
+
+static void add_bound(cJSON *j, const char *name, const dpfl_audit_bound *b)
+{
+    cJSON *o = cJSON_AddObjectToObject(j, name);
+    cJSON_AddNumberToObject(o, "epsilon_lower", b->epsilon);
+    cJSON_AddNumberToObject(o, "confidence", b->confidence);
+    cJSON_AddNumberToObject(o, "tpr", b->tpr);
+    cJSON_AddNumberToObject(o, "fpr", b->fpr);
+    if (isfinite(b->threshold)) cJSON_AddNumberToObject(o, "threshold", b->threshold);
+    if (isfinite(b->fpr_upper)) cJSON_AddNumberToObject(o, "fpr_upper", b->fpr_upper);
+    if (isfinite(b->fnr_upper)) cJSON_AddNumberToObject(o, "fnr_upper", b->fnr_upper);
+    cJSON_AddNumberToObject(o, "guesses", (double)b->guesses);
+    cJSON_AddNumberToObject(o, "correct", (double)b->correct);
+    cJSON_AddNumberToObject(o, "trials", (double)b->trials);
+}
 
 int cli_audit(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
+        help();
         return 0;
     }
-    double z = 1.0, clip = 1.0, lr = 2.0, delta = 1e-5, beta = 0.05;
-    long m = 200, runs = 1, T = 200, B = 100, n = 1000, seed = 0;
-    int json = 0;
-    pcli_opt o[] = {{"--noise", OPT_DOUBLE, &z, 0},   {"--canaries", OPT_LONG, &m, 0}, {"--runs", OPT_LONG, &runs, 0},
-                    {"--steps", OPT_LONG, &T, 0},      {"--batch", OPT_LONG, &B, 0},    {"--n", OPT_LONG, &n, 0},
-                    {"--clip", OPT_DOUBLE, &clip, 0},  {"--lr", OPT_DOUBLE, &lr, 0},    {"--delta", OPT_DOUBLE, &delta, 0},
-                    {"--beta", OPT_DOUBLE, &beta, 0},  {"--seed", OPT_LONG, &seed, 0},  {"--json", OPT_FLAG, &json, 0}};
-    int rc = pcli_parse("audit", argc, argv, o, sizeof o / sizeof o[0]);
-    if (rc) return rc;
-    if (!(z >= 0) || isinf(z)) return cli_error("--noise: %g must be finite and >= 0", z);
-    if (m < 8 || m > 100000) return cli_error("--canaries: %ld must be in [8, 100000]", m);
-    if (runs < 1 || runs > 10000) return cli_error("--runs: %ld must be in [1, 10000]", runs);
-    if (T < 1 || B < 1 || n < 10) return cli_error("--steps, --batch must be >= 1 and --n >= 10");
-    if (!(delta > 0 && delta < 1) || !(beta > 0 && beta < 1)) return cli_error("--delta and --beta must be in (0, 1)");
-    if (seed < 0) return cli_error("--seed: %ld must be >= 0 (0: OS entropy)", seed);
-    if (dpfl_mech_test_noise_divisor() > 1)
-        fprintf(stderr, "dpfl: warning: DPFL_TEST_NOISE_DIVISOR=%g is set: the noise is divided by it while the "
-                        "accountant claims the full noise (a deliberately broken mechanism, for tests)\n",
-                dpfl_mech_test_noise_divisor());
-    dpfl_audit_params p = {(int32_t)m, (int32_t)runs, (int32_t)n, (int32_t)B, T, z, clip, lr, delta, beta, 10.0,
-                           (uint64_t)seed};
-    dpfl_audit_result r;
+    const char *config_path = NULL;
+    int json = 0, seed_given = 0;
+    dpfl_audit_options opt;
+    dpfl_audit_defaults(&opt);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
     dpfl_error err;
-    if (dpfl_audit_run(&p, &r, &err)) return cli_error("audit: %s", err.msg);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--set")) {
+            i++;
+        } else if (!strcmp(a, "--canaries") || !strcmp(a, "--runs") || !strcmp(a, "--seed")) {
+            long v;
+            if (cli_parse_long(a, i + 1 < argc ? argv[i + 1] : NULL, &v)) return 2;
+            i++;
+            if (v < (strcmp(a, "--seed") ? 1 : 0) || v > 1000000000L) return cli_usage_error("audit", "%s: %ld is out of range", a, v);
+            if (!strcmp(a, "--canaries")) opt.canaries = (int32_t)v;
+            else if (!strcmp(a, "--runs")) opt.runs = (int32_t)v;
+            else {
+                opt.seed = (uint64_t)v;
+                seed_given = 1;
+            }
+        } else if (!strcmp(a, "--confidence") || !strcmp(a, "--canary-value")) {
+            double v;
+            if (cli_parse_double(a, i + 1 < argc ? argv[i + 1] : NULL, &v)) return 2;
+            i++;
+            if (!strcmp(a, "--confidence")) opt.confidence = v;
+            else opt.canary_value = v;
+        } else if (!strcmp(a, "--method")) {
+            if (parse_method(i + 1 < argc ? argv[i + 1] : NULL, &opt.method)) return 2;
+            i++;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            opt.quiet = 1;
+        } else if (a[0] == '-') {
+            return cli_usage_error("audit", "unknown option '%s'", a);
+        } else {
+            if (config_path) return cli_usage_error("audit", "more than one config file given ('%s')", a);
+            config_path = a;
+        }
+    }
+    if (!config_path) return cli_usage_error("audit", "missing CONFIG.ini");
+    if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--set")) {
+            if (i + 1 >= argc) return cli_usage_error("audit", "--set needs section.key=value");
+            if (dpfl_config_set(&cfg, argv[++i], &err)) return cli_error("%s", err.msg);
+        }
+    if (dpfl_config_validate(&cfg, &err) || dpfl_config_check_ignored(&cfg, &err)) return cli_error("%s", err.msg);
+    if (!seed_given && cfg.run.seed[0]) opt.seed = strtoull(cfg.run.seed, NULL, 10);
+    dpfl_dataset train, test;
+    memset(&train, 0, sizeof train);
+    memset(&test, 0, sizeof test);
+    if (dpfl_dataset_load(cfg.data.dataset, cfg.data.data_dir, opt.seed, &train, &test, &err))
+        return cli_error("%s", err.msg);
+    dpfl_audit_report rep;
+    dpfl_status st = DPFL_OK;
+    if (cfg.data.normalize == DPFL_NORM_STANDARD &&
+        ((st = dpfl_dataset_standardize(cfg.data.dataset, &train, &err)) ||
+         (st = dpfl_dataset_standardize(cfg.data.dataset, &test, &err)))) {
+    } else {
+        st = dpfl_audit_record_level(&cfg, &train, &test, &opt, &rep, &err);
+    }
+    dpfl_dataset_free(&train);
+    dpfl_dataset_free(&test);
+    if (st) return cli_error("%s", err.msg);
+    const dpfl_audit_bound *b = &rep.bound;
+    const int violation = b->epsilon > rep.claimed_epsilon;
     if (json) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "claimed_epsilon", r.claimed_epsilon);
-        cJSON_AddNumberToObject(j, "delta", delta);
-        cJSON_AddNumberToObject(j, "epsilon_lower", r.eps_one_run);
-        cJSON_AddNumberToObject(j, "confidence", 1 - beta);
-        cJSON_AddNumberToObject(j, "correct_guesses", r.correct);
-        cJSON_AddNumberToObject(j, "guesses", r.guesses);
-        if (runs > 1) cJSON_AddNumberToObject(j, "epsilon_lower_multi_run", r.eps_multi_run);
-        cJSON_AddNumberToObject(j, "mean_score_in", r.mean_in);
-        cJSON_AddNumberToObject(j, "mean_score_out", r.mean_out);
-        cJSON_AddNumberToObject(j, "seconds", r.seconds);
-        cJSON_AddStringToObject(j, "unit", "record");
-        cJSON_AddStringToObject(j, "accountant", "rdp");
-        pcli_print_json(j);
-    } else {
-        printf("claimed: record-level (%.4g, %g)-DP (RDP, Poisson, add-remove)\n", r.claimed_epsilon, delta);
-        printf("epsilon_lower = %.4g at confidence %g (one run: %d of %d guesses correct, %ld canaries)\n",
-               r.eps_one_run, 1 - beta, r.correct, r.guesses, m);
-        if (runs > 1)
-            printf("epsilon_lower = %.4g at confidence %g (%ld runs pooled, Clopper-Pearson)\n", r.eps_multi_run,
-                   1 - beta, runs);
-        printf("%s  (mean score in %.4g, out %.4g; %.1f s)\n",
-               fmax(r.eps_one_run, runs > 1 ? r.eps_multi_run : 0) > r.claimed_epsilon
-                   ? "THE ATTACK BEATS THE CLAIM: the mechanism or its accounting is wrong"
-                   : "consistent with the claim (a lower bound, not a guarantee)",
-               r.mean_in, r.mean_out, r.seconds);
+        cJSON_AddNumberToObject(j, "claimed_epsilon", rep.claimed_epsilon);
+        cJSON_AddNumberToObject(j, "delta", rep.delta);
+        cJSON_AddNumberToObject(j, "noise", rep.noise);
+        cJSON_AddStringToObject(j, "method", method_name(opt.method, 0));
+        cJSON_AddNumberToObject(j, "epsilon_lower", b->epsilon);
+        cJSON_AddNumberToObject(j, "confidence", b->confidence);
+        cJSON_AddNumberToObject(j, "tpr", b->tpr);
+        cJSON_AddNumberToObject(j, "fpr", b->fpr);
+        cJSON_AddBoolToObject(j, "violation", violation);
+        cJSON_AddNumberToObject(j, "canaries", opt.canaries);
+        cJSON_AddNumberToObject(j, "runs", opt.runs);
+        cJSON_AddNumberToObject(j, "canary_client", rep.canary_client);
+        cJSON_AddNumberToObject(j, "free_features", rep.free_features);
+        cJSON_AddNumberToObject(j, "seed", (double)opt.seed);
+        add_bound(j, "one_run", opt.method == DPFL_AUDIT_ONE_RUN ? &rep.bound : &rep.other);
+        if (isfinite(opt.method == DPFL_AUDIT_MULTI_RUN ? rep.bound.epsilon : rep.other.epsilon))
+            add_bound(j, "multi_run", opt.method == DPFL_AUDIT_MULTI_RUN ? &rep.bound : &rep.other);
+        cJSON_AddNumberToObject(j, "wall_seconds", rep.seconds);
+        char *s = cJSON_Print(j);
+        printf("%s\n", s);
+        free(s);
+        cJSON_Delete(j);
+        return 0;
     }
+    printf("claimed epsilon  %.4g  (record level, delta %g, noise multiplier %.4g, worst client, the simulation's "
+           "ledger)\n", rep.claimed_epsilon, rep.delta, rep.noise);
+    printf("epsilon_lower    %.4g  at %.0f%% confidence (%s, %d canaries x %d run%s in client 0)\n", b->epsilon,
+           100 * b->confidence, method_name(opt.method, 0), opt.canaries, opt.runs, opt.runs > 1 ? "s" : "");
+    if (opt.method == DPFL_AUDIT_ONE_RUN)
+        printf("attack           %lld of %lld guesses correct; TPR %.3f, FPR %.3f (guessed in: the %lld highest "
+               "scores)\n", (long long)b->correct, (long long)b->guesses, b->tpr, b->fpr, (long long)(b->guesses / 2));
+    else
+        printf("attack           TPR %.3f, FPR %.3f at the best threshold (FPR <= %.3g, FNR <= %.3g at the stated "
+               "confidence)\n", b->tpr, b->fpr, b->fpr_upper, b->fnr_upper);
+    if (isfinite(rep.other.epsilon))
+        printf("other estimator  %s: epsilon_lower %.4g (TPR %.3f, FPR %.3f)\n", method_name(opt.method, 1),
+               rep.other.epsilon, rep.other.tpr, rep.other.fpr);
+    printf("time             %.1f s\n", rep.seconds);
+    printf("verdict          %s\n", violation ? "VIOLATION: the attack proves more leakage than the claimed epsilon"
+                                             : "consistent: epsilon_lower <= claimed epsilon (not a proof of privacy)");
     return 0;
 }

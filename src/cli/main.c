@@ -40,7 +40,7 @@ static const struct {
     {"fdp", cli_fdp, "PriFedSync weak/strong federated Gaussian DP"},
     {"scf", cli_scf, "rPDP-FL per-record budgets <-> sampling probabilities (SCF)"},
     {"e2e", cli_e2e, "record-level and client-level guarantees of one run"},
-    {"audit", cli_audit, "empirical lower bound on epsilon from canaries (membership inference)"},
+    {"audit", cli_audit, "empirical lower bound on epsilon from canaries, beside the claimed epsilon"},
     {NULL, NULL, NULL},
 };
 

@@ -85,6 +85,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             m->examples += r->examples;
             clipped += r->clipped;
             if (r->dropped) continue;
+            if (s->observer) s->observer(s->observer_ctx, round, r->client, s->slots[j], P);
             if (!s->cdp) {
                 double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
                 dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);

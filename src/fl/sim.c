@@ -252,5 +252,11 @@ dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const f
     return DPFL_OK;
 }
 
+void dpfl_sim_set_update_observer(dpfl_sim *s, dpfl_sim_update_fn fn, void *ctx)
+{
+    s->observer = fn;
+    s->observer_ctx = ctx;
+}
+
 double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }

@@ -92,6 +92,8 @@ struct dpfl_sim {
     double lr;
     atomic_int next;
     eval_job *jobs;
+    dpfl_sim_update_fn observer; /* auditing: sees each arrived update */
+    void *observer_ctx;
 };
 
 /* client.c */

@@ -11,19 +11,19 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* TEST ONLY: DPFL_TEST_NOISE_DIVISOR=k divides the Gaussian noise by k while every accountant still charges the
- * full noise -- a deliberately broken mechanism, so that dpfl audit's tests can show the audit catches one.  Never
- * set it for a real run: every epsilon printed is then false (dpfl audit says so when it is set). */
-double dpfl_mech_test_noise_divisor(void)
+/* TEST ONLY, never set it otherwise: DPFL_TEST_NOISE_DIVISOR=D (> 0) divides the std of every floating-point
+ * Gaussian noise drawn here by D while every accountant still charges the full noise -- a deliberately broken
+ * mechanism, so that tests can check that `dpfl audit` catches the bug class (tests/test_audit.c). */
+static double test_noise_divisor(void)
 {
-    const char *s = getenv("DPFL_TEST_NOISE_DIVISOR");
-    double k = s ? strtod(s, NULL) : 1.0;
-    return k >= 1.0 ? k : 1.0;
+    const char *e = getenv("DPFL_TEST_NOISE_DIVISOR");
+    double d = e && *e ? atof(e) : 1.0;
+    return d > 0 ? d : 1.0;
 }
 
 void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads)
 {
-    dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens / dpfl_mech_test_noise_divisor() : 0.0, scale, threads);
+    dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens / test_noise_divisor() : 0.0, scale, threads);
 }
 
 /* sigma^2 = z^2 1001^2 P grid units, rounded UP: the product is formed as z^2 * 1002001 * P (three roundings, each
