@@ -101,7 +101,8 @@ rm -rf "$work/gone"
 "$bin" train "$work/run.ini" --out "$work/gone" --quiet 2>"$work/err" &
 pid=$!
 for _ in $(seq 1 1000); do [ -e "$work/gone/checkpoint.bin" ] && break; sleep 0.01; done # mid-run: a round is out
-rm -rf "$work/gone"; wait "$pid"; rc=$?
+mv "$work/gone" "$work/gone.deleted"; rm -rf "$work/gone.deleted" # atomic: rm -rf alone races with new files
+wait "$pid"; rc=$?
 if [ $rc -ne 0 ] && [ "$(grep -c '^dpfl: error: ' "$work/err")" -eq 1 ]; then ok; echo "torture: folder deleted mid-run -> $(cat "$work/err")"
 elif [ $rc -eq 0 ]; then bad "folder deleted mid-run: the run reported success"; else bad "folder deleted mid-run: $(cat "$work/err")"; fi
 
