@@ -55,7 +55,7 @@ TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
 SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
-LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c src/audit/*.c)
+LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
