@@ -2,7 +2,8 @@
  * <tmpdir>/checkpoint.bin and the loader runs with a small fixed run (4 parameters, 3 clients, no simulation,
  * i.e. fl.client_state = reset).  Byte 0 selects how: bit 0 set writes the rest of the input as the whole file
  * (the dpfl_file header and checksum checks); clear wraps the rest as the payload of a well-formed dpfl_file
- * (magic "DPCK", version 3 + bit 1: an older format or the current 4; correct length and CRC-32) so the fuzzer reaches the checkpoint layout. */
+ * (magic "DPCK", version 4 + bit 1: the older format 4 or the current 5; correct length and CRC-32) so the fuzzer
+ * reaches the checkpoint layout. */
 #include "fl/run_internal.h"
 #include "fuzz_common.h"
 
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int mode = data[0];
     const char *path = fuzz_path("checkpoint.bin");
     if (mode & 1) fuzz_write(path, data + 1, size - 1, 0);
-    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 3u + ((mode >> 1) & 1), data + 1, size - 1);
+    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 4u + ((mode >> 1) & 1), data + 1, size - 1);
     dpfl_error err = {{0}};
     dpfl_ledger l;
     if (dpfl_ledger_init(&l, CLIENTS, &err) != DPFL_OK) abort();

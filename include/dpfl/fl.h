@@ -27,6 +27,7 @@ typedef enum { DPFL_STATE_RESET = 0, DPFL_STATE_KEEP } dpfl_client_state;
 typedef enum { DPFL_BATCH_POISSON = 0, DPFL_BATCH_FIXED } dpfl_batch_sampler;
 typedef enum { DPFL_RADJ_AUTO = 0, DPFL_RADJ_ADD_REMOVE, DPFL_RADJ_REPLACE_ONE } dpfl_record_adjacency;
 typedef enum { DPFL_CLIP_FIXED = 0, DPFL_CLIP_PER_STEP, DPFL_CLIP_ADAPTIVE, DPFL_CLIP_MEDIAN } dpfl_clip_strategy;
+typedef enum { DPFL_PERSONAL_NONE = 0, DPFL_PERSONAL_HELPER } dpfl_personalization;
 
 typedef struct {                  /* [data] */
     char dataset[32];             /* mnist | fashion-mnist | heart | synthetic */
@@ -73,7 +74,11 @@ typedef struct {                  /* [fl] */
     char clients_per_round_schedule[128]; /* "ROUND:M, ..." overrides clients_per_round */
     dpfl_weighting weighting;
     dpfl_client_state client_state; /* optimizer state (momentum, Adam m, v, t) reset or kept per client */
-    int32_t client_state_max_mb;  /* keep: refuse runs whose clients x state size could exceed this many MiB */
+    int32_t client_state_max_mb;  /* refuse runs whose per-client state (optimizer state kept, helper models) could
+                                     exceed this many MiB in all */
+    dpfl_personalization personalization; /* helper: PriFedSync's personalized helper models (Algorithm 1, eq. 2.1) */
+    double helper_alpha;          /* alpha of h_i = (1 - alpha) w_i + alpha w_global */
+    double target_accuracy;       /* the first round whose mean accuracy reaches this is reported */
 } dpfl_fl_config;
 
 typedef struct {                  /* [record_dp]: DP-SGD inside every client (record-level DP) */
@@ -167,7 +172,10 @@ typedef struct {
     int64_t examples; /* examples processed in local training */
     double train_loss;
     double test_accuracy, test_loss; /* NAN when not evaluated this round */
-    double client_acc_mean, client_acc_std; /* per-client test sets; NAN when the partition has none */
+    double client_acc_mean, client_acc_std; /* global model on the per-client test sets; NAN when none */
+    double personal_acc_mean, personal_acc_std; /* each client's helper model on its own test set; NAN when off */
+    double local_acc_mean, local_acc_std; /* helper models: each client's model right after its latest local
+                                             training, before the sync mixes it (what PriFedSync's code reports) */
     double clip_fraction; /* DP-SGD: share of examples whose gradient was clipped; NAN when off */
     double noise_std;     /* DP-SGD: std of the noise added to each step's clipped sum */
     /* client-level DP (NAN when off) */
@@ -209,17 +217,25 @@ double dpfl_sim_update_noise(const dpfl_sim *s);
 /* The current update clip S (adaptive clipping changes it every round; checkpoints save it). */
 double dpfl_sim_update_clip(const dpfl_sim *s);
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S);
-/* Global model on the global test set, and per-client test sets when the partition has them. */
+/* Global model on the global test set, and per-client test sets when the partition has them (there also each
+ * client's helper model, with fl.personalization = helper). */
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m);
-/* fl.client_state = keep: each client's local optimizer state, for checkpoints.  One client's state is
- * dpfl_sim_client_state_floats floats (momentum, or Adam m then v: 0 for plain SGD) and its step count t.
- * dpfl_sim_keeps_client_state is 0 with client_state = reset (then no client has a state). */
+/* fl.personalization = helper: the model client k uses, h_k (Algorithm 1 of PriFedSync): the initial model w0 until
+ * the client first syncs; after each sync (1 - alpha) w~_k + alpha w_global, w~_k its freshly trained local model
+ * and w_global the new global model.  A client keeps it across the rounds it sits out and trains from it. */
+const float *dpfl_sim_helper_model(const dpfl_sim *s, int32_t k);
+/* Per-client state, for checkpoints: with fl.personalization = helper the helper model (P floats), then with
+ * fl.client_state = keep the local optimizer state (momentum, or Adam m then v: 0 for plain SGD); and a step count
+ * t.  One client's state is dpfl_sim_client_state_floats floats.  dpfl_sim_keeps_client_state is 0 when neither
+ * is on (then no client has a state).  The helper models need w0 too: dpfl_sim_initial_model (NULL without). */
 int dpfl_sim_keeps_client_state(const dpfl_sim *s);
 size_t dpfl_sim_client_state_floats(const dpfl_sim *s);
 /* Client k's step count t (0: it has not trained yet and has no state); *state gets its floats (NULL if none). */
 int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state);
 /* Restore client k's state (t > 0; state holds dpfl_sim_client_state_floats floats). */
 dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err);
+const float *dpfl_sim_initial_model(const dpfl_sim *s);
+void dpfl_sim_set_initial_model(dpfl_sim *s, const float *w0);
 
 /* Auditing (dpfl audit): fn sees every client update the server receives, as it arrives (before any client-level
  * clipping), in client order; NULL removes it.  The update is the server's view of what record-level DP protects. */

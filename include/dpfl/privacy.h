@@ -189,9 +189,9 @@ typedef struct {
     double mu_weak;        /* paper's CLT mu_max (asymptotic) */
     double mu_strong;      /* sqrt(m-1) mu_max (asymptotic) */
     double eps_weak_clt, eps_strong_clt;   /* the above converted at delta (asymptotic) */
-    double eps_weak_exact;   /* RDP upper bound, fixed batches (WBK), client sampling p kept: weak */
-    double eps_strong_exact; /* RDP upper bound, strong: composition over the other m-1 clients */
-    double order_weak, order_strong;
+    double eps_exact;      /* RDP upper bound (fixed batches, WBK) keeping the client sampling p: holds against any
+                              observer (one client, all others together, the server); not asymptotic */
+    double order_exact;
 } dpfl_fdp_result;
 
 dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fdp_result *out, dpfl_error *err);

@@ -7,7 +7,8 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 4u /* 4: the partition key; 3: every field explicit (2 and 1 copied structs, padding included) */
+#define CKPT_VERSION 5u /* 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
+                           structs, padding included) */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
 
@@ -20,8 +21,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   ledger  i64 participations[clients], i64 record_steps[clients],
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
  *           i32 bound, i64 count
- *   states  i32 keep, i32 nstates, u64 floats; then per client with a state, in client order: i32 client, i64 t;
- *           then their states (f32[floats] each) in the same order
+ *   states  i32 flags (1: per-client state, 2: helper models), i32 nstates, u64 floats; then per client with a
+ *           state, in client order: i32 client, i64 t; then their states (f32[floats] each) in the same order;
+ *           with helper models, f32 w0[nparam] (the helper of every client that has not synced yet)
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
 enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
        STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 };
@@ -97,13 +99,14 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
 {
     size_t ll = strlen(line);
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
+    const float *w0 = sim ? dpfl_sim_initial_model(sim) : NULL;
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
     int32_t nstates = 0;
     for (int32_t k = 0; keep && k < l->clients; k++) nstates += dpfl_sim_client_state(sim, k, NULL) > 0;
     /* the fixed part is one buffer; each client's state is written from where it lives (no copy) */
     size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
                  (size_t)l->nclient_events * EVENT_BYTES + STATE_HEAD_BYTES + (size_t)nstates * STATE_INDEX_BYTES;
-    const int nparts = 2 + (floats ? nstates : 0);
+    const int nparts = 2 + (floats ? nstates : 0) + (w0 != NULL);
     char *buf = malloc(len);
     const void **parts = malloc((size_t)nparts * sizeof *parts);
     size_t *lens = malloc((size_t)nparts * sizeof *lens);
@@ -130,7 +133,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->participations[k]);
     for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->record_steps[k]);
     for (int32_t i = 0; i < l->nclient_events; i++) put_event(&c, &l->client_events[i]);
-    put_i32(&c, keep);
+    put_i32(&c, keep | (w0 ? 2 : 0));
     put_i32(&c, nstates);
     put_i64(&c, (int64_t)floats);
     int np = 1;
@@ -144,6 +147,10 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
             parts[np] = state;
             lens[np++] = floats * sizeof(float);
         }
+    }
+    if (w0) {
+        parts[np] = w0;
+        lens[np++] = nparam * sizeof(float);
     }
     DPFL_ASSERT(c.p == c.end);
     parts[0] = buf;
@@ -221,9 +228,9 @@ static dpfl_status read_checkpoint(const char *dir, char path[1100], void **buf,
     for (uint32_t v = 1; v < CKPT_VERSION; v++)
         if (dpfl_file_read(path, CKPT_MAGIC, v, buf, len, &old) == DPFL_OK) {
             free(*buf);
-            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is format %u, written by an older dpfl (copied structs "
-                                                "byte for byte, no partition key); resume it with that version, or "
-                                                "start a new run", path, v);
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) is format %u, written by an older dpfl (format %u "
+                                                "is this one's); resume it with that version, or start a new run",
+                             path, v, CKPT_VERSION);
         }
     return st; /* the error for the current version */
 }
@@ -281,9 +288,15 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
             return st;
         }
     }
-    int32_t skeep = get_i32(&c), nstates = get_i32(&c);
+    int32_t sflags = get_i32(&c), nstates = get_i32(&c);
     uint64_t sfloats = (uint64_t)get_i64(&c);
-    if (c.short_read) goto bad;
+    if (c.short_read || (sflags & ~3) || ((sflags & 2) && !(sflags & 1))) goto bad;
+    const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
+    if (shelper != helper) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.personalization = %s; the config "
+                                            "says %s", path, shelper ? "helper" : "none", helper ? "helper" : "none");
+    }
     if (skeep != keep) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config says %s",
@@ -291,13 +304,19 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     }
     if (sfloats != floats) {
         free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): fl.client_state holds %llu floats per client, the "
-                                            "config's optimizer needs %zu", path, (unsigned long long)sfloats, floats);
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): the clients' own state holds %llu floats per client, "
+                                            "the config needs %zu (fl.client_state, fl.optimizer, "
+                                            "fl.personalization)", path, (unsigned long long)sfloats, floats);
     }
     if (nstates < 0 || nstates > clients || (!keep && nstates != 0)) goto bad; /* states need keep (found by fuzzing) */
     if ((st = load_states(&c, sim, clients, nstates, floats, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
+    }
+    if (helper) {
+        if ((size_t)(c.end - c.p) < nparam * sizeof(float)) goto bad;
+        dpfl_sim_set_initial_model(sim, (const float *)(const void *)c.p); /* memcpy inside: no alignment needed */
+        c.p += nparam * sizeof(float);
     }
     if ((size_t)(c.end - c.p) != (size_t)line_len) goto bad;
     *rs = r;

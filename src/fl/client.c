@@ -1,8 +1,22 @@
-/* A client's side of a round: local training from the global model, plain or with record-level DP-SGD, with
- * its optimizer state reset or kept across rounds (fl.client_state).  The update Delta = local - global goes to
- * the server through the transport; nothing else leaves the client except what client_result reports. */
+/* A client's side of a round: local training from the global model (or, with fl.personalization = helper, from
+ * its own helper model), plain or with record-level DP-SGD, with its optimizer state reset or kept across rounds
+ * (fl.client_state).  The update Delta = local - global goes to the server through the transport; nothing else
+ * leaves the client except what client_result reports.
+ *
+ * PriFedSync (Zheng et al., Algorithm 1 and eq. 2.1), line by line:
+ *   Initialization w(i), h(i) <- w0          sim.c keeps w0; fl_client_model returns it until the first sync
+ *   w~(i) <- LocalPrivateTraining(S, h(i), K) train_client_from starts from h(i) (Algorithm 2: w(j) <- h(j)),
+ *                                            K DP-SGD steps on fixed batches; w~(i) is kept in the client's block
+ *   send w~(i); w_global <- (1 - eta) w_global + eta mean(w~(i))
+ *                                            the update w~(i) - w_global, averaged uniformly, stepped by eta
+ *                                            (round.c, or server.c with client-level DP)
+ *   h(i) <- (1 - alpha) w(i) + alpha w_global, i in Omega
+ *                                            fl_client_sync_helpers, with w(i) = w~(i), the client's model just
+ *                                            trained; computed by the client from the global model it receives
+ *                                            (the same value the paper's server pushes) */
 #include "sim_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y)
@@ -109,14 +123,15 @@ static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps,
     }
 }
 
-/* Local training of one client from the global model; writes Delta = local - global into out. */
-static void train_client_from(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
+/* Local training of one client from start (the global model, or its helper model); writes Delta = local - global
+ * into out. */
+static void train_client_from(dpfl_sim *s, worker *w, int32_t k, const float *start, float *out, client_result *res)
 {
     const size_t P = s->model->nparam;
     const int32_t n = dpfl_partition_size(s->part, k);
     dpfl_rng rng;
     dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_LOCAL);
-    dpfl_vec_copy(w->local, s->global, P);
+    dpfl_vec_copy(w->local, start, P);
     memset(res, 0, sizeof *res);
     res->client = k;
     if (n == 0) {
@@ -129,25 +144,70 @@ static void train_client_from(dpfl_sim *s, worker *w, int32_t k, float *out, cli
     dpfl_vec_sub(out, w->local, s->global, P);
 }
 
-/* The optimizer starts fresh (reset) or from the client's own state (keep: the worker borrows the client's block). */
+/* Accuracy of the worker's freshly trained local model on client k's own test split (NAN without one). */
+static double local_accuracy(dpfl_sim *s, worker *w, int32_t k)
+{
+    if (!s->part->test_offset) return NAN;
+    const int32_t *idx = s->part->test_index + s->part->test_offset[k];
+    const int32_t n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+    double correct = 0;
+    for (int32_t i = 0; i < n; i += s->eval_batch) {
+        int32_t b = n - i < s->eval_batch ? n - i : s->eval_batch;
+        fl_gather(s->test, idx + i, b, w->xbuf, w->ybuf);
+        double l, a;
+        dpfl_nn_evaluate(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, &l, &a);
+        correct += a * b;
+    }
+    return n ? correct / n : NAN;
+}
+
+const float *fl_client_model(const dpfl_sim *s, int32_t k)
+{
+    return s->cstate[k].state ? s->cstate[k].state : s->w0;
+}
+
+/* The optimizer starts fresh (reset) or from the client's own state (keep: the worker borrows the client's block);
+ * training starts from the global model, or from the client's helper model. */
 void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res)
 {
     if (!s->keep) {
         dpfl_optim_reset(&w->opt);
-        train_client_from(s, w, k, out, res);
+        train_client_from(s, w, k, s->global, out, res);
         return;
     }
     client_opt *c = &s->cstate[k];
     float *own_m = w->opt.m, *own_v = w->opt.v;
     const size_t P = s->model->nparam;
-    DPFL_ASSERT(c->state || s->state_vecs == 0 || fl_client_steps(s->cfg, dpfl_partition_size(s->part, k)) == 0);
-    if (c->state) {
-        w->opt.m = c->state;
-        w->opt.v = s->state_vecs == 2 ? c->state + P : NULL;
+    DPFL_ASSERT(c->state || dpfl_sim_client_state_floats(s) == 0 ||
+                fl_client_steps(s->cfg, dpfl_partition_size(s->part, k)) == 0);
+    if (s->keep_opt) {
+        if (c->state && s->state_vecs > 0) {
+            float *opt = c->state + (s->helper ? P : 0);
+            w->opt.m = opt;
+            w->opt.v = s->state_vecs == 2 ? opt + P : NULL;
+        }
+        w->opt.t = c->t;
+    } else {
+        dpfl_optim_reset(&w->opt);
     }
-    w->opt.t = c->t;
-    train_client_from(s, w, k, out, res);
-    c->t = w->opt.t;
+    train_client_from(s, w, k, s->helper ? fl_client_model(s, k) : s->global, out, res);
+    if (s->helper && c->state) {
+        dpfl_vec_copy(c->state, w->local, P); /* w~(i), until the sync mixes it */
+        c->local_acc = local_accuracy(s, w, k);
+    }
+    c->t = s->keep_opt ? w->opt.t : c->t + res->steps;
     w->opt.m = own_m;
     w->opt.v = own_v;
+}
+
+void fl_client_sync_helpers(dpfl_sim *s)
+{
+    const size_t P = s->model->nparam;
+    const float a = s->alpha, b = 1.0f - s->alpha;
+    for (int32_t i = 0; i < s->nsampled; i++) {
+        const client_result *r = &s->results[i];
+        float *h = s->cstate[r->client].state;
+        if (r->dropped || r->steps == 0 || !h) continue; /* did not sync: keeps its helper */
+        for (size_t j = 0; j < P; j++) h[j] = b * h[j] + a * s->global[j];
+    }
 }

@@ -55,7 +55,10 @@ static const keydef keys[] = {
     {"fl", "clients_per_round_schedule", K_STR, F(fl.clients_per_round_schedule), 0, 0, NULL, "ROUND:M, ... clients_per_round from each round on"},
     {"fl", "weighting", K_CHOICE, F(fl.weighting), 0, 0, "size|uniform", "FedAvg weights: client size or uniform"},
     {"fl", "client_state", K_CHOICE, F(fl.client_state), 0, 0, "reset|keep", "local optimizer state (momentum, Adam moments and step count): fresh each round, or kept per client across its rounds"},
-    {"fl", "client_state_max_mb", K_INT, F(fl.client_state_max_mb), 1, 1 << 30, NULL, "client_state = keep: largest total state (clients x per-client state, MiB) a run may need"},
+    {"fl", "client_state_max_mb", K_INT, F(fl.client_state_max_mb), 1, 1 << 30, NULL, "largest total per-client state (kept optimizer state, helper models; clients x per-client MiB) a run may need"},
+    {"fl", "personalization", K_CHOICE, F(fl.personalization), 0, 0, "none|helper", "helper: each client keeps and uses its own helper model (1 - helper_alpha) w_i + helper_alpha w_global (PriFedSync)"},
+    {"fl", "helper_alpha", K_DOUBLE, F(fl.helper_alpha), 0, 1, NULL, "personalization = helper: weight of the global model in a client's helper model"},
+    {"fl", "target_accuracy", K_DOUBLE, F(fl.target_accuracy), 0, 1, NULL, "summary.json reports the first evaluated round whose mean accuracy reaches this"},
     {"record_dp", "enabled", K_CHOICE, F(record_dp.enabled), 0, 0, "no|yes", "DP-SGD inside every client"},
     {"record_dp", "clip", K_DOUBLE, F(record_dp.clip), 1e-12, INFINITY, NULL, "per-example L2 clipping norm C"},
     {"record_dp", "noise", K_DOUBLE, F(record_dp.noise), 0, 1e6, NULL, "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
@@ -119,6 +122,9 @@ void dpfl_config_defaults(dpfl_config *c)
     c->fl.weighting = DPFL_WEIGHT_SIZE;
     c->fl.client_state = DPFL_STATE_RESET;
     c->fl.client_state_max_mb = 8192;
+    c->fl.personalization = DPFL_PERSONAL_NONE;
+    c->fl.helper_alpha = 0.1;
+    c->fl.target_accuracy = 0.9;
     c->run.allow_large_delta = 0;
     c->record_dp.enabled = 0;
     c->record_dp.clip = 1.0;
@@ -198,7 +204,7 @@ static void list_keys(const char *section, char *buf, size_t n)
 
 /* where: "file:line" or "--set"; fills err naming the key */
 /* The presets of fl.algorithm, in the order of its choices: ordinary settings, "section.key=value" each. */
-static const char *const PRESETS[][6] = {
+static const char *const PRESETS[][9] = {
     {NULL},                                                                 /* custom */
     {"record_dp.enabled=no", "client_dp.enabled=no", NULL},                 /* FedAvg (McMahan et al. 2017) */
     {"client_dp.enabled=yes", "fl.sampling=poisson", "client_dp.clip_strategy=fixed", "record_dp.enabled=no",
@@ -207,7 +213,8 @@ static const char *const PRESETS[][6] = {
      NULL},                                                                 /* adaptive clipping (Andrew et al. 2021) */
     {"record_dp.enabled=yes", "record_dp.sampler=poisson", "client_dp.enabled=no", NULL}, /* DP-SGD in clients */
     {"record_dp.enabled=yes", "record_dp.sampler=poisson", "record_dp.e2e=yes", "fl.sampling=poisson", NULL},
-    {"record_dp.enabled=yes", "record_dp.sampler=fixed", "fl.client_state=keep", "fl.optimizer=adam", NULL},
+    {"record_dp.enabled=yes", "record_dp.sampler=fixed", "fl.client_state=keep", "fl.optimizer=adam",
+     "fl.personalization=helper", "fl.sampling=poisson", "fl.weighting=uniform", NULL}, /* PriFedSync (Algorithm 1) */
 };
 
 static dpfl_status set_value(dpfl_config *c, const char *where, const char *section, const char *key,
@@ -578,14 +585,15 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         {"fl", "lr_gamma", "it applies to schedule = step or exp", 7},
         {"fl", "lr_step", "it applies to schedule = step", 8},
         {"fl", "local_epochs", "local_steps > 0 takes precedence", 9},
+        {"fl", "helper_alpha", "it applies to personalization = helper", 11},
     };
-    const int applies[11] = {
+    const int applies[12] = {
         c->fl.sampling == DPFL_SAMPLE_POISSON,      c->fl.sampling == DPFL_SAMPLE_FIXED,
         c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE, c->data.partition == DPFL_PART_SHARDS,
         c->data.partition == DPFL_PART_DIRICHLET,   c->data.partition == DPFL_PART_CLASSES,
         c->fl.optimizer == DPFL_OPT_SGD,            c->fl.schedule != DPFL_SCHED_CONSTANT,
         c->fl.schedule == DPFL_SCHED_STEP,          c->fl.local_steps == 0,
-        c->data.partition != DPFL_PART_NATURAL,
+        c->data.partition != DPFL_PART_NATURAL,     c->fl.personalization == DPFL_PERSONAL_HELPER,
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (user_set(c, rules[i].section, rules[i].key) && !applies[rules[i].applies_if])

@@ -1,5 +1,6 @@
 /* Evaluation of the global model: on the global test set in chunks of EVAL_CHUNK examples, and on each client's
- * own test split where the partition has them (their mean and spread), on the worker threads. */
+ * own test split where the partition has them (their mean and spread); with fl.personalization = helper also
+ * each client's helper model on its own split; on the worker threads. */
 #include "sim_internal.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 enum { EVAL_CHUNK = 500 };
 
 struct eval_job {
+    const float *w;     /* the model evaluated */
     const int32_t *idx; /* test-set indices */
     int32_t n;
     double loss, acc;
@@ -27,7 +29,7 @@ static void *eval_worker(void *p)
             int32_t b = job->n - i < s->eval_batch ? job->n - i : s->eval_batch;
             fl_gather(s->test, job->idx + i, b, w->xbuf, w->ybuf);
             double l, a2;
-            dpfl_nn_evaluate(s->model, s->global, w->ws, w->xbuf, w->ybuf, b, &l, &a2);
+            dpfl_nn_evaluate(s->model, job->w, w->ws, w->xbuf, w->ybuf, b, &l, &a2);
             loss_sum += l * b;
             correct += a2 * b;
         }
@@ -37,13 +39,30 @@ static void *eval_worker(void *p)
     return NULL;
 }
 
+/* Mean and spread over clients with a test split of jobs[0..n) accuracies. */
+static void spread(const eval_job *jobs, int32_t n, double *mean, double *std)
+{
+    double sum = 0, sum2 = 0;
+    int32_t cnt = 0;
+    for (int32_t k = 0; k < n; k++) {
+        if (jobs[k].n == 0) continue;
+        sum += jobs[k].acc;
+        sum2 += jobs[k].acc * jobs[k].acc;
+        cnt++;
+    }
+    if (!cnt) return;
+    *mean = sum / cnt;
+    *std = sqrt(fmax(0.0, sum2 / cnt - *mean * *mean));
+}
+
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
 {
     const int32_t n = s->test->n;
     int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
-    eval_job *jobs = calloc((size_t)(chunks + nclient), sizeof *jobs);
+    int32_t npersonal = s->helper ? nclient : 0;
+    eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
     if (!all || !jobs) {
         free(all);
         free(jobs);
@@ -51,15 +70,22 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     }
     for (int32_t i = 0; i < n; i++) all[i] = i;
     for (int32_t c = 0; c < chunks; c++) {
+        jobs[c].w = s->global;
         jobs[c].idx = all + (size_t)c * EVAL_CHUNK;
         jobs[c].n = n - c * EVAL_CHUNK < EVAL_CHUNK ? n - c * EVAL_CHUNK : EVAL_CHUNK;
     }
     for (int32_t k = 0; k < nclient; k++) {
-        jobs[chunks + k].idx = s->part->test_index + s->part->test_offset[k];
-        jobs[chunks + k].n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+        eval_job *g = &jobs[chunks + k], *h = &jobs[chunks + nclient + k];
+        g->w = s->global;
+        g->idx = s->part->test_index + s->part->test_offset[k];
+        g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+        if (k < npersonal) {
+            *h = *g;
+            h->w = fl_client_model(s, k);
+        }
     }
     s->jobs = jobs;
-    s->chunk_len = chunks + nclient;
+    s->chunk_len = chunks + nclient + npersonal;
     fl_run_parallel(s, eval_worker, s->chunk_len);
     double loss = 0, acc = 0;
     for (int32_t c = 0; c < chunks; c++) {
@@ -68,18 +94,21 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     }
     m->test_loss = n ? loss / n : NAN;
     m->test_accuracy = n ? acc / n : NAN;
-    if (nclient) {
+    spread(jobs + chunks, nclient, &m->client_acc_mean, &m->client_acc_std);
+    spread(jobs + chunks + nclient, npersonal, &m->personal_acc_mean, &m->personal_acc_std);
+    if (npersonal) { /* the latest freshly trained models, computed by the clients as they trained */
         double sum = 0, sum2 = 0;
         int32_t cnt = 0;
-        for (int32_t k = 0; k < nclient; k++) {
-            if (jobs[chunks + k].n == 0) continue;
-            sum += jobs[chunks + k].acc;
-            sum2 += jobs[chunks + k].acc * jobs[chunks + k].acc;
+        for (int32_t k = 0; k < npersonal; k++) {
+            double a = s->cstate[k].local_acc;
+            if (!isfinite(a)) continue;
+            sum += a;
+            sum2 += a * a;
             cnt++;
         }
         if (cnt) {
-            m->client_acc_mean = sum / cnt;
-            m->client_acc_std = sqrt(fmax(0.0, sum2 / cnt - m->client_acc_mean * m->client_acc_mean));
+            m->local_acc_mean = sum / cnt;
+            m->local_acc_std = sqrt(fmax(0.0, sum2 / cnt - m->local_acc_mean * m->local_acc_mean));
         }
     }
     s->jobs = NULL;

@@ -40,6 +40,14 @@ static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, in
         json_num(o, "client_accuracy_mean", m->client_acc_mean);
         json_num(o, "client_accuracy_std", m->client_acc_std);
     }
+    if (isfinite(m->personal_acc_mean)) { /* each client's helper model on its own test set */
+        json_num(o, "personal_accuracy_mean", m->personal_acc_mean);
+        json_num(o, "personal_accuracy_std", m->personal_acc_std);
+    }
+    if (isfinite(m->local_acc_mean)) { /* each client's latest freshly trained model, before the sync mixes it */
+        json_num(o, "local_accuracy_mean", m->local_acc_mean);
+        json_num(o, "local_accuracy_std", m->local_acc_std);
+    }
     if (cdp) {
         cJSON_AddNumberToObject(o, "replied", m->replied);
         json_num(o, "update_clip_fraction", m->update_clip_fraction);
@@ -50,6 +58,36 @@ static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, in
     if (rdp) json_num(o, "clip_fraction", m->clip_fraction);
     json_num(o, "wall_seconds", m->wall_seconds);
     return o;
+}
+
+/* PriFedSync's federated f-DP after the rounds released so far (the keys of `dpfl fdp --json`), or why it does not
+ * apply; nothing when record-level DP is off. */
+static dpfl_status fdp_json(const run_ctx *c, cJSON *o, dpfl_error *err)
+{
+    if (!c->rdp_on || c->ledger.rounds < 1) return DPFL_OK;
+    cJSON *f = cJSON_AddObjectToObject(o, "federated_fdp");
+    const char *why = fl_fdp_not_applicable(c->cfg, c->rs.record_z);
+    if (why) {
+        cJSON_AddStringToObject(f, "not_reported", why);
+        return DPFL_OK;
+    }
+    dpfl_fdp_params pp;
+    dpfl_fdp_result r;
+    dpfl_status st = fl_fdp_of_run(c->cfg, &c->part, c->ledger.rounds, c->rs.record_z, &pp, &r, err);
+    if (st) return st;
+    json_num(f, "mu", r.mu_weak);
+    json_num(f, "mu_strong", r.mu_strong);
+    cJSON_AddBoolToObject(f, "mu_asymptotic", 1);
+    json_num(f, "epsilon_clt", r.eps_weak_clt);
+    json_num(f, "epsilon_strong_clt", r.eps_strong_clt);
+    json_num(f, "epsilon", r.eps_exact); /* an upper bound: any observer, sync probability p kept */
+    cJSON_AddNumberToObject(f, "delta", c->cfg->record_dp.delta);
+    cJSON_AddNumberToObject(f, "p", pp.p);
+    cJSON_AddNumberToObject(f, "worst_client_n", (double)pp.n);
+    cJSON_AddNumberToObject(f, "batch", (double)pp.batch);
+    cJSON_AddNumberToObject(f, "local_steps", (double)pp.local_steps);
+    cJSON_AddNumberToObject(f, "rounds", (double)pp.rounds);
+    return DPFL_OK;
 }
 
 /* The round's metrics line: the covered values, with the epsilons after this round. */
@@ -81,6 +119,11 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
         }
         if (c->per_client)
             cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(c->per_client, c->part.clients));
+    }
+    dpfl_status st = fdp_json(c, o, err);
+    if (st) {
+        cJSON_Delete(o);
+        return st;
     }
     *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -206,6 +249,40 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
     return 1;
 }
 
+/* The first evaluated round whose mean accuracy on the clients' test sets reached fl.target_accuracy: the global
+ * model's, and with helper models each client's own; from diagnostics.jsonl (all sessions of the run). */
+static void reached_rounds(const run_ctx *c, cJSON *np)
+{
+    static const char *const keys[][2] = {{"client_accuracy_mean", "client_accuracy_reached_round"},
+                                          {"personal_accuracy_mean", "personal_accuracy_reached_round"},
+                                          {"local_accuracy_mean", "local_accuracy_reached_round"}};
+    int32_t first[3] = {0, 0, 0};
+    char path[1100], *text = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/diagnostics.jsonl", c->opt->out_dir);
+    if (dpfl_file_read_all(path, &text, &len, NULL) == DPFL_OK) {
+        for (char *line = text, *nl; *line; line = nl + 1) {
+            if (!(nl = strchr(line, '\n'))) break;
+            *nl = 0;
+            cJSON *o = cJSON_Parse(line);
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "round");
+            for (int i = 0; i < 3 && cJSON_IsNumber(r); i++) {
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, keys[i][0]);
+                if (!first[i] && cJSON_IsNumber(a) && a->valuedouble >= c->cfg->fl.target_accuracy)
+                    first[i] = (int32_t)r->valuedouble;
+            }
+            cJSON_Delete(o);
+        }
+        free(text);
+    }
+    cJSON_AddNumberToObject(np, "target_accuracy", c->cfg->fl.target_accuracy);
+    for (int i = 0; i < 3; i++) {
+        if (i >= 1 && !isfinite(c->last_eval.personal_acc_mean)) break;
+        if (first[i]) cJSON_AddNumberToObject(np, keys[i][1], first[i]);
+        else cJSON_AddNullToObject(np, keys[i][1]); /* not reached */
+    }
+}
+
 /* The final evaluation (if the last round was not evaluated), model.bin and summary.json. */
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
 {
@@ -215,7 +292,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     if (!isfinite(c->last_eval.test_accuracy) || c->last_eval.round != c->ledger.rounds) { /* stopped or resumed */
         dpfl_round_metrics m;
         memset(&m, 0, sizeof m);
-        m.client_acc_mean = NAN;
+        m.client_acc_mean = m.personal_acc_mean = m.local_acc_mean = NAN;
         dpfl_sim_evaluate(c->sim, &m);
         m.round = c->ledger.rounds;
         c->last_eval = m;
@@ -236,6 +313,15 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     if (isfinite(c->last_eval.client_acc_mean)) {
         json_num(np, "client_accuracy_mean", c->last_eval.client_acc_mean);
         json_num(np, "client_accuracy_std", c->last_eval.client_acc_std);
+        reached_rounds(c, np);
+    }
+    if (isfinite(c->last_eval.personal_acc_mean)) {
+        json_num(np, "personal_accuracy_mean", c->last_eval.personal_acc_mean);
+        json_num(np, "personal_accuracy_std", c->last_eval.personal_acc_std);
+    }
+    if (isfinite(c->last_eval.local_acc_mean)) {
+        json_num(np, "local_accuracy_mean", c->last_eval.local_acc_mean);
+        json_num(np, "local_accuracy_std", c->last_eval.local_acc_std);
     }
     /* over every session of the run (a resumed run adds its sessions) */
     cJSON_AddNumberToObject(np, "wall_seconds_cumulative", c->wall0 + (dpfl_now() - c->t_start));
@@ -244,6 +330,10 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     if (c->cdp_on) summary_client(c, sum);
+    if ((st = fdp_json(c, sum, err))) {
+        cJSON_Delete(sum);
+        return st;
+    }
     char words[1024];
     cJSON_AddBoolToObject(sum, "private", privacy_statement(c, words, sizeof words));
     cJSON_AddStringToObject(sum, "privacy", words);

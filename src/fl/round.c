@@ -24,8 +24,8 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     return dpfl_sim_train(s, round, m, err);
 }
 
-/* Who drops out is decided before anyone trains; with fl.client_state = keep a client's first participation
- * gets a zero state, as a reset optimizer has. */
+/* Who drops out is decided before anyone trains; a client's first participation gets its state block: a zero
+ * optimizer state, as a reset optimizer has, and the helper model w0. */
 static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_error *err)
 {
     const size_t P = s->model->nparam;
@@ -37,13 +37,15 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
         s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
     }
-    if (s->keep && s->state_vecs > 0)
+    const size_t floats = dpfl_sim_client_state_floats(s);
+    if (s->keep && floats > 0)
         for (int32_t i = 0; i < ms; i++) {
             client_opt *c = &s->cstate[s->sampled[i]];
             if (c->state || s->results[i].dropped || dpfl_sim_client_steps(s, s->sampled[i]) == 0) continue;
-            if (!(c->state = dpfl_calloc((size_t)s->state_vecs * P, sizeof(float), err)))
-                return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d, "
-                                                   "%zu floats)", s->sampled[i], (size_t)s->state_vecs * P);
+            if (!(c->state = dpfl_calloc(floats, sizeof(float), err)))
+                return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d, %zu floats)",
+                                 s->sampled[i], floats);
+            if (s->helper) dpfl_vec_copy(c->state, s->w0, P); /* h(i) = w0 until its first sync */
         }
     if (s->cdp && s->strategy == DPFL_CLIP_MEDIAN && ms > s->nslots) {
         /* median clipping needs every update of the round before it can clip any: one slot per client */
@@ -63,6 +65,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     memset(m, 0, sizeof *m);
     m->round = round;
     m->test_accuracy = m->test_loss = m->client_acc_mean = m->client_acc_std = NAN;
+    m->personal_acc_mean = m->personal_acc_std = m->local_acc_mean = m->local_acc_std = NAN;
     m->clip_fraction = m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
@@ -107,6 +110,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     } else if (ms > 0) {
         dpfl_vec_axpy(s->global, (float)s->cfg->fl.eta, s->acc, P);
     }
+    if (s->helper) fl_client_sync_helpers(s);
     m->wall_seconds = dpfl_now() - s->t0;
     return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
 }

@@ -239,6 +239,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if ((st = open_round_files(c, err))) return st;
     c->last_eval.test_accuracy = c->last_eval.test_loss = c->last_eval.client_acc_mean = NAN;
+    c->last_eval.personal_acc_mean = c->last_eval.local_acc_mean = NAN;
     if (c->rdp_on && (st = dpfl_ledger_record_epsilon(&c->ledger, &c->part, &c->ra, &c->report, NULL, err))) return st;
     if (c->cdp_on && (st = fl_client_epsilon(cfg, &c->ledger, &c->ceps, &c->cprivate, err))) return st;
     return DPFL_OK;

@@ -65,6 +65,12 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err);
 
+/* fdp_report.c: PriFedSync's federated f-DP of the rounds released so far (NULL from fl_fdp_not_applicable:
+ * it applies, else the reason it does not). */
+const char *fl_fdp_not_applicable(const dpfl_config *cfg, double z);
+dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double z,
+                          dpfl_fdp_params *pp, dpfl_fdp_result *r, dpfl_error *err);
+
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,

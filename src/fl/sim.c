@@ -2,10 +2,11 @@
  * transport, the server in client order); a client's local training is client.c; the server's client-level
  * release is server.c; evaluation is eval.c; every privacy mechanism is in mech/.
  *
- * fl.client_state = keep: each client's optimizer state (momentum buffer or Adam m, v, and the step count t) lives
- * in a block of its own, allocated the first time the client trains.  A worker borrows the block of the client it
- * trains (no copy) and hands it back with the new step count; a client is trained by one worker at a time, so the
- * state, like everything else, does not depend on the thread count. */
+ * Per-client state: with fl.personalization = helper each client's helper model, with fl.client_state = keep its
+ * optimizer state (momentum buffer or Adam m, v, and the step count t), live in a block of its own, allocated the
+ * first time the client trains.  A worker borrows the block of the client it trains (no copy) and hands it back
+ * with the new step count; a client is trained by one worker at a time, so the state, like everything else, does
+ * not depend on the thread count. */
 #include "sim_internal.h"
 #include "core/parallel.h"
 
@@ -34,6 +35,7 @@ void dpfl_sim_free(dpfl_sim *s)
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
     for (int32_t k = 0; s->cstate && k < s->part->clients; k++) dpfl_free(s->cstate[k].state);
     free(s->cstate);
+    dpfl_free(s->w0);
     dpfl_par_free(s->pool);
     free(s->workers);
     free(s->slots);
@@ -100,22 +102,37 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->optcfg.weight_decay = cfg->fl.weight_decay;
     s->optcfg.gamma = cfg->fl.lr_gamma;
     s->optcfg.step_size = cfg->fl.lr_step;
-    s->keep = (cfg->fl.client_state == DPFL_STATE_KEEP);
-    s->state_vecs = (s->optcfg.kind != DPFL_OPT_SGD || s->optcfg.momentum != 0.0) + (s->optcfg.kind != DPFL_OPT_SGD);
+    s->keep_opt = (cfg->fl.client_state == DPFL_STATE_KEEP);
+    s->helper = (cfg->fl.personalization == DPFL_PERSONAL_HELPER);
+    s->alpha = (float)cfg->fl.helper_alpha;
+    s->keep = s->keep_opt || s->helper;
+    s->state_vecs = s->keep_opt ? (s->optcfg.kind != DPFL_OPT_SGD || s->optcfg.momentum != 0.0) +
+                                      (s->optcfg.kind != DPFL_OPT_SGD)
+                                : 0;
     if (s->keep) {
         /* the worst case: every client takes part at least once */
-        const double per_client = (double)s->state_vecs * (double)model->nparam * sizeof(float) + sizeof(client_opt);
+        const double per_client = (double)dpfl_sim_client_state_floats(s) * sizeof(float) + sizeof(client_opt);
         const double need_mb = per_client * (double)part->clients / 1048576.0;
         if (need_mb > cfg->fl.client_state_max_mb) {
-            st = dpfl_fail(err, DPFL_EINVAL, "fl.client_state: keep would hold up to %.0f MiB of %s state (%d clients x "
-                                             "%.3g MiB), over fl.client_state_max_mb = %d; use client_state = reset, "
-                                             "fewer clients or a larger cap", need_mb, dpfl_config_choice(cfg, "fl.optimizer"), part->clients,
-                           per_client / 1048576.0, cfg->fl.client_state_max_mb);
+            st = dpfl_fail(err, DPFL_EINVAL, "fl.client_state_max_mb: the clients' own state (%s%s%s) could take up to "
+                                             "%.0f MiB (%d clients x %.3g MiB), over the cap of %d MiB; use fewer "
+                                             "clients, client_state = reset, personalization = none or a larger cap",
+                           s->helper ? "helper models" : "", s->helper && s->keep_opt ? " + " : "",
+                           s->keep_opt ? "optimizer state" : "", need_mb, part->clients, per_client / 1048576.0,
+                           cfg->fl.client_state_max_mb);
             goto fail;
         }
         if (!(s->cstate = calloc((size_t)part->clients, sizeof *s->cstate))) {
-            st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state: table of %d clients)", part->clients);
+            st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state: table of %d clients)", part->clients);
             goto fail;
+        }
+        for (int32_t k = 0; k < part->clients; k++) s->cstate[k].local_acc = NAN;
+        if (s->helper) {
+            if (!(s->w0 = dpfl_alloc(model->nparam * sizeof(float), err))) {
+                st = DPFL_ENOMEM;
+                goto fail;
+            }
+            dpfl_vec_copy(s->w0, global, model->nparam); /* Algorithm 1: h_i <- w0 */
         }
     }
     for (int32_t k = 0; k < part->clients; k++)
@@ -225,7 +242,21 @@ int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->keep; }
 
 size_t dpfl_sim_client_state_floats(const dpfl_sim *s)
 {
-    return s->keep ? (size_t)s->state_vecs * s->model->nparam : 0;
+    return ((size_t)s->helper + (size_t)s->state_vecs) * s->model->nparam;
+}
+
+const float *dpfl_sim_initial_model(const dpfl_sim *s) { return s->w0; }
+
+void dpfl_sim_set_initial_model(dpfl_sim *s, const float *w0)
+{
+    DPFL_ASSERT(s->w0);
+    dpfl_vec_copy(s->w0, w0, s->model->nparam);
+}
+
+const float *dpfl_sim_helper_model(const dpfl_sim *s, int32_t k)
+{
+    DPFL_ASSERT(s->helper && k >= 0 && k < s->part->clients);
+    return fl_client_model(s, k);
 }
 
 int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
@@ -237,7 +268,7 @@ int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
 
 dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err)
 {
-    if (!s->keep) return dpfl_fail(err, DPFL_EINVAL, "fl.client_state: a client state was given to a run with reset");
+    if (!s->keep) return dpfl_fail(err, DPFL_EINVAL, "a client state was given to a run without per-client state");
     if (k < 0 || k >= s->part->clients || t <= 0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.client_state: bad client state (client %d of %d, %lld steps)", k,
                          s->part->clients, (long long)t);
@@ -245,7 +276,7 @@ dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const f
     client_opt *c = &s->cstate[k];
     if (n > 0) {
         if (!c->state && !(c->state = dpfl_alloc(n * sizeof(float), err)))
-            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (fl.client_state = keep: state of client %d)", k);
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d)", k);
         memcpy(c->state, state, n * sizeof(float));
     }
     c->t = t;

@@ -22,8 +22,11 @@ typedef struct {
 } worker;
 
 typedef struct {
-    float *state; /* state_vecs * P floats: momentum or Adam m, then Adam v; NULL until the client first trains */
-    int64_t t;    /* optimizer steps taken over all the client's rounds */
+    float *state; /* the client's own floats, NULL until it first trains: its helper model (P floats, with
+                     personalization = helper), then state_vecs * P optimizer floats (momentum, or Adam m then v) */
+    int64_t t;    /* local steps taken over all the client's rounds (the optimizer's t with client_state = keep) */
+    double local_acc; /* helper models: accuracy of its latest freshly trained model on its test split (NAN: none
+                         since this process started; not checkpointed, a diagnostic) */
 } client_opt;
 
 /* what one client's local training reports to the server (besides its update) */
@@ -68,9 +71,13 @@ struct dpfl_sim {
     double t0;
     dpfl_client_sampling sampling;
     int uniform_weights;
-    /* fl.client_state = keep */
-    int keep;
-    int state_vecs;     /* vectors of P floats per client: 0 (plain SGD), 1 (momentum) or 2 (Adam) */
+    /* per-client state: fl.client_state = keep and/or fl.personalization = helper */
+    int keep;           /* some per-client state exists (either of the two) */
+    int keep_opt;       /* fl.client_state = keep: the optimizer state is the client's own */
+    int state_vecs;     /* optimizer vectors of P floats per client: 0 (plain SGD or reset), 1 (momentum), 2 (Adam) */
+    int helper;         /* fl.personalization = helper: the first P floats of a client's state are its helper model */
+    float alpha;        /* helper_alpha */
+    float *w0;          /* helper: the initial model, every client's helper until its first sync */
     client_opt *cstate; /* one per client */
     /* record-level DP (DP-SGD) */
     int rdp, rdp_poisson, rdp_e2e, rdp_secure;
@@ -99,6 +106,11 @@ struct dpfl_sim {
 /* client.c */
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
 void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
+/* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
+ * the round whose update arrived (h_k holds w~_k since its training). */
+void fl_client_sync_helpers(dpfl_sim *s);
+/* The model client k uses: its helper model, or w0 before its first sync. */
+const float *fl_client_model(const dpfl_sim *s, int32_t k);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
 /* server.c: the client-level release of round `round` from the updates in slots/results (chunks streamed by
  * fl_server_add, or all at once for median clipping), then the server step. */

@@ -2,11 +2,20 @@
  *
  * Local training of client j: K steps per round on fixed batches of B of n drawn without replacement
  * (replace-one adjacency, noise z relative to the replace-one sensitivity 2C), R rounds.
- * Weak (one other client i attacks): j's round reaches i only when both synced, probability p^2.
- * Strong (all others together): j's round is observed whenever j synced, probability p.
- * The exact values keep the client sampling through the joint-convexity bound
- *     e^{(a-1) eps_round(a)} <= 1 - lambda + lambda e^{(a-1) K eps_WBK(a)};
- * that amplification assumes the local steps of a round in which j does not sync are never released later. */
+ *
+ * The CLT values are the paper's Theorem 2: mu_max (weak) and sqrt(m - 1) mu_max (strong), asymptotic.
+ *
+ * The non-asymptotic bound.  Whatever anyone observes -- one client's helper models (weak), all other clients'
+ * (strong), the server's view -- is a post-processing of the sequence of j's releases: in each round j syncs with
+ * probability p, independently of its records, and then releases K DP-SGD steps; otherwise its records are not
+ * touched.  Per round the pair of output distributions is ((1-p) R + p P, (1-p) R + p Q), so by joint convexity
+ *     e^{(a-1) eps_round(a)} <= 1 - p + p e^{(a-1) K eps_WBK(a)}
+ * (Renyi divergence of a mixture with a common component), composed over R rounds.
+ *
+ * The paper's Theorem 1 uses p^2 for the weak notion (j's round counts only when i and j both sync).  That is not
+ * a bound for Algorithm 1: the global model carries j's round-r model into every later round, so client i sees a
+ * function of it at its next sync even if it did not sync in round r.  dpfl reports the p bound for every
+ * observer, and never the p^2 value.  The bound assumes clients train only in rounds they sync (Algorithm 1). */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
@@ -53,7 +62,6 @@ dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fd
     out->mu_strong = sqrt((double)(pp->clients > 1 ? pp->clients - 1 : 1)) * out->mu_weak;
     out->eps_weak_clt = dpfl_gdp_epsilon(out->mu_weak, delta);
     out->eps_strong_clt = dpfl_gdp_epsilon(out->mu_strong, delta);
-    out->eps_weak_exact = exact_eps(pp, pp->p * pp->p, delta, &out->order_weak);
-    out->eps_strong_exact = exact_eps(pp, pp->p, delta, &out->order_strong);
+    out->eps_exact = exact_eps(pp, pp->p, delta, &out->order_exact);
     return DPFL_OK;
 }

@@ -1,0 +1,45 @@
+/* PriFedSync's federated f-DP of a run (Zheng et al., Theorems 1-2; docs/privacy.md, "PriFedSync"): the paper's
+ * weak and strong Gaussian-DP mu (CLT, asymptotic) and dpfl's non-asymptotic RDP bound that keeps the sync
+ * probability p, for the worst client, after the rounds released so far -- the numbers `dpfl fdp` prints for the
+ * same parameters (one function computes both). */
+#include "run_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* The report applies to DP-SGD on fixed batches (replace-one), a fixed number of local steps and noise > 0. */
+const char *fl_fdp_not_applicable(const dpfl_config *cfg, double z)
+{
+    if (!cfg->record_dp.enabled) return "record_dp is off";
+    if (cfg->record_dp.sampler != DPFL_BATCH_FIXED) return "it needs record_dp.sampler = fixed (the paper's analysis)";
+    if (cfg->fl.local_steps <= 0) return "it needs fl.local_steps > 0 (K steps per sync)";
+    if (!(z > 0)) return "the record-level noise is 0";
+    return NULL;
+}
+
+dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double z,
+                          dpfl_fdp_params *pp, dpfl_fdp_result *r, dpfl_error *err)
+{
+    DPFL_ASSERT(!fl_fdp_not_applicable(cfg, z) && rounds > 0);
+    int32_t nmin = 0; /* the worst client: fewest records, so the largest B_j / n_j */
+    for (int32_t k = 0; k < part->clients; k++) {
+        int32_t n = dpfl_partition_size(part, k);
+        if (n > 0 && (nmin == 0 || n < nmin)) nmin = n;
+    }
+    if (nmin == 0) return dpfl_fail(err, DPFL_EINVAL, "federated f-DP: no client has records");
+    double p = 0; /* the largest probability with which a client syncs in any round so far (conservative) */
+    for (int32_t t = 1; t <= rounds; t++) {
+        double pt = cfg->fl.sampling == DPFL_SAMPLE_ALL     ? 1.0
+                    : cfg->fl.sampling == DPFL_SAMPLE_FIXED ? (double)dpfl_round_clients_per_round(cfg, t) / part->clients
+                                                            : dpfl_round_client_rate(cfg, t);
+        if (pt > p) p = pt;
+    }
+    pp->clients = part->clients;
+    pp->p = p > 1 ? 1 : p;
+    pp->z = z;
+    pp->n = nmin;
+    pp->batch = cfg->fl.batch < nmin ? cfg->fl.batch : nmin;
+    pp->local_steps = cfg->fl.local_steps;
+    pp->rounds = rounds;
+    return dpfl_fdp_prifedsync(pp, cfg->record_dp.delta, r, err);
+}

@@ -1,0 +1,357 @@
+/* PriFedSync end to end (Zheng et al., Algorithm 1/2): personalized helper models kept per client across rounds,
+ * through checkpoints, and the federated f-DP the run reports. */
+#include "fixtures.h"
+#include "dpfl/privacy.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static dpfl_sim *sim_make(fl_fixture *f, float *global, uint64_t seed)
+{
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, seed);
+    dpfl_model_init(&f->model, global, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, global, &sim, &err),
+                     DPFL_OK);
+    return sim;
+}
+
+/* the updates the server receives, per client (one round at a time) */
+typedef struct {
+    float *u[4];
+    size_t P;
+} seen_updates;
+
+static void observe(void *ctx, int32_t round, int32_t client, const float *update, size_t P)
+{
+    (void)round;
+    seen_updates *s = ctx;
+    memcpy(s->u[client], update, P * sizeof(float));
+}
+
+/* h_k = (1 - alpha) w~_k + alpha w_global after a sync, with w~_k = global before + the update the server got;
+ * before its first sync a client's helper is w0, and the next round trains from the helper, not the global model. */
+static void helper_model_formula_on_a_hand_example(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {30, 40, 50};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 3);
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.helper_alpha", "0.25");
+    fixture_set(&f.cfg, "fl.weighting", "uniform");
+    fixture_set(&f.cfg, "fl.eta", "0.5");
+    fixture_set(&f.cfg, "fl.local_steps", "3");
+    fixture_set(&f.cfg, "fl.lr", "0.1");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *before = malloc(P * sizeof(float)), *w0 = malloc(P * sizeof(float));
+    dpfl_sim *sim = sim_make(&f, global, 3);
+    memcpy(w0, global, P * sizeof(float));
+    seen_updates seen = {{malloc(P * sizeof(float)), malloc(P * sizeof(float)), malloc(P * sizeof(float)), NULL}, P};
+    dpfl_sim_set_update_observer(sim, observe, &seen);
+    for (int32_t k = 0; k < 3; k++) assert_memory_equal(dpfl_sim_helper_model(sim, k), w0, P * sizeof(float));
+    dpfl_round_metrics m;
+    dpfl_error err;
+    for (int32_t r = 1; r <= 2; r++) {
+        memcpy(before, global, P * sizeof(float));
+        float *h_before[3];
+        for (int32_t k = 0; k < 3; k++) {
+            h_before[k] = malloc(P * sizeof(float));
+            memcpy(h_before[k], dpfl_sim_helper_model(sim, k), P * sizeof(float));
+        }
+        assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
+        for (size_t j = 0; j < P; j++) {
+            /* the server's average: global <- global + eta * mean(w~_k - global) */
+            double mean = (seen.u[0][j] + seen.u[1][j] + seen.u[2][j]) / 3.0;
+            assert_true(fabs(global[j] - (before[j] + 0.5 * mean)) <= 1e-5 * (1 + fabs(global[j])));
+            for (int32_t k = 0; k < 3; k++) {
+                double trained = (double)before[j] + seen.u[k][j]; /* w~_k */
+                double want = 0.75 * trained + 0.25 * global[j];
+                assert_true(fabs(dpfl_sim_helper_model(sim, k)[j] - want) <= 1e-5 * (1 + fabs(want)));
+            }
+        }
+        /* training started from the helper: in round 2 the updates differ from training from the global model,
+         * which a helper-less run does (checked below by the helper's own value: the update is w~_k - global) */
+        for (int32_t k = 0; k < 3; k++) free(h_before[k]);
+    }
+    /* alpha = 1 is FedAvg: every helper is the global model after the round */
+    dpfl_sim_free(sim);
+    fixture_set(&f.cfg, "fl.helper_alpha", "1");
+    sim = sim_make(&f, global, 3);
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
+    for (int32_t k = 0; k < 3; k++) assert_memory_equal(dpfl_sim_helper_model(sim, k), global, P * sizeof(float));
+    dpfl_sim_free(sim);
+    for (int i = 0; i < 3; i++) free(seen.u[i]);
+    free(global);
+    free(before);
+    free(w0);
+    fl_fixture_free(&f);
+}
+
+/* A client's helper model survives the rounds it sits out bit for bit, changes in the rounds it syncs, and is
+ * where its next local training starts: with alpha = 0 a client's model only ever moves by its own training. */
+static void helpers_persist_across_rounds_a_client_sits_out(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {40, 40, 40, 40, 40, 40};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 6);
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.sampling", "poisson");
+    fixture_set(&f.cfg, "fl.client_rate", "0.5");
+    fixture_set(&f.cfg, "fl.local_steps", "2");
+    fixture_set(&f.cfg, "fl.lr", "0.1");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *snap = malloc(6 * P * sizeof(float));
+    dpfl_sim *sim = sim_make(&f, global, 9);
+    dpfl_round_metrics m;
+    dpfl_error err;
+    int sat_out = 0, synced = 0;
+    for (int32_t r = 1; r <= 12; r++) {
+        for (int32_t k = 0; k < 6; k++) memcpy(snap + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float));
+        const int32_t *who;
+        int32_t ms = dpfl_sim_sample(sim, r, &who);
+        assert_int_equal(dpfl_sim_train(sim, r, &m, &err), DPFL_OK);
+        for (int32_t k = 0; k < 6; k++) {
+            int in = 0;
+            for (int32_t i = 0; i < ms; i++) in |= who[i] == k;
+            int same = memcmp(snap + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float)) == 0;
+            assert_int_equal(same, !in);
+            sat_out += !in;
+            synced += in;
+        }
+    }
+    assert_true(sat_out > 10 && synced > 10);
+    dpfl_sim_free(sim);
+    free(global);
+    free(snap);
+    fl_fixture_free(&f);
+}
+
+/* Clients sync independently with probability p: over 2,000 rounds each client's count is Bin(2000, p). */
+static void sync_counts_follow_p(void **state)
+{
+    (void)state;
+    int32_t sizes[20];
+    for (int i = 0; i < 20; i++) sizes[i] = 10;
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 20);
+    fixture_set(&f.cfg, "fl.algorithm", "prifedsync");
+    fixture_set(&f.cfg, "fl.client_rate", "0.3");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float));
+    dpfl_sim *sim = sim_make(&f, global, 4);
+    int64_t count[20] = {0}, total = 0;
+    const int R = 2000;
+    for (int32_t r = 1; r <= R; r++) {
+        const int32_t *who;
+        int32_t ms = dpfl_sim_sample(sim, r, &who);
+        for (int32_t i = 0; i < ms; i++) count[who[i]]++;
+        total += ms;
+    }
+    double sd = sqrt(R * 0.3 * 0.7), chi2 = 0;
+    for (int k = 0; k < 20; k++) {
+        assert_true(fabs(count[k] - R * 0.3) < 5 * sd);
+        chi2 += (count[k] - R * 0.3) * (count[k] - R * 0.3) / (R * 0.3 * 0.7);
+    }
+    assert_true(chi2 < 45.3); /* chi-square, 20 dof, p = 0.001 */
+    assert_true(fabs(total - 20.0 * R * 0.3) < 5 * sqrt(20.0 * R * 0.21));
+    dpfl_sim_free(sim);
+    free(global);
+    fl_fixture_free(&f);
+}
+
+static void write_pfs_config(const char *path, int rounds)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "[data]\ndataset = synthetic\npartition = iid\nclients = 8\ntest_per_client = 20\n\n"
+                "[model]\narch = mlp:20-16-10\n\n"
+                "[fl]\nalgorithm = prifedsync\nrounds = %d\nclient_rate = 0.5\nlocal_steps = 4\nbatch = 8\nlr = 0.01\n"
+                "helper_alpha = 0.2\ntarget_accuracy = 0.1\n\n"
+                "[record_dp]\nclip = 1.0\nnoise = 1.1\ndelta = 1e-5\n\n[run]\nseed = 11\nthreads = 2\n",
+            rounds);
+    fclose(fp);
+}
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("BUILD");
+    return b ? b : "build";
+}
+
+static char *slurp(const char *path)
+{
+    char *t;
+    size_t n;
+    return dpfl_file_read_all(path, &t, &n, NULL) ? NULL : t;
+}
+
+/* A run stopped after 2 rounds and resumed to 5 ends bit-identical to 5 rounds straight: the model, and the whole
+ * checkpoint but its wall-time fields -- every helper model, Adam state and w0 -- and the same metrics lines. */
+static void helper_models_resume_bit_identically(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_pfs.ini", *A = "/tmp/dpfl_test_pfsA", *B = "/tmp/dpfl_test_pfsB";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfsA /tmp/dpfl_test_pfsB"), 0);
+    write_pfs_config(cfgp, 5);
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    dpfl_run_options straight = {B, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &straight, &err), DPFL_OK);
+    cfg.fl.rounds = 2;
+    dpfl_run_options first = {A, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
+    /* a config without helper models cannot take this checkpoint */
+    dpfl_config none = cfg;
+    none.fl.personalization = DPFL_PERSONAL_NONE;
+    none.fl.rounds = 5;
+    dpfl_run_options resume = {A, 1, 1, 0};
+    assert_int_equal(dpfl_run(&none, &resume, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "fl.personalization"));
+    cfg.fl.rounds = 5;
+    cfg.run.threads = 1;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    char *ma, *mb;
+    size_t la, lb;
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_pfsA/model.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_pfsB/model.bin", &mb, &lb, &err), DPFL_OK);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ma, mb, la);
+    free(ma);
+    free(mb);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_pfsA/checkpoint.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_pfsB/checkpoint.bin", &mb, &lb, &err), DPFL_OK);
+    int64_t lla, llb;
+    memcpy(&lla, ma + 16 + 64, 8);
+    memcpy(&llb, mb + 16 + 64, 8);
+    assert_int_equal(la - (size_t)lla, lb - (size_t)llb);
+    /* 8 clients: helper (P floats) + Adam m and v per client that trained, and w0 */
+    const size_t P = 20 * 16 + 16 + 16 * 10 + 10;
+    assert_true(la - (size_t)lla > 4 * P * sizeof(float) * 3);
+    assert_memory_equal(ma + 16, mb + 16, 32);
+    assert_memory_equal(ma + 56, mb + 56, 24);
+    assert_memory_equal(ma + 88, mb + 88, la - (size_t)lla - 88 - 4);
+    free(ma);
+    free(mb);
+    char *da = slurp("/tmp/dpfl_test_pfsA/metrics.jsonl"), *db = slurp("/tmp/dpfl_test_pfsB/metrics.jsonl");
+    assert_non_null(da);
+    assert_non_null(db);
+    assert_string_equal(da, db);
+    free(da);
+    free(db);
+    /* the personalized accuracy is reported each evaluated round, with the round it first reached the target */
+    char *diag = slurp("/tmp/dpfl_test_pfsB/diagnostics.jsonl"), *sum = slurp("/tmp/dpfl_test_pfsB/summary.json");
+    assert_non_null(strstr(diag, "\"personal_accuracy_mean\":"));
+    cJSON *s = cJSON_Parse(sum);
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(s, "not_private");
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(np, "personal_accuracy_mean")));
+    const cJSON *reached = cJSON_GetObjectItemCaseSensitive(np, "personal_accuracy_reached_round");
+    assert_true(cJSON_IsNumber(reached) && reached->valuedouble >= 1 && reached->valuedouble <= 5);
+    cJSON_Delete(s);
+    free(diag);
+    free(sum);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfsA /tmp/dpfl_test_pfsB"), 0);
+}
+
+/* The federated f-DP in the run's metrics and summary is what `dpfl fdp` prints for the same parameters. */
+static void run_report_fdp_equals_dpfl_fdp(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_pfs_fdp.ini", *dir = "/tmp/dpfl_test_pfs_fdp";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_fdp"), 0);
+    write_pfs_config(cfgp, 3);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpfl train %s --out %s --quiet 2>/dev/null", build_dir(), cfgp, dir);
+    assert_int_equal(system(cmd), 0);
+    char *sum = slurp("/tmp/dpfl_test_pfs_fdp/summary.json");
+    assert_non_null(sum);
+    cJSON *s = cJSON_Parse(sum);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(s, "federated_fdp");
+    assert_non_null(f);
+    double n = cJSON_GetObjectItemCaseSensitive(f, "worst_client_n")->valuedouble;
+    /* synthetic: 10,000 training records split IID over 8 equal clients */
+    assert_true(n == 1250);
+    snprintf(cmd, sizeof cmd, "%s/dpfl fdp --clients 8 --p 0.5 --noise 1.1 --batch 8 --n %.0f --local-steps 4 "
+                              "--rounds 3 --delta 1e-5 --json > /tmp/dpfl_test_pfs_fdp.json", build_dir(), n);
+    assert_int_equal(system(cmd), 0);
+    char *cli = slurp("/tmp/dpfl_test_pfs_fdp.json");
+    cJSON *c = cJSON_Parse(cli);
+    const char *keys[] = {"mu", "mu_strong", "epsilon_clt", "epsilon_strong_clt", "epsilon"};
+    for (int i = 0; i < 5; i++) {
+        double a = cJSON_GetObjectItemCaseSensitive(f, keys[i])->valuedouble;
+        double b = cJSON_GetObjectItemCaseSensitive(c, keys[i])->valuedouble;
+        if (a != b) print_error("%s: run %.17g, dpfl fdp %.17g\n", keys[i], a, b);
+        assert_true(a == b);
+    }
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "mu_asymptotic")));
+    /* every metrics line carries the values after its round: the last is the summary's */
+    char *metrics = slurp("/tmp/dpfl_test_pfs_fdp/metrics.jsonl");
+    char *last = strstr(metrics, "{\"round\":3");
+    assert_non_null(last);
+    cJSON *l = cJSON_Parse(last);
+    const cJSON *lf = cJSON_GetObjectItemCaseSensitive(l, "federated_fdp");
+    assert_true(cJSON_GetObjectItemCaseSensitive(lf, "epsilon")->valuedouble ==
+                cJSON_GetObjectItemCaseSensitive(f, "epsilon")->valuedouble);
+    assert_true(cJSON_GetObjectItemCaseSensitive(lf, "rounds")->valuedouble == 3);
+    cJSON_Delete(l);
+    cJSON_Delete(c);
+    cJSON_Delete(s);
+    free(metrics);
+    free(cli);
+    free(sum);
+    unlink(cfgp);
+    unlink("/tmp/dpfl_test_pfs_fdp.json");
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_fdp"), 0);
+}
+
+/* Memory: the clients' own state is refused up front, naming the cap, when it could exceed it. */
+static void client_state_cap_is_checked_up_front(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {10, 10, 10, 10};
+    fl_fixture f;
+    fl_fixture_make(&f, "mlp:10-200-3", sizes, 4);
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.client_state_max_mb", "1");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float));
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 1);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err),
+                     DPFL_OK); /* 4 x 2,803 floats: far below 1 MiB */
+    dpfl_sim_free(sim);
+    dpfl_partition_free(&f.part);
+    int32_t many[400];
+    for (int i = 0; i < 400; i++) many[i] = 1;
+    f.part = fixture_contiguous(many, 400);
+    fixture_set(&f.cfg, "fl.client_state", "keep");
+    fixture_set(&f.cfg, "fl.optimizer", "adam");
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err),
+                     DPFL_EINVAL); /* 400 x 3 x 2,803 floats = 12.8 MiB */
+    assert_non_null(strstr(err.msg, "fl.client_state_max_mb"));
+    assert_non_null(strstr(err.msg, "helper models + optimizer state"));
+    free(global);
+    fl_fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(helper_model_formula_on_a_hand_example),
+        cmocka_unit_test(helpers_persist_across_rounds_a_client_sits_out),
+        cmocka_unit_test(sync_counts_follow_p),
+        cmocka_unit_test(helper_models_resume_bit_identically),
+        cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
+        cmocka_unit_test(client_state_cap_is_checked_up_front),
+    };
+    return cmocka_run_group_tests_name("prifedsync", tests, NULL, NULL);
+}
