@@ -311,6 +311,44 @@ static void run_report_fdp_equals_dpfl_fdp(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_fdp"), 0);
 }
 
+/* Helper models compose with client-level DP: the server clips and noises the updates w~_k - w_global as for any
+ * run (the helper is computed by the client from the noisy global model it receives), and the run is charged. */
+static void helper_models_compose_with_client_level_dp(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {30, 30, 30, 30};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 4);
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.local_steps", "3");
+    fixture_set(&f.cfg, "client_dp.enabled", "yes");
+    fixture_set(&f.cfg, "client_dp.clip", "0.01");
+    fixture_set(&f.cfg, "client_dp.noise", "1.0");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *before = malloc(P * sizeof(float));
+    dpfl_sim *sim = sim_make(&f, global, 5);
+    memcpy(before, global, P * sizeof(float));
+    dpfl_round_metrics m;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
+    assert_int_equal(m.replied, 4);
+    assert_true(m.update_clip_fraction == 1.0); /* every update was clipped to 0.01 ... */
+    double moved = 0;
+    for (size_t j = 0; j < P; j++) moved += (global[j] - before[j]) * (global[j] - before[j]);
+    /* ... and the noise std z S / 4 = 0.0025 per coordinate moved the global model by about that much */
+    assert_true(sqrt(moved / P) > 0.0015 && sqrt(moved / P) < 0.0045);
+    double ceps;
+    int cpriv;
+    assert_int_equal(dpfl_sim_epsilon(sim, NULL, &ceps, &cpriv, &err), DPFL_OK);
+    assert_true(cpriv && ceps > 0 && isfinite(ceps));
+    /* the helpers mixed the noisy global model in: h = 0.9 w~ + 0.1 w_global differs from w_global */
+    assert_memory_not_equal(dpfl_sim_helper_model(sim, 0), global, P * sizeof(float));
+    dpfl_sim_free(sim);
+    free(global);
+    free(before);
+    fl_fixture_free(&f);
+}
+
 /* Memory: the clients' own state is refused up front, naming the cap, when it could exceed it. */
 static void client_state_cap_is_checked_up_front(void **state)
 {
@@ -352,6 +390,7 @@ int main(void)
         cmocka_unit_test(helper_models_resume_bit_identically),
         cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
         cmocka_unit_test(client_state_cap_is_checked_up_front),
+        cmocka_unit_test(helper_models_compose_with_client_level_dp),
     };
     return cmocka_run_group_tests_name("prifedsync", tests, NULL, NULL);
 }

@@ -391,6 +391,13 @@ void fl_report_final_lines(const run_ctx *c)
     if (c->rdp_on)
         fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
                 c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
+    dpfl_fdp_params pp;
+    dpfl_fdp_result fr;
+    if (c->rdp_on && c->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, c->rs.record_z) &&
+        fl_fdp_of_run(cfg, &c->part, c->ledger.rounds, c->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
+                        "against any observer keeping the sync probability %g (RDP bound)%s\n",
+                fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p, seedcaveat);
     if (c->cdp_on && c->cprivate)
         fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", c->ceps,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
