@@ -131,6 +131,46 @@ static void helpers_persist_across_rounds_a_client_sits_out(void **state)
     fl_fixture_free(&f);
 }
 
+/* Local training starts from the client's own helper model, not from the global model (Algorithm 2: w <- h).
+ * alpha = 0 keeps each helper the client's own model; round 1 trains (lr 0.1), round 2 barely moves (the step
+ * schedule multiplies lr by 1e-6): a client's model after round 2 is where it started, its helper, far from the
+ * global model. */
+static void clients_train_from_their_helper(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {30, 40, 50};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 3);
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.helper_alpha", "0");
+    fixture_set(&f.cfg, "fl.local_steps", "3");
+    fixture_set(&f.cfg, "fl.lr", "0.1");
+    fixture_set(&f.cfg, "fl.schedule", "step");
+    fixture_set(&f.cfg, "fl.lr_step", "1");
+    fixture_set(&f.cfg, "fl.lr_gamma", "1e-6");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *h1 = malloc(3 * P * sizeof(float));
+    dpfl_sim *sim = sim_make(&f, global, 8);
+    dpfl_round_metrics m;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
+    for (int32_t k = 0; k < 3; k++) memcpy(h1 + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float));
+    assert_int_equal(dpfl_sim_round(sim, 2, &m, &err), DPFL_OK);
+    for (int32_t k = 0; k < 3; k++) {
+        double from_helper = 0, helper_to_global = 0;
+        for (size_t j = 0; j < P; j++) {
+            from_helper = fmax(from_helper, fabs(dpfl_sim_helper_model(sim, k)[j] - h1[k * P + j]));
+            helper_to_global = fmax(helper_to_global, fabs(h1[k * P + j] - global[j]));
+        }
+        assert_true(from_helper < 1e-5);
+        assert_true(helper_to_global > 1e-3);
+    }
+    dpfl_sim_free(sim);
+    free(global);
+    free(h1);
+    fl_fixture_free(&f);
+}
+
 /* Clients sync independently with probability p: over 2,000 rounds each client's count is Bin(2000, p). */
 static void sync_counts_follow_p(void **state)
 {
@@ -386,6 +426,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(helper_model_formula_on_a_hand_example),
         cmocka_unit_test(helpers_persist_across_rounds_a_client_sits_out),
+        cmocka_unit_test(clients_train_from_their_helper),
         cmocka_unit_test(sync_counts_follow_p),
         cmocka_unit_test(helper_models_resume_bit_identically),
         cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
