@@ -2,8 +2,9 @@
  * <tmpdir>/checkpoint.bin and the loader runs with a small fixed run (4 parameters, 3 clients, no simulation,
  * i.e. fl.client_state = reset).  Byte 0 selects how: bit 0 set writes the rest of the input as the whole file
  * (the dpfl_file header and checksum checks); clear wraps the rest as the payload of a well-formed dpfl_file
- * (magic "DPCK", version 4 + bit 1: the older format 4 or the current 5; correct length and CRC-32) so the fuzzer
- * reaches the checkpoint layout. */
+ * (magic "DPCK", version 5 + bit 1: the older format 5 or the current 6; correct length and CRC-32) so the fuzzer
+ * reaches the checkpoint layout.  Bit 2 makes the run one with per-record budgets (5 training records), so that
+ * the budgets block is read too. */
 #include "fl/run_internal.h"
 #include "fuzz_common.h"
 
@@ -16,14 +17,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int mode = data[0];
     const char *path = fuzz_path("checkpoint.bin");
     if (mode & 1) fuzz_write(path, data + 1, size - 1, 0);
-    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 4u + ((mode >> 1) & 1), data + 1, size - 1);
+    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 5u + ((mode >> 1) & 1), data + 1, size - 1);
     dpfl_error err = {{0}};
     dpfl_ledger l;
     if (dpfl_ledger_init(&l, CLIENTS, &err) != DPFL_OK) abort();
     float params[NPARAM];
     run_state rs;
     char *line = NULL;
-    dpfl_status s = fl_checkpoint_load(fuzz_tmpdir(), params, NPARAM, &l, &rs, NULL, &line, &err);
+    fl_rpdp rp;
+    memset(&rp, 0, sizeof rp);
+    rp.on = (mode >> 2) & 1;
+    rp.n = 5;
+    dpfl_status s = fl_checkpoint_load(fuzz_tmpdir(), params, NPARAM, &l, &rs, NULL, &rp, &line, &err);
+    fl_rpdp_free(&rp);
     if (s == DPFL_OK) {
         if (!line) abort();
         free(line);

@@ -820,7 +820,7 @@ static void keep_state_survives_resume(void **state)
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
-    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 5, &payload, &len, &err),
+    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 6, &payload, &len, &err),
                      DPFL_OK);
     assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 2, payload, len, &err),
                      DPFL_OK);

@@ -28,6 +28,12 @@ typedef enum { DPFL_BATCH_POISSON = 0, DPFL_BATCH_FIXED } dpfl_batch_sampler;
 typedef enum { DPFL_RADJ_AUTO = 0, DPFL_RADJ_ADD_REMOVE, DPFL_RADJ_REPLACE_ONE } dpfl_record_adjacency;
 typedef enum { DPFL_CLIP_FIXED = 0, DPFL_CLIP_PER_STEP, DPFL_CLIP_ADAPTIVE, DPFL_CLIP_MEDIAN } dpfl_clip_strategy;
 typedef enum { DPFL_PERSONAL_NONE = 0, DPFL_PERSONAL_HELPER } dpfl_personalization;
+/* rPDP-FL: where each record's epsilon budget comes from, and how the budgets become sampling rates */
+typedef enum {
+    DPFL_BUDGETS_NONE = 0, DPFL_BUDGETS_THREELEVELS, DPFL_BUDGETS_MIXGAUSS, DPFL_BUDGETS_PARETO, DPFL_BUDGETS_FILE,
+    DPFL_BUDGETS_CLASS
+} dpfl_budget_source;
+typedef enum { DPFL_POLICY_RPDP = 0, DPFL_POLICY_MINIMUM, DPFL_POLICY_DROPOUT } dpfl_budget_policy;
 
 typedef struct {                  /* [data] */
     char dataset[32];             /* mnist | fashion-mnist | heart | synthetic */
@@ -93,6 +99,15 @@ typedef struct {                  /* [record_dp]: DP-SGD inside every client (re
     int per_layer;
     int e2e;                      /* also report the client-level guarantee of the same noise */
     int secure_mode;              /* exact discrete-Gaussian noise on a fine grid (slower) */
+    /* rPDP-FL: a budget per record (budgets != none): non-uniform Poisson sampling, per-record ledger */
+    dpfl_budget_source budgets;
+    char budget_file[512];        /* budgets = file: one epsilon per training record, in the dataset's order */
+    char class_budgets[256];      /* budgets = class: "E0,E1,..." one epsilon per class */
+    double budget_min, budget_max; /* generated budgets are clipped to [min, max]; z meets budget_max at p = 1 */
+    int budget_shuffle;           /* threelevels: shuffle (yes) or the published record order (no) */
+    dpfl_budget_policy budget_policy; /* rpdp | minimum | dropout (the paper's baselines) */
+    int two_stage_bound;          /* 0: the published two-stage bound; 1: min of it and Zhu-Wang's */
+    int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
 } dpfl_record_dp_config;
 
 typedef struct {                  /* [client_dp]: server-side clipping and noise on client updates (DP-FedAvg) */
@@ -205,6 +220,10 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k);
 /* Replace the record-level noise multiplier (after calibration). */
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z);
+/* rPDP-FL: record i (training-set index) is sampled with probability p[i] at every local step, and client k's
+ * noisy clipped sum is divided by client_denom[k] (its expected batch).  Both arrays stay the caller's and are
+ * read during training (p may change between rounds: opt-outs).  Needs the Poisson sampler. */
+void dpfl_sim_set_record_rates(dpfl_sim *s, const double *p, const double *client_denom);
 /* Client-level noise multiplier z of the round's whole release (adaptive clipping splits it between the update
  * sum and the quantile estimate; an error if the quantile noise in force at `round` leaves nothing for the sum). */
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err);

@@ -20,6 +20,8 @@
 int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, double q, int32_t *out);
 /* B distinct records of idx[0..n) uniformly without replacement (partial Fisher-Yates) into out[0..B); out must
  * hold n entries (it is the shuffle's scratch). Returns B. */
+/* Non-uniform Poisson batch (rPDP-FL): record idx[i] is in with probability p[idx[i]] (p indexed by record). */
+int32_t dpfl_mech_poisson_batch_rates(dpfl_rng *r, const int32_t *idx, int32_t n, const double *p, int32_t *out);
 int32_t dpfl_mech_fixed_batch(dpfl_rng *r, const int32_t *idx, int32_t n, int32_t B, int32_t *out);
 
 typedef enum { DPFL_SAMPLE_POISSON = 0, DPFL_SAMPLE_FIXED, DPFL_SAMPLE_ALL } dpfl_client_sampling;

@@ -226,6 +226,12 @@ double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps);
 /* A budget file (dpfl scf --budgets): one epsilon > 0 per line; blank lines and lines starting with '#' are
  * skipped.  *v (malloc'd, *n values; NULL and 0 on error) in file order; errors name the line. */
 dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_error *err);
+/* The rPDP-FL paper's privacy-preference distributions (section 7), each budget clipped to [lo, hi]:
+ * THREELEVELS 70 / 20 / 10 % at 0.1 / 1 / 5 (in record order, or shuffled); MIXGAUSS the 0.7 / 0.2 / 0.1 mixture of
+ * N(0.1, 0.05), N(1, 0.1), N(5, 0.5); PARETO Lomax(shape 4, scale 1) + 0.1. */
+typedef enum { DPFL_PREF_THREELEVELS = 0, DPFL_PREF_MIXGAUSS, DPFL_PREF_PARETO } dpfl_pref_dist;
+void dpfl_budgets_generate(dpfl_pref_dist kind, size_t n, double lo, double hi, int shuffle, dpfl_rng *r,
+                           double *out);
 /* Calibrate z so that a record with p = 1 reaches max_eps (bisection, z within tol, epsilon <= max_eps). */
 dpfl_status dpfl_rpdp_calibrate_noise(const dpfl_rpdp_params *pp, double max_eps, double tol, double *z,
                                       dpfl_error *err);

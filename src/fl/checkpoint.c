@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 5u /* 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
+#define CKPT_VERSION 6u /* 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
                            structs, padding included) */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
@@ -24,9 +24,12 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   states  i32 flags (1: per-client state, 2: helper models), i32 nstates, u64 floats; then per client with a
  *           state, in client order: i32 client, i64 t; then their states (f32[floats] each) in the same order;
  *           with helper models, f32 w0[nparam] (the helper of every client that has not synced yet)
+ *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
+ *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
 enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
-       STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 };
+       STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
+       RPDP_LEVEL_BYTES = 8 + 8 + 4 + 4, RPDP_RECORD_BYTES = 8 + 4 };
 
 /* a cursor over a buffer: writes never overrun (sizes are computed first); reads report running out */
 typedef struct {
@@ -94,8 +97,72 @@ static int get_event(cursor *c, dpfl_event *e)
     return dpfl_event_check(e, NULL) == DPFL_OK;
 }
 
+/* The budgets block (its own buffer: it follows w0 in the file). */
+static size_t rpdp_bytes(const fl_rpdp *rp)
+{
+    return 4 + (rp && rp->on ? RPDP_HEAD_BYTES + (size_t)rp->nlevels * RPDP_LEVEL_BYTES +
+                                   (size_t)rp->n * RPDP_RECORD_BYTES
+                             : 0);
+}
+
+static void put_rpdp(cursor *c, const fl_rpdp *rp)
+{
+    put_i32(c, rp && rp->on);
+    if (!rp || !rp->on) return;
+    put_i64(c, rp->n);
+    put_i32(c, rp->nlevels);
+    put_i32(c, rp->planned_rounds);
+    put_f64(c, rp->z);
+    for (int32_t k = 0; k < rp->nlevels; k++) {
+        put_f64(c, rp->lv[k].budget);
+        put_f64(c, rp->lv[k].p);
+        put_i32(c, rp->lv[k].rounds);
+        put_i32(c, rp->lv[k].opted_out);
+    }
+    for (int64_t i = 0; i < rp->n; i++) put_f64(c, rp->budget[i]);
+    for (int64_t i = 0; i < rp->n; i++) put_i32(c, rp->level[i]);
+}
+
+/* rp: the run's (on or not), or NULL for a caller without budgets; an absent block where rp expects one (or the
+ * reverse) is a config mismatch. */
+static dpfl_status get_rpdp(cursor *c, fl_rpdp *rp, int32_t clients, const char *path, dpfl_error *err)
+{
+    int32_t on = get_i32(c);
+    if (c->short_read || (on != 0 && on != 1)) return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
+    if (on != (rp && rp->on))
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written %s; resume with the run's own config.ini",
+                         path, on ? "with per-record budgets and the config has record_dp.budgets = none"
+                                  : "without per-record budgets and the config sets record_dp.budgets");
+    if (!on) return DPFL_OK;
+    int64_t n = get_i64(c);
+    int32_t nlevels = get_i32(c), planned = get_i32(c);
+    double z = get_f64(c);
+    if (c->short_read || n != rp->n || nlevels < 0 || nlevels > FL_RPDP_LEVELS || planned < 1 || !(z > 0) ||
+        (size_t)(c->end - c->p) < (size_t)nlevels * RPDP_LEVEL_BYTES + (size_t)n * RPDP_RECORD_BYTES)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record budgets", path);
+    dpfl_status st = fl_rpdp_alloc(rp, n, clients, nlevels, err);
+    if (st) return st;
+    rp->planned_rounds = planned;
+    rp->z = z;
+    for (int32_t k = 0; k < nlevels; k++) {
+        fl_rpdp_level *lv = &rp->lv[k];
+        lv->budget = get_f64(c);
+        lv->p = get_f64(c);
+        lv->rounds = get_i32(c);
+        lv->opted_out = get_i32(c);
+        if (!(lv->budget > 0) || !(lv->p >= 0 && lv->p <= 1) || lv->rounds < 0 || (lv->opted_out & ~1))
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget level %d", path, k);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!((rp->budget[i] = get_f64(c)) > 0))
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget of record %lld", path, (long long)i);
+    for (int64_t i = 0; i < n; i++) rp->level[i] = get_i32(c); /* checked by fl_rpdp_rates */
+    return DPFL_OK;
+}
+
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err)
+                               const run_state *rs, const dpfl_sim *sim, const fl_rpdp *rp, const char *line,
+                               dpfl_error *err)
 {
     size_t ll = strlen(line);
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
@@ -106,12 +173,14 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     /* the fixed part is one buffer; each client's state is written from where it lives (no copy) */
     size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
                  (size_t)l->nclient_events * EVENT_BYTES + STATE_HEAD_BYTES + (size_t)nstates * STATE_INDEX_BYTES;
-    const int nparts = 2 + (floats ? nstates : 0) + (w0 != NULL);
-    char *buf = malloc(len);
+    const int nparts = 3 + (floats ? nstates : 0) + (w0 != NULL);
+    const size_t rlen = rpdp_bytes(rp);
+    char *buf = malloc(len), *rbuf = malloc(rlen);
     const void **parts = malloc((size_t)nparts * sizeof *parts);
     size_t *lens = malloc((size_t)nparts * sizeof *lens);
-    if (!buf || !parts || !lens) {
+    if (!buf || !parts || !lens || !rbuf) {
         free(buf);
+        free(rbuf);
         free(parts);
         free(lens);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
@@ -155,6 +224,11 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     DPFL_ASSERT(c.p == c.end);
     parts[0] = buf;
     lens[0] = len;
+    cursor rc = {rbuf, rbuf + rlen, 0};
+    put_rpdp(&rc, rp);
+    DPFL_ASSERT(rc.p == rc.end);
+    parts[np] = rbuf;
+    lens[np++] = rlen;
     parts[np] = line;
     lens[np++] = ll;
     DPFL_ASSERT(np == nparts);
@@ -162,6 +236,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
     dpfl_status st = dpfl_file_write_parts(path, CKPT_MAGIC, CKPT_VERSION, parts, lens, nparts, err);
     free(buf);
+    free(rbuf);
     free(parts);
     free(lens);
     return st;
@@ -251,7 +326,7 @@ dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
 }
 
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               dpfl_sim *sim, char **line, dpfl_error *err)
+                               dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err)
 {
     char path[1100];
     void *buf;
@@ -317,6 +392,10 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         if ((size_t)(c.end - c.p) < nparam * sizeof(float)) goto bad;
         dpfl_sim_set_initial_model(sim, (const float *)(const void *)c.p); /* memcpy inside: no alignment needed */
         c.p += nparam * sizeof(float);
+    }
+    if ((st = get_rpdp(&c, rp, clients, path, err))) {
+        free(buf);
+        return st;
     }
     if ((size_t)(c.end - c.p) != (size_t)line_len) goto bad;
     *rs = r;

@@ -82,16 +82,20 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
     const int32_t n = dpfl_partition_size(s->part, k);
     const int32_t *mine = s->part->index + s->part->offset[k];
     const dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, n, s->cfg->fl.batch, s->clip.clip, s->rdp_z);
+    /* rPDP-FL: record i in with its own p_i, the sum divided by the plan's expected batch sum_i p_i */
+    const double denom = s->rec_p ? s->rec_denom[k] : d.denom;
+    if (s->rec_p && !(denom > 0)) return; /* no record of this client may be sampled: no step, a zero update */
     for (int64_t t = 0; t < steps; t++) {
-        int32_t b = d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
-                              : dpfl_mech_fixed_batch(rng, mine, n, d.batch, w->order);
+        int32_t b = s->rec_p    ? dpfl_mech_poisson_batch_rates(rng, mine, n, s->rec_p, w->order)
+                    : d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
+                                : dpfl_mech_fixed_batch(rng, mine, n, d.batch, w->order);
         clipped_sum(s, w, b, rng, res);
         /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
          * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
         if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)d.batch * d.clip);
-        if (s->rdp_secure) dpfl_mech_discrete_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / d.denom));
+        if (s->rdp_secure) dpfl_mech_discrete_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom));
         else /* noise and the division in one pass; idle threads of the chunk help (same bits for any count) */
-            dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / d.denom), threads_per_client(s));
+            dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom), threads_per_client(s));
         dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;

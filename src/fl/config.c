@@ -70,6 +70,15 @@ static const keydef keys[] = {
     {"record_dp", "per_layer", K_CHOICE, F(record_dp.per_layer), 0, 0, "no|yes", "clip each layer to C*sqrt(share) instead of the whole gradient"},
     {"record_dp", "secure_mode", K_CHOICE, F(record_dp.secure_mode), 0, 0, "no|yes", "exact discrete-Gaussian noise on a grid (RDP accountant only)"},
     {"record_dp", "e2e", K_CHOICE, F(record_dp.e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
+    {"record_dp", "budgets", K_CHOICE, F(record_dp.budgets), 0, 0, "none|threelevels|mixgauss|pareto|file|class", "rPDP-FL: a privacy budget per record (non-uniform Poisson sampling; noise calibrated to budget_max)"},
+    {"record_dp", "budget_file", K_STR, F(record_dp.budget_file), 0, 0, NULL, "budgets = file: one epsilon per training record, in the dataset's record order"},
+    {"record_dp", "class_budgets", K_STR, F(record_dp.class_budgets), 0, 0, NULL, "budgets = class: E0,E1,... one epsilon per class"},
+    {"record_dp", "budget_min", K_DOUBLE, F(record_dp.budget_min), 1e-6, 1e6, NULL, "generated budgets are clipped to [budget_min, budget_max]"},
+    {"record_dp", "budget_max", K_DOUBLE, F(record_dp.budget_max), 1e-6, 1e6, NULL, "the largest budget: the noise makes a record sampled with p = 1 meet it"},
+    {"record_dp", "budget_shuffle", K_CHOICE, F(record_dp.budget_shuffle), 0, 0, "no|yes", "threelevels: shuffled over records (yes) or the published record order (no)"},
+    {"record_dp", "budget_policy", K_CHOICE, F(record_dp.budget_policy), 0, 0, "rpdp|minimum|dropout", "rpdp: a rate per budget; minimum: everyone at the smallest budget; dropout: below the mean dropped, the rest at the mean"},
+    {"record_dp", "budget_rounds", K_INT, F(record_dp.budget_rounds), 0, 100000000, NULL, "rounds the per-record rates are planned for (0 = fl.rounds); later rounds opt records out"},
+    {"record_dp", "two_stage_bound", K_CHOICE, F(record_dp.two_stage_bound), 0, 0, "published|zhu-wang", "rounds with client rate lambda: the paper's bound, or the min of it and Zhu-Wang 2019"},
     {"client_dp", "enabled", K_CHOICE, F(client_dp.enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
     {"client_dp", "clip", K_DOUBLE, F(client_dp.clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
     {"client_dp", "clip_strategy", K_CHOICE, F(client_dp.clip_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},
@@ -135,6 +144,9 @@ void dpfl_config_defaults(dpfl_config *c)
     c->record_dp.per_layer = 0;
     c->record_dp.e2e = 0;
     c->record_dp.secure_mode = 0;
+    c->record_dp.budget_min = 0.1;
+    c->record_dp.budget_max = 10.0;
+    c->record_dp.budget_shuffle = 1;
     c->client_dp.enabled = 0;
     c->client_dp.clip = 1.0;
     c->client_dp.clip_strategy = DPFL_CLIP_FIXED;
@@ -391,6 +403,38 @@ dpfl_status dpfl_config_set(dpfl_config *c, const char *a, dpfl_error *err)
     return set_value(c, "--set", section, key, eq + 1, err);
 }
 
+/* rPDP-FL (record_dp.budgets != none): what the two-stage accounting and the non-uniform sampler need. */
+static dpfl_status validate_budgets(const dpfl_config *c, dpfl_error *err)
+{
+    const dpfl_record_dp_config *r = &c->record_dp;
+    if (r->noise != 0.0 || r->target_epsilon != 0.0)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: with budgets the noise is calibrated (a record sampled "
+                                           "with p = 1 meets budget_max); remove noise and target_epsilon");
+    if (r->sampler != DPFL_BATCH_POISSON)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.sampler: budgets need sampler = poisson (each record with its "
+                                           "own probability p_i)");
+    if (r->accountant != DPFL_ACC_RDP)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.accountant: budgets are accounted with rdp (the two-stage bound "
+                                           "of client and record sampling)");
+    if (r->secure_mode || r->e2e || r->per_layer)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.%s: not available with budgets",
+                         r->secure_mode ? "secure_mode" : r->e2e ? "e2e" : "per_layer");
+    if (c->fl.local_steps <= 0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: budgets need a fixed number of local steps per round "
+                                           "(the two-stage bound's tau); set local_steps > 0");
+    if (c->fl.sampling == DPFL_SAMPLE_FIXED || c->fl.client_rate_schedule[0])
+        return dpfl_fail(err, DPFL_EINVAL, "fl.sampling: budgets are accounted for Poisson client sampling at one "
+                                           "rate (sampling = poisson or all, no client_rate_schedule)");
+    if (!(r->budget_min < r->budget_max))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_min: %g must be below budget_max (%g)", r->budget_min,
+                         r->budget_max);
+    if (r->budgets == DPFL_BUDGETS_FILE && !r->budget_file[0])
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_file: budgets = file needs a file");
+    if (r->budgets == DPFL_BUDGETS_CLASS && !r->class_budgets[0])
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: budgets = class needs E0,E1,... (one per class)");
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
 {
     if ((c->fl.sampling == DPFL_SAMPLE_FIXED) && c->fl.clients_per_round > c->data.clients)
@@ -416,7 +460,10 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
                              "record_dp.adjacency: %s does not match sampler = %s (which is analysed under %s)",
                              dpfl_config_choice(c, "record_dp.adjacency"), dpfl_config_choice(c, "record_dp.sampler"),
                              want == DPFL_RADJ_ADD_REMOVE ? "add-remove" : "replace-one");
-        if (c->record_dp.noise == 0.0 && c->record_dp.target_epsilon == 0.0)
+        if (c->record_dp.budgets != DPFL_BUDGETS_NONE) {
+            dpfl_status bs = validate_budgets(c, err);
+            if (bs) return bs;
+        } else if (c->record_dp.noise == 0.0 && c->record_dp.target_epsilon == 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
         if (isinf(c->record_dp.clip) && c->record_dp.noise > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
@@ -586,14 +633,23 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         {"fl", "lr_step", "it applies to schedule = step", 8},
         {"fl", "local_epochs", "local_steps > 0 takes precedence", 9},
         {"fl", "helper_alpha", "it applies to personalization = helper", 11},
+        {"record_dp", "budget_file", "it applies to budgets = file", 12},
+        {"record_dp", "class_budgets", "it applies to budgets = class", 13},
+        {"record_dp", "budget_min", "it applies to record_dp.budgets", 14},
+        {"record_dp", "budget_max", "it applies to record_dp.budgets", 14},
+        {"record_dp", "budget_policy", "it applies to record_dp.budgets", 14},
+        {"record_dp", "two_stage_bound", "it applies to record_dp.budgets", 14},
+        {"record_dp", "budget_shuffle", "it applies to budgets = threelevels", 15},
     };
-    const int applies[12] = {
+    const int applies[16] = {
         c->fl.sampling == DPFL_SAMPLE_POISSON,      c->fl.sampling == DPFL_SAMPLE_FIXED,
         c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE, c->data.partition == DPFL_PART_SHARDS,
         c->data.partition == DPFL_PART_DIRICHLET,   c->data.partition == DPFL_PART_CLASSES,
         c->fl.optimizer == DPFL_OPT_SGD,            c->fl.schedule != DPFL_SCHED_CONSTANT,
         c->fl.schedule == DPFL_SCHED_STEP,          c->fl.local_steps == 0,
         c->data.partition != DPFL_PART_NATURAL,     c->fl.personalization == DPFL_PERSONAL_HELPER,
+        c->record_dp.budgets == DPFL_BUDGETS_FILE,  c->record_dp.budgets == DPFL_BUDGETS_CLASS,
+        c->record_dp.budgets != DPFL_BUDGETS_NONE,  c->record_dp.budgets == DPFL_BUDGETS_THREELEVELS,
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (user_set(c, rules[i].section, rules[i].key) && !applies[rules[i].applies_if])

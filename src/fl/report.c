@@ -159,6 +159,16 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     cJSON_AddStringToObject(sum, "unit", "record");
     json_num(sum, "epsilon", c->report.epsilon);
     cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
+    if (c->rpdp.on) { /* personalized: each record against its own budget; epsilon above is the largest */
+        cJSON_AddStringToObject(sum, "epsilon_is", "the largest epsilon of any record; each record's own is within its "
+                                                   "budget (record_budgets)");
+        cJSON_AddStringToObject(sum, "accountant", "rdp, two-stage (client rate lambda, then Poisson(p_i) per step)");
+        cJSON_AddStringToObject(sum, "sampler", "poisson, a rate per record");
+        cJSON_AddStringToObject(sum, "adjacency", "add-remove");
+        cJSON_AddNumberToObject(sum, "noise", c->rs.record_z);
+        cJSON_AddNumberToObject(sum, "clip", cfg->record_dp.clip);
+        return fl_rpdp_report(&c->rpdp, cfg, &c->part, cJSON_AddObjectToObject(sum, "record_budgets"), NULL, err);
+    }
     cJSON_AddStringToObject(sum, "accountant", dpfl_config_choice(cfg, "record_dp.accountant"));
     if (c->report.answered != cfg->record_dp.accountant) { /* PLD could not answer for the worst client */
         cJSON_AddStringToObject(sum, "accountant_answered", dpfl_accountant_name(c->report.answered));
@@ -235,7 +245,12 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
                  c->rdp_on ? "; the record-level guarantee below still holds" : "");
         return 0;
     }
-    if (c->rdp_on)
+    if (c->rpdp.on)
+        n += (size_t)snprintf(buf + n, len - n, "record-level personalized DP: every record (eps_i, %g)-DP within its "
+                                                "own budget, largest eps_i %.4g (%s budgets, %s policy, two-stage RDP)",
+                              cfg->record_dp.delta, c->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
+                              dpfl_config_choice(cfg, "record_dp.budget_policy"));
+    else if (c->rdp_on)
         n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst client; %s "
                                                 "adjacency, %s sampler, %s accountant)",
                               c->report.epsilon, cfg->record_dp.delta, c->ra.poisson ? "add-remove" : "replace-one",
@@ -388,7 +403,12 @@ void fl_report_final_lines(const run_ctx *c)
     const char *seedcaveat = cfg->run.seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
                                             "not for deployment)"
                                           : "";
-    if (c->rdp_on)
+    if (c->rpdp.on)
+        fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
+                        "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)%s\n",
+                c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
+                dpfl_config_choice(cfg, "record_dp.budget_policy"), seedcaveat);
+    else if (c->rdp_on)
         fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
                 c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
     dpfl_fdp_params pp;

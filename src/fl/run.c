@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4 };
+enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4, PURPOSE_BUDGETS = 7 };
 
 static dpfl_status make_dirs(const char *path, dpfl_error *err)
 {
@@ -128,12 +128,21 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
     c->rs.record_z = cfg->record_dp.noise;
     c->rs.client_z = cfg->client_dp.noise;
     c->rs.S = cfg->client_dp.clip;
+    const int budgets = c->rdp_on && cfg->record_dp.budgets != DPFL_BUDGETS_NONE;
     if (c->opt->resume) {
+        c->rpdp.on = budgets; /* the checkpoint's budgets block fills it */
+        c->rpdp.n = c->train.n;
         if ((st = fl_checkpoint_load(c->opt->out_dir, c->global, c->model.nparam, &c->ledger, &c->rs, c->sim,
-                                     &c->ckpt_line, err)))
+                                     budgets ? &c->rpdp : NULL, &c->ckpt_line, err)))
             return st;
+        if (budgets && (st = fl_rpdp_rates(&c->rpdp, &c->part, err))) return st;
         c->wall0 = c->rs.wall;
         if ((st = dpfl_sim_restore_ledger(c->sim, &c->ledger, err))) return st;
+    } else if (budgets) {
+        dpfl_rng brng; /* the budgets' own stream: generated budgets never shift the other draws */
+        dpfl_rng_derive(&c->root, &brng, 0, 0, PURPOSE_BUDGETS);
+        if ((st = fl_rpdp_plan(&c->rpdp, cfg, &c->train, &c->part, &brng, err))) return st;
+        c->rs.record_z = c->rpdp.z;
     } else {
         if (c->rdp_on && c->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&c->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &c->rs.record_z, err)))
@@ -155,6 +164,7 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
                                            "sampler's range (sigma^2 <= 2^62 grid units)", c->rs.record_z,
                          c->model.nparam);
     if (c->rdp_on) dpfl_sim_set_record_noise(c->sim, c->rs.record_z);
+    if (budgets) dpfl_sim_set_record_rates(c->sim, c->rpdp.p, c->rpdp.denom);
     if (c->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
         for (int32_t r = cfg->fl.rounds; r > c->ledger.rounds; r--)
@@ -233,14 +243,18 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     c->rdp_on = cfg->record_dp.enabled;
     c->cdp_on = cfg->client_dp.enabled;
     if ((st = setup_noise(c, err))) return st;
-    if ((c->rdp_on && c->part.clients <= 1000 && !c->ra.pld &&
+    if ((c->rdp_on && !c->rpdp.on && c->part.clients <= 1000 && !c->ra.pld &&
          !(c->per_client = malloc((size_t)c->part.clients * sizeof *c->per_client))) ||
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if ((st = open_round_files(c, err))) return st;
     c->last_eval.test_accuracy = c->last_eval.test_loss = c->last_eval.client_acc_mean = NAN;
     c->last_eval.personal_acc_mean = c->last_eval.local_acc_mean = NAN;
-    if (c->rdp_on && (st = dpfl_ledger_record_epsilon(&c->ledger, &c->part, &c->ra, &c->report, NULL, err))) return st;
+    if (c->rpdp.on) {
+        if ((st = fl_rpdp_max_epsilon(&c->rpdp, cfg, &c->report.epsilon, err))) return st;
+    } else if (c->rdp_on && (st = dpfl_ledger_record_epsilon(&c->ledger, &c->part, &c->ra, &c->report, NULL, err))) {
+        return st;
+    }
     if (c->cdp_on && (st = fl_client_epsilon(cfg, &c->ledger, &c->ceps, &c->cprivate, err))) return st;
     return DPFL_OK;
 }
@@ -251,6 +265,7 @@ void fl_run_free(run_ctx *c)
     if (c->diag) fclose(c->diag);
     dpfl_ledger_free(&c->ledger);
     dpfl_ledger_free(&c->trial);
+    fl_rpdp_free(&c->rpdp);
     free(c->per_client);
     free(c->ckpt_line);
     dpfl_sim_free(c->sim);

@@ -13,6 +13,54 @@ typedef struct {
     uint8_t partition_digest[32]; /* SHA-256 of the partition it gave (dpfl_partition_digest) */
 } run_state;
 
+/* rPDP-FL in training (record_dp.budgets, rpdp_plan.c): records share (budget, p, rounds) levels. */
+#define FL_RPDP_LEVELS 256
+#define FL_RPDP_DROPPED (-1) /* budget_policy = dropout: below the mean, never sampled */
+typedef struct {
+    double budget;     /* every record of the level has at least this budget */
+    double p;          /* its sampling rate: exact epsilon*(p) over the planned rounds <= budget (0: unusable) */
+    int32_t rounds;    /* rounds charged to its records */
+    int32_t opted_out; /* its next round would have passed the budget: p = 0 from then on */
+    int64_t records;
+} fl_rpdp_level;
+
+typedef struct {
+    int on;
+    int64_t n;        /* training records */
+    int32_t clients;
+    double *budget;   /* per record: its own budget */
+    int32_t *level;   /* per record: its level, or FL_RPDP_DROPPED */
+    double *p;        /* per record: the rate in force, what the sampler reads (0: unused, dropped, opted out) */
+    double *denom;    /* per client: the plan's expected batch sum_i p_i (the DP-SGD divisor) */
+    fl_rpdp_level *lv;
+    int32_t nlevels, planned_rounds;
+    double z;
+    dpfl_scf_fit fit;
+    int fit_ok;
+} fl_rpdp;
+
+dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nlevels, dpfl_error *err);
+void fl_rpdp_free(fl_rpdp *rp);
+/* Budgets, calibrated z, levels and rates of a new run (rng: the budgets' own stream). */
+dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_partition *part,
+                         dpfl_rng *rng, dpfl_error *err);
+/* Per-record rates and per-client divisors from the levels (after a plan or a checkpoint). */
+dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *err);
+/* Before a round: levels whose next round would pass their budget opt out (*changed = 1 if any did). */
+dpfl_status fl_rpdp_before_round(fl_rpdp *rp, const dpfl_config *cfg, int *changed, dpfl_error *err);
+/* After a trained round: every active level is charged one two-stage round. */
+void fl_rpdp_charge(fl_rpdp *rp);
+dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, const fl_rpdp_level *lv, int32_t rounds,
+                                  double *eps, dpfl_error *err);
+/* The largest epsilon of any record so far (a few accountant calls: what every round reports). */
+dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err);
+/* eps[level] of the rounds charged so far; *max over levels with records. */
+dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err);
+/* summary.json's "record_budgets" object into o (NULL: only *eps_max). */
+struct cJSON;
+dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, struct cJSON *o,
+                           double *eps_max, dpfl_error *err);
+
 /* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
  * report.c.  Owns everything it points to; fl_run_free releases it. */
 typedef struct {
@@ -31,6 +79,7 @@ typedef struct {
     dpfl_ledger ledger, trial;
     dpfl_record_accounting ra;
     dpfl_record_report report;
+    fl_rpdp rpdp;           /* record_dp.budgets: per-record budgets and their ledger */
     double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
     double t_start, wall0, ceps;
     double started_at;      /* wall-clock time (seconds since the epoch) this session started */
@@ -56,12 +105,13 @@ void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
 
 /* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const dpfl_sim *sim, const char *line, dpfl_error *err);
+                               const run_state *rs, const dpfl_sim *sim, const fl_rpdp *rp, const char *line,
+                               dpfl_error *err);
 /* The run state of a checkpoint alone (to redraw its partition before anything else is set up). */
 dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err);
 /* *line (malloc'd) gets the last released round's metrics line; sim gets the saved client states back. */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               dpfl_sim *sim, char **line, dpfl_error *err);
+                               dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err);
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err);
 

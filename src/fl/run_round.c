@@ -21,7 +21,10 @@ static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, doubl
     if ((st = dpfl_ledger_copy(&c->trial, &c->ledger, err))) return st;
     if ((st = dpfl_sim_charge(c->sim, &c->trial, err))) return st;
     *stop = 0;
-    if (c->rdp_on) {
+    if (c->rpdp.on) { /* per-record budgets: levels whose next round would pass their budget opt out first */
+        int changed;
+        if ((st = fl_rpdp_before_round(&c->rpdp, cfg, &changed, err))) return st;
+    } else if (c->rdp_on) {
         if ((st = dpfl_ledger_record_epsilon(&c->trial, &c->part, &c->ra, next, c->per_client, err))) return st;
         if (cfg->record_dp.target_epsilon > 0 && next->epsilon > cfg->record_dp.target_epsilon) *stop = 1;
     }
@@ -45,6 +48,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     dpfl_round_metrics m;
     if ((st = dpfl_sim_train(c->sim, r, &m, err))) return st;
     if ((st = dpfl_ledger_copy(&c->ledger, dpfl_sim_ledger(c->sim), err))) return st;
+    if (c->rpdp.on) {
+        fl_rpdp_charge(&c->rpdp);
+        if ((st = fl_rpdp_max_epsilon(&c->rpdp, cfg, &next.epsilon, err))) return st;
+    }
     c->report = next;
     c->ceps = next_ceps;
     c->rs.examples += m.examples;
@@ -62,7 +69,8 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     char *line;
     if ((st = fl_report_round_line(c, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
-    if ((st = fl_checkpoint_save(c->opt->out_dir, c->global, c->model.nparam, &c->ledger, &c->rs, c->sim, line, err))) {
+    if ((st = fl_checkpoint_save(c->opt->out_dir, c->global, c->model.nparam, &c->ledger, &c->rs, c->sim,
+                                  c->rpdp.on ? &c->rpdp : NULL, line, err))) {
         free(line);
         return st;
     }

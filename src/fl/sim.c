@@ -206,6 +206,13 @@ void dpfl_sim_set_record_noise(dpfl_sim *s, double z)
     DPFL_ASSERT(!s->rdp_secure || dpfl_mech_discrete_in_range(s->model->nparam, z));
 }
 
+void dpfl_sim_set_record_rates(dpfl_sim *s, const double *p, const double *client_denom)
+{
+    DPFL_ASSERT(s->rdp_poisson && !s->rdp_secure && !s->rdp_e2e);
+    s->rec_p = p;
+    s->rec_denom = client_denom;
+}
+
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
     const dpfl_config *cfg = s->cfg;

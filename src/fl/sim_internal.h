@@ -82,6 +82,7 @@ struct dpfl_sim {
     /* record-level DP (DP-SGD) */
     int rdp, rdp_poisson, rdp_e2e, rdp_secure;
     double rdp_z;
+    const double *rec_p, *rec_denom; /* rPDP-FL: per-record rates and per-client divisors (NULL: uniform) */
     dpfl_clip_spec clip;
     int32_t nsampled;
     /* client-level DP */

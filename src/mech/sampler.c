@@ -10,6 +10,14 @@ int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, doub
     return b;
 }
 
+int32_t dpfl_mech_poisson_batch_rates(dpfl_rng *r, const int32_t *idx, int32_t n, const double *p, int32_t *out)
+{
+    int32_t b = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (dpfl_rng_bernoulli(r, p[idx[i]])) out[b++] = idx[i]; /* p = 0: never in, and no draw */
+    return b;
+}
+
 /* partial Fisher-Yates over a copy: the first B entries are a uniform B-subset (in random order) */
 static void partial_shuffle(dpfl_rng *r, int32_t *a, int32_t n, int32_t B)
 {

@@ -1,4 +1,5 @@
-/* Budget files of `dpfl scf --budgets FILE`: one per-record epsilon budget per line. */
+/* Per-record privacy budgets: files (`dpfl scf --budgets`, record_dp.budget_file: one epsilon per line) and the
+ * rPDP-FL paper's generated privacy-preference distributions. */
 #include "dpfl/privacy.h"
 
 #include <errno.h>
@@ -58,4 +59,36 @@ dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_erro
         *n = 0;
     }
     return s;
+}
+
+static double clip_to(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void dpfl_budgets_generate(dpfl_pref_dist kind, size_t n, double lo, double hi, int shuffle, dpfl_rng *r,
+                           double *out)
+{
+    switch (kind) {
+    case DPFL_PREF_THREELEVELS: {
+        const size_t n1 = (size_t)llround(0.7 * (double)n), n2 = (size_t)llround(0.2 * (double)n);
+        for (size_t i = 0; i < n; i++) out[i] = clip_to(i < n1 ? 0.1 : i < n1 + n2 ? 1.0 : 5.0, lo, hi);
+        for (size_t i = n; shuffle && i > 1; i--) { /* Fisher-Yates */
+            size_t j = (size_t)dpfl_rng_below(r, (uint64_t)i);
+            double t = out[i - 1];
+            out[i - 1] = out[j];
+            out[j] = t;
+        }
+        return;
+    }
+    case DPFL_PREF_MIXGAUSS:
+        for (size_t i = 0; i < n; i++) {
+            double u = dpfl_rng_uniform(r), g = dpfl_rng_gaussian(r);
+            out[i] = clip_to(u < 0.7 ? 0.1 + 0.05 * g : u < 0.9 ? 1.0 + 0.1 * g : 5.0 + 0.5 * g, lo, hi);
+        }
+        return;
+    case DPFL_PREF_PARETO:
+        for (size_t i = 0; i < n; i++) {
+            double u = 1.0 - dpfl_rng_uniform(r); /* (0, 1] */
+            out[i] = clip_to(pow(u, -0.25) - 1.0 + 0.1, lo, hi);
+        }
+        return;
+    }
 }

@@ -1,0 +1,502 @@
+/* rPDP-FL in training (record_dp.budgets): each record's budget, the sampling rate it buys and the per-record
+ * ledger that keeps every record within its budget.
+ *
+ *   budgets   from a file, a class table or the paper's generators (privacy/budgets.c), one per training record
+ *   policy    rpdp keeps them; minimum puts every record at the smallest; dropout drops the records below the mean
+ *             and puts the rest at the mean (the paper's baselines).  Either way no record gets more than its own.
+ *   noise     z calibrated so that a record sampled with p = 1 for the planned rounds (record_dp.budget_rounds, or
+ *             fl.rounds) meets budget_max (never above)
+ *   levels    records share (budget, p, rounds) profiles: the distinct budgets when there are at most FL_RPDP_LEVELS,
+ *             else each budget rounded DOWN onto a geometric lattice of FL_RPDP_LEVELS budgets (at most 2.4% of a
+ *             record's budget unused at the defaults), so that the ledger and the opt-out checks cost a few hundred
+ *             accountant calls, not one per record
+ *   rates     p of a level: the largest p whose exact epsilon*(p) over the planned rounds is within the budget,
+ *             found by bisection on the exact accountant from the SCF estimate (the paper's curve fit, which alone
+ *             can pass the budget: `dpfl scf` shows by how much); a budget below epsilon*(1e-6) is unusable (p = 0,
+ *             the record is never sampled)
+ *   ledger    every round charges every active level one two-stage round (client rate lambda, tau local steps of
+ *             Poisson(p) with noise z C), whether or not its client took part: that is what the lambda
+ *             amplification accounts; before a round, a level whose next round would pass its budget opts out
+ *             (p = 0 from then on, epsilon frozen).  Within the planned rounds no level opts out (p was chosen for
+ *             them); a resumed run given more rounds meets the opt-outs.
+ *   division  each step's noisy clipped sum is divided by the client's expected batch sum_i p_i of the plan (a
+ *             constant of the run, as Opacus divides by the expected batch size; opt-outs do not change it). */
+#include "run_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define P_FLOOR 1e-6 /* below this a rate buys nothing: the record is unused */
+
+void fl_rpdp_free(fl_rpdp *rp)
+{
+    free(rp->budget);
+    free(rp->level);
+    free(rp->p);
+    free(rp->denom);
+    free(rp->lv);
+    memset(rp, 0, sizeof *rp);
+}
+
+dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nlevels, dpfl_error *err)
+{
+    fl_rpdp_free(rp);
+    rp->n = n;
+    rp->clients = clients;
+    rp->nlevels = nlevels;
+    rp->budget = malloc((size_t)n * sizeof *rp->budget);
+    rp->level = malloc((size_t)n * sizeof *rp->level);
+    rp->p = calloc((size_t)n, sizeof *rp->p);
+    rp->denom = calloc((size_t)clients, sizeof *rp->denom);
+    rp->lv = calloc((size_t)(nlevels > 0 ? nlevels : 1), sizeof *rp->lv);
+    if (!rp->budget || !rp->level || !rp->p || !rp->denom || !rp->lv) {
+        fl_rpdp_free(rp);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-record budgets of %lld records)", (long long)n);
+    }
+    rp->on = 1;
+    return DPFL_OK;
+}
+
+/* the accountant's parameters of this run (rounds filled in per question) */
+static dpfl_rpdp_params params_of(const dpfl_config *cfg, double z)
+{
+    dpfl_rpdp_params pp;
+    memset(&pp, 0, sizeof pp);
+    pp.z = z;
+    pp.lambda = cfg->fl.sampling == DPFL_SAMPLE_POISSON ? cfg->fl.client_rate : 1.0;
+    pp.inner = cfg->fl.local_steps;
+    pp.rounds = 0; /* set by each caller */
+    pp.delta = cfg->record_dp.delta;
+    pp.bound = cfg->record_dp.two_stage_bound ? DPFL_BOUND_ZHU_WANG : DPFL_BOUND_RPDP;
+    return pp;
+}
+
+dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, const fl_rpdp_level *lv, int32_t rounds,
+                                  double *eps, dpfl_error *err)
+{
+    if (rounds <= 0 || !(lv->p > 0)) {
+        *eps = 0.0;
+        return DPFL_OK;
+    }
+    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    pp.rounds = rounds;
+    return dpfl_rpdp_epsilon(&pp, lv->p, eps, err);
+}
+
+/* ---------------------------------------------------------------- budgets in */
+static dpfl_status class_table(const dpfl_config *cfg, int32_t classes, double *tab, dpfl_error *err)
+{
+    const char *s = cfg->record_dp.class_budgets;
+    int32_t k = 0;
+    while (*s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v > 0) || isinf(v))
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: '%.20s' is not a positive number", s);
+        if (k == classes)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: more than %d budgets (the dataset has %d "
+                                               "classes)", classes, classes);
+        tab[k++] = v;
+        while (*end == ' ') end++;
+        if (*end == ',') end++;
+        else if (*end) return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: expected ',' at '%.20s'", end);
+        while (*end == ' ') end++;
+        s = end;
+    }
+    if (k != classes)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: %d budgets for %d classes (one per class, in "
+                                           "label order)", k, classes);
+    return DPFL_OK;
+}
+
+static dpfl_status read_budgets(const dpfl_config *cfg, const dpfl_dataset *train, dpfl_rng *rng, double *b,
+                                dpfl_error *err)
+{
+    const dpfl_record_dp_config *r = &cfg->record_dp;
+    const size_t n = (size_t)train->n;
+    switch (r->budgets) {
+    case DPFL_BUDGETS_THREELEVELS:
+    case DPFL_BUDGETS_MIXGAUSS:
+    case DPFL_BUDGETS_PARETO: {
+        dpfl_pref_dist d = r->budgets == DPFL_BUDGETS_THREELEVELS ? DPFL_PREF_THREELEVELS
+                           : r->budgets == DPFL_BUDGETS_MIXGAUSS  ? DPFL_PREF_MIXGAUSS
+                                                                  : DPFL_PREF_PARETO;
+        dpfl_budgets_generate(d, n, r->budget_min, r->budget_max, r->budget_shuffle, rng, b);
+        return DPFL_OK;
+    }
+    case DPFL_BUDGETS_FILE: {
+        double *v;
+        size_t m;
+        dpfl_status st = dpfl_budgets_read(r->budget_file, &v, &m, err);
+        if (st) return st;
+        if (m != n) {
+            free(v);
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_file (%s): %zu budgets for %zu training records (one "
+                                               "per record, in the dataset's order)", r->budget_file, m, n);
+        }
+        memcpy(b, v, n * sizeof *b);
+        free(v);
+        return DPFL_OK;
+    }
+    case DPFL_BUDGETS_CLASS: {
+        double tab[256];
+        if (train->classes > 256) return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: over 256 classes");
+        dpfl_status st = class_table(cfg, train->classes, tab, err);
+        if (st) return st;
+        for (size_t i = 0; i < n; i++) b[i] = tab[train->y[i]];
+        return DPFL_OK;
+    }
+    case DPFL_BUDGETS_NONE: break;
+    }
+    return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets: none");
+}
+
+/* ---------------------------------------------------------------- levels and rates */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The largest safe p for budget b, from lo (a rate known to be safe: 0, or the rate of a smaller budget).  The SCF
+ * estimate narrows the bracket (from below when its exact epsilon is within b, from above when not), then the
+ * Illinois variant of regula falsi on the exact accountant closes it to 1e-4 relative; epsilon(lo) <= b always
+ * holds, so the answer never passes the budget. */
+static dpfl_status safe_rate(const fl_rpdp *rp, const dpfl_rpdp_params *pp, double b, double eps1, double lo,
+                             double eps_lo, double *p, dpfl_error *err)
+{
+    if (eps1 <= b) {
+        *p = 1.0;
+        return DPFL_OK;
+    }
+    double hi = 1.0, flo = eps_lo - b, fhi = eps1 - b, e; /* flo <= 0 < fhi */
+    double g = rp->fit_ok ? dpfl_scf_rate(&rp->fit, b) : 0.0;
+    dpfl_status st;
+    if (g > lo && g < hi) {
+        if ((st = dpfl_rpdp_epsilon(pp, g, &e, err))) return st;
+        if (e <= b) lo = g, flo = e - b;
+        else hi = g, fhi = e - b;
+    }
+    int side = 0;
+    for (int it = 0; it < 100 && hi - lo > 1e-4 * hi && hi > P_FLOOR; it++) {
+        double m = lo - flo * (hi - lo) / (fhi - flo);
+        if (!(m > lo && m < hi) || it % 8 == 7) m = 0.5 * (lo + hi); /* guard, and a bisection now and then */
+        if ((st = dpfl_rpdp_epsilon(pp, m, &e, err))) return st;
+        if (e <= b) {
+            lo = m, flo = e - b;
+            if (side == -1) fhi *= 0.5; /* Illinois: the stuck end's value halved */
+            side = -1;
+        } else {
+            hi = m, fhi = e - b;
+            if (side == 1) flo *= 0.5;
+            side = 1;
+        }
+    }
+    *p = lo >= P_FLOOR ? lo : 0.0;
+    return DPFL_OK;
+}
+
+/* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
+static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
+{
+    const int64_t n = rp->n;
+    double *eff = malloc((size_t)n * sizeof *eff), *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!eff || !sorted) {
+        free(eff);
+        free(sorted);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (budgets)");
+    }
+    double mn = INFINITY, mean = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mn = fmin(mn, rp->budget[i]);
+        mean += rp->budget[i] / (double)n;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double b = rp->budget[i];
+        switch (cfg->record_dp.budget_policy) {
+        case DPFL_POLICY_RPDP: eff[i] = b; break;
+        case DPFL_POLICY_MINIMUM: eff[i] = mn; break;
+        case DPFL_POLICY_DROPOUT: eff[i] = b < mean ? -1.0 : mean; break;
+        }
+        sorted[i] = eff[i];
+    }
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    int32_t distinct = 0;
+    double lo = INFINITY, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (sorted[i] < 0) continue;
+        if (distinct == 0 || sorted[i] != sorted[i - 1]) distinct++;
+        lo = fmin(lo, sorted[i]);
+        hi = fmax(hi, sorted[i]);
+    }
+    dpfl_status st = DPFL_OK;
+    const int exact = distinct <= FL_RPDP_LEVELS;
+    rp->nlevels = 0;
+    if (exact) {
+        for (int64_t i = 0; i < n; i++)
+            if (sorted[i] >= 0 && (rp->nlevels == 0 || sorted[i] != rp->lv[rp->nlevels - 1].budget))
+                rp->lv[rp->nlevels++].budget = sorted[i];
+    } else { /* geometric lattice from the smallest to the largest budget */
+        for (int32_t k = 0; k < FL_RPDP_LEVELS; k++)
+            rp->lv[k].budget = k == FL_RPDP_LEVELS - 1 ? hi : lo * pow(hi / lo, (double)k / (FL_RPDP_LEVELS - 1));
+        rp->nlevels = FL_RPDP_LEVELS;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (eff[i] < 0) {
+            rp->level[i] = FL_RPDP_DROPPED;
+            continue;
+        }
+        /* the largest level <= eff[i] (the lattice's first level is the smallest budget) */
+        int32_t a = 0, b = rp->nlevels - 1;
+        while (a < b) {
+            int32_t m = (a + b + 1) / 2;
+            if (rp->lv[m].budget <= eff[i]) a = m;
+            else b = m - 1;
+        }
+        rp->level[i] = a;
+    }
+    free(eff);
+    free(sorted);
+    /* rates: the SCF fit once, then each level made safe on the exact accountant */
+    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    pp.rounds = rp->planned_rounds;
+    dpfl_error fe;
+    rp->fit_ok = dpfl_scf_fit_curve(&pp, &rp->fit, &fe) == DPFL_OK && isfinite(rp->fit.a) && rp->fit.a > 0;
+    double eps1;
+    if ((st = dpfl_rpdp_epsilon(&pp, 1.0, &eps1, err))) return st;
+    double safe = 0.0, eps_safe = 0.0; /* rates rise with the budget: a level's rate is safe for the next */
+    for (int32_t k = 0; k < rp->nlevels && !st; k++) {
+        if ((st = safe_rate(rp, &pp, rp->lv[k].budget, eps1, safe, eps_safe, &rp->lv[k].p, err))) break;
+        if (rp->lv[k].p > safe) {
+            safe = rp->lv[k].p;
+            st = dpfl_rpdp_epsilon(&pp, safe, &eps_safe, err);
+        }
+    }
+    if (st) return st;
+    return fl_rpdp_rates(rp, part, err);
+}
+
+dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *err)
+{
+    for (int32_t k = 0; k < rp->nlevels; k++) rp->lv[k].records = 0;
+    for (int64_t i = 0; i < rp->n; i++) {
+        int32_t l = rp->level[i];
+        if (l < FL_RPDP_DROPPED || l >= rp->nlevels)
+            return dpfl_fail(err, DPFL_EFORMAT, "per-record budgets: record %lld has level %d of %d", (long long)i, l,
+                             rp->nlevels);
+        rp->p[i] = l >= 0 && !rp->lv[l].opted_out ? rp->lv[l].p : 0.0;
+        if (l >= 0) rp->lv[l].records++;
+    }
+    for (int32_t c = 0; c < part->clients; c++) {
+        double d = 0;
+        for (int32_t j = part->offset[c]; j < part->offset[c + 1]; j++) {
+            int32_t l = rp->level[part->index[j]];
+            d += l >= 0 ? rp->lv[l].p : 0.0; /* the plan's rates: opt-outs do not change it */
+        }
+        rp->denom[c] = d;
+    }
+    return DPFL_OK;
+}
+
+dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_partition *part,
+                         dpfl_rng *rng, dpfl_error *err)
+{
+    dpfl_status st = fl_rpdp_alloc(rp, train->n, part->clients, FL_RPDP_LEVELS, err);
+    if (st) return st;
+    /* one record in one client: a replicated partition would spend a record's budget several times */
+    uint8_t *seen = calloc((size_t)train->n, 1);
+    if (!seen) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (budgets)");
+    for (int32_t j = 0; j < part->offset[part->clients] && !st; j++)
+        if (seen[part->index[j]]++)
+            st = dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets: record %d is held twice (data.samples_per_client "
+                                             "replicates records); per-record budgets need each record once",
+                           part->index[j]);
+    free(seen);
+    if (st) return st;
+    if ((st = read_budgets(cfg, train, rng, rp->budget, err))) return st;
+    rp->planned_rounds = cfg->record_dp.budget_rounds > 0 ? cfg->record_dp.budget_rounds : cfg->fl.rounds;
+    dpfl_rpdp_params pp = params_of(cfg, 1.0);
+    pp.rounds = rp->planned_rounds;
+    if ((st = dpfl_rpdp_calibrate_noise(&pp, cfg->record_dp.budget_max, 1e-3, &rp->z, err))) return st;
+    return build_levels(rp, cfg, part, err);
+}
+
+/* ---------------------------------------------------------------- the ledger, round by round */
+dpfl_status fl_rpdp_before_round(fl_rpdp *rp, const dpfl_config *cfg, int *changed, dpfl_error *err)
+{
+    *changed = 0;
+    for (int32_t k = 0; k < rp->nlevels; k++) {
+        fl_rpdp_level *lv = &rp->lv[k];
+        if (lv->opted_out || !(lv->p > 0) || lv->records == 0 || lv->rounds + 1 <= rp->planned_rounds) continue;
+        double e;
+        dpfl_status st = fl_rpdp_level_epsilon(rp, cfg, lv, lv->rounds + 1, &e, err);
+        if (st) return st;
+        if (e > lv->budget) {
+            lv->opted_out = 1;
+            *changed = 1;
+        }
+    }
+    if (*changed)
+        for (int64_t i = 0; i < rp->n; i++)
+            if (rp->level[i] >= 0 && rp->lv[rp->level[i]].opted_out) rp->p[i] = 0.0;
+    return DPFL_OK;
+}
+
+void fl_rpdp_charge(fl_rpdp *rp)
+{
+    for (int32_t k = 0; k < rp->nlevels; k++)
+        if (!rp->lv[k].opted_out && rp->lv[k].p > 0 && rp->lv[k].records > 0) rp->lv[k].rounds++;
+}
+
+dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err)
+{
+    /* epsilon rises with p at equal rounds: the active level with the largest p, and every opted-out level */
+    *max = 0;
+    int32_t top = -1;
+    for (int32_t k = 0; k < rp->nlevels; k++) {
+        const fl_rpdp_level *lv = &rp->lv[k];
+        if (lv->records == 0) continue;
+        if (lv->opted_out) {
+            double e;
+            dpfl_status st = fl_rpdp_level_epsilon(rp, cfg, lv, lv->rounds, &e, err);
+            if (st) return st;
+            if (e > *max) *max = e;
+        } else if (top < 0 || lv->p > rp->lv[top].p) {
+            top = k;
+        }
+    }
+    if (top >= 0) {
+        double e;
+        dpfl_status st = fl_rpdp_level_epsilon(rp, cfg, &rp->lv[top], rp->lv[top].rounds, &e, err);
+        if (st) return st;
+        if (e > *max) *max = e;
+    }
+    return DPFL_OK;
+}
+
+dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err)
+{
+    *max = 0;
+    for (int32_t k = 0; k < rp->nlevels; k++) {
+        const fl_rpdp_level *lv = &rp->lv[k];
+        /* equal (p, rounds) give equal epsilon: the levels at p = 1 are one question */
+        if (k > 0 && lv->p == rp->lv[k - 1].p && lv->rounds == rp->lv[k - 1].rounds) {
+            eps[k] = eps[k - 1];
+        } else {
+            dpfl_status st = fl_rpdp_level_epsilon(rp, cfg, lv, lv->rounds, &eps[k], err);
+            if (st) return st;
+        }
+        if (lv->records > 0 && eps[k] > *max) *max = eps[k];
+    }
+    return DPFL_OK;
+}
+
+/* ---------------------------------------------------------------- report */
+static double quantile_sorted(const double *v, int64_t n, double q)
+{
+    if (n == 0) return NAN;
+    double x = q * (double)(n - 1);
+    int64_t i = (int64_t)floor(x);
+    return i + 1 < n ? v[i] + (x - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+static void add_dist(cJSON *o, const char *name, double *v, int64_t n)
+{
+    cJSON *d = cJSON_AddObjectToObject(o, name);
+    if (n == 0) return;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += v[i] / (double)n;
+    cJSON_AddNumberToObject(d, "min", v[0]);
+    cJSON_AddNumberToObject(d, "median", quantile_sorted(v, n, 0.5));
+    cJSON_AddNumberToObject(d, "max", v[n - 1]);
+    cJSON_AddNumberToObject(d, "mean", mean);
+}
+
+/* Counts and distributions over a set of records (all, or one client's). */
+static void add_records(cJSON *o, const fl_rpdp *rp, const double *eps, const int32_t *idx, int64_t m, double *tb,
+                        double *te, double *tp, double *over_max)
+{
+    int64_t unused = 0, dropped = 0, opted = 0, over = 0, used = 0;
+    for (int64_t j = 0; j < m; j++) {
+        int64_t i = idx ? idx[j] : j;
+        int32_t l = rp->level[i];
+        tb[j] = rp->budget[i];
+        double e = l >= 0 ? eps[l] : 0.0;
+        te[j] = e;
+        if (e > rp->budget[i]) over++;
+        if (e - rp->budget[i] > *over_max) *over_max = e - rp->budget[i];
+        if (l == FL_RPDP_DROPPED) dropped++;
+        else if (!(rp->lv[l].p > 0)) unused++;
+        else {
+            if (rp->lv[l].opted_out) opted++;
+            tp[used++] = rp->lv[l].p;
+        }
+    }
+    cJSON_AddNumberToObject(o, "records", (double)m);
+    cJSON_AddNumberToObject(o, "unused", (double)unused);
+    cJSON_AddNumberToObject(o, "dropped", (double)dropped);
+    cJSON_AddNumberToObject(o, "opted_out", (double)opted);
+    cJSON_AddNumberToObject(o, "over_budget", (double)over);
+    add_dist(o, "budget", tb, m);
+    add_dist(o, "epsilon", te, m);
+    add_dist(o, "p", tp, used);
+}
+
+dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, cJSON *o,
+                           double *eps_max, dpfl_error *err)
+{
+    double *eps = malloc((size_t)rp->nlevels * sizeof *eps), mx;
+    if (!eps_max) eps_max = &mx;
+    double *tb = malloc((size_t)rp->n * sizeof *tb), *te = malloc((size_t)rp->n * sizeof *te),
+           *tp = malloc((size_t)rp->n * sizeof *tp);
+    dpfl_status st = DPFL_OK;
+    if (!eps || !tb || !te || !tp) st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (budget report)");
+    if (!st) st = fl_rpdp_epsilons(rp, cfg, eps, eps_max, err);
+    if (!st && o) {
+        double over_max = -INFINITY;
+        cJSON_AddStringToObject(o, "budgets", dpfl_config_choice(cfg, "record_dp.budgets"));
+        cJSON_AddStringToObject(o, "policy", dpfl_config_choice(cfg, "record_dp.budget_policy"));
+        cJSON_AddStringToObject(o, "bound", dpfl_config_choice(cfg, "record_dp.two_stage_bound"));
+        cJSON_AddNumberToObject(o, "noise", rp->z);
+        cJSON_AddStringToObject(o, "noise_calibrated_for", "budget_max at p = 1 over the planned rounds");
+        cJSON_AddNumberToObject(o, "budget_max", cfg->record_dp.budget_max);
+        cJSON_AddNumberToObject(o, "planned_rounds", rp->planned_rounds);
+        cJSON_AddNumberToObject(o, "client_rate", params_of(cfg, rp->z).lambda);
+        cJSON_AddNumberToObject(o, "local_steps", (double)cfg->fl.local_steps);
+        cJSON_AddNumberToObject(o, "delta", cfg->record_dp.delta);
+        if (rp->fit_ok) cJSON_AddNumberToObject(o, "scf_r2", rp->fit.r2);
+        add_records(o, rp, eps, NULL, rp->n, tb, te, tp, &over_max);
+        cJSON_AddNumberToObject(o, "epsilon_minus_budget_max", over_max);
+        cJSON *lvs = cJSON_AddArrayToObject(o, "levels");
+        for (int32_t k = 0; k < rp->nlevels; k++) {
+            if (rp->lv[k].records == 0) continue;
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddNumberToObject(l, "budget", rp->lv[k].budget);
+            cJSON_AddNumberToObject(l, "p", rp->lv[k].p);
+            cJSON_AddNumberToObject(l, "records", (double)rp->lv[k].records);
+            cJSON_AddNumberToObject(l, "rounds", rp->lv[k].rounds);
+            cJSON_AddNumberToObject(l, "epsilon", eps[k]);
+            cJSON_AddBoolToObject(l, "opted_out", rp->lv[k].opted_out);
+            cJSON_AddItemToArray(lvs, l);
+        }
+        if (part->clients <= 1000) {
+            cJSON *pc = cJSON_AddArrayToObject(o, "per_client");
+            for (int32_t c = 0; c < part->clients; c++) {
+                cJSON *cl = cJSON_CreateObject();
+                double om = -INFINITY;
+                add_records(cl, rp, eps, part->index + part->offset[c], part->offset[c + 1] - part->offset[c], tb, te,
+                            tp, &om);
+                cJSON_AddNumberToObject(cl, "expected_batch", rp->denom[c]);
+                cJSON_AddItemToArray(pc, cl);
+            }
+        }
+    }
+    free(eps);
+    free(tb);
+    free(te);
+    free(tp);
+    return st;
+}

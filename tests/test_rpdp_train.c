@@ -1,0 +1,453 @@
+/* rPDP-FL in training (record_dp.budgets): the non-uniform sampler, the budgets, the per-record ledger, opt-outs,
+ * resume, and the errors of bad budgets. */
+#include "fixtures.h"
+#include "dpfl/mech.h"
+#include "dpfl/privacy.h"
+#include "fl/run_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Each record's inclusion count over T draws matches T p_i (chi-square); p = 0 never in, p = 1 always. */
+static void nonuniform_sampler_matches_the_rates(void **state)
+{
+    (void)state;
+    enum { N = 40, T = 20000 };
+    double p[N];
+    int32_t idx[N], out[N];
+    long count[N] = {0};
+    for (int32_t i = 0; i < N; i++) {
+        idx[i] = N - 1 - i; /* the rates are indexed by record, not by position */
+        p[i] = i % 5 == 0 ? 0.0 : i % 5 == 1 ? 1.0 : 0.02 * i;
+    }
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 5);
+    for (int t = 0; t < T; t++) {
+        int32_t b = dpfl_mech_poisson_batch_rates(&r, idx, N, p, out);
+        for (int32_t j = 0; j < b; j++) count[out[j]]++;
+    }
+    double chi2 = 0;
+    int dof = 0;
+    for (int32_t i = 0; i < N; i++) {
+        if (p[i] == 0.0) {
+            assert_int_equal(count[i], 0);
+        } else if (p[i] == 1.0) {
+            assert_int_equal(count[i], T);
+        } else {
+            double e = T * p[i];
+            chi2 += (count[i] - e) * (count[i] - e) / (e * (1 - p[i]));
+            dof++;
+        }
+    }
+    assert_int_equal(dof, 24);
+    assert_true(chi2 < 51.2); /* chi-square, 24 dof, p = 0.001 */
+}
+
+/* ThreeLevels: exactly 70 / 20 / 10 %, in record order without shuffle; MixGauss and Pareto: clipped, with the
+ * published component shares and means. */
+static void budget_generators_follow_the_paper(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    double *b = malloc(N * sizeof *b);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 9);
+    dpfl_budgets_generate(DPFL_PREF_THREELEVELS, N, 0.1, 10, 0, &r, b);
+    for (int i = 0; i < N; i++) assert_true(b[i] == (i < 14000 ? 0.1 : i < 18000 ? 1.0 : 5.0));
+    dpfl_budgets_generate(DPFL_PREF_THREELEVELS, N, 0.1, 10, 1, &r, b);
+    int c01 = 0, c1 = 0, first = 0;
+    for (int i = 0; i < N; i++) c01 += b[i] == 0.1, c1 += b[i] == 1.0, first += i < 1000 && b[i] == 0.1;
+    assert_int_equal(c01, 14000);
+    assert_int_equal(c1, 4000);
+    assert_true(first > 600 && first < 800); /* shuffled: the first records are not all 0.1 */
+    dpfl_budgets_generate(DPFL_PREF_MIXGAUSS, N, 0.1, 10, 1, &r, b);
+    int small = 0, mid = 0, big = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(b[i] >= 0.1 && b[i] <= 10);
+        small += b[i] < 0.5, mid += b[i] > 0.5 && b[i] < 2.5, big += b[i] > 2.5;
+    }
+    assert_true(abs(small - 14000) < 300 && abs(mid - 4000) < 250 && abs(big - 2000) < 200);
+    dpfl_budgets_generate(DPFL_PREF_PARETO, N, 0.1, 10, 1, &r, b);
+    double mean = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(b[i] >= 0.1 && b[i] <= 10);
+        mean += b[i] / N;
+    }
+    assert_true(fabs(mean - (0.1 + 1.0 / 3.0)) < 0.02); /* Lomax(4, 1) has mean 1/3 */
+    free(b);
+}
+
+/* A plan on adversarial budgets: unusable ones, just under and over epsilon*(1), far above budget_max, and more
+ * distinct values than levels.  Every record's exact epsilon*(p_i) over the planned rounds is within its own
+ * budget (recomputed here with the accountant), and the rates are tight: 0.2% more would pass the budget. */
+static void every_record_stays_within_its_own_budget(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {300, 200, 100};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 3);
+    const char *path = "/tmp/dpfl_test_rpdp_budgets.txt";
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < 600; i++) {
+        double b = i % 7 == 0 ? 1e-4 : i % 7 == 1 ? 9.999 : i % 7 == 2 ? 1e3 : 0.05 * pow(1.013, i);
+        fprintf(fp, "%.17g\n", b);
+    }
+    fclose(fp);
+    fixture_set(&f.cfg, "record_dp.enabled", "yes");
+    fixture_set(&f.cfg, "record_dp.budgets", "file");
+    fixture_set(&f.cfg, "record_dp.budget_file", path);
+    fixture_set(&f.cfg, "record_dp.delta", "1e-4");
+    fixture_set(&f.cfg, "fl.local_steps", "5");
+    fixture_set(&f.cfg, "fl.rounds", "6");
+    fixture_set(&f.cfg, "fl.sampling", "poisson");
+    fixture_set(&f.cfg, "fl.client_rate", "0.5");
+    dpfl_error err;
+    assert_int_equal(dpfl_config_validate(&f.cfg, &err), DPFL_OK);
+    fl_rpdp rp;
+    memset(&rp, 0, sizeof rp);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 1);
+    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &f.train, &f.part, &r, &err), DPFL_OK);
+    assert_int_equal(rp.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
+    dpfl_rpdp_params pp = {rp.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    double e1;
+    assert_int_equal(dpfl_rpdp_epsilon(&pp, 1.0, &e1, &err), DPFL_OK);
+    assert_true(e1 <= 10.0 && e1 > 9.99); /* z meets budget_max at p = 1, never above */
+    int unused = 0, full = 0, tight = 0;
+    for (int32_t i = 0; i < 600; i++) {
+        const fl_rpdp_level *lv = &rp.lv[rp.level[i]];
+        assert_true(lv->budget <= rp.budget[i]);
+        assert_true(rp.p[i] == lv->p);
+        if (rp.p[i] == 0) {
+            unused++;
+            continue;
+        }
+        double e;
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.p[i], &e, &err), DPFL_OK);
+        if (e > rp.budget[i]) {
+            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.budget[i], rp.p[i]);
+            fail();
+        }
+        if (rp.p[i] == 1.0) {
+            full++;
+            continue;
+        }
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, fmin(1.0, rp.p[i] * 1.002), &e, &err), DPFL_OK);
+        tight += e > lv->budget;
+    }
+    assert_true(unused >= 86 && unused < 100); /* the 1e-4 budgets (86 of them) */
+    assert_true(full >= 86);                   /* 1e3, clipped by nothing: p = 1 */
+    assert_int_equal(tight, 600 - unused - full);
+    /* the divisor of each client is its expected batch */
+    for (int32_t k = 0; k < 3; k++) {
+        double d = 0;
+        for (int32_t j = f.part.offset[k]; j < f.part.offset[k + 1]; j++) d += rp.p[f.part.index[j]];
+        assert_close(rp.denom[k], d, 1e-12);
+    }
+    fl_rpdp_free(&rp);
+    unlink(path);
+    fl_fixture_free(&f);
+}
+
+static void write_config(const char *path, int rounds, const char *extra)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "[data]\ndataset = synthetic\npartition = iid\nclients = 4\n\n[model]\narch = logreg\n\n"
+                "[fl]\nrounds = %d\nsampling = poisson\nclient_rate = 0.5\nlocal_steps = 4\nlr = 0.1\n\n"
+                "[record_dp]\nenabled = yes\nclip = 1\ndelta = 1e-5\nbudgets = threelevels\n%s\n"
+                "[run]\nseed = 3\nthreads = 2\n",
+            rounds, extra);
+    fclose(fp);
+}
+
+static cJSON *summary_of(const char *dir)
+{
+    char path[256], *t;
+    size_t n;
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    assert_int_equal(dpfl_file_read_all(path, &t, &n, NULL), DPFL_OK);
+    cJSON *j = cJSON_Parse(t);
+    free(t);
+    assert_non_null(j);
+    return j;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* Planned for 3 rounds, resumed to 9: the levels whose next round would pass their budget stop (opt out) before
+ * it, every other keeps going; no record ever passes its budget, and each opted-out level sits between
+ * epsilon(rounds) <= budget < epsilon(rounds + 1). */
+static void records_opt_out_before_their_budget_is_passed(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp.ini", *A = "/tmp/dpfl_test_rpdpA";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpA"), 0);
+    write_config(cfgp, 3, "");
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    dpfl_run_options first = {A, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
+    cJSON *s = summary_of(A);
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets");
+    assert_int_equal((int)num(rb, "opted_out"), 0); /* within the plan nobody stops */
+    assert_int_equal((int)num(rb, "over_budget"), 0);
+    const double z = num(rb, "noise");
+    cJSON_Delete(s);
+    cfg.fl.rounds = 9;
+    dpfl_run_options resume = {A, 1, 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    s = summary_of(A);
+    rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets");
+    assert_int_equal((int)num(rb, "over_budget"), 0);
+    assert_true(num(rb, "opted_out") > 0);
+    assert_true(num(s, "epsilon") <= 5.0); /* the largest ThreeLevels budget */
+    dpfl_rpdp_params pp = {z, 0.5, 4, 0, 1e-5, DPFL_BOUND_RPDP, 0, NULL, 0};
+    const cJSON *lv;
+    int stopped = 0, kept = 0;
+    cJSON_ArrayForEach(lv, cJSON_GetObjectItemCaseSensitive(rb, "levels"))
+    {
+        double p = num(lv, "p"), b = num(lv, "budget"), e;
+        int rounds = (int)num(lv, "rounds");
+        pp.rounds = rounds;
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, p, &e, &err), DPFL_OK);
+        assert_close(num(lv, "epsilon"), e, 1e-12);
+        assert_true(e <= b);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lv, "opted_out"))) {
+            pp.rounds = rounds + 1;
+            assert_int_equal(dpfl_rpdp_epsilon(&pp, p, &e, &err), DPFL_OK);
+            assert_true(e > b);
+            assert_true(rounds >= 3 && rounds < 9);
+            stopped++;
+        } else {
+            assert_int_equal(rounds, 9);
+            kept++;
+        }
+    }
+    assert_true(stopped >= 1);
+    (void)kept;
+    cJSON_Delete(s);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpA"), 0);
+}
+
+/* 2 rounds + resume to 5 == 5 rounds straight: model, checkpoint (the budgets block with it) and metrics. */
+static void budget_ledger_resumes_bit_identically(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp2.ini", *A = "/tmp/dpfl_test_rpdpB", *B = "/tmp/dpfl_test_rpdpC";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpB /tmp/dpfl_test_rpdpC"), 0);
+    write_config(cfgp, 5, "budget_policy = rpdp\nbudget_rounds = 5\n");
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    dpfl_run_options straight = {B, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &straight, &err), DPFL_OK);
+    cfg.fl.rounds = 2;
+    dpfl_run_options first = {A, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
+    /* a config without budgets cannot take this checkpoint */
+    dpfl_config none;
+    dpfl_config_defaults(&none);
+    write_config(cfgp, 5, "");
+    assert_int_equal(dpfl_config_load(&none, cfgp, &err), DPFL_OK);
+    none.record_dp.budgets = DPFL_BUDGETS_NONE;
+    none.record_dp.noise = 1.0;
+    dpfl_run_options resume = {A, 1, 1, 0};
+    assert_int_equal(dpfl_run(&none, &resume, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "per-record budgets"));
+    cfg.fl.rounds = 5;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    char *ma, *mb;
+    size_t la, lb;
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_rpdpB/checkpoint.bin", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_rpdpC/checkpoint.bin", &mb, &lb, &err), DPFL_OK);
+    int64_t ll, llb;
+    memcpy(&ll, ma + 16 + 64, 8);
+    memcpy(&llb, mb + 16 + 64, 8);
+    assert_int_equal(la - (size_t)ll, lb - (size_t)llb);
+    assert_memory_equal(ma + 16, mb + 16, 32);      /* rounds, clients, nparam, record_z, client_z */
+    assert_memory_equal(ma + 56, mb + 56, 24);      /* examples, S, nevents (not the wall time) */
+    assert_memory_equal(ma + 88, mb + 88, la - (size_t)ll - 88 - 4); /* model, ledger, states, budgets */
+    free(ma);
+    free(mb);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_rpdpB/metrics.jsonl", &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_rpdpC/metrics.jsonl", &mb, &lb, &err), DPFL_OK);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ma, mb, la);
+    free(ma);
+    free(mb);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpB /tmp/dpfl_test_rpdpC"), 0);
+}
+
+/* Each bad input is one clear error naming the file, line or key. */
+static void expect_error(const char *extra, const char *want)
+{
+    const char *cfgp = "/tmp/dpfl_test_rpdp3.ini";
+    write_config(cfgp, 2, extra);
+    dpfl_config cfg;
+    dpfl_error err = {{0}};
+    dpfl_config_defaults(&cfg);
+    dpfl_status st = dpfl_config_load(&cfg, cfgp, &err);
+    if (!st) {
+        dpfl_run_options o = {"/tmp/dpfl_test_rpdpE", 1, 0, 1};
+        st = dpfl_run(&cfg, &o, &err);
+    }
+    assert_int_not_equal(st, DPFL_OK);
+    if (!strstr(err.msg, want)) {
+        print_error("'%s' does not say '%s'\n", err.msg, want);
+        fail();
+    }
+    assert_null(strchr(err.msg, '\n'));
+    unlink(cfgp);
+}
+
+static void bad_budgets_are_clear_errors(void **state)
+{
+    (void)state;
+    const char *bf = "/tmp/dpfl_test_rpdp_bad.txt";
+    FILE *fp = fopen(bf, "w");
+    assert_non_null(fp);
+    fprintf(fp, "0.5\n# a comment\n1.0\nnan\n2\n");
+    fclose(fp);
+    expect_error("budgets = file\nbudget_file = /tmp/dpfl_test_rpdp_bad.txt\n", "line 4");
+    fp = fopen(bf, "w");
+    fprintf(fp, "0.5\n-1\n");
+    fclose(fp);
+    expect_error("budgets = file\nbudget_file = /tmp/dpfl_test_rpdp_bad.txt\n", "line 2");
+    fp = fopen(bf, "w");
+    fprintf(fp, "0.5\n1\n3\n");
+    fclose(fp);
+    expect_error("budgets = file\nbudget_file = /tmp/dpfl_test_rpdp_bad.txt\n", "3 budgets for 10000 training records");
+    unlink(bf);
+    expect_error("budgets = file\nbudget_file = /tmp/dpfl_test_no_such_budgets\n", "dpfl_test_no_such_budgets");
+    expect_error("budgets = class\nclass_budgets = 0.5, 0.05\n", "2 budgets for 10 classes");
+    expect_error("budgets = class\nclass_budgets = 0.5, 0, 1\n", "record_dp.class_budgets");
+    expect_error("sampler = fixed\n", "record_dp.sampler");
+    expect_error("noise = 1\n", "record_dp.noise");
+    expect_error("budget_min = 20\n", "record_dp.budget_min");
+}
+
+/* At lambda = 1 both bounds are the composition of tau T Poisson steps: equal to each other, and >= the PLD of
+ * the same steps (a tighter accountant); at lambda < 1 the Zhu-Wang option is never above the published bound. */
+static void two_stage_bounds_bracket_the_reference(void **state)
+{
+    (void)state;
+    dpfl_error err;
+    const double ps[] = {0.01, 0.05, 0.2, 0.6};
+    for (int i = 0; i < 4; i++) {
+        dpfl_rpdp_params pub = {1.5, 1.0, 10, 15, 1e-3, DPFL_BOUND_RPDP, 0, NULL, 0}, zw = pub;
+        zw.bound = DPFL_BOUND_ZHU_WANG;
+        double ep, ez;
+        assert_int_equal(dpfl_rpdp_epsilon(&pub, ps[i], &ep, &err), DPFL_OK);
+        assert_int_equal(dpfl_rpdp_epsilon(&zw, ps[i], &ez, &err), DPFL_OK);
+        assert_true(ez <= ep * (1 + 1e-12));
+        dpfl_event ev = dpfl_event_poisson(ps[i], 1.5, 150);
+        dpfl_guarantee g;
+        assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-3, DPFL_ACC_PLD, NULL, &g, &err), DPFL_OK);
+        assert_true(ep >= g.epsilon);
+        assert_true(ep <= 1.6 * g.epsilon + 0.05); /* and not absurdly loose */
+        pub.lambda = zw.lambda = 0.5;
+        assert_int_equal(dpfl_rpdp_epsilon(&pub, ps[i], &ep, &err), DPFL_OK);
+        assert_int_equal(dpfl_rpdp_epsilon(&zw, ps[i], &ez, &err), DPFL_OK);
+        assert_true(ez <= ep * (1 + 1e-12));
+    }
+}
+
+/* One DP-SGD step from a non-uniform plan whose batch is empty (p_i = 1e-9): the update is the noise alone,
+ * std lr z C / sum_i p_i (the plan's expected batch, not B or n). */
+static void noise_is_divided_by_the_expected_batch(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {200};
+    fl_fixture f;
+    fl_fixture_make(&f, "mlp:10-200-3", sizes, 1);
+    fixture_set(&f.cfg, "record_dp.enabled", "yes");
+    fixture_set(&f.cfg, "record_dp.noise", "1.5");
+    fixture_set(&f.cfg, "record_dp.clip", "2");
+    fixture_set(&f.cfg, "fl.local_steps", "1");
+    fixture_set(&f.cfg, "fl.lr", "1");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *start = malloc(P * sizeof(float));
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 4);
+    dpfl_model_init(&f.model, global, &root);
+    memcpy(start, global, P * sizeof(float));
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
+    dpfl_sim_set_record_noise(sim, 1.5);
+    double *p = malloc(200 * sizeof *p), denom = 200 * 1e-9;
+    for (int i = 0; i < 200; i++) p[i] = 1e-9;
+    dpfl_sim_set_record_rates(sim, p, &denom);
+    dpfl_round_metrics m;
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
+    assert_int_equal(m.examples, 0);
+    double ss = 0;
+    for (size_t j = 0; j < P; j++) ss += ((double)global[j] - start[j]) * ((double)global[j] - start[j]);
+    assert_close(sqrt(ss / (double)P), 1.5 * 2 / denom, 0.05);
+    dpfl_sim_free(sim);
+    free(p);
+    free(global);
+    free(start);
+    fl_fixture_free(&f);
+}
+
+/* A run samples each record at its own rate: the examples trained over R rounds of K steps (every client in every
+ * round) match R K sum_i p_i within 5 standard deviations. */
+static void training_samples_each_record_at_its_rate(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp4.ini", *A = "/tmp/dpfl_test_rpdpF";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpF"), 0);
+    write_config(cfgp, 4, "");
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    cfg.fl.client_rate = 1.0; /* every client in every round */
+    dpfl_run_options o = {A, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    cJSON *s = summary_of(A);
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets"), *lv;
+    double mean = 0, var = 0;
+    cJSON_ArrayForEach(lv, cJSON_GetObjectItemCaseSensitive(rb, "levels"))
+    {
+        double p = num(lv, "p"), n = num(lv, "records");
+        mean += 4 * 4 * n * p;
+        var += 4 * 4 * n * p * (1 - p);
+    }
+    double got = num(cJSON_GetObjectItemCaseSensitive(s, "not_private"), "examples");
+    assert_true(mean > 100);
+    assert_true(fabs(got - mean) < 5 * sqrt(var));
+    cJSON_Delete(s);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpF"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(nonuniform_sampler_matches_the_rates),
+        cmocka_unit_test(budget_generators_follow_the_paper),
+        cmocka_unit_test(every_record_stays_within_its_own_budget),
+        cmocka_unit_test(records_opt_out_before_their_budget_is_passed),
+        cmocka_unit_test(budget_ledger_resumes_bit_identically),
+        cmocka_unit_test(bad_budgets_are_clear_errors),
+        cmocka_unit_test(two_stage_bounds_bracket_the_reference),
+        cmocka_unit_test(noise_is_divided_by_the_expected_batch),
+        cmocka_unit_test(training_samples_each_record_at_its_rate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
