@@ -223,6 +223,12 @@ typedef struct {
 dpfl_status dpfl_scf_fit_curve(const dpfl_rpdp_params *pp, dpfl_scf_fit *fit, dpfl_error *err);
 /* Budget -> probability through the fit (eps >= eps_max -> 1, eps <= eps_min -> 0). */
 double dpfl_scf_rate(const dpfl_scf_fit *fit, double eps);
+/* The safe inverse: the largest p whose exact epsilon*(p) is <= eps, to 1e-4 relative, searched above lo (a rate
+ * known to be safe, with epsilon*(lo) = eps_lo <= eps; 0 and 0 for none) given eps1 = epsilon*(1); the SCF fit (may
+ * be NULL) gives the first guess.  p = 1 when eps1 <= eps; 0 when no p >= DPFL_RPDP_P_FLOOR is safe. */
+#define DPFL_RPDP_P_FLOOR 1e-6
+dpfl_status dpfl_rpdp_safe_rate(const dpfl_rpdp_params *pp, const dpfl_scf_fit *fit, double eps, double eps1,
+                                double lo, double eps_lo, double *p, dpfl_error *err);
 /* A budget file (dpfl scf --budgets): one epsilon > 0 per line; blank lines and lines starting with '#' are
  * skipped.  *v (malloc'd, *n values; NULL and 0 on error) in file order; errors name the line. */
 dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_error *err);

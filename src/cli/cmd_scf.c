@@ -13,7 +13,8 @@ static const char *HELP =
     "                (--epsilon E... | --budgets FILE | --p P...) [--json]\n\n"
     "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
     "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
-    "> 0 per line) give 'p_safe', the largest grid p whose exact epsilon*(p) is within the budget: the guarantee.\n"
+    "> 0 per line) give 'p_safe', the largest p whose exact epsilon*(p) is within the budget (to 1e-4; above\n"
+    "1,000 budgets the largest SCF grid p): the guarantee.\n"
     "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
     "its exact epsilon*(p_fit) is printed beside it.\n"
     "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: tightened; pld: PLD without client\n"
@@ -116,11 +117,21 @@ int cli_scf(int argc, char **argv)
         if (!json) printf("fit: eps(p) = exp(%.6g p + %.6g) + %.6g   R^2 = %.6f\n", fit.a, fit.b, fit.c, fit.r2);
         cJSON *pa = cJSON_CreateArray(), *sa = cJSON_CreateArray(), *fe = cJSON_CreateArray();
         const int check_fit = eps.n <= 1000; /* the exact epsilon of each estimate costs one accountant call */
+        double eps1;
+        if (dpfl_rpdp_epsilon(&pp, 1.0, &eps1, &err)) { cli_error("scf: %s", err.msg); cJSON_Delete(j); goto out; }
         for (size_t i = 0; i < eps.n; i++) {
             double p = dpfl_scf_rate(&fit, eps.v[i]);
             double safe = 0, pe = NAN;
-            for (size_t k = 0; k < ng; k++)
-                if (ge[k] <= eps.v[i]) safe = gp[k];
+            if (check_fit) { /* exact: the largest safe p (a few accountant calls) */
+                if (dpfl_rpdp_safe_rate(&pp, &fit, eps.v[i], eps1, 0, 0, &safe, &err)) {
+                    cli_error("scf: %s", err.msg);
+                    cJSON_Delete(pa); cJSON_Delete(sa); cJSON_Delete(fe); cJSON_Delete(j);
+                    goto out;
+                }
+            } else { /* many budgets: the largest grid p within the budget */
+                for (size_t k = 0; k < ng; k++)
+                    if (ge[k] <= eps.v[i]) safe = gp[k];
+            }
             if (check_fit && dpfl_rpdp_epsilon(&pp, p, &pe, &err)) {
                 cli_error("scf: %s", err.msg);
                 cJSON_Delete(pa); cJSON_Delete(sa); cJSON_Delete(fe); cJSON_Delete(j);

@@ -28,8 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P_FLOOR 1e-6 /* below this a rate buys nothing: the record is unused */
-
 void fl_rpdp_free(fl_rpdp *rp)
 {
     free(rp->budget);
@@ -160,44 +158,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The largest safe p for budget b, from lo (a rate known to be safe: 0, or the rate of a smaller budget).  The SCF
- * estimate narrows the bracket (from below when its exact epsilon is within b, from above when not), then the
- * Illinois variant of regula falsi on the exact accountant closes it to 1e-4 relative; epsilon(lo) <= b always
- * holds, so the answer never passes the budget. */
-static dpfl_status safe_rate(const fl_rpdp *rp, const dpfl_rpdp_params *pp, double b, double eps1, double lo,
-                             double eps_lo, double *p, dpfl_error *err)
-{
-    if (eps1 <= b) {
-        *p = 1.0;
-        return DPFL_OK;
-    }
-    double hi = 1.0, flo = eps_lo - b, fhi = eps1 - b, e; /* flo <= 0 < fhi */
-    double g = rp->fit_ok ? dpfl_scf_rate(&rp->fit, b) : 0.0;
-    dpfl_status st;
-    if (g > lo && g < hi) {
-        if ((st = dpfl_rpdp_epsilon(pp, g, &e, err))) return st;
-        if (e <= b) lo = g, flo = e - b;
-        else hi = g, fhi = e - b;
-    }
-    int side = 0;
-    for (int it = 0; it < 100 && hi - lo > 1e-4 * hi && hi > P_FLOOR; it++) {
-        double m = lo - flo * (hi - lo) / (fhi - flo);
-        if (!(m > lo && m < hi) || it % 8 == 7) m = 0.5 * (lo + hi); /* guard, and a bisection now and then */
-        if ((st = dpfl_rpdp_epsilon(pp, m, &e, err))) return st;
-        if (e <= b) {
-            lo = m, flo = e - b;
-            if (side == -1) fhi *= 0.5; /* Illinois: the stuck end's value halved */
-            side = -1;
-        } else {
-            hi = m, fhi = e - b;
-            if (side == 1) flo *= 0.5;
-            side = 1;
-        }
-    }
-    *p = lo >= P_FLOOR ? lo : 0.0;
-    return DPFL_OK;
-}
-
 /* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
 static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
 {
@@ -268,7 +228,9 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
     if ((st = dpfl_rpdp_epsilon(&pp, 1.0, &eps1, err))) return st;
     double safe = 0.0, eps_safe = 0.0; /* rates rise with the budget: a level's rate is safe for the next */
     for (int32_t k = 0; k < rp->nlevels && !st; k++) {
-        if ((st = safe_rate(rp, &pp, rp->lv[k].budget, eps1, safe, eps_safe, &rp->lv[k].p, err))) break;
+        if ((st = dpfl_rpdp_safe_rate(&pp, rp->fit_ok ? &rp->fit : NULL, rp->lv[k].budget, eps1, safe, eps_safe,
+                                      &rp->lv[k].p, err)))
+            break;
         if (rp->lv[k].p > safe) {
             safe = rp->lv[k].p;
             st = dpfl_rpdp_epsilon(&pp, safe, &eps_safe, err);

@@ -87,6 +87,42 @@ dpfl_status dpfl_rpdp_rate_for_budget(const dpfl_rpdp_params *pp, double eps, do
     return DPFL_OK;
 }
 
+/* Regula falsi (Illinois) from the bracket [lo, hi]; epsilon(lo) <= eps always holds, so the answer never passes
+ * the budget.  The SCF estimate, when given, narrows the bracket first. */
+dpfl_status dpfl_rpdp_safe_rate(const dpfl_rpdp_params *pp, const dpfl_scf_fit *fit, double eps, double eps1,
+                                double lo, double eps_lo, double *p, dpfl_error *err)
+{
+    if (eps1 <= eps) {
+        *p = 1.0;
+        return DPFL_OK;
+    }
+    double hi = 1.0, flo = eps_lo - eps, fhi = eps1 - eps, e; /* flo <= 0 < fhi */
+    double g = fit ? dpfl_scf_rate(fit, eps) : 0.0;
+    dpfl_status st;
+    if (g > lo && g < hi) {
+        if ((st = dpfl_rpdp_epsilon(pp, g, &e, err))) return st;
+        if (e <= eps) lo = g, flo = e - eps;
+        else hi = g, fhi = e - eps;
+    }
+    int side = 0;
+    for (int it = 0; it < 100 && hi - lo > 1e-4 * hi && hi > DPFL_RPDP_P_FLOOR; it++) {
+        double m = lo - flo * (hi - lo) / (fhi - flo);
+        if (!(m > lo && m < hi) || it % 8 == 7) m = 0.5 * (lo + hi); /* guard, and a bisection now and then */
+        if ((st = dpfl_rpdp_epsilon(pp, m, &e, err))) return st;
+        if (e <= eps) {
+            lo = m, flo = e - eps;
+            if (side == -1) fhi *= 0.5; /* Illinois: the stuck end's value halved */
+            side = -1;
+        } else {
+            hi = m, fhi = e - eps;
+            if (side == 1) flo *= 0.5;
+            side = 1;
+        }
+    }
+    *p = lo >= DPFL_RPDP_P_FLOOR ? lo : 0.0;
+    return DPFL_OK;
+}
+
 /* ---------------------------------------------------------------- SCF */
 typedef struct {
     const double *p, *e;
