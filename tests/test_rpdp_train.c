@@ -339,8 +339,9 @@ static void bad_budgets_are_clear_errors(void **state)
     expect_error("budget_min = 20\n", "record_dp.budget_min");
 }
 
-/* At lambda = 1 both bounds are the composition of tau T Poisson steps: equal to each other, and >= the PLD of
- * the same steps (a tighter accountant); at lambda < 1 the Zhu-Wang option is never above the published bound. */
+/* At lambda = 1 the RDP bounds are the composition of tau T Poisson steps: equal to each other, and >= the PLD of
+ * the same steps, which the two-stage PLD reproduces; at lambda < 1 the Zhu-Wang option and the two-stage PLD are
+ * never above the published bound, and the PLD never below the Poisson(lambda q) reference it dominates. */
 static void two_stage_bounds_bracket_the_reference(void **state)
 {
     (void)state;
@@ -358,10 +359,31 @@ static void two_stage_bounds_bracket_the_reference(void **state)
         assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-3, DPFL_ACC_PLD, NULL, &g, &err), DPFL_OK);
         assert_true(ep >= g.epsilon);
         assert_true(ep <= 1.6 * g.epsilon + 0.05); /* and not absurdly loose */
-        pub.lambda = zw.lambda = 0.5;
+        /* the PLD of the two-stage round: at lambda = 1 the PLD of the same 150 steps */
+        dpfl_rpdp_params pld = pub;
+        pld.use_pld = 1;
+        double el;
+        assert_int_equal(dpfl_rpdp_epsilon(&pld, ps[i], &el, &err), DPFL_OK);
+        assert_close(el, g.epsilon, 2e-3);
+        pub.lambda = zw.lambda = pld.lambda = 0.5;
         assert_int_equal(dpfl_rpdp_epsilon(&pub, ps[i], &ep, &err), DPFL_OK);
         assert_int_equal(dpfl_rpdp_epsilon(&zw, ps[i], &ez, &err), DPFL_OK);
         assert_true(ez <= ep * (1 + 1e-12));
+        assert_int_equal(dpfl_rpdp_epsilon(&pld, ps[i], &el, &err), DPFL_OK);
+        assert_true(el <= ep * (1 + 1e-12));
+        assert_true(el < 0.95 * g.epsilon); /* client sampling amplifies */
+        /* one step per round: the PLD mixture with participation visible is at least Poisson(lambda q) (merge "no
+         * output" into a fresh N(0, z^2): a post-processing), and at most the RDP bound */
+        dpfl_rpdp_params one = pld;
+        one.inner = 1;
+        one.rounds = 150;
+        assert_int_equal(dpfl_rpdp_epsilon(&one, ps[i], &el, &err), DPFL_OK);
+        dpfl_event lo = dpfl_event_poisson(0.5 * ps[i], 1.5, 150);
+        assert_int_equal(dpfl_account_epsilon(&lo, 1, 1e-3, DPFL_ACC_PLD, NULL, &g, &err), DPFL_OK);
+        assert_true(el >= g.epsilon * (1 - 1e-9));
+        one.use_pld = 0;
+        assert_int_equal(dpfl_rpdp_epsilon(&one, ps[i], &ep, &err), DPFL_OK);
+        assert_true(el <= ep * (1 + 1e-12));
     }
 }
 

@@ -202,7 +202,7 @@ typedef struct {
     int64_t inner, rounds;  /* tau local steps, T rounds */
     double delta;
     dpfl_two_stage_bound bound;
-    int use_pld;            /* 1: PLD accountant on the two-stage event (client sampling as a PLD mixture) */
+    int use_pld;            /* 1: PLD of the two-stage round composed over the rounds (RDP with `bound` as floor) */
     const double *orders;   /* NULL = integer orders 2..994 (the paper's) when bound is RPDP, else default */
     size_t norders;
 } dpfl_rpdp_params;

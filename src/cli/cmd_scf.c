@@ -17,8 +17,9 @@ static const char *HELP =
     "1,000 budgets the largest SCF grid p): the guarantee.\n"
     "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
     "its exact epsilon*(p_fit) is printed beside it.\n"
-    "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: tightened; pld: PLD without client\n"
-    "amplification (a valid, looser-in-L bound).\n";
+    "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: the min of it and Zhu-Wang 2019 Thm 6;\n"
+    "pld: the privacy loss distribution of the two-stage round ((1 - L) no output + L K steps) composed over the\n"
+    "rounds, with the published RDP bound as its floor (the tightest; slower).\n";
 
 static int read_budgets(const char *path, pcli_list *l)
 {

@@ -78,7 +78,7 @@ static const keydef keys[] = {
     {"record_dp", "budget_shuffle", K_CHOICE, F(record_dp.budget_shuffle), 0, 0, "no|yes", "threelevels: shuffled over records (yes) or the published record order (no)"},
     {"record_dp", "budget_policy", K_CHOICE, F(record_dp.budget_policy), 0, 0, "rpdp|minimum|dropout", "rpdp: a rate per budget; minimum: everyone at the smallest budget; dropout: below the mean dropped, the rest at the mean"},
     {"record_dp", "budget_rounds", K_INT, F(record_dp.budget_rounds), 0, 100000000, NULL, "rounds the per-record rates are planned for (0 = fl.rounds); later rounds opt records out"},
-    {"record_dp", "two_stage_bound", K_CHOICE, F(record_dp.two_stage_bound), 0, 0, "published|zhu-wang", "rounds with client rate lambda: the paper's bound, or the min of it and Zhu-Wang 2019"},
+    {"record_dp", "two_stage_bound", K_CHOICE, F(record_dp.two_stage_bound), 0, 0, "published|zhu-wang|pld", "rounds with client rate lambda: the paper's RDP bound, the min of it and Zhu-Wang 2019, or the PLD of the two-stage round (tightest)"},
     {"client_dp", "enabled", K_CHOICE, F(client_dp.enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
     {"client_dp", "clip", K_DOUBLE, F(client_dp.clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
     {"client_dp", "clip_strategy", K_CHOICE, F(client_dp.clip_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},

@@ -92,13 +92,13 @@ static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_accoun
     return s;
 }
 
-/* PLD answers for Gaussian and Poisson-sampled Gaussian events under add-remove / zero-out only */
+/* PLD answers for Gaussian, Poisson-sampled Gaussian and two-stage events under add-remove / zero-out only */
 static const char *pld_unsupported(const dpfl_event *ev, size_t nev)
 {
     for (size_t i = 0; i < nev; i++) {
         if (ev[i].count == 0) continue;
-        if (ev[i].kind != DPFL_EV_GAUSSIAN && ev[i].kind != DPFL_EV_POISSON)
-            return "PLD covers Gaussian and Poisson-sampled Gaussian events only";
+        if (ev[i].kind != DPFL_EV_GAUSSIAN && ev[i].kind != DPFL_EV_POISSON && ev[i].kind != DPFL_EV_TWO_STAGE)
+            return "PLD covers Gaussian, Poisson-sampled Gaussian and two-stage events only";
         if (ev[i].kind == DPFL_EV_POISSON && ev[i].q < 1 && ev[i].adjacency == DPFL_ADJ_REPLACE_ONE)
             return "PLD does not cover Poisson sampling under replace-one";
     }

@@ -13,7 +13,14 @@
  * so mass below the window aliases to its top (only raising delta) and mass above it is bounded by a Chernoff
  * bound from the discrete pair's exact moment generating function and added to delta.  Round-off of the FFT is
  * estimated from the negative values it produces and also added.  Remove and add directions are composed
- * separately and the larger delta (epsilon) is reported. */
+ * separately and the larger delta (epsilon) is reported.
+ *
+ * Two-stage events (rPDP-FL: a round takes part with probability lambda, then K Poisson-subsampled steps): with
+ * participation treated as visible (a view that only adds information, so its bound is valid for the real
+ * mechanism) the round's pair is (1 - lambda) [no output] + lambda [K steps] on both sides, whose loss is 0 on the
+ * shared "no output" branch.  The mixture of dominating pairs dominates the mixture for every alpha, so the round's
+ * PLD is (1 - lambda) delta_0 + lambda (step PLD)^{*K}: in the Fourier domain R = (1 - lambda) + lambda S^K (a point
+ * mass at loss 0 is the constant 1), composed over the rounds as R^T. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
@@ -104,7 +111,11 @@ static double loss_at(double q, double z, int dir, double x)
 typedef struct {
     double q, z;
     int64_t count;
+    double lambda;  /* two-stage: participation probability per round (1: plain steps) */
+    int64_t inner;  /* two-stage: steps per round (1: plain) */
 } sgm_ev;
+
+static int mixed(const sgm_ev *e) { return e->lambda < 1 || e->inner > 1; }
 
 typedef struct {
     size_t N;
@@ -227,9 +238,15 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
     for (size_t i = 0; i < nev; i++) {
         const dpfl_event *e = &ev[i];
         if (e->count == 0) continue;
-        double q;
+        double q, lambda = 1;
+        int64_t inner = 1;
         if (e->kind == DPFL_EV_GAUSSIAN) {
             q = 1;
+        } else if (e->kind == DPFL_EV_TWO_STAGE) {
+            q = e->q;
+            lambda = e->lambda;
+            inner = e->inner;
+            if (lambda <= 0 || inner <= 0) continue;
         } else if (e->kind == DPFL_EV_POISSON) {
             q = e->q;
             if (q < 1 && e->adjacency == DPFL_ADJ_REPLACE_ONE) {
@@ -241,18 +258,20 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
             free(v);
             char d[160];
             dpfl_event_describe(e, d, sizeof d);
-            return dpfl_fail(err, DPFL_EINVAL, "PLD accountant supports Gaussian and Poisson-sampled Gaussian "
-                                               "events only (got %s); use the rdp accountant", d);
+            return dpfl_fail(err, DPFL_EINVAL, "PLD accountant supports Gaussian, Poisson-sampled Gaussian and "
+                                               "two-stage events only (got %s); use the rdp accountant", d);
         }
         if (q <= 0) continue;
         if (e->z <= 0) {
             free(v);
             return dpfl_fail(err, DPFL_ENOTPRIVATE, "no guarantee: noise multiplier 0");
         }
-        if (q < 1) *need_add = 1;
+        if (q < 1 || lambda < 1) *need_add = 1;
         v[n].q = q;
         v[n].z = e->z;
         v[n].count = e->count;
+        v[n].lambda = lambda < 1 ? lambda : 1;
+        v[n].inner = inner;
         n++;
     }
     *out = v;
@@ -281,8 +300,8 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
     }
     c->N = N;
     c->ndir = need_add ? 2 : 1;
-    double total = 0;
-    for (size_t i = 0; i < n; i++) total += (double)v[i].count;
+    double total = 0; /* steps */
+    for (size_t i = 0; i < n; i++) total += (double)v[i].count * (double)v[i].inner;
     /* window: upper end from RDP (P(L > U) <= eta by the classic conversion), lower end symmetric but never
      * below log(eta) (P(L < x) <= e^x under P) */
     double eta = delta_hint * 1e-7;
@@ -299,7 +318,10 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
             free(v);
             return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD window)");
         }
-        for (size_t i = 0; i < n; i++) tmp[i] = dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = mixed(&v[i]) ? dpfl_event_two_stage(v[i].lambda, v[i].q, v[i].z, v[i].inner, v[i].count,
+                                                         DPFL_BOUND_RPDP)
+                                  : dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
         dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
         U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, &rdp_order);
         free(tmp);
@@ -320,8 +342,9 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
             for (size_t i = 0; i < n; i++) {
                 double llo, hi;
                 event_range(&v[i], dir, eta_inf, &llo, &hi);
-                slo += (double)v[i].count * llo;
-                shi += (double)v[i].count * hi;
+                double K = (double)v[i].inner; /* a two-stage round: 0 (sat out) or K steps */
+                slo += (double)v[i].count * (v[i].lambda < 1 ? fmin(0, K * llo) : K * llo);
+                shi += (double)v[i].count * (v[i].lambda < 1 ? fmax(0, K * hi) : K * hi);
             }
             if (slo < lo_all) lo_all = slo;
             if (shi > hi_all) hi_all = shi;
@@ -377,10 +400,30 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
             int64_t ktop;
             double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm, &ktop);
             double T = (double)v[i].count;
-            log_keep += T * log1p(-pinf);
-            ktop_tot += T * (double)ktop;
-            for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
+            const int mix = mixed(&v[i]);
+            const double lam1 = v[i].lambda, K = (double)v[i].inner;
+            if (!mix) {
+                log_keep += T * log1p(-pinf);
+                ktop_tot += T * (double)ktop;
+                for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
+            } else { /* a round: no finite loss only if it took part and some step had an infinite one */
+                log_keep += T * log1p(-lam1 * -expm1(K * log1p(-pinf)));
+                ktop_tot += T * (lam1 < 1 ? fmax(0, K * (double)ktop) : K * (double)ktop);
+                for (int l = 0; l < NLAM; l++)
+                    lmgf_tot[l] += T * (lam1 < 1 ? dpfl_logaddexp(log1p(-lam1), log(lam1) + K * lm[l]) : K * lm[l]);
+            }
             fftw_execute(fwd);
+            if (mix) /* the round's spectrum (1 - lambda) + lambda S^K, in place */
+                for (size_t j = 0; j < nc; j++) {
+                    double re = creal(spec[j]), im = cimag(spec[j]);
+                    double lr = 0.5 * K * log(re * re + im * im), sr = 0, si = 0;
+                    if (lr > -745) {
+                        double ph = fmod(K * atan2(im, re), 2 * M_PI), mag = exp(lr);
+                        sr = mag * cos(ph);
+                        si = mag * sin(ph);
+                    }
+                    spec[j] = ((1 - lam1) + lam1 * sr) + I * (lam1 * si);
+                }
             for (size_t j = 0; j < nc; j++) {
                 if (acc[j] == 0) continue;
                 double re = creal(spec[j]), im = cimag(spec[j]);

@@ -37,11 +37,11 @@ dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps,
     dpfl_event e = dpfl_event_two_stage(pp->lambda, p, pp->z, pp->inner, pp->rounds, pp->bound);
     dpfl_account_opts o = {DPFL_CONV_TIGHT, NULL, 0, 0};
     if (pp->use_pld) {
-        /* PLD: the round is inner Poisson(p) steps released with probability lambda; without a PLD of that
-         * mixture we take lambda = 1 (no client amplification), which is a valid upper bound */
-        dpfl_event pe = dpfl_event_poisson(p, pp->z, pp->inner * pp->rounds);
+        /* PLD of the two-stage round ((1 - lambda) no output + lambda K steps, pld.c) composed over the rounds,
+         * with RDP (the bound chosen) as its floor of trust: whichever is smaller */
+        e.bound = pp->bound;
         dpfl_guarantee pg;
-        dpfl_status ps = dpfl_account_epsilon(&pe, 1, pp->delta, DPFL_ACC_PLD, NULL, &pg, err); /* RDP as the floor */
+        dpfl_status ps = dpfl_account_epsilon(&e, 1, pp->delta, DPFL_ACC_PLD, NULL, &pg, err);
         if (ps) return ps;
         *eps = pg.epsilon;
         return DPFL_OK;
