@@ -5,11 +5,7 @@
 set -eu
 BUILD=${1:-build}
 N=${2:-3}
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-# PyTorch's per-example code allocates heavily; the issues' Opacus figures used tcmalloc (libtcmalloc-minimal4)
-TC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
-[ -f "$TC" ] && PYPRE="env LD_PRELOAD=$TC" || PYPRE=
+. bench/torch_env.sh # the OpenMP OpenBLAS for PyTorch, both cores, tcmalloc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for i in $(seq "$N"); do

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Same-machine reference for `make bench`: PyTorch training throughput for the models bench_nn measures.
 
-Optional (PyTorch is not a dpfl dependency): `apt-get install python3-torch` (Debian 12: PyTorch 1.13, the
-build the issues' reference figures name), then
-  python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]
-`DPFL_BENCH_PYTORCH=1 make bench` and bench/compare_pytorch.sh run it, with tcmalloc preloaded when
-libtcmalloc-minimal4 is installed (the issues' Opacus figures used tcmalloc; with glibc malloc the cnn-mnist dpsgd
-row drops from about 160 to 110 examples/s).  A nonprivate row is one SGD step per batch (forward, cross-entropy,
-backward, update) on random MNIST-shaped data, warm-up first, best of three timed windows,
-torch.set_num_threads(os.cpu_count()) and OpenBLAS kept to one thread (its spinning threads otherwise fight
-PyTorch's OpenMP threads for the cores: measured 10,300 instead of 15,300 examples/s for the MLP at batch 64).
+Optional (PyTorch is not a dpfl dependency): `apt-get install python3-torch libopenblas0-openmp
+libtcmalloc-minimal4` (Debian 12: PyTorch 1.13, the build the issues' reference figures name), then
+  bench/compare_pytorch.sh BUILD [N]     (alternating runs; or DPFL_BENCH_PYTORCH=1 make bench)
+which run  python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]  as a PyTorch user runs it
+(bench/torch_env.sh): on the OpenMP build of OpenBLAS (LD_LIBRARY_PATH, this process only; dpfl keeps its own),
+on every core (torch.set_num_threads(os.cpu_count()), no OpenBLAS thread limit), with tcmalloc preloaded.  An
+earlier version of this file held OpenBLAS to one thread on its pthread build, which halved PyTorch here: its
+figures are withdrawn.  The BLAS library PyTorch actually loaded is printed and saved with the results.  A
+nonprivate row is one SGD step per batch (forward, cross-entropy, backward, update) on random MNIST-shaped data,
+warm-up first, best of three timed windows.
 Opacus is not packaged in Debian.  For the MLP the `dpsgd` row runs the algorithm of Opacus's fastest mode, ghost
 clipping, written here in plain PyTorch: forward and backward hooks record each Linear layer's input a_i and output
 gradient g_i, the per-example norm is sqrt(sum over layers of |a_i|^2 |g_i|^2 + |g_i|^2) without materializing a
@@ -26,7 +27,6 @@ import os
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when torch loads OpenBLAS; see above
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -139,6 +139,14 @@ def throughput(make, batch, seconds, dp=False):
     return best
 
 
+def loaded_blas():
+    """The BLAS shared objects this process mapped (after torch has run a GEMM)."""
+    torch.mm(torch.rand(64, 64), torch.rand(64, 64))
+    with open("/proc/self/maps") as f:
+        libs = {line.split()[-1] for line in f if "blas" in line.split()[-1].lower()}
+    return sorted(libs)
+
+
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     dpfl = {}
@@ -149,7 +157,11 @@ def main():
                     dpfl[(r["model"], r["batch"], r["mode"])] = r["examples_per_second"]
     rows = []
     torch.set_num_threads(os.cpu_count())
-    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads (same-machine reference)")
+    blas = loaded_blas()
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads (same-machine reference), BLAS: "
+          f"{', '.join(blas) or 'none mapped'}")
+    if not any("openmp" in b for b in blas):
+        print("warning: not the OpenMP OpenBLAS: this reference is slower than PyTorch users see", file=sys.stderr)
     print(f"{'model':<20} {'batch':>6} {'mode':<11} {'examples/s':>12} {'dpfl/PyTorch':>13}")
     for name, make in (("mlp:784-512-256-10", mlp), ("cnn-mnist", cnn_mnist)):
         for batch in (16, 64):
@@ -158,7 +170,8 @@ def main():
                 ours = dpfl.get((name, batch, mode))
                 ratio = f"{ours / eps:13.2f}" if ours else f"{'-':>13}"
                 print(f"{name:<20} {batch:>6} {mode:<11} {eps:>12.0f} {ratio}", flush=True)
-                rows.append({"model": name, "batch": batch, "mode": mode, "examples_per_second": round(eps, 1)})
+                rows.append({"model": name, "batch": batch, "mode": mode, "examples_per_second": round(eps, 1),
+                             "torch": torch.__version__, "threads": torch.get_num_threads(), "blas": blas})
     if len(sys.argv) > 3:
         with open(sys.argv[3], "w") as f:
             json.dump(rows, f, indent=1)

@@ -9,11 +9,7 @@ for b in "$BUILD"/bench/bench_*; do
   case "$b" in */bench_nn) continue ;; esac
   if [ -x "$b" ] && [ -f "$b" ]; then "$b"; fi
 done
-PY=/usr/bin/python3 # Debian's python3-torch installs for the system Python
-[ -x "$PY" ] || PY=python3
-# PyTorch's per-example code allocates heavily; the issues' Opacus figures used tcmalloc (libtcmalloc-minimal4)
-TC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
-[ -f "$TC" ] && PYPRE="env LD_PRELOAD=$TC" || PYPRE=
+. bench/torch_env.sh
 if [ "${DPFL_BENCH_PYTORCH:-0}" != 1 ]; then
   echo "PyTorch reference: DPFL_BENCH_PYTORCH=1 make bench (needs python3-torch), or bench/compare_pytorch.sh"
 elif "$PY" -c 'import torch' 2>/dev/null; then
