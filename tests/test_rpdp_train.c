@@ -458,6 +458,50 @@ static void training_samples_each_record_at_its_rate(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpF"), 0);
 }
 
+/* record_id,epsilon rows (a header, any order) give the same budgets as one number per line in record order; a
+ * repeated or missing record is an error naming it. */
+static void budget_file_as_record_id_rows(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    const char *plain = "/tmp/dpfl_test_rpdp_plain.txt", *csv = "/tmp/dpfl_test_rpdp_rows.csv";
+    FILE *a = fopen(plain, "w"), *b = fopen(csv, "w");
+    assert_non_null(a);
+    assert_non_null(b);
+    fprintf(b, "record,epsilon\n");
+    for (int i = 0; i < N; i++) fprintf(a, "%g\n", 0.1 + 0.01 * i);
+    for (int i = N - 1; i >= 0; i--) fprintf(b, "%d, %g\n", i, 0.1 + 0.01 * i);
+    fclose(a);
+    fclose(b);
+    double x[N], y[N];
+    dpfl_error err;
+    assert_int_equal(dpfl_budgets_read_records(plain, N, x, &err), DPFL_OK);
+    assert_int_equal(dpfl_budgets_read_records(csv, N, y, &err), DPFL_OK);
+    assert_memory_equal(x, y, sizeof x);
+    b = fopen(csv, "w");
+    fprintf(b, "0,1\n1,2\n1,3\n");
+    fclose(b);
+    assert_int_not_equal(dpfl_budgets_read_records(csv, 3, y, &err), DPFL_OK);
+    assert_non_null(strstr(err.msg, "line 3: record 1 has a budget already"));
+    b = fopen(csv, "w");
+    fprintf(b, "0,1\n2,2\n");
+    fclose(b);
+    assert_int_not_equal(dpfl_budgets_read_records(csv, 3, y, &err), DPFL_OK);
+    assert_non_null(strstr(err.msg, "record 1 has no budget"));
+    b = fopen(csv, "w");
+    fprintf(b, "0,1\n7,2\n");
+    fclose(b);
+    assert_int_not_equal(dpfl_budgets_read_records(csv, 3, y, &err), DPFL_OK);
+    assert_non_null(strstr(err.msg, "line 2: record 7 is not in 0..2"));
+    b = fopen(csv, "w");
+    fprintf(b, "0,1\n1,-2\n");
+    fclose(b);
+    assert_int_not_equal(dpfl_budgets_read_records(csv, 2, y, &err), DPFL_OK);
+    assert_non_null(strstr(err.msg, "line 2"));
+    unlink(plain);
+    unlink(csv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +511,7 @@ int main(void)
         cmocka_unit_test(records_opt_out_before_their_budget_is_passed),
         cmocka_unit_test(budget_ledger_resumes_bit_identically),
         cmocka_unit_test(bad_budgets_are_clear_errors),
+        cmocka_unit_test(budget_file_as_record_id_rows),
         cmocka_unit_test(two_stage_bounds_bracket_the_reference),
         cmocka_unit_test(noise_is_divided_by_the_expected_batch),
         cmocka_unit_test(training_samples_each_record_at_its_rate),

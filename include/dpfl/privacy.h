@@ -232,6 +232,10 @@ dpfl_status dpfl_rpdp_safe_rate(const dpfl_rpdp_params *pp, const dpfl_scf_fit *
 /* A budget file (dpfl scf --budgets): one epsilon > 0 per line; blank lines and lines starting with '#' are
  * skipped.  *v (malloc'd, *n values; NULL and 0 on error) in file order; errors name the line. */
 dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_error *err);
+/* A budget per training record (record_dp.budget_file): one epsilon per line in the dataset's order, or rows
+ * "record_id,epsilon" (0-based training-set indices, any order, each record exactly once, an optional header row).
+ * Every error names the file and, where there is one, the line. */
+dpfl_status dpfl_budgets_read_records(const char *path, size_t n, double *out, dpfl_error *err);
 /* The rPDP-FL paper's privacy-preference distributions (section 7), each budget clipped to [lo, hi]:
  * THREELEVELS 70 / 20 / 10 % at 0.1 / 1 / 5 (in record order, or shuffled); MIXGAUSS the 0.7 / 0.2 / 0.1 mixture of
  * N(0.1, 0.05), N(1, 0.1), N(5, 0.5); PARETO Lomax(shape 4, scale 1) + 0.1. */

@@ -71,7 +71,7 @@ static const keydef keys[] = {
     {"record_dp", "secure_mode", K_CHOICE, F(record_dp.secure_mode), 0, 0, "no|yes", "exact discrete-Gaussian noise on a grid (RDP accountant only)"},
     {"record_dp", "e2e", K_CHOICE, F(record_dp.e2e), 0, 0, "no|yes", "also report the client-level guarantee implied by the same noise"},
     {"record_dp", "budgets", K_CHOICE, F(record_dp.budgets), 0, 0, "none|threelevels|mixgauss|pareto|file|class", "rPDP-FL: a privacy budget per record (non-uniform Poisson sampling; noise calibrated to budget_max)"},
-    {"record_dp", "budget_file", K_STR, F(record_dp.budget_file), 0, 0, NULL, "budgets = file: one epsilon per training record, in the dataset's record order"},
+    {"record_dp", "budget_file", K_STR, F(record_dp.budget_file), 0, 0, NULL, "budgets = file: one epsilon per training record in the dataset's order, or record_id,epsilon rows"},
     {"record_dp", "class_budgets", K_STR, F(record_dp.class_budgets), 0, 0, NULL, "budgets = class: E0,E1,... one epsilon per class"},
     {"record_dp", "budget_min", K_DOUBLE, F(record_dp.budget_min), 1e-6, 1e6, NULL, "generated budgets are clipped to [budget_min, budget_max]"},
     {"record_dp", "budget_max", K_DOUBLE, F(record_dp.budget_max), 1e-6, 1e6, NULL, "the largest budget: the noise makes a record sampled with p = 1 meet it"},

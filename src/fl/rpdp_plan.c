@@ -126,17 +126,9 @@ static dpfl_status read_budgets(const dpfl_config *cfg, const dpfl_dataset *trai
         return DPFL_OK;
     }
     case DPFL_BUDGETS_FILE: {
-        double *v;
-        size_t m;
-        dpfl_status st = dpfl_budgets_read(r->budget_file, &v, &m, err);
-        if (st) return st;
-        if (m != n) {
-            free(v);
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_file (%s): %zu budgets for %zu training records (one "
-                                               "per record, in the dataset's order)", r->budget_file, m, n);
-        }
-        memcpy(b, v, n * sizeof *b);
-        free(v);
+        dpfl_error e;
+        dpfl_status st = dpfl_budgets_read_records(r->budget_file, n, b, &e);
+        if (st) return dpfl_fail(err, st, "record_dp.budget_file: %s", e.msg);
         return DPFL_OK;
     }
     case DPFL_BUDGETS_CLASS: {

@@ -3,6 +3,7 @@
 #include "dpfl/privacy.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,4 +92,102 @@ void dpfl_budgets_generate(dpfl_pref_dist kind, size_t n, double lo, double hi, 
         }
         return;
     }
+}
+
+/* One "id,epsilon" row (id: a record index); 1 when it parses. */
+static int parse_row(const char *p, long long *id, double *b)
+{
+    char *end;
+    errno = 0;
+    *id = strtoll(p, &end, 10);
+    if (end == p || errno) return 0;
+    while (*end == ' ' || *end == '\t') end++;
+    if (*end != ',') return 0;
+    p = end + 1;
+    *b = strtod(p, &end);
+    if (end == p) return 0;
+    while (*end == ' ' || *end == '\t' || *end == '\r') end++;
+    return *end == '\0';
+}
+
+dpfl_status dpfl_budgets_read_records(const char *path, size_t n, double *out, dpfl_error *err)
+{
+    char *buf;
+    size_t len;
+    dpfl_status s = dpfl_file_read_all(path, &buf, &len, err);
+    if (s) return s;
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "not a text file (%s): contains NUL bytes", path);
+    }
+    /* the first line that is neither blank nor a comment decides the format */
+    int csv = 0;
+    for (char *p = buf; p < buf + len;) {
+        char *eol = memchr(p, '\n', (size_t)(buf + len - p)), *next = eol ? eol + 1 : buf + len;
+        while (p < next && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+        if (p < next && *p != '\n' && *p != '#') {
+            csv = memchr(p, ',', (size_t)(next - p)) != NULL;
+            break;
+        }
+        p = next;
+    }
+    if (!csv) {
+        free(buf);
+        double *v;
+        size_t m;
+        if ((s = dpfl_budgets_read(path, &v, &m, err))) return s;
+        if (m != n) {
+            free(v);
+            return dpfl_fail(err, DPFL_EINVAL, "%s: %zu budgets for %zu training records (one per record, in the "
+                                               "dataset's order, or record_id,epsilon rows)", path, m, n);
+        }
+        memcpy(out, v, n * sizeof *out);
+        free(v);
+        return DPFL_OK;
+    }
+    uint8_t *seen = calloc(n ? n : 1, 1);
+    if (!seen) {
+        free(buf);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory reading (%s)", path);
+    }
+    long ln = 0, rows = 0;
+    int first = 1;
+    for (char *p = buf; !s && p < buf + len;) {
+        char *eol = strchr(p, '\n'), *next = eol ? eol + 1 : buf + len;
+        if (eol) *eol = '\0';
+        ln++;
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (*p == '\0' || *p == '#') {
+            p = next;
+            continue;
+        }
+        long long id;
+        double b;
+        if (!parse_row(p, &id, &b)) {
+            if (first && !(*p >= '0' && *p <= '9')) { /* a header row */
+                first = 0;
+                p = next;
+                continue;
+            }
+            s = dpfl_fail(err, DPFL_EFORMAT, "%s line %ld: '%.40s' is not record_id,epsilon", path, ln, p);
+        } else if (id < 0 || (unsigned long long)id >= n) {
+            s = dpfl_fail(err, DPFL_EINVAL, "%s line %ld: record %lld is not in 0..%zu (the training set's indices)",
+                          path, ln, id, n - 1);
+        } else if (!(b > 0) || isinf(b)) {
+            s = dpfl_fail(err, DPFL_EFORMAT, "%s line %ld: budget '%.40s' is not a positive number", path, ln, p);
+        } else if (seen[id]++) {
+            s = dpfl_fail(err, DPFL_EINVAL, "%s line %ld: record %lld has a budget already", path, ln, id);
+        } else {
+            out[id] = b;
+            rows++;
+        }
+        first = 0;
+        p = next;
+    }
+    for (size_t i = 0; !s && i < n; i++)
+        if (!seen[i])
+            s = dpfl_fail(err, DPFL_EINVAL, "%s: record %zu has no budget (%ld of %zu records given)", path, i, rows, n);
+    free(seen);
+    free(buf);
+    return s;
 }
