@@ -56,7 +56,7 @@ def main():
                     eps.append(s["epsilon"])
                     used.append(rb["records"] - rb["unused"] - rb["dropped"])
                 acc.append(s["test_accuracy"])
-                cacc.append(s["not_private"]["client_accuracy_mean"])
+                cacc.append(s["not_private"].get("client_accuracy_mean", float("nan")))  # needs per-client test sets
             f = lambda v: f"{statistics.mean(v):.4f} ({statistics.pstdev(v):.4f})"
             print(f"| {dist} | {method} | {f(acc)} | {f(cacc)} | {max(eps) if eps else '-':{'.4g' if eps else ''}} |"
                   f" {round(statistics.mean(used)) if used else 'all'} |")
