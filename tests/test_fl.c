@@ -2,6 +2,7 @@
 #include "fixtures.h"
 #include "dpfl/fl.h"
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -187,6 +188,52 @@ static void ignored_keys_are_errors(void **state)
     assert_int_equal(system(cmd), 0);
     assert_int_not_equal(access("/tmp/dpfl_test_ignored/metrics.jsonl", F_OK), 0);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_ignored"), 0);
+}
+
+/* Every example in examples/ loads, validates and sets no key it would ignore; the paper reproductions that take
+ * tens of minutes run here as 1-2 round smoke versions of the same files (the full runs are in README). */
+static void examples_are_valid_and_run_as_smoke_versions(void **state)
+{
+    (void)state;
+    DIR *d = opendir("examples");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".ini")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "examples/%s", e->d_name);
+        dpfl_config c;
+        dpfl_error err;
+        dpfl_config_defaults(&c);
+        if (dpfl_config_load(&c, path, &err) || dpfl_config_validate(&c, &err) || dpfl_config_check_ignored(&c, &err)) {
+            print_error("%s: %s\n", path, err.msg);
+            fail();
+        }
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 14);
+    const char *b = getenv("BUILD");
+    /* each with what its summary.json must hold */
+    static const char *const smoke[][2] = {
+        {"examples/prifedsync_mnist.ini --set fl.rounds=2 --set data.clients=8 --set fl.local_steps=2 "
+         "--set run.eval_every=1", "\"personal_accuracy_mean\""},
+        {"examples/rpdp_heart.ini --set fl.rounds=2", "\"over_budget\":[[:space:]]*0,"},
+        {"examples/rpdp_mnist.ini --set fl.rounds=1 --set fl.local_steps=2", "\"record_budgets\""},
+    };
+    for (size_t i = 0; i < sizeof smoke / sizeof smoke[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s/dpfl train %s --out /tmp/dpfl_test_example --force --quiet 2>/dev/null && "
+                                  "grep -qE '\"private\":[[:space:]]*true' /tmp/dpfl_test_example/summary.json && "
+                                  "grep -qE '%s' /tmp/dpfl_test_example/summary.json",
+                 b ? b : "build", smoke[i][0], smoke[i][1]);
+        if (system(cmd) != 0) {
+            print_error("smoke run failed: %s\n", cmd);
+            fail();
+        }
+    }
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_example"), 0);
 }
 
 /* fl.algorithm presets expand into ordinary settings; keys the user set (before or after) win; a run's own
@@ -667,6 +714,7 @@ int main(void)
         cmocka_unit_test(config_path_and_section_errors_are_exact),
         cmocka_unit_test(ignored_keys_are_errors),
         cmocka_unit_test(algorithm_presets_expand_into_settings),
+        cmocka_unit_test(examples_are_valid_and_run_as_smoke_versions),
         cmocka_unit_test(run_folder_is_never_reused_silently),
         cmocka_unit_test(config_rejects_bad_input),
         cmocka_unit_test(fedavg_full_batch_equals_centralized_gd),
