@@ -80,4 +80,29 @@ static inline void fixture_set(dpfl_config *c, const char *key, const char *valu
         fail();
     }
 }
+/* The checkpoints of two run folders agree in everything but the wall time and the metrics line (which carries
+ * it).  Layout (src/fl/checkpoint.c): 16 bytes of file header; payload head: rounds, clients, nparam, record z,
+ * client z (32 bytes), wall (8), examples, S, event count (24), line length (8); then the partition key and
+ * digest, parameters, ledger, events, client states, budgets, line; CRC (4).  Returns the payload's size without
+ * the line (for callers that check what it holds). */
+static inline size_t fixture_checkpoints_match(const char *dir_a, const char *dir_b)
+{
+    char pa[512], pb[512], *ma, *mb;
+    size_t la, lb;
+    dpfl_error err;
+    snprintf(pa, sizeof pa, "%s/checkpoint.bin", dir_a);
+    snprintf(pb, sizeof pb, "%s/checkpoint.bin", dir_b);
+    assert_int_equal(dpfl_file_read_all(pa, &ma, &la, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read_all(pb, &mb, &lb, &err), DPFL_OK);
+    int64_t lla, llb;
+    memcpy(&lla, ma + 16 + 64, 8);
+    memcpy(&llb, mb + 16 + 64, 8);
+    assert_int_equal(la - (size_t)lla, lb - (size_t)llb);
+    assert_memory_equal(ma + 16, mb + 16, 32);
+    assert_memory_equal(ma + 56, mb + 56, 24);
+    assert_memory_equal(ma + 88, mb + 88, la - (size_t)lla - 88 - 4);
+    free(ma);
+    free(mb);
+    return la - (size_t)lla;
+}
 #endif

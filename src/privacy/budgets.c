@@ -8,18 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The whole file as text (NUL-terminated; a file with NUL bytes is not a budget file). */
+static dpfl_status read_text(const char *path, char **buf, size_t *len, dpfl_error *err)
+{
+    dpfl_status s = dpfl_file_read_all(path, buf, len, err);
+    if (s) return s;
+    if (memchr(*buf, '\0', *len)) {
+        free(*buf);
+        return dpfl_fail(err, DPFL_EFORMAT, "not a text file (%s): contains NUL bytes", path);
+    }
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_budgets_read(const char *path, double **v, size_t *n, dpfl_error *err)
 {
     *v = NULL;
     *n = 0;
     char *buf;
     size_t len;
-    dpfl_status s = dpfl_file_read_all(path, &buf, &len, err);
+    dpfl_status s = read_text(path, &buf, &len, err);
     if (s) return s;
-    if (memchr(buf, '\0', len)) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "not a text file (%s): contains NUL bytes", path);
-    }
     size_t cap = 0;
     long ln = 0;
     for (char *p = buf; !s && p < buf + len;) {
@@ -114,12 +122,8 @@ dpfl_status dpfl_budgets_read_records(const char *path, size_t n, double *out, d
 {
     char *buf;
     size_t len;
-    dpfl_status s = dpfl_file_read_all(path, &buf, &len, err);
+    dpfl_status s = read_text(path, &buf, &len, err);
     if (s) return s;
-    if (memchr(buf, '\0', len)) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "not a text file (%s): contains NUL bytes", path);
-    }
     /* the first line that is neither blank nor a comment decides the format */
     int csv = 0;
     for (char *p = buf; p < buf + len;) {
