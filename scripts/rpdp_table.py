@@ -5,7 +5,7 @@ config, for the three privacy-preference distributions, averaged over seeds.
 usage: scripts/rpdp_table.py examples/rpdp_heart.ini [--seeds 10] [--set KEY=VALUE ...]
 Prints a markdown table of mean (std) test accuracy and the mean over clients of their own test accuracy.
 Every run is `./build/dpfl train`; nothing here computes a privacy number."""
-import argparse, json, os, re, statistics, subprocess, sys, tempfile
+import argparse, json, math, os, re, statistics, subprocess, sys, tempfile
 
 def run(cfg, out, sets):
     cmd = ["./build/dpfl", "train", cfg, "--out", out, "--force", "--quiet"]
@@ -57,7 +57,7 @@ def main():
                     used.append(rb["records"] - rb["unused"] - rb["dropped"])
                 acc.append(s["test_accuracy"])
                 cacc.append(s["not_private"].get("client_accuracy_mean", float("nan")))  # needs per-client test sets
-            f = lambda v: f"{statistics.mean(v):.4f} ({statistics.pstdev(v):.4f})"
+            f = lambda v: "-" if any(math.isnan(x) for x in v) else f"{statistics.mean(v):.4f} ({statistics.pstdev(v):.4f})"
             print(f"| {dist} | {method} | {f(acc)} | {f(cacc)} | {max(eps) if eps else '-':{'.4g' if eps else ''}} |"
                   f" {round(statistics.mean(used)) if used else 'all'} |")
             sys.stdout.flush()
