@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Torture tests (`make torture`; CI runs `tests/torture.sh --short`): a seeded record + client level DP run is killed
-# with SIGKILL at random moments and resumed; every resumed run must equal the uninterrupted one (model bytes,
+# Torture tests (`make torture`; CI runs `tests/torture.sh --short`): a seeded record + client level DP run, and the
+# same run with a budget per record (record_dp.budgets), are killed with SIGKILL at random moments and resumed; every resumed run must equal the uninterrupted one (model bytes,
 # metrics.jsonl -- every round's epsilons --, the privacy report in summary.json), so no charge is lost or counted
 # twice and no partially written file is ever read.  Then the output directory is made read-only, deleted mid-run,
 # and the checkpoint truncated or bit-flipped: each must give a clear error (exit 1, one "dpfl: error:" line) and
@@ -38,32 +38,38 @@ delta = 1e-3
 seed = 7
 threads = 2
 INI
+# the same run with a budget per record (rPDP-FL): its per-record ledger must survive the kills too
+awk 'BEGIN{r=0} /^\[record_dp\]/{r=1} /^\[client_dp\]/{r=0} { if (r && $0 == "noise = 1.0") print "budgets = threelevels"; else print }' \
+  "$work/run.ini" > "$work/runb.ini"
 passed=0; failed=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "torture: FAIL: $*"; }
-privacy_report() { grep -E '"(epsilon|client_epsilon|rounds|client_rounds_charged|private)"' "$1/summary.json"; }
+privacy_report() { grep -E '"(epsilon|client_epsilon|rounds|client_rounds_charged|private|over_budget|opted_out)"' "$1/summary.json"; }
 
 t0=$(date +%s.%N)
 "$bin" train "$work/run.ini" --out "$work/ref" --quiet || { echo "torture: the reference run failed"; exit 1; }
 t1=$(date +%s.%N)
+"$bin" train "$work/runb.ini" --out "$work/refb" --quiet || { echo "torture: the budgets reference run failed"; exit 1; }
+grep -q '"record_budgets"' "$work/refb/summary.json" || { echo "torture: the budgets run has no record_budgets"; exit 1; }
 dur=$(echo "$t1 - $t0" | bc)
 echo "torture: reference run ${dur}s; $kills kills at random moments"
 
 # -- kill -9 at random moments, resume, compare -----------------------------------------------------------------
 for i in $(seq 1 "$kills"); do
   d="$work/k$i"
-  "$bin" train "$work/run.ini" --out "$d" --quiet 2>/dev/null &
+  if [ $((i % 2)) -eq 0 ]; then ini="$work/runb.ini"; ref="$work/refb"; else ini="$work/run.ini"; ref="$work/ref"; fi
+  "$bin" train "$ini" --out "$d" --quiet 2>/dev/null &
   pid=$!
   sleep "$(awk -v s="$RANDOM" -v d="$dur" 'BEGIN { srand(s); printf "%.3f", rand() * d }')"
   kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   if [ -e "$d/checkpoint.bin" ]; then
     "$bin" train --resume "$d" --quiet 2>"$work/err" || { bad "kill $i: resume failed: $(cat "$work/err")"; continue; }
   else # killed before the first checkpoint: nothing was released; a new run starts over
-    "$bin" train "$work/run.ini" --out "$d" --force --quiet 2>"$work/err" || { bad "kill $i: restart failed: $(cat "$work/err")"; continue; }
+    "$bin" train "$ini" --out "$d" --force --quiet 2>"$work/err" || { bad "kill $i: restart failed: $(cat "$work/err")"; continue; }
   fi
-  if cmp -s "$d/model.bin" "$work/ref/model.bin" && cmp -s "$d/metrics.jsonl" "$work/ref/metrics.jsonl" &&
-     [ "$(privacy_report "$d")" = "$(privacy_report "$work/ref")" ] &&
-     [ "$(wc -l < "$d/diagnostics.jsonl")" -eq "$(wc -l < "$work/ref/diagnostics.jsonl")" ]; then ok
+  if cmp -s "$d/model.bin" "$ref/model.bin" && cmp -s "$d/metrics.jsonl" "$ref/metrics.jsonl" &&
+     [ "$(privacy_report "$d")" = "$(privacy_report "$ref")" ] &&
+     [ "$(wc -l < "$d/diagnostics.jsonl")" -eq "$(wc -l < "$ref/diagnostics.jsonl")" ]; then ok
   else bad "kill $i: resumed run differs"; fi
   rm -rf "$d"
 done
