@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dpfl against the same-machine PyTorch reference on a machine whose speed drifts: bench/compare_pytorch.sh BUILD [N]
 # alternates N times (default 3) between bench_nn (MLP and cnn-mnist) and bench/pytorch_reference.py, then prints
-# the best of the N runs for every row of each and their ratio.  Needs python3-torch (see pytorch_reference.py).
+# the best and the median of the N runs for every row of each, their ratios, and the load average before each run.
+# Needs python3-torch (see pytorch_reference.py).
 set -eu
 BUILD=${1:-build}
 N=${2:-3}
@@ -9,25 +10,31 @@ N=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for i in $(seq "$N"); do
+  echo "run $i: load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for m in mlp:784-512-256-10 cnn-mnist; do
     DPFL_BENCH_MODEL=$m "$BUILD/bench/bench_nn" "$tmp/dpfl-$i-${m%%:*}.json" >/dev/null
   done
   $PYPRE "$PY" -W ignore bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" - "$tmp/torch-$i.json" >/dev/null
 done
 "$PY" - "$tmp" <<'PYEOF'
-import glob, json, sys
-best = {}
+import glob, json, statistics, sys
+runs = {}
 for side in ("dpfl", "torch"):
     for path in glob.glob(f"{sys.argv[1]}/{side}-*.json"):
         for r in json.load(open(path)):
             if "model" in r:
-                k = (side, r["model"], r["batch"], r["mode"])
-                best[k] = max(best.get(k, 0), r["examples_per_second"])
-print(f"best of the runs, examples/s\n{'model':<20} {'batch':>6} {'mode':<11} {'dpfl':>9} {'PyTorch':>9} {'ratio':>6}")
-for (side, model, batch, mode), ours in sorted(best.items()):
+                runs.setdefault((side, r["model"], r["batch"], r["mode"]), []).append(r["examples_per_second"])
+print(f"examples/s over the runs: best (median)\n{'model':<20} {'batch':>6} {'mode':<11} {'dpfl':>17} {'PyTorch':>17} "
+      f"{'ratio':>13}")
+for (side, model, batch, mode), ours in sorted(runs.items()):
     if side != "dpfl":
         continue
-    v = best.get(("torch", model, batch, mode))
-    ref = f"{v:>9.0f} {ours / v:>6.2f}" if v else f"{'-':>9} {'-':>6}"
-    print(f"{model:<20} {batch:>6} {mode:<11} {ours:>9.0f} {ref}")
+    ref = runs.get(("torch", model, batch, mode))
+    b, m = max(ours), statistics.median(ours)
+    col = f"{b:>8.0f} ({m:>6.0f})"
+    if ref:
+        rb, rm = max(ref), statistics.median(ref)
+        print(f"{model:<20} {batch:>6} {mode:<11} {col} {rb:>8.0f} ({rm:>6.0f}) {b / rb:>5.2f} ({m / rm:.2f})")
+    else:
+        print(f"{model:<20} {batch:>6} {mode:<11} {col} {'-':>17} {'-':>13}")
 PYEOF
