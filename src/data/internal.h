@@ -19,6 +19,15 @@ typedef struct {
 dpfl_status dpfl__table_read(const char *path, int has_header, dpfl__table *t, dpfl_error *err);
 void dpfl__table_free(dpfl__table *t);
 
+/* Where a dataset's folder `sub` may be (paths.c): data_dir/sub alone when data_dir is given; else for a
+ * downloaded dataset (shipped = 0) the cache folder's sub, for one that ships with dpfl (shipped = 1) $DPFL_DATA/sub
+ * when DPFL_DATA is set; then the installed data folder's sub.  dirs gets *n (at most 2) folders, first choice
+ * first.  dpfl__data_list joins them with ", " for messages. */
+#define DPFL__PATH_MAX 4096
+dpfl_status dpfl__data_candidates(int shipped, const char *sub, const char *data_dir, char (*dirs)[DPFL__PATH_MAX],
+                                  int *n, dpfl_error *err);
+void dpfl__data_list(char (*dirs)[DPFL__PATH_MAX], int n, char *out, size_t len);
+
 /* Largest-remainder apportionment of total into k parts proportional to w[0..k) (w >= 0, sum > 0). */
 void dpfl__apportion(int64_t total, const double *w, int32_t k, int64_t *out);
 #endif

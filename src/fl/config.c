@@ -33,7 +33,7 @@ static const keydef keys[] = {
     {"data", "samples_per_client", K_INT, F(data.samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
     {"data", "test_per_client", K_INT, F(data.test_per_client), 0, 100000000, NULL, "per-client test set drawn from the test set (any partition but natural)"},
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
-    {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
+    {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "folder holding mnist/ (empty: $DPFL_DATA/cache, else $XDG_CACHE_HOME/dpfl or ~/.cache/dpfl)"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
     {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent"},
     {"model", "transform_shape", K_STR, F(model.transform_shape), 0, 0, NULL, "a and b of the transform: two of n (none), c (per channel), p (per pixel); cp = the paper's"},
@@ -116,7 +116,7 @@ void dpfl_config_defaults(dpfl_config *c)
     c->data.shards = 2;
     c->data.beta = 0.5;
     c->data.classes_per_client = 2;
-    strcpy(c->data.data_dir, "data/cache");
+    c->data.data_dir[0] = '\0'; /* the data folders of include/dpfl/data.h, never the current directory */
     c->data.normalize = DPFL_NORM_NONE;
     strcpy(c->model.arch, "mlp:784-200-10");
     strcpy(c->model.transform_shape, "cp");
