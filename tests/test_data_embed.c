@@ -1,5 +1,5 @@
 /* Where datasets are found (src/data/paths.c: DPFL_DATA, the XDG cache folder, the installed data folder, never
- * the current directory). */
+ * the current directory) and datasets from the caller's arrays (src/data/memory.c). */
 #include "testutil.h"
 #include "dpfl/data.h"
 
@@ -167,12 +167,72 @@ static void found_in_data_folder_not_current_directory(void **state)
     assert_int_equal(chdir(cwd), 0);
 }
 
+/* ------------------------------------------------------------------------------------------ from arrays */
+static void from_arrays_copies_and_validates(void **state)
+{
+    (void)state;
+    float x[6 * 4];
+    int32_t y[6] = {0, 1, 2, 0, 1, 2};
+    for (int i = 0; i < 24; i++) x[i] = (float)i * 0.5f;
+    dpfl_dataset d;
+    dpfl_error err;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 2, 2, 3, &d, &err), DPFL_OK);
+    assert_int_equal(d.n, 6);
+    assert_int_equal(d.dim, 4);
+    assert_int_equal(d.h, 2);
+    assert_int_equal(d.classes, 3);
+    assert_int_equal(d.groups, 0);
+    assert_null(d.group);
+    x[5] = -99.0f; /* the caller's arrays are its own: the dataset holds a copy */
+    y[2] = 0;
+    assert_true(d.x[5] == 2.5f);
+    assert_int_equal(d.y[2], 2);
+    assert_true(d.x != x);
+    /* usable as any dataset: an IID partition over 3 clients covers every record once */
+    dpfl_partition p;
+    dpfl_partition_spec spec = {.kind = DPFL_PART_IID, .clients = 3};
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 5);
+    assert_int_equal(dpfl_partition_make(&d, NULL, &spec, &r, &p, &err), DPFL_OK);
+    int seen[6] = {0};
+    for (int k = 0; k < 3; k++)
+        for (int32_t i = p.offset[k]; i < p.offset[k + 1]; i++) seen[p.index[i]]++;
+    for (int i = 0; i < 6; i++) assert_int_equal(seen[i], 1);
+    dpfl_partition_free(&p);
+    dpfl_dataset_free(&d);
+
+    /* every check names what is wrong; nothing is allocated on failure */
+    y[2] = 3;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "y[2] = 3"));
+    assert_null(d.x);
+    y[2] = -1;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    y[2] = 2;
+    x[9] = NAN;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "example 2, feature 1"));
+    assert_null(d.x);
+    x[9] = INFINITY;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    x[9] = 0.0f;
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 0, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 0, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 1, &d, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "classes"));
+    assert_int_equal(dpfl_dataset_from_arrays(NULL, y, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_dataset_from_arrays(x, NULL, 6, 1, 1, 4, 3, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_dataset_from_arrays(x, y, 6, 1, 1, 4, 3, &d, &err), DPFL_OK); /* fixed: accepted */
+    dpfl_dataset_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cache_folder_follows_the_environment),
         cmocka_unit_test(missing_dataset_names_the_folders_searched),
         cmocka_unit_test(found_in_data_folder_not_current_directory),
+        cmocka_unit_test(from_arrays_copies_and_validates),
     };
     return cmocka_run_group_tests_name("data_embed", tests, setup, teardown);
 }

@@ -38,6 +38,13 @@ dpfl_status dpfl_csv_load(const char *path, int label_col, int has_header, int d
 dpfl_status dpfl_heart_load(const char *dir, uint64_t split_seed, dpfl_dataset *train, dpfl_dataset *test,
                             dpfl_error *err);
 
+/* A dataset from the caller's arrays (src/data/memory.c): n examples of shape c x h x w (tabular: 1 x 1 x features),
+ * x row-major (n * c*h*w floats, channel-major within an example), labels y in [0, classes), classes >= 2.  Both
+ * arrays are copied (the caller keeps its own); features must be finite.  Fails naming the first bad label or
+ * feature.  Free with dpfl_dataset_free. */
+dpfl_status dpfl_dataset_from_arrays(const float *x, const int32_t *y, int32_t n, int32_t c, int32_t h, int32_t w,
+                                     int32_t classes, dpfl_dataset *out, dpfl_error *err);
+
 /* Synthetic classification for tests: Gaussian class means (separation sep), unit noise, n examples. */
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
