@@ -76,8 +76,11 @@ SO       := $(BUILD)/libdpfl.so
 BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+# One man page per subcommand (src/cli/cmd_NAME.c is `dpfl NAME`), rendered from the --help texts.
+MAN_CMDS := $(patsubst src/cli/cmd_%.c,%,$(wildcard src/cli/cmd_*.c))
+MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE
+.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man
 all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -134,6 +137,17 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB) $(BUILD)/fl
 $(BUILD)/bench/%: bench/%.c $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+# Man pages: scripts/manpage.sh renders `dpfl --help` and `dpfl NAME --help` (one source for both).
+$(BUILD)/man/dpfl.1: $(BIN) scripts/manpage.sh
+	@mkdir -p $(dir $@)
+	scripts/manpage.sh $(BIN) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/man/dpfl-%.1: $(BIN) scripts/manpage.sh
+	@mkdir -p $(dir $@)
+	scripts/manpage.sh $(BIN) $* > $@.tmp && mv $@.tmp $@
+
+man: $(MANPAGES)
 
 demo: setup
 	@$(MAKE) --no-print-directory all

@@ -1,5 +1,6 @@
 /* dpfl: one command-line tool, one subcommand per task. */
 #include "cli.h"
+#include "dpfl/data.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,12 +45,37 @@ static const struct {
     {NULL, NULL, NULL},
 };
 
+/* The text of `dpfl --help`, and of the dpfl(1) man page (scripts/manpage.sh renders it: keep the layout of a
+ * first "dpfl VERSION - summary" line, a usage block, paragraphs, and "name:" headings over indented lines). */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dpfl <command> [options]   (dpfl <command> --help for details)\n\ncommands:\n");
+    fprintf(f,
+            "dpfl %s - differentially private federated learning\n\n"
+            "usage: dpfl <command> [options]   (dpfl <command> --help for details)\n"
+            "       dpfl help [<command>]\n"
+            "       dpfl --version\n\n"
+            "Trains models across clients that never share their data (federated learning, simulated in one\n"
+            "process) and reports, per record and per client, a differential-privacy guarantee that is an upper\n"
+            "bound for the mechanism that actually ran; the accountants can also be used on their own.  Bad input\n"
+            "gives one line 'dpfl: error: <what> (<where>): <why>' and a non-zero exit status.\n\n"
+            "commands:\n",
+            DPFL_VERSION);
     for (size_t i = 0; commands[i].name; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
-    fprintf(f, "\n  --version  print the version\n");
+    fprintf(f,
+            "\noptions:\n"
+            "  --help     this text ('dpfl help COMMAND' is 'dpfl COMMAND --help')\n"
+            "  --version  print the version\n\n"
+            "environment:\n"
+            "  DPFL_DATA       a data folder laid out like a dpfl checkout's data/: heart-disease/ and\n"
+            "                  cache/mnist/ ('dpfl data fetch' downloads into its cache/)\n"
+            "  XDG_CACHE_HOME  without DPFL_DATA, datasets are downloaded to and read from $XDG_CACHE_HOME/dpfl\n"
+            "                  (an absolute path), else ~/.cache/dpfl; never from the current directory\n"
+            "  DPFL_PORTABLE   1: the portable code only, not the AVX-512 / AVX2 kernels\n\n"
+            "files:\n"
+            "  %-24s the installed data folder: heart-disease/ (searched after DPFL_DATA), and\n"
+            "  %-24s mnist/ (searched after the cache folder)\n",
+            dpfl_data_install_dir(), "");
 }
 
 int main(int argc, char **argv)
@@ -61,6 +87,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version")) {
         printf("dpfl %s\n", DPFL_VERSION);
         return 0;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* dpfl help COMMAND = dpfl COMMAND --help */
+        char *args[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; commands[i].name; i++)
+            if (!strcmp(argv[2], commands[i].name)) return commands[i].run(2, args);
+        cli_error("unknown command '%s' (see 'dpfl --help' for the list)", argv[2]);
+        return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
