@@ -69,6 +69,7 @@ LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/pr
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
+EXAMPLE_SRC := $(wildcard examples/c/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdpfl.a
@@ -76,11 +77,13 @@ SO       := $(BUILD)/libdpfl.so
 BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+EXAMPLES := $(EXAMPLE_SRC:examples/c/%.c=$(BUILD)/examples/%)
 # One man page per subcommand (src/cli/cmd_NAME.c is `dpfl NAME`), rendered from the --help texts.
 MAN_CMDS := $(patsubst src/cli/cmd_%.c,%,$(wildcard src/cli/cmd_*.c))
 MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
+HEADERS  := $(wildcard include/dpfl/*.h)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man
+.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man examples
 all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -138,6 +141,15 @@ $(BUILD)/bench/%: bench/%.c $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
+# The C examples (examples/c/), built the way a program using dpfl is: public headers only (-Iinclude, no
+# -D_DEFAULT_SOURCE), linked to the shared library of this build (found through its rpath).
+EXAMPLE_CFLAGS := -std=c11 -pedantic -Wall -Wextra -Werror -O2 -Iinclude $(LDSAN) $(ARCH)
+$(BUILD)/examples/%: examples/c/%.c $(SO) $(HEADERS) $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(EXAMPLE_CFLAGS) -o $@ $< -L$(BUILD) -ldpfl -Wl,-rpath,$(abspath $(BUILD)) -lm
+
+examples: $(EXAMPLES)
+
 # Man pages: scripts/manpage.sh renders `dpfl --help` and `dpfl NAME --help` (one source for both).
 $(BUILD)/man/dpfl.1: $(BIN) scripts/manpage.sh
 	@mkdir -p $(dir $@)
@@ -153,9 +165,10 @@ demo: setup
 	@$(MAKE) --no-print-directory all
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 
+# The cmocka suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`).
 test: setup
-	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS)
-	@BUILD=$(BUILD) tests/run.sh $(TESTS)
+	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES)
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh
 
 test-san: setup
 	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build
