@@ -14,8 +14,14 @@ PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 # Installation (make install / uninstall).  PKGDATADIR, where the files that ship with dpfl go (heart-disease/), is
 # compiled into src/data/paths.c: `make install PREFIX=...` rebuilds that one object when PREFIX changes.
 PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 DATAROOTDIR ?= $(PREFIX)/share
 PKGDATADIR ?= $(DATAROOTDIR)/dpfl
+MANDIR  ?= $(DATAROOTDIR)/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LDCONFIG ?= ldconfig
 # Datasets are never looked for in the current directory (include/dpfl/data.h): make's own targets (set-up, tests,
 # demo, benchmarks) use this checkout's data/ folder -- heart-disease/ and the MNIST download in cache/mnist/ --
 # unless DPFL_DATA says otherwise.
@@ -82,8 +88,10 @@ EXAMPLES := $(EXAMPLE_SRC:examples/c/%.c=$(BUILD)/examples/%)
 MAN_CMDS := $(patsubst src/cli/cmd_%.c,%,$(wildcard src/cli/cmd_*.c))
 MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
 HEADERS  := $(wildcard include/dpfl/*.h)
+SHIPPED  := $(wildcard data/heart-disease/*)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man examples
+.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man examples \
+        install uninstall
 all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -161,14 +169,49 @@ $(BUILD)/man/dpfl-%.1: $(BIN) scripts/manpage.sh
 
 man: $(MANPAGES)
 
+# pkg-config file for the installed tree: the Debian packages dpfl links are Requires.private (needed to link
+# statically; `pkg-config --static --libs dpfl`).
+$(BUILD)/dpfl.pc: dpfl.pc.in FORCE
+	@mkdir -p $(dir $@)
+	@sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	     -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the tool, the library (libdpfl.so.VERSION with its soname
+# link and the development link libdpfl.so, and libdpfl.a), the headers under include/dpfl/, dpfl.pc, the man
+# pages and the heart-disease files.  ldconfig runs when installing for real as root (LDCONFIG=true skips it).
+# make uninstall removes exactly these files, and the folders include/dpfl/ and share/dpfl/ when left empty.
+INSTALLED_FILES := $(BINDIR)/dpfl $(LIBDIR)/libdpfl.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libdpfl.so \
+                   $(LIBDIR)/libdpfl.a $(PKGCONFIGDIR)/dpfl.pc $(HEADERS:include/dpfl/%=$(INCLUDEDIR)/dpfl/%) \
+                   $(MANPAGES:$(BUILD)/man/%=$(MANDIR)/man1/%) $(SHIPPED:data/%=$(PKGDATADIR)/%)
+install: $(BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/dpfl \
+	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDATADIR)/heart-disease
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/dpfl
+	install -m 755 $(SO).$(VERSION) $(DESTDIR)$(LIBDIR)/libdpfl.so.$(VERSION)
+	ln -sf libdpfl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdpfl.so
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libdpfl.a
+	install -m 644 $(BUILD)/dpfl.pc $(DESTDIR)$(PKGCONFIGDIR)/dpfl.pc
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/dpfl/
+	install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(SHIPPED) $(DESTDIR)$(PKGDATADIR)/heart-disease/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG); fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) 2>/dev/null || true
+
 demo: setup
 	@$(MAKE) --no-print-directory all
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 
-# The cmocka suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`).
+# The cmocka suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`)
+# and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config against it, the
+# man pages, make uninstall).
 test: setup
-	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh
+	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/install.sh
 
 test-san: setup
 	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build
