@@ -222,18 +222,22 @@ static void examples_are_valid_and_run_as_smoke_versions(void **state)
         {"examples/rpdp_heart.ini --set fl.rounds=2", "\"over_budget\":[[:space:]]*0,"},
         {"examples/rpdp_mnist.ini --set fl.rounds=1 --set fl.local_steps=2", "\"record_budgets\""},
     };
+    char out[64]; /* this process's own folder: suites of other checkouts may run at the same time */
+    snprintf(out, sizeof out, "/tmp/dpfl_test_example.%ld", (long)getpid());
     for (size_t i = 0; i < sizeof smoke / sizeof smoke[0]; i++) {
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "%s/dpfl train %s --out /tmp/dpfl_test_example --force --quiet 2>/dev/null && "
-                                  "grep -qE '\"private\":[[:space:]]*true' /tmp/dpfl_test_example/summary.json && "
-                                  "grep -qE '%s' /tmp/dpfl_test_example/summary.json",
-                 b ? b : "build", smoke[i][0], smoke[i][1]);
+        snprintf(cmd, sizeof cmd, "%s/dpfl train %s --out %s --force --quiet 2>/dev/null && "
+                                  "grep -qE '\"private\":[[:space:]]*true' %s/summary.json && "
+                                  "grep -qE '%s' %s/summary.json",
+                 b ? b : "build", smoke[i][0], out, out, smoke[i][1], out);
         if (system(cmd) != 0) {
             print_error("smoke run failed: %s\n", cmd);
             fail();
         }
     }
-    assert_int_equal(system("rm -rf /tmp/dpfl_test_example"), 0);
+    char rm[96];
+    snprintf(rm, sizeof rm, "rm -rf %s", out);
+    assert_int_equal(system(rm), 0);
 }
 
 /* fl.algorithm presets expand into ordinary settings; keys the user set (before or after) win; a run's own
