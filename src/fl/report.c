@@ -98,6 +98,11 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
     if (c->cdp_on) {
         json_num(o, "update_clip", m->update_clip);
         json_num(o, "update_noise_std", m->update_noise_std);
+        if (cfg->client_dp.mechanism == 1) { /* public: from the cohort size and the plan */
+            cJSON_AddNumberToObject(o, "ddp_threshold", m->ddp_threshold);
+            cJSON_AddBoolToObject(o, "ddp_released", m->ddp_released);
+            json_num(o, "ddp_overflow_bound", m->ddp_overflow);
+        }
         if (c->cprivate) json_num(o, "client_epsilon", c->ceps);
         else {
             cJSON_AddNullToObject(o, "client_epsilon"); /* numbers stay numbers: the reason has its own key */
@@ -290,8 +295,9 @@ static void summary_client(const run_ctx *c, cJSON *sum)
     cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
     cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
-    cJSON_AddStringToObject(sum, "client_adjacency_accounted",
-                            (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one" : "add-remove");
+    cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == 1 ? "zero-out"
+                                                               : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one"
+                                                                                                  : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", c->ledger.rounds);
     cJSON_AddNumberToObject(sum, "client_noise", c->rs.client_z);
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
@@ -301,6 +307,80 @@ static void summary_client(const run_ctx *c, cJSON *sum)
         cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(c->sim));
     }
     cJSON_AddNumberToObject(sum, "update_clip", c->rs.S);
+}
+
+/* Distributed DP's two guarantees and the sampling slack (docs/privacy.md, "Distributed DP"):
+ *   eps       against anyone who sees the released models but not who took part (Poisson amplification, q)
+ *   eps_srv   against the aggregation server, which sees each round's cohort: the client that took part most
+ *             (R rounds), each round at q = 1 -- participation is data-independent, so conditioning on it is sound
+ *   dsamp     the Poisson table's total variation over every draw of the run, (1 + e^eps) times it added to delta */
+typedef struct {
+    double eps_srv, dsamp;
+    int64_t rmax, draws;
+} ddp_report;
+
+static dpfl_status ddp_guarantees(const run_ctx *c, ddp_report *g, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(c->sim);
+    memset(g, 0, sizeof *g);
+    if (!p) return DPFL_OK;
+    int64_t total = 0;
+    for (int32_t k = 0; k < c->ledger.clients; k++) {
+        total += c->ledger.participations[k];
+        if (c->ledger.participations[k] > g->rmax) g->rmax = c->ledger.participations[k];
+    }
+    dpfl_event ev = dpfl_ddp_event(p, 1.0);
+    ev.count = g->rmax;
+    dpfl_guarantee gg;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, c->cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
+    if (st) return st;
+    g->eps_srv = gg.epsilon;
+    /* the largest lambda any round uses: a round of two clients, each adding mu / 2 */
+    dpfl_poisson_table *t;
+    if ((st = dpfl_poisson_table_make(fmin(p->mu / 4, 1e9), &t, err))) return st;
+    g->draws = 2 * (int64_t)p->d * total;
+    g->dsamp = (1 + exp(fmin(700, fmax(c->ceps, g->eps_srv)))) * (double)g->draws * dpfl_poisson_table_tv(t);
+    dpfl_poisson_table_free(t);
+    return DPFL_OK;
+}
+
+static dpfl_status summary_ddp(const run_ctx *c, cJSON *sum, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(c->sim);
+    if (!p) return DPFL_OK;
+    ddp_report g;
+    dpfl_status st = ddp_guarantees(c, &g, err);
+    if (st) return st;
+    cJSON *o = cJSON_AddObjectToObject(sum, "ddp");
+    cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
+                                            "rounds conditionally and adds Skellam noise; the server learns the sum "
+                                            "modulo 2^bits only");
+    cJSON_AddStringToObject(o, "secure_aggregation", c->cfg->client_dp.ddp_secagg
+                                                         ? "in process: pairwise X25519 masks, Shamir-shared seeds, "
+                                                           "dropout recovery (docs/secagg.md)"
+                                                         : "off: the wrapped vectors are summed directly (the same "
+                                                           "sum; the server would see each one)");
+    cJSON_AddStringToObject(o, "adjacency", "zero-out: a client's data replaced by data whose update is zero");
+    json_num(o, "epsilon", c->ceps);
+    cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
+                                                 "(client sampling amplifies)");
+    json_num(o, "epsilon_vs_server", g.eps_srv);
+    cJSON_AddStringToObject(o, "epsilon_vs_server_covers", "the aggregation server, which sees who took part: the "
+                                                           "client that took part most, every one of its rounds at q = 1");
+    cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
+    cJSON_AddNumberToObject(o, "delta", c->cfg->client_dp.delta);
+    cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
+    cJSON_AddNumberToObject(o, "delta_total", c->cfg->client_dp.delta + g.dsamp);
+    cJSON_AddNumberToObject(o, "noise_draws", (double)g.draws);
+    cJSON_AddNumberToObject(o, "dimension", (double)p->d);
+    cJSON_AddNumberToObject(o, "bits", p->bits);
+    cJSON_AddNumberToObject(o, "grid_step", p->gamma);
+    cJSON_AddNumberToObject(o, "l2_sensitivity", p->d2);
+    cJSON_AddNumberToObject(o, "l1_sensitivity", p->d1);
+    cJSON_AddNumberToObject(o, "variance", p->mu);
+    cJSON_AddNumberToObject(o, "noise_multiplier", p->z);
+    cJSON_AddNumberToObject(o, "tolerated_dropout", p->tolerated_dropout);
+    return DPFL_OK;
 }
 
 /* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
@@ -329,7 +409,17 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
                                                 "adjacency, %s sampler, %s accountant)",
                               c->report.epsilon, cfg->record_dp.delta, c->ra.poisson ? "add-remove" : "replace-one",
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
-    if (c->cdp_on && n < len)
+    ddp_report g;
+    dpfl_error e;
+    if (c->cdp_on && dpfl_sim_ddp_plan(c->sim) && n < len && ddp_guarantees(c, &g, &e) == DPFL_OK)
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
+                                                "only the secure sum): (%.4g, %.3g)-DP for every client against "
+                                                "observers of the released models, (%.4g, %.3g)-DP against the "
+                                                "aggregation server, which sees the cohorts (%lld rounds for the client "
+                                                "that took part most)",
+                              n ? "; " : "", c->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
+                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax);
+    else if (c->cdp_on && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
                               n ? "; " : "", c->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
@@ -423,7 +513,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     if (c->cdp_on) summary_client(c, sum);
-    if ((st = fdp_json(c, sum, err))) {
+    if ((st = summary_ddp(c, sum, err)) || (st = fdp_json(c, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }

@@ -153,6 +153,13 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
         if (c->cdp_on && c->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
             dpfl_event ev = fl_client_round_event(cfg, c->part.clients, 1.0, 1);
+            if (cfg->client_dp.mechanism == 1) { /* ddp: the sensitivities do not depend on z (bits: any) */
+                dpfl_ddp_plan p;
+                if ((st = dpfl_ddp_plan_make(c->model.nparam, cfg->client_dp.clip, 1.0, cfg->client_dp.ddp_inflation, 32,
+                                             2, cfg->client_dp.ddp_tolerated_dropout, &p, err)))
+                    return st;
+                ev = dpfl_ddp_event(&p, fl_client_rate_accounted(cfg, c->part.clients, 1));
+            }
             ev.count = cfg->fl.rounds;
             dpfl_calibrate_opts co = {0};
             co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
