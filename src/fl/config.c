@@ -35,7 +35,7 @@ static const keydef keys[] = {
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "where downloaded datasets are cached"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
-    {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent"},
+    {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine|sigmoid|tanh|relu", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent; sigmoid, tanh, relu: that function of a (.) x + b (the paper's Table 1 ablation)"},
     {"model", "transform_shape", K_STR, F(model.transform_shape), 0, 0, NULL, "a and b of the transform: two of n (none), c (per channel), p (per pixel); cp = the paper's"},
     {"fl", "algorithm", K_CHOICE, F(fl.algorithm), 0, 0, "custom|fedavg|dp-fedavg|dp-fedavg-adaptive|dp-sgd|e2e|prifedsync", "a preset: expands into the settings below (keys you set win)"},
     {"fl", "rounds", K_INT, F(fl.rounds), 1, 100000000, NULL, "communication rounds"},
@@ -699,6 +699,8 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
 
 void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap)
 {
-    if (c->model.transform) snprintf(out, cap, "transform-%s:%s", c->model.transform_shape, c->model.arch);
+    static const char *const fn[] = {"", "", "-sigmoid", "-tanh", "-relu"};
+    if (c->model.transform)
+        snprintf(out, cap, "transform-%s%s:%s", c->model.transform_shape, fn[c->model.transform], c->model.arch);
     else snprintf(out, cap, "%s", c->model.arch);
 }

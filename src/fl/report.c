@@ -586,7 +586,14 @@ void fl_report_final_lines(const run_ctx *c)
         fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
                         "against any observer keeping the sync probability %g (RDP bound)%s\n",
                 fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p, seedcaveat);
-    if (c->cdp_on && c->cprivate)
+    ddp_report g;
+    if (c->cdp_on && c->cprivate && dpfl_sim_ddp_plan(c->sim) && ddp_guarantees(c, &g, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
+                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld rounds of the busiest "
+                        "client)%s\n",
+                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", c->ceps, cfg->client_dp.delta + g.dsamp,
+                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, seedcaveat);
+    else if (c->cdp_on && c->cprivate)
         fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", c->ceps,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
     if (c->cdp_on && !c->cprivate)
