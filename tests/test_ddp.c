@@ -147,6 +147,17 @@ static void accounting_bounds_the_gaussian(void **state)
     assert_int_equal(dpfl_account_epsilon(&a, 1, 1e-5, DPFL_ACC_PLD, NULL, &gb, &err), DPFL_OK);
     assert_int_equal(gb.answered, DPFL_ACC_RDP);
     assert_close(gb.epsilon, ga.epsilon, 1e-12);
+    /* the event's RDP is the corollary's value (its correction term matters at small variance), and the
+     * amplified one the joint-convexity formula */
+    dpfl_event small = dpfl_event_skellam(1.0, 10, 3, 50, 1);
+    const double o2 = 2, o5 = 4.5;
+    double r2;
+    assert_int_equal(dpfl_rdp_compose(&small, 1, &o2, 1, &r2, &err), DPFL_OK);
+    assert_close(r2, 0.18 + 87.0 / 10000, 1e-12);
+    small.q = 0.1;
+    assert_int_equal(dpfl_rdp_compose(&small, 1, &o5, 1, &r2, &err), DPFL_OK);
+    const double b5 = dpfl_skellam_rdp(5, 10, 3, 50);
+    assert_close(r2, log(0.9 + 0.1 * exp(3.5 * b5)) / 3.5, 1e-9);
     /* zero-out only */
     a.adjacency = DPFL_ADJ_ADD_REMOVE;
     assert_int_equal(dpfl_event_check(&a, &err), DPFL_EINVAL);
