@@ -96,6 +96,13 @@ static void encode_decode_sums(void **state)
     if (!(v > 0.8 * want_v && v < 1.2 * want_v)) print_error("variance %g, want %g\n", v, want_v);
     assert_true(v > 0.8 * want_v && v < 1.2 * want_v); /* 3000 coordinates: within 20% */
     assert_true(v > 0.8 * (1.0 * 1.0)); /* z = 1: about S^2 per coordinate, the Gaussian mechanism's */
+    /* a diverged update (NaN) is encoded as zero: the decoded vector is the noise-free zero */
+    u[3] = NAN;
+    double nn;
+    assert_int_equal(dpfl_ddp_encode(&p, u, seed, NULL, &r, work, iw, enc, &nn, NULL, &err), DPFL_OK);
+    assert_true(isnan(nn));
+    assert_int_equal(dpfl_ddp_decode(&p, enc, seed, iw, work, 1.0f, dec, &err), DPFL_OK);
+    for (size_t i = 0; i < P; i++) assert_true(dec[i] == 0.0f);
     dpfl_poisson_table_free(t);
     free(u), free(dec), free(want), free(work), free(iw), free(enc), free(sum);
 }

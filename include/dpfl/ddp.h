@@ -51,8 +51,8 @@ double dpfl_ddp_overflow_bound(const dpfl_ddp_plan *p, int32_t clients, double m
 
 /* One client's encoding.  u: P floats (not modified); seed: the round's public rotation seed; noise: a Poisson
  * table of lambda = client variance / 2 (NULL: no noise, for tests only); r: the client's private stream;
- * work: d doubles, iwork: d int64, out: d values < 2^bits.  *norm (may be NULL) = ||u|| before clipping,
- * *tries = roundings drawn. */
+ * work: d doubles, iwork: d int64, out: d values < 2^bits.  *norm (may be NULL) = ||u|| before clipping (not
+ * finite: u was not, and zero was encoded in its place), *tries = roundings drawn. */
 dpfl_status dpfl_ddp_encode(const dpfl_ddp_plan *p, const float *u, const uint8_t seed[32],
                             const dpfl_poisson_table *noise, dpfl_rng *r, double *work, int64_t *iwork, uint32_t *out,
                             double *norm, int *tries, dpfl_error *err);

@@ -102,11 +102,10 @@ dpfl_status dpfl_ddp_encode(const dpfl_ddp_plan *p, const float *u, const uint8_
     for (size_t i = 0; i < p->P; i++) ss += (double)u[i] * u[i];
     const double nrm = sqrt(ss);
     if (norm) *norm = nrm;
-    if (!isfinite(nrm))
-        return dpfl_fail(err, DPFL_EINVAL, "distributed DP: the update is not finite (norm %g)", nrm);
-    /* clipped to S (the client's job: the server never sees the update) and divided by the grid step */
+    /* clipped to S (the client's job: the server never sees the update) and divided by the grid step; an update that
+     * is not finite (diverged local training) is sent as zero: any vector within the clip keeps the guarantee */
     const double s = (nrm > p->clip ? p->clip / nrm : 1.0) / p->gamma;
-    for (size_t i = 0; i < p->P; i++) work[i] = u[i] * s;
+    for (size_t i = 0; i < p->P; i++) work[i] = isfinite(nrm) ? u[i] * s : 0.0;
     for (size_t i = p->P; i < p->d; i++) work[i] = 0;
     dpfl_status st = dpfl_ddp_rotate(work, p->d, seed, 0, err);
     if (st) return st;
