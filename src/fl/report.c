@@ -219,14 +219,56 @@ dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_
     return bad ? dpfl_fail(err, DPFL_EIO, "cannot write (%s/diagnostics.jsonl)", c->opt->out_dir) : DPFL_OK;
 }
 
-void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
+/* "1h02m", "3m05s", "12s" */
+static void fmt_duration(char *out, size_t len, double s)
 {
-    double per = m->wall_seconds / m->round, eta = per * (rounds - m->round);
-    char a[32];
-    if (isfinite(acc)) snprintf(a, sizeof a, "%.4f", acc);
-    else snprintf(a, sizeof a, "n/a   "); /* no evaluation yet (eval_every) */
-    fprintf(stderr, "\rround %d/%d  test acc %s  ETA %dm%02ds   ", m->round, rounds, a, (int)(eta / 60),
-            (int)fmod(eta, 60));
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = lround(s);
+    if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, len, "%lds", t);
+}
+
+/* The progress line: round, latest test accuracy, the epsilon spent so far (with its target, or for rPDP-FL the
+ * largest record epsilon against the largest budget) and the time left at the mean pace of the rounds so far. */
+void fl_report_progress_line(const run_ctx *c, const dpfl_round_metrics *m, char *buf, size_t len)
+{
+    const dpfl_config *cfg = c->cfg;
+    size_t n = 0;
+#define ADD(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+    ADD("round %d/%d  test acc ", m->round, cfg->fl.rounds);
+    if (isfinite(c->last_eval.test_accuracy)) ADD("%.4f", c->last_eval.test_accuracy);
+    else ADD("n/a"); /* no evaluation yet (eval_every) */
+    if (c->rpdp.on) {
+        ADD("  max eps_i %.3g", c->report.epsilon);
+        if (cfg->record_dp.budget_max > 0) ADD(" (budgets <= %g)", cfg->record_dp.budget_max);
+    } else if (c->rdp_on) {
+        ADD("  eps %.3g", c->report.epsilon);
+        if (cfg->record_dp.target_epsilon > 0) ADD("/%g", cfg->record_dp.target_epsilon);
+    }
+    if (c->cdp_on) {
+        if (c->cprivate) ADD("  client eps %.3g", c->ceps);
+        else ADD("  client eps n/a (median clip: not private)");
+        if (c->cprivate && cfg->client_dp.target_epsilon > 0) ADD("/%g", cfg->client_dp.target_epsilon);
+    }
+    if (!c->rdp_on && !c->cdp_on) ADD("  not private");
+    char eta[32], el[32];
+    double per = m->wall_seconds / m->round;
+    fmt_duration(eta, sizeof eta, per * (cfg->fl.rounds - m->round));
+    fmt_duration(el, sizeof el, m->wall_seconds);
+    /* a target with the noise given is a stop rule: the run may end before fl.rounds */
+    int stop_rule = (c->rdp_on && !c->rpdp.on && cfg->record_dp.target_epsilon > 0 && cfg->record_dp.noise > 0) ||
+                    (c->cdp_on && cfg->client_dp.target_epsilon > 0 && cfg->client_dp.noise > 0);
+    ADD("  %s elapsed, ETA %s%s", el, stop_rule ? "<= " : "", eta);
+#undef ADD
+}
+
+void fl_report_progress(const run_ctx *c, const dpfl_round_metrics *m)
+{
+    char line[256];
+    fl_report_progress_line(c, m, line, sizeof line);
+    /* \r and a clear to the end of the line: the line can get shorter */
+    fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);
 }
 

@@ -205,9 +205,10 @@ static dpfl_status open_round_files(run_ctx *c, dpfl_error *err)
     return DPFL_OK;
 }
 
-/* The files a run writes (and their temporary names while they are written). */
+/* The files a run writes (and their temporary names while they are written), and the report `dpfl report RUN_DIR`
+ * writes beside them by default (--force removes it with the run it describes). */
 static const char *const RUN_FILES[] = {"config.ini", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "model.bin",
-                                        "checkpoint.bin"};
+                                        "checkpoint.bin", "report.html"};
 
 /* A new run never shares its folder with another run's files: an existing non-empty folder is refused unless
  * force (then the previous run's files go first, so that a re-run killed midway cannot leave new metrics beside
