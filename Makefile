@@ -71,7 +71,8 @@ TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
 SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
-LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c)
+LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c \
+                      src/report/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
@@ -205,6 +206,7 @@ uninstall:
 demo: setup
 	@$(MAKE) --no-print-directory all
 	./$(BIN) train examples/demo.ini --out runs/demo --force
+	./$(BIN) report runs/demo
 
 # The cmocka suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`)
 # and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config against it, the

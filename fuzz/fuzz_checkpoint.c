@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int mode = data[0];
     const char *path = fuzz_path("checkpoint.bin");
     if (mode & 1) fuzz_write(path, data + 1, size - 1, 0);
-    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 5u + ((mode >> 1) & 1), data + 1, size - 1);
+    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 6u + ((mode >> 1) & 1), data + 1, size - 1);
     dpfl_error err = {{0}};
     dpfl_ledger l;
     if (dpfl_ledger_init(&l, CLIENTS, &err) != DPFL_OK) abort();

@@ -625,6 +625,8 @@ static void ledger_merges_equal_events_field_by_field(void **state)
     a.batch = b.batch = p.batch;
     a.inner = b.inner = p.inner;
     a.bound = b.bound = p.bound;
+    a.d1 = b.d1 = p.d1;
+    a.d2 = b.d2 = p.d2;
     a.count = b.count = 1;
     assert_int_equal(dpfl_ledger_charge_client(&l, &a, &err), DPFL_OK);
     assert_int_equal(dpfl_ledger_charge_client(&l, &b, &err), DPFL_OK);
@@ -797,7 +799,7 @@ static void keep_state_survives_resume(void **state)
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
-    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 6, &payload, &len, &err),
+    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 7, &payload, &len, &err),
                      DPFL_OK);
     assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 2, payload, len, &err),
                      DPFL_OK);

@@ -255,6 +255,33 @@ static void per_step_clipping_leaves_the_transform_alone(void **state)
     fl_fixture_free(&f);
 }
 
+/* The Table 1 ablation: transform = sigmoid | tanh | relu puts that function after the affine transform (still the
+ * client's own first layer, identity at the start); a bad function name in a spec is refused with the syntax. */
+static void transform_functions(void **state)
+{
+    (void)state;
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    strcpy(c.model.arch, "mlp:784-100-10");
+    const char *names[] = {"sigmoid", "tanh", "relu"};
+    const dpfl_layer_kind kinds[] = {DPFL_LAYER_SIGMOID, DPFL_LAYER_TANH, DPFL_LAYER_RELU};
+    dpfl_error err;
+    for (int i = 0; i < 3; i++) {
+        fixture_set(&c, "model.transform", names[i]);
+        char spec[256];
+        dpfl_config_model_spec(&c, spec, sizeof spec);
+        dpfl_model m;
+        assert_int_equal(dpfl_model_create(spec, 1, 28, 28, 10, &m, &err), DPFL_OK);
+        assert_int_equal(m.layers[0].kind, DPFL_LAYER_AFFINE);
+        assert_int_equal(m.layers[1].kind, kinds[i]);
+        assert_int_equal(m.nparam, 1 + 784 + 784 * 100 + 100 + 100 * 10 + 10);
+        dpfl_model_free(&m);
+    }
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("transform-cp-softmax:logreg", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "-sigmoid|-tanh|-relu"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +290,7 @@ int main(void)
         cmocka_unit_test(transforms_resume_bit_identically),
         cmocka_unit_test(emd_on_hand_computed_distributions),
         cmocka_unit_test(per_step_clipping_leaves_the_transform_alone),
+        cmocka_unit_test(transform_functions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,12 +153,75 @@ static void skellam_accounting_bounds_the_gaussian(void **state)
     assert_int_equal(dpfl_skellam_epsilon(400, 20, 0, 1.0, 100, 1e-5, &e4, &err), DPFL_EINVAL);
 }
 
+/* The table sampler (src/core/poisson_table.c) against the exact laws: moments at small, medium and large lambda;
+ * chi-square of 200,000 draws against the Poisson pmf at lambda = 6.3 and 2,000.5 and against the Skellam pmf
+ * (difference of two draws) at mu = 2 lambda = 100; its total-variation bound tiny at the sizes DDP uses; bad
+ * lambdas refused. */
+static void table_sampler_matches_the_exact_pmf(void **state)
+{
+    (void)state;
+    gsl_set_error_handler_off();
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 13);
+    dpfl_error err;
+    const double lambdas[] = {0.4, 37.2, 5e5};
+    for (int i = 0; i < 3; i++) {
+        dpfl_poisson_table *t;
+        assert_int_equal(dpfl_poisson_table_make(lambdas[i], &t, &err), DPFL_OK);
+        assert_true(dpfl_poisson_table_tv(t) < 1e-20);
+        assert_true(dpfl_poisson_table_lambda(t) == lambdas[i]);
+        const int n = 200000;
+        double s = 0, s2 = 0;
+        for (int j = 0; j < n; j++) {
+            double x = (double)dpfl_poisson_table_draw(t, &r);
+            s += x, s2 += x * x;
+        }
+        double m = s / n, l = lambdas[i];
+        check_moments(m, s2 / n - m * m, l, l, l * (1 + 3 * l), n);
+        dpfl_poisson_table_free(t);
+    }
+    const int64_t n = 200000;
+    enum { W = 400 };
+    static double pmf[2 * W + 1];
+    static int64_t count[2 * W + 1];
+    const double pl[] = {6.3, 2000.5};
+    for (int i = 0; i < 2; i++) {
+        const int64_t lo = pl[i] > 100 ? 2000 - W : 0;
+        dpfl_poisson_table *t;
+        assert_int_equal(dpfl_poisson_table_make(pl[i], &t, &err), DPFL_OK);
+        for (int k = 0; k <= 2 * W; k++)
+            pmf[k] = exp(-pl[i] + (double)(k + lo) * log(pl[i]) - gsl_sf_lngamma((double)(k + lo) + 1.0)), count[k] = 0;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t x = (int64_t)dpfl_poisson_table_draw(t, &r) - lo;
+            assert_true(x >= 0 && x <= 2 * W);
+            count[x]++;
+        }
+        chi_square(pmf, lo, lo + 2 * W, count, n);
+        dpfl_poisson_table_free(t);
+    }
+    dpfl_poisson_table *t;
+    assert_int_equal(dpfl_poisson_table_make(50.0, &t, &err), DPFL_OK);
+    for (int k = -W; k <= W; k++) pmf[k + W] = gsl_sf_bessel_In_scaled(abs(k), 100.0), count[k + W] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t x = 0;
+        dpfl_poisson_table_add_skellam(t, &r, &x, 1);
+        assert_true(x >= -W && x <= W);
+        count[x + W]++;
+    }
+    chi_square(pmf, -W, W, count, n);
+    dpfl_poisson_table_free(t);
+    assert_int_equal(dpfl_poisson_table_make(0.0, &t, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_poisson_table_make(NAN, &t, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_poisson_table_make(2e9, &t, &err), DPFL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(poisson_and_skellam_moments),
         cmocka_unit_test(samplers_match_the_exact_pmf),
         cmocka_unit_test(skellam_accounting_bounds_the_gaussian),
+        cmocka_unit_test(table_sampler_matches_the_exact_pmf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,18 @@ int64_t dpfl_rng_discrete_gaussian(dpfl_rng *r, uint64_t sigma2);
  * >= mu), the noise of distributed DP. */
 uint64_t dpfl_rng_poisson(dpfl_rng *r, double lambda);
 int64_t dpfl_rng_skellam(dpfl_rng *r, double mu);
+/* Poisson(lambda) for large lambda (up to 1e9) by inversion of a 128-bit fixed-point table built once per lambda
+ * in quadruple precision (src/core/poisson_table.c): O(1) per draw (two 64-bit words and a short scan), within
+ * total variation dpfl_poisson_table_tv (about 1e-25 at lambda = 1e6, stated with its derivation there) of the
+ * exact law.  The table is read-only after make: any number of threads may draw from it with their own rngs. */
+typedef struct dpfl_poisson_table dpfl_poisson_table;
+dpfl_status dpfl_poisson_table_make(double lambda, dpfl_poisson_table **out, dpfl_error *err);
+void dpfl_poisson_table_free(dpfl_poisson_table *t); /* NULL-safe */
+double dpfl_poisson_table_lambda(const dpfl_poisson_table *t);
+double dpfl_poisson_table_tv(const dpfl_poisson_table *t);
+uint64_t dpfl_poisson_table_draw(const dpfl_poisson_table *t, dpfl_rng *r);
+/* x[i] += Poisson(lambda) - Poisson(lambda), i < n: Skellam noise of variance 2 lambda. */
+void dpfl_poisson_table_add_skellam(const dpfl_poisson_table *t, dpfl_rng *r, int64_t *x, size_t n);
 void dpfl_rng_shuffle(dpfl_rng *r, int32_t *idx, size_t n);
 /* Gamma(shape, 1) (Marsaglia-Tsang), used for Dirichlet partitions. */
 double dpfl_rng_gamma(dpfl_rng *r, double shape);

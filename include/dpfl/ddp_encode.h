@@ -6,7 +6,8 @@
  *   round    conditional randomized rounding to integers, repeated until the rounded vector's L2 norm is within
  *            the bound that the accountant is given
  *   wrap     values modulo 2^bits for secure aggregation, and the centred decoding of a sum.
- * The Skellam noise is dpfl_rng_skellam (core.h); the accountant and the training mode are not built yet. */
+ * The mechanism that uses them (plan, encoding, decoding) is include/dpfl/ddp.h; the noise is dpfl_poisson_table
+ * (core.h), the accountant dpfl_event_skellam (privacy.h). */
 #ifndef DPFL_DDP_ENCODE_H
 #define DPFL_DDP_ENCODE_H
 

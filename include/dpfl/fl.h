@@ -15,6 +15,7 @@
 #include "dpfl/optim.h"
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
+#include "dpfl/ddp.h"
 
 /* ------------------------------------------------------------------------------------------ configuration */
 /* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section:
@@ -127,6 +128,15 @@ typedef struct {                  /* [client_dp]: server-side clipping and noise
     double dropout;               /* probability that a sampled client fails to reply (simulation) */
     char noise_schedule[128];     /* "ROUND:Z, ..." overrides noise from each round on */
     int per_layer;
+    /* mechanism = ddp: distributed DP (include/dpfl/ddp.h): each client clips, rounds and adds Skellam noise to
+     * its own update; the server learns only the secure-aggregation sum */
+    int mechanism;                /* 0 gaussian (the server adds the noise), 1 ddp */
+    int32_t ddp_bits;             /* modulus 2^bits of the secure sum (0 = the smallest with overflow <= 1e-9) */
+    double ddp_inflation;         /* the integer grid's step: rounding may add this share to the L2 sensitivity */
+    double ddp_tolerated_dropout; /* secure aggregation threshold t = ceil((1 - f) n): rounds with fewer survivors
+                                     release nothing; each client adds variance mu / t */
+    int ddp_secagg;               /* run the secure aggregation protocol in process (no: add the wrapped vectors
+                                     directly; the same sum, for speed) */
 } dpfl_client_dp_config;
 
 typedef struct {                  /* [run] */
@@ -204,6 +214,10 @@ typedef struct {
     double update_clip_fraction; /* share of updates whose norm exceeded S */
     double update_noise_std;    /* std of the noise on the averaged update */
     double between_client_variance, update_scale; /* Geyer's V_c and U_s over the raw updates */
+    /* client_dp.mechanism = ddp (NAN / 0 when off) */
+    int32_t ddp_threshold;      /* survivors the round needed (secure aggregation threshold) */
+    int ddp_released;           /* 1 if the round's sum was decoded and applied (enough survivors) */
+    double ddp_overflow;        /* upper bound on the probability that the round's modular sum wrapped */
     double wall_seconds; /* since the start of the run */
 } dpfl_round_metrics;
 
@@ -243,6 +257,8 @@ double dpfl_sim_client_release_noise(const dpfl_sim *s);
 /* Adaptive clipping: sigma_b of the centred count (0 otherwise); z_Delta (the update sum's multiplier). */
 double dpfl_sim_quantile_noise(const dpfl_sim *s);
 double dpfl_sim_update_noise(const dpfl_sim *s);
+/* client_dp.mechanism = ddp: the plan in force (NULL otherwise, or before the noise is set). */
+const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s);
 /* The current update clip S (adaptive clipping changes it every round; checkpoints save it). */
 double dpfl_sim_update_clip(const dpfl_sim *s);
 void dpfl_sim_set_update_clip(dpfl_sim *s, double S);

@@ -24,7 +24,9 @@ typedef enum {
     DPFL_EV_POISSON,       /* each record included independently with probability q, then Gaussian(z) */
     DPFL_EV_FIXED,         /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */
     DPFL_EV_TWO_STAGE,     /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */
-    DPFL_EV_NOT_PRIVATE    /* a release with no guarantee (e.g. median-norm clipping) */
+    DPFL_EV_NOT_PRIVATE,   /* a release with no guarantee (e.g. median-norm clipping) */
+    DPFL_EV_SKELLAM        /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1)
+                              is summed with Skellam noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */
 } dpfl_event_kind;
 
 typedef enum {
@@ -49,6 +51,7 @@ typedef struct {
     int64_t inner;  /* TWO_STAGE: local steps per round (tau) */
     dpfl_two_stage_bound bound; /* TWO_STAGE only */
     int64_t count;  /* how many times the event happens (self-composition) */
+    double d1, d2;  /* SKELLAM: L1 and L2 sensitivities in units of the integer grid (z = sqrt(variance) / d2) */
 } dpfl_event;
 
 dpfl_event dpfl_event_gaussian(double z, int64_t count);
@@ -58,6 +61,10 @@ dpfl_event dpfl_event_fixed(int64_t n, int64_t batch, double z, int64_t count);
 dpfl_event dpfl_event_two_stage(double lambda, double q, double z, int64_t inner, int64_t count,
                                 dpfl_two_stage_bound bound);
 dpfl_event dpfl_event_not_private(int64_t count);
+/* Distributed DP round (zero-out adjacency: the client takes part in both worlds, its update replaced by zero):
+ * Skellam noise of total variance mu on a sum whose one client moves it by L2 <= d2, L1 <= d1 (grid units); the
+ * client is in the round with probability q (1 = known to be).  z = sqrt(mu) / d2. */
+dpfl_event dpfl_event_skellam(double q, double d1, double d2, double mu, int64_t count);
 /* DPFL_OK if the fields are in range (q, lambda in [0,1], z >= 0, count >= 0, 0 < batch <= n ...). */
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err);
 /* One line, e.g. "poisson(q=0.01, z=1.1) x 1000 [add-remove]". */

@@ -42,6 +42,7 @@ static const struct {
     {"scf", cli_scf, "rPDP-FL per-record budgets <-> sampling probabilities (SCF)"},
     {"e2e", cli_e2e, "record-level and client-level guarantees of one run"},
     {"audit", cli_audit, "empirical lower bound on epsilon from canaries, beside the claimed epsilon"},
+    {"report", cli_report, "one self-contained HTML page of plots about one or several run directories"},
     {NULL, NULL, NULL},
 };
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 6u /* 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
+#define CKPT_VERSION 7u /* 7: Skellam (distributed DP) events; 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
                            structs, padding included) */
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
@@ -28,7 +28,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
  *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
-enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8,
+enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8 + 8 * 2,
        STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
        RPDP_LEVEL_BYTES = 8 + 8 + 4 + 4, RPDP_RECORD_BYTES = 8 + 4 };
 
@@ -74,6 +74,8 @@ static void put_event(cursor *c, const dpfl_event *e)
     put_i64(c, e->inner);
     put_i32(c, (int32_t)e->bound);
     put_i64(c, e->count);
+    put_f64(c, e->d1);
+    put_f64(c, e->d2);
 }
 
 /* DPFL_EFORMAT for a kind, adjacency or bound outside its enum (the accountant must never see one) */
@@ -89,7 +91,9 @@ static int get_event(cursor *c, dpfl_event *e)
     e->inner = get_i64(c);
     int32_t bound = get_i32(c);
     e->count = get_i64(c);
-    if (kind < DPFL_EV_GAUSSIAN || kind > DPFL_EV_NOT_PRIVATE || adj < DPFL_ADJ_ADD_REMOVE ||
+    e->d1 = get_f64(c);
+    e->d2 = get_f64(c);
+    if (kind < DPFL_EV_GAUSSIAN || kind > DPFL_EV_SKELLAM || adj < DPFL_ADJ_ADD_REMOVE ||
         adj > DPFL_ADJ_ZERO_OUT || bound < DPFL_BOUND_RPDP || bound > DPFL_BOUND_ZHU_WANG)
         return 0;
     e->kind = (dpfl_event_kind)kind;

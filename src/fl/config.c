@@ -35,7 +35,7 @@ static const keydef keys[] = {
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "folder holding mnist/ (empty: $DPFL_DATA/cache, else $XDG_CACHE_HOME/dpfl or ~/.cache/dpfl)"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
-    {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent"},
+    {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine|sigmoid|tanh|relu", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent; sigmoid, tanh, relu: that function of a (.) x + b (the paper's Table 1 ablation)"},
     {"model", "transform_shape", K_STR, F(model.transform_shape), 0, 0, NULL, "a and b of the transform: two of n (none), c (per channel), p (per pixel); cp = the paper's"},
     {"fl", "algorithm", K_CHOICE, F(fl.algorithm), 0, 0, "custom|fedavg|dp-fedavg|dp-fedavg-adaptive|dp-sgd|e2e|prifedsync", "a preset: expands into the settings below (keys you set win)"},
     {"fl", "rounds", K_INT, F(fl.rounds), 1, 100000000, NULL, "communication rounds"},
@@ -95,6 +95,11 @@ static const keydef keys[] = {
     {"client_dp", "dropout", K_DOUBLE, F(client_dp.dropout), 0, 1, NULL, "probability that a sampled client drops out (noise is not reduced)"},
     {"client_dp", "noise_schedule", K_STR, F(client_dp.noise_schedule), 0, 0, NULL, "ROUND:Z, ... noise from each round on"},
     {"client_dp", "per_layer", K_CHOICE, F(client_dp.per_layer), 0, 0, "no|yes", "clip each layer to S*sqrt(share) instead of the whole update"},
+    {"client_dp", "mechanism", K_CHOICE, F(client_dp.mechanism), 0, 0, "gaussian|ddp", "gaussian: the server adds the noise (trusted server); ddp: distributed DP, every client adds Skellam noise to its clipped, rotated, rounded update and the server learns only the secure-aggregation sum"},
+    {"client_dp", "ddp_bits", K_INT, F(client_dp.ddp_bits), 0, 32, NULL, "ddp: the secure sum is taken modulo 2^bits (0 = the smallest with overflow probability <= 1e-9 per round)"},
+    {"client_dp", "ddp_inflation", K_DOUBLE, F(client_dp.ddp_inflation), 1e-6, 1, NULL, "ddp: the integer grid is fine enough that rounding adds at most this share to the L2 sensitivity"},
+    {"client_dp", "ddp_tolerated_dropout", K_DOUBLE, F(client_dp.ddp_tolerated_dropout), 0, 0.49, NULL, "ddp: secure aggregation threshold t = ceil((1 - f) n) of a round of n clients; each adds 1/t of the noise, and a round with fewer than t survivors releases nothing"},
+    {"client_dp", "ddp_secagg", K_CHOICE, F(client_dp.ddp_secagg), 0, 0, "no|yes", "ddp: run secure aggregation (pairwise masks, Shamir shares, dropout recovery) in process; no adds the wrapped vectors directly (the same sum, faster)"},
     {"run", "seed", K_STR, F(run.seed), 0, 0, NULL, "integer: reproducible mode (not for deployment); empty: OS entropy"},
     {"run", "allow_large_delta", K_CHOICE, F(run.allow_large_delta), 0, 0, "no|yes", "accept delta >= 1/n records (1/K clients): such a delta allows releasing a whole record"},
     {"run", "threads", K_INT, F(run.threads), 1, 256, NULL, "worker threads"},
@@ -159,6 +164,9 @@ void dpfl_config_defaults(dpfl_config *c)
     c->client_dp.target_quantile = 0.5;
     c->client_dp.clip_lr = 0.2;
     c->client_dp.per_layer = 0;
+    c->client_dp.ddp_inflation = 0.01;
+    c->client_dp.ddp_tolerated_dropout = 0.1;
+    c->client_dp.ddp_secagg = 1;
     c->run.threads = 2;
     c->run.eval_every = 1;
 }
@@ -489,6 +497,19 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         if (c->client_dp.noise == 0.0 && c->client_dp.target_epsilon == 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise: set noise > 0 or target_epsilon > 0");
     }
+    if (c->client_dp.enabled && c->client_dp.mechanism == 1) {
+        const char *why = c->client_dp.clip_strategy != DPFL_CLIP_FIXED ? "client_dp.clip_strategy must be fixed (each "
+                                                                          "client clips its own update to S)"
+                          : c->client_dp.per_layer ? "client_dp.per_layer must be no (one L2 bound for the rotation)"
+                          : c->fl.sampling == DPFL_SAMPLE_FIXED ? "fl.sampling must be poisson or all (the Skellam "
+                                                                  "accountant's client sampling is Poisson)"
+                          : c->client_dp.noise_schedule[0] ? "client_dp.noise_schedule is not supported (one noise "
+                                                             "level for the run)"
+                          : c->client_dp.ddp_bits != 0 && c->client_dp.ddp_bits < 8 ? "client_dp.ddp_bits must be 0 or "
+                                                                                      "in [8, 32]"
+                                                                                    : NULL;
+        if (why) return dpfl_fail(err, DPFL_EINVAL, "client_dp.mechanism = ddp: %s", why);
+    }
     if (c->client_dp.enabled && (c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE) && c->client_dp.quantile_noise > 0 &&
         c->client_dp.noise > 0 && 2.0 * c->client_dp.quantile_noise <= c->client_dp.noise)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: must exceed noise / 2 (%g) so that the update "
@@ -652,8 +673,12 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         {"record_dp", "budget_shuffle", "it applies to budgets = threelevels", 15},
         {"record_dp", "filter_order", "it applies to budget_policy = filter", 16},
         {"model", "transform_shape", "it applies to transform = affine", 17},
+        {"client_dp", "ddp_bits", "it applies to mechanism = ddp", 18},
+        {"client_dp", "ddp_inflation", "it applies to mechanism = ddp", 18},
+        {"client_dp", "ddp_tolerated_dropout", "it applies to mechanism = ddp", 18},
+        {"client_dp", "ddp_secagg", "it applies to mechanism = ddp", 18},
     };
-    const int applies[18] = {
+    const int applies[19] = {
         c->fl.sampling == DPFL_SAMPLE_POISSON,      c->fl.sampling == DPFL_SAMPLE_FIXED,
         c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE, c->data.partition == DPFL_PART_SHARDS,
         c->data.partition == DPFL_PART_DIRICHLET,   c->data.partition == DPFL_PART_CLASSES,
@@ -663,7 +688,7 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         c->record_dp.budgets == DPFL_BUDGETS_FILE,  c->record_dp.budgets == DPFL_BUDGETS_CLASS,
         c->record_dp.budgets != DPFL_BUDGETS_NONE,  c->record_dp.budgets == DPFL_BUDGETS_THREELEVELS,
         c->record_dp.budgets != DPFL_BUDGETS_NONE && c->record_dp.budget_policy == DPFL_POLICY_FILTER,
-        c->model.transform != 0,
+        c->model.transform != 0,                    c->client_dp.mechanism == 1,
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (user_set(c, rules[i].section, rules[i].key) && !applies[rules[i].applies_if])
@@ -674,6 +699,8 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
 
 void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap)
 {
-    if (c->model.transform) snprintf(out, cap, "transform-%s:%s", c->model.transform_shape, c->model.arch);
+    static const char *const fn[] = {"", "", "-sigmoid", "-tanh", "-relu"};
+    if (c->model.transform)
+        snprintf(out, cap, "transform-%s%s:%s", c->model.transform_shape, fn[c->model.transform], c->model.arch);
     else snprintf(out, cap, "%s", c->model.arch);
 }

@@ -38,7 +38,7 @@ static int same_but_count(const dpfl_event *a, const dpfl_event *b)
 {
     return a->kind == b->kind && a->adjacency == b->adjacency && a->z == b->z && a->q == b->q &&
            a->lambda == b->lambda && a->n == b->n && a->batch == b->batch && a->inner == b->inner &&
-           a->bound == b->bound;
+           a->bound == b->bound && a->d1 == b->d1 && a->d2 == b->d2;
 }
 
 dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err)

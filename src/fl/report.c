@@ -98,6 +98,11 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
     if (c->cdp_on) {
         json_num(o, "update_clip", m->update_clip);
         json_num(o, "update_noise_std", m->update_noise_std);
+        if (cfg->client_dp.mechanism == 1) { /* public: from the cohort size and the plan */
+            cJSON_AddNumberToObject(o, "ddp_threshold", m->ddp_threshold);
+            cJSON_AddBoolToObject(o, "ddp_released", m->ddp_released);
+            json_num(o, "ddp_overflow_bound", m->ddp_overflow);
+        }
         if (c->cprivate) json_num(o, "client_epsilon", c->ceps);
         else {
             cJSON_AddNullToObject(o, "client_epsilon"); /* numbers stay numbers: the reason has its own key */
@@ -214,14 +219,56 @@ dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_
     return bad ? dpfl_fail(err, DPFL_EIO, "cannot write (%s/diagnostics.jsonl)", c->opt->out_dir) : DPFL_OK;
 }
 
-void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc)
+/* "1h02m", "3m05s", "12s" */
+static void fmt_duration(char *out, size_t len, double s)
 {
-    double per = m->wall_seconds / m->round, eta = per * (rounds - m->round);
-    char a[32];
-    if (isfinite(acc)) snprintf(a, sizeof a, "%.4f", acc);
-    else snprintf(a, sizeof a, "n/a   "); /* no evaluation yet (eval_every) */
-    fprintf(stderr, "\rround %d/%d  test acc %s  ETA %dm%02ds   ", m->round, rounds, a, (int)(eta / 60),
-            (int)fmod(eta, 60));
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = lround(s);
+    if (t >= 3600) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, len, "%lds", t);
+}
+
+/* The progress line: round, latest test accuracy, the epsilon spent so far (with its target, or for rPDP-FL the
+ * largest record epsilon against the largest budget) and the time left at the mean pace of the rounds so far. */
+void fl_report_progress_line(const run_ctx *c, const dpfl_round_metrics *m, char *buf, size_t len)
+{
+    const dpfl_config *cfg = c->cfg;
+    size_t n = 0;
+#define ADD(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+    ADD("round %d/%d  test acc ", m->round, cfg->fl.rounds);
+    if (isfinite(c->last_eval.test_accuracy)) ADD("%.4f", c->last_eval.test_accuracy);
+    else ADD("n/a"); /* no evaluation yet (eval_every) */
+    if (c->rpdp.on) {
+        ADD("  max eps_i %.3g", c->report.epsilon);
+        if (cfg->record_dp.budget_max > 0) ADD(" (budgets <= %g)", cfg->record_dp.budget_max);
+    } else if (c->rdp_on) {
+        ADD("  eps %.3g", c->report.epsilon);
+        if (cfg->record_dp.target_epsilon > 0) ADD("/%g", cfg->record_dp.target_epsilon);
+    }
+    if (c->cdp_on) {
+        if (c->cprivate) ADD("  client eps %.3g", c->ceps);
+        else ADD("  client eps n/a (median clip: not private)");
+        if (c->cprivate && cfg->client_dp.target_epsilon > 0) ADD("/%g", cfg->client_dp.target_epsilon);
+    }
+    if (!c->rdp_on && !c->cdp_on) ADD("  not private");
+    char eta[32], el[32];
+    double per = m->wall_seconds / m->round;
+    fmt_duration(eta, sizeof eta, per * (cfg->fl.rounds - m->round));
+    fmt_duration(el, sizeof el, m->wall_seconds);
+    /* a target with the noise given is a stop rule: the run may end before fl.rounds */
+    int stop_rule = (c->rdp_on && !c->rpdp.on && cfg->record_dp.target_epsilon > 0 && cfg->record_dp.noise > 0) ||
+                    (c->cdp_on && cfg->client_dp.target_epsilon > 0 && cfg->client_dp.noise > 0);
+    ADD("  %s elapsed, ETA %s%s", el, stop_rule ? "<= " : "", eta);
+#undef ADD
+}
+
+void fl_report_progress(const run_ctx *c, const dpfl_round_metrics *m)
+{
+    char line[256];
+    fl_report_progress_line(c, m, line, sizeof line);
+    /* \r and a clear to the end of the line: the line can get shorter */
+    fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);
 }
 
@@ -290,8 +337,9 @@ static void summary_client(const run_ctx *c, cJSON *sum)
     cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
     cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
-    cJSON_AddStringToObject(sum, "client_adjacency_accounted",
-                            (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one" : "add-remove");
+    cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == 1 ? "zero-out"
+                                                               : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one"
+                                                                                                  : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", c->ledger.rounds);
     cJSON_AddNumberToObject(sum, "client_noise", c->rs.client_z);
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
@@ -301,6 +349,80 @@ static void summary_client(const run_ctx *c, cJSON *sum)
         cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(c->sim));
     }
     cJSON_AddNumberToObject(sum, "update_clip", c->rs.S);
+}
+
+/* Distributed DP's two guarantees and the sampling slack (docs/privacy.md, "Distributed DP"):
+ *   eps       against anyone who sees the released models but not who took part (Poisson amplification, q)
+ *   eps_srv   against the aggregation server, which sees each round's cohort: the client that took part most
+ *             (R rounds), each round at q = 1 -- participation is data-independent, so conditioning on it is sound
+ *   dsamp     the Poisson table's total variation over every draw of the run, (1 + e^eps) times it added to delta */
+typedef struct {
+    double eps_srv, dsamp;
+    int64_t rmax, draws;
+} ddp_report;
+
+static dpfl_status ddp_guarantees(const run_ctx *c, ddp_report *g, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(c->sim);
+    memset(g, 0, sizeof *g);
+    if (!p) return DPFL_OK;
+    int64_t total = 0;
+    for (int32_t k = 0; k < c->ledger.clients; k++) {
+        total += c->ledger.participations[k];
+        if (c->ledger.participations[k] > g->rmax) g->rmax = c->ledger.participations[k];
+    }
+    dpfl_event ev = dpfl_ddp_event(p, 1.0);
+    ev.count = g->rmax;
+    dpfl_guarantee gg;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, c->cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
+    if (st) return st;
+    g->eps_srv = gg.epsilon;
+    /* the largest lambda any round uses: a round of two clients, each adding mu / 2 */
+    dpfl_poisson_table *t;
+    if ((st = dpfl_poisson_table_make(fmin(p->mu / 4, 1e9), &t, err))) return st;
+    g->draws = 2 * (int64_t)p->d * total;
+    g->dsamp = (1 + exp(fmin(700, fmax(c->ceps, g->eps_srv)))) * (double)g->draws * dpfl_poisson_table_tv(t);
+    dpfl_poisson_table_free(t);
+    return DPFL_OK;
+}
+
+static dpfl_status summary_ddp(const run_ctx *c, cJSON *sum, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(c->sim);
+    if (!p) return DPFL_OK;
+    ddp_report g;
+    dpfl_status st = ddp_guarantees(c, &g, err);
+    if (st) return st;
+    cJSON *o = cJSON_AddObjectToObject(sum, "ddp");
+    cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
+                                            "rounds conditionally and adds Skellam noise; the server learns the sum "
+                                            "modulo 2^bits only");
+    cJSON_AddStringToObject(o, "secure_aggregation", c->cfg->client_dp.ddp_secagg
+                                                         ? "in process: pairwise X25519 masks, Shamir-shared seeds, "
+                                                           "dropout recovery (docs/secagg.md)"
+                                                         : "off: the wrapped vectors are summed directly (the same "
+                                                           "sum; the server would see each one)");
+    cJSON_AddStringToObject(o, "adjacency", "zero-out: a client's data replaced by data whose update is zero");
+    json_num(o, "epsilon", c->ceps);
+    cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
+                                                 "(client sampling amplifies)");
+    json_num(o, "epsilon_vs_server", g.eps_srv);
+    cJSON_AddStringToObject(o, "epsilon_vs_server_covers", "the aggregation server, which sees who took part: the "
+                                                           "client that took part most, every one of its rounds at q = 1");
+    cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
+    cJSON_AddNumberToObject(o, "delta", c->cfg->client_dp.delta);
+    cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
+    cJSON_AddNumberToObject(o, "delta_total", c->cfg->client_dp.delta + g.dsamp);
+    cJSON_AddNumberToObject(o, "noise_draws", (double)g.draws);
+    cJSON_AddNumberToObject(o, "dimension", (double)p->d);
+    cJSON_AddNumberToObject(o, "bits", p->bits);
+    cJSON_AddNumberToObject(o, "grid_step", p->gamma);
+    cJSON_AddNumberToObject(o, "l2_sensitivity", p->d2);
+    cJSON_AddNumberToObject(o, "l1_sensitivity", p->d1);
+    cJSON_AddNumberToObject(o, "variance", p->mu);
+    cJSON_AddNumberToObject(o, "noise_multiplier", p->z);
+    cJSON_AddNumberToObject(o, "tolerated_dropout", p->tolerated_dropout);
+    return DPFL_OK;
 }
 
 /* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
@@ -329,7 +451,17 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
                                                 "adjacency, %s sampler, %s accountant)",
                               c->report.epsilon, cfg->record_dp.delta, c->ra.poisson ? "add-remove" : "replace-one",
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
-    if (c->cdp_on && n < len)
+    ddp_report g;
+    dpfl_error e;
+    if (c->cdp_on && dpfl_sim_ddp_plan(c->sim) && n < len && ddp_guarantees(c, &g, &e) == DPFL_OK)
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
+                                                "only the secure sum): (%.4g, %.3g)-DP for every client against "
+                                                "observers of the released models, (%.4g, %.3g)-DP against the "
+                                                "aggregation server, which sees the cohorts (%lld rounds for the client "
+                                                "that took part most)",
+                              n ? "; " : "", c->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
+                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax);
+    else if (c->cdp_on && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
                               n ? "; " : "", c->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
@@ -423,7 +555,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     if (c->cdp_on) summary_client(c, sum);
-    if ((st = fdp_json(c, sum, err))) {
+    if ((st = summary_ddp(c, sum, err)) || (st = fdp_json(c, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }
@@ -496,7 +628,14 @@ void fl_report_final_lines(const run_ctx *c)
         fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
                         "against any observer keeping the sync probability %g (RDP bound)%s\n",
                 fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p, seedcaveat);
-    if (c->cdp_on && c->cprivate)
+    ddp_report g;
+    if (c->cdp_on && c->cprivate && dpfl_sim_ddp_plan(c->sim) && ddp_guarantees(c, &g, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
+                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld rounds of the busiest "
+                        "client)%s\n",
+                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", c->ceps, cfg->client_dp.delta + g.dsamp,
+                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, seedcaveat);
+    else if (c->cdp_on && c->cprivate)
         fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", c->ceps,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
     if (c->cdp_on && !c->cprivate)

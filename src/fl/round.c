@@ -69,10 +69,12 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->personal_acc_mean = m->personal_acc_std = m->local_acc_mean = m->local_acc_std = NAN;
     m->clip_fraction = m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
+    m->ddp_overflow = NAN;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
     const int32_t ms = s->nsampled;
     dpfl_status st = prepare_clients(s, round, ms, err);
     if (st) return st;
+    if (s->ddp && (st = fl_ddp_begin(s, round, err))) return st;
     double total_weight = 0, loss_sum = 0;
     int64_t clipped = 0;
     for (int32_t i = 0; i < ms; i++)
@@ -90,7 +92,9 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             clipped += r->clipped;
             if (r->dropped) continue;
             if (s->observer) s->observer(s->observer_ctx, round, r->client, s->slots[j], P);
-            if (!s->cdp) {
+            if (s->ddp) {
+                if ((st = fl_ddp_arrive(s, start + j, j, m, err))) return st;
+            } else if (!s->cdp) {
                 double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
                 dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
             } else if (s->strategy != DPFL_CLIP_MEDIAN) {
@@ -105,7 +109,9 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         m->noise_std = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z).noise_std *
                        (s->rdp_secure ? 1.001 : 1.0);
     }
-    if (s->cdp) {
+    if (s->ddp) {
+        if ((st = fl_ddp_release(s, round, m, err))) return st;
+    } else if (s->cdp) {
         double S_used = s->strategy == DPFL_CLIP_MEDIAN ? fl_server_median_clip(s, ms, m, &sr) : S;
         fl_server_release(s, round, S_used, m, &sr);
     } else if (ms > 0) {

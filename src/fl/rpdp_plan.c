@@ -485,6 +485,58 @@ static void add_records(cJSON *o, const fl_rpdp *rp, const double *rec_eps, cons
     add_dist(o, "p", tp, used);
 }
 
+/* summary.json's per-record histograms (what `dpfl report` draws): every record's own budget and its realized
+ * epsilon counted over one set of log-spaced bins (records that were never charged, epsilon 0, apart), and the
+ * share of its budget each record used, epsilon_i / budget_i, over 20 bins of [0, 1]. */
+#define RPDP_HIST_BINS 24
+#define RPDP_USED_BINS 20
+static void add_histograms(cJSON *o, const fl_rpdp *rp, const double *rec_eps)
+{
+    double lo = INFINITY, hi = 0;
+    for (int64_t i = 0; i < rp->n; i++) {
+        const double v[2] = {rp->budget[i], rec_eps[i]};
+        for (int j = 0; j < 2; j++)
+            if (v[j] > 0 && isfinite(v[j])) lo = fmin(lo, v[j]), hi = fmax(hi, v[j]);
+    }
+    if (!(hi > 0)) return;
+    if (!(hi > lo * (1 + 1e-9))) lo /= 1.1, hi *= 1.1; /* one value: one bin around it */
+    double edges[RPDP_HIST_BINS + 1], nb[RPDP_HIST_BINS] = {0}, ne[RPDP_HIST_BINS] = {0};
+    double used[RPDP_USED_BINS] = {0}, used_edges[RPDP_USED_BINS + 1];
+    int64_t zero = 0, above = 0;
+    const double step = log(hi / lo) / RPDP_HIST_BINS;
+    for (int k = 0; k <= RPDP_HIST_BINS; k++) edges[k] = k == RPDP_HIST_BINS ? hi : lo * exp(step * k);
+    for (int k = 0; k <= RPDP_USED_BINS; k++) used_edges[k] = (double)k / RPDP_USED_BINS;
+    for (int64_t i = 0; i < rp->n; i++) {
+        const double v[2] = {rp->budget[i], rec_eps[i]};
+        double *count[2] = {nb, ne};
+        for (int j = 0; j < 2; j++) {
+            if (!(v[j] > 0 && isfinite(v[j]))) {
+                zero += j == 1;
+                continue;
+            }
+            int k = (int)floor(log(v[j] / lo) / step);
+            count[j][k < 0 ? 0 : k >= RPDP_HIST_BINS ? RPDP_HIST_BINS - 1 : k] += 1;
+        }
+        if (!(rp->budget[i] > 0)) continue;
+        double f = rec_eps[i] / rp->budget[i];
+        if (f > 1) above++;
+        else used[f >= 1 ? RPDP_USED_BINS - 1 : (int)floor(f * RPDP_USED_BINS)] += 1;
+    }
+    cJSON *h = cJSON_AddObjectToObject(o, "histogram");
+    cJSON_AddStringToObject(h, "what", "records per bin (log-spaced edges): each record's own budget, and the "
+                                       "epsilon it realized; records never charged (epsilon 0) apart");
+    cJSON_AddItemToObject(h, "edges", cJSON_CreateDoubleArray(edges, RPDP_HIST_BINS + 1));
+    cJSON_AddItemToObject(h, "budget", cJSON_CreateDoubleArray(nb, RPDP_HIST_BINS));
+    cJSON_AddItemToObject(h, "epsilon", cJSON_CreateDoubleArray(ne, RPDP_HIST_BINS));
+    cJSON_AddNumberToObject(h, "epsilon_zero", (double)zero);
+    cJSON *u = cJSON_AddObjectToObject(o, "budget_used");
+    cJSON_AddStringToObject(u, "what", "records per bin of epsilon_i / budget_i, the share of its own budget each "
+                                       "record used; above_1 counts records over their budget");
+    cJSON_AddItemToObject(u, "edges", cJSON_CreateDoubleArray(used_edges, RPDP_USED_BINS + 1));
+    cJSON_AddItemToObject(u, "records", cJSON_CreateDoubleArray(used, RPDP_USED_BINS));
+    cJSON_AddNumberToObject(u, "above_1", (double)above);
+}
+
 dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, cJSON *o,
                            double *eps_max, dpfl_error *err)
 {
@@ -520,6 +572,7 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
         if (rp->fit_ok) cJSON_AddNumberToObject(o, "scf_r2", rp->fit.r2);
         add_records(o, rp, re, NULL, rp->n, tb, te, tp, &over_max);
         cJSON_AddNumberToObject(o, "epsilon_minus_budget_max", over_max);
+        add_histograms(o, rp, re);
         cJSON *lvs = cJSON_AddArrayToObject(o, "levels");
         for (int32_t k = 0; k < rp->nlevels; k++) {
             if (rp->lv[k].records == 0) continue;

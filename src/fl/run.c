@@ -153,6 +153,13 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
         if (c->cdp_on && c->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
             dpfl_event ev = fl_client_round_event(cfg, c->part.clients, 1.0, 1);
+            if (cfg->client_dp.mechanism == 1) { /* ddp: the sensitivities do not depend on z (bits: any) */
+                dpfl_ddp_plan p;
+                if ((st = dpfl_ddp_plan_make(c->model.nparam, cfg->client_dp.clip, 1.0, cfg->client_dp.ddp_inflation, 32,
+                                             2, cfg->client_dp.ddp_tolerated_dropout, &p, err)))
+                    return st;
+                ev = dpfl_ddp_event(&p, fl_client_rate_accounted(cfg, c->part.clients, 1));
+            }
             ev.count = cfg->fl.rounds;
             dpfl_calibrate_opts co = {0};
             co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
@@ -198,9 +205,10 @@ static dpfl_status open_round_files(run_ctx *c, dpfl_error *err)
     return DPFL_OK;
 }
 
-/* The files a run writes (and their temporary names while they are written). */
+/* The files a run writes (and their temporary names while they are written), and the report `dpfl report RUN_DIR`
+ * writes beside them by default (--force removes it with the run it describes). */
 static const char *const RUN_FILES[] = {"config.ini", "metrics.jsonl", "diagnostics.jsonl", "summary.json", "model.bin",
-                                        "checkpoint.bin"};
+                                        "checkpoint.bin", "report.html"};
 
 /* A new run never shares its folder with another run's files: an existing non-empty folder is refused unless
  * force (then the previous run's files go first, so that a re-run killed midway cannot leave new metrics beside

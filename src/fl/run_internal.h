@@ -110,7 +110,10 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
 dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_error *err);
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
 void fl_report_final_lines(const run_ctx *c);
-void fl_report_progress(const dpfl_round_metrics *m, int32_t rounds, double acc);
+/* The terminal's progress line (on a TTY): round, test accuracy, epsilon so far against its target, elapsed time
+ * and ETA; fl_report_progress_line formats it into buf. */
+void fl_report_progress_line(const run_ctx *c, const dpfl_round_metrics *m, char *buf, size_t len);
+void fl_report_progress(const run_ctx *c, const dpfl_round_metrics *m);
 
 /* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,

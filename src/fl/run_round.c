@@ -79,6 +79,6 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->opt->out_dir);
     }
     free(line);
-    if (!c->opt->quiet && isatty(2)) fl_report_progress(&m, cfg->fl.rounds, c->last_eval.test_accuracy);
+    if (!c->opt->quiet && isatty(2)) fl_report_progress(c, &m);
     return DPFL_OK;
 }

@@ -32,6 +32,7 @@ static void worker_free(worker *w)
 void dpfl_sim_free(dpfl_sim *s)
 {
     if (!s) return;
+    fl_ddp_free(s);
     for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
     for (int32_t k = 0; s->cstate && k < s->part->clients; k++) dpfl_free(s->cstate[k].state);
@@ -149,6 +150,8 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->clip.clip = cfg->record_dp.clip;
     s->clip.per_layer = cfg->record_dp.per_layer;
     s->cdp = cfg->client_dp.enabled;
+    s->ddp = s->cdp && cfg->client_dp.mechanism == 1;
+    s->ddp_secagg = cfg->client_dp.ddp_secagg;
     s->transport = &fl_transport_local;
     s->sampling = cfg->fl.sampling;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
@@ -188,6 +191,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
     if ((st = workers_create(s, B, err))) goto fail;
+    if (s->ddp && ((st = fl_ddp_create(s, err)) || (st = fl_ddp_set_noise(s, cfg->client_dp.noise, err)))) goto fail;
     s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
     *out = s;
     return DPFL_OK;
@@ -230,6 +234,7 @@ dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl
     const dpfl_config *cfg = s->cfg;
     s->z_sum = z;
     s->sigma_b = 0.0;
+    if (s->ddp && s->workers) return fl_ddp_set_noise(s, z, err);
     if (s->strategy == DPFL_CLIP_ADAPTIVE && z > 0) {
         /* Andrew et al. 2021: the count noise sigma_b in force (the default, expected clients per round / 20,
          * included) must leave room for the update sum's z_Delta; checked here, before any release */
@@ -256,6 +261,7 @@ double dpfl_sim_client_release_noise(const dpfl_sim *s)
 
 double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->sigma_b; }
 double dpfl_sim_update_noise(const dpfl_sim *s) { return s->z_sum; }
+const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s) { return s->ddp && s->ddp_plan.z > 0 ? &s->ddp_plan : NULL; }
 
 int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->keep; }
 

@@ -5,11 +5,16 @@
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
 #include "dpfl/mech.h"
+#include "dpfl/ddp.h"
+#include "dpfl/secagg.h"
 
 #include <stdatomic.h>
 
 /* purposes of the derived ChaCha20 streams (dpfl_rng_derive(root, round, client-or-all, purpose)) */
-enum { PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, PURPOSE_DROPOUT = 5, PURPOSE_SERVER_NOISE = 6 };
+enum {
+    PURPOSE_SAMPLE_CLIENTS = 1, PURPOSE_LOCAL = 2, PURPOSE_DROPOUT = 5, PURPOSE_SERVER_NOISE = 6,
+    PURPOSE_DDP_ROTATION = 40, PURPOSE_DDP_CLIENT = 41, PURPOSE_SECAGG = 42
+};
 
 /* one worker thread's buffers */
 typedef struct {
@@ -18,6 +23,8 @@ typedef struct {
     int32_t *ybuf, *order;
     float *part, *norms; /* DP-SGD: one micro-batch's clipped sum; per-example norms */
     float *radius;       /* budget_policy = filter: one micro-batch's per-example clip bounds */
+    double *ddp_work;    /* distributed DP: d doubles and d integers for the encoding */
+    int64_t *ddp_iwork;
     dpfl_optim opt;
     int ws_threads;      /* threads of ws's own pool (more than 1 when fewer clients than threads train) */
 } worker;
@@ -39,6 +46,7 @@ typedef struct {
     int64_t clipped; /* DP-SGD: examples whose gradient norm exceeded C */
     double norm;     /* L2 norm of the raw update */
     int dropped;     /* client-level DP simulation: sampled but never replied */
+    dpfl_status ddp_status; /* distributed DP: the client's encoding failed (message in its slot's ddp_err) */
 } client_result;
 
 typedef struct eval_job eval_job;
@@ -109,6 +117,20 @@ struct dpfl_sim {
     double lr;
     atomic_int next;
     eval_job *jobs;
+    /* distributed DP (client_dp.mechanism = ddp; ddp_round.c) */
+    int ddp, ddp_secagg;
+    dpfl_ddp_plan ddp_plan;          /* for the noise multiplier in force (ddp_plan.z == 0: none yet) */
+    dpfl_poisson_table *ddp_noise;   /* the clients' Poisson table (lambda = client variance / 2) */
+    uint8_t ddp_seed[32];            /* the round's public rotation seed */
+    int32_t ddp_t;                   /* the round's threshold; 0: the round can release nothing */
+    int32_t ddp_arrived, ddp_clipped;
+    uint32_t **ddp_enc;              /* per slot: the client's wrapped vector (d values) */
+    dpfl_secagg_msg *ddp_masked;     /* per slot: its masked input */
+    dpfl_error *ddp_err;             /* per slot */
+    uint32_t *ddp_sum;               /* the modular sum (d values) */
+    dpfl_secagg_server *sa_server;
+    dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
+    dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
     dpfl_sim_update_fn observer; /* auditing: sees each arrived update */
     void *observer_ctx;
 };
@@ -135,6 +157,14 @@ double fl_server_median_clip(dpfl_sim *s, int32_t ms, dpfl_round_metrics *m, ser
 void fl_server_release(dpfl_sim *s, int32_t round, double S_used, dpfl_round_metrics *m, const server_round *sr);
 /* The round's client-level mechanism (sampling design, clip, noise multiplier of the update sum). */
 dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round);
+/* ddp_round.c: distributed DP in a round (client_dp.mechanism = ddp) */
+dpfl_status fl_ddp_create(dpfl_sim *s, dpfl_error *err);              /* buffers, at dpfl_sim_create */
+void fl_ddp_free(dpfl_sim *s);
+dpfl_status fl_ddp_set_noise(dpfl_sim *s, double z, dpfl_error *err); /* the plan for multiplier z */
+dpfl_status fl_ddp_begin(dpfl_sim *s, int32_t round, dpfl_error *err); /* after the dropouts are drawn */
+void fl_ddp_client(dpfl_sim *s, worker *w, int32_t i, int32_t j, const float *u); /* worker thread */
+dpfl_status fl_ddp_arrive(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err);
+dpfl_status fl_ddp_release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
 typedef struct {
     dpfl_sim *s;

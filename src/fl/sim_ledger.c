@@ -12,7 +12,11 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
     dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
     if (!s->cdp) return DPFL_OK;
     dpfl_event ev = dpfl_event_not_private(1); /* median clipping: no sensitivity bound */
-    if (s->strategy != DPFL_CLIP_MEDIAN) {
+    if (s->ddp) {
+        dpfl_mech_round r = fl_round_mech(s, s->round);
+        DPFL_ASSERT(s->ddp_plan.z > 0);
+        ev = dpfl_ddp_event(&s->ddp_plan, dpfl_mech_round_rate(&r));
+    } else if (s->strategy != DPFL_CLIP_MEDIAN) {
         dpfl_mech_round r = fl_round_mech(s, s->round);
         r.z = dpfl_sim_client_release_noise(s); /* adaptive: the update sum and the quantile count together */
         ev = dpfl_mech_round_event(&r);

@@ -44,7 +44,8 @@ static void *client_worker(void *p)
         int want = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
         fl_client_train(s, w, s->sampled[i], s->slots[j], &s->results[i]);
-        if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
+        if (s->ddp) fl_ddp_client(s, w, i, j, s->slots[j]); /* the client's own clipping, noise and masking */
+        else if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
     }
     return NULL;
 }

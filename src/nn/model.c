@@ -159,13 +159,21 @@ static dpfl_status add_token(builder *bd, const char *tok)
 /* Expands a model name into its layer list. */
 static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
 {
-    /* "transform:SPEC" or "transform-<a><b>:SPEC": the input transform, then SPEC's layers */
+    /* "transform:SPEC" or "transform-<a><b>[-<fn>]:SPEC": the input transform (then sigmoid, tanh or relu of it,
+     * the ablation of PrivateFL's Table 1), then SPEC's layers */
     if (!strncmp(spec, "transform", 9) && (spec[9] == ':' || spec[9] == '-')) {
         const char *mode = spec[9] == '-' ? spec + 10 : "cp", *rest = strchr(spec, ':');
-        if (!rest || (spec[9] == '-' && rest - mode != 2))
+        const char *fn = "";
+        if (rest && spec[9] == '-' && rest - mode > 3 && mode[2] == '-') {
+            fn = mode[3] == 's' ? ",sigmoid" : mode[3] == 't' ? ",tanh" : ",relu";
+            if (strncmp(mode + 3, fn + 1, (size_t)(rest - mode - 3)) || (size_t)(rest - mode - 3) != strlen(fn + 1)) fn = NULL;
+        } else if (rest && spec[9] == '-' && rest - mode != 2) {
+            fn = NULL;
+        }
+        if (!rest || !fn)
             return dpfl_fail(err, DPFL_EINVAL, "bad transform prefix in model spec (%s): expected transform:SPEC or "
-                                               "transform-<a><b>:SPEC", spec);
-        int len = snprintf(out, cap, "affine%.2s,", mode);
+                                               "transform-<a><b>[-sigmoid|-tanh|-relu]:SPEC", spec);
+        int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
         if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
         return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
     }

@@ -55,6 +55,17 @@ dpfl_event dpfl_event_two_stage(double lambda, double q, double z, int64_t inner
     return e;
 }
 
+dpfl_event dpfl_event_skellam(double q, double d1, double d2, double mu, int64_t count)
+{
+    dpfl_event e = blank(DPFL_EV_SKELLAM, count);
+    e.adjacency = DPFL_ADJ_ZERO_OUT;
+    e.q = q;
+    e.d1 = d1;
+    e.d2 = d2;
+    e.z = d2 > 0 ? sqrt(mu) / d2 : 0.0;
+    return e;
+}
+
 dpfl_event dpfl_event_not_private(int64_t count)
 {
     return blank(DPFL_EV_NOT_PRIVATE, count);
@@ -101,6 +112,16 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "local steps per round (%lld) must be > 0", (long long)e->inner);
         return DPFL_OK;
     case DPFL_EV_NOT_PRIVATE: return DPFL_OK;
+    case DPFL_EV_SKELLAM:
+        if (!(e->q >= 0 && e->q <= 1))
+            return dpfl_fail(err, DPFL_EINVAL, "client rate q (%g) must be in [0, 1]", e->q);
+        if (!(e->d2 > 0 && e->d1 > 0) || isinf(e->d1) || isinf(e->d2))
+            return dpfl_fail(err, DPFL_EINVAL, "Skellam sensitivities (L1 %g, L2 %g) must be finite and > 0", e->d1,
+                             e->d2);
+        if (e->adjacency != DPFL_ADJ_ZERO_OUT)
+            return dpfl_fail(err, DPFL_EINVAL, "the Skellam (distributed DP) event is accounted under zero-out "
+                                               "adjacency only; got %s", dpfl_adjacency_name(e->adjacency));
+        return DPFL_OK;
     }
     return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
 }
@@ -125,6 +146,10 @@ void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
                  adj);
         break;
     case DPFL_EV_NOT_PRIVATE: snprintf(buf, len, "not-private x %lld", (long long)e->count); break;
+    case DPFL_EV_SKELLAM:
+        snprintf(buf, len, "skellam(q=%g, L1=%g, L2=%g, variance=%.6g) x %lld [%s]", e->q, e->d1, e->d2,
+                 (e->z * e->d2) * (e->z * e->d2), (long long)e->count, adj);
+        break;
     }
 }
 

@@ -334,6 +334,15 @@ static double event_rdp(const dpfl_event *e, double alpha)
     case DPFL_EV_FIXED: return dpfl_rdp_fixed(e->n, e->batch, e->z, alpha);
     case DPFL_EV_TWO_STAGE: return dpfl_rdp_two_stage(e->lambda, e->q, e->z, e->inner, e->bound, alpha);
     case DPFL_EV_NOT_PRIVATE: return INFINITY;
+    case DPFL_EV_SKELLAM: {
+        /* the corollary holds at integer orders; RDP is nondecreasing in the order, so ceil(alpha) bounds alpha */
+        if (!(e->z > 0)) return INFINITY;
+        const double mu = (e->z * e->d2) * (e->z * e->d2);
+        const double a = ceil(alpha);
+        if (a > 1e6) return INFINITY;
+        double base = dpfl_skellam_rdp((int)a, e->d1, e->d2, mu) * (1 + 8 * DBL_EPSILON);
+        return e->q < 1 ? two_stage_rpdp(e->q, base, alpha) : base;
+    }
     }
     return INFINITY;
 }
