@@ -29,7 +29,12 @@ real=$prefix/lib/libdpfl.so.$version
 [ "$(readlink -f "$prefix/lib/libdpfl.so")" = "$(readlink -f "$real")" ] || t_fail "lib/libdpfl.so does not lead to it"
 readelf -d "$real" | grep -q "SONAME.*\[$soname\]" || t_fail "soname of the installed library is not $soname"
 [ -f "$prefix/lib/libdpfl.a" ] || t_fail "no lib/libdpfl.a"
-for h in include/dpfl/*.h; do cmp -s "$h" "$prefix/$h" || t_fail "$h not installed as is"; done
+for h in include/dpfl/*.h; do
+  cmp -s "$h" "$prefix/$h" || t_fail "$h not installed as is"
+  # each public header stands alone in strict C11 with the installed include path
+  log=$(echo "#include <dpfl/${h##*/}>" | $CC -std=c11 -pedantic -Wall -Wextra -Werror -I"$prefix/include" \
+          -fsyntax-only -x c - 2>&1) || t_fail "<dpfl/${h##*/}> does not compile on its own: $log"
+done
 [ -f "$prefix/share/dpfl/heart-disease/processed.cleveland.data" ] || t_fail "heart-disease files not installed"
 [ "$(pc --modversion 2>&1)" = "$version" ] || t_fail "pkg-config --modversion dpfl: $(pc --modversion 2>&1)"
 grep -q -- "-I$prefix/include" <<<"$(pc --cflags)" || t_fail "pkg-config --cflags: $(pc --cflags)"

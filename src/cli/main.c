@@ -72,7 +72,8 @@ static void usage(FILE *f)
             "                  cache/mnist/ ('dpfl data fetch' downloads into its cache/)\n"
             "  XDG_CACHE_HOME  without DPFL_DATA, datasets are downloaded to and read from $XDG_CACHE_HOME/dpfl\n"
             "                  (an absolute path), else ~/.cache/dpfl; never from the current directory\n"
-            "  DPFL_PORTABLE   1: the portable code only, not the AVX-512 / AVX2 kernels\n\n"
+            "  DPFL_PORTABLE   1: the portable code only, not the AVX-512 / AVX2 kernels\n"
+            "  DPFL_GNUPLOT    the gnuplot program 'dpfl report' runs (default: gnuplot on the PATH)\n\n"
             "files:\n"
             "  %-24s the installed data folder: heart-disease/ (searched after DPFL_DATA), and\n"
             "  %-24s mnist/ (searched after the cache folder)\n",
