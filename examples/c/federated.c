@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     static int32_t ytr[NTRAIN], yte[NTEST];
     dpfl_error err;
     dpfl_rng data_rng, root, prng, irng;
-    dpfl_dataset train, test;
+    dpfl_dataset train = {0}, test = {0};
     dpfl_partition part = {0};
     dpfl_model model = {0};
     dpfl_sim *sim = NULL;
