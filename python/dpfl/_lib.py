@@ -11,7 +11,6 @@ from other headers is refused rather than read wrongly.
 """
 
 import ctypes
-import ctypes.util
 import os
 
 c_double = ctypes.c_double
@@ -249,7 +248,9 @@ def _candidates():
     local = os.path.normpath(os.path.join(here, "..", "..", "build", "libdpfl.so"))
     if os.path.exists(local):
         return [(local, "the checkout's build/")]
-    found = ctypes.util.find_library("dpfl")  # runs ldconfig: only when there is no build here
+    import ctypes.util  # slow to import, and find_library runs ldconfig: only when there is no build here
+
+    found = ctypes.util.find_library("dpfl")
     return [(found, "the system (find_library)")] if found else []
 
 

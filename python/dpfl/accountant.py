@@ -10,11 +10,11 @@ Units as in C: z = noise standard deviation / L2 sensitivity under the event's a
 step, epsilon in nats; every epsilon or delta is an upper bound, except GDP values marked asymptotic.
 """
 
+import collections
 import ctypes
 import enum
 import numbers
 import operator
-from dataclasses import dataclass
 
 from . import _lib
 from ._lib import lib
@@ -361,17 +361,12 @@ def rdp_to_delta(orders, rdp, epsilon, conversion="tight"):
 
 
 # ---------------------------------------------------------------------------------------------- accountants
-@dataclass(frozen=True)
-class Guarantee:
-    """dpfl_guarantee.  `answered` names the accountant whose number this is ("rdp" when PLD fell back to RDP or
-    RDP's bound was smaller; `fallback` says why, else "").  `asymptotic`: a CLT limit, NOT an upper bound."""
-    epsilon: float
-    delta: float
-    order: float
-    mu: float
-    asymptotic: bool
-    answered: str
-    fallback: str
+# The result types are named tuples (light to import: a whole-process call is mostly start-up).
+class Guarantee(collections.namedtuple("Guarantee", "epsilon delta order mu asymptotic answered fallback")):
+    """dpfl_guarantee.  `order`: RDP's optimal order (else 0); `mu`: GDP's mu (else 0); `answered` names the
+    accountant whose number this is ("rdp" when PLD fell back to RDP or RDP's bound was smaller; `fallback` says
+    why, else "").  `asymptotic`: a CLT limit, NOT an upper bound."""
+    __slots__ = ()
 
 
 def _account_opts(conversion, orders, pld_bins):
@@ -580,16 +575,11 @@ def calibrate_rate(events, target_epsilon, delta, accountant="rdp", *, conversio
 
 
 # ---------------------------------------------------------------------------------------------- PriFedSync f-DP
-@dataclass(frozen=True)
-class FdpResult:
+class FdpResult(collections.namedtuple("FdpResult",
+                                       "mu_weak mu_strong eps_weak_clt eps_strong_clt eps_exact order_exact")):
     """dpfl_fdp_result: mu_weak / mu_strong and their conversions are CLT values (ASYMPTOTIC); eps_exact is an
     RDP upper bound keeping the sync probability, at order order_exact."""
-    mu_weak: float
-    mu_strong: float
-    eps_weak_clt: float
-    eps_strong_clt: float
-    eps_exact: float
-    order_exact: float
+    __slots__ = ()
 
 
 def fdp_prifedsync(clients, p, z, batch, n, local_steps, rounds, delta):
@@ -602,18 +592,12 @@ def fdp_prifedsync(clients, p, z, batch, n, local_steps, rounds, delta):
 
 
 # ---------------------------------------------------------------------------------------------- rPDP-FL, SCF
-@dataclass(frozen=True)
-class RpdpParams:
+class RpdpParams(collections.namedtuple("RpdpParams", "z lambda_ inner rounds delta bound use_pld orders",
+                                        defaults=("rpdp", False, None))):
     """dpfl_rpdp_params: two-stage sampling (client rate lambda_, `inner` local steps, `rounds` rounds).
+    bound: "rpdp" or "zhu-wang"; use_pld: PLD of the round composed over the rounds (RDP as its floor);
     orders None: integer orders 2..994 with bound "rpdp" (the paper's), the default orders otherwise."""
-    z: float
-    lambda_: float
-    inner: int
-    rounds: int
-    delta: float
-    bound: object = "rpdp"
-    use_pld: bool = False
-    orders: tuple = None
+    __slots__ = ()
 
     def _c(self):
         c = _lib.RpdpParams(_float(self.z), _float(self.lambda_), _int("inner", self.inner),
@@ -629,18 +613,10 @@ class RpdpParams:
         return c, keep
 
 
-@dataclass(frozen=True)
-class ScfFit:
+class ScfFit(collections.namedtuple("ScfFit", "a b c r2 eps_min eps_max p_min npoints")):
     """dpfl_scf_fit: eps(p) = exp(a p + b) + c fitted to the simulated eps*(p); eps_min / eps_max are
     eps*(p_min) and eps*(1) on the grid."""
-    a: float
-    b: float
-    c: float
-    r2: float
-    eps_min: float
-    eps_max: float
-    p_min: float
-    npoints: int
+    __slots__ = ()
 
     def _c(self):
         return _lib.ScfFit(self.a, self.b, self.c, self.r2, self.eps_min, self.eps_max, self.p_min,
@@ -728,15 +704,10 @@ def _libc_free(p):
 
 
 # ---------------------------------------------------------------------------------------------- end-to-end DP
-@dataclass(frozen=True)
-class E2eResult:
+class E2eResult(collections.namedtuple("E2eResult", "record_epsilon record_order client_epsilon client_order "
+                                                   "client_noise client_mu")):
     """dpfl_e2e_result: record- and client-level guarantees of one DP-SGD-in-clients run."""
-    record_epsilon: float
-    record_order: float
-    client_epsilon: float
-    client_order: float
-    client_noise: float
-    client_mu: float
+    __slots__ = ()
 
 
 def e2e(z, batch, n, local_steps, client_rate, rounds, delta, server_z=0.0, client_adjacency="zero-out"):
