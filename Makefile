@@ -68,7 +68,7 @@ BIN      := $(BUILD)/dpfl
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE
+.PHONY: all setup data demo test test-python test-san test-tsan bench mutate torture valgrind clean FORCE
 all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -124,9 +124,14 @@ demo: setup
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 	./$(BIN) report runs/demo
 
+# The C suites, then the Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl;
+# one skip line where python3 or pytest is missing).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS)
-	@BUILD=$(BUILD) tests/run.sh $(TESTS)
+	@BUILD=$(BUILD) tests/run.sh $(TESTS) tests/python.sh
+
+test-python: $(BIN) $(SO)
+	@BUILD=$(BUILD) tests/python.sh
 
 test-san: setup
 	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build
