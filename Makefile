@@ -91,8 +91,8 @@ MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
 HEADERS  := $(wildcard include/dpfl/*.h)
 SHIPPED  := $(wildcard data/heart-disease/*)
 
-.PHONY: all setup data demo test test-san test-tsan bench mutate torture valgrind clean FORCE man examples \
-        install uninstall
+.PHONY: all setup data demo test test-python test-san test-tsan bench mutate torture valgrind clean FORCE man \
+        examples install uninstall
 all: $(BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
@@ -208,12 +208,16 @@ demo: setup
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 	./$(BIN) report runs/demo
 
-# The cmocka suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`)
-# and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config against it, the
-# man pages, make uninstall).
+# The C suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`), the
+# Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
+# or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
+# against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/python.sh tests/install.sh
+
+test-python: $(BIN) $(SO)
+	@BUILD=$(BUILD) tests/python.sh
 
 test-san: setup
 	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build

@@ -1,0 +1,13 @@
+/* Layout queries for bindings that cannot read C headers.  python/dpfl loads libdpfl.so with ctypes and declares
+ * the structs of dpfl/core.h and dpfl/privacy.h again in Python; at import it checks every size and every field
+ * offset it declares against these, so a library built from other headers is refused instead of read wrongly. */
+#ifndef DPFL_ABI_H
+#define DPFL_ABI_H
+
+/* DPFL_VERSION of the library that was built. */
+const char *dpfl_version(void);
+/* sizeof(type) when field is NULL, offsetof(type, field) otherwise, for the public structs and enums that
+ * bindings pass ("dpfl_event", "dpfl_guarantee", ...); -1 for a type or field not listed. */
+long dpfl_abi_layout(const char *type, const char *field);
+
+#endif

@@ -1,0 +1,66 @@
+/* Sizes and field offsets of the public structs, for bindings (dpfl/abi.h). */
+#include "dpfl/abi.h"
+#include "dpfl/privacy.h"
+
+#include <stddef.h>
+#include <string.h>
+
+const char *dpfl_version(void)
+{
+    return DPFL_VERSION;
+}
+
+typedef struct {
+    const char *type, *field;
+    size_t value;
+} abi_entry;
+
+#define SIZE(T) {#T, NULL, sizeof(T)}
+#define FIELD(T, f) {#T, #f, offsetof(T, f)}
+
+static const abi_entry table[] = {
+    SIZE(dpfl_status), SIZE(dpfl_event_kind), SIZE(dpfl_adjacency), SIZE(dpfl_two_stage_bound),
+    SIZE(dpfl_conversion), SIZE(dpfl_accountant),
+    SIZE(dpfl_error), FIELD(dpfl_error, msg),
+    SIZE(dpfl_event), FIELD(dpfl_event, kind), FIELD(dpfl_event, adjacency), FIELD(dpfl_event, z),
+    FIELD(dpfl_event, q), FIELD(dpfl_event, lambda), FIELD(dpfl_event, n), FIELD(dpfl_event, batch),
+    FIELD(dpfl_event, inner), FIELD(dpfl_event, bound), FIELD(dpfl_event, count),
+    FIELD(dpfl_event, d1), FIELD(dpfl_event, d2),
+    SIZE(dpfl_account_opts), FIELD(dpfl_account_opts, conversion), FIELD(dpfl_account_opts, orders),
+    FIELD(dpfl_account_opts, norders), FIELD(dpfl_account_opts, pld_bins),
+    SIZE(dpfl_guarantee), FIELD(dpfl_guarantee, epsilon), FIELD(dpfl_guarantee, delta), FIELD(dpfl_guarantee, order),
+    FIELD(dpfl_guarantee, mu), FIELD(dpfl_guarantee, asymptotic), FIELD(dpfl_guarantee, answered),
+    FIELD(dpfl_guarantee, fallback),
+    SIZE(dpfl_calibrate_opts), FIELD(dpfl_calibrate_opts, accountant), FIELD(dpfl_calibrate_opts, opts),
+    FIELD(dpfl_calibrate_opts, tol),
+    SIZE(dpfl_fdp_params), FIELD(dpfl_fdp_params, clients), FIELD(dpfl_fdp_params, p), FIELD(dpfl_fdp_params, z),
+    FIELD(dpfl_fdp_params, batch), FIELD(dpfl_fdp_params, n), FIELD(dpfl_fdp_params, local_steps),
+    FIELD(dpfl_fdp_params, rounds),
+    SIZE(dpfl_fdp_result), FIELD(dpfl_fdp_result, mu_weak), FIELD(dpfl_fdp_result, mu_strong),
+    FIELD(dpfl_fdp_result, eps_weak_clt), FIELD(dpfl_fdp_result, eps_strong_clt), FIELD(dpfl_fdp_result, eps_exact),
+    FIELD(dpfl_fdp_result, order_exact),
+    SIZE(dpfl_rpdp_params), FIELD(dpfl_rpdp_params, z), FIELD(dpfl_rpdp_params, lambda),
+    FIELD(dpfl_rpdp_params, inner), FIELD(dpfl_rpdp_params, rounds), FIELD(dpfl_rpdp_params, delta),
+    FIELD(dpfl_rpdp_params, bound), FIELD(dpfl_rpdp_params, use_pld), FIELD(dpfl_rpdp_params, orders),
+    FIELD(dpfl_rpdp_params, norders),
+    SIZE(dpfl_scf_fit), FIELD(dpfl_scf_fit, a), FIELD(dpfl_scf_fit, b), FIELD(dpfl_scf_fit, c),
+    FIELD(dpfl_scf_fit, r2), FIELD(dpfl_scf_fit, eps_min), FIELD(dpfl_scf_fit, eps_max), FIELD(dpfl_scf_fit, p_min),
+    FIELD(dpfl_scf_fit, npoints),
+    SIZE(dpfl_e2e_params), FIELD(dpfl_e2e_params, z), FIELD(dpfl_e2e_params, batch), FIELD(dpfl_e2e_params, n),
+    FIELD(dpfl_e2e_params, local_steps), FIELD(dpfl_e2e_params, client_rate), FIELD(dpfl_e2e_params, rounds),
+    FIELD(dpfl_e2e_params, server_z), FIELD(dpfl_e2e_params, client_adjacency), FIELD(dpfl_e2e_params, delta),
+    SIZE(dpfl_e2e_result), FIELD(dpfl_e2e_result, record_epsilon), FIELD(dpfl_e2e_result, record_order),
+    FIELD(dpfl_e2e_result, client_epsilon), FIELD(dpfl_e2e_result, client_order),
+    FIELD(dpfl_e2e_result, client_noise), FIELD(dpfl_e2e_result, client_mu),
+};
+
+long dpfl_abi_layout(const char *type, const char *field)
+{
+    if (!type) return -1;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const abi_entry *e = &table[i];
+        if (strcmp(e->type, type)) continue;
+        if (field ? e->field && !strcmp(e->field, field) : !e->field) return (long)e->value;
+    }
+    return -1;
+}
