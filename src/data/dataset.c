@@ -183,8 +183,8 @@ static dpfl_status locate(int i, const char *data_dir, char *buf, size_t len, in
     if (s) return s;
     *found = 0;
     for (int j = 0; j < n && !*found; j++) {
-        snprintf(probe, sizeof probe, "%s/%s", dirs[j], registry[i].probe);
-        if (access(probe, R_OK) == 0) {
+        int w = snprintf(probe, sizeof probe, "%s/%s", dirs[j], registry[i].probe);
+        if (w > 0 && (size_t)w < sizeof probe && access(probe, R_OK) == 0) {
             snprintf(buf, len, "%s", dirs[j]);
             *found = 1;
         }
