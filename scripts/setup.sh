@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist valgrind bc"
+      zlib1g-dev dataset-fashion-mnist valgrind bc libzmq3-dev"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
 if [ "${1:-}" = fuzz ]; then
   PKGS="clang libclang-rt-dev"   # `scripts/setup.sh fuzz` (make fuzz): clang with libFuzzer and the sanitizer runtimes
