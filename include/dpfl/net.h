@@ -81,7 +81,7 @@ const char *dpfl_wire_type_name(uint32_t type);
 dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len, dpfl_error *err);
 /* Strict decoding of len bytes (see above); m->vec points into buf. */
 dpfl_status dpfl_wire_decode(const void *buf, size_t len, dpfl_wire_msg *m, dpfl_error *err);
-/* The nparam floats of a decoded ROUND or UPDATE. */
+/* The nparam floats of a decoded ROUND or UPDATE (nothing for other types). */
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out);
 /* BLAKE2b-256 of n floats (their little-endian bytes): names a model in ROUND and UPDATE. */
 void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32]);
@@ -94,7 +94,7 @@ void dpfl_wire_set_text(dpfl_wire_msg *m, const char *fmt, ...) __attribute__((f
 dpfl_status dpfl_z85_encode(const uint8_t *in, size_t n, char *out, dpfl_error *err);
 dpfl_status dpfl_z85_decode(const char *in, uint8_t *out, size_t cap, size_t *n, dpfl_error *err);
 /* A CURVE key pair (X25519, libsodium): DIR/NAME.key (the secret key, Z85, mode 0600) and DIR/NAME.pub (the
- * public key, Z85), each one line, written atomically; DIR is created; an existing NAME.key is refused unless
+ * public key, Z85), each one line, written atomically; DIR (and its parents) created with mode 0700; an existing NAME.key is refused unless
  * force.  NAME: letters, digits, '_', '-', '.', not starting with '.', at most 64 characters.  pub_z85 (41 bytes,
  * may be NULL) gets the public key. */
 dpfl_status dpfl_net_keygen(const char *dir, const char *name, int force, char *pub_z85, dpfl_error *err);

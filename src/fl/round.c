@@ -83,14 +83,18 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     if (s->ddp && (st = fl_ddp_begin(s, round, err))) return st;
     double total_weight = 0, loss_sum = 0;
     int64_t clipped = 0;
-    for (int32_t i = 0; i < ms; i++)
-        total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
     dpfl_vec_zero(s->acc, P);
     if (s->cdp) dpfl_vec_zero(s->raw_sum, P);
     server_round sr = {0, 0};
     const double S = s->S;
     for (int32_t start = 0; start < ms; start += s->nslots) {
         if ((st = s->transport->run_clients(s, start, ms - start < s->nslots ? ms - start : s->nslots, err))) return st;
+        /* FedAvg's weights are over the clients that reply: known before the first chunk in process (dropouts are
+         * drawn up front), after it on the network (one chunk per round) */
+        if (start == 0)
+            for (int32_t i = 0; i < ms; i++)
+                if (!s->results[i].dropped)
+                    total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
         for (int32_t j = 0; j < s->chunk_len; j++) {
             client_result *r = &s->results[start + j];
             loss_sum += r->loss_sum;
@@ -103,6 +107,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             } else if (!s->cdp) {
                 double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
                 dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
+                m->replied++;
             } else if (s->strategy != DPFL_CLIP_MEDIAN) {
                 fl_server_add(s, s->slots[j], r, S, m, &sr);
             }

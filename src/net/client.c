@@ -77,7 +77,7 @@ static int send_msg(client *cl, const dpfl_wire_msg *m)
         LOG(cl, "cannot encode a %s frame: %s", dpfl_wire_type_name(m->type), err.msg);
         return -1;
     }
-    int rc = zmq_send(cl->sock, buf, len, 0);
+    int rc = zmq_send(cl->sock, buf, len, ZMQ_DONTWAIT);
     free(buf);
     return rc < 0 ? -1 : 0;
 }
@@ -378,8 +378,8 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
     if ((int32_t)m->round == cl->last_round && cl->last_frame && !memcmp(m->model_digest, cl->last_digest, 32)) {
         /* asked again (a resumed server): the same answer, charged once */
         INFO(cl, "round %u: asked again for the same model; the same answer", m->round);
-        if (zmq_send(cl->sock, cl->last_frame, cl->last_len, 0) < 0)
-            return dpfl_fail(err, DPFL_EIO, "dpfl join: send: %s", zmq_strerror(errno));
+        if (zmq_send(cl->sock, cl->last_frame, cl->last_len, ZMQ_DONTWAIT) < 0) /* the server asks again */
+            LOG(cl, "round %u: could not send now: %s", m->round, zmq_strerror(errno));
         return DPFL_OK;
     }
     if ((int32_t)m->round <= cl->last_round)
@@ -431,7 +431,10 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         struct timespec ts = {(time_t)cl->o.delay, (long)((cl->o.delay - floor(cl->o.delay)) * 1e9)};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
-    if (zmq_send(cl->sock, frame, flen, 0) < 0) return dpfl_fail(err, DPFL_EIO, "dpfl join: send: %s", zmq_strerror(errno));
+    /* never blocks: a server that has gone asks again when it is back, and gets the same bytes */
+    if (zmq_send(cl->sock, frame, flen, ZMQ_DONTWAIT) < 0)
+        LOG(cl, "round %u: could not send the update now (%s); it goes when the server asks again", m->round,
+            zmq_strerror(errno));
     double eps = NAN;
     own_epsilon(cl, &eps, NULL);
     if (c->rdp_on) INFO(cl, "round %u: update sent (%lld rounds trained, epsilon %.4g for its records)", m->round,
@@ -541,11 +544,10 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
 
 static void client_close(client *cl)
 {
+    /* monitoring stops first: libzmq's I/O thread blocks sending an event to a monitor socket nobody reads */
+    if (cl->sock) zmq_socket_monitor(cl->sock, NULL, 0);
     if (cl->mon) zmq_close(cl->mon);
-    if (cl->sock) {
-        zmq_socket_monitor(cl->sock, NULL, 0);
-        zmq_close(cl->sock);
-    }
+    if (cl->sock) zmq_close(cl->sock);
     if (cl->zctx) zmq_ctx_term(cl->zctx);
     if (cl->c) {
         fl_run_free(cl->c);
@@ -622,8 +624,10 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     if (!st) {
         INFO(cl, "client %d (key %s) connecting to %s", cl->k, cl->name, o->server);
         st = join_loop(cl, err);
-        if (st && cl->sock) { /* tell the server, so that it need not wait for the deadline */
+        if (st && cl->sock) { /* tell the server, so that it need not wait for the deadline (if it can hear) */
+            const int linger = 500;
             send_simple(cl, DPFL_WIRE_BYE, 1, (uint32_t)(cl->last_round > 0 ? cl->last_round : 0), err->msg);
+            zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
         }
     }
     if (!st && cl->c) {

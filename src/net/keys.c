@@ -82,8 +82,17 @@ dpfl_status dpfl_net_keygen(const char *dir, const char *name, int force, char *
         return dpfl_fail(err, DPFL_EINVAL, "key name '%s': use letters, digits, '_', '-' and '.' (not first), at most "
                                            "64 characters", name);
     if (sodium_init() < 0) return dpfl_fail(err, DPFL_EIO, "libsodium could not start");
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return dpfl_fail(err, DPFL_EIO, "cannot create the key folder (%s): %s", dir, strerror(errno));
+    char path[1024];
+    if (strlen(dir) >= sizeof path) return dpfl_fail(err, DPFL_EINVAL, "key folder path too long (%s)", dir);
+    strcpy(path, dir);
+    for (char *p = path + 1;; p++) { /* the folder and its parents, private to the user */
+        if (*p && *p != '/') continue;
+        const char c = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST)
+            return dpfl_fail(err, DPFL_EIO, "cannot create the key folder (%s): %s", path, strerror(errno));
+        if (!(*p = c)) break;
+    }
     char keypath[1100], pubpath[1100];
     snprintf(keypath, sizeof keypath, "%s/%s.key", dir, name);
     snprintf(pubpath, sizeof pubpath, "%s/%s.pub", dir, name);

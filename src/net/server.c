@@ -294,8 +294,9 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
     if (p->in_round < 0 || (int32_t)m->round != sv->round) {
         LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
             sv->round ? "it owes this round nothing (a late or repeated answer)" : "no round is in progress");
-        send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (round %d in progress)", m->round,
-                      sv->round);
+        if (sv->round) send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (round %d in progress)",
+                                     m->round, sv->round);
+        else send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (no round in progress)", m->round);
         return;
     }
     if (m->nparam != sv->P || memcmp(m->model_digest, sv->model_digest, 32)) {

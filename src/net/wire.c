@@ -309,7 +309,7 @@ badvec:
 
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out)
 {
-    if (m->nparam) memcpy(out, m->vec, 4 * (size_t)m->nparam);
+    if (m->vec && m->nparam) memcpy(out, m->vec, 4 * (size_t)m->nparam);
 }
 
 void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32])
