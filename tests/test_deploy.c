@@ -254,7 +254,7 @@ static int setup(void **state)
     char dir[600];
     if (dpfl_net_keygen(tp("keys/server"), "server", 0, NULL, &err)) return -1;
     for (int k = 0; k < 4; k++) {
-        char name[16];
+        char name[24];
         snprintf(name, sizeof name, "client%d", k);
         snprintf(dir, sizeof dir, "%s", tp("keys/c%d", k));
         if (dpfl_net_keygen(dir, name, 0, NULL, &err)) return -1;

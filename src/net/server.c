@@ -106,7 +106,7 @@ static void allow_list_read(server *sv)
     for (struct dirent *e; (e = readdir(d));) {
         size_t l = strlen(e->d_name);
         if (l < 5 || strcmp(e->d_name + l - 4, ".pub") || l - 4 > 64) continue;
-        char name[65], path[1200];
+        char name[65], path[1400];
         memcpy(name, e->d_name, l - 4);
         name[l - 4] = '\0';
         if (!dpfl_net_key_name_ok(name)) continue;
