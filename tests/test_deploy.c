@@ -606,6 +606,40 @@ static void a_resumed_server_finishes_the_uninterrupted_run(void **state)
     cJSON_Delete(last);
 }
 
+/* ---------------------------------------------------------------------------------------------- 6 */
+/* The README's example: scripts/deploy_heart.sh (the four heart-disease centres, rPDP-FL), here with Poisson client
+ * sampling so that rounds a centre sits out are charged to its records when it learns they were released; --check
+ * has the script compare model.bin and epsilon with dpfl train's; each centre's own ledger gives the epsilon the
+ * server reports for that centre's records. */
+static void the_heart_deployment_script_runs(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "DPFL='%s' PORT=%d scripts/deploy_heart.sh '%s' --check --set fl.rounds=6 --set "
+                              "fl.sampling=poisson --set fl.client_rate=0.5 > '%s' 2>&1", bin, free_port(), tp("heart"),
+             tp("heart.log"));
+    if (system(cmd) != 0) {
+        char *t = slurp(tp("heart.log"));
+        print_error("%s\n%s\n", cmd, t ? t : "");
+        free(t);
+        fail();
+    }
+    assert_true(contains(tp("heart.log"), "--check: the same model.bin bytes and epsilon"));
+    cJSON *sum = json_file(tp("heart/run/summary.json"));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "record_budgets"),
+                                                        "per_client");
+    assert_int_equal(cJSON_GetArraySize(per), 4);
+    for (int k = 0; k < 4; k++) {
+        cJSON *c = json_file(tp("heart/centre%d/client.json", k));
+        const double want = num(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(per, k), "epsilon"), "max");
+        if (num(c, "epsilon") != want) print_error("centre %d: own epsilon %.17g, server %.17g\n", k, num(c, "epsilon"), want);
+        assert_true(num(c, "epsilon") == want);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(sum);
+}
+
 /* Without libzmq: serve and join fail with one line naming what is missing. */
 static void without_zmq_serve_says_what_is_missing(void **state)
 {
@@ -626,6 +660,7 @@ int main(void)
         cmocka_unit_test(malformed_frames_do_not_stop_the_server),
         cmocka_unit_test(a_client_killed_mid_round_is_a_dropout),
         cmocka_unit_test(a_resumed_server_finishes_the_uninterrupted_run),
+        cmocka_unit_test(the_heart_deployment_script_runs),
         cmocka_unit_test(without_zmq_serve_says_what_is_missing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -55,7 +55,9 @@ typedef struct {
     dpfl_run_options ropt;
     size_t P;
     float *update;
-    int32_t replayed;     /* rPDP-FL: rounds of the server's ledger replayed on this client's copy of the levels */
+    int32_t replayed;     /* rPDP-FL: rounds of the server's ledger charged on this client's copy of the levels
+                             (every released round charges every record: the rounds it trained as it sends them,
+                             the others when a later round or the bye says they were released) */
     int64_t rounds_trained;
     /* the last answer */
     int32_t last_round;
@@ -108,6 +110,21 @@ static void send_hello(client *cl)
 static void state_path(const client *cl, const char *file, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/%s", cl->o.state_dir, file);
+}
+
+/* rPDP-FL: charge the rounds the server has released up to `released`, as the server's run did (opt-outs, then the
+ * round's charge). */
+static dpfl_status rpdp_catch_up(client *cl, int32_t released, dpfl_error *err)
+{
+    run_ctx *c = cl->c;
+    int changed;
+    for (; c->rpdp.on && cl->replayed < released; cl->replayed++) {
+        dpfl_status st = fl_rpdp_before_round(&c->rpdp, c->cfg, &changed, err);
+        if (st) return st;
+        fl_rpdp_charge(&c->rpdp);
+    }
+    if (!c->rpdp.on && cl->replayed < released) cl->replayed = released;
+    return DPFL_OK;
 }
 
 /* This client's record-level epsilon over what it has released (NAN without record-level DP). */
@@ -269,11 +286,7 @@ static dpfl_status state_load(client *cl, dpfl_error *err)
         c->ledger.participations[cl->k] = led[0];
         c->ledger.record_steps[cl->k] = led[1];
         cl->rounds_trained = led[0];
-        for (; cl->replayed < replayed; cl->replayed++) { /* the rPDP-FL levels as they were */
-            int changed;
-            if (c->rpdp.on && ((st = fl_rpdp_before_round(&c->rpdp, c->cfg, &changed, err)))) break;
-            if (c->rpdp.on) fl_rpdp_charge(&c->rpdp);
-        }
+        st = rpdp_catch_up(cl, replayed, err); /* the rPDP-FL levels as they were */
     }
     free(payload);
     if (st) return st;
@@ -346,14 +359,13 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
     if (c->rpdp.on) {
         dpfl_error err;
         if ((int32_t)m->released < cl->replayed) {
-            snprintf(why, cap, "the server has released %u rounds, this client has already seen %d", m->released,
-                     cl->replayed);
+            snprintf(why, cap, "the server has released %u rounds, this client has already charged %d (a server "
+                               "resumed from an older checkpoint than its last round)", m->released, cl->replayed);
             return why;
         }
         int changed;
-        for (; cl->replayed < (int32_t)m->released; cl->replayed++) /* as the server's run did: opt-outs, charge */
-            if (fl_rpdp_before_round(&c->rpdp, c->cfg, &changed, &err) == DPFL_OK) fl_rpdp_charge(&c->rpdp);
-        if (fl_rpdp_before_round(&c->rpdp, c->cfg, &changed, &err)) {
+        if (rpdp_catch_up(cl, (int32_t)m->released, &err) ||
+            fl_rpdp_before_round(&c->rpdp, c->cfg, &changed, &err)) {
             snprintf(why, cap, "rPDP-FL ledger: %.300s", err.msg);
             return why;
         }
@@ -399,6 +411,10 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
     const int64_t steps = dpfl_sim_client_steps(c->sim, cl->k);
     dpfl_ledger_charge(&c->ledger, &cl->k, 1, &steps);
     cl->rounds_trained++;
+    if (c->rpdp.on && cl->replayed < (int32_t)m->round) { /* the round is released with this update in it */
+        fl_rpdp_charge(&c->rpdp);
+        cl->replayed = (int32_t)m->round;
+    }
     dpfl_wire_msg u;
     memset(&u, 0, sizeof u);
     u.type = DPFL_WIRE_UPDATE;
@@ -533,6 +549,10 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         case DPFL_WIRE_BYE:
             zmq_msg_close(&msg);
             if (m.code) return dpfl_fail(err, DPFL_EIO, "dpfl join: %s", m.text);
+            /* the rounds released after this client's last one still charged its records (rPDP-FL) */
+            if (cl->c && (int32_t)m.round > cl->replayed && cl->c->rpdp.on &&
+                ((st = rpdp_catch_up(cl, (int32_t)m.round, err)) || (st = state_save(cl, err))))
+                return st;
             INFO(cl, "the server says bye: %s", m.text);
             return DPFL_OK;
         default: break; /* HEARTBEAT: the server is there */
