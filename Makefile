@@ -27,6 +27,13 @@ LDCONFIG ?= ldconfig
 # unless DPFL_DATA says otherwise.
 DPFL_DATA ?= $(CURDIR)/data
 export DPFL_DATA
+# Deployment (src/net: dpfl serve / join over ZeroMQ + CURVE) when pkg-config finds libzmq; ZMQ=0 builds without
+# it (then serve and join say what is missing).
+ZMQ     ?= $(shell pkg-config --exists libzmq 2>/dev/null && echo 1 || echo 0)
+ifeq ($(ZMQ),1)
+  PKGS  += libzmq
+  ZMQ_DEF := -DDPFL_HAVE_ZMQ=1
+endif
 SAN     ?= 0
 NATIVE  ?= 0
 DISPATCH ?= 1
@@ -64,7 +71,7 @@ endif
 # inlined; -ffp-contract=off (GCC's default with -std=c11, not clang's): no fused multiply-adds the source does not
 # ask for, so the kernels and the portable code round alike where they promise the same bits.
 CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCH) -fPIC -fno-semantic-interposition \
-           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) -pthread -Iinclude -Isrc \
+           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) -pthread -Iinclude -Isrc \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -72,7 +79,7 @@ VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/
 SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
 LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c \
-                      src/report/*.c)
+                       src/report/*.c src/net/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
@@ -266,7 +273,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_BUILD   := build/fuzz
-FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer -pthread -Iinclude \
+FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -fno-omit-frame-pointer -pthread $(ZMQ_DEF) -Iinclude \
                 -Isrc -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_NAMES   := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))

@@ -2,6 +2,7 @@
  * own writers: small valid files and a few edge cases.  Usage: gen_corpus DIR  (make fuzz-corpus). */
 #include "dpfl/fl.h"
 #include "dpfl/nn.h"
+#include "dpfl/net.h"
 #include "fl/run_internal.h"
 #include "secagg_round.h"
 
@@ -193,6 +194,38 @@ int main(int argc, char **argv)
         const uint8_t b = (uint8_t)k;
         put("fuzz_secagg", slot_names[k], &b, 1, hm.data, hm.len);
         dpfl_secagg_msg_free(&hm);
+    }
+
+    /* deployment frames: one of each type, wrapped (mode 0: type, sender, payload) and whole (mode 1); a key file */
+    {
+        float w[3] = {0.5f, -1.0f, 2.0f};
+        dpfl_wire_msg msgs[6];
+        memset(msgs, 0, sizeof msgs);
+        static const char *names[6] = {"hello", "round", "update", "heartbeat", "error", "bye"};
+        for (int i = 0; i < 6; i++) msgs[i].type = (dpfl_wire_type)(i + 1);
+        msgs[0].sender = 2, msgs[0].config_digest[0] = 1;
+        msgs[1].sender = DPFL_WIRE_SERVER, msgs[1].round = 2, msgs[1].released = 1, msgs[1].lr = 0.1;
+        msgs[1].update_clip = 1, msgs[1].record_z = 1.1, msgs[1].nparam = 3, msgs[1].fvec = w;
+        msgs[2].sender = 1, msgs[2].round = 2, msgs[2].flags = DPFL_WIRE_STATS, msgs[2].steps = 4;
+        msgs[2].examples = 64, msgs[2].loss_sum = 80.5, msgs[2].clipped = 3, msgs[2].nparam = 3, msgs[2].fvec = w;
+        msgs[3].sender = 0, msgs[3].round = 5;
+        msgs[4].sender = DPFL_WIRE_SERVER, msgs[4].code = 3;
+        strcpy(msgs[4].text, "refused: key client0 may not act as client 1");
+        msgs[5].sender = DPFL_WIRE_SERVER, strcpy(msgs[5].text, "run finished after 2 rounds");
+        for (int i = 0; i < 6; i++) {
+            uint8_t *f;
+            size_t n;
+            if (dpfl_wire_encode(&msgs[i], &f, &n, &err)) goto fail;
+            char name[32];
+            uint8_t m1 = 1;
+            snprintf(name, sizeof name, "%s-whole", names[i]);
+            put("fuzz_wire", name, &m1, 1, f, n);
+            uint8_t head[6] = {0, f[5], f[8], f[9], f[10], f[11]};
+            snprintf(name, sizeof name, "%s", names[i]);
+            put("fuzz_wire", name, head, 6, f + DPFL_WIRE_HEADER, n - DPFL_WIRE_HEADER - DPFL_WIRE_TRAILER);
+            free(f);
+        }
+        put_text("fuzz_wire", "key", "\x02HelloWorldHelloWorldHelloWorldHelloWorld\n");
     }
 
     unlink(path);

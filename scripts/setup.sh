@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist valgrind bc gnuplot-nox chromium python3-pytest man-db groff-base"
+      zlib1g-dev dataset-fashion-mnist valgrind bc gnuplot-nox chromium python3-pytest man-db groff-base libzmq3-dev
+      openmpi-bin libopenmpi-dev"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
 if [ "${1:-}" = fuzz ]; then
   PKGS="clang libclang-rt-dev"   # `scripts/setup.sh fuzz` (make fuzz): clang with libFuzzer and the sanitizer runtimes

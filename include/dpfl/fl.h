@@ -209,7 +209,7 @@ typedef struct {
     double clip_fraction; /* DP-SGD: share of examples whose gradient was clipped; NAN when off */
     double noise_std;     /* DP-SGD: std of the noise added to each step's clipped sum */
     /* client-level DP (NAN when off) */
-    int32_t replied;            /* sampled clients whose update arrived (the rest dropped out) */
+    int32_t replied;            /* sampled clients whose update arrived (the rest dropped out); any mode */
     double update_clip;         /* S used this round */
     double update_clip_fraction; /* share of updates whose norm exceeded S */
     double update_noise_std;    /* std of the noise on the averaged update */

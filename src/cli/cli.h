@@ -13,6 +13,9 @@ int cli_scf(int argc, char **argv);
 int cli_e2e(int argc, char **argv);
 int cli_audit(int argc, char **argv);
 int cli_report(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_join(int argc, char **argv);
+int cli_keygen(int argc, char **argv);
 
 /* Print "dpfl: error: <msg>" on stderr and return 1 (or 2 for usage errors). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -43,6 +43,9 @@ static const struct {
     {"e2e", cli_e2e, "record-level and client-level guarantees of one run"},
     {"audit", cli_audit, "empirical lower bound on epsilon from canaries, beside the claimed epsilon"},
     {"report", cli_report, "one self-contained HTML page of plots about one or several run directories"},
+    {"serve", cli_serve, "run a training as the server of real client processes (ZeroMQ + CURVE)"},
+    {"join", cli_join, "run one client of a served training"},
+    {"keygen", cli_keygen, "write a CURVE key pair for serve / join"},
     {NULL, NULL, NULL},
 };
 

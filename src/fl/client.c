@@ -260,3 +260,22 @@ void fl_client_sync_helpers(dpfl_sim *s)
         for (size_t j = 0; j < P; j++) h[j] = b * h[j] + a * s->global[j];
     }
 }
+dpfl_status fl_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, float *out, client_result *res,
+                            dpfl_error *err)
+{
+    if (k < 0 || k >= s->part->clients)
+        return dpfl_fail(err, DPFL_EINVAL, "client %d: the partition has clients 0 to %d", k, s->part->clients - 1);
+    dpfl_status st = fl_client_state_alloc(s, k, err);
+    if (st) return st;
+    s->round = round;
+    s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    s->S = S;
+    s->chunk_start = 0;
+    s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */
+    worker *w = &s->workers[0];
+    if (w->ws_threads != s->nthreads)
+        w->ws_threads = dpfl_nn_ws_set_threads(w->ws, s->nthreads, NULL) ? 0 : s->nthreads;
+    fl_client_train(s, w, k, out, res);
+    if (s->cdp) res->norm = dpfl_vec_norm2(out, s->model->nparam);
+    return DPFL_OK;
+}

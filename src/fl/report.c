@@ -48,8 +48,8 @@ static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, in
         json_num(o, "local_accuracy_mean", m->local_acc_mean);
         json_num(o, "local_accuracy_std", m->local_acc_std);
     }
+    cJSON_AddNumberToObject(o, "replied", m->replied);
     if (cdp) {
-        cJSON_AddNumberToObject(o, "replied", m->replied);
         json_num(o, "update_clip_fraction", m->update_clip_fraction);
         json_num(o, "between_client_variance", m->between_client_variance);
         json_num(o, "update_scale", m->update_scale);

@@ -24,8 +24,21 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     return dpfl_sim_train(s, round, m, err);
 }
 
-/* Who drops out is decided before anyone trains; a client's first participation gets its state block: a zero
- * optimizer state, as a reset optimizer has, and the helper model w0. */
+/* A client's first participation gets its state block: a zero optimizer state, as a reset optimizer has, and the
+ * helper model w0. */
+dpfl_status fl_client_state_alloc(dpfl_sim *s, int32_t k, dpfl_error *err)
+{
+    const size_t floats = dpfl_sim_client_state_floats(s);
+    client_opt *c = &s->cstate[k];
+    if (!s->keep || floats == 0 || c->state || dpfl_sim_client_steps(s, k) == 0) return DPFL_OK;
+    if (!(c->state = dpfl_calloc(floats, sizeof(float), err)))
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d, %zu floats)", k, floats);
+    if (s->helper) dpfl_vec_copy(c->state, s->w0, s->model->nparam); /* h(i) = w0 until its first sync */
+    if (s->tr) dpfl_model_affine_identity(&s->model->layers[0], fl_client_transform(s, k));
+    return DPFL_OK;
+}
+
+/* Who drops out is decided before anyone trains; clients get their state blocks. */
 static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_error *err)
 {
     const size_t P = s->model->nparam;
@@ -37,19 +50,12 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
         s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
     }
-    const size_t floats = dpfl_sim_client_state_floats(s);
-    if (s->keep && floats > 0)
-        for (int32_t i = 0; i < ms; i++) {
-            client_opt *c = &s->cstate[s->sampled[i]];
-            if (c->state || s->results[i].dropped || dpfl_sim_client_steps(s, s->sampled[i]) == 0) continue;
-            if (!(c->state = dpfl_calloc(floats, sizeof(float), err)))
-                return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d, %zu floats)",
-                                 s->sampled[i], floats);
-            if (s->helper) dpfl_vec_copy(c->state, s->w0, P); /* h(i) = w0 until its first sync */
-            if (s->tr) dpfl_model_affine_identity(&s->model->layers[0], fl_client_transform(s, s->sampled[i]));
-        }
-    if (s->cdp && s->strategy == DPFL_CLIP_MEDIAN && ms > s->nslots) {
-        /* median clipping needs every update of the round before it can clip any: one slot per client */
+    dpfl_status st;
+    for (int32_t i = 0; i < ms; i++)
+        if (!s->results[i].dropped && (st = fl_client_state_alloc(s, s->sampled[i], err))) return st;
+    if (((s->cdp && s->strategy == DPFL_CLIP_MEDIAN) || s->transport->whole_round) && ms > s->nslots) {
+        /* median clipping needs every update of the round before it can clip any, and a network round waits for
+         * all its clients at once: one slot per client */
         float **more = realloc(s->slots, (size_t)ms * sizeof *more);
         if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
         s->slots = more;
@@ -77,14 +83,18 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     if (s->ddp && (st = fl_ddp_begin(s, round, err))) return st;
     double total_weight = 0, loss_sum = 0;
     int64_t clipped = 0;
-    for (int32_t i = 0; i < ms; i++)
-        total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
     dpfl_vec_zero(s->acc, P);
     if (s->cdp) dpfl_vec_zero(s->raw_sum, P);
     server_round sr = {0, 0};
     const double S = s->S;
     for (int32_t start = 0; start < ms; start += s->nslots) {
-        s->transport->run_clients(s, start, ms - start < s->nslots ? ms - start : s->nslots);
+        if ((st = s->transport->run_clients(s, start, ms - start < s->nslots ? ms - start : s->nslots, err))) return st;
+        /* FedAvg's weights are over the clients that reply: known before the first chunk in process (dropouts are
+         * drawn up front), after it on the network (one chunk per round) */
+        if (start == 0)
+            for (int32_t i = 0; i < ms; i++)
+                if (!s->results[i].dropped)
+                    total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
         for (int32_t j = 0; j < s->chunk_len; j++) {
             client_result *r = &s->results[start + j];
             loss_sum += r->loss_sum;
@@ -97,6 +107,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
             } else if (!s->cdp) {
                 double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
                 dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
+                m->replied++;
             } else if (s->strategy != DPFL_CLIP_MEDIAN) {
                 fl_server_add(s, s->slots[j], r, S, m, &sr);
             }

@@ -1,6 +1,7 @@
 /* The run driver behind `dpfl train`: set-up (data, partition, model, noise, ledger, the run directory's files),
  * then the rounds (run_round.c) and the report (report.c). */
 #include "run_internal.h"
+#include "sim_internal.h"
 #include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>
@@ -100,6 +101,8 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
     if (c->opt->resume) {
         if ((st = fl_checkpoint_peek(c->opt->out_dir, &saved, err))) return st;
         dpfl_rng_init_key(&prng, saved.partition_key, c->root.seeded);
+    } else if (c->partition_key) {
+        dpfl_rng_init_key(&prng, c->partition_key, c->root.seeded);
     } else {
         dpfl_rng_derive(&c->root, &prng, 0, 0, PURPOSE_PARTITION);
     }
@@ -239,8 +242,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
-    if ((st = claim_run_dir(c->opt, err))) return st;
-    if ((st = make_dirs(c->opt->out_dir, err))) return st;
+    if (!c->no_files && ((st = claim_run_dir(c->opt, err)) || (st = make_dirs(c->opt->out_dir, err)))) return st;
     if ((st = setup_data_model(c, err))) return st;
     if (!(c->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     dpfl_sha256_hex(c->ini, strlen(c->ini), c->sha);
@@ -248,9 +250,10 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     snprintf(path, sizeof path, "%s/config.ini", c->opt->out_dir);
     /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
      * config_sha256 in summary.json is the hash of the file beside it */
-    if ((st = dpfl_file_write_text(path, c->ini, strlen(c->ini), err))) return st;
+    if (!c->no_files && (st = dpfl_file_write_text(path, c->ini, strlen(c->ini), err))) return st;
     if ((st = dpfl_sim_create(cfg, &c->model, &c->train, &c->test, &c->part, &c->root, c->global, &c->sim, err)))
         return st;
+    if (c->transport) fl_sim_set_transport(c->sim, c->transport);
     if ((st = dpfl_ledger_init(&c->ledger, c->part.clients, err))) return st;
     c->rdp_on = cfg->record_dp.enabled;
     c->cdp_on = cfg->client_dp.enabled;
@@ -259,7 +262,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
          !(c->per_client = malloc((size_t)c->part.clients * sizeof *c->per_client))) ||
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
-    if ((st = open_round_files(c, err))) return st;
+    if (!c->no_files && (st = open_round_files(c, err))) return st;
     c->last_eval.test_accuracy = c->last_eval.test_loss = c->last_eval.client_acc_mean = NAN;
     c->emd_mean = c->emd_std = NAN;
     c->last_eval.personal_acc_mean = c->last_eval.local_acc_mean = NAN;
@@ -269,6 +272,11 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
         return st;
     }
     if (c->cdp_on && (st = fl_client_epsilon(cfg, &c->ledger, &c->ceps, &c->cprivate, err))) return st;
+    const fl_transport *t = c->transport;
+    if (t && t->start) { /* a network transport binds and waits for its clients now */
+        const fl_transport_setup setup = {cfg, c->sim, c->rs.partition_key, c->rs.partition_digest, c->ledger.rounds};
+        if ((st = t->start(t, &setup, err))) return st;
+    }
     return DPFL_OK;
 }
 
@@ -292,6 +300,11 @@ void fl_run_free(run_ctx *c)
 
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err)
 {
+    return fl_run(cfg, opt, NULL, err);
+}
+
+dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl_transport *t, dpfl_error *err)
+{
     dpfl_status st;
     if ((st = dpfl_config_validate(cfg, err))) return st;
     if (!opt->resume && (st = dpfl_config_check_ignored(cfg, err))) return st;
@@ -299,6 +312,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
     if (!c) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     c->cfg = cfg;
     c->opt = opt;
+    c->transport = t;
     c->cprivate = 1;
     c->t_start = dpfl_now();
     c->started_at = (double)time(NULL);
@@ -318,6 +332,7 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
         if (!st) st = fl_report_summary(c, err);
         if (!st && !opt->quiet) fl_report_final_lines(c);
     }
+    if (t && t->finish) t->finish(t, st, st ? err->msg : "");
     fl_run_free(c);
     free(c);
     return st;

@@ -98,7 +98,14 @@ typedef struct {
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */
     char warnings[4][256];
     int nwarn;
+    /* a deployed client (src/net/client.c) sets up the same run without its files, with the server's partition key */
+    int no_files;
+    const uint8_t *partition_key;
+    const struct dpfl_transport *transport; /* NULL: the in-process threads */
 } run_ctx;
+
+/* dpfl_run with the clients reached through transport t (NULL: in-process threads; src/net/server.c: the network). */
+dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const struct dpfl_transport *t, dpfl_error *err);
 
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err);
 void fl_run_free(run_ctx *c);

@@ -202,6 +202,11 @@ fail:
     return st;
 }
 
+void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
+{
+    s->transport = t ? t : &fl_transport_local;
+}
+
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
 {
     return fl_client_steps(s->cfg, dpfl_partition_size(s->part, k));

@@ -52,12 +52,29 @@ typedef struct {
 typedef struct eval_job eval_job;
 
 /* The transport between the server and the clients of a round: train clients sampled[start .. start + n) from
- * the global model, update of the j-th into slots[j] and its report into results[start + j].  In-process worker
- * threads today (transport_local.c); the order in which the server adds the updates never depends on it. */
+ * the global model, update of the j-th into slots[j] and its report into results[start + j] (a client that does
+ * not answer gets results[start + j].dropped = 1: sampled and charged, its update missing, as with
+ * client_dp.dropout).  In-process worker threads (transport_local.c) or the network (src/net/server.c); the order
+ * in which the server adds the updates never depends on it.  An error ends the run. */
 typedef struct {
-    void (*run_clients)(dpfl_sim *s, int32_t start, int32_t n);
-} fl_transport;
+    const dpfl_config *cfg;
+    dpfl_sim *sim;
+    const uint8_t *partition_key, *partition_digest; /* 32 bytes each: what a client needs to draw the same split */
+    int32_t released;                                /* rounds released before this session (a resume) */
+} fl_transport_setup;
+
+typedef struct dpfl_transport dpfl_transport;
+struct dpfl_transport {
+    dpfl_status (*run_clients)(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err);
+    int whole_round; /* 1: one call per round with a slot for every sampled client (one deadline per round) */
+    /* optional: once the run is set up (before its first round), and when it ends (st: how) */
+    dpfl_status (*start)(const dpfl_transport *t, const fl_transport_setup *setup, dpfl_error *err);
+    void (*finish)(const dpfl_transport *t, dpfl_status st, const char *why);
+    void *ctx;
+};
+typedef struct dpfl_transport fl_transport;
 extern const fl_transport fl_transport_local;
+void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t);
 
 struct dpfl_sim {
     const dpfl_config *cfg;
@@ -138,6 +155,13 @@ struct dpfl_sim {
 /* client.c */
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
 void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
+/* Deployment (src/net/client.c): client k's part of round `round` in the process that holds it -- the same local
+ * training as the simulation's, from s->global (the model the server sent) with update clip S, into out (P
+ * floats), on worker 0 with all the threads.  Allocates the client's own state on its first participation. */
+dpfl_status fl_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, float *out, client_result *res,
+                            dpfl_error *err);
+/* round.c: client k's state block (optimizer state, helper model, transform) before its first training */
+dpfl_status fl_client_state_alloc(dpfl_sim *s, int32_t k, dpfl_error *err);
 /* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
  * the round whose update arrived (h_k holds w~_k since its training). */
 void fl_client_sync_helpers(dpfl_sim *s);

@@ -50,11 +50,13 @@ static void *client_worker(void *p)
     return NULL;
 }
 
-static void run_clients(dpfl_sim *s, int32_t start, int32_t n)
+static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
 {
+    (void)err;
     s->chunk_start = start;
     s->chunk_len = n;
     fl_run_parallel(s, client_worker, n);
+    return DPFL_OK;
 }
 
-const fl_transport fl_transport_local = {run_clients};
+const fl_transport fl_transport_local = {run_clients, 0, NULL, NULL, NULL};

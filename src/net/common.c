@@ -1,0 +1,81 @@
+/* What the server and its clients agree on before any round: the config (a digest), the per-record rates of
+ * each client (rPDP-FL), and which settings the network transport runs. */
+#include "net_internal.h"
+
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void net_config_digest(const dpfl_config *cfg, uint8_t out[32])
+{
+    dpfl_config c = *cfg, d;
+    dpfl_config_defaults(&d);
+    c.run.threads = d.run.threads;
+    c.run.eval_every = d.run.eval_every;
+    c.fl.rounds = d.fl.rounds;
+    memcpy(c.data.data_dir, d.data.data_dir, sizeof c.data.data_dir);
+    char *ini = dpfl_config_to_ini(&c);
+    if (!ini) { /* out of memory: a digest no peer matches */
+        memset(out, 0xff, 32);
+        return;
+    }
+    crypto_generichash(out, 32, (const unsigned char *)ini, strlen(ini), NULL, 0);
+    free(ini);
+}
+
+void net_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
+{
+    memset(out, 0, 32);
+    if (!s->rec_p) return;
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, 32);
+    const int32_t *idx = s->part->index + s->part->offset[k];
+    const int32_t n = dpfl_partition_size(s->part, k);
+    for (int32_t i = 0; i < n; i++) crypto_generichash_update(&st, (const unsigned char *)&s->rec_p[idx[i]], 8);
+    crypto_generichash_update(&st, (const unsigned char *)&s->rec_denom[k], 8);
+    crypto_generichash_final(&st, out, 32);
+}
+
+dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
+{
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1)
+        return dpfl_fail(err, DPFL_EINVAL, "client_dp.mechanism = ddp is not run over the network yet (secure "
+                                           "aggregation on the wire is still to come): use dpfl train, or mechanism = "
+                                           "gaussian");
+    if (cfg->fl.personalization == DPFL_PERSONAL_HELPER)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.personalization = helper is not run over the network yet (the helper "
+                                           "models' sync after each round has no message): use dpfl train");
+    if (cfg->model.transform)
+        return dpfl_fail(err, DPFL_EINVAL, "model.transform is not run over the network yet (the server cannot "
+                                           "evaluate the clients' private transforms): use dpfl train");
+    if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
+        if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "
+                                               "record's spent budget lives in its client): use dpfl train");
+        int generated = cfg->record_dp.budgets != DPFL_BUDGETS_FILE && cfg->record_dp.budgets != DPFL_BUDGETS_CLASS;
+        if (generated && !cfg->run.seed[0])
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = %s draws the budgets from the run's seed, which a "
+                                               "deployed run without [run] seed does not share: give the budgets "
+                                               "(budgets = file or class) or set [run] seed",
+                             dpfl_config_choice(cfg, "record_dp.budgets"));
+    }
+    return DPFL_OK;
+}
+
+void net_log(const char *who, const char *fmt, ...)
+{
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "dpfl %s: %s\n", who, line);
+    fflush(stderr);
+}
+
+const char *net_short_hex(const uint8_t *d, char buf[17])
+{
+    for (int i = 0; i < 8; i++) snprintf(buf + 2 * i, 3, "%02x", d[i]);
+    return buf;
+}

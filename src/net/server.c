@@ -1,0 +1,604 @@
+/* The server of a deployment: dpfl_run's loop (fl_run) with a network transport in place of the in-process
+ * threads.  Everything about a round -- sampling, simulated dropouts, the order in which updates are added, the
+ * client-level release, the ledger, the checkpoint -- is the simulation's; this file only carries the round to the
+ * clients that hold the sampled data and their updates back.
+ *
+ *   start        ZAP handler (a thread: inproc://zeromq.zap.01 admits the allow-list's keys), a CURVE ROUTER
+ *                socket bound to the endpoint; waits until wait_clients clients have said hello
+ *   run_clients  one call per round (whole_round): ROUND to every sampled client that has not dropped out (the
+ *                model, the mechanism it must run), then every frame that comes in until each has answered or the
+ *                round's deadline passes; a client that has not answered by then is a dropout (results[i].dropped:
+ *                sampled and charged, its update missing, exactly as client_dp.dropout in the simulation)
+ *   finish       BYE to every client, sockets closed
+ * Every frame is decoded strictly (wire.c) and checked against the peer it came from: the key the ZAP handler
+ * admitted must be client<K> for a frame that claims to be client K.  A frame that fails any check is logged,
+ * answered with an ERROR frame and otherwise ignored. */
+#include "net_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dpfl_net_available(void)
+{
+#ifdef DPFL_HAVE_ZMQ
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifndef DPFL_HAVE_ZMQ
+dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, const dpfl_serve_options *o,
+                           dpfl_error *err)
+{
+    (void)cfg, (void)run, (void)o;
+    return dpfl_fail(err, DPFL_EINVAL, "dpfl serve: this dpfl was built without ZeroMQ (libzmq with CURVE): install "
+                                       "libzmq3-dev (scripts/setup.sh does) and rebuild with make");
+}
+#else
+#include "fl/run_internal.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <zmq.h>
+
+#define RID_MAX 256
+
+typedef struct {
+    uint8_t rid[RID_MAX]; /* ZeroMQ routing id of the client's current connection */
+    size_t rid_len;       /* 0: not connected (never said hello, said bye, or unreachable) */
+    int hello;            /* its config was checked */
+    int32_t in_round;     /* index i of results[] while it owes the round an update, else -1 */
+} peer;
+
+typedef struct {
+    char name[65];
+    uint8_t key[32];
+} allowed_key;
+
+typedef struct {
+    fl_transport t;
+    dpfl_serve_options o;
+    char allow_dir[1024];
+    void *zctx, *sock, *zap;
+    pthread_t zap_thread;
+    int zap_started;
+    uint8_t sk[32], pk[32];
+    /* the ZAP thread's own: the allow-list as last read */
+    allowed_key *allowed;
+    int nallowed;
+    double allowed_at;
+    /* the run */
+    const dpfl_config *cfg;
+    dpfl_sim *sim;
+    int32_t K;
+    size_t P;
+    peer *peers;
+    uint8_t config_digest[32], partition_key[32], partition_digest[32];
+    /* the round in progress */
+    int32_t round, pending;
+    uint8_t model_digest[32];
+    size_t max_frame;
+} server;
+
+#define LOG(...) net_log("serve", __VA_ARGS__)
+#define INFO(sv, ...) ((sv)->o.quiet ? (void)0 : net_log("serve", __VA_ARGS__))
+
+/* ------------------------------------------------------------------------------------------ ZAP handler */
+/* Read every NAME.pub of the allow-list folder (NAME a valid key name); files that do not hold a key are logged
+ * and skipped. */
+static void allow_list_read(server *sv)
+{
+    free(sv->allowed);
+    sv->allowed = NULL;
+    sv->nallowed = 0;
+    sv->allowed_at = dpfl_now();
+    DIR *d = opendir(sv->allow_dir);
+    if (!d) {
+        LOG("cannot read the allow-list folder %s: %s (no client can connect)", sv->allow_dir, strerror(errno));
+        return;
+    }
+    int cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".pub") || l - 4 > 64) continue;
+        char name[65], path[1400];
+        memcpy(name, e->d_name, l - 4);
+        name[l - 4] = '\0';
+        if (!dpfl_net_key_name_ok(name)) continue;
+        snprintf(path, sizeof path, "%s/%s", sv->allow_dir, e->d_name);
+        uint8_t key[32];
+        dpfl_error err;
+        if (dpfl_net_key_read(path, key, &err)) {
+            LOG("allow-list: skipped %s", err.msg);
+            continue;
+        }
+        if (sv->nallowed == cap) {
+            cap = cap ? 2 * cap : 16;
+            allowed_key *more = realloc(sv->allowed, (size_t)cap * sizeof *more);
+            if (!more) break;
+            sv->allowed = more;
+        }
+        memcpy(sv->allowed[sv->nallowed].name, name, l - 3);
+        memcpy(sv->allowed[sv->nallowed].key, key, 32);
+        sv->nallowed++;
+    }
+    closedir(d);
+}
+
+static const char *allow_list_find(server *sv, const uint8_t *key)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < sv->nallowed; i++)
+            if (sodium_memcmp(sv->allowed[i].key, key, 32) == 0) return sv->allowed[i].name;
+        /* a key added to the folder while the server runs is admitted without a restart (re-read at most once a
+         * second, so that a flood of strangers cannot keep the folder busy) */
+        if (pass == 0 && dpfl_now() - sv->allowed_at > 1.0) allow_list_read(sv);
+        else break;
+    }
+    return NULL;
+}
+
+static int send_str(void *s, const char *str, int more)
+{
+    return zmq_send(s, str, strlen(str), more ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
+}
+
+/* ZeroMQ's authentication protocol (ZMTP RFC 27): libzmq asks, for every CURVE handshake, whether the client's
+ * long-term public key may connect; the reply's user id (the key's name) is attached to every message that
+ * connection delivers ("User-Id"). */
+static void *zap_main(void *arg)
+{
+    server *sv = arg;
+    for (;;) {
+        zmq_msg_t part[8];
+        int n = 0, more = 1, fail = 0;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, sv->zap, 0) < 0) {
+                zmq_msg_close(&m);
+                for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+                if (errno == EINTR) {
+                    fail = 1;
+                    break;
+                }
+                return NULL; /* ETERM: the server is closing */
+            }
+            more = zmq_msg_more(&m);
+            if (n < 8) part[n++] = m;
+            else zmq_msg_close(&m);
+        }
+        if (fail) continue;
+        const char *status = "400", *text = "key not in the allow-list", *user = "";
+        char who[64] = "?";
+        if (n >= 7 && zmq_msg_size(&part[5]) == 5 && !memcmp(zmq_msg_data(&part[5]), "CURVE", 5) &&
+            zmq_msg_size(&part[6]) == 32) {
+            const char *name = allow_list_find(sv, zmq_msg_data(&part[6]));
+            if (name) {
+                status = "200", text = "OK", user = name;
+            } else {
+                char z[41];
+                size_t al = zmq_msg_size(&part[3]) < sizeof who - 1 ? zmq_msg_size(&part[3]) : sizeof who - 1;
+                memcpy(who, zmq_msg_data(&part[3]), al);
+                who[al] = '\0';
+                dpfl_z85_encode(zmq_msg_data(&part[6]), 32, z, NULL);
+                LOG("rejected a connection from %s: its key %s is not in the allow-list (%s)", who, z, sv->allow_dir);
+            }
+        } else {
+            text = "CURVE only";
+            LOG("rejected a connection: not a CURVE handshake");
+        }
+        /* version, request id, status code, status text, user id, metadata */
+        if (n >= 2) {
+            zmq_send(sv->zap, "1.0", 3, ZMQ_SNDMORE);
+            zmq_send(sv->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
+            send_str(sv->zap, status, 1);
+            send_str(sv->zap, text, 1);
+            send_str(sv->zap, user, 1);
+            zmq_send(sv->zap, "", 0, 0);
+        }
+        for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ frames */
+static int send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
+{
+    if (!p->rid_len) return -1;
+    uint8_t *buf;
+    size_t len;
+    dpfl_error err;
+    if (dpfl_wire_encode(m, &buf, &len, &err)) {
+        LOG("cannot encode a %s frame: %s", dpfl_wire_type_name(m->type), err.msg);
+        return -1;
+    }
+    int rc = zmq_send(sv->sock, p->rid, p->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0) rc = zmq_send(sv->sock, buf, len, ZMQ_DONTWAIT);
+    free(buf);
+    if (rc < 0) {
+        if (errno == EHOSTUNREACH) p->rid_len = 0; /* that connection is gone: the client reconnects with a hello */
+        return -1;
+    }
+    return 0;
+}
+
+/* ERROR to a connection that may belong to no known client (a frame that did not decode) */
+static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_ERROR;
+    m.sender = DPFL_WIRE_SERVER;
+    m.code = code;
+    m.round = (uint32_t)sv->round;
+    va_list ap;
+    va_start(ap, fmt);
+    char text[DPFL_WIRE_MAX_TEXT + 1];
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    dpfl_wire_set_text(&m, "%s", text);
+    peer tmp;
+    memcpy(tmp.rid, rid, rid_len);
+    tmp.rid_len = rid_len;
+    send_frame(sv, &tmp, &m);
+}
+
+static void send_round(server *sv, int32_t k)
+{
+    peer *p = &sv->peers[k];
+    const dpfl_sim *s = sv->sim;
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_ROUND;
+    m.sender = DPFL_WIRE_SERVER;
+    m.round = (uint32_t)sv->round;
+    m.released = (uint32_t)dpfl_sim_ledger(s)->rounds;
+    m.lr = s->lr;
+    m.update_clip = s->S;
+    m.record_z = s->rdp ? s->rdp_z : 0.0;
+    net_rates_digest(s, k, m.rates_digest);
+    memcpy(m.model_digest, sv->model_digest, 32);
+    m.nparam = sv->P;
+    m.fvec = s->global;
+    if (send_frame(sv, p, &m) == 0) INFO(sv, "round %d: sent to client %d", sv->round, k);
+    else LOG("round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
+}
+
+static void say_hello(server *sv, peer *p)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_HELLO;
+    m.sender = DPFL_WIRE_SERVER;
+    memcpy(m.config_digest, sv->config_digest, 32);
+    memcpy(m.partition_digest, sv->partition_digest, 32);
+    memcpy(m.partition_key, sv->partition_key, 32);
+    m.nparam = sv->P;
+    m.rounds = (uint32_t)sv->cfg->fl.rounds;
+    m.released = (uint32_t)dpfl_sim_ledger(sv->sim)->rounds;
+    send_frame(sv, p, &m);
+}
+
+/* The client sent its update of the round in progress: into its slot (the round is one chunk). */
+static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
+{
+    peer *p = &sv->peers[k];
+    dpfl_sim *s = sv->sim;
+    if (p->in_round < 0 || (int32_t)m->round != sv->round) {
+        LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
+            sv->round ? "it owes this round nothing (a late or repeated answer)" : "no round is in progress");
+        if (sv->round) send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (round %d in progress)",
+                                     m->round, sv->round);
+        else send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (no round in progress)", m->round);
+        return;
+    }
+    if (m->nparam != sv->P || memcmp(m->model_digest, sv->model_digest, 32)) {
+        LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
+            m->nparam != sv->P ? "wrong number of parameters" : "trained from another model than this round's");
+        send_error_to(sv, p->rid, p->rid_len, 2, "update does not match round %d (%s)", sv->round,
+                      m->nparam != sv->P ? "parameters" : "model digest");
+        return;
+    }
+    const int32_t i = p->in_round;
+    client_result *r = &s->results[i];
+    float *slot = s->slots[i - s->chunk_start];
+    dpfl_wire_floats(m, slot);
+    r->steps = m->steps;
+    r->examples = m->examples;
+    r->loss_sum = m->loss_sum;
+    r->clipped = m->clipped;
+    if (s->cdp) r->norm = dpfl_vec_norm2(slot, sv->P); /* the server's own view, not the client's word */
+    p->in_round = -1;
+    sv->pending--;
+    INFO(sv, "round %d: update from client %d", sv->round, k);
+}
+
+/* A client leaves the round without an update (error, bye). */
+static void client_gone(server *sv, int32_t k)
+{
+    peer *p = &sv->peers[k];
+    if (p->in_round < 0) return;
+    sv->sim->results[p->in_round].dropped = 1;
+    p->in_round = -1;
+    sv->pending--;
+}
+
+/* One message from the socket (blocking: the caller polled). */
+static void handle_message(server *sv)
+{
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, sv->sock, 0) < 0) goto out;
+    if (!zmq_msg_more(&id)) goto out;
+    if (zmq_msg_recv(&body, sv->sock, 0) < 0) goto out;
+    uint8_t rid[RID_MAX];
+    const size_t rid_len = zmq_msg_size(&id) <= RID_MAX ? zmq_msg_size(&id) : 0;
+    if (rid_len) memcpy(rid, zmq_msg_data(&id), rid_len);
+    const char *user = zmq_msg_gets(&body, "User-Id");
+    const char *addr = zmq_msg_gets(&body, "Peer-Address");
+    char who[160];
+    snprintf(who, sizeof who, "key %s, %s", user && user[0] ? user : "?", addr ? addr : "?");
+    if (zmq_msg_more(&body)) { /* a frame is one message part */
+        int more = 1;
+        while (more) {
+            zmq_msg_t extra;
+            zmq_msg_init(&extra);
+            more = zmq_msg_recv(&extra, sv->sock, 0) >= 0 && zmq_msg_more(&extra);
+            zmq_msg_close(&extra);
+        }
+        LOG("dropped a multipart message (%s): a frame is one message", who);
+        if (rid_len) send_error_to(sv, rid, rid_len, 1, "multipart message: one frame per message");
+        goto out;
+    }
+    dpfl_wire_msg m;
+    dpfl_error err;
+    if (dpfl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &m, &err)) {
+        LOG("dropped a frame (%s): %s", who, err.msg);
+        if (rid_len) send_error_to(sv, rid, rid_len, 1, "%s", err.msg);
+        goto out;
+    }
+    char expect[32];
+    snprintf(expect, sizeof expect, "client%u", m.sender);
+    if (m.sender >= (uint32_t)sv->K || !user || strcmp(user, expect)) {
+        LOG("dropped a %s frame claiming to be client %u (%s): %s", dpfl_wire_type_name(m.type), m.sender, who,
+            m.sender >= (uint32_t)sv->K ? "no such client in this run" : "that key may not act as that client");
+        if (rid_len) send_error_to(sv, rid, rid_len, 3, "refused: key %s may not act as client %u", user ? user : "?",
+                                   m.sender);
+        goto out;
+    }
+    const int32_t k = (int32_t)m.sender;
+    peer *p = &sv->peers[k];
+    if (rid_len && (p->rid_len != rid_len || memcmp(p->rid, rid, rid_len))) { /* a new connection of client k */
+        memcpy(p->rid, rid, rid_len);
+        p->rid_len = rid_len;
+        p->hello = 0;
+    }
+    switch (m.type) {
+    case DPFL_WIRE_HELLO:
+        if (memcmp(m.config_digest, sv->config_digest, 32)) {
+            char a[17], b[17];
+            LOG("refused client %d (%s): its config (digest %s) is not the server's (%s)", k, who,
+                net_short_hex(m.config_digest, a), net_short_hex(sv->config_digest, b));
+            send_error_to(sv, rid, rid_len, 4, "refused: your config is not the server's (give the client the run's "
+                                               "config.ini; only fl.rounds, run.threads, run.eval_every, data_dir "
+                                               "may differ)");
+            p->rid_len = 0;
+            break;
+        }
+        p->hello = 1;
+        INFO(sv, "client %d joined (%s)", k, who);
+        say_hello(sv, p);
+        if (p->in_round >= 0) send_round(sv, k); /* a reconnected client gets the round it owes */
+        break;
+    case DPFL_WIRE_HEARTBEAT: {
+        dpfl_wire_msg r;
+        memset(&r, 0, sizeof r);
+        r.type = DPFL_WIRE_HEARTBEAT;
+        r.sender = DPFL_WIRE_SERVER;
+        r.round = (uint32_t)sv->round;
+        send_frame(sv, p, &r);
+        break;
+    }
+    case DPFL_WIRE_UPDATE:
+        take_update(sv, k, &m, who);
+        break;
+    case DPFL_WIRE_ERROR:
+        LOG("client %d reports (round %u): %s", k, m.round, m.text);
+        client_gone(sv, k);
+        break;
+    case DPFL_WIRE_BYE:
+        INFO(sv, "client %d left: %s", k, m.text);
+        client_gone(sv, k);
+        p->rid_len = 0;
+        p->hello = 0;
+        break;
+    default: /* ROUND: the decoder refuses it from a client */
+        break;
+    }
+out:
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+}
+
+/* Handle messages until the deadline (dpfl_now() seconds) or until done(sv) holds. */
+static dpfl_status serve_until(server *sv, double deadline, int (*done)(const server *), dpfl_error *err)
+{
+    while (!done(sv)) {
+        double left = deadline - dpfl_now();
+        if (left <= 0) return DPFL_OK;
+        zmq_pollitem_t it = {sv->sock, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(&it, 1, (long)ceil(left * 1000.0));
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            return dpfl_fail(err, DPFL_EIO, "dpfl serve: poll failed: %s", zmq_strerror(errno));
+        }
+        if (rc > 0) handle_message(sv);
+    }
+    return DPFL_OK;
+}
+
+static int round_done(const server *sv) { return sv->pending == 0; }
+static int never(const server *sv) { (void)sv; return 0; }
+
+static int32_t joined(const server *sv)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < sv->K; k++) n += sv->peers[k].hello && sv->peers[k].rid_len;
+    return n;
+}
+static int all_joined(const server *sv)
+{
+    int32_t want = sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients;
+    return joined(sv) >= want;
+}
+
+/* ------------------------------------------------------------------------------------------ the transport */
+static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
+{
+    server *sv = s->transport->ctx;
+    s->chunk_start = start;
+    s->chunk_len = n;
+    DPFL_ASSERT(start == 0 && n == s->nsampled); /* whole_round */
+    dpfl_status st = serve_until(sv, dpfl_now(), never, err); /* what queued up between rounds first */
+    if (st) return st;
+    sv->round = s->round;
+    dpfl_wire_model_digest(s->global, sv->P, sv->model_digest);
+    sv->pending = 0;
+    for (int32_t i = start; i < start + n; i++) {
+        if (s->results[i].dropped) continue; /* client_dp.dropout: the simulation's dropout, drawn by the server */
+        sv->peers[s->sampled[i]].in_round = i;
+        sv->pending++;
+    }
+    for (int32_t i = start; i < start + n; i++) {
+        const int32_t k = s->sampled[i];
+        if (sv->peers[k].in_round < 0) continue;
+        if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
+        else LOG("round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
+    }
+    const double t0 = dpfl_now();
+    if ((st = serve_until(sv, t0 + sv->o.round_timeout, round_done, err))) return st;
+    for (int32_t k = 0; k < sv->K; k++) {
+        if (sv->peers[k].in_round < 0) continue;
+        LOG("round %d: client %d did not answer within %g s: a dropout (sampled and charged, no update)", sv->round,
+            k, sv->o.round_timeout);
+        client_gone(sv, k);
+    }
+    INFO(sv, "round %d: %d clients sampled, answers in %.2f s", sv->round, n, dpfl_now() - t0);
+    sv->round = 0;
+    return DPFL_OK;
+}
+
+static dpfl_status start(const fl_transport *t, const fl_transport_setup *setup, dpfl_error *err)
+{
+    server *sv = t->ctx;
+    sv->cfg = setup->cfg;
+    sv->sim = setup->sim;
+    sv->K = setup->sim->part->clients;
+    sv->P = setup->sim->model->nparam;
+    memcpy(sv->partition_key, setup->partition_key, 32);
+    memcpy(sv->partition_digest, setup->partition_digest, 32);
+    net_config_digest(setup->cfg, sv->config_digest);
+    if (!(sv->peers = calloc((size_t)sv->K, sizeof *sv->peers))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
+    for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
+    /* the largest frame a client may send is an update; anything much larger is cut by ZeroMQ before it is read */
+    sv->max_frame = DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER + 128 + 4 * sv->P;
+    allow_list_read(sv);
+    const int nallowed = sv->nallowed; /* the ZAP thread owns the list from now on */
+    if (!(sv->zctx = zmq_ctx_new())) return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start ZeroMQ: %s", zmq_strerror(errno));
+    if (!(sv->zap = zmq_socket(sv->zctx, ZMQ_REP)) || zmq_bind(sv->zap, "inproc://zeromq.zap.01") != 0)
+        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start the authentication handler: %s", zmq_strerror(errno));
+    if (pthread_create(&sv->zap_thread, NULL, zap_main, sv) != 0)
+        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start the authentication thread");
+    sv->zap_started = 1;
+    const int one = 1, linger = 2000;
+    const int64_t maxmsg = (int64_t)(2 * sv->max_frame + 65536);
+    if (!(sv->sock = zmq_socket(sv->zctx, ZMQ_ROUTER)) || zmq_setsockopt(sv->sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+        zmq_setsockopt(sv->sock, ZMQ_CURVE_SECRETKEY, sv->sk, 32) ||
+        zmq_setsockopt(sv->sock, ZMQ_ZAP_DOMAIN, "dpfl", 4) ||
+        zmq_setsockopt(sv->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
+        zmq_setsockopt(sv->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+        zmq_setsockopt(sv->sock, ZMQ_LINGER, &linger, sizeof linger))
+        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot set up the socket: %s", zmq_strerror(errno));
+    if (zmq_bind(sv->sock, sv->o.bind) != 0)
+        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot listen on %s: %s", sv->o.bind, zmq_strerror(errno));
+    char pkz[41];
+    dpfl_z85_encode(sv->pk, 32, pkz, NULL);
+    LOG("listening on %s (server key %s), %d client keys in the allow-list %s; %d rounds released, waiting for "
+        "%d of %d clients", sv->o.bind, pkz, nallowed, sv->allow_dir, setup->released,
+        sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients, sv->K);
+    dpfl_status st = serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
+    if (st) return st;
+    if (!all_joined(sv))
+        LOG("%d of %d clients joined within %g s: starting without the others (they may join later)", joined(sv),
+            sv->K, sv->o.join_timeout);
+    return DPFL_OK;
+}
+
+static void finish(const fl_transport *t, dpfl_status st, const char *why)
+{
+    server *sv = t->ctx;
+    if (!sv->sock) return;
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_BYE;
+    m.sender = DPFL_WIRE_SERVER;
+    m.code = st ? 1 : 0;
+    m.round = sv->sim ? (uint32_t)dpfl_sim_ledger(sv->sim)->rounds : 0;
+    if (st) dpfl_wire_set_text(&m, "the server stopped: %s", why);
+    else dpfl_wire_set_text(&m, "run finished after %u rounds", m.round);
+    for (int32_t k = 0; k < sv->K; k++)
+        if (sv->peers[k].rid_len) send_frame(sv, &sv->peers[k], &m);
+}
+
+static void server_close(server *sv)
+{
+    if (sv->sock) zmq_close(sv->sock); /* lingers up to 2 s for the byes */
+    if (sv->zctx) zmq_ctx_shutdown(sv->zctx); /* the ZAP thread's recv returns ETERM */
+    if (sv->zap_started) pthread_join(sv->zap_thread, NULL);
+    if (sv->zap) zmq_close(sv->zap);
+    if (sv->zctx) zmq_ctx_term(sv->zctx);
+    free(sv->allowed);
+    free(sv->peers);
+    sodium_memzero(sv->sk, sizeof sv->sk);
+}
+
+dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, const dpfl_serve_options *o,
+                           dpfl_error *err)
+{
+    dpfl_status st = net_check_config(cfg, err);
+    if (st) return st;
+    if (!o->bind || !o->keys_dir) return dpfl_fail(err, DPFL_EINVAL, "dpfl serve: needs --bind and --keys");
+    if (!(o->round_timeout > 0) || !(o->join_timeout >= 0))
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl serve: the round timeout must be > 0 and the join timeout >= 0");
+    if (sodium_init() < 0) return dpfl_fail(err, DPFL_EIO, "libsodium could not start");
+    server *sv = calloc(1, sizeof *sv);
+    if (!sv) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
+    sv->o = *o;
+    if (o->allow_dir) snprintf(sv->allow_dir, sizeof sv->allow_dir, "%s", o->allow_dir);
+    else snprintf(sv->allow_dir, sizeof sv->allow_dir, "%s/clients", o->keys_dir);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/server.key", o->keys_dir);
+    if ((st = dpfl_net_key_read(path, sv->sk, err))) {
+        free(sv);
+        return st;
+    }
+    crypto_scalarmult_base(sv->pk, sv->sk);
+    sv->t.run_clients = run_clients;
+    sv->t.whole_round = 1;
+    sv->t.start = start;
+    sv->t.finish = finish;
+    sv->t.ctx = sv;
+    st = fl_run(cfg, run, &sv->t, err);
+    server_close(sv);
+    free(sv);
+    return st;
+}
+#endif

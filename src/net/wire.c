@@ -1,0 +1,334 @@
+/* The wire format of deployment (include/dpfl/net.h): versioned, length-prefixed, checksummed frames with a strict
+ * decoder.  Everything a peer sends is outside input: the decoder checks the header, the length against the
+ * bytes actually present, the checksum, then the type's exact layout and every value's range, before anything of
+ * the frame is used.  Encoding refuses what decoding would refuse, so an accepted frame re-encodes to the same
+ * bytes (the fuzz harness checks it). */
+#include "dpfl/net.h"
+
+#include <math.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-endian; add byte swaps here");
+
+enum {
+    HELLO_BYTES = 32 * 3 + 8 + 4 + 4,
+    ROUND_FIXED = 4 + 4 + 8 * 3 + 32 + 32 + 8,
+    UPDATE_FIXED = 4 + 4 + 32 + 8 * 4 + 8,
+    HEARTBEAT_BYTES = 4,
+    TEXT_FIXED = 4 + 4
+};
+
+const char *dpfl_wire_type_name(uint32_t type)
+{
+    switch (type) {
+    case DPFL_WIRE_HELLO: return "hello";
+    case DPFL_WIRE_ROUND: return "round";
+    case DPFL_WIRE_UPDATE: return "update";
+    case DPFL_WIRE_HEARTBEAT: return "heartbeat";
+    case DPFL_WIRE_ERROR: return "error";
+    case DPFL_WIRE_BYE: return "bye";
+    default: return "unknown";
+    }
+}
+
+/* ---------------------------------------------------------------- little-endian cursor */
+typedef struct {
+    uint8_t *p;
+} wcur;
+static void w_bytes(wcur *c, const void *v, size_t n) { memcpy(c->p, v, n), c->p += n; }
+static void w_u32(wcur *c, uint32_t v) { w_bytes(c, &v, 4); }
+static void w_u64(wcur *c, uint64_t v) { w_bytes(c, &v, 8); }
+static void w_i64(wcur *c, int64_t v) { w_bytes(c, &v, 8); }
+static void w_f64(wcur *c, double v) { w_bytes(c, &v, 8); }
+
+typedef struct {
+    const uint8_t *p;
+} rcur;
+static void r_bytes(rcur *c, void *v, size_t n) { memcpy(v, c->p, n), c->p += n; }
+static uint32_t r_u32(rcur *c) { uint32_t v; r_bytes(c, &v, 4); return v; }
+static uint64_t r_u64(rcur *c) { uint64_t v; r_bytes(c, &v, 8); return v; }
+static int64_t r_i64(rcur *c) { int64_t v; r_bytes(c, &v, 8); return v; }
+static double r_f64(rcur *c) { double v; r_bytes(c, &v, 8); return v; }
+
+static int text_ok(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)t[i] < 0x20 || (unsigned char)t[i] > 0x7e) return 0;
+    return 1;
+}
+
+/* The checks both directions share: the values a type carries, given its payload length.  `vec` (nparam floats,
+ * possibly unaligned) is checked for finiteness in updates. */
+static dpfl_status check_values(const dpfl_wire_msg *m, const uint8_t *vec, const float *fvec, size_t textlen,
+                                dpfl_error *err)
+{
+    const char *t = dpfl_wire_type_name(m->type);
+    switch (m->type) {
+    case DPFL_WIRE_HELLO:
+        if (m->released > m->rounds && m->sender == DPFL_WIRE_SERVER)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: %u rounds released of %u", t, m->released, m->rounds);
+        if (m->sender != DPFL_WIRE_SERVER && (m->nparam || m->rounds || m->released))
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: a client's hello carries only its config digest", t);
+        return DPFL_OK;
+    case DPFL_WIRE_ROUND:
+        if (m->sender != DPFL_WIRE_SERVER)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: sent by client %u (only the server sends rounds)", t,
+                             m->sender);
+        if (m->round == 0 || m->released >= m->round)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: round %u with %u rounds released", t, m->round,
+                             m->released);
+        if (!(m->lr >= 0) || isinf(m->lr) || !(m->update_clip > 0) || !(m->record_z >= 0) || isinf(m->record_z))
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: lr %g, update clip %g, record noise %g out of range", t,
+                             m->lr, m->update_clip, m->record_z);
+        break;
+    case DPFL_WIRE_UPDATE:
+        if (m->sender == DPFL_WIRE_SERVER)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: sent by the server", t);
+        if (m->round == 0) return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: round 0", t);
+        if (m->flags & ~DPFL_WIRE_STATS) return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: unknown flags 0x%x", t, m->flags);
+        if (m->steps < 0 || m->examples < 0 || m->clipped < 0 || m->clipped > m->examples || !isfinite(m->loss_sum) ||
+            m->loss_sum < 0)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: steps %lld, examples %lld, clipped %lld, loss %g out of "
+                                                "range", t, (long long)m->steps, (long long)m->examples,
+                             (long long)m->clipped, m->loss_sum);
+        if (!(m->flags & DPFL_WIRE_STATS) && (m->examples || m->clipped || m->loss_sum != 0))
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: statistics without the stats flag", t);
+        for (uint64_t i = 0; i < m->nparam; i++) {
+            float v;
+            if (fvec) v = fvec[i];
+            else memcpy(&v, vec + 4 * i, 4);
+            if (!isfinite(v))
+                return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: value %llu of the update is not finite", t,
+                                 (unsigned long long)i);
+        }
+        break;
+    case DPFL_WIRE_HEARTBEAT:
+        return DPFL_OK;
+    case DPFL_WIRE_ERROR:
+    case DPFL_WIRE_BYE:
+        if (textlen > DPFL_WIRE_MAX_TEXT)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,
+                             DPFL_WIRE_MAX_TEXT);
+        if (!text_ok(m->text, textlen))
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text is not printable ASCII", t);
+        return DPFL_OK;
+    default:
+        return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", (unsigned)m->type);
+    }
+    if (m->nparam == 0) return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: no parameters", t);
+    return DPFL_OK;
+}
+
+/* Payload bytes of m (0 if it cannot be encoded: too large). */
+static size_t payload_len(const dpfl_wire_msg *m, size_t textlen)
+{
+    switch (m->type) {
+    case DPFL_WIRE_HELLO: return HELLO_BYTES;
+    case DPFL_WIRE_HEARTBEAT: return HEARTBEAT_BYTES;
+    case DPFL_WIRE_ERROR:
+    case DPFL_WIRE_BYE: return TEXT_FIXED + textlen;
+    case DPFL_WIRE_ROUND:
+    case DPFL_WIRE_UPDATE: {
+        size_t fixed = m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED;
+        if (m->nparam > (DPFL_WIRE_MAX_PAYLOAD - fixed) / 4) return 0;
+        return fixed + 4 * (size_t)m->nparam;
+    }
+    default: return 0;
+    }
+}
+
+dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len, dpfl_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    const size_t textlen = (m->type == DPFL_WIRE_ERROR || m->type == DPFL_WIRE_BYE) ? strnlen(m->text, sizeof m->text) : 0;
+    if ((m->type == DPFL_WIRE_ROUND || m->type == DPFL_WIRE_UPDATE) && m->nparam && !m->fvec && !m->vec)
+        return dpfl_fail(err, DPFL_EINVAL, "%s frame without its vector", dpfl_wire_type_name(m->type));
+    dpfl_status st = check_values(m, m->vec, m->fvec, textlen, err);
+    if (st) return st;
+    const size_t plen = payload_len(m, textlen);
+    if (plen == 0 || plen > DPFL_WIRE_MAX_PAYLOAD)
+        return dpfl_fail(err, DPFL_EINVAL, "%s frame of %llu parameters exceeds the %zu-byte payload limit",
+                         dpfl_wire_type_name(m->type), (unsigned long long)m->nparam, DPFL_WIRE_MAX_PAYLOAD);
+    const size_t total = DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER;
+    uint8_t *buf = malloc(total);
+    if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%zu-byte %s frame)", total, dpfl_wire_type_name(m->type));
+    wcur c = {buf};
+    w_u32(&c, DPFL_WIRE_MAGIC);
+    const uint8_t vt[4] = {(uint8_t)DPFL_WIRE_VERSION, (uint8_t)m->type, 0, 0};
+    w_bytes(&c, vt, 4);
+    w_u32(&c, m->sender);
+    w_u32(&c, (uint32_t)plen);
+    switch (m->type) {
+    case DPFL_WIRE_HELLO:
+        w_bytes(&c, m->config_digest, 32);
+        w_bytes(&c, m->partition_digest, 32);
+        w_bytes(&c, m->partition_key, 32);
+        w_u64(&c, m->nparam);
+        w_u32(&c, m->rounds);
+        w_u32(&c, m->released);
+        break;
+    case DPFL_WIRE_ROUND:
+        w_u32(&c, m->round);
+        w_u32(&c, m->released);
+        w_f64(&c, m->lr);
+        w_f64(&c, m->update_clip);
+        w_f64(&c, m->record_z);
+        w_bytes(&c, m->rates_digest, 32);
+        w_bytes(&c, m->model_digest, 32);
+        w_u64(&c, m->nparam);
+        w_bytes(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        break;
+    case DPFL_WIRE_UPDATE:
+        w_u32(&c, m->round);
+        w_u32(&c, m->flags);
+        w_bytes(&c, m->model_digest, 32);
+        w_i64(&c, m->steps);
+        w_i64(&c, m->examples);
+        w_f64(&c, m->loss_sum);
+        w_i64(&c, m->clipped);
+        w_u64(&c, m->nparam);
+        w_bytes(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        break;
+    case DPFL_WIRE_HEARTBEAT:
+        w_u32(&c, m->round);
+        break;
+    default: /* ERROR, BYE */
+        w_u32(&c, m->code);
+        w_u32(&c, m->round);
+        w_bytes(&c, m->text, textlen);
+        break;
+    }
+    w_u32(&c, dpfl_crc32(buf, DPFL_WIRE_HEADER + plen));
+    DPFL_ASSERT((size_t)(c.p - buf) == total);
+    *out = buf;
+    *len = total;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpfl_error *err)
+{
+    const uint8_t *buf = data;
+    memset(m, 0, sizeof *m);
+    if (len < DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER)
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated frame: %zu bytes, a frame has at least %u", len,
+                         DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER);
+    rcur c = {buf};
+    uint32_t magic = r_u32(&c);
+    if (magic != DPFL_WIRE_MAGIC) return dpfl_fail(err, DPFL_EFORMAT, "not a dpfl frame (bad magic 0x%08x)", magic);
+    uint8_t vt[4];
+    r_bytes(&c, vt, 4);
+    if (vt[0] != DPFL_WIRE_VERSION)
+        return dpfl_fail(err, DPFL_EFORMAT, "frame version %u is not supported (this dpfl speaks version %u)", vt[0],
+                         DPFL_WIRE_VERSION);
+    if (vt[1] < DPFL_WIRE_HELLO || vt[1] > DPFL_WIRE_BYE) return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
+    if (vt[2] || vt[3]) return dpfl_fail(err, DPFL_EFORMAT, "frame header has reserved bits set");
+    m->type = (dpfl_wire_type)vt[1];
+    m->sender = r_u32(&c);
+    const uint32_t plen = r_u32(&c);
+    const char *t = dpfl_wire_type_name(m->type);
+    if (plen > DPFL_WIRE_MAX_PAYLOAD)
+        return dpfl_fail(err, DPFL_EFORMAT, "oversized %s frame: payload of %u bytes, the limit is %zu", t, plen,
+                         DPFL_WIRE_MAX_PAYLOAD);
+    if (len != (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER)
+        return dpfl_fail(err, DPFL_EFORMAT, "%s frame of %zu bytes, its header says %zu (%s)", t, len,
+                         (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER,
+                         len < (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER ? "truncated" : "trailing bytes");
+    uint32_t crc;
+    memcpy(&crc, buf + DPFL_WIRE_HEADER + plen, 4);
+    if (crc != dpfl_crc32(buf, DPFL_WIRE_HEADER + plen))
+        return dpfl_fail(err, DPFL_EFORMAT, "%s frame fails its checksum (corrupted)", t);
+    size_t textlen = 0;
+    switch (m->type) {
+    case DPFL_WIRE_HELLO:
+        if (plen != HELLO_BYTES) goto badlen;
+        r_bytes(&c, m->config_digest, 32);
+        r_bytes(&c, m->partition_digest, 32);
+        r_bytes(&c, m->partition_key, 32);
+        m->nparam = r_u64(&c);
+        m->rounds = r_u32(&c);
+        m->released = r_u32(&c);
+        break;
+    case DPFL_WIRE_ROUND:
+        if (plen < ROUND_FIXED) goto badlen;
+        m->round = r_u32(&c);
+        m->released = r_u32(&c);
+        m->lr = r_f64(&c);
+        m->update_clip = r_f64(&c);
+        m->record_z = r_f64(&c);
+        r_bytes(&c, m->rates_digest, 32);
+        r_bytes(&c, m->model_digest, 32);
+        m->nparam = r_u64(&c);
+        if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) goto badvec;
+        m->vec = c.p;
+        break;
+    case DPFL_WIRE_UPDATE:
+        if (plen < UPDATE_FIXED) goto badlen;
+        m->round = r_u32(&c);
+        m->flags = r_u32(&c);
+        r_bytes(&c, m->model_digest, 32);
+        m->steps = r_i64(&c);
+        m->examples = r_i64(&c);
+        m->loss_sum = r_f64(&c);
+        m->clipped = r_i64(&c);
+        m->nparam = r_u64(&c);
+        if (m->nparam != (plen - UPDATE_FIXED) / 4 || (plen - UPDATE_FIXED) % 4) goto badvec;
+        m->vec = c.p;
+        break;
+    case DPFL_WIRE_HEARTBEAT:
+        if (plen != HEARTBEAT_BYTES) goto badlen;
+        m->round = r_u32(&c);
+        break;
+    default: /* ERROR, BYE */
+        if (plen < TEXT_FIXED) goto badlen;
+        m->code = r_u32(&c);
+        m->round = r_u32(&c);
+        textlen = plen - TEXT_FIXED;
+        if (textlen > DPFL_WIRE_MAX_TEXT)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,
+                             DPFL_WIRE_MAX_TEXT);
+        memcpy(m->text, c.p, textlen);
+        m->text[textlen] = '\0';
+        break;
+    }
+    dpfl_status st = check_values(m, m->vec, NULL, textlen, err);
+    if (st) {
+        m->vec = NULL;
+        return st;
+    }
+    return DPFL_OK;
+badlen:
+    return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: payload of %u bytes does not fit its layout", t, plen);
+badvec:
+    return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: %llu parameters announced, the payload holds %u bytes of them",
+                     t, (unsigned long long)m->nparam, plen - (m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED));
+}
+
+void dpfl_wire_floats(const dpfl_wire_msg *m, float *out)
+{
+    if (m->vec && m->nparam) memcpy(out, m->vec, 4 * (size_t)m->nparam);
+}
+
+void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32])
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, 32);
+    crypto_generichash_update(&st, (const unsigned char *)"dpfl-model-v1", 13);
+    const size_t chunk = (size_t)1 << 24; /* floats per call: sizes stay far below any length limit */
+    for (size_t i = 0; i < n; i += chunk)
+        crypto_generichash_update(&st, (const unsigned char *)(w + i), 4 * (n - i < chunk ? n - i : chunk));
+    crypto_generichash_final(&st, out, 32);
+}
+
+void dpfl_wire_set_text(dpfl_wire_msg *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->text, sizeof m->text, fmt, ap);
+    va_end(ap);
+    for (char *p = m->text; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e) *p = '?';
+}

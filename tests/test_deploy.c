@@ -1,0 +1,667 @@
+/* Deployment end to end on 127.0.0.1: real `dpfl serve` and `dpfl join` processes (the dpfl binary beside this test's
+ * build folder), keys from dpfl keygen's library call, free ports.
+ *   1. deployed = simulated: server + 3 clients write the same model.bin, metrics.jsonl and epsilons as dpfl train
+ *      of the same config, and each client's own ledger gives the simulation's epsilon of its records;
+ *   2. a client whose key is not in the allow-list is rejected (and logged) and gets nothing of the model; a listed
+ *      key claiming another client's number is refused; the run completes with the others;
+ *   3. malformed frames sent by an authenticated peer, and raw bytes on the TCP port, are answered with errors or
+ *      dropped, and the server goes on to finish the run;
+ *   4. a client killed mid-round is a dropout (sampled and charged, the noise not reduced) and the run finishes;
+ *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
+ *      (model, metrics, epsilons; every client's own ledger charged once per round).
+ * Without libzmq the suite checks that serve says what is missing. */
+#include "testutil.h"
+#include "dpfl/net.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef DPFL_HAVE_ZMQ
+#include <zmq.h>
+#endif
+
+static char bin[1024];  /* the dpfl binary */
+static char tmp[64];    /* this run's folder */
+
+static const char *tp(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *tp(const char *fmt, ...)
+{
+    static char buf[64][512]; /* rotating: callers keep what they need longer in their own arrays */
+    static int next;
+    char *b = buf[next++ % 64];
+    int n = snprintf(b, 512, "%s/", tmp);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b + n, (size_t)(512 - n), fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A port nothing listens on now (the kernel's pick). */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* `dpfl ARGS` in the background, stdout and stderr into log; the pid is dpfl's own (exec). */
+static pid_t spawn(const char *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static pid_t spawn(const char *log, const char *fmt, ...)
+{
+    char args[2048], cmd[3200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>&1", bin, args, log);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The exit status of pid within timeout seconds; killed and -1 past it. */
+static int wait_exit(pid_t pid, double timeout)
+{
+    const double end = now_s() + timeout;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (now_s() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        sleep_s(0.02);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    dpfl_error err;
+    if (dpfl_file_read_all(path, &text, &len, &err)) return NULL;
+    return text;
+}
+
+static int contains(const char *path, const char *s)
+{
+    char *t = slurp(path);
+    int r = t && strstr(t, s);
+    free(t);
+    return r;
+}
+
+static int wait_for(const char *path, const char *s, double timeout)
+{
+    const double end = now_s() + timeout;
+    while (now_s() < end) {
+        if (contains(path, s)) return 1;
+        sleep_s(0.02);
+    }
+    return 0;
+}
+
+static int count_lines(const char *path)
+{
+    char *t = slurp(path);
+    int n = 0;
+    for (char *p = t; p && *p; p++) n += *p == '\n';
+    free(t);
+    return n;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    char *x = slurp(a), *y = slurp(b);
+    if (!x || !y || strcmp(x, y)) {
+        print_error("%s and %s differ\n", a, b);
+        free(x), free(y);
+        fail();
+    }
+    free(x), free(y);
+}
+
+static void assert_same_bytes(const char *a, const char *b)
+{
+    void *x, *y;
+    size_t nx, ny;
+    dpfl_error err;
+    assert_int_equal(dpfl_file_read(a, 0x4D465044u /* "DPFM" */, 1u, &x, &nx, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(b, 0x4D465044u, 1u, &y, &ny, &err), DPFL_OK);
+    assert_int_equal(nx, ny);
+    if (memcmp(x, y, nx)) {
+        print_error("%s and %s hold different models\n", a, b);
+        free(x), free(y);
+        fail();
+    }
+    free(x), free(y);
+}
+
+static cJSON *json_file(const char *path)
+{
+    char *t = slurp(path);
+    cJSON *o = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    if (!o) print_error("cannot parse %s\n", path);
+    assert_non_null(o);
+    return o;
+}
+
+/* The last line of a jsonl file as JSON. */
+static cJSON *json_last_line(const char *path)
+{
+    char *t = slurp(path);
+    assert_non_null(t);
+    size_t n = strlen(t);
+    while (n > 0 && t[n - 1] == '\n') t[--n] = '\0';
+    char *last = strrchr(t, '\n');
+    cJSON *o = cJSON_Parse(last ? last + 1 : t);
+    free(t);
+    assert_non_null(o);
+    return o;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) print_error("no number %s\n", key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* summary.json values of two runs, equal to the last bit */
+static void assert_same_summary_value(const char *a, const char *b, const char *key)
+{
+    cJSON *x = json_file(a), *y = json_file(b);
+    double u = num(x, key), v = num(y, key);
+    if (u != v) print_error("%s: %.17g in %s, %.17g in %s\n", key, u, a, v, b);
+    cJSON_Delete(x), cJSON_Delete(y);
+    assert_true(u == v);
+}
+
+/* ---------------------------------------------------------------------------------------------- set-up */
+static void write_config(const char *path, int clients, int rounds, const char *extra)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = %d\n\n[model]\narch = mlp:20-16-10\n\n[fl]\nrounds = %d\n"
+               "local_steps = 3\nbatch = 16\n%s\n[run]\nseed = 11\nallow_large_delta = yes\n",
+            clients, rounds, extra);
+    fclose(f);
+}
+
+static const char *DP = "optimizer = sgd\nmomentum = 0.9\nclient_state = keep\n\n"
+                        "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n\n"
+                        "[client_dp]\nenabled = yes\nnoise = 0.8\nclip = 1.0\ndelta = 0.01\n";
+
+static int setup(void **state)
+{
+    (void)state;
+    ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 16);
+    if (n <= 0) return -1;
+    bin[n] = '\0';
+    char *slash = strrchr(bin, '/'); /* BUILD/tests/test_deploy -> BUILD/dpfl */
+    if (!slash) return -1;
+    *slash = '\0';
+    slash = strrchr(bin, '/');
+    if (!slash) return -1;
+    strcpy(slash, "/dpfl");
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "test_deploy: no dpfl binary at %s\n", bin);
+        return -1;
+    }
+    strcpy(tmp, "/tmp/dpfl-test-deploy-XXXXXX");
+    if (!mkdtemp(tmp)) return -1;
+    /* the server's pair, clients 0-3, the allow-list with clients 0-2; an intruder's pair named client2 */
+    dpfl_error err;
+    char dir[600];
+    if (dpfl_net_keygen(tp("keys/server"), "server", 0, NULL, &err)) return -1;
+    for (int k = 0; k < 4; k++) {
+        char name[24];
+        snprintf(name, sizeof name, "client%d", k);
+        snprintf(dir, sizeof dir, "%s", tp("keys/c%d", k));
+        if (dpfl_net_keygen(dir, name, 0, NULL, &err)) return -1;
+    }
+    if (dpfl_net_keygen(tp("keys/intruder"), "client2", 0, NULL, &err)) return -1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s/keys' && mkdir -p server/clients && cp c0/client0.pub c1/client1.pub "
+                              "c2/client2.pub server/clients/ && for d in c0 c1 c2 c3 intruder; do cp server/server.pub $d/; "
+                              "done", tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static pid_t serve(int port, const char *cfg, const char *out, const char *log, const char *extra)
+{
+    return spawn(log, "serve '%s' --bind tcp://127.0.0.1:%d --keys '%s' --out '%s' %s", cfg, port, tp("keys/server"),
+                 out, extra);
+}
+
+static pid_t join(int port, const char *cfg, int k, const char *keys, const char *state, const char *log,
+                  const char *extra)
+{
+    return spawn(log, "join --server tcp://127.0.0.1:%d --config '%s' --client %d --keys '%s' --state '%s' "
+                      "--idle-timeout 60 %s", port, cfg, k, keys, state, extra);
+}
+
+static void train(const char *cfg, const char *out)
+{
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "'%s' train '%s' --out '%s' --force --quiet", bin, cfg, out);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void expect_exit(pid_t pid, int want, const char *log, double timeout)
+{
+    int rc = wait_exit(pid, timeout);
+    if (rc != want) {
+        char *t = slurp(log);
+        print_error("%s: exit %d (expected %d):\n%s\n", log, rc, want, t ? t : "");
+        free(t);
+        fail();
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- 1 */
+static void deployed_run_equals_the_simulation(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t1.ini"));
+    char extra[1024];
+    snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.7\n%s", DP);
+    write_config(cfg, 3, 4, extra);
+    train(cfg, tp("t1-sim"));
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t1-dep"), tp("t1-server.log"), "--round-timeout 30 --join-timeout 30");
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t1-state%d", k), tp("t1-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t1-server.log"), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t1-client%d.log", k), 10);
+    assert_same_bytes(tp("t1-sim/model.bin"), tp("t1-dep/model.bin"));
+    assert_same_file(tp("t1-sim/metrics.jsonl"), tp("t1-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t1-sim/summary.json"), tp("t1-dep/summary.json"), "epsilon");
+    assert_same_summary_value(tp("t1-sim/summary.json"), tp("t1-dep/summary.json"), "client_epsilon");
+    /* each client's own ledger: the simulation's epsilon of that client's records */
+    cJSON *last = json_last_line(tp("t1-sim/metrics.jsonl"));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(last, "epsilon_per_client");
+    assert_int_equal(cJSON_GetArraySize(per), 3);
+    for (int k = 0; k < 3; k++) {
+        cJSON *c = json_file(tp("t1-state%d/client.json", k));
+        if (num(c, "epsilon") != cJSON_GetArrayItem(per, k)->valuedouble)
+            print_error("client %d: own epsilon %.17g, simulation %.17g\n", k, num(c, "epsilon"),
+                        cJSON_GetArrayItem(per, k)->valuedouble);
+        assert_true(num(c, "epsilon") == cJSON_GetArrayItem(per, k)->valuedouble);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(last);
+}
+
+/* ---------------------------------------------------------------------------------------------- 2 */
+static void unlisted_keys_and_impostors_are_refused(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t2.ini"));
+    write_config(cfg, 3, 2, "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n");
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t2-dep"), tp("t2-server.log"), "--wait 2 --join-timeout 30 --round-timeout 1");
+    /* client 0's key claiming to be client 1 */
+    pid_t imp = join(port, cfg, 1, tp("keys/c0"), tp("t2-impostor"), tp("t2-impostor.log"), "--name client0");
+    expect_exit(imp, 1, tp("t2-impostor.log"), 20);
+    assert_true(contains(tp("t2-impostor.log"), "key client0 may not act as client 1"));
+    /* a key the allow-list does not hold, named client2 */
+    pid_t bad = join(port, cfg, 2, tp("keys/intruder"), tp("t2-intruder"), tp("t2-intruder.log"), "");
+    expect_exit(bad, 1, tp("t2-intruder.log"), 20);
+    assert_true(contains(tp("t2-intruder.log"), "the server refused this client's key (client2)"));
+    assert_true(wait_for(tp("t2-server.log"), "rejected a connection from 127.0.0.1", 5));
+    /* it got nothing: no round reached it, so it never trained or wrote a ledger */
+    assert_int_not_equal(access(tp("t2-intruder/client.bin"), F_OK), 0);
+    assert_int_not_equal(access(tp("t2-impostor/client.bin"), F_OK), 0);
+    pid_t cl[2];
+    for (int k = 0; k < 2; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t2-state%d", k), tp("t2-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t2-server.log"), 60);
+    for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t2-client%d.log", k), 10);
+    assert_true(contains(tp("t2-server.log"), "that key may not act as that client"));
+    assert_true(contains(tp("t2-server.log"), "round 2: client 2 did not answer within 1 s: a dropout"));
+    /* both rounds ran with the two legitimate clients */
+    assert_int_equal(count_lines(tp("t2-dep/metrics.jsonl")), 2);
+    cJSON *d = json_last_line(tp("t2-dep/diagnostics.jsonl"));
+    assert_int_equal((int)num(d, "replied"), 2);
+    cJSON_Delete(d);
+}
+
+/* ---------------------------------------------------------------------------------------------- 3 */
+#ifdef DPFL_HAVE_ZMQ
+/* Send one message (parts: 1, or 2 for a multipart) and expect an ERROR frame saying `want`. */
+static void expect_error_reply(void *sock, const void *a, size_t na, const void *b, size_t nb, const char *want)
+{
+    if (b) {
+        assert_true(zmq_send(sock, a, na, ZMQ_SNDMORE) >= 0);
+        assert_true(zmq_send(sock, b, nb, 0) >= 0);
+    } else {
+        assert_true(zmq_send(sock, a, na, 0) >= 0);
+    }
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&it, 1, 20000), 1);
+    uint8_t buf[4096];
+    int n = zmq_recv(sock, buf, sizeof buf, 0);
+    assert_true(n > 0);
+    dpfl_wire_msg m;
+    dpfl_error err;
+    assert_int_equal(dpfl_wire_decode(buf, (size_t)n, &m, &err), DPFL_OK);
+    assert_int_equal(m.type, DPFL_WIRE_ERROR);
+    if (!strstr(m.text, want)) print_error("server answered '%s', expected '%s'\n", m.text, want);
+    assert_non_null(strstr(m.text, want));
+}
+
+static size_t encode(const dpfl_wire_msg *m, uint8_t *out)
+{
+    uint8_t *buf;
+    size_t len;
+    dpfl_error err;
+    assert_int_equal(dpfl_wire_encode(m, &buf, &len, &err), DPFL_OK);
+    memcpy(out, buf, len);
+    free(buf);
+    return len;
+}
+
+static void reseal(uint8_t *buf, size_t len)
+{
+    uint32_t crc = dpfl_crc32(buf, len - 4);
+    memcpy(buf + len - 4, &crc, 4);
+}
+#endif
+
+static void malformed_frames_do_not_stop_the_server(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+#ifdef DPFL_HAVE_ZMQ
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t3.ini"));
+    write_config(cfg, 2, 1, "");
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t3-dep"), tp("t3-server.log"), "--join-timeout 60 --round-timeout 20");
+    /* raw bytes on the port: not even a handshake */
+    for (int i = 0; i < 3; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const double end = now_s() + 10;
+        while (connect(s, (struct sockaddr *)&a, sizeof a) != 0 && now_s() < end) {
+            close(s);
+            sleep_s(0.05);
+            s = socket(AF_INET, SOCK_STREAM, 0);
+        }
+        char junk[300];
+        for (size_t j = 0; j < sizeof junk; j++) junk[j] = (char)(j * 131 + (size_t)i * 7);
+        if (i == 1) memcpy(junk, "\xff\0\0\0\0\0\0\0\x01\x7f", 10); /* a ZMTP greeting's start, then junk */
+        assert_true(write(s, junk, sizeof junk) > 0);
+        close(s);
+    }
+    /* an authenticated peer (client 0's key) sending bad frames */
+    uint8_t sk[32], pk[32], spk[32];
+    dpfl_error err;
+    assert_int_equal(dpfl_net_key_read(tp("keys/c0/client0.key"), sk, &err), DPFL_OK);
+    assert_int_equal(dpfl_net_key_read(tp("keys/c0/server.pub"), spk, &err), DPFL_OK);
+    assert_int_equal(dpfl_net_key_read(tp("keys/c0/client0.pub"), pk, &err), DPFL_OK);
+    void *ctx = zmq_ctx_new(), *sock = zmq_socket(ctx, ZMQ_DEALER);
+    const int linger = 0;
+    assert_int_equal(zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, spk, 32), 0);
+    assert_int_equal(zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pk, 32), 0);
+    assert_int_equal(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sk, 32), 0);
+    assert_int_equal(zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger), 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    assert_int_equal(zmq_connect(sock, ep), 0);
+    uint8_t f[512];
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_HEARTBEAT;
+    m.sender = 0;
+    const size_t hb = encode(&m, f);
+    expect_error_reply(sock, "junk!", 5, NULL, 0, "truncated frame");
+    f[0] = 'X';
+    reseal(f, hb);
+    expect_error_reply(sock, f, hb, NULL, 0, "bad magic");
+    encode(&m, f);
+    f[4] = 9;
+    reseal(f, hb);
+    expect_error_reply(sock, f, hb, NULL, 0, "version 9 is not supported");
+    encode(&m, f);
+    f[hb - 1] ^= 0x40;
+    expect_error_reply(sock, f, hb, NULL, 0, "checksum");
+    encode(&m, f);
+    f[15] = 0x50; /* a payload of over a gigabyte announced */
+    reseal(f, hb);
+    expect_error_reply(sock, f, hb, NULL, 0, "oversized");
+    encode(&m, f);
+    expect_error_reply(sock, f, hb, f, hb, "multipart");
+    m.sender = 1; /* client 0's key speaking for client 1 */
+    encode(&m, f);
+    expect_error_reply(sock, f, hb, NULL, 0, "may not act as client 1");
+    m.sender = 5; /* no such client */
+    encode(&m, f);
+    expect_error_reply(sock, f, hb, NULL, 0, "may not act as client 5");
+    dpfl_wire_msg h;
+    memset(&h, 0, sizeof h);
+    h.type = DPFL_WIRE_HELLO;
+    h.sender = 0;
+    memset(h.config_digest, 7, 32);
+    expect_error_reply(sock, f, encode(&h, f), NULL, 0, "your config is not the server's");
+    float u[4] = {1, 2, 3, 4};
+    dpfl_wire_msg up;
+    memset(&up, 0, sizeof up);
+    up.type = DPFL_WIRE_UPDATE;
+    up.sender = 0;
+    up.round = 1;
+    up.steps = 3;
+    up.nparam = 4;
+    up.fvec = u;
+    expect_error_reply(sock, f, encode(&up, f), NULL, 0, "update of round 1 not expected (no round in progress)");
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    /* the real clients: the run goes on */
+    pid_t cl[2];
+    for (int k = 0; k < 2; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t3-state%d", k), tp("t3-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t3-server.log"), 60);
+    for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t3-client%d.log", k), 10);
+    assert_true(contains(tp("t3-server.log"), "dropped a frame (key client0, 127.0.0.1): frame version 9"));
+    assert_int_equal(count_lines(tp("t3-dep/metrics.jsonl")), 1);
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------- 4 */
+static void a_client_killed_mid_round_is_a_dropout(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t4.ini"));
+    write_config(cfg, 3, 2, DP);
+    train(cfg, tp("t4-sim"));
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t4-dep"), tp("t4-server.log"), "--join-timeout 30 --round-timeout 1.5");
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t4-state%d", k), tp("t4-client%d.log", k),
+                     k == 2 ? "--delay 30" : "");
+    /* client 2 has trained round 1 and charged it (client.bin is written before the update leaves), and is now
+     * on its slow link: killed there */
+    const double end = now_s() + 30;
+    while (access(tp("t4-state2/client.bin"), F_OK) != 0 && now_s() < end) sleep_s(0.02);
+    assert_int_equal(access(tp("t4-state2/client.bin"), F_OK), 0);
+    kill(cl[2], SIGKILL);
+    assert_int_equal(wait_exit(cl[2], 5), 128 + SIGKILL);
+    expect_exit(srv, 0, tp("t4-server.log"), 60);
+    for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t4-client%d.log", k), 10);
+    assert_true(contains(tp("t4-server.log"), "round 1: client 2 did not answer within 1.5 s: a dropout"));
+    assert_true(contains(tp("t4-server.log"), "round 2: client 2 did not answer within 1.5 s: a dropout"));
+    /* both rounds released with two updates; charged for three clients, noise for the design's three */
+    assert_int_equal(count_lines(tp("t4-dep/metrics.jsonl")), 2);
+    cJSON *d = json_last_line(tp("t4-dep/diagnostics.jsonl")), *a = json_last_line(tp("t4-dep/metrics.jsonl")),
+          *b = json_last_line(tp("t4-sim/metrics.jsonl"));
+    assert_int_equal((int)num(d, "replied"), 2);
+    assert_int_equal((int)num(d, "participants"), 3);
+    assert_true(num(a, "update_noise_std") == num(b, "update_noise_std"));
+    cJSON_Delete(d), cJSON_Delete(a), cJSON_Delete(b);
+    assert_same_summary_value(tp("t4-sim/summary.json"), tp("t4-dep/summary.json"), "epsilon");
+    assert_same_summary_value(tp("t4-sim/summary.json"), tp("t4-dep/summary.json"), "client_epsilon");
+    /* the killed client's own ledger holds the round it trained */
+    cJSON *c = json_file(tp("t4-state2/client.json"));
+    assert_int_equal((int)num(c, "rounds_trained"), 1);
+    cJSON_Delete(c);
+}
+
+/* ---------------------------------------------------------------------------------------------- 5 */
+static void a_resumed_server_finishes_the_uninterrupted_run(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t5.ini"));
+    write_config(cfg, 3, 6, DP);
+    train(cfg, tp("t5-sim"));
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t5-dep"), tp("t5-server1.log"), "--join-timeout 30 --round-timeout 30");
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++) /* slow enough that the server can be killed in the middle of the run */
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t5-state%d", k), tp("t5-client%d.log", k), "--delay 0.25");
+    const double end = now_s() + 60;
+    while (count_lines(tp("t5-dep/metrics.jsonl")) < 2 && now_s() < end) sleep_s(0.01);
+    kill(srv, SIGKILL);
+    assert_int_equal(wait_exit(srv, 5), 128 + SIGKILL);
+    const int done_before = count_lines(tp("t5-dep/metrics.jsonl"));
+    assert_true(done_before >= 2 && done_before < 6);
+    srv = spawn(tp("t5-server2.log"), "serve --resume '%s' --bind tcp://127.0.0.1:%d --keys '%s' --join-timeout 30 "
+                                      "--round-timeout 30", tp("t5-dep"), port, tp("keys/server"));
+    expect_exit(srv, 0, tp("t5-server2.log"), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t5-client%d.log", k), 10);
+    assert_same_bytes(tp("t5-sim/model.bin"), tp("t5-dep/model.bin"));
+    assert_same_file(tp("t5-sim/metrics.jsonl"), tp("t5-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t5-sim/summary.json"), tp("t5-dep/summary.json"), "epsilon");
+    assert_same_summary_value(tp("t5-sim/summary.json"), tp("t5-dep/summary.json"), "client_epsilon");
+    /* no client paid twice for a round asked again */
+    cJSON *last = json_last_line(tp("t5-sim/metrics.jsonl"));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(last, "epsilon_per_client");
+    for (int k = 0; k < 3; k++) {
+        cJSON *c = json_file(tp("t5-state%d/client.json", k));
+        assert_int_equal((int)num(c, "rounds_trained"), 6);
+        assert_true(num(c, "epsilon") == cJSON_GetArrayItem(per, k)->valuedouble);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(last);
+}
+
+/* ---------------------------------------------------------------------------------------------- 6 */
+/* The README's example: scripts/deploy_heart.sh (the four heart-disease centres, rPDP-FL), here with Poisson client
+ * sampling so that rounds a centre sits out are charged to its records when it learns they were released; --check
+ * has the script compare model.bin and epsilon with dpfl train's; each centre's own ledger gives the epsilon the
+ * server reports for that centre's records. */
+static void the_heart_deployment_script_runs(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "DPFL='%s' PORT=%d scripts/deploy_heart.sh '%s' --check --set fl.rounds=6 --set "
+                              "fl.sampling=poisson --set fl.client_rate=0.5 > '%s' 2>&1", bin, free_port(), tp("heart"),
+             tp("heart.log"));
+    if (system(cmd) != 0) {
+        char *t = slurp(tp("heart.log"));
+        print_error("%s\n%s\n", cmd, t ? t : "");
+        free(t);
+        fail();
+    }
+    assert_true(contains(tp("heart.log"), "--check: the same model.bin bytes and epsilon"));
+    cJSON *sum = json_file(tp("heart/run/summary.json"));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sum, "record_budgets"),
+                                                        "per_client");
+    assert_int_equal(cJSON_GetArraySize(per), 4);
+    for (int k = 0; k < 4; k++) {
+        cJSON *c = json_file(tp("heart/centre%d/client.json", k));
+        const double want = num(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(per, k), "epsilon"), "max");
+        if (num(c, "epsilon") != want) print_error("centre %d: own epsilon %.17g, server %.17g\n", k, num(c, "epsilon"), want);
+        assert_true(num(c, "epsilon") == want);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(sum);
+}
+
+/* Without libzmq: serve and join fail with one line naming what is missing. */
+static void without_zmq_serve_says_what_is_missing(void **state)
+{
+    (void)state;
+    if (dpfl_net_available()) skip();
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "'%s' serve examples/demo.ini --bind tcp://127.0.0.1:1 --keys /tmp 2>&1 | grep -q "
+                              "'built without ZeroMQ'", bin);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(deployed_run_equals_the_simulation),
+        cmocka_unit_test(unlisted_keys_and_impostors_are_refused),
+        cmocka_unit_test(malformed_frames_do_not_stop_the_server),
+        cmocka_unit_test(a_client_killed_mid_round_is_a_dropout),
+        cmocka_unit_test(a_resumed_server_finishes_the_uninterrupted_run),
+        cmocka_unit_test(the_heart_deployment_script_runs),
+        cmocka_unit_test(without_zmq_serve_says_what_is_missing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,386 @@
+/* The deployment's wire format and keys (src/net/wire.c, src/net/keys.c): every frame type round-trips; the strict
+ * decoder refuses each kind of malformed frame with a message that says what is wrong (truncated, trailing bytes,
+ * bad magic, other version, unknown type, reserved bits, oversized, checksum, a layout that does not fit, values
+ * out of range, a client sending a round, non-finite updates, unprintable text); Z85 against the RFC's example and
+ * its strictness; key files (mode 0600 for the secret, no overwrite without force, malformed keys refused). */
+#include "testutil.h"
+#include "dpfl/net.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static dpfl_wire_msg round_msg(const float *w, uint64_t n)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_ROUND;
+    m.sender = DPFL_WIRE_SERVER;
+    m.round = 3;
+    m.released = 2;
+    m.lr = 0.05;
+    m.update_clip = 1.5;
+    m.record_z = 1.1;
+    for (int i = 0; i < 32; i++) m.rates_digest[i] = (uint8_t)i, m.model_digest[i] = (uint8_t)(255 - i);
+    m.nparam = n;
+    m.fvec = w;
+    return m;
+}
+
+static dpfl_wire_msg update_msg(const float *u, uint64_t n)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_UPDATE;
+    m.sender = 7;
+    m.round = 3;
+    m.flags = DPFL_WIRE_STATS;
+    m.steps = 10;
+    m.examples = 160;
+    m.loss_sum = 123.5;
+    m.clipped = 17;
+    m.nparam = n;
+    m.fvec = u;
+    return m;
+}
+
+/* Re-seal a frame after an edit: the CRC over header and payload. */
+static void reseal(uint8_t *buf, size_t len)
+{
+    uint32_t crc = dpfl_crc32(buf, len - 4);
+    memcpy(buf + len - 4, &crc, 4);
+}
+
+static void expect_refused(const uint8_t *buf, size_t len, const char *want)
+{
+    dpfl_wire_msg m;
+    dpfl_error err = {{0}};
+    if (dpfl_wire_decode(buf, len, &m, &err) != DPFL_EFORMAT || !strstr(err.msg, want)) {
+        print_error("decoding gave '%s', expected an error saying '%s'\n", err.msg, want);
+        fail();
+    }
+    assert_null(m.vec);
+}
+
+static void every_type_round_trips(void **state)
+{
+    (void)state;
+    float w[5] = {1.0f, -2.5f, 3e-7f, 0.0f, 1e30f};
+    dpfl_wire_msg msgs[7];
+    memset(msgs, 0, sizeof msgs);
+    msgs[0] = round_msg(w, 5);
+    msgs[1] = update_msg(w, 5);
+    msgs[2].type = DPFL_WIRE_HELLO, msgs[2].sender = 4, msgs[2].config_digest[0] = 9;
+    msgs[3].type = DPFL_WIRE_HELLO, msgs[3].sender = DPFL_WIRE_SERVER, msgs[3].nparam = 5, msgs[3].rounds = 10,
+    msgs[3].released = 4, msgs[3].partition_key[31] = 1, msgs[3].partition_digest[5] = 2;
+    msgs[4].type = DPFL_WIRE_HEARTBEAT, msgs[4].sender = 2, msgs[4].round = 77;
+    msgs[5].type = DPFL_WIRE_ERROR, msgs[5].sender = DPFL_WIRE_SERVER, msgs[5].code = 3, msgs[5].round = 2;
+    dpfl_wire_set_text(&msgs[5], "refused: key %s\n", "x"); /* the newline becomes '?' */
+    msgs[6].type = DPFL_WIRE_BYE, msgs[6].sender = 1;
+    for (int i = 0; i < 7; i++) {
+        uint8_t *buf, *again;
+        size_t len, len2;
+        dpfl_error err;
+        assert_int_equal(dpfl_wire_encode(&msgs[i], &buf, &len, &err), DPFL_OK);
+        dpfl_wire_msg d;
+        assert_int_equal(dpfl_wire_decode(buf, len, &d, &err), DPFL_OK);
+        assert_int_equal(d.type, msgs[i].type);
+        assert_int_equal(d.sender, msgs[i].sender);
+        assert_int_equal(d.round, msgs[i].round);
+        assert_int_equal(d.nparam, msgs[i].nparam);
+        assert_memory_equal(d.config_digest, msgs[i].config_digest, 32);
+        assert_memory_equal(d.partition_key, msgs[i].partition_key, 32);
+        assert_memory_equal(d.partition_digest, msgs[i].partition_digest, 32);
+        assert_memory_equal(d.rates_digest, msgs[i].rates_digest, 32);
+        assert_memory_equal(d.model_digest, msgs[i].model_digest, 32);
+        assert_true(d.lr == msgs[i].lr && d.update_clip == msgs[i].update_clip && d.record_z == msgs[i].record_z);
+        assert_true(d.steps == msgs[i].steps && d.examples == msgs[i].examples && d.clipped == msgs[i].clipped &&
+                    d.loss_sum == msgs[i].loss_sum && d.flags == msgs[i].flags);
+        assert_true(d.rounds == msgs[i].rounds && d.released == msgs[i].released && d.code == msgs[i].code);
+        assert_string_equal(d.text, msgs[i].text);
+        assert_true((d.vec != NULL) == (d.type == DPFL_WIRE_ROUND || d.type == DPFL_WIRE_UPDATE));
+        if (d.vec) {
+            float got[5];
+            dpfl_wire_floats(&d, got);
+            assert_memory_equal(got, w, sizeof w);
+        }
+        /* canonical: a decoded frame encodes to the same bytes */
+        d.fvec = NULL;
+        assert_int_equal(dpfl_wire_encode(&d, &again, &len2, &err), DPFL_OK);
+        assert_int_equal(len2, len);
+        assert_memory_equal(again, buf, len);
+        free(again);
+        free(buf);
+    }
+    assert_string_equal(msgs[5].text, "refused: key x?");
+}
+
+static void malformed_frames_are_refused_with_a_reason(void **state)
+{
+    (void)state;
+    float w[4] = {1, 2, 3, 4};
+    dpfl_wire_msg m = update_msg(w, 4);
+    uint8_t *good;
+    size_t len;
+    dpfl_error err;
+    assert_int_equal(dpfl_wire_encode(&m, &good, &len, &err), DPFL_OK);
+    uint8_t *b = malloc(len + 8);
+    assert_non_null(b);
+
+    expect_refused(good, 0, "truncated frame: 0 bytes");
+    expect_refused(good, 19, "truncated frame");
+    expect_refused(good, len - 1, "truncated");
+    memcpy(b, good, len);
+    b[len] = 0;
+    expect_refused(b, len + 1, "trailing bytes");
+#define EDIT(off, val, want)                                                                                          \
+    do {                                                                                                              \
+        memcpy(b, good, len);                                                                                         \
+        b[off] = (uint8_t)(val);                                                                                      \
+        reseal(b, len);                                                                                               \
+        expect_refused(b, len, want);                                                                                 \
+    } while (0)
+    EDIT(0, 'X', "bad magic");
+    EDIT(4, 2, "version 2 is not supported");
+    EDIT(5, 0, "unknown frame type 0");
+    EDIT(5, 9, "unknown frame type 9");
+    EDIT(6, 1, "reserved bits");
+    EDIT(15, 0x7f, "oversized update frame");
+    /* one byte less of payload announced: the length no longer matches the bytes */
+    EDIT(12, good[12] - 1, "trailing bytes");
+    /* the checksum itself */
+    memcpy(b, good, len);
+    b[20] ^= 1;
+    expect_refused(b, len, "checksum");
+    /* type changed to one whose layout does not fit the payload */
+    EDIT(5, DPFL_WIRE_HEARTBEAT, "does not fit its layout");
+    EDIT(5, DPFL_WIRE_HELLO, "does not fit its layout");
+    /* an update from the server, a round from a client */
+    memcpy(b, good, len);
+    memset(b + 8, 0xff, 4);
+    reseal(b, len);
+    expect_refused(b, len, "sent by the server");
+    /* values out of range: unknown flags, negative steps, clipped > examples, round 0, a NaN in the update */
+    const size_t P0 = 16; /* payload offset */
+    EDIT(P0 + 4, 0x80, "unknown flags");
+    EDIT(P0 + 8 + 32 + 7, 0x80, "out of range");            /* steps < 0 */
+    EDIT(P0 + 8 + 32 + 24 + 7, 0x7f, "out of range");       /* clipped > examples */
+    memcpy(b, good, len);
+    memset(b + P0, 0, 4);
+    reseal(b, len);
+    expect_refused(b, len, "round 0");
+    memcpy(b, good, len);
+    const float nan = NAN;
+    memcpy(b + len - 4 - 8, &nan, 4);
+    reseal(b, len);
+    expect_refused(b, len, "value 2 of the update is not finite");
+    /* more parameters announced than the payload holds */
+    EDIT(P0 + 8 + 32 + 32, 5, "5 parameters announced");
+    free(good);
+
+    /* a round sent by a client; a round whose released count is not below it */
+    dpfl_wire_msg r = round_msg(w, 4);
+    assert_int_equal(dpfl_wire_encode(&r, &good, &len, &err), DPFL_OK);
+    uint8_t *b2 = malloc(len);
+    memcpy(b2, good, len);
+    memset(b2 + 8, 0, 4);
+    reseal(b2, len);
+    expect_refused(b2, len, "only the server sends rounds");
+    memcpy(b2, good, len);
+    b2[P0 + 4] = 3;
+    reseal(b2, len);
+    expect_refused(b2, len, "round 3 with 3 rounds released");
+    memcpy(b2, good, len);
+    const double neg = -1.0;
+    memcpy(b2 + P0 + 16, &neg, 8);
+    reseal(b2, len);
+    expect_refused(b2, len, "out of range");
+    free(b2);
+    free(good);
+
+    /* text: unprintable bytes, too long */
+    dpfl_wire_msg e;
+    memset(&e, 0, sizeof e);
+    e.type = DPFL_WIRE_ERROR;
+    e.sender = 1;
+    strcpy(e.text, "fine");
+    assert_int_equal(dpfl_wire_encode(&e, &good, &len, &err), DPFL_OK);
+    memcpy(b, good, len);
+    b[len - 5] = '\n';
+    reseal(b, len);
+    expect_refused(b, len, "not printable");
+    free(good);
+    uint8_t *big = calloc(1, 16 + 8 + 2000 + 4);
+    dpfl_wire_msg t;
+    memset(&t, 0, sizeof t);
+    t.type = DPFL_WIRE_BYE;
+    assert_int_equal(dpfl_wire_encode(&t, &good, &len, &err), DPFL_OK);
+    memcpy(big, good, 16);
+    const uint32_t plen = 8 + 2000;
+    memcpy(big + 12, &plen, 4);
+    memset(big + 24, 'a', 2000);
+    reseal(big, 16 + plen + 4);
+    expect_refused(big, 16 + plen + 4, "text of 2000 bytes");
+    free(big);
+    free(good);
+    free(b);
+
+    /* the encoder refuses what the decoder would */
+    float bad[2] = {1.0f, INFINITY};
+    dpfl_wire_msg u = update_msg(bad, 2);
+    assert_int_equal(dpfl_wire_encode(&u, &good, &len, &err), DPFL_EFORMAT);
+    assert_null(good);
+    u = update_msg(w, 0);
+    assert_int_equal(dpfl_wire_encode(&u, &good, &len, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "no parameters"));
+}
+
+/* Every prefix and every single-bit flip of a valid frame is refused (the CRC, then the layout). */
+static void every_prefix_and_bit_flip_is_refused(void **state)
+{
+    (void)state;
+    float w[3] = {0.5f, -0.25f, 2.0f};
+    dpfl_wire_msg m = round_msg(w, 3);
+    uint8_t *good;
+    size_t len;
+    dpfl_error err;
+    assert_int_equal(dpfl_wire_encode(&m, &good, &len, &err), DPFL_OK);
+    dpfl_wire_msg d;
+    for (size_t n = 0; n < len; n++) assert_int_equal(dpfl_wire_decode(good, n, &d, &err), DPFL_EFORMAT);
+    uint8_t *b = malloc(len);
+    for (size_t i = 0; i < 8 * len; i++) {
+        memcpy(b, good, len);
+        b[i / 8] ^= (uint8_t)(1u << (i % 8));
+        assert_int_equal(dpfl_wire_decode(b, len, &d, &err), DPFL_EFORMAT);
+        assert_true(err.msg[0] != '\0');
+    }
+    free(b);
+    free(good);
+}
+
+static void model_digest_names_the_bytes(void **state)
+{
+    (void)state;
+    float a[3] = {1, 2, 3}, b[3] = {1, 2, 3};
+    uint8_t da[32], db[32];
+    dpfl_wire_model_digest(a, 3, da);
+    dpfl_wire_model_digest(b, 3, db);
+    assert_memory_equal(da, db, 32);
+    b[2] = nextafterf(3.0f, 4.0f);
+    dpfl_wire_model_digest(b, 3, db);
+    assert_memory_not_equal(da, db, 32);
+}
+
+/* ZeroMQ RFC 32's example: 0x86 0x4F 0xD2 0x6F 0xB5 0x59 0xF7 0x5B <-> "HelloWorld". */
+static void z85_matches_the_rfc_and_is_strict(void **state)
+{
+    (void)state;
+    const uint8_t hello[8] = {0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B};
+    char out[16];
+    dpfl_error err;
+    assert_int_equal(dpfl_z85_encode(hello, 8, out, &err), DPFL_OK);
+    assert_string_equal(out, "HelloWorld");
+    uint8_t back[8];
+    size_t n;
+    assert_int_equal(dpfl_z85_decode("HelloWorld", back, sizeof back, &n, &err), DPFL_OK);
+    assert_int_equal(n, 8);
+    assert_memory_equal(back, hello, 8);
+    assert_int_equal(dpfl_z85_encode(hello, 7, out, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_z85_decode("Hello", back, 2, &n, &err), DPFL_EFORMAT);   /* no room */
+    assert_int_equal(dpfl_z85_decode("Hell", back, 8, &n, &err), DPFL_EFORMAT);    /* not a multiple of 5 */
+    assert_int_equal(dpfl_z85_decode("Hell~", back, 8, &n, &err), DPFL_EFORMAT);   /* not in the alphabet */
+    assert_int_equal(dpfl_z85_decode("#####", back, 8, &n, &err), DPFL_EFORMAT);   /* 85^5 - 1 > 2^32 - 1 */
+    assert_non_null(strstr(err.msg, "overflows"));
+}
+
+static void keygen_writes_a_private_secret_and_refuses_to_overwrite(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dpfl-test-net-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pub[41], pub2[41], path[256];
+    dpfl_error err;
+    assert_int_equal(dpfl_net_keygen(dir, "client3", 0, pub, &err), DPFL_OK);
+    snprintf(path, sizeof path, "%s/client3.key", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    uint8_t sk[32], pk[32], pk_file[32];
+    assert_int_equal(dpfl_net_key_read(path, sk, &err), DPFL_OK);
+    snprintf(path, sizeof path, "%s/client3.pub", dir);
+    assert_int_equal(dpfl_net_key_read(path, pk_file, &err), DPFL_OK);
+    size_t n;
+    assert_int_equal(dpfl_z85_decode(pub, pk, 32, &n, &err), DPFL_OK);
+    assert_memory_equal(pk, pk_file, 32);
+    assert_memory_not_equal(sk, pk, 32);
+    /* no silent overwrite; --force makes a new pair */
+    assert_int_equal(dpfl_net_keygen(dir, "client3", 0, pub2, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "exists"));
+    assert_int_equal(dpfl_net_keygen(dir, "client3", 1, pub2, &err), DPFL_OK);
+    assert_string_not_equal(pub, pub2);
+    /* bad names */
+    assert_int_equal(dpfl_net_keygen(dir, "../evil", 0, NULL, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_net_keygen(dir, ".hidden", 0, NULL, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_net_keygen(dir, "", 0, NULL, &err), DPFL_EINVAL);
+    /* a malformed key file */
+    snprintf(path, sizeof path, "%s/bad.pub", dir);
+    FILE *f = fopen(path, "w");
+    fputs("HelloWorld\n", f);
+    fclose(f);
+    assert_int_equal(dpfl_net_key_read(path, pk, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "40"));
+    f = fopen(path, "w");
+    fputs("~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n", f);
+    fclose(f);
+    assert_int_equal(dpfl_net_key_read(path, pk, &err), DPFL_EFORMAT);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Without libzmq the deployment functions say what is missing; with it they exist. */
+static void serve_and_join_name_what_is_missing(void **state)
+{
+    (void)state;
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err = {{0}};
+    if (dpfl_net_available()) {
+#ifndef DPFL_HAVE_ZMQ
+        fail_msg("dpfl_net_available() without DPFL_HAVE_ZMQ");
+#endif
+        /* a setting the network does not run yet is refused before anything binds */
+        cfg.fl.personalization = DPFL_PERSONAL_HELPER;
+        dpfl_serve_options so = {"tcp://127.0.0.1:1", "/nonexistent", NULL, -1, 1, 1, 1};
+        dpfl_run_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.out_dir = "/tmp/dpfl-test-net-never";
+        assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);
+        assert_non_null(strstr(err.msg, "fl.personalization = helper"));
+        assert_int_not_equal(access("/tmp/dpfl-test-net-never", F_OK), 0);
+        return;
+    }
+    dpfl_serve_options so = {"tcp://127.0.0.1:1", "/tmp", NULL, -1, 1, 1, 1};
+    dpfl_run_options ro;
+    memset(&ro, 0, sizeof ro);
+    assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "libzmq"));
+    dpfl_join_options jo = {"tcp://127.0.0.1:1", "/tmp", NULL, 0, "/tmp", 1, 0, 1};
+    assert_int_equal(dpfl_net_join(&cfg, &jo, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "libzmq"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_type_round_trips),
+        cmocka_unit_test(malformed_frames_are_refused_with_a_reason),
+        cmocka_unit_test(every_prefix_and_bit_flip_is_refused),
+        cmocka_unit_test(model_digest_names_the_bytes),
+        cmocka_unit_test(z85_matches_the_rfc_and_is_strict),
+        cmocka_unit_test(keygen_writes_a_private_secret_and_refuses_to_overwrite),
+        cmocka_unit_test(serve_and_join_name_what_is_missing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
