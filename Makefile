@@ -34,6 +34,13 @@ ifeq ($(ZMQ),1)
   PKGS  += libzmq
   ZMQ_DEF := -DDPFL_HAVE_ZMQ=1
 endif
+# `mpirun -np R dpfl train` (src/cli/mpi_train.c) when pkg-config finds OpenMPI's ompi-c; MPI=0 builds without it
+# (then a run under mpirun says what is missing).  Only the dpfl binary links libmpi.
+MPI     ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+ifeq ($(MPI),1)
+  MPI_DEF  := -DDPFL_HAVE_MPI=1 $(shell pkg-config --cflags ompi-c)
+  MPI_LIBS := $(shell pkg-config --libs ompi-c)
+endif
 SAN     ?= 0
 NATIVE  ?= 0
 DISPATCH ?= 1
@@ -71,7 +78,7 @@ endif
 # inlined; -ffp-contract=off (GCC's default with -std=c11, not clang's): no fused multiply-adds the source does not
 # ask for, so the kernels and the portable code round alike where they promise the same bits.
 CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCH) -fPIC -fno-semantic-interposition \
-           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) -pthread -Iinclude -Isrc \
+           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) $(MPI_DEF) -pthread -Iinclude -Isrc \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -113,7 +120,7 @@ data: $(BIN)
 	@./$(BIN) data fetch
 
 # The compiler, flags and libraries this directory was built with: when they change, everything is rebuilt.
-BUILD_ID := $(CC) $(CFLAGS) | $(AVX512_FLAGS) | $(AVX2_FLAGS) | $(LDSAN) $(LDLIBS) $(TEST_LDLIBS)
+BUILD_ID := $(CC) $(CFLAGS) | $(AVX512_FLAGS) | $(AVX2_FLAGS) | $(LDSAN) $(LDLIBS) $(TEST_LDLIBS) $(MPI_LIBS)
 $(BUILD)/flags: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(BUILD_ID)' | cmp -s - $@ || echo '$(BUILD_ID)' > $@
@@ -147,7 +154,7 @@ $(SO): $(SO).$(VERSION)
 	ln -sf libdpfl.so.$(VERSION) $@
 
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(MPI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)

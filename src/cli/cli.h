@@ -3,6 +3,7 @@
 #ifndef DPFL_CLI_H
 #define DPFL_CLI_H
 #include "dpfl/core.h"
+#include "dpfl/fl.h"
 
 int cli_train(int argc, char **argv);
 int cli_data(int argc, char **argv);
@@ -16,6 +17,9 @@ int cli_report(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_join(int argc, char **argv);
 int cli_keygen(int argc, char **argv);
+/* mpi_train.c: the number of ranks mpirun started (1 outside mpirun), and dpfl train across them */
+int cli_mpi_size(void);
+int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt);
 
 /* Print "dpfl: error: <msg>" on stderr and return 1 (or 2 for usage errors). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

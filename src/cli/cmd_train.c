@@ -90,6 +90,7 @@ int cli_train(int argc, char **argv)
         out = outbuf;
     }
     dpfl_run_options opt = {out, quiet, resume != NULL, force};
+    if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
     return 0;
 }

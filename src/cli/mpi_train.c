@@ -1,0 +1,220 @@
+/* `mpirun -np R dpfl train CONFIG.ini`: the simulation's clients spread over R - 1 worker ranks, rank 0 the server.
+ *
+ * Rank 0 runs dpfl train's own run (fl_run: sampling, dropouts, client-level DP, ledger, checkpoints, outputs) with
+ * this file's transport: each round it broadcasts the round (number, update clip, the sampled clients and who drops
+ * out) and the global model, and receives every surviving client's update and report from the rank that holds it
+ * (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same run without its files
+ * (fl_run_setup: the same data, model, noise and partition -- drawn from the key rank 0 broadcasts) and trains its
+ * clients with the simulation's own local training (fl_client_round).  With a seed the model bytes and epsilons
+ * equal the single-process run's: every stream is derived from the root key by (round, client, purpose) and the
+ * server adds the updates in client order whatever the transport.
+ *
+ * Not covered: per-client state (fl.client_state = keep, personalization, model.transform: it would live on the
+ * worker while rank 0 evaluates), rPDP-FL budgets and distributed DP; those are refused.  Every rank loads the
+ * whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c (MPI=0 without). */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DPFL_HAVE_MPI
+int cli_mpi_size(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v) v = getenv("PMI_SIZE");
+    return v ? atoi(v) : 1;
+}
+
+int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
+{
+    (void)cfg, (void)opt;
+    return cli_error("mpirun: this dpfl was built without MPI: install openmpi-bin and libopenmpi-dev "
+                     "(scripts/setup.sh does) and rebuild with make");
+}
+#else
+#include "fl/run_internal.h"
+#include "fl/sim_internal.h"
+
+#include <mpi.h>
+
+int cli_mpi_size(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v) v = getenv("PMI_SIZE");
+    return v ? atoi(v) : 1;
+}
+
+typedef struct {
+    int32_t round, n, stop;
+    double S;
+} round_head;
+
+typedef struct { /* a worker's answer for one client, besides its update */
+    int32_t status;
+    double loss_sum, norm;
+    int64_t examples, steps, clipped;
+    char msg[512];
+} client_answer;
+
+static int nranks, rank, started;
+
+static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
+
+static dpfl_status mpi_start(const fl_transport *t, const fl_transport_setup *setup, dpfl_error *err)
+{
+    (void)t, (void)err;
+    uint8_t key[32];
+    memcpy(key, setup->partition_key, 32);
+    MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+    started = 1;
+    return DPFL_OK;
+}
+
+static void mpi_finish(const fl_transport *t, dpfl_status st, const char *why)
+{
+    (void)t, (void)st, (void)why;
+    if (!started) { /* the run failed before the workers got their key: they are waiting for it */
+        uint8_t key[32] = {0};
+        MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
+    round_head h = {0, 0, 1, 0.0};
+    MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+static dpfl_status mpi_run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
+{
+    const size_t P = s->model->nparam;
+    s->chunk_start = start;
+    s->chunk_len = n;
+    round_head h = {s->round, n, 0, s->S};
+    int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    uint8_t *drop = malloc((size_t)(n > 0 ? n : 1));
+    if (!ids || !drop) {
+        free(ids), free(drop);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (MPI round of %d clients)", n);
+    }
+    for (int32_t j = 0; j < n; j++) ids[j] = s->sampled[start + j], drop[j] = (uint8_t)s->results[start + j].dropped;
+    MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(ids, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(drop, n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(s->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    dpfl_status st = DPFL_OK;
+    for (int32_t j = 0; j < n; j++) {
+        if (drop[j]) continue;
+        client_answer a;
+        MPI_Recv(&a, sizeof a, MPI_BYTE, owner(ids[j]), 2 * j, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(s->slots[j], (int)P, MPI_FLOAT, owner(ids[j]), 2 * j + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        client_result *r = &s->results[start + j];
+        r->loss_sum = a.loss_sum, r->norm = a.norm, r->examples = a.examples, r->steps = a.steps;
+        r->clipped = a.clipped;
+        if (a.status && !st) st = dpfl_fail(err, (dpfl_status)a.status, "rank %d, client %d: %s", owner(ids[j]), ids[j], a.msg);
+    }
+    free(ids), free(drop);
+    return st;
+}
+
+static const fl_transport mpi_transport = {mpi_run_clients, 1, mpi_start, mpi_finish, NULL};
+
+/* A worker rank: the same run without files, then rounds until rank 0 says stop. */
+static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
+{
+    dpfl_error err = {{0}};
+    uint8_t key[32];
+    MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+    run_ctx *c = calloc(1, sizeof *c);
+    if (!c) return cli_error("rank %d: out of memory", rank);
+    dpfl_run_options ropt = *opt;
+    ropt.resume = 0;
+    ropt.quiet = 1;
+    c->cfg = cfg;
+    c->opt = &ropt;
+    c->no_files = 1;
+    c->partition_key = key;
+    c->cprivate = 1;
+    /* the streams: the seed's (reproducible: the same as one process), else this rank's own entropy */
+    dpfl_status st = DPFL_OK;
+    if (cfg->run.seed[0]) {
+        c->seed = strtoull(cfg->run.seed, NULL, 10);
+        dpfl_rng_init_seed(&c->root, c->seed);
+    } else {
+        st = dpfl_rng_init_os(&c->root, &err);
+    }
+    if (!st) st = fl_run_setup(c, &err);
+    const size_t P = st ? 0 : c->model.nparam;
+    float *u = st ? NULL : malloc(P * sizeof *u);
+    int32_t *ids = NULL;
+    uint8_t *drop = NULL;
+    for (;;) {
+        round_head h;
+        MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (h.stop) break;
+        int32_t *ni = realloc(ids, (size_t)(h.n > 0 ? h.n : 1) * sizeof *ids);
+        uint8_t *nd = realloc(drop, (size_t)(h.n > 0 ? h.n : 1));
+        if (ni) ids = ni;
+        if (nd) drop = nd;
+        if (!ni || !nd) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot even receive the round: the job cannot go on */
+        MPI_Bcast(ids, h.n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+        MPI_Bcast(drop, h.n, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (st || !u) { /* set-up failed here but not on rank 0 */
+            cli_error("rank %d: %s", rank, st ? err.msg : "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Bcast(c->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        for (int32_t j = 0; j < h.n; j++) {
+            if (drop[j] || owner(ids[j]) != rank) continue;
+            client_result res;
+            memset(&res, 0, sizeof res);
+            res.client = ids[j];
+            client_answer a;
+            memset(&a, 0, sizeof a);
+            dpfl_error e = {{0}};
+            a.status = fl_client_round(c->sim, h.round, h.S, ids[j], u, &res, &e);
+            if (a.status) memcpy(a.msg, e.msg, sizeof a.msg);
+            a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
+            a.clipped = res.clipped;
+            MPI_Send(&a, sizeof a, MPI_BYTE, 0, 2 * j, MPI_COMM_WORLD);
+            MPI_Send(u, (int)P, MPI_FLOAT, 0, 2 * j + 1, MPI_COMM_WORLD);
+        }
+    }
+    if (st) cli_error("rank %d: %s", rank, err.msg);
+    free(u), free(ids), free(drop);
+    fl_run_free(c);
+    free(c);
+    return st ? 1 : 0;
+}
+
+static const char *unsupported(const dpfl_config *cfg)
+{
+    if (cfg->fl.client_state == DPFL_STATE_KEEP) return "fl.client_state = keep";
+    if (cfg->fl.personalization != DPFL_PERSONAL_NONE) return "fl.personalization";
+    if (cfg->model.transform) return "model.transform";
+    if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) return "record_dp.budgets";
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1) return "client_dp.mechanism = ddp";
+    return NULL;
+}
+
+int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
+{
+    MPI_Init(NULL, NULL);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const char *why = unsupported(cfg);
+    dpfl_error verr = {{0}};
+    if (!why && dpfl_config_validate(cfg, &verr)) why = verr.msg;
+    int rc;
+    if (why == verr.msg) {
+        rc = rank == 0 ? cli_error("%s", why) : 1;
+    } else if (why) {
+        rc = rank == 0 ? cli_error("mpirun: %s is not supported across ranks yet (per-client state or plans would "
+                                   "live on the workers); run it in one process", why)
+                       : 1;
+    } else if (rank == 0) {
+        dpfl_error err = {{0}};
+        rc = fl_run(cfg, opt, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg) : 0;
+    } else {
+        rc = worker_rank(cfg, opt);
+    }
+    MPI_Finalize();
+    return rc;
+}
+#endif
