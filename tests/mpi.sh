@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# mpirun -np R dpfl train (src/cli/mpi_train.c): the same model bytes and epsilons as one process for a seed, with
+# dropouts and client-level DP, on 2 and 3 ranks; a setting the ranks cannot share is refused on one line.  Run by
+# `make test`; skipped, saying so, where mpirun or an MPI build is missing (CI installs OpenMPI: scripts/setup.sh).
+set -u
+cd "$(dirname "$0")/.."
+. tests/shtest.sh
+B=${BUILD:-build}
+dpfl=$B/dpfl
+if ! command -v mpirun >/dev/null || ! pkg-config --exists ompi-c 2>/dev/null; then
+  echo "tests/mpi.sh: SKIP (no mpirun or OpenMPI headers: scripts/setup.sh installs openmpi-bin libopenmpi-dev)"
+  t_summary
+fi
+tmp=$(mktemp -d /tmp/dpfl-mpi.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+MPIRUN=(mpirun --oversubscribe -np)
+[ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np)
+cat >"$tmp/run.ini" <<'INI'
+[data]
+dataset = synthetic
+partition = iid
+clients = 12
+[model]
+arch = mlp:20-16-10
+[fl]
+rounds = 4
+sampling = poisson
+client_rate = 0.5
+local_steps = 3
+batch = 8
+lr = 0.2
+[client_dp]
+enabled = yes
+clip = 0.5
+noise = 1.1
+dropout = 0.2
+delta = 1e-2
+[record_dp]
+enabled = yes
+clip = 1.0
+noise = 1.0
+delta = 1e-5
+[run]
+seed = 7
+threads = 1
+eval_every = 2
+INI
+eps() { sed -n "s/.*\"$1\":[[:space:]]*\([-+0-9.eE]*\).*/\1/p" "$2" | head -1; }
+
+t_begin "mpirun: 2 and 3 ranks give one process's model bytes and epsilons (client sampling, dropouts, both levels)"
+"$dpfl" train "$tmp/run.ini" --out "$tmp/one" --quiet >"$tmp/one.log" 2>&1 || t_fail "one process: $(tail -1 "$tmp/one.log")"
+for np in 2 3; do
+  if ! "${MPIRUN[@]}" $np "$dpfl" train "$tmp/run.ini" --out "$tmp/np$np" --quiet >"$tmp/np$np.log" 2>&1; then
+    t_fail "$np ranks: $(tail -2 "$tmp/np$np.log")"; continue
+  fi
+  cmp -s "$tmp/one/model.bin" "$tmp/np$np/model.bin" || t_fail "$np ranks: model.bin differs from one process's"
+  for k in client_epsilon epsilon; do
+    [ "$(eps $k "$tmp/one/summary.json")" = "$(eps $k "$tmp/np$np/summary.json")" ] ||
+      t_fail "$np ranks: $k $(eps $k "$tmp/np$np/summary.json") != $(eps $k "$tmp/one/summary.json")"
+  done
+  [ -n "$(eps client_epsilon "$tmp/np$np/summary.json")" ] || t_fail "$np ranks: no client_epsilon in summary.json"
+done
+t_end
+
+t_begin "mpirun: per-client state is refused on one line naming the setting"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/keep" --quiet --set fl.client_state=keep 2>&1)
+rc=$?
+[ $rc -ne 0 ] || t_fail "a keep-state run under mpirun exited 0"
+grep -q "fl.client_state = keep is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
+t_end
+t_summary
