@@ -100,7 +100,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLES := $(EXAMPLE_SRC:examples/c/%.c=$(BUILD)/examples/%)
 # One man page per subcommand (src/cli/cmd_NAME.c is `dpfl NAME`), rendered from the --help texts.
-MAN_CMDS := $(patsubst src/cli/cmd_%.c,%,$(wildcard src/cli/cmd_*.c))
+MAN_CMDS := $(filter-out net,$(patsubst src/cli/cmd_%.c,%,$(wildcard src/cli/cmd_*.c))) serve join keygen
 MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
 HEADERS  := $(wildcard include/dpfl/*.h)
 SHIPPED  := $(wildcard data/heart-disease/*)
@@ -185,11 +185,13 @@ $(BUILD)/man/dpfl-%.1: $(BIN) scripts/manpage.sh
 man: $(MANPAGES)
 
 # pkg-config file for the installed tree: the Debian packages dpfl links are Requires.private (needed to link
-# statically; `pkg-config --static --libs dpfl`).
+# statically; `pkg-config --static --libs dpfl`) -- all but libzmq, whose Debian .pc names static libraries Debian
+# does not ship (protokit): a static program that calls the deployment functions (include/dpfl/net.h) links
+# libzmq itself; the shared library records it as a dependency as usual.
 $(BUILD)/dpfl.pc: dpfl.pc.in FORCE
 	@mkdir -p $(dir $@)
 	@sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	     -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' $< > $@.tmp
+	     -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(filter-out libzmq,$(PKGS))|' $< > $@.tmp
 	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging]: the tool, the library (libdpfl.so.VERSION with its soname
