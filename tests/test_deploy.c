@@ -75,6 +75,27 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* the processes a test started and has not reaped: killed by its teardown if it fails midway */
+static pid_t live[64];
+static int nlive;
+
+static void forget(pid_t pid)
+{
+    for (int i = 0; i < nlive; i++)
+        if (live[i] == pid) live[i] = live[--nlive];
+}
+
+static int kill_leftovers(void **state)
+{
+    (void)state;
+    for (int i = 0; i < nlive; i++) {
+        kill(live[i], SIGKILL);
+        waitpid(live[i], NULL, 0);
+    }
+    nlive = 0;
+    return 0;
+}
+
 /* `dpfl ARGS` in the background, stdout and stderr into log; the pid is dpfl's own (exec). */
 static pid_t spawn(const char *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static pid_t spawn(const char *log, const char *fmt, ...)
@@ -91,6 +112,7 @@ static pid_t spawn(const char *log, const char *fmt, ...)
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
+    if (nlive < (int)(sizeof live / sizeof live[0])) live[nlive++] = pid;
     return pid;
 }
 
@@ -101,10 +123,14 @@ static int wait_exit(pid_t pid, double timeout)
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r == pid) {
+            forget(pid);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
         if (now_s() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
+            forget(pid);
             return -1;
         }
         sleep_s(0.02);
@@ -655,13 +681,13 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(deployed_run_equals_the_simulation),
-        cmocka_unit_test(unlisted_keys_and_impostors_are_refused),
-        cmocka_unit_test(malformed_frames_do_not_stop_the_server),
-        cmocka_unit_test(a_client_killed_mid_round_is_a_dropout),
-        cmocka_unit_test(a_resumed_server_finishes_the_uninterrupted_run),
-        cmocka_unit_test(the_heart_deployment_script_runs),
-        cmocka_unit_test(without_zmq_serve_says_what_is_missing),
+        cmocka_unit_test_teardown(deployed_run_equals_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
+        cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),
+        cmocka_unit_test_teardown(a_client_killed_mid_round_is_a_dropout, kill_leftovers),
+        cmocka_unit_test_teardown(a_resumed_server_finishes_the_uninterrupted_run, kill_leftovers),
+        cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
+        cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
