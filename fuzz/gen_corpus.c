@@ -199,10 +199,10 @@ int main(int argc, char **argv)
     /* deployment frames: one of each type, wrapped (mode 0: type, sender, payload) and whole (mode 1); a key file */
     {
         float w[3] = {0.5f, -1.0f, 2.0f};
-        dpfl_wire_msg msgs[6];
+        dpfl_wire_msg msgs[8];
         memset(msgs, 0, sizeof msgs);
-        static const char *names[6] = {"hello", "round", "update", "heartbeat", "error", "bye"};
-        for (int i = 0; i < 6; i++) msgs[i].type = (dpfl_wire_type)(i + 1);
+        static const char *names[8] = {"hello", "round", "update", "heartbeat", "error", "bye", "secagg", "round-ddp"};
+        for (int i = 0; i < 7; i++) msgs[i].type = (dpfl_wire_type)(i + 1);
         msgs[0].sender = 2, msgs[0].config_digest[0] = 1;
         msgs[1].sender = DPFL_WIRE_SERVER, msgs[1].round = 2, msgs[1].released = 1, msgs[1].lr = 0.1;
         msgs[1].update_clip = 1, msgs[1].record_z = 1.1, msgs[1].nparam = 3, msgs[1].fvec = w;
@@ -212,7 +212,11 @@ int main(int argc, char **argv)
         msgs[4].sender = DPFL_WIRE_SERVER, msgs[4].code = 3;
         strcpy(msgs[4].text, "refused: key client0 may not act as client 1");
         msgs[5].sender = DPFL_WIRE_SERVER, strcpy(msgs[5].text, "run finished after 2 rounds");
-        for (int i = 0; i < 6; i++) {
+        static const uint8_t sa[16] = {'D', 'P', 'S', 'A', 1, 1, 0, 0, 3, 0, 0, 0, 1, 2, 3, 4};
+        msgs[6].sender = 3, msgs[6].round = 2, msgs[6].data = sa, msgs[6].data_len = sizeof sa;
+        msgs[7] = msgs[1];
+        msgs[7].cohort = 4, msgs[7].index = 2, msgs[7].threshold = 3, msgs[7].client_z = 0.8, msgs[7].ddp_seed[0] = 9;
+        for (int i = 0; i < 8; i++) {
             uint8_t *f;
             size_t n;
             if (dpfl_wire_encode(&msgs[i], &f, &n, &err)) goto fail;

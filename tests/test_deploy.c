@@ -8,10 +8,13 @@
  *      dropped, and the server goes on to finish the run;
  *   4. a client killed mid-round is a dropout (sampled and charged, the noise not reduced) and the run finishes;
  *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
- *      (model, metrics, epsilons; every client's own ledger charged once per round).
+ *      (model, metrics, epsilons; every client's own ledger charged once per round);
+ *   6. scripts/deploy_heart.sh (the README's example) against dpfl train;
+ *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing.
  * Without libzmq the suite checks that serve says what is missing. */
 #include "testutil.h"
 #include "dpfl/net.h"
+#include "fl/sim_internal.h" /* PURPOSE_DROPOUT: the simulation's dropout stream */
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -75,6 +78,27 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* the processes a test started and has not reaped: killed by its teardown if it fails midway */
+static pid_t live[64];
+static int nlive;
+
+static void forget(pid_t pid)
+{
+    for (int i = 0; i < nlive; i++)
+        if (live[i] == pid) live[i] = live[--nlive];
+}
+
+static int kill_leftovers(void **state)
+{
+    (void)state;
+    for (int i = 0; i < nlive; i++) {
+        kill(live[i], SIGKILL);
+        waitpid(live[i], NULL, 0);
+    }
+    nlive = 0;
+    return 0;
+}
+
 /* `dpfl ARGS` in the background, stdout and stderr into log; the pid is dpfl's own (exec). */
 static pid_t spawn(const char *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static pid_t spawn(const char *log, const char *fmt, ...)
@@ -91,6 +115,7 @@ static pid_t spawn(const char *log, const char *fmt, ...)
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
+    if (nlive < (int)(sizeof live / sizeof live[0])) live[nlive++] = pid;
     return pid;
 }
 
@@ -101,10 +126,14 @@ static int wait_exit(pid_t pid, double timeout)
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r == pid) {
+            forget(pid);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
         if (now_s() > end) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
+            forget(pid);
             return -1;
         }
         sleep_s(0.02);
@@ -217,14 +246,19 @@ static void assert_same_summary_value(const char *a, const char *b, const char *
 }
 
 /* ---------------------------------------------------------------------------------------------- set-up */
-static void write_config(const char *path, int clients, int rounds, const char *extra)
+static void write_config_seed(const char *path, int clients, int rounds, const char *extra, int seed)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f, "[data]\ndataset = synthetic\nclients = %d\n\n[model]\narch = mlp:20-16-10\n\n[fl]\nrounds = %d\n"
-               "local_steps = 3\nbatch = 16\n%s\n[run]\nseed = 11\nallow_large_delta = yes\n",
-            clients, rounds, extra);
+               "local_steps = 3\nbatch = 16\n%s\n[run]\nseed = %d\nallow_large_delta = yes\n",
+            clients, rounds, extra, seed);
     fclose(f);
+}
+
+static void write_config(const char *path, int clients, int rounds, const char *extra)
+{
+    write_config_seed(path, clients, rounds, extra, 11);
 }
 
 static const char *DP = "optimizer = sgd\nmomentum = 0.9\nclient_state = keep\n\n"
@@ -249,7 +283,7 @@ static int setup(void **state)
     }
     strcpy(tmp, "/tmp/dpfl-test-deploy-XXXXXX");
     if (!mkdtemp(tmp)) return -1;
-    /* the server's pair, clients 0-3, the allow-list with clients 0-2; an intruder's pair named client2 */
+    /* the server's pair, clients 0-3 and the allow-list with them; an intruder's pair named client2 */
     dpfl_error err;
     char dir[600];
     if (dpfl_net_keygen(tp("keys/server"), "server", 0, NULL, &err)) return -1;
@@ -262,8 +296,8 @@ static int setup(void **state)
     if (dpfl_net_keygen(tp("keys/intruder"), "client2", 0, NULL, &err)) return -1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s/keys' && mkdir -p server/clients && cp c0/client0.pub c1/client1.pub "
-                              "c2/client2.pub server/clients/ && for d in c0 c1 c2 c3 intruder; do cp server/server.pub $d/; "
-                              "done", tmp);
+                              "c2/client2.pub c3/client3.pub server/clients/ && for d in c0 c1 c2 c3 intruder; do "
+                              "cp server/server.pub $d/; done", tmp);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -640,6 +674,73 @@ static void the_heart_deployment_script_runs(void **state)
     cJSON_Delete(sum);
 }
 
+/* ---------------------------------------------------------------------------------------------- 7 */
+/* Distributed DP over the wire: every client clips, rounds, noises and masks its own update; the server runs secure
+ * aggregation with the clients' processes.  Without dropouts: the simulation's bytes.  With a real dropout -- client
+ * 3 killed after it shared its keys, before its masked input -- the survivors unmask the sum without it (its
+ * pairwise masks rebuilt from the shares), which is exactly the simulation in which client_dp.dropout drops client
+ * 3 in that round (the simulated dropout too shares its keys first): the same model bytes. */
+static const char *DDP = "[client_dp]\nenabled = yes\nmechanism = ddp\nnoise = 0.8\nclip = 1.0\ndelta = 0.01\n"
+                         "ddp_tolerated_dropout = 0.25\n";
+
+static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t7.ini"));
+    write_config(cfg, 4, 3, DDP);
+    train(cfg, tp("t7-sim"));
+    int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t7-dep"), tp("t7-server.log"), "--join-timeout 30 --round-timeout 30");
+    pid_t cl[4];
+    for (int k = 0; k < 4; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t7-state%d", k), tp("t7-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t7-server.log"), 60);
+    for (int k = 0; k < 4; k++) expect_exit(cl[k], 0, tp("t7-client%d.log", k), 10);
+    assert_same_bytes(tp("t7-sim/model.bin"), tp("t7-dep/model.bin"));
+    assert_same_file(tp("t7-sim/metrics.jsonl"), tp("t7-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t7-sim/summary.json"), tp("t7-dep/summary.json"), "client_epsilon");
+    assert_true(contains(tp("t7-server.log"), "round 3: the sum of 4 masked inputs unmasked (4 answers)"));
+
+    /* a seed whose simulated dropouts (p = 0.3) drop client 3 alone in round 1 */
+    int seed = 0;
+    for (int sd = 1; sd < 5000 && !seed; sd++) {
+        dpfl_rng root, d;
+        dpfl_rng_init_seed(&root, (uint64_t)sd);
+        int pattern = 0;
+        for (int k = 0; k < 4; k++) {
+            dpfl_rng_derive(&root, &d, 1, (uint64_t)k, PURPOSE_DROPOUT);
+            pattern |= dpfl_rng_bernoulli(&d, 0.3) << k;
+        }
+        if (pattern == 8) seed = sd;
+    }
+    assert_true(seed > 0);
+    char extra[512], cfg2[512];
+    snprintf(cfg2, sizeof cfg2, "%s", tp("t7b.ini"));
+    write_config_seed(cfg2, 4, 1, DDP, seed);
+    snprintf(extra, sizeof extra, "%sdropout = 0.3\n", DDP); /* the simulation: the same, client 3 dropping */
+    write_config_seed(tp("t7b-sim.ini"), 4, 1, extra, seed);
+    train(tp("t7b-sim.ini"), tp("t7b-sim"));
+    port = free_port();
+    srv = serve(port, cfg2, tp("t7b-dep"), tp("t7b-server.log"), "--join-timeout 30 --round-timeout 1.5");
+    for (int k = 0; k < 4; k++)
+        cl[k] = join(port, cfg2, k, tp("keys/c%d", k), tp("t7b-state%d", k), tp("t7b-client%d.log", k),
+                     k == 3 ? "--delay 30" : "");
+    /* client 3's ledger is written when it has its masked input ready, after its shares went out: killed there */
+    const double end = now_s() + 30;
+    while (access(tp("t7b-state3/client.bin"), F_OK) != 0 && now_s() < end) sleep_s(0.02);
+    assert_int_equal(access(tp("t7b-state3/client.bin"), F_OK), 0);
+    kill(cl[3], SIGKILL);
+    assert_int_equal(wait_exit(cl[3], 5), 128 + SIGKILL);
+    expect_exit(srv, 0, tp("t7b-server.log"), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t7b-client%d.log", k), 10);
+    assert_true(contains(tp("t7b-server.log"), "round 1: client 3 did not send its masked input"));
+    assert_true(contains(tp("t7b-server.log"), "round 1: the sum of 3 masked inputs unmasked (3 answers)"));
+    assert_same_bytes(tp("t7b-sim/model.bin"), tp("t7b-dep/model.bin"));
+    assert_same_summary_value(tp("t7b-sim/summary.json"), tp("t7b-dep/summary.json"), "client_epsilon");
+}
+
 /* Without libzmq: serve and join fail with one line naming what is missing. */
 static void without_zmq_serve_says_what_is_missing(void **state)
 {
@@ -655,13 +756,14 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(deployed_run_equals_the_simulation),
-        cmocka_unit_test(unlisted_keys_and_impostors_are_refused),
-        cmocka_unit_test(malformed_frames_do_not_stop_the_server),
-        cmocka_unit_test(a_client_killed_mid_round_is_a_dropout),
-        cmocka_unit_test(a_resumed_server_finishes_the_uninterrupted_run),
-        cmocka_unit_test(the_heart_deployment_script_runs),
-        cmocka_unit_test(without_zmq_serve_says_what_is_missing),
+        cmocka_unit_test_teardown(deployed_run_equals_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
+        cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),
+        cmocka_unit_test_teardown(a_client_killed_mid_round_is_a_dropout, kill_leftovers),
+        cmocka_unit_test_teardown(a_resumed_server_finishes_the_uninterrupted_run, kill_leftovers),
+        cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
+        cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),
+        cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -67,7 +67,7 @@ static void every_type_round_trips(void **state)
 {
     (void)state;
     float w[5] = {1.0f, -2.5f, 3e-7f, 0.0f, 1e30f};
-    dpfl_wire_msg msgs[7];
+    dpfl_wire_msg msgs[9];
     memset(msgs, 0, sizeof msgs);
     msgs[0] = round_msg(w, 5);
     msgs[1] = update_msg(w, 5);
@@ -78,7 +78,12 @@ static void every_type_round_trips(void **state)
     msgs[5].type = DPFL_WIRE_ERROR, msgs[5].sender = DPFL_WIRE_SERVER, msgs[5].code = 3, msgs[5].round = 2;
     dpfl_wire_set_text(&msgs[5], "refused: key %s\n", "x"); /* the newline becomes '?' */
     msgs[6].type = DPFL_WIRE_BYE, msgs[6].sender = 1;
-    for (int i = 0; i < 7; i++) {
+    const uint8_t sa[20] = {'D', 'P', 'S', 'A', 1, 5, 0, 0, 2, 0, 0, 0, 9, 8, 7, 6, 5, 4, 3, 2};
+    msgs[7].type = DPFL_WIRE_SECAGG, msgs[7].sender = 2, msgs[7].round = 4, msgs[7].data = sa, msgs[7].data_len = 20;
+    msgs[8] = round_msg(w, 5); /* distributed DP */
+    msgs[8].cohort = 4, msgs[8].index = 3, msgs[8].threshold = 3, msgs[8].client_z = 0.7;
+    for (int i = 0; i < 32; i++) msgs[8].ddp_seed[i] = (uint8_t)(7 * i);
+    for (int i = 0; i < 9; i++) {
         uint8_t *buf, *again;
         size_t len, len2;
         dpfl_error err;
@@ -98,6 +103,11 @@ static void every_type_round_trips(void **state)
         assert_true(d.steps == msgs[i].steps && d.examples == msgs[i].examples && d.clipped == msgs[i].clipped &&
                     d.loss_sum == msgs[i].loss_sum && d.flags == msgs[i].flags);
         assert_true(d.rounds == msgs[i].rounds && d.released == msgs[i].released && d.code == msgs[i].code);
+        assert_true(d.cohort == msgs[i].cohort && d.index == msgs[i].index && d.threshold == msgs[i].threshold &&
+                    d.client_z == msgs[i].client_z);
+        assert_memory_equal(d.ddp_seed, msgs[i].ddp_seed, 32);
+        assert_int_equal(d.data_len, msgs[i].data_len);
+        if (d.data_len) assert_memory_equal(d.data, msgs[i].data, d.data_len);
         assert_string_equal(d.text, msgs[i].text);
         assert_true((d.vec != NULL) == (d.type == DPFL_WIRE_ROUND || d.type == DPFL_WIRE_UPDATE));
         if (d.vec) {
@@ -144,7 +154,7 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
     EDIT(0, 'X', "bad magic");
     EDIT(4, 2, "version 2 is not supported");
     EDIT(5, 0, "unknown frame type 0");
-    EDIT(5, 9, "unknown frame type 9");
+    EDIT(5, 8, "unknown frame type 8");
     EDIT(6, 1, "reserved bits");
     EDIT(15, 0x7f, "oversized update frame");
     /* one byte less of payload announced: the length no longer matches the bytes */
@@ -196,6 +206,44 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
     memcpy(b2 + P0 + 16, &neg, 8);
     reseal(b2, len);
     expect_refused(b2, len, "out of range");
+    /* distributed-DP values: a noise without a cohort; an id outside the cohort */
+    const size_t DDP = P0 + 8 + 24 + 64; /* cohort, index, threshold, client_z, seed */
+    memcpy(b2, good, len);
+    b2[DDP + 12 + 7] = 0x3f;
+    reseal(b2, len);
+    expect_refused(b2, len, "distributed-DP values without a cohort");
+    free(b2);
+    free(good);
+    r.cohort = 3, r.index = 1, r.threshold = 2, r.client_z = 1.0;
+    assert_int_equal(dpfl_wire_encode(&r, &good, &len, &err), DPFL_OK);
+    b2 = malloc(len);
+    memcpy(b2, good, len);
+    b2[DDP + 4] = 3; /* index 3 of 3 */
+    reseal(b2, len);
+    expect_refused(b2, len, "client 3 of a cohort of 3");
+    memcpy(b2, good, len);
+    b2[DDP + 8] = 1; /* threshold 1 */
+    reseal(b2, len);
+    expect_refused(b2, len, "threshold 1");
+    free(b2);
+    free(good);
+
+    /* a secure-aggregation frame shorter than a message header */
+    dpfl_wire_msg sg;
+    memset(&sg, 0, sizeof sg);
+    sg.type = DPFL_WIRE_SECAGG;
+    sg.round = 1;
+    const uint8_t sa[12] = {'D', 'P', 'S', 'A', 1, 1};
+    sg.data = sa, sg.data_len = 11;
+    assert_int_equal(dpfl_wire_encode(&sg, &good, &len, &err), DPFL_EFORMAT);
+    sg.data_len = 12;
+    assert_int_equal(dpfl_wire_encode(&sg, &good, &len, &err), DPFL_OK);
+    b2 = malloc(len);
+    memcpy(b2, good, len - 5);
+    const uint32_t shorter = 4 + 11;
+    memcpy(b2 + 12, &shorter, 4);
+    reseal(b2, len - 1);
+    expect_refused(b2, len - 1, "does not fit its layout");
     free(b2);
     free(good);
 

@@ -21,11 +21,15 @@
  *   HELLO      u8 config_digest[32], u8 partition_digest[32], u8 partition_key[32], u64 nparam, u32 rounds,
  *              u32 released  (a client sends its config digest and zeros; the server answers with everything)
  *   ROUND      u32 round, u32 released, f64 lr, f64 update_clip, f64 record_z, u8 rates_digest[32],
- *              u8 model_digest[32], u64 nparam, f32 model[nparam]      (server -> the round's clients)
+ *              u8 model_digest[32], u32 cohort, u32 index, u32 threshold, f64 client_z, u8 ddp_seed[32],
+ *              u64 nparam, f32 model[nparam]      (server -> the round's clients; cohort = 0 unless
+ *              client_dp.mechanism = ddp: then the round's n sampled clients, this client's secure-aggregation id,
+ *              the threshold t, the noise multiplier and the rotation seed)
  *   UPDATE     u32 round, u32 flags, u8 model_digest[32], i64 steps, i64 examples, f64 loss_sum, i64 clipped,
  *              u64 nparam, f32 update[nparam]                          (client -> server; every value finite)
  *   HEARTBEAT  u32 round
  *   ERROR, BYE u32 code, u32 round, text (0..DPFL_WIRE_MAX_TEXT printable ASCII bytes, no terminator)
+ *   SECAGG     u32 round, a secure-aggregation message (include/dpfl/secagg.h, at least its 12-byte header)
  * The decoder is strict: any frame that is truncated, oversized, of another version or type, with a wrong
  * checksum, reserved bits set, a payload that does not match its type's layout or values out of range is an
  * error (DPFL_EFORMAT) naming what is wrong, and nothing of it is used. */
@@ -50,7 +54,8 @@ typedef enum {
     DPFL_WIRE_UPDATE = 3,
     DPFL_WIRE_HEARTBEAT = 4,
     DPFL_WIRE_ERROR = 5,
-    DPFL_WIRE_BYE = 6
+    DPFL_WIRE_BYE = 6,
+    DPFL_WIRE_SECAGG = 7
 } dpfl_wire_type;
 
 /* One frame, decoded (dpfl_wire_decode) or to encode (dpfl_wire_encode).  Fields a type does not carry are 0. */
@@ -64,6 +69,11 @@ typedef struct {
     double lr, update_clip, record_z; /* ROUND: the mechanism the client must run */
     uint8_t rates_digest[32];         /* ROUND: per-record rates of the client (rPDP-FL), zeros without */
     uint8_t model_digest[32];         /* ROUND: of its model; UPDATE: of the model the client trained from */
+    uint32_t cohort, index, threshold; /* ROUND, distributed DP: n, the client's id in the round, t (else 0) */
+    double client_z;                  /* ROUND, distributed DP: the noise multiplier of the round (else 0) */
+    uint8_t ddp_seed[32];             /* ROUND, distributed DP: the round's public rotation seed (else 0) */
+    const uint8_t *data;              /* SECAGG: the message (points into a decoded frame) */
+    size_t data_len;
     uint32_t flags;                   /* UPDATE */
     int64_t steps, examples, clipped; /* UPDATE */
     double loss_sum;                  /* UPDATE */
@@ -94,9 +104,9 @@ void dpfl_wire_set_text(dpfl_wire_msg *m, const char *fmt, ...) __attribute__((f
 dpfl_status dpfl_z85_encode(const uint8_t *in, size_t n, char *out, dpfl_error *err);
 dpfl_status dpfl_z85_decode(const char *in, uint8_t *out, size_t cap, size_t *n, dpfl_error *err);
 /* A CURVE key pair (X25519, libsodium): DIR/NAME.key (the secret key, Z85, mode 0600) and DIR/NAME.pub (the
- * public key, Z85), each one line, written atomically; DIR (and its parents) created with mode 0700; an existing NAME.key is refused unless
- * force.  NAME: letters, digits, '_', '-', '.', not starting with '.', at most 64 characters.  pub_z85 (41 bytes,
- * may be NULL) gets the public key. */
+ * public key, Z85), each one line, written atomically; DIR (and its parents) created with mode 0700; an existing
+ * NAME.key is refused unless force.  NAME: letters, digits, '_', '-', '.', not starting with '.', at most 64
+ * characters.  pub_z85 (41 bytes, may be NULL) gets the public key. */
 dpfl_status dpfl_net_keygen(const char *dir, const char *name, int force, char *pub_z85, dpfl_error *err);
 /* Read a key file written by dpfl_net_keygen (one Z85 line of 40 characters). */
 dpfl_status dpfl_net_key_read(const char *path, uint8_t key[32], dpfl_error *err);

@@ -29,6 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* the type byte of a message's header (byte 5), for transports that route messages by step */
+enum {
+    DPFL_SECAGG_ADVERT = 1, DPFL_SECAGG_KEYS = 2, DPFL_SECAGG_SHARES = 3, DPFL_SECAGG_SHARES_FOR = 4,
+    DPFL_SECAGG_MASKED = 5, DPFL_SECAGG_UNMASK_REQ = 6, DPFL_SECAGG_UNMASK = 7
+};
+
 #define DPFL_SECAGG_MAX_CLIENTS 10000u
 #define DPFL_SECAGG_MAX_LEN ((size_t)10000000)
 #define DPFL_SECAGG_SERVER_ID 0xFFFFFFFFu

@@ -24,7 +24,7 @@ static size_t pow2_at_least(size_t P)
     return d;
 }
 
-static void seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32])
+void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32])
 {
     dpfl_rng r;
     dpfl_rng_derive(root, &r, a, b, c);
@@ -46,12 +46,13 @@ static void secagg_round_free(dpfl_sim *s)
     s->sa_sf = NULL;
     dpfl_secagg_server_free(s->sa_server);
     s->sa_server = NULL;
-    for (int32_t j = 0; s->ddp_masked && j < s->nslots; j++) dpfl_secagg_msg_free(&s->ddp_masked[j]);
+    for (int32_t j = 0; s->ddp_masked && j < s->ddp_nslots; j++) dpfl_secagg_msg_free(&s->ddp_masked[j]);
 }
 
 dpfl_status fl_ddp_create(dpfl_sim *s, dpfl_error *err)
 {
     const size_t d = pow2_at_least(s->model->nparam);
+    s->ddp_nslots = s->nslots; /* the in-process slots (a network round's extra slots need none of these) */
     s->ddp_enc = calloc((size_t)s->nslots, sizeof *s->ddp_enc);
     s->ddp_masked = calloc((size_t)s->nslots, sizeof *s->ddp_masked);
     s->ddp_err = calloc((size_t)s->nslots, sizeof *s->ddp_err);
@@ -71,7 +72,7 @@ dpfl_status fl_ddp_create(dpfl_sim *s, dpfl_error *err)
 void fl_ddp_free(dpfl_sim *s)
 {
     secagg_round_free(s);
-    for (int32_t j = 0; s->ddp_enc && j < s->nslots; j++) dpfl_free(s->ddp_enc[j]);
+    for (int32_t j = 0; s->ddp_enc && j < s->ddp_nslots; j++) dpfl_free(s->ddp_enc[j]);
     free(s->ddp_enc);
     free(s->ddp_masked);
     free(s->ddp_err);
@@ -97,6 +98,16 @@ dpfl_status fl_ddp_set_noise(dpfl_sim *s, double z, dpfl_error *err)
                               cfg->client_dp.ddp_tolerated_dropout, &s->ddp_plan, err);
 }
 
+/* The clients' Poisson table for a round of n: lambda = the client variance / 2 (kept while it does not change). */
+static dpfl_status noise_table(dpfl_sim *s, int32_t n, dpfl_error *err)
+{
+    const double lambda = dpfl_ddp_client_variance(&s->ddp_plan, n) / 2;
+    if (s->ddp_noise && dpfl_poisson_table_lambda(s->ddp_noise) == lambda) return DPFL_OK;
+    dpfl_poisson_table_free(s->ddp_noise);
+    s->ddp_noise = NULL;
+    return dpfl_poisson_table_make(lambda, &s->ddp_noise, err);
+}
+
 dpfl_status fl_ddp_begin(dpfl_sim *s, int32_t round, dpfl_error *err)
 {
     secagg_round_free(s);
@@ -111,25 +122,20 @@ dpfl_status fl_ddp_begin(dpfl_sim *s, int32_t round, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "round %d: %d clients, more than secure aggregation's %u; lower "
                                            "fl.client_rate", (int)round, n, DPFL_SECAGG_MAX_CLIENTS);
     s->ddp_t = dpfl_ddp_threshold(p, n);
-    const double lambda = dpfl_ddp_client_variance(p, n) / 2;
-    if (!s->ddp_noise || dpfl_poisson_table_lambda(s->ddp_noise) != lambda) {
-        dpfl_poisson_table_free(s->ddp_noise);
-        s->ddp_noise = NULL;
-        dpfl_status st = dpfl_poisson_table_make(lambda, &s->ddp_noise, err);
-        if (st) return st;
-    }
-    seed_bytes(&s->root, (uint64_t)round, UINT64_MAX, PURPOSE_DDP_ROTATION, s->ddp_seed);
+    dpfl_status st;
+    if (!s->ddp_remote && (st = noise_table(s, n, err))) return st; /* remote: the clients draw their own noise */
+    fl_ddp_seed_bytes(&s->root, (uint64_t)round, UINT64_MAX, PURPOSE_DDP_ROTATION, s->ddp_seed);
     if (!s->ddp_secagg) return DPFL_OK;
     const dpfl_secagg_params sp = {(uint32_t)n, (uint32_t)s->ddp_t, (uint32_t)p->bits, p->d};
-    dpfl_status st = dpfl_secagg_server_create(&sp, &s->sa_server, err);
-    if (st) return st;
+    if ((st = dpfl_secagg_server_create(&sp, &s->sa_server, err))) return st;
+    if (s->ddp_remote) return DPFL_OK; /* rounds 0-2 over the network (run_clients) */
     s->sa_clients = calloc((size_t)n, sizeof *s->sa_clients);
     s->sa_sf = calloc((size_t)n, sizeof *s->sa_sf);
     if (!s->sa_clients || !s->sa_sf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (secure aggregation, %d clients)", n);
     dpfl_secagg_msg msg = {0}, keys = {0};
     for (int32_t i = 0; i < n; i++) {
         uint8_t seed[32];
-        seed_bytes(&s->root, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_SECAGG, seed);
+        fl_ddp_seed_bytes(&s->root, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_SECAGG, seed);
         if ((st = dpfl_secagg_client_create(&sp, (uint32_t)i, seed, &s->sa_clients[i], err)) ||
             (st = dpfl_secagg_client_advertise(s->sa_clients[i], &msg, err)) ||
             (st = dpfl_secagg_server_add_advert(s->sa_server, msg.data, msg.len, err)))
@@ -151,6 +157,37 @@ out:
     return st;
 }
 
+/* Client k's update u, clipped, rotated, rounded, noised and wrapped into enc, with the client's own stream. */
+static dpfl_status encode(dpfl_sim *s, worker *w, int32_t k, const float *u, uint32_t *enc, double *norm,
+                          dpfl_error *err)
+{
+    dpfl_rng rng; /* the client's own stream: its rounding and its noise */
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)k, PURPOSE_DDP_CLIENT);
+    int tries;
+    return dpfl_ddp_encode(&s->ddp_plan, u, s->ddp_seed, s->ddp_noise, &rng, w->ddp_work, w->ddp_iwork, enc, norm,
+                           &tries, err);
+}
+
+dpfl_status fl_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
+                                dpfl_error *err)
+{
+    if (!(s->ddp_plan.z > 0)) return dpfl_fail(err, DPFL_EINVAL, "distributed DP: no noise multiplier set");
+    if (n < 2 || t != dpfl_ddp_threshold(&s->ddp_plan, n))
+        return dpfl_fail(err, DPFL_EINVAL, "distributed DP: threshold %d for a cohort of %d, this client's plan "
+                                           "gives %d (the same client_dp settings are needed)", t, n,
+                         n >= 2 ? dpfl_ddp_threshold(&s->ddp_plan, n) : 0);
+    s->round = round;
+    s->ddp_t = t;
+    memcpy(s->ddp_seed, seed, 32);
+    return noise_table(s, n, err);
+}
+
+dpfl_status fl_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
+                                 dpfl_error *err)
+{
+    return encode(s, &s->workers[0], k, u, enc, norm, err);
+}
+
 void fl_ddp_client(dpfl_sim *s, worker *w, int32_t i, int32_t j, const float *u)
 {
     client_result *r = &s->results[i];
@@ -159,11 +196,7 @@ void fl_ddp_client(dpfl_sim *s, worker *w, int32_t i, int32_t j, const float *u)
         r->norm = dpfl_vec_norm2(u, s->model->nparam);
         return;
     }
-    dpfl_rng rng; /* the client's own stream: its rounding and its noise */
-    dpfl_rng_derive(&s->root, &rng, (uint64_t)s->round, (uint64_t)r->client, PURPOSE_DDP_CLIENT);
-    int tries;
-    dpfl_status st = dpfl_ddp_encode(&s->ddp_plan, u, s->ddp_seed, s->ddp_noise, &rng, w->ddp_work, w->ddp_iwork,
-                                     s->ddp_enc[j], &r->norm, &tries, &s->ddp_err[j]);
+    dpfl_status st = encode(s, w, r->client, u, s->ddp_enc[j], &r->norm, &s->ddp_err[j]);
     if (!st && s->ddp_secagg)
         st = dpfl_secagg_client_masked_input(s->sa_clients[i], s->sa_sf[i].data, s->sa_sf[i].len, s->ddp_enc[j],
                                              &s->ddp_masked[j], &s->ddp_err[j]);
@@ -176,6 +209,10 @@ dpfl_status fl_ddp_arrive(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics 
     m->replied++;
     s->ddp_clipped += r->norm > s->S; /* a simulation diagnostic: a real server never sees the norm */
     if (!s->ddp_t) return DPFL_OK;
+    if (s->ddp_remote) { /* its masked input was added as it arrived (the transport refuses a malformed one) */
+        s->ddp_arrived++;
+        return DPFL_OK;
+    }
     if (r->ddp_status)
         return dpfl_fail(err, r->ddp_status, "client %d (distributed DP): %s", r->client, s->ddp_err[j].msg);
     dpfl_status st = DPFL_OK;
@@ -198,10 +235,17 @@ dpfl_status fl_ddp_release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->ddp_threshold = s->ddp_t;
     m->ddp_released = 0;
     m->update_clip = s->S;
-    if (m->replied > 0) m->update_clip_fraction = (double)s->ddp_clipped / m->replied;
+    if (m->replied > 0 && !s->ddp_remote) m->update_clip_fraction = (double)s->ddp_clipped / m->replied;
     dpfl_status st = DPFL_OK;
     if (s->ddp_t && s->ddp_arrived >= s->ddp_t) {
-        if (s->ddp_secagg) {
+        if (s->ddp_remote) {
+            dpfl_secagg_msg req = {0};
+            int released = 0;
+            if (!(st = dpfl_secagg_server_unmask_request(s->sa_server, &req, err)))
+                st = s->transport->secagg_finish(s, req.data, req.len, &released, err);
+            dpfl_secagg_msg_free(&req);
+            if (st || !released) goto out; /* too few answers to unmask: nothing is released */
+        } else if (s->ddp_secagg) {
             dpfl_secagg_msg req = {0}, msg = {0};
             if ((st = dpfl_secagg_server_unmask_request(s->sa_server, &req, err))) goto out;
             for (int32_t i = 0; i < s->nsampled && !st; i++) {

@@ -205,6 +205,7 @@ fail:
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
 {
     s->transport = t ? t : &fl_transport_local;
+    s->ddp_remote = s->transport->secagg_finish != NULL;
 }
 
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)

@@ -70,6 +70,11 @@ struct dpfl_transport {
     /* optional: once the run is set up (before its first round), and when it ends (st: how) */
     dpfl_status (*start)(const dpfl_transport *t, const fl_transport_setup *setup, dpfl_error *err);
     void (*finish)(const dpfl_transport *t, dpfl_status st, const char *why);
+    /* client_dp.mechanism = ddp with remote clients (NULL: in process): run_clients carries secure aggregation's
+     * rounds 0-2 and adds the masked inputs that arrive to s->sa_server; this carries the unmasking round (req: the
+     * UNMASK_REQ broadcast to the clients that were not dropped) and finishes: *released = 1 when s->ddp_sum holds
+     * the sum, 0 when too few answered (the round then releases nothing). */
+    dpfl_status (*secagg_finish)(dpfl_sim *s, const uint8_t *req, size_t len, int *released, dpfl_error *err);
     void *ctx;
 };
 typedef struct dpfl_transport fl_transport;
@@ -136,11 +141,13 @@ struct dpfl_sim {
     eval_job *jobs;
     /* distributed DP (client_dp.mechanism = ddp; ddp_round.c) */
     int ddp, ddp_secagg;
+    int ddp_remote;                  /* the clients are other processes (transport->secagg_finish) */
     dpfl_ddp_plan ddp_plan;          /* for the noise multiplier in force (ddp_plan.z == 0: none yet) */
     dpfl_poisson_table *ddp_noise;   /* the clients' Poisson table (lambda = client variance / 2) */
     uint8_t ddp_seed[32];            /* the round's public rotation seed */
     int32_t ddp_t;                   /* the round's threshold; 0: the round can release nothing */
     int32_t ddp_arrived, ddp_clipped;
+    int32_t ddp_nslots;              /* slots the next three have */
     uint32_t **ddp_enc;              /* per slot: the client's wrapped vector (d values) */
     dpfl_secagg_msg *ddp_masked;     /* per slot: its masked input */
     dpfl_error *ddp_err;             /* per slot */
@@ -189,6 +196,15 @@ dpfl_status fl_ddp_begin(dpfl_sim *s, int32_t round, dpfl_error *err); /* after 
 void fl_ddp_client(dpfl_sim *s, worker *w, int32_t i, int32_t j, const float *u); /* worker thread */
 dpfl_status fl_ddp_arrive(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err);
 dpfl_status fl_ddp_release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
+/* Deployment, the client's side (src/net/client.c): the round's public values as the server sent them (n sampled,
+ * threshold t, rotation seed; t is checked against this client's plan), then client k's update u encoded into enc
+ * (the plan's d values) with its own stream -- what fl_ddp_client does in process before masking. */
+dpfl_status fl_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
+                                dpfl_error *err);
+dpfl_status fl_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
+                                 dpfl_error *err);
+/* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
+void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
 typedef struct {
     dpfl_sim *s;

@@ -29,6 +29,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
                                        "libzmq3-dev (scripts/setup.sh does) and rebuild with make");
 }
 #else
+#include "dpfl/secagg.h"
 #include "fl/run_internal.h"
 
 #include <cjson/cJSON.h>
@@ -65,6 +66,12 @@ typedef struct {
     size_t last_len;
     uint8_t last_digest[32];
     int handshake_failures;
+    /* distributed DP: the round in progress (secure aggregation's client and this client's encoded update) */
+    int ddp;
+    dpfl_secagg_client *sa;
+    int32_t sa_round, enc_round;
+    uint32_t *enc;
+    uint8_t enc_digest[32];
 } client;
 
 #define LOG(cl, ...) net_log((cl)->who, __VA_ARGS__)
@@ -275,12 +282,11 @@ static dpfl_status state_load(client *cl, dpfl_error *err)
     }
     if (!why && flen) {
         if (!(cl->last_frame = malloc(flen))) why = "out of memory";
-        else {
-            memcpy(cl->last_frame, r.p, flen);
-            cl->last_len = flen;
-            cl->last_round = last_round;
-            memcpy(cl->last_digest, ld, 32);
-        }
+        else memcpy(cl->last_frame, r.p, flen), cl->last_len = flen;
+    }
+    if (!why) { /* distributed DP keeps no frame: the round whose masked input went out */
+        cl->last_round = last_round;
+        memcpy(cl->last_digest, ld, 32);
     }
     if (!why) {
         c->ledger.participations[cl->k] = led[0];
@@ -350,7 +356,8 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
     const double z = c->rdp_on ? c->rs.record_z : 0.0;
     uint8_t rd[32], md[32];
     why[0] = '\0';
-    if (m->nparam != cl->P) snprintf(why, cap, "%llu parameters, this client's model has %zu", (unsigned long long)m->nparam, cl->P);
+    if (m->nparam != cl->P)
+        snprintf(why, cap, "%llu parameters, this client's model has %zu", (unsigned long long)m->nparam, cl->P);
     else if (m->lr != lr) snprintf(why, cap, "learning rate %.17g, this client's schedule gives %.17g", m->lr, lr);
     else if (m->record_z != z)
         snprintf(why, cap, "record-level noise multiplier %.17g, this client's is %.17g (same config and fl.rounds?)",
@@ -380,6 +387,168 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
     return why;
 }
 
+/* Charged before anything of the round's training leaves: the steps the server's ledger charges for this client,
+ * and with rPDP-FL the round itself (released with this client's contribution in it). */
+static void charge_own(client *cl, int32_t round)
+{
+    run_ctx *c = cl->c;
+    const int64_t steps = dpfl_sim_client_steps(c->sim, cl->k);
+    dpfl_ledger_charge(&c->ledger, &cl->k, 1, &steps);
+    cl->rounds_trained++;
+    if (c->rpdp.on && cl->replayed < round) {
+        fl_rpdp_charge(&c->rpdp);
+        cl->replayed = round;
+    }
+}
+
+static void send_secagg(client *cl, uint32_t round, const dpfl_secagg_msg *sm)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_SECAGG;
+    m.sender = (uint32_t)cl->k;
+    m.round = round;
+    m.data = sm->data;
+    m.data_len = sm->len;
+    send_msg(cl, &m);
+}
+
+static void refuse(client *cl, uint32_t round, const char *why)
+{
+    LOG(cl, "round %u refused: %s", round, why);
+    send_simple(cl, DPFL_WIRE_ERROR, 5, round, why);
+}
+
+/* Distributed DP: train and encode (clip, rotate, round, Skellam noise, wrap: the simulation's fl_ddp_client) and
+ * advertise this round's secure-aggregation keys; the rest of the protocol follows the server's messages
+ * (on_secagg).  The encoded update is kept for the round and model: a protocol the server restarts before this
+ * client sent its masked input reuses it (nothing of it has left). */
+static dpfl_status on_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
+{
+    run_ctx *c = cl->c;
+    dpfl_sim *s = c->sim;
+    char why[600];
+    if (m->cohort == 0) {
+        refuse(cl, m->round, "the round carries no distributed-DP values (this client runs client_dp.mechanism = ddp)");
+        return DPFL_OK;
+    }
+    if ((int32_t)m->round == cl->last_round) { /* a resumed server, or a replay */
+        refuse(cl, m->round, "this client has sent its masked input of this round already: a second secure "
+                             "aggregation of it could reveal it by difference");
+        return DPFL_OK;
+    }
+    dpfl_error e;
+    if (m->update_clip != c->cfg->client_dp.clip) {
+        snprintf(why, sizeof why, "update clip %.17g, this client's is %.17g", m->update_clip, c->cfg->client_dp.clip);
+        refuse(cl, m->round, why);
+        return DPFL_OK;
+    }
+    dpfl_sim_set_update_clip(s, m->update_clip);
+    if (dpfl_sim_set_client_noise(s, (int32_t)m->round, dpfl_round_client_noise(c->cfg, (int32_t)m->round,
+                                                                                 c->rs.client_z), &e) ||
+        fl_ddp_client_setup(s, (int32_t)m->round, (int32_t)m->cohort, (int32_t)m->threshold, m->ddp_seed, &e)) {
+        refuse(cl, m->round, e.msg);
+        return DPFL_OK;
+    }
+    if (s->ddp_plan.z != m->client_z) {
+        snprintf(why, sizeof why, "client-level noise multiplier %.17g, this client's is %.17g", m->client_z,
+                 s->ddp_plan.z);
+        refuse(cl, m->round, why);
+        return DPFL_OK;
+    }
+    if (!cl->enc && !(cl->enc = dpfl_alloc(s->ddp_plan.d * sizeof(uint32_t), err))) return DPFL_ENOMEM;
+    if (cl->enc_round != (int32_t)m->round || memcmp(cl->enc_digest, m->model_digest, 32)) {
+        client_result res;
+        double norm;
+        dpfl_status st = fl_client_round(s, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
+        if (st) return st;
+        if (fl_ddp_client_encode(s, cl->k, cl->update, cl->enc, &norm, &e)) {
+            refuse(cl, m->round, e.msg);
+            return DPFL_OK;
+        }
+        cl->enc_round = (int32_t)m->round;
+        memcpy(cl->enc_digest, m->model_digest, 32);
+    }
+    dpfl_secagg_client_free(cl->sa);
+    cl->sa = NULL;
+    const dpfl_secagg_params sp = {m->cohort, m->threshold, (uint32_t)s->ddp_plan.bits, s->ddp_plan.d};
+    uint8_t seed[32];
+    if (c->root.seeded) fl_ddp_seed_bytes(&c->root, m->round, (uint64_t)cl->k, PURPOSE_SECAGG, seed);
+    dpfl_secagg_msg adv = {0};
+    if (dpfl_secagg_client_create(&sp, m->index, c->root.seeded ? seed : NULL, &cl->sa, &e) ||
+        dpfl_secagg_client_advertise(cl->sa, &adv, &e)) {
+        refuse(cl, m->round, e.msg);
+        dpfl_secagg_client_free(cl->sa);
+        cl->sa = NULL;
+        return DPFL_OK;
+    }
+    cl->sa_round = (int32_t)m->round;
+    send_secagg(cl, m->round, &adv);
+    dpfl_secagg_msg_free(&adv);
+    INFO(cl, "round %u: trained, encoded; keys advertised (secure-aggregation id %u of %u, threshold %u)", m->round,
+         m->index, m->cohort, m->threshold);
+    return DPFL_OK;
+}
+
+/* The server's secure-aggregation messages of the round in progress: keys -> shares, shares for this client ->
+ * masked input (charged and saved first), unmasking request -> unmasking shares. */
+static dpfl_status on_secagg(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
+{
+    if (!cl->sa || (int32_t)m->round != cl->sa_round) {
+        LOG(cl, "dropped a secure-aggregation message of round %u: no protocol of that round here", m->round);
+        return DPFL_OK;
+    }
+    dpfl_secagg_msg out = {0};
+    dpfl_error e;
+    dpfl_status st = DPFL_OK;
+    const int type = m->data[5];
+    switch (type) {
+    case DPFL_SECAGG_KEYS: st = dpfl_secagg_client_share_keys(cl->sa, m->data, m->data_len, &out, &e); break;
+    case DPFL_SECAGG_SHARES_FOR:
+        st = dpfl_secagg_client_masked_input(cl->sa, m->data, m->data_len, cl->enc, &out, &e);
+        if (!st) {
+            charge_own(cl, (int32_t)m->round);
+            cl->last_round = (int32_t)m->round; /* this round's input is out: never again */
+            memcpy(cl->last_digest, cl->enc_digest, 32);
+            free(cl->last_frame);
+            cl->last_frame = NULL;
+            cl->last_len = 0;
+            dpfl_status sst = state_save(cl, err);
+            if (sst) {
+                dpfl_secagg_msg_free(&out);
+                return sst;
+            }
+            if (cl->o.delay > 0) { /* a slow link */
+                struct timespec ts = {(time_t)cl->o.delay, (long)((cl->o.delay - floor(cl->o.delay)) * 1e9)};
+                while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+            }
+        }
+        break;
+    case DPFL_SECAGG_UNMASK_REQ: st = dpfl_secagg_client_unmask(cl->sa, m->data, m->data_len, &out, &e); break;
+    default: st = dpfl_fail(&e, DPFL_EFORMAT, "unexpected secure-aggregation message type %d", type); break;
+    }
+    if (st) {
+        refuse(cl, m->round, e.msg);
+        dpfl_secagg_client_free(cl->sa);
+        cl->sa = NULL;
+        return DPFL_OK;
+    }
+    send_secagg(cl, m->round, &out);
+    dpfl_secagg_msg_free(&out);
+    if (type == DPFL_SECAGG_SHARES_FOR) {
+        double eps = NAN;
+        own_epsilon(cl, &eps, NULL);
+        if (cl->c->rdp_on) INFO(cl, "round %u: masked input sent (%lld rounds trained, epsilon %.4g for its records)",
+                                m->round, (long long)cl->rounds_trained, eps);
+        else INFO(cl, "round %u: masked input sent", m->round);
+    }
+    if (type == DPFL_SECAGG_UNMASK_REQ) { /* done: its secrets are wiped */
+        dpfl_secagg_client_free(cl->sa);
+        cl->sa = NULL;
+    }
+    return DPFL_OK;
+}
+
 static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
 {
     if (!cl->c) {
@@ -387,34 +556,28 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         return DPFL_OK;
     }
     run_ctx *c = cl->c;
-    if ((int32_t)m->round == cl->last_round && cl->last_frame && !memcmp(m->model_digest, cl->last_digest, 32)) {
+    if (!cl->ddp && (int32_t)m->round == cl->last_round && cl->last_frame &&
+        !memcmp(m->model_digest, cl->last_digest, 32)) {
         /* asked again (a resumed server): the same answer, charged once */
         INFO(cl, "round %u: asked again for the same model; the same answer", m->round);
         if (zmq_send(cl->sock, cl->last_frame, cl->last_len, ZMQ_DONTWAIT) < 0) /* the server asks again */
             LOG(cl, "round %u: could not send now: %s", m->round, zmq_strerror(errno));
         return DPFL_OK;
     }
-    if ((int32_t)m->round <= cl->last_round)
+    if (!cl->ddp && (int32_t)m->round <= cl->last_round)
         LOG(cl, "round %u again, from another model than this client answered (its state has moved on): trains and "
                 "is charged again", m->round);
     if (m->nparam == cl->P) dpfl_wire_floats(m, c->global);
     char why[512];
     if (check_round(cl, m, why, sizeof why)[0]) {
-        LOG(cl, "round %u refused: %s", m->round, why);
-        send_simple(cl, DPFL_WIRE_ERROR, 5, m->round, why);
+        refuse(cl, m->round, why);
         return DPFL_OK;
     }
+    if (cl->ddp) return on_ddp_round(cl, m, err);
     client_result res;
     dpfl_status st = fl_client_round(c->sim, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
     if (st) return st;
-    /* charged before anything of it leaves: the steps the server's ledger charges for this client */
-    const int64_t steps = dpfl_sim_client_steps(c->sim, cl->k);
-    dpfl_ledger_charge(&c->ledger, &cl->k, 1, &steps);
-    cl->rounds_trained++;
-    if (c->rpdp.on && cl->replayed < (int32_t)m->round) { /* the round is released with this update in it */
-        fl_rpdp_charge(&c->rpdp);
-        cl->replayed = (int32_t)m->round;
-    }
+    charge_own(cl, (int32_t)m->round);
     dpfl_wire_msg u;
     memset(&u, 0, sizeof u);
     u.type = DPFL_WIRE_UPDATE;
@@ -542,6 +705,7 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         switch (m.type) {
         case DPFL_WIRE_HELLO: st = on_hello(cl, &m, err); break;
         case DPFL_WIRE_ROUND: st = on_round(cl, &m, err); break;
+        case DPFL_WIRE_SECAGG: st = on_secagg(cl, &m, err); break;
         case DPFL_WIRE_ERROR:
             LOG(cl, "the server says (round %u): %s", m.round, m.text);
             if (m.code == 3 || m.code == 4) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: %s", m.text);
@@ -574,6 +738,8 @@ static void client_close(client *cl)
         free(cl->c);
     }
     dpfl_free(cl->update);
+    dpfl_free(cl->enc);
+    dpfl_secagg_client_free(cl->sa);
     free(cl->last_frame);
     sodium_memzero(cl->sk, sizeof cl->sk);
 }
@@ -609,6 +775,8 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     cl->o = *o;
     cl->cfg = cfg;
     cl->k = o->client;
+    cl->ddp = cfg->client_dp.enabled && cfg->client_dp.mechanism == 1;
+    cl->enc_round = -1;
     snprintf(cl->who, sizeof cl->who, "join %d", o->client);
     if (o->name) snprintf(cl->name, sizeof cl->name, "%s", o->name);
     else snprintf(cl->name, sizeof cl->name, "client%d", o->client);

@@ -39,10 +39,10 @@ void net_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
 
 dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
 {
-    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1)
-        return dpfl_fail(err, DPFL_EINVAL, "client_dp.mechanism = ddp is not run over the network yet (secure "
-                                           "aggregation on the wire is still to come): use dpfl train, or mechanism = "
-                                           "gaussian");
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1 && !cfg->client_dp.ddp_secagg)
+        return dpfl_fail(err, DPFL_EINVAL, "client_dp.ddp_secagg = no would send each client's noisy update to the "
+                                           "server in the clear: over the network distributed DP runs secure "
+                                           "aggregation (ddp_secagg = yes)");
     if (cfg->fl.personalization == DPFL_PERSONAL_HELPER)
         return dpfl_fail(err, DPFL_EINVAL, "fl.personalization = helper is not run over the network yet (the helper "
                                            "models' sync after each round has no message): use dpfl train");

@@ -41,6 +41,8 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
 #else
 #include "fl/run_internal.h"
 
+#include "dpfl/secagg.h"
+
 #include <dirent.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -52,7 +54,8 @@ typedef struct {
     uint8_t rid[RID_MAX]; /* ZeroMQ routing id of the client's current connection */
     size_t rid_len;       /* 0: not connected (never said hello, said bye, or unreachable) */
     int hello;            /* its config was checked */
-    int32_t in_round;     /* index i of results[] while it owes the round an update, else -1 */
+    int32_t in_round;     /* index i of results[] while it takes part in the round in progress, else -1 */
+    int owes;             /* distributed DP: it owes the step in progress a message */
 } peer;
 
 typedef struct {
@@ -82,6 +85,8 @@ typedef struct {
     /* the round in progress */
     int32_t round, pending;
     uint8_t model_digest[32];
+    int ddp_step;         /* distributed DP: the secure-aggregation message type the step waits for (0: none) */
+    int32_t answered;     /* its unmasking answers */
     size_t max_frame;
 } server;
 
@@ -265,6 +270,13 @@ static void send_round(server *sv, int32_t k)
     m.record_z = s->rdp ? s->rdp_z : 0.0;
     net_rates_digest(s, k, m.rates_digest);
     memcpy(m.model_digest, sv->model_digest, 32);
+    if (s->ddp) { /* the round's public values of distributed DP */
+        m.cohort = (uint32_t)s->nsampled;
+        m.index = (uint32_t)p->in_round;
+        m.threshold = (uint32_t)s->ddp_t;
+        m.client_z = s->ddp_plan.z;
+        memcpy(m.ddp_seed, s->ddp_seed, 32);
+    }
     m.nparam = sv->P;
     m.fvec = s->global;
     if (send_frame(sv, p, &m) == 0) INFO(sv, "round %d: sent to client %d", sv->round, k);
@@ -320,14 +332,80 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
     INFO(sv, "round %d: update from client %d", sv->round, k);
 }
 
-/* A client leaves the round without an update (error, bye). */
+/* A client leaves the round without an update (error, bye, the deadline).  With distributed DP one whose masked
+ * input was added stays in the round's sum (the others' shares unmask it); it only stops being waited for. */
 static void client_gone(server *sv, int32_t k)
 {
     peer *p = &sv->peers[k];
     if (p->in_round < 0) return;
+    if (sv->sim->ddp) {
+        if (p->owes) p->owes = 0, sv->pending--;
+        if (sv->ddp_step == DPFL_SECAGG_UNMASK) return;
+    } else {
+        sv->pending--;
+    }
     sv->sim->results[p->in_round].dropped = 1;
     p->in_round = -1;
+}
+
+static void send_secagg(server *sv, int32_t k, const uint8_t *data, size_t len)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_SECAGG;
+    m.sender = DPFL_WIRE_SERVER;
+    m.round = (uint32_t)sv->round;
+    m.data = data;
+    m.data_len = len;
+    if (send_frame(sv, &sv->peers[k], &m))
+        LOG("round %d: could not reach client %d with a secure-aggregation message", sv->round, k);
+}
+
+static const char *step_name(int type)
+{
+    switch (type) {
+    case DPFL_SECAGG_ADVERT: return "its keys";
+    case DPFL_SECAGG_SHARES: return "its shares";
+    case DPFL_SECAGG_MASKED: return "its masked input";
+    case DPFL_SECAGG_UNMASK: return "its unmasking shares";
+    default: return "?";
+    }
+}
+
+/* A secure-aggregation message from client k: the step in progress's, from the id the client has in the round. */
+static void take_secagg(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
+{
+    peer *p = &sv->peers[k];
+    dpfl_sim *s = sv->sim;
+    if (!sv->ddp_step || (int32_t)m->round != sv->round || p->in_round < 0 || !p->owes) {
+        LOG("dropped a secure-aggregation message of round %u from client %d (%s): not expected now", m->round, k, who);
+        send_error_to(sv, p->rid, p->rid_len, 2, "secure-aggregation message of round %u not expected", m->round);
+        return;
+    }
+    uint32_t id;
+    memcpy(&id, m->data + 8, 4);
+    dpfl_error e;
+    dpfl_status st = DPFL_OK;
+    if (m->data[5] != sv->ddp_step || id != (uint32_t)p->in_round) {
+        st = dpfl_fail(&e, DPFL_EFORMAT, "message type %u from id %u, the step waits for %s from id %d", m->data[5],
+                       id, step_name(sv->ddp_step), p->in_round);
+    } else {
+        switch (sv->ddp_step) {
+        case DPFL_SECAGG_ADVERT: st = dpfl_secagg_server_add_advert(s->sa_server, m->data, m->data_len, &e); break;
+        case DPFL_SECAGG_SHARES: st = dpfl_secagg_server_add_shares(s->sa_server, m->data, m->data_len, &e); break;
+        case DPFL_SECAGG_MASKED: st = dpfl_secagg_server_add_masked(s->sa_server, m->data, m->data_len, &e); break;
+        default: st = dpfl_secagg_server_add_unmask(s->sa_server, m->data, m->data_len, &e); break;
+        }
+    }
+    if (st) {
+        LOG("round %d: client %d (%s): %s refused: %s", sv->round, k, who, step_name(sv->ddp_step), e.msg);
+        send_error_to(sv, p->rid, p->rid_len, 2, "secure aggregation, round %d: %s", sv->round, e.msg);
+        client_gone(sv, k);
+        return;
+    }
+    p->owes = 0;
     sv->pending--;
+    if (sv->ddp_step == DPFL_SECAGG_UNMASK) sv->answered++;
 }
 
 /* One message from the socket (blocking: the caller polled). */
@@ -396,7 +474,9 @@ static void handle_message(server *sv)
         p->hello = 1;
         INFO(sv, "client %d joined (%s)", k, who);
         say_hello(sv, p);
-        if (p->in_round >= 0) send_round(sv, k); /* a reconnected client gets the round it owes */
+        /* a reconnected client gets the round it owes (with distributed DP only before secure aggregation's keys
+         * went out: its protocol state is in the process that advertised) */
+        if (p->in_round >= 0 && (!sv->sim->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
         break;
     case DPFL_WIRE_HEARTBEAT: {
         dpfl_wire_msg r;
@@ -408,7 +488,15 @@ static void handle_message(server *sv)
         break;
     }
     case DPFL_WIRE_UPDATE:
-        take_update(sv, k, &m, who);
+        if (sv->sim->ddp) {
+            LOG("dropped an update from client %d (%s): distributed DP takes masked inputs only", k, who);
+            send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
+        } else {
+            take_update(sv, k, &m, who);
+        }
+        break;
+    case DPFL_WIRE_SECAGG:
+        take_secagg(sv, k, &m, who);
         break;
     case DPFL_WIRE_ERROR:
         LOG("client %d reports (round %u): %s", k, m.round, m.text);
@@ -461,15 +549,147 @@ static int all_joined(const server *sv)
 }
 
 /* ------------------------------------------------------------------------------------------ the transport */
+/* One step of secure aggregation: every client still in the round owes a message of type `step`; those that have
+ * not sent it by the deadline are out (dropped, unless their masked input is in). */
+static dpfl_status ddp_step(server *sv, int step, dpfl_error *err)
+{
+    sv->ddp_step = step;
+    dpfl_status st = serve_until(sv, dpfl_now() + sv->o.round_timeout, round_done, err);
+    for (int32_t k = 0; k < sv->K; k++)
+        if (sv->peers[k].in_round >= 0 && sv->peers[k].owes) {
+            LOG("round %d: client %d did not send %s within %g s: %s", sv->round, k, step_name(step),
+                sv->o.round_timeout, step == DPFL_SECAGG_UNMASK ? "not needed if enough others answer" : "a dropout");
+            client_gone(sv, k);
+        }
+    return st;
+}
+
+static int32_t in_round_count(const server *sv)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < sv->K; k++) n += sv->peers[k].in_round >= 0;
+    return n;
+}
+
+/* Every client still in the round owes the next step a message. */
+static void owe_all(server *sv)
+{
+    sv->pending = 0;
+    for (int32_t k = 0; k < sv->K; k++)
+        if (sv->peers[k].in_round >= 0) sv->peers[k].owes = 1, sv->pending++;
+}
+
+/* The rest of the round's clients out: too few are left for secure aggregation to release anything. */
+static void ddp_abandon(server *sv, const char *why)
+{
+    LOG("round %d: %s (threshold %d): nothing is released this round", sv->round, why, sv->sim->ddp_t);
+    for (int32_t k = 0; k < sv->K; k++) client_gone(sv, k);
+    sv->ddp_step = 0;
+}
+
+/* Distributed DP: ROUND, then secure aggregation's rounds 0-2 (keys, shares, masked inputs), each step waiting
+ * round_timeout at most; masked inputs are added to the server's sum as they arrive.  The unmasking is
+ * secagg_finish, after the run's own bookkeeping (fl_ddp_release). */
+static dpfl_status run_ddp(server *sv, dpfl_sim *s, int32_t n, dpfl_error *err)
+{
+    if (!s->ddp_t) { /* fewer than two clients: nothing can be released, and nobody is asked to train */
+        INFO(sv, "round %d: %d client(s) sampled, too few for secure aggregation: nothing is released", sv->round, n);
+        for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
+        return DPFL_OK;
+    }
+    owe_all(sv);
+    sv->ddp_step = DPFL_SECAGG_ADVERT;
+    for (int32_t k = 0; k < sv->K; k++) {
+        if (sv->peers[k].in_round < 0) continue;
+        if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
+        else LOG("round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
+    }
+    dpfl_status st = ddp_step(sv, DPFL_SECAGG_ADVERT, err);
+    if (st) return st;
+    if (in_round_count(sv) < s->ddp_t) {
+        ddp_abandon(sv, "too few clients advertised their keys");
+        return DPFL_OK;
+    }
+    dpfl_secagg_msg msg = {0};
+    dpfl_error e;
+    if (dpfl_secagg_server_keys(s->sa_server, &msg, &e)) {
+        ddp_abandon(sv, e.msg);
+        return DPFL_OK;
+    }
+    owe_all(sv);
+    for (int32_t k = 0; k < sv->K; k++)
+        if (sv->peers[k].in_round >= 0) send_secagg(sv, k, msg.data, msg.len);
+    dpfl_secagg_msg_free(&msg);
+    if ((st = ddp_step(sv, DPFL_SECAGG_SHARES, err))) return st;
+    if (in_round_count(sv) < s->ddp_t) {
+        ddp_abandon(sv, "too few clients shared their keys");
+        return DPFL_OK;
+    }
+    owe_all(sv);
+    for (int32_t k = 0; k < sv->K; k++) {
+        if (sv->peers[k].in_round < 0) continue;
+        if (dpfl_secagg_server_shares_for(s->sa_server, (uint32_t)sv->peers[k].in_round, &msg, &e)) {
+            ddp_abandon(sv, e.msg);
+            return DPFL_OK;
+        }
+        send_secagg(sv, k, msg.data, msg.len);
+        dpfl_secagg_msg_free(&msg);
+    }
+    if ((st = ddp_step(sv, DPFL_SECAGG_MASKED, err))) return st;
+    sv->ddp_step = 0;
+    INFO(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
+    return DPFL_OK;
+}
+
+static dpfl_status secagg_finish(dpfl_sim *s, const uint8_t *req, size_t len, int *released, dpfl_error *err)
+{
+    server *sv = s->transport->ctx;
+    *released = 0;
+    const int32_t survivors = in_round_count(sv);
+    owe_all(sv);
+    sv->answered = 0;
+    for (int32_t k = 0; k < sv->K; k++)
+        if (sv->peers[k].in_round >= 0) send_secagg(sv, k, req, len);
+    dpfl_status st = ddp_step(sv, DPFL_SECAGG_UNMASK, err);
+    sv->ddp_step = 0;
+    if (!st) {
+        uint32_t summed = 0;
+        dpfl_error e;
+        if (sv->answered < s->ddp_t)
+            LOG("round %d: %d of %d clients answered the unmasking (threshold %d): nothing is released this round",
+                sv->round, sv->answered, survivors, s->ddp_t);
+        else if (dpfl_secagg_server_finish(s->sa_server, s->ddp_sum, &summed, &e))
+            LOG("round %d: the unmasking failed (%s): nothing is released this round", sv->round, e.msg);
+        else if ((int32_t)summed != s->ddp_arrived)
+            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round", sv->round, summed,
+                s->ddp_arrived);
+        else {
+            *released = 1;
+            INFO(sv, "round %d: the sum of %u masked inputs unmasked (%d answers)", sv->round, summed, sv->answered);
+        }
+    }
+    for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
+    sv->round = 0;
+    return st;
+}
+
 static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
 {
     server *sv = s->transport->ctx;
     s->chunk_start = start;
     s->chunk_len = n;
     DPFL_ASSERT(start == 0 && n == s->nsampled); /* whole_round */
+    for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1, sv->peers[k].owes = 0;
+    sv->round = 0;
     dpfl_status st = serve_until(sv, dpfl_now(), never, err); /* what queued up between rounds first */
     if (st) return st;
     sv->round = s->round;
+    if (s->ddp) {
+        dpfl_wire_model_digest(s->global, sv->P, sv->model_digest);
+        for (int32_t i = start; i < start + n; i++)
+            if (!s->results[i].dropped) sv->peers[s->sampled[i]].in_round = i;
+        return run_ddp(sv, s, n, err);
+    }
     dpfl_wire_model_digest(s->global, sv->P, sv->model_digest);
     sv->pending = 0;
     for (int32_t i = start; i < start + n; i++) {
@@ -512,7 +732,8 @@ static dpfl_status start(const fl_transport *t, const fl_transport_setup *setup,
     sv->max_frame = DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER + 128 + 4 * sv->P;
     allow_list_read(sv);
     const int nallowed = sv->nallowed; /* the ZAP thread owns the list from now on */
-    if (!(sv->zctx = zmq_ctx_new())) return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start ZeroMQ: %s", zmq_strerror(errno));
+    if (!(sv->zctx = zmq_ctx_new()))
+        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start ZeroMQ: %s", zmq_strerror(errno));
     if (!(sv->zap = zmq_socket(sv->zctx, ZMQ_REP)) || zmq_bind(sv->zap, "inproc://zeromq.zap.01") != 0)
         return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start the authentication handler: %s", zmq_strerror(errno));
     if (pthread_create(&sv->zap_thread, NULL, zap_main, sv) != 0)
@@ -595,6 +816,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     sv->t.whole_round = 1;
     sv->t.start = start;
     sv->t.finish = finish;
+    sv->t.secagg_finish = secagg_finish;
     sv->t.ctx = sv;
     st = fl_run(cfg, run, &sv->t, err);
     server_close(sv);

@@ -15,10 +15,11 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-en
 
 enum {
     HELLO_BYTES = 32 * 3 + 8 + 4 + 4,
-    ROUND_FIXED = 4 + 4 + 8 * 3 + 32 + 32 + 8,
+    ROUND_FIXED = 4 + 4 + 8 * 3 + 32 + 32 + 4 * 3 + 8 + 32 + 8,
     UPDATE_FIXED = 4 + 4 + 32 + 8 * 4 + 8,
     HEARTBEAT_BYTES = 4,
-    TEXT_FIXED = 4 + 4
+    TEXT_FIXED = 4 + 4,
+    SECAGG_MIN = 4 + 12
 };
 
 const char *dpfl_wire_type_name(uint32_t type)
@@ -30,6 +31,7 @@ const char *dpfl_wire_type_name(uint32_t type)
     case DPFL_WIRE_HEARTBEAT: return "heartbeat";
     case DPFL_WIRE_ERROR: return "error";
     case DPFL_WIRE_BYE: return "bye";
+    case DPFL_WIRE_SECAGG: return "secagg";
     default: return "unknown";
     }
 }
@@ -83,6 +85,15 @@ static dpfl_status check_values(const dpfl_wire_msg *m, const uint8_t *vec, cons
         if (!(m->lr >= 0) || isinf(m->lr) || !(m->update_clip > 0) || !(m->record_z >= 0) || isinf(m->record_z))
             return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: lr %g, update clip %g, record noise %g out of range", t,
                              m->lr, m->update_clip, m->record_z);
+        if (m->cohort == 0) {
+            static const uint8_t zero[32];
+            if (m->index || m->threshold || m->client_z != 0 || memcmp(m->ddp_seed, zero, 32))
+                return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: distributed-DP values without a cohort", t);
+        } else if (m->cohort > 10000u || m->index >= m->cohort || m->threshold < 2 || m->threshold > m->cohort ||
+                   !(m->client_z > 0) || isinf(m->client_z)) {
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: client %u of a cohort of %u, threshold %u, noise %g out "
+                                                "of range", t, m->index, m->cohort, m->threshold, m->client_z);
+        }
         break;
     case DPFL_WIRE_UPDATE:
         if (m->sender == DPFL_WIRE_SERVER)
@@ -107,6 +118,12 @@ static dpfl_status check_values(const dpfl_wire_msg *m, const uint8_t *vec, cons
         break;
     case DPFL_WIRE_HEARTBEAT:
         return DPFL_OK;
+    case DPFL_WIRE_SECAGG:
+        if (m->round == 0) return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: round 0", t);
+        if (m->data_len < SECAGG_MIN - 4)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: a message of %zu bytes (its header alone has 12)", t,
+                             m->data_len);
+        return DPFL_OK;
     case DPFL_WIRE_ERROR:
     case DPFL_WIRE_BYE:
         if (textlen > DPFL_WIRE_MAX_TEXT)
@@ -130,6 +147,7 @@ static size_t payload_len(const dpfl_wire_msg *m, size_t textlen)
     case DPFL_WIRE_HEARTBEAT: return HEARTBEAT_BYTES;
     case DPFL_WIRE_ERROR:
     case DPFL_WIRE_BYE: return TEXT_FIXED + textlen;
+    case DPFL_WIRE_SECAGG: return m->data_len <= DPFL_WIRE_MAX_PAYLOAD - 4 ? 4 + m->data_len : 0;
     case DPFL_WIRE_ROUND:
     case DPFL_WIRE_UPDATE: {
         size_t fixed = m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED;
@@ -147,6 +165,8 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
     const size_t textlen = (m->type == DPFL_WIRE_ERROR || m->type == DPFL_WIRE_BYE) ? strnlen(m->text, sizeof m->text) : 0;
     if ((m->type == DPFL_WIRE_ROUND || m->type == DPFL_WIRE_UPDATE) && m->nparam && !m->fvec && !m->vec)
         return dpfl_fail(err, DPFL_EINVAL, "%s frame without its vector", dpfl_wire_type_name(m->type));
+    if (m->type == DPFL_WIRE_SECAGG && m->data_len && !m->data)
+        return dpfl_fail(err, DPFL_EINVAL, "secagg frame without its message");
     dpfl_status st = check_values(m, m->vec, m->fvec, textlen, err);
     if (st) return st;
     const size_t plen = payload_len(m, textlen);
@@ -179,8 +199,17 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
         w_f64(&c, m->record_z);
         w_bytes(&c, m->rates_digest, 32);
         w_bytes(&c, m->model_digest, 32);
+        w_u32(&c, m->cohort);
+        w_u32(&c, m->index);
+        w_u32(&c, m->threshold);
+        w_f64(&c, m->client_z);
+        w_bytes(&c, m->ddp_seed, 32);
         w_u64(&c, m->nparam);
         w_bytes(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        break;
+    case DPFL_WIRE_SECAGG:
+        w_u32(&c, m->round);
+        w_bytes(&c, m->data, m->data_len);
         break;
     case DPFL_WIRE_UPDATE:
         w_u32(&c, m->round);
@@ -224,7 +253,8 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
     if (vt[0] != DPFL_WIRE_VERSION)
         return dpfl_fail(err, DPFL_EFORMAT, "frame version %u is not supported (this dpfl speaks version %u)", vt[0],
                          DPFL_WIRE_VERSION);
-    if (vt[1] < DPFL_WIRE_HELLO || vt[1] > DPFL_WIRE_BYE) return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
+    if (vt[1] < DPFL_WIRE_HELLO || vt[1] > DPFL_WIRE_SECAGG)
+        return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
     if (vt[2] || vt[3]) return dpfl_fail(err, DPFL_EFORMAT, "frame header has reserved bits set");
     m->type = (dpfl_wire_type)vt[1];
     m->sender = r_u32(&c);
@@ -261,9 +291,20 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
         m->record_z = r_f64(&c);
         r_bytes(&c, m->rates_digest, 32);
         r_bytes(&c, m->model_digest, 32);
+        m->cohort = r_u32(&c);
+        m->index = r_u32(&c);
+        m->threshold = r_u32(&c);
+        m->client_z = r_f64(&c);
+        r_bytes(&c, m->ddp_seed, 32);
         m->nparam = r_u64(&c);
         if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) goto badvec;
         m->vec = c.p;
+        break;
+    case DPFL_WIRE_SECAGG:
+        if (plen < SECAGG_MIN) goto badlen;
+        m->round = r_u32(&c);
+        m->data = c.p;
+        m->data_len = plen - 4;
         break;
     case DPFL_WIRE_UPDATE:
         if (plen < UPDATE_FIXED) goto badlen;
@@ -297,6 +338,7 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
     dpfl_status st = check_values(m, m->vec, NULL, textlen, err);
     if (st) {
         m->vec = NULL;
+        m->data = NULL;
         return st;
     }
     return DPFL_OK;
