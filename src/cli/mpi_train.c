@@ -113,7 +113,7 @@ static dpfl_status mpi_run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_e
     return st;
 }
 
-static const fl_transport mpi_transport = {mpi_run_clients, 1, mpi_start, mpi_finish, NULL};
+static const fl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start, .finish = mpi_finish};
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
