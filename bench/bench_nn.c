@@ -110,6 +110,11 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: bench_nn [OUT.json]  (default bench/results.json): examples/s of the models, DP-SGD "
+                        "and not, and the GEMM rate\n");
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+    }
     const char *out = argc > 1 ? argv[1] : "bench/results.json";
     const char *only = getenv("DPFL_BENCH_MODEL"); /* optional filter for profiling */
     double secs = bench_seconds();
