@@ -49,11 +49,43 @@ dpfl_status dpfl_dataset_from_arrays(const float *x, const int32_t *y, int32_t n
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
 
-/* By name: "mnist", "fashion-mnist", "heart", "synthetic", found as "where datasets live" below says (data_dir, may
+/* By name: "mnist", "fashion-mnist", "heart", "synthetic" (or a "csv:" / "idx:" spec with default options), found as "where datasets live" below says (data_dir, may
  * be NULL or "", replaces the cache folder for mnist); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.
  * A dataset in none of its folders fails naming every folder searched and how to get it. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
+/* Your own data (src/data/files.c): a spec "csv:SOURCES" or "idx:SOURCES".
+ *   csv:  a comma-separated list of files, folders (their *.csv files, in name order) and glob patterns
+ *         ("site-*.csv"); every file has the same columns; each file is one source (group), so the natural
+ *         partition gives one client per file.  Numbers only; empty, ?, NA, NaN and null are missing values.
+ *   idx:  a folder with MNIST's file names (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]; its
+ *         t10k-* files, when present, are the test set) or IMAGES,LABELS (one source).  Pixels scaled to [0, 1].
+ * Relative paths are relative to the current folder.  The test set is `test` (another spec), the folder's t10k
+ * files, or else test_fraction of each source, held out by a shuffle that depends only on the seed and the
+ * source's position (first_source + its place in the list: a client that loads only its own file draws the same
+ * split).  Classes = the largest label
+ * + 1 over both sets.  Nothing is computed from the data: standardization only with given constants. */
+typedef struct {
+    const char *label;    /* csv: label column, a header name or a 0-based index (negative from the end); NULL or
+                             "": the last column */
+    const char *features; /* csv: comma-separated names or indices of the feature columns; NULL or "": every other
+                             column, in file order */
+    int header;           /* csv: 1 the first line names the columns, 0 none, -1 auto (a first line that holds a
+                             field that is not a number) */
+    int drop_missing;     /* csv: 1 drops rows with a missing label or feature; 0 fails naming the file and line */
+    const char *test;     /* a separate test set ("csv:..." / "idx:..."), or NULL or "" */
+    double test_fraction; /* in [0, 1): share of each source held out when there is no separate test set */
+    int32_t first_source; /* the position of the first file among all the run's sources, which keys its held-out
+                             split: a client that loads only its own file gives its client number (default 0) */
+} dpfl_file_options;
+void dpfl_file_options_default(dpfl_file_options *o); /* header auto, last column the label, test_fraction 0.2 */
+int dpfl_dataset_is_files(const char *name);          /* 1 for "csv:..." and "idx:..." */
+dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o, uint64_t seed, dpfl_dataset *train,
+                                    dpfl_dataset *test, dpfl_error *err);
+/* (x - mean) / sd per feature with given constants: nmean and nsd are 1 (the same for every feature) or dim. */
+dpfl_status dpfl_dataset_standardize_values(dpfl_dataset *d, const double *mean, int32_t nmean, const double *sd,
+                                            int32_t nsd, dpfl_error *err);
+
 /* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist). */
 dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err);
 int dpfl_dataset_has_standardization(const char *name);

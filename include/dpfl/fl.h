@@ -37,7 +37,7 @@ typedef enum {
 typedef enum { DPFL_POLICY_RPDP = 0, DPFL_POLICY_MINIMUM, DPFL_POLICY_DROPOUT, DPFL_POLICY_FILTER } dpfl_budget_policy;
 
 typedef struct {                  /* [data] */
-    char dataset[32];             /* mnist | fashion-mnist | heart | synthetic */
+    char dataset[256];            /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
     dpfl_partition_kind partition;
     int32_t clients;
     int32_t shards;
@@ -47,6 +47,15 @@ typedef struct {                  /* [data] */
     int32_t test_per_client;
     char data_dir[256];
     dpfl_normalize normalize;     /* standard: (x - mean) / std with the dataset's published constants */
+    /* own data (csv: / idx:, include/dpfl/data.h) */
+    char label_column[64];        /* csv: header name or 0-based index; "" the last column */
+    char feature_columns[192];    /* csv: names or indices; "" every other column */
+    int header;                   /* csv: 0 auto, 1 yes, 2 no */
+    int missing;                  /* csv: 0 error, 1 drop the row */
+    char test[192];               /* a separate test set (csv: / idx:), "" none */
+    double test_fraction;         /* held out of each source without a separate test set */
+    char feature_mean[192];       /* normalize = standard with own data: public constants, 1 or one per feature */
+    char feature_std[192];
 } dpfl_data_config;
 
 typedef struct {                  /* [model] */
@@ -165,9 +174,14 @@ void dpfl_config_defaults(dpfl_config *c);
 dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err);
 /* Apply one "section.key=value" override (same validation). */
 dpfl_status dpfl_config_set(dpfl_config *c, const char *assignment, dpfl_error *err);
-/* Cross-key checks (e.g. clients_per_round <= clients, batch >= 1). */
 /* The model spec of [model]: arch, behind the input transform when transform = affine ("transform-cp:arch"). */
 void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
+/* The [data] section's training and test sets (src/fl/config_data.c): the named dataset, or your own csv:/idx:
+ * files with the section's column, header, missing-value and test-set keys; then data.normalize (published
+ * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
+dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                  dpfl_error *err);
+/* Cross-key checks (e.g. clients_per_round <= clients, batch >= 1). */
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
 /* Refuse keys the user set that this run would silently ignore: any [record_dp] or [client_dp] key while that
  * section is not enabled (a run the user believes private would not be), client_rate with sampling != poisson,

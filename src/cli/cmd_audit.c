@@ -123,16 +123,9 @@ int cli_audit(int argc, char **argv)
     dpfl_dataset train, test;
     memset(&train, 0, sizeof train);
     memset(&test, 0, sizeof test);
-    if (dpfl_dataset_load(cfg.data.dataset, cfg.data.data_dir, opt.seed, &train, &test, &err))
-        return cli_error("%s", err.msg);
+    if (dpfl_config_load_data(&cfg, opt.seed, &train, &test, &err)) return cli_error("%s", err.msg);
     dpfl_audit_report rep;
-    dpfl_status st = DPFL_OK;
-    if (cfg.data.normalize == DPFL_NORM_STANDARD &&
-        ((st = dpfl_dataset_standardize(cfg.data.dataset, &train, &err)) ||
-         (st = dpfl_dataset_standardize(cfg.data.dataset, &test, &err)))) {
-    } else {
-        st = dpfl_audit_record_level(&cfg, &train, &test, &opt, &rep, &err);
-    }
+    dpfl_status st = dpfl_audit_record_level(&cfg, &train, &test, &opt, &rep, &err);
     dpfl_dataset_free(&train);
     dpfl_dataset_free(&test);
     if (st) return cli_error("%s", err.msg);

@@ -113,7 +113,8 @@ static int data_info_one(const char *name, const char *data_dir, uint64_t seed)
             int32_t a = 0, b = 0;
             for (int32_t i = 0; i < tr.n; i++) a += tr.group[i] == g;
             for (int32_t i = 0; i < te.n; i++) b += te.group && te.group[i] == g;
-            printf(" %s %d/%d", !strcmp(name, "heart") ? dpfl_heart_centre_name(g) : "group", a, b);
+            if (!strcmp(name, "heart")) printf(" %s %d/%d", dpfl_heart_centre_name(g), a, b);
+            else printf(" #%d %d/%d", g, a, b); /* own files: in the order data.dataset lists them */
         }
         printf("   (train/test)\n");
     }

@@ -6,9 +6,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void dpfl__table_free(dpfl__table *t)
 {
+    if (t->names)
+        for (int c = 0; c < t->cols; c++) free(t->names[c]);
+    free(t->names);
     free(t->v);
     free(t->line);
     memset(t, 0, sizeof *t);
@@ -20,6 +24,52 @@ static char *trim(char *s, char *end)
     while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
     *end = '\0';
     return s;
+}
+
+static int missing_token(const char *tok)
+{
+    return *tok == '\0' || !strcmp(tok, "?") || !strcasecmp(tok, "na") || !strcasecmp(tok, "nan") ||
+           !strcasecmp(tok, "null");
+}
+
+/* Is the line p..eol a header?  yes when a field is neither a number nor a missing value. */
+static int looks_like_header(const char *p, const char *eol)
+{
+    char buf[256];
+    while (p <= eol) {
+        const char *fe = memchr(p, ',', (size_t)(eol - p));
+        if (!fe) fe = eol;
+        size_t n = (size_t)(fe - p) < sizeof buf - 1 ? (size_t)(fe - p) : sizeof buf - 1;
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        char *tok = trim(buf, buf + n), *end;
+        if (!missing_token(tok)) {
+            errno = 0;
+            (void)strtod(tok, &end);
+            if (*end != '\0') return 1;
+        }
+        p = fe + 1;
+    }
+    return 0;
+}
+
+/* The header's fields as names[0..nf). */
+static dpfl_status read_names(char *p, char *eol, int nf, dpfl__table *t, const char *path, dpfl_error *err)
+{
+    t->names = calloc((size_t)nf, sizeof *t->names);
+    if (!t->names) return dpfl_fail(err, DPFL_ENOMEM, "out of memory reading (%s)", path);
+    for (int c = 0; c < nf; c++) {
+        char *fe = memchr(p, ',', (size_t)(eol - p));
+        if (!fe) fe = eol;
+        char *tok = trim(p, fe);
+        if (tok[0] == '"' && strlen(tok) >= 2 && tok[strlen(tok) - 1] == '"') { /* "name" */
+            tok[strlen(tok) - 1] = '\0';
+            tok++;
+        }
+        if (!(t->names[c] = strdup(tok))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory reading (%s)", path);
+        p = fe + 1;
+    }
+    return DPFL_OK;
 }
 
 static int count_fields(const char *p, const char *end)
@@ -60,17 +110,28 @@ dpfl_status dpfl__table_read(const char *path, int has_header, dpfl__table *t, d
         return dpfl_fail(err, DPFL_EFORMAT, "not a text file (%s): contains NUL bytes", path);
     }
     int32_t cap = 0, lineno = 0;
+    int seen_first = 0; /* the first non-blank line has been looked at */
     char *p = buf, *bend = buf + len;
     while (!s && p < bend) {
         char *eol = memchr(p, '\n', (size_t)(bend - p));
         if (!eol) eol = bend;
         lineno++;
         char *next = eol < bend ? eol + 1 : bend;
-        if (blank(p, eol) || (has_header && lineno == 1)) {
+        if (blank(p, eol)) {
             p = next;
             continue;
         }
         int nf = count_fields(p, eol);
+        if (!seen_first) {
+            seen_first = 1;
+            if (has_header == 1 || (has_header < 0 && looks_like_header(p, eol))) {
+                t->cols = nf;
+                *eol = '\0';
+                if ((s = read_names(p, eol, nf, t, path, err))) break;
+                p = next;
+                continue;
+            }
+        }
         if (t->cols == 0) t->cols = nf;
         if (nf != t->cols) {
             s = dpfl_fail(err, DPFL_EFORMAT, "wrong number of columns (%s): line %d has %d, expected %d", path,
@@ -84,7 +145,7 @@ dpfl_status dpfl__table_read(const char *path, int has_header, dpfl__table *t, d
             char *fe = memchr(f, ',', (size_t)(eol - f));
             if (!fe) fe = eol;
             char *tok = trim(f, fe);
-            if (*tok == '\0' || !strcmp(tok, "?")) {
+            if (missing_token(tok)) {
                 row[c] = NAN;
             } else {
                 char *end;

@@ -163,7 +163,8 @@ static dpfl_status unknown(const char *name, dpfl_error *err)
         if (i) strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
         strncat(valid, registry[i].name, sizeof valid - strlen(valid) - 1);
     }
-    return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s", name ? name : "", valid);
+    return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s, csv:FILES, idx:FILES",
+                     name ? name : "", valid);
 }
 
 /* The folder dataset i is read from: *found = 1 and the first candidate holding its probe file, else *found = 0,
@@ -196,6 +197,10 @@ static dpfl_status locate(int i, const char *data_dir, char *buf, size_t len, in
 
 dpfl_status dpfl_dataset_path(const char *name, const char *data_dir, char *buf, size_t len, dpfl_error *err)
 {
+    if (dpfl_dataset_is_files(name)) { /* the files themselves */
+        snprintf(buf, len, "%s", name + 4);
+        return DPFL_OK;
+    }
     int i = find_dataset(name), found;
     if (i < 0) return unknown(name, err);
     return locate(i, data_dir, buf, len, &found, NULL, 0, err);
@@ -207,6 +212,7 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     if (!name) return dpfl_fail(err, DPFL_EINVAL, "no dataset named (data.dataset)");
+    if (dpfl_dataset_is_files(name)) return dpfl_dataset_load_files(name, NULL, seed, train, test, err);
     int i = find_dataset(name), found;
     if (i < 0) return unknown(name, err);
     char dir[DPFL__PATH_MAX], searched[2 * DPFL__PATH_MAX + 8];

@@ -8,12 +8,15 @@ dpfl_status dpfl__dataset_alloc(dpfl_dataset *d, int32_t n, int32_t c, int32_t h
                                 const char *what, dpfl_error *err);
 
 /* A numeric table read from a comma-separated file: rows x cols doubles, NaN where the value is missing
- * ("?" or empty).  Every row must have cols columns; anything else that is not a number is an error naming
- * the line and column.  line[r] is the 1-based line number of row r (for messages). */
+ * (empty, "?", "NA", "NaN" or "null", any case).  Every row must have cols columns; anything else that is not a
+ * number is an error naming the line and column.  line[r] is the 1-based line number of row r (for messages).
+ * has_header: 1 the first non-blank line names the columns, 0 there is none, -1 (auto) it is a header when one
+ * of its fields is neither a number nor a missing value.  names[c] (NULL without a header) are its fields. */
 typedef struct {
     int32_t rows, cols;
     double *v;     /* rows * cols */
     int32_t *line; /* rows */
+    char **names;  /* cols header fields (trimmed), or NULL */
 } dpfl__table;
 
 dpfl_status dpfl__table_read(const char *path, int has_header, dpfl__table *t, dpfl_error *err);

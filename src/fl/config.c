@@ -24,7 +24,7 @@ typedef struct {
 
 #define F(field) offsetof(dpfl_config, field), sizeof(((dpfl_config *)0)->field)
 static const keydef keys[] = {
-    {"data", "dataset", K_NAME, F(data.dataset), 0, 0, "mnist|fashion-mnist|heart|synthetic", "dataset"},
+    {"data", "dataset", K_NAME, F(data.dataset), 0, 0, "mnist|fashion-mnist|heart|synthetic", "dataset, or your own files: csv:FILES (files, folders, glob patterns; one source per file) or idx:FOLDER / idx:IMAGES,LABELS"},
     {"data", "partition", K_CHOICE, F(data.partition), 0, 0, "iid|shards|dirichlet|classes|natural", "how the training set is split into clients"},
     {"data", "clients", K_INT, F(data.clients), 1, 1000000, NULL, "number of clients"},
     {"data", "shards", K_INT, F(data.shards), 1, 100000, NULL, "shards per client (partition = shards)"},
@@ -33,6 +33,14 @@ static const keydef keys[] = {
     {"data", "samples_per_client", K_INT, F(data.samples_per_client), 0, 100000000, NULL, "replicate to exactly this many examples per client (0 = split the data)"},
     {"data", "test_per_client", K_INT, F(data.test_per_client), 0, 100000000, NULL, "per-client test set drawn from the test set (any partition but natural)"},
     {"data", "normalize", K_CHOICE, F(data.normalize), 0, 0, "none|standard", "standardize pixels with the dataset's published mean/std (not computed from the private data)"},
+    {"data", "label_column", K_STR, F(data.label_column), 0, 0, NULL, "csv: the label column, a header name or a 0-based index (negative from the end); empty: the last"},
+    {"data", "feature_columns", K_STR, F(data.feature_columns), 0, 0, NULL, "csv: comma-separated names or indices of the feature columns; empty: every other column"},
+    {"data", "header", K_CHOICE, F(data.header), 0, 0, "auto|yes|no", "csv: does the first line name the columns (auto: yes when it holds a field that is not a number)"},
+    {"data", "missing", K_CHOICE, F(data.missing), 0, 0, "error|drop", "csv: a row with a missing label or feature (empty, ?, NA, NaN, null) fails the load, or is dropped"},
+    {"data", "test", K_STR, F(data.test), 0, 0, NULL, "own data: a separate test set, csv:FILES or idx:FILES (empty: hold out test_fraction of each file)"},
+    {"data", "test_fraction", K_DOUBLE, F(data.test_fraction), 0.0, 0.95, NULL, "own data: share of each file held out as test set by a seeded shuffle (no separate test set)"},
+    {"data", "feature_mean", K_STR, F(data.feature_mean), 0, 0, NULL, "own data, normalize = standard: public constants (1 value, or one per feature), never computed from the private data"},
+    {"data", "feature_std", K_STR, F(data.feature_std), 0, 0, NULL, "own data, normalize = standard: public constants (1 value, or one per feature)"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "folder holding mnist/ (empty: $DPFL_DATA/cache, else $XDG_CACHE_HOME/dpfl or ~/.cache/dpfl)"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
     {"model", "transform", K_CHOICE, F(model.transform), 0, 0, "none|affine|sigmoid|tanh|relu", "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent; sigmoid, tanh, relu: that function of a (.) x + b (the paper's Table 1 ablation)"},
@@ -123,6 +131,7 @@ void dpfl_config_defaults(dpfl_config *c)
     c->data.classes_per_client = 2;
     c->data.data_dir[0] = '\0'; /* the data folders of include/dpfl/data.h, never the current directory */
     c->data.normalize = DPFL_NORM_NONE;
+    c->data.test_fraction = 0.2;
     strcpy(c->model.arch, "mlp:784-200-10");
     strcpy(c->model.transform_shape, "cp");
     c->fl.rounds = 10;
@@ -311,6 +320,7 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
     case K_CHOICE:
     case K_NAME: {
         int idx = choice_index(k->choices, value);
+        if (idx < 0 && field == c->data.dataset && dpfl_dataset_is_files(value)) idx = 0; /* csv:... / idx:... */
         if (idx < 0)
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not one of %s", section, key, where, value,
                              k->choices);
@@ -535,11 +545,21 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (c->record_dp.e2e && (c->fl.client_rate_schedule[0] || c->fl.clients_per_round_schedule[0] ||
                                        c->client_dp.noise_schedule[0]))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
-    if (c->data.normalize == DPFL_NORM_STANDARD && !dpfl_dataset_has_standardization(c->data.dataset))
+    const int own = dpfl_dataset_is_files(c->data.dataset);
+    if (own && !c->data.dataset[4])
+        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);
+    if (c->data.test[0] && !dpfl_dataset_is_files(c->data.test))
+        return dpfl_fail(err, DPFL_EINVAL, "data.test: '%s' is not csv:FILES or idx:FILES", c->data.test);
+    if (c->data.normalize == DPFL_NORM_STANDARD && own && (!c->data.feature_mean[0] || !c->data.feature_std[0]))
+        return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard with your own data needs data.feature_mean and "
+                                           "data.feature_std (public constants; dpfl never computes them from the "
+                                           "private data)");
+    if (c->data.normalize == DPFL_NORM_STANDARD && !own && !dpfl_dataset_has_standardization(c->data.dataset))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard is defined for mnist and fashion-mnist (heart "
                                            "is already z-scored per centre)");
-    if ((c->data.partition == DPFL_PART_NATURAL) && strcmp(c->data.dataset, "heart"))
-        return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart)");
+    if ((c->data.partition == DPFL_PART_NATURAL) && strcmp(c->data.dataset, "heart") && !own)
+        return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart, or csv: "
+                                           "with one file per client)");
     return DPFL_OK;
 }
 
@@ -677,8 +697,17 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         {"client_dp", "ddp_inflation", "it applies to mechanism = ddp", 18},
         {"client_dp", "ddp_tolerated_dropout", "it applies to mechanism = ddp", 18},
         {"client_dp", "ddp_secagg", "it applies to mechanism = ddp", 18},
+        {"data", "label_column", "it applies to dataset = csv:...", 19},
+        {"data", "feature_columns", "it applies to dataset = csv:...", 19},
+        {"data", "header", "it applies to dataset = csv:...", 19},
+        {"data", "missing", "it applies to dataset = csv:...", 19},
+        {"data", "test", "it applies to dataset = csv:... or idx:...", 20},
+        {"data", "test_fraction", "it applies to dataset = csv:... or idx:... without data.test", 21},
+        {"data", "feature_mean", "it applies to normalize = standard with dataset = csv:... or idx:...", 22},
+        {"data", "feature_std", "it applies to normalize = standard with dataset = csv:... or idx:...", 22},
     };
-    const int applies[19] = {
+    const int own = dpfl_dataset_is_files(c->data.dataset);
+    const int applies[23] = {
         c->fl.sampling == DPFL_SAMPLE_POISSON,      c->fl.sampling == DPFL_SAMPLE_FIXED,
         c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE, c->data.partition == DPFL_PART_SHARDS,
         c->data.partition == DPFL_PART_DIRICHLET,   c->data.partition == DPFL_PART_CLASSES,
@@ -689,6 +718,8 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         c->record_dp.budgets != DPFL_BUDGETS_NONE,  c->record_dp.budgets == DPFL_BUDGETS_THREELEVELS,
         c->record_dp.budgets != DPFL_BUDGETS_NONE && c->record_dp.budget_policy == DPFL_POLICY_FILTER,
         c->model.transform != 0,                    c->client_dp.mechanism == 1,
+        !strncmp(c->data.dataset, "csv:", 4),       own,
+        own && !c->data.test[0],                    own && c->data.normalize == DPFL_NORM_STANDARD,
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (user_set(c, rules[i].section, rules[i].key) && !applies[rules[i].applies_if])

@@ -87,10 +87,7 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
-    if ((st = dpfl_dataset_load(cfg->data.dataset, cfg->data.data_dir, c->seed, &c->train, &c->test, err))) return st;
-    if ((cfg->data.normalize == DPFL_NORM_STANDARD) && ((st = dpfl_dataset_standardize(cfg->data.dataset, &c->train, err)) ||
-                                                (st = dpfl_dataset_standardize(cfg->data.dataset, &c->test, err))))
-        return st;
+    if ((st = dpfl_config_load_data(cfg, c->seed, &c->train, &c->test, err))) return st;
     dpfl_partition_spec spec;
     partition_spec(cfg, &spec);
     /* The partition is drawn from a stream of its own, whose key the checkpoint keeps: a resumed run (a fresh root
