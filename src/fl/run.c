@@ -111,6 +111,14 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
                                            "settings or the dataset files changed); resume with the run's own config.ini",
                          c->opt->out_dir);
     if ((st = check_deltas(cfg, c->train.n, c->part.clients, c->opt->quiet, c->warnings, &c->nwarn, err))) return st;
+    if (!strcmp(cfg->data.dataset, "heart") && (cfg->record_dp.enabled || cfg->client_dp.enabled)) {
+        /* FLamby's preprocessing, kept for the rPDP-FL reproduction: say what the epsilon does not cover */
+        snprintf(c->warnings[c->nwarn], sizeof c->warnings[0], "data: heart's features are z-scored with each "
+                 "centre's own training statistics (FLamby's preprocessing), which no epsilon covers; csv: files with "
+                 "public constants avoid it (examples/own_csv.ini)");
+        if (!c->opt->quiet) fprintf(stderr, "dpfl: warning: %s\n", c->warnings[c->nwarn]);
+        c->nwarn++;
+    }
     char mspec[300];
     dpfl_config_model_spec(cfg, mspec, sizeof mspec);
     if ((st = dpfl_model_create(mspec, c->train.c, c->train.h, c->train.w, c->train.classes, &c->model, err)))
