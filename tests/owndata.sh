@@ -18,7 +18,7 @@ if out=$("$dpfl" train examples/own_csv.ini --set fl.rounds=4 --out "$tmp/run" -
   t_le "$eps" 2 || t_fail "record-level epsilon '$eps' above the target 2"
   t_lt 0 "$eps" || t_fail "no record-level epsilon in summary.json"
   t_lt 0.3 "$acc" || t_fail "test accuracy '$acc' (5 classes, the largest holds about 0.45)"
-  grep -q '^dataset = csv:data/heart-disease/processed\.\*\.data$' "$tmp/run/config.ini" ||
+  grep -q '^dataset = csv:data/heart-disease/processed\.cleveland\.data, .*/processed\.va\.data$' "$tmp/run/config.ini" ||
     t_fail "config.ini does not keep the csv: spec"
   if out=$("$dpfl" train --resume "$tmp/run" --set fl.rounds=6 --quiet 2>&1); then
     # the files are read again and must give the same clients (the checkpoint refuses another partition); the
@@ -35,7 +35,7 @@ else
 fi
 t_end
 
-t_begin "own CSV files: a missing value, a missing file and a wrong column fail on one line"
+t_begin "own CSV files: a missing value, a missing file, a wrong column and absent sites' files fail on one line"
 printf 'age,chol,label\n50,200,1\n60,,0\n' > "$tmp/site.csv"
 check_error() { # WANT [SETTINGS...]: non-zero exit, one line containing WANT, no run folder
   local want=$1 out rc
@@ -53,5 +53,11 @@ check_error "missing value ($tmp/site.csv): line 3, column 2" "dataset = csv:$tm
 check_error "cannot open data file ($tmp/none.csv)" "dataset = csv:$tmp/none.csv"
 check_error "no column named 'weight'" "dataset = csv:$tmp/site.csv" "feature_columns = weight" "missing = drop"
 check_error "data.label_column is set but would be ignored" "dataset = heart"
+mkdir -p "$tmp/site/data/heart-disease" && cp data/heart-disease/processed.hungarian.data "$tmp/site/data/heart-disease/"
+out=$(cd "$tmp/site" && "$OLDPWD/$dpfl" train "$OLDPWD/examples/own_csv.ini" --out "$tmp/site/run" --quiet 2>&1); rc=$?
+[ "$rc" != 0 ] || t_fail "dpfl train ran with 3 of the 4 files absent"
+grep -qF "cannot open data file (data/heart-disease/processed.cleveland.data): 3 of the 4 files are not here" <<<"$out" ||
+  t_fail "absent files: '$out'"
+[ ! -e "$tmp/site/run/summary.json" ] || t_fail "a refused run left summary.json"
 t_end
 t_summary

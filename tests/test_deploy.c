@@ -101,14 +101,16 @@ static int kill_leftovers(void **state)
 
 /* `dpfl ARGS` in the background, stdout and stderr into log; the pid is dpfl's own (exec). */
 static pid_t spawn(const char *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *spawn_cwd; /* non-NULL: the folder the next processes run in */
 static pid_t spawn(const char *log, const char *fmt, ...)
 {
-    char args[2048], cmd[3200];
+    char args[2048], cmd[3800];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>&1", bin, args, log);
+    snprintf(cmd, sizeof cmd, "%s%s%sexec '%s' %s >'%s' 2>&1", spawn_cwd ? "cd '" : "", spawn_cwd ? spawn_cwd : "",
+             spawn_cwd ? "' && " : "", bin, args, log);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -674,6 +676,47 @@ static void the_heart_deployment_script_runs(void **state)
     cJSON_Delete(sum);
 }
 
+/* Each site holds only its own file (examples/own_csv.ini lists the four centres' files with their row counts): the
+ * script runs every centre in a folder holding its own file alone and the server in one holding none, and gets
+ * dpfl train's bytes and epsilon; the server, with no test data, reports no accuracy.  A client whose own file is
+ * not there refuses on one line naming it. */
+static void sites_hold_only_their_own_files(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "DPFL='%s' PORT=%d scripts/deploy_heart.sh '%s' --own-files --check --set fl.rounds=4 "
+                              "> '%s' 2>&1", bin, free_port(), tp("own"), tp("own.log"));
+    if (system(cmd) != 0) {
+        char *t = slurp(tp("own.log"));
+        print_error("%s\n%s\n", cmd, t ? t : "");
+        free(t);
+        fail();
+    }
+    assert_true(contains(tp("own.log"), "--check: the same model.bin bytes and epsilon"));
+    assert_true(contains(tp("own.log"), "no test data here"));
+    assert_int_equal(access(tp("own/server/data"), F_OK), -1); /* the server's folder held no data */
+    assert_int_equal(access(tp("own/site1/data/heart-disease/processed.cleveland.data"), F_OK), -1);
+    cJSON *sum = json_file(tp("own/run/summary.json"));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(sum, "test_accuracy")));
+    cJSON_Delete(sum);
+    /* client 1 started where only client 0's file is */
+    char cfgpath[4096], wd[700];
+    assert_non_null(realpath("examples/own_csv.ini", cfgpath));
+    snprintf(wd, sizeof wd, "%s", tp("own/site0"));
+    const int port = free_port();
+    spawn_cwd = tp("own/server");
+    pid_t sv = serve(port, cfgpath, tp("own-run2"), tp("own2-server.log"), "--join-timeout 30");
+    spawn_cwd = wd;
+    pid_t cl = join(port, cfgpath, 1, tp("keys/c1"), tp("own2-c1"), tp("own2-c1.log"), "");
+    spawn_cwd = NULL;
+    expect_exit(cl, 1, tp("own2-c1.log"), 30);
+    assert_true(contains(tp("own2-c1.log"), "cannot open data file (data/heart-disease/processed.hungarian.data): "
+                                            "dpfl join --client 1 trains on it"));
+    kill(sv, SIGTERM);
+    wait_exit(sv, 10);
+}
+
 /* ---------------------------------------------------------------------------------------------- 7 */
 /* Distributed DP over the wire: every client clips, rounds, noises and masks its own update; the server runs secure
  * aggregation with the clients' processes.  Without dropouts: the simulation's bytes.  With a real dropout -- client
@@ -762,6 +805,7 @@ int main(void)
         cmocka_unit_test_teardown(a_client_killed_mid_round_is_a_dropout, kill_leftovers),
         cmocka_unit_test_teardown(a_resumed_server_finishes_the_uninterrupted_run, kill_leftovers),
         cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
+        cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),
         cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };

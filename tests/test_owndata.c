@@ -313,6 +313,85 @@ static void csv_separate_test_set(void **state)
     assert_non_null(strstr(err.msg, "data.test_fraction"));
 }
 
+/* A deployment's view: with source_rows, a listed file that is not here is absent -- placeholders of its count, the
+ * same split sizes and train order of the present ones as with every file here -- and classes must be given;
+ * a present file must have its declared count; with no file here the features are the listed ones. */
+static void csv_absent_sources(void **state)
+{
+    (void)state;
+    site_file(tp("s0.csv"), 0, 30);
+    site_file(tp("s1.csv"), 100, 20);
+    dpfl_file_options o;
+    dpfl_file_options_default(&o);
+    o.features = "id, x";
+    const int32_t rows[3] = {30, 20, 12};
+    o.source_rows = rows;
+    o.nsource_rows = 3;
+    o.classes = 3;
+    dpfl_dataset tr, te, ftr, fte;
+    dpfl_error err;
+    site_file(tp("s2.csv"), 200, 12);
+    const char *all3 = spec("csv:%s,%s", tp("s0.csv"), tp("s1.csv"));
+    char full[700];
+    snprintf(full, sizeof full, "%s,%s", all3, tp("s2.csv"));
+    assert_int_equal(load(full, &o, 5, &ftr, &fte, &err), DPFL_OK); /* every file here */
+    assert_null(ftr.absent);
+    unlink(tp("s2.csv"));
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_OK); /* s2 not here */
+    assert_int_equal(dpfl_dataset_absent_count(&tr), 1);
+    assert_non_null(tr.absent);
+    assert_true(tr.absent[2] && !tr.absent[0] && !tr.absent[1]);
+    assert_non_null(te.absent);
+    assert_true(te.absent[2]);
+    assert_int_equal(tr.n, ftr.n);
+    assert_int_equal(te.n, fte.n);
+    assert_int_equal(tr.classes, 3);
+    for (int32_t i = 0; i < tr.n; i++) {
+        assert_int_equal(tr.group[i], ftr.group[i]);
+        if (tr.group[i] < 2) assert_true(tr.x[2 * i] == ftr.x[2 * i]);
+        else assert_true(tr.x[2 * i] == 0.0f && tr.y[i] == 0);
+    }
+    char path[512];
+    assert_int_equal(dpfl_dataset_source_path(full, 2, path, sizeof path, &err), DPFL_OK);
+    assert_string_equal(path, tp("s2.csv"));
+    dpfl_dataset_free(&tr);
+    dpfl_dataset_free(&te);
+    dpfl_dataset_free(&ftr);
+    dpfl_dataset_free(&fte);
+    /* without the counts a missing file is an error; without classes too */
+    o.source_rows = NULL;
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_EIO);
+    assert_non_null(strstr(err.msg, tp("s2.csv")));
+    o.source_rows = rows;
+    o.classes = 0;
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.classes"));
+    o.classes = 3;
+    /* a present file with another count is not the run's file */
+    const int32_t wrong[3] = {30, 21, 12};
+    o.source_rows = wrong;
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, tp("s1.csv")));
+    assert_non_null(strstr(err.msg, "data.source_rows says 21"));
+    o.source_rows = rows;
+    o.nsource_rows = 2;
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "3 files"));
+    o.nsource_rows = 3;
+    /* no file here: the listed features give the shape; unlisted, it cannot be known */
+    unlink(tp("s0.csv"));
+    unlink(tp("s1.csv"));
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_OK);
+    assert_int_equal(tr.dim, 2);
+    assert_int_equal(dpfl_dataset_absent_count(&tr), 3);
+    assert_int_equal(tr.n + te.n, 62);
+    dpfl_dataset_free(&tr);
+    dpfl_dataset_free(&te);
+    o.features = NULL;
+    assert_int_equal(load(full, &o, 5, &tr, &te, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.feature_columns"));
+}
+
 static uint32_t be32(uint32_t v)
 {
     return ((v >> 24) & 0xff) | ((v >> 8) & 0xff00) | ((v << 8) & 0xff0000) | (v << 24);
@@ -431,7 +510,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(csv_columns_by_name),   cmocka_unit_test(csv_missing_values),
         cmocka_unit_test(csv_sources_and_split), cmocka_unit_test(csv_separate_test_set),
-        cmocka_unit_test(idx_folder_and_pair),   cmocka_unit_test(config_keys),
+        cmocka_unit_test(csv_absent_sources),    cmocka_unit_test(idx_folder_and_pair),
+        cmocka_unit_test(config_keys),
     };
     return cmocka_run_group_tests_name("own data", tests, setup, teardown);
 }

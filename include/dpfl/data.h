@@ -17,6 +17,8 @@ typedef struct {
     int32_t *y;      /* n */
     int32_t groups;  /* number of natural sources (centres); 0 if none */
     int32_t *group;  /* n source ids in [0, groups), or NULL */
+    uint8_t *absent; /* groups flags, 1 where that source is a file this process does not hold and its rows are
+                        placeholders (zeros, label 0) of the declared count; NULL when every source is here */
 } dpfl_dataset;
 
 void dpfl_dataset_free(dpfl_dataset *d);
@@ -77,11 +79,21 @@ typedef struct {
     double test_fraction; /* in [0, 1): share of each source held out when there is no separate test set */
     int32_t first_source; /* the position of the first file among all the run's sources, which keys its held-out
                              split: a client that loads only its own file gives its client number (default 0) */
+    const int32_t *source_rows; /* csv: the usable rows of each listed source (nsource_rows of them), or NULL.  With
+                             them a listed file that is not there is absent: its rows become placeholders
+                             (dataset.absent), as in a deployment where each site holds only its own file; a
+                             present file must have exactly its count.  Globs and folders cannot name absent files */
+    int32_t nsource_rows;
+    int32_t classes;      /* > 0: the number of classes (labels must be below it); needed when a file is absent */
 } dpfl_file_options;
 void dpfl_file_options_default(dpfl_file_options *o); /* header auto, last column the label, test_fraction 0.2 */
 int dpfl_dataset_is_files(const char *name);          /* 1 for "csv:..." and "idx:..." */
 dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o, uint64_t seed, dpfl_dataset *train,
                                     dpfl_dataset *test, dpfl_error *err);
+/* The file of source k of a "csv:" spec (for messages). */
+dpfl_status dpfl_dataset_source_path(const char *spec, int32_t k, char *buf, size_t len, dpfl_error *err);
+/* Sources of d that are absent (placeholders), 0 when all are here. */
+int32_t dpfl_dataset_absent_count(const dpfl_dataset *d);
 /* (x - mean) / sd per feature with given constants: nmean and nsd are 1 (the same for every feature) or dim. */
 dpfl_status dpfl_dataset_standardize_values(dpfl_dataset *d, const double *mean, int32_t nmean, const double *sd,
                                             int32_t nsd, dpfl_error *err);

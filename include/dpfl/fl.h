@@ -56,6 +56,8 @@ typedef struct {                  /* [data] */
     double test_fraction;         /* held out of each source without a separate test set */
     char feature_mean[192];       /* normalize = standard with own data: public constants, 1 or one per feature */
     char feature_std[192];
+    char source_rows[192];        /* csv: usable rows per listed file; lets a process lack the others' files */
+    int32_t classes;              /* own data: number of classes (0: the largest label + 1) */
 } dpfl_data_config;
 
 typedef struct {                  /* [model] */

@@ -124,6 +124,12 @@ int cli_audit(int argc, char **argv)
     memset(&train, 0, sizeof train);
     memset(&test, 0, sizeof test);
     if (dpfl_config_load_data(&cfg, opt.seed, &train, &test, &err)) return cli_error("%s", err.msg);
+    const int32_t nabsent = dpfl_dataset_absent_count(&train);
+    if (nabsent) {
+        dpfl_dataset_free(&train);
+        dpfl_dataset_free(&test);
+        return cli_error("data.dataset: %d of its files are not here; the audit trains on every record", nabsent);
+    }
     dpfl_audit_report rep;
     dpfl_status st = dpfl_audit_record_level(&cfg, &train, &test, &opt, &rep, &err);
     dpfl_dataset_free(&train);

@@ -37,6 +37,7 @@ void dpfl_dataset_free(dpfl_dataset *d)
     dpfl_free(d->x);
     dpfl_free(d->y);
     dpfl_free(d->group);
+    dpfl_free(d->absent);
     memset(d, 0, sizeof *d);
 }
 

@@ -34,28 +34,33 @@ int dpfl_dataset_is_files(const char *name)
 
 typedef struct {
     char **path;
-    int32_t n, cap;
+    uint8_t *absent; /* 1: a listed file that is not here (allowed with source_rows) */
+    int32_t n, cap, nabsent;
 } paths;
 
 static void paths_free(paths *p)
 {
     for (int32_t i = 0; i < p->n; i++) free(p->path[i]);
     free(p->path);
+    free(p->absent);
     memset(p, 0, sizeof *p);
 }
 
-static dpfl_status paths_add(paths *p, const char *s, dpfl_error *err)
+static dpfl_status paths_add(paths *p, const char *s, int absent, dpfl_error *err)
 {
     if (p->n == MAX_SOURCES) return dpfl_fail(err, DPFL_EINVAL, "data.dataset: more than %d files", MAX_SOURCES);
     if (p->n == p->cap) {
         int32_t nc = p->cap ? 2 * p->cap : 8;
         char **np = realloc(p->path, (size_t)nc * sizeof *np);
-        if (!np) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
-        p->path = np;
+        if (np) p->path = np;
+        uint8_t *na = realloc(p->absent, (size_t)nc);
+        if (na) p->absent = na;
+        if (!np || !na) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
         p->cap = nc;
     }
     if (!(p->path[p->n] = strdup(s))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
-    p->n++;
+    p->absent[p->n++] = (uint8_t)absent;
+    p->nabsent += absent;
     return DPFL_OK;
 }
 
@@ -73,14 +78,15 @@ static dpfl_status add_glob(paths *p, const char *pattern, const char *what, dpf
     dpfl_status s = DPFL_OK;
     for (size_t i = 0; i < g.gl_pathc && !s; i++) {
         struct stat st;
-        if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode)) s = paths_add(p, g.gl_pathv[i], err);
+        if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode)) s = paths_add(p, g.gl_pathv[i], 0, err);
     }
     globfree(&g);
     return s;
 }
 
-/* CSV sources: a comma-separated list of files, folders (their *.csv files in name order) and glob patterns. */
-static dpfl_status csv_sources(const char *spec, paths *out, dpfl_error *err)
+/* CSV sources: a comma-separated list of files, folders (their *.csv files in name order) and glob patterns; a
+ * listed file that is not here is absent when allow_absent, else an error. */
+static dpfl_status csv_sources(const char *spec, int allow_absent, paths *out, dpfl_error *err)
 {
     memset(out, 0, sizeof *out);
     char *copy = strdup(spec), *save = NULL;
@@ -94,14 +100,15 @@ static dpfl_status csv_sources(const char *spec, paths *out, dpfl_error *err)
         if (strpbrk(tok, "*?[")) {
             s = add_glob(out, tok, "a glob pattern in data.dataset", err);
         } else if (stat(tok, &st) != 0) {
-            s = dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %s", tok, strerror(errno));
+            if (errno == ENOENT && allow_absent) s = paths_add(out, tok, 1, err);
+            else s = dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %s", tok, strerror(errno));
         } else if (S_ISDIR(st.st_mode)) {
             char pat[DPFL__PATH_MAX];
             int w = snprintf(pat, sizeof pat, "%s/*.csv", tok);
             s = w > 0 && (size_t)w < sizeof pat ? add_glob(out, pat, "a folder in data.dataset holds its .csv files", err)
                                                 : dpfl_fail(err, DPFL_EINVAL, "path too long (%.60s...)", tok);
         } else {
-            s = paths_add(out, tok, err);
+            s = paths_add(out, tok, 0, err);
         }
     }
     free(copy);
@@ -174,30 +181,49 @@ static dpfl_status csv_columns(const dpfl__table *t, const dpfl_file_options *o,
     return s;
 }
 
-/* One dataset holding every row of every source (group = source), before the train/test split. */
+/* The number of comma-separated items of a non-empty list. */
+static int count_items(const char *list)
+{
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    return n;
+}
+
+/* One dataset holding every row of every source (group = source), before the train/test split; an absent
+ * source's rows are placeholders (zeros, label 0) of its declared count. */
 static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dpfl_dataset *all, dpfl_error *err)
 {
+    memset(all, 0, sizeof *all);
     dpfl__table *tab = calloc((size_t)src->n, sizeof *tab);
     int32_t *keep = calloc((size_t)src->n, sizeof *keep);
-    int label = 0, *feat = NULL, nfeat = 0;
+    int label = 0, *feat = NULL, nfeat = 0, first = -1; /* first: the first present file */
     dpfl_status s = tab && keep ? DPFL_OK : dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
+    if (!s && o->source_rows && o->nsource_rows != src->n)
+        s = dpfl_fail(err, DPFL_EINVAL, "data.source_rows: %d counts for %d files in data.dataset", o->nsource_rows,
+                      src->n);
     int64_t total = 0;
     for (int32_t f = 0; f < src->n && !s; f++) {
         const char *path = src->path[f];
+        if (src->absent[f]) {
+            keep[f] = o->source_rows[f];
+            total += keep[f];
+            continue;
+        }
         if ((s = dpfl__table_read(path, o->header, &tab[f], err))) break;
-        if (f == 0) {
-            s = csv_columns(&tab[0], o, path, &label, &feat, &nfeat, err);
-        } else if (tab[f].cols != tab[0].cols) {
+        if (first < 0) {
+            first = f;
+            s = csv_columns(&tab[f], o, path, &label, &feat, &nfeat, err);
+        } else if (tab[f].cols != tab[first].cols) {
             s = dpfl_fail(err, DPFL_EFORMAT, "wrong number of columns (%s): %d, but %s has %d", path, tab[f].cols,
-                          src->path[0], tab[0].cols);
-        } else if (!tab[f].names != !tab[0].names) {
+                          src->path[first], tab[first].cols);
+        } else if (!tab[f].names != !tab[first].names) {
             s = dpfl_fail(err, DPFL_EFORMAT, "%s header line (%s), unlike %s (set data.header)",
-                          tab[f].names ? "a" : "no", path, src->path[0]);
+                          tab[f].names ? "a" : "no", path, src->path[first]);
         } else if (tab[f].names) {
-            for (int c = 0; c < tab[0].cols && !s; c++)
-                if (strcmp(tab[f].names[c], tab[0].names[c]))
+            for (int c = 0; c < tab[first].cols && !s; c++)
+                if (strcmp(tab[f].names[c], tab[first].names[c]))
                     s = dpfl_fail(err, DPFL_EFORMAT, "column %d is '%s' (%s), but '%s' in %s", c + 1,
-                                  tab[f].names[c], path, tab[0].names[c], src->path[0]);
+                                  tab[f].names[c], path, tab[first].names[c], src->path[first]);
         }
         for (int32_t r = 0; r < tab[f].rows && !s; r++) {
             const double *row = tab[f].v + (size_t)r * tab[f].cols;
@@ -216,12 +242,33 @@ static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dp
         }
         if (!s && keep[f] == 0)
             s = dpfl_fail(err, DPFL_EFORMAT, "no usable row (%s): every row has a missing value", path);
+        if (!s && o->source_rows && keep[f] != o->source_rows[f])
+            s = dpfl_fail(err, DPFL_EFORMAT, "%d usable rows (%s), but data.source_rows says %d: not the run's file",
+                          keep[f], path, o->source_rows[f]);
         total += keep[f];
+    }
+    if (!s && first < 0) { /* no file here (a deployment's server): the features are what the config lists */
+        if (!o->features || !*o->features)
+            s = dpfl_fail(err, DPFL_EINVAL, "data.feature_columns: none of the files of data.dataset is here, so the "
+                                            "feature columns must be listed");
+        else nfeat = count_items(o->features);
     }
     if (!s && total > INT32_MAX) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: %lld rows are too many", (long long)total);
     if (!s) s = dpfl__dataset_alloc(all, (int32_t)total, 1, 1, nfeat, src->n, src->path[0], err);
+    if (!s && src->nabsent) {
+        if (!(all->absent = dpfl_alloc((size_t)src->n, err))) s = DPFL_ENOMEM;
+        else memcpy(all->absent, src->absent, (size_t)src->n);
+    }
     int32_t i = 0;
-    for (int32_t f = 0; f < src->n && !s; f++)
+    for (int32_t f = 0; f < src->n && !s; f++) {
+        if (src->absent[f]) {
+            memset(all->x + (size_t)i * nfeat, 0, (size_t)keep[f] * (size_t)nfeat * sizeof(float));
+            for (int32_t r = 0; r < keep[f]; r++, i++) {
+                all->y[i] = 0;
+                all->group[i] = f;
+            }
+            continue;
+        }
         for (int32_t r = 0; r < tab[f].rows; r++) {
             const double *row = tab[f].v + (size_t)r * tab[f].cols;
             int miss = isnan(row[label]);
@@ -232,10 +279,12 @@ static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dp
             all->y[i] = (int32_t)row[label];
             all->group[i++] = f;
         }
+    }
     for (int32_t f = 0; tab && f < src->n; f++) dpfl__table_free(&tab[f]);
     free(tab);
     free(keep);
     free(feat);
+    if (s) dpfl_dataset_free(all);
     return s;
 }
 
@@ -319,6 +368,14 @@ static dpfl_status split(const dpfl_dataset *all, double frac, uint64_t seed, in
     int32_t groups = all->groups;
     if (!s) s = dpfl__dataset_alloc(train, all->n - (int32_t)tot_te, all->c, all->h, all->w, groups, what, err);
     if (!s && tot_te > 0) s = dpfl__dataset_alloc(test, (int32_t)tot_te, all->c, all->h, all->w, groups, what, err);
+    if (!s && all->absent) {
+        if (!(train->absent = dpfl_alloc((size_t)groups, err)) || (tot_te > 0 && !(test->absent = dpfl_alloc((size_t)groups, err))))
+            s = DPFL_ENOMEM;
+        else {
+            memcpy(train->absent, all->absent, (size_t)groups);
+            if (tot_te > 0) memcpy(test->absent, all->absent, (size_t)groups);
+        }
+    }
     if (!s) {
         int32_t itr = 0, ite = 0;
         for (int32_t g = 0; g < G; g++)
@@ -350,7 +407,7 @@ static dpfl_status read_spec(const char *spec, const dpfl_file_options *o, dpfl_
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' is not csv:FILES or idx:FILES", spec);
     if (spec[0] == 'i') return idx_read(spec + 4, all, test, has_test, err);
     paths src;
-    dpfl_status s = csv_sources(spec + 4, &src, err);
+    dpfl_status s = csv_sources(spec + 4, o->source_rows != NULL, &src, err);
     if (s) return s;
     s = csv_read_all(&src, o, all, err);
     paths_free(&src);
@@ -385,8 +442,12 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
     if (separate && has_test)
         s = dpfl_fail(err, DPFL_EINVAL, "data.test: %s already holds a test set (t10k files); remove data.test",
                       spec);
-    else if (separate)
-        s = read_spec(o.test, &o, test, &t2, &has_test, err);
+    else if (separate) {
+        dpfl_file_options ot = o; /* the test files are all here: no counts, no absent files */
+        ot.source_rows = NULL;
+        ot.nsource_rows = 0;
+        s = read_spec(o.test, &ot, test, &t2, &has_test, err);
+    }
     dpfl_dataset_free(&t2);
     if (!s && !separate && !has_test) { /* hold out test_fraction of each source */
         if (o.test_fraction == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.test_fraction: 0 leaves no test set; give "
@@ -403,12 +464,20 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
                       test->dim, train->dim);
     if (!s && test->group && test->groups != train->groups) { /* per-source test sets only when they match */
         dpfl_free(test->group);
+        dpfl_free(test->absent);
         test->group = NULL;
+        test->absent = NULL;
         test->groups = 0;
     }
     if (!s) {
         int32_t a = max_label(train), b = max_label(test), k = (a > b ? a : b) + 1;
-        if (k < 2) s = dpfl_fail(err, DPFL_EFORMAT, "every label is 0 (%s): a classifier needs 2 classes or more", spec);
+        if (o.classes > 0 && k > o.classes)
+            s = dpfl_fail(err, DPFL_EFORMAT, "a label is %d (%s), but data.classes = %d", k - 1, spec, o.classes);
+        else if (o.classes > 0) k = o.classes;
+        else if (train->absent)
+            s = dpfl_fail(err, DPFL_EINVAL, "data.classes: needed when a file of data.dataset is not here (%s)", spec);
+        if (!s && k < 2)
+            s = dpfl_fail(err, DPFL_EFORMAT, "every label is 0 (%s): a classifier needs 2 classes or more", spec);
         train->classes = test->classes = k;
     }
     if (s) {
@@ -416,6 +485,25 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
         dpfl_dataset_free(test);
     }
     return s;
+}
+
+dpfl_status dpfl_dataset_source_path(const char *spec, int32_t k, char *buf, size_t len, dpfl_error *err)
+{
+    if (strncmp(spec, "csv:", 4)) return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' has no files by source", spec);
+    paths src;
+    dpfl_status s = csv_sources(spec + 4, 1, &src, err);
+    if (s) return s;
+    if (k < 0 || k >= src.n) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: no source #%d in '%s'", k, spec);
+    else snprintf(buf, len, "%s", src.path[k]);
+    paths_free(&src);
+    return s;
+}
+
+int32_t dpfl_dataset_absent_count(const dpfl_dataset *d)
+{
+    int32_t n = 0;
+    for (int32_t g = 0; d->absent && g < d->groups; g++) n += d->absent[g];
+    return n;
 }
 
 dpfl_status dpfl_dataset_standardize_values(dpfl_dataset *d, const double *mean, int32_t nmean, const double *sd,

@@ -246,6 +246,7 @@ dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *
     a.aug = *train;
     a.aug.n = train->n + k + 1;
     a.aug.group = NULL;
+    a.aug.absent = NULL;
     a.aug.groups = 0;
     a.aug.x = dpfl_calloc((size_t)a.aug.n * (size_t)dim, sizeof(float), err);
     a.aug.y = malloc((size_t)a.aug.n * sizeof(int32_t));

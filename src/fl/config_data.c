@@ -56,7 +56,20 @@ dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_da
         o.drop_missing = dc->missing == 1;
         o.test = dc->test;
         o.test_fraction = dc->test_fraction;
-        s = dpfl_dataset_load_files(dc->dataset, &o, seed, train, test, err);
+        o.classes = dc->classes;
+        double rows[128];
+        int32_t nrows = 0, irows[128];
+        s = dc->source_rows[0] ? number_list(dc->source_rows, "source_rows", rows, 128, &nrows, err) : DPFL_OK;
+        for (int32_t i = 0; i < nrows && !s; i++) {
+            if (!(rows[i] >= 1 && rows[i] <= INT32_MAX && rows[i] == floor(rows[i])))
+                s = dpfl_fail(err, DPFL_EINVAL, "data.source_rows: value %d (%g) is not a row count >= 1", i + 1, rows[i]);
+            irows[i] = (int32_t)rows[i];
+        }
+        if (nrows) {
+            o.source_rows = irows;
+            o.nsource_rows = nrows;
+        }
+        if (!s) s = dpfl_dataset_load_files(dc->dataset, &o, seed, train, test, err);
         if (!s && dc->normalize == DPFL_NORM_STANDARD) s = standardize_given(dc, train, test, err);
     } else {
         s = dpfl_dataset_load(dc->dataset, dc->data_dir, seed, train, test, err);

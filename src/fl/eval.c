@@ -65,7 +65,8 @@ static void spread(const eval_job *jobs, int32_t n, double *mean, double *std)
 
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
 {
-    const int32_t n = s->test->n;
+    const dpfl_dataset *te = s->test;
+    int32_t n = te->n;
     int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
@@ -76,7 +77,14 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         free(jobs);
         return; /* metrics stay NAN */
     }
-    for (int32_t i = 0; i < n; i++) all[i] = i;
+    if (te->absent) { /* a deployment's server without some sites' files: only the rows it holds */
+        n = 0;
+        for (int32_t i = 0; i < te->n; i++)
+            if (!te->absent[te->group[i]]) all[n++] = i;
+        chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    } else {
+        for (int32_t i = 0; i < n; i++) all[i] = i;
+    }
     for (int32_t c = 0; c < chunks; c++) {
         jobs[c].w = s->global;
         jobs[c].idx = all + (size_t)c * EVAL_CHUNK;
@@ -87,6 +95,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         g->w = s->global;
         g->idx = s->part->test_index + s->part->test_offset[k];
         g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+        if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
         if (k < npersonal) {
             *h = *g;
             h->w = s->helper ? fl_client_model(s, k) : s->global;

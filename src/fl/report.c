@@ -606,8 +606,11 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
 void fl_report_final_lines(const run_ctx *c)
 {
     const dpfl_config *cfg = c->cfg;
-    fprintf(stderr, "dpfl: %d rounds%s, test accuracy %.4f, %.1f s; run written to %s\n", c->ledger.rounds,
-            c->stopped_early ? " (stopped before exceeding the privacy budget)" : "", c->last_eval.test_accuracy,
+    char acc[64];
+    if (isfinite(c->last_eval.test_accuracy)) snprintf(acc, sizeof acc, "test accuracy %.4f", c->last_eval.test_accuracy);
+    else snprintf(acc, sizeof acc, "no test data here"); /* a deployment's server without the sites' files */
+    fprintf(stderr, "dpfl: %d rounds%s, %s, %.1f s; run written to %s\n", c->ledger.rounds,
+            c->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
             c->wall0 + (dpfl_now() - c->t_start), c->opt->out_dir);
     /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
     const char *seedcaveat = cfg->run.seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "

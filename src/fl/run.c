@@ -1,6 +1,8 @@
 /* The run driver behind `dpfl train`: set-up (data, partition, model, noise, ledger, the run directory's files),
  * then the rounds (run_round.c) and the report (report.c). */
 #include "run_internal.h"
+
+#define DPFL_PATH_MSG 512
 #include "sim_internal.h"
 #include "dpfl/mech.h"
 
@@ -88,6 +90,22 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
     if ((st = dpfl_config_load_data(cfg, c->seed, &c->train, &c->test, err))) return st;
+    const int32_t nabsent = dpfl_dataset_absent_count(&c->train);
+    if (nabsent && !c->absent_ok && !(c->transport && c->transport->clients_hold_data)) {
+        char path[DPFL_PATH_MSG] = "?";
+        for (int32_t g = 0; g < c->train.groups; g++)
+            if (c->train.absent[g]) {
+                dpfl_error e2;
+                dpfl_dataset_source_path(cfg->data.dataset, g, path, sizeof path, &e2);
+                break;
+            }
+        return dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %d of the %d files are not here; training every "
+                         "client needs them all (only dpfl serve, which trains none, and dpfl join --client K, which "
+                         "trains K, run without the others')", path, nabsent, c->train.groups);
+    }
+    if (nabsent && cfg->record_dp.budgets == DPFL_BUDGETS_CLASS)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = class needs every record's label, and %d files of "
+                                           "data.dataset are not here", nabsent);
     dpfl_partition_spec spec;
     partition_spec(cfg, &spec);
     /* The partition is drawn from a stream of its own, whose key the checkpoint keeps: a resumed run (a fresh root

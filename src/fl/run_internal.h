@@ -96,6 +96,7 @@ typedef struct {
     run_state rs;
     dpfl_round_metrics last_eval;
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */
+    int absent_ok; /* dpfl join: sources absent here are other clients' (checked: its own is here) */
     char warnings[4][256];
     int nwarn;
     /* a deployed client (src/net/client.c) sets up the same run without its files, with the server's partition key */

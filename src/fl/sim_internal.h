@@ -75,6 +75,8 @@ struct dpfl_transport {
      * UNMASK_REQ broadcast to the clients that were not dropped) and finishes: *released = 1 when s->ddp_sum holds
      * the sum, 0 when too few answered (the round then releases nothing). */
     dpfl_status (*secagg_finish)(dpfl_sim *s, const uint8_t *req, size_t len, int *released, dpfl_error *err);
+    int clients_hold_data; /* 1: every client is a process with its own data (a deployment's server): the data of
+                              files absent here is never trained on */
     void *ctx;
 };
 typedef struct dpfl_transport fl_transport;

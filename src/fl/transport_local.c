@@ -59,4 +59,4 @@ static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error
     return DPFL_OK;
 }
 
-const fl_transport fl_transport_local = {run_clients, 0, NULL, NULL, NULL, NULL};
+const fl_transport fl_transport_local = {.run_clients = run_clients};

@@ -322,6 +322,7 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         c->cprivate = 1;
         c->no_files = 1;
         c->partition_key = m->partition_key;
+        c->absent_ok = 1; /* the other sites' files need not be here; this client's own must (below) */
         dpfl_status st;
         if (cl->cfg->run.seed[0]) {
             c->seed = strtoull(cl->cfg->run.seed, NULL, 10);
@@ -335,6 +336,13 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         if (cl->k >= c->part.clients)
             return dpfl_fail(err, DPFL_EINVAL, "dpfl join: --client %d, but the run has clients 0 to %d", cl->k,
                              c->part.clients - 1);
+        if (c->train.absent && c->train.absent[cl->k]) {
+            char path[512] = "?";
+            dpfl_error e2;
+            dpfl_dataset_source_path(cl->cfg->data.dataset, cl->k, path, sizeof path, &e2);
+            return dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): dpfl join --client %d trains on it", path,
+                             cl->k);
+        }
         if (!(cl->update = dpfl_alloc(cl->P * sizeof(float), err))) return DPFL_ENOMEM;
         if ((st = state_load(cl, err))) return st;
     }

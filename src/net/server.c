@@ -817,6 +817,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     sv->t.start = start;
     sv->t.finish = finish;
     sv->t.secagg_finish = secagg_finish;
+    sv->t.clients_hold_data = 1; /* files absent here are the sites' own (data.source_rows) */
     sv->t.ctx = sv;
     st = fl_run(cfg, run, &sv->t, err);
     server_close(sv);
