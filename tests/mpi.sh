@@ -62,6 +62,33 @@ for np in 2 3; do
 done
 t_end
 
+t_begin "mpirun: each rank holds only its own clients' files (data.source_rows); rank 0 none"
+# examples/own_csv.ini: four centres' CSV files, one client each; with 3 ranks, rank 1 trains clients 0 and 2, rank 2
+# clients 1 and 3 (client k on rank 1 + k mod 2).  Each rank runs in its own folder holding just those files.
+names=(cleveland hungarian switzerland va)
+mkdir -p "$tmp/r0"
+for r in 1 2; do mkdir -p "$tmp/r$r/data/heart-disease"; done
+for k in 0 1 2 3; do cp "data/heart-disease/processed.${names[$k]}.data" "$tmp/r$((1 + k % 2))/data/heart-disease/"; done
+here=$PWD
+bin=$(cd "$(dirname "$dpfl")" && pwd)/$(basename "$dpfl")
+args=(train "$here/examples/own_csv.ini" --set fl.rounds=4 --out "$tmp/own3" --quiet)
+"$dpfl" train examples/own_csv.ini --set fl.rounds=4 --out "$tmp/own1" --quiet >"$tmp/own1.log" 2>&1 ||
+  t_fail "one process: $(tail -1 "$tmp/own1.log")"
+if "${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" : -np 1 --wdir "$tmp/r1" "$bin" "${args[@]}" \
+     : -np 1 --wdir "$tmp/r2" "$bin" "${args[@]}" >"$tmp/own3.log" 2>&1; then
+  cmp -s "$tmp/own1/model.bin" "$tmp/own3/model.bin" || t_fail "model.bin differs from one process's"
+  [ "$(eps epsilon "$tmp/own1/summary.json")" = "$(eps epsilon "$tmp/own3/summary.json")" ] || t_fail "epsilon differs"
+else
+  t_fail "3 ranks with their own files: $(tail -2 "$tmp/own3.log")"
+fi
+# rank 2 without client 3's file: refused, naming it
+rm "$tmp/r2/data/heart-disease/processed.va.data"
+out=$("${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" --force : -np 1 --wdir "$tmp/r1" "$bin" "${args[@]}" --force \
+      : -np 1 --wdir "$tmp/r2" "$bin" "${args[@]}" --force 2>&1) && t_fail "a rank without its client's file ran"
+grep -q "cannot open data file (data/heart-disease/processed.va.data): MPI rank 2 trains client 3" <<<"$out" ||
+  t_fail "no clear error: $out"
+t_end
+
 t_begin "mpirun: per-client state is refused on one line naming the setting"
 out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/keep" --quiet --set fl.client_state=keep 2>&1)
 rc=$?

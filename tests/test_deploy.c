@@ -712,7 +712,7 @@ static void sites_hold_only_their_own_files(void **state)
     spawn_cwd = NULL;
     expect_exit(cl, 1, tp("own2-c1.log"), 30);
     assert_true(contains(tp("own2-c1.log"), "cannot open data file (data/heart-disease/processed.hungarian.data): "
-                                            "dpfl join --client 1 trains on it"));
+                                            "dpfl join trains client 1, whose records are in it"));
     kill(sv, SIGTERM);
     wait_exit(sv, 10);
 }

@@ -113,7 +113,9 @@ static dpfl_status mpi_run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_e
     return st;
 }
 
-static const fl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start, .finish = mpi_finish};
+/* rank 0 trains no client: files listed with data.source_rows may be absent there (each worker checks its own) */
+static const fl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
+                                           .finish = mpi_finish, .clients_hold_data = 1};
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
@@ -131,6 +133,7 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
     c->no_files = 1;
     c->partition_key = key;
     c->cprivate = 1;
+    c->absent_ok = 1; /* files of other ranks' clients need not be here; its own clients' must (below) */
     /* the streams: the seed's (reproducible: the same as one process), else this rank's own entropy */
     dpfl_status st = DPFL_OK;
     if (cfg->run.seed[0]) {
@@ -140,6 +143,10 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
         st = dpfl_rng_init_os(&c->root, &err);
     }
     if (!st) st = fl_run_setup(c, &err);
+    char who[32];
+    snprintf(who, sizeof who, "MPI rank %d", rank);
+    for (int32_t k = 0; !st && k < c->part.clients; k++)
+        if (owner(k) == rank) st = fl_client_data_here(c, k, who, &err);
     const size_t P = st ? 0 : c->model.nparam;
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL;

@@ -84,6 +84,26 @@ static dpfl_status check_deltas(const dpfl_config *cfg, int64_t records, int32_t
     return st;
 }
 
+static void source_path(const dpfl_config *cfg, int32_t g, char *path, size_t len)
+{
+    dpfl_error e2;
+    if (dpfl_dataset_source_path(cfg->data.dataset, g, path, len, &e2)) snprintf(path, len, "source #%d", g);
+}
+
+dpfl_status fl_client_data_here(const run_ctx *c, int32_t k, const char *who, dpfl_error *err)
+{
+    const dpfl_dataset *d = &c->train;
+    if (!d->absent) return DPFL_OK;
+    for (int32_t i = c->part.offset[k]; i < c->part.offset[k + 1]; i++)
+        if (d->absent[d->group[c->part.index[i]]]) {
+            char path[DPFL_PATH_MSG];
+            source_path(c->cfg, d->group[c->part.index[i]], path, sizeof path);
+            return dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %s trains client %d, whose records are in it",
+                             path, who, k);
+        }
+    return DPFL_OK;
+}
+
 /* Data, partition and the initial model (normalization with published constants only). */
 static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
 {
@@ -95,8 +115,7 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
         char path[DPFL_PATH_MSG] = "?";
         for (int32_t g = 0; g < c->train.groups; g++)
             if (c->train.absent[g]) {
-                dpfl_error e2;
-                dpfl_dataset_source_path(cfg->data.dataset, g, path, sizeof path, &e2);
+                source_path(cfg, g, path, sizeof path);
                 break;
             }
         return dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %d of the %d files are not here; training every "

@@ -109,6 +109,9 @@ typedef struct {
 dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const struct dpfl_transport *t, dpfl_error *err);
 
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err);
+/* A process that trains client k (dpfl join, an MPI worker) must hold the files of its records (data.source_rows
+ * lets the others be absent): fails naming the first missing file; who names the process for the message. */
+dpfl_status fl_client_data_here(const run_ctx *c, int32_t k, const char *who, dpfl_error *err);
 void fl_run_free(run_ctx *c);
 /* Round r: charge a copy of the ledger, stop (*stop = 1, nothing released) if that would pass a budget, else
  * train, checkpoint and release the round. */

@@ -336,13 +336,7 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         if (cl->k >= c->part.clients)
             return dpfl_fail(err, DPFL_EINVAL, "dpfl join: --client %d, but the run has clients 0 to %d", cl->k,
                              c->part.clients - 1);
-        if (c->train.absent && c->train.absent[cl->k]) {
-            char path[512] = "?";
-            dpfl_error e2;
-            dpfl_dataset_source_path(cl->cfg->data.dataset, cl->k, path, sizeof path, &e2);
-            return dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): dpfl join --client %d trains on it", path,
-                             cl->k);
-        }
+        if ((st = fl_client_data_here(c, cl->k, "dpfl join", err))) return st;
         if (!(cl->update = dpfl_alloc(cl->P * sizeof(float), err))) return DPFL_ENOMEM;
         if ((st = state_load(cl, err))) return st;
     }
