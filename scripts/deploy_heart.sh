@@ -9,9 +9,9 @@
 # OUT_DIR (default runs/deploy_heart) gets keys/, the run directory run/, each centre's state centre<K>/ and the
 # logs.  --check also trains the same config with `dpfl train` and requires the same model.bin bytes and epsilon.
 # --own-files: each process holds only its own data, as at real sites (config examples/own_csv.ini: the centres'
-# files read as CSV, record-level DP-SGD): centre K runs in OUT_DIR/site<K>/, which holds its own file alone, and
-# the server in OUT_DIR/server/, which holds none (it trains no client; it has no test set then, so it reports
-# no accuracy).
+# files read as CSV, record-level DP-SGD): centre K runs in OUT_DIR/site<K>/, which holds its own file alone,
+# given to it by `dpfl join --data FILE`, and the server in OUT_DIR/server/, which holds none (it trains no client;
+# it has no test set then, so it reports no accuracy).
 # DPFL=path/to/dpfl picks the binary (default build/dpfl); PORT=N the port (default: a free one in 47000-48999).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,14 +45,14 @@ rm -rf "$out" && mkdir -p "$out/keys/server/clients"
 here=$PWD
 out=$(cd "$out" && pwd) dpfl=$(cd "$(dirname "$dpfl")" && pwd)/$(basename "$dpfl") config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
 names=(cleveland hungarian switzerland va)
-wd_server=$here wd=("$here" "$here" "$here" "$here")
+wd_server=$here wd=("$here" "$here" "$here" "$here") own_data=("" "" "" "")
 if [ $own -eq 1 ]; then  # each site's folder holds its own file only; the server's none
   mkdir -p "$out/server"
   wd_server=$out/server
   for k in 0 1 2 3; do
-    mkdir -p "$out/site$k/data/heart-disease"
-    cp "data/heart-disease/processed.${names[$k]}.data" "$out/site$k/data/heart-disease/"
-    wd[$k]=$out/site$k
+    mkdir -p "$out/site$k"
+    cp "data/heart-disease/processed.${names[$k]}.data" "$out/site$k/${names[$k]}.csv"
+    wd[$k]=$out/site$k own_data[$k]="--data ${names[$k]}.csv"
   done
 fi
 "$dpfl" keygen "$out/keys/server" server >/dev/null
@@ -72,7 +72,7 @@ t0=$(date +%s.%N)
 server=$!
 for k in 0 1 2 3; do
   (cd "${wd[$k]}" && exec "$dpfl" join --server "tcp://127.0.0.1:$port" --config "$config" "${sets[@]}" --client "$k" \
-    --keys "$out/keys/centre$k" --state "$out/centre$k" --idle-timeout 120) >"$out/centre$k.log" 2>&1 &
+    --keys "$out/keys/centre$k" --state "$out/centre$k" --idle-timeout 120 ${own_data[$k]}) >"$out/centre$k.log" 2>&1 &
   pids+=($!)
 done
 pids+=($server)

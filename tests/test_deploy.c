@@ -677,9 +677,9 @@ static void the_heart_deployment_script_runs(void **state)
 }
 
 /* Each site holds only its own file (examples/own_csv.ini lists the four centres' files with their row counts): the
- * script runs every centre in a folder holding its own file alone and the server in one holding none, and gets
- * dpfl train's bytes and epsilon; the server, with no test data, reports no accuracy.  A client whose own file is
- * not there refuses on one line naming it. */
+ * script runs every centre in a folder holding its own file alone, under a name of its own given by --data, and
+ * the server in one holding none, and gets dpfl train's bytes and epsilon; the server, with no test data, reports
+ * no accuracy.  A client whose own file is not there refuses on one line naming it. */
 static void sites_hold_only_their_own_files(void **state)
 {
     (void)state;
@@ -696,7 +696,9 @@ static void sites_hold_only_their_own_files(void **state)
     assert_true(contains(tp("own.log"), "--check: the same model.bin bytes and epsilon"));
     assert_true(contains(tp("own.log"), "no test data here"));
     assert_int_equal(access(tp("own/server/data"), F_OK), -1); /* the server's folder held no data */
-    assert_int_equal(access(tp("own/site1/data/heart-disease/processed.cleveland.data"), F_OK), -1);
+    assert_int_equal(access(tp("own/site1/hungarian.csv"), F_OK), 0); /* its own file, under its own name ... */
+    assert_int_equal(access(tp("own/site1/cleveland.csv"), F_OK), -1); /* ... and no other */
+    assert_int_equal(access(tp("own/site1/data"), F_OK), -1);
     cJSON *sum = json_file(tp("own/run/summary.json"));
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(sum, "test_accuracy")));
     cJSON_Delete(sum);
@@ -715,6 +717,11 @@ static void sites_hold_only_their_own_files(void **state)
                                             "dpfl join trains client 1, whose records are in it"));
     kill(sv, SIGTERM);
     wait_exit(sv, 10);
+    /* --data stands for entry K of a list of files with their counts, and for nothing else */
+    pid_t bad = join(port, "examples/rpdp_heart.ini", 1, tp("keys/c1"), tp("own3-c1"), tp("own3-c1.log"),
+                     "--data mine.csv");
+    expect_exit(bad, 1, tp("own3-c1.log"), 30);
+    assert_true(contains(tp("own3-c1.log"), "dpfl join --data: needs data.dataset = csv:FILE, FILE, ..."));
 }
 
 /* ---------------------------------------------------------------------------------------------- 7 */

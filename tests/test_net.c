@@ -414,7 +414,7 @@ static void serve_and_join_name_what_is_missing(void **state)
     memset(&ro, 0, sizeof ro);
     assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "libzmq"));
-    dpfl_join_options jo = {"tcp://127.0.0.1:1", "/tmp", NULL, 0, "/tmp", 1, 0, 1};
+    dpfl_join_options jo = {"tcp://127.0.0.1:1", "/tmp", NULL, 0, "/tmp", 1, 0, 1, NULL};
     assert_int_equal(dpfl_net_join(&cfg, &jo, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "libzmq"));
 }

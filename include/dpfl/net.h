@@ -140,6 +140,9 @@ typedef struct {
     double idle_timeout;    /* give up after this many seconds without a word from the server */
     double delay;           /* wait this long before sending each update (a slow link; for deadline tests) */
     int quiet;
+    const char *data;       /* NULL, or where this client's own file is: it replaces entry K of the config's
+                               data.dataset = csv:FILE, ... list (which needs data.source_rows); the run and its
+                               digest stay the config's */
 } dpfl_join_options;
 
 /* Runs client K until the server says bye (DPFL_OK), refuses it, or stays silent for idle_timeout. */

@@ -161,10 +161,13 @@ int cli_serve(int argc, char **argv)
 static void join_help(void)
 {
     printf("usage: dpfl join --server tcp://HOST:PORT --config CONFIG.ini --client K --keys DIR [--name NAME]\n"
-           "                 [--set section.key=value]... [--state DIR] [--idle-timeout S] [--delay S] [--quiet]\n\n"
-           "Runs client K of a deployed training (dpfl serve): the same config, model and partition as the server\n"
-           "(the client loads the dataset named in the config and uses only its own part K), its own optimizer\n"
-           "state, its own record-level ledger, and the simulation's local training for every round it is sent.\n"
+           "                 [--data FILE] [--set section.key=value]... [--state DIR] [--idle-timeout S] [--delay S]\n"
+           "                 [--quiet]\n\n"
+           "Runs client K of a deployed training (dpfl serve): the same config, model and partition as the server,\n"
+           "its own optimizer state, its own record-level ledger, and the simulation's local training for every\n"
+           "round it is sent.  A named dataset (mnist, heart) is loaded whole and the client uses its part K; with\n"
+           "data.dataset = csv:FILE, ... and data.source_rows only this client's own file must be here.\n"
+           "  --data FILE         this client's own file, wherever it is: it stands for entry K of data.dataset\n"
            "  --keys DIR          DIR/NAME.key is this client's secret key, DIR/server.pub the server's public key\n"
            "  --name NAME         the key's name (default client<K>)\n"
            "  --state DIR         its ledger and state, client.bin and client.json (default runs/join-client<K>);\n"
@@ -183,7 +186,7 @@ int cli_join(int argc, char **argv)
     if (need_zmq("join")) return 1;
     const char *config_path = NULL;
     char state[512] = "";
-    dpfl_join_options jo = {NULL, NULL, NULL, -1, NULL, 600.0, 0.0, 0};
+    dpfl_join_options jo = {NULL, NULL, NULL, -1, NULL, 600.0, 0.0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quiet")) {
@@ -199,6 +202,7 @@ int cli_join(int argc, char **argv)
         else if (!strcmp(a, "--config")) config_path = v;
         else if (!strcmp(a, "--keys")) jo.keys_dir = v;
         else if (!strcmp(a, "--name")) jo.name = v;
+        else if (!strcmp(a, "--data")) jo.data = v;
         else if (!strcmp(a, "--state")) snprintf(state, sizeof state, "%s", v);
         else if (!strcmp(a, "--client")) {
             if (cli_parse_long(a, v, &n)) return 2;

@@ -49,6 +49,7 @@ typedef struct {
     void *zctx, *sock, *mon;
     uint8_t server_pk[32], pk[32], sk[32];
     const dpfl_config *cfg;
+    dpfl_config own_cfg; /* with --data: the config with this client's file in its place */
     uint8_t config_digest[32];
     int32_t k;
     /* set up at the server's first hello */
@@ -763,6 +764,36 @@ static dpfl_status make_dir(const char *path, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* --data PATH: the config with entry k of its data.dataset list replaced by PATH (only a list of plain files whose
+ * row counts data.source_rows gives: then entry k is source k, and the others need not be here). */
+static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
+{
+    const char *ds = cfg->data.dataset;
+    if (strncmp(ds, "csv:", 4) || !cfg->data.source_rows[0] || strpbrk(ds, "*?["))
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: needs data.dataset = csv:FILE, FILE, ... (one file per "
+                                           "site, no pattern) with data.source_rows; this config has '%s'", ds);
+    if (strchr(path, ',') || !*path)
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: '%s' is not one file path", path);
+    *out = *cfg;
+    char buf[sizeof out->data.dataset];
+    int32_t item = 0;
+    size_t len = (size_t)snprintf(buf, sizeof buf, "csv:");
+    for (const char *p = ds + 4; *p && len < sizeof buf;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (item == k) len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", item ? "," : "", path);
+        else len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%.*s", item ? "," : "", (int)n, p);
+        item++;
+        p = e ? e + 1 : p + n;
+    }
+    if (len >= sizeof buf)
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: the list with '%s' in it is too long", path);
+    if (k >= item)
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: --client %d, but data.dataset lists %d files", k, item);
+    memcpy(out->data.dataset, buf, len + 1);
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dpfl_error *err)
 {
     dpfl_status st;
@@ -782,7 +813,12 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     snprintf(cl->who, sizeof cl->who, "join %d", o->client);
     if (o->name) snprintf(cl->name, sizeof cl->name, "%s", o->name);
     else snprintf(cl->name, sizeof cl->name, "client%d", o->client);
-    net_config_digest(cfg, cl->config_digest);
+    net_config_digest(cfg, cl->config_digest); /* the run's config, whatever path --data gives */
+    if (o->data && (st = own_file(cfg, o->client, o->data, &cl->own_cfg, err))) {
+        free(cl);
+        return st;
+    }
+    if (o->data) cl->cfg = &cl->own_cfg;
     char path[1100];
     snprintf(path, sizeof path, "%s/%s.key", o->keys_dir, cl->name);
     if (!dpfl_net_key_name_ok(cl->name)) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: bad key name '%s'", cl->name);
