@@ -457,6 +457,80 @@ static dpfl_status parse(const char *ini, dpfl_config *c, dpfl_error *err)
     return dpfl_config_load(c, path, err);
 }
 
+/* Several IDX folders, one source each (train files only): present, absent with counts, none here (the test set
+ * gives the shape). */
+static void idx_folders_as_sources(void **state)
+{
+    (void)state;
+    const char *d[3] = {"ia", "ib", "ic"};
+    const int n[3] = {10, 6, 8};
+    char a[3][256];
+    for (int f = 0; f < 3; f++) {
+        snprintf(a[f], sizeof a[f], "%s", tp(d[f]));
+        assert_int_equal(mkdir(a[f], 0700), 0);
+        char img[1100], lab[1100];
+        snprintf(img, sizeof img, "%s/train-images-idx3-ubyte", a[f]);
+        snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte", a[f]);
+        idx_pair(img, lab, (uint32_t)n[f], f == 1);
+    }
+    char sp[900], test[700];
+    snprintf(sp, sizeof sp, "idx:%s, %s, %s", a[0], a[1], a[2]);
+    snprintf(test, sizeof test, "idx:%s/train-images-idx3-ubyte,%s/train-labels-idx1-ubyte", a[2], a[2]);
+    dpfl_file_options o;
+    dpfl_file_options_default(&o);
+    o.test_fraction = 0.25;
+    dpfl_dataset tr, te, ftr, fte;
+    dpfl_error err;
+    assert_int_equal(load(sp, &o, 2, &ftr, &fte, &err), DPFL_OK);
+    assert_int_equal(ftr.groups, 3);
+    assert_int_equal(ftr.n + fte.n, 24);
+    assert_int_equal(ftr.h, 2);
+    assert_int_equal(ftr.w, 3);
+    /* folder b not here: its images are placeholders; the others' rows are unchanged */
+    const int32_t rows[3] = {10, 6, 8};
+    o.source_rows = rows;
+    o.nsource_rows = 3;
+    o.classes = 4;
+    char gone[300];
+    snprintf(gone, sizeof gone, "%s-gone", a[1]);
+    assert_int_equal(rename(a[1], gone), 0);
+    assert_int_equal(load(sp, &o, 2, &tr, &te, &err), DPFL_OK);
+    assert_int_equal(tr.n, ftr.n);
+    assert_true(tr.absent && tr.absent[1] && !tr.absent[0]);
+    for (int32_t i = 0; i < tr.n; i++)
+        if (tr.group[i] != 1) assert_memory_equal(tr.x + 6 * i, ftr.x + 6 * i, 6 * sizeof(float));
+    dpfl_dataset_free(&tr);
+    dpfl_dataset_free(&te);
+    /* a folder with another count is refused */
+    const int32_t wrong[3] = {10, 6, 9};
+    o.source_rows = wrong;
+    assert_int_equal(load(sp, &o, 2, &tr, &te, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "data.source_rows says 9"));
+    o.source_rows = rows;
+    /* none here: the shape from the test set, else an error */
+    snprintf(sp, sizeof sp, "idx:%s, %s", tp("none1"), tp("none2"));
+    o.nsource_rows = 2;
+    o.test = test;
+    assert_int_equal(load(sp, &o, 2, &tr, &te, &err), DPFL_OK);
+    assert_int_equal(tr.n, 16);
+    assert_int_equal(tr.dim, 6);
+    assert_int_equal(te.n, 8);
+    assert_int_equal(dpfl_dataset_absent_count(&tr), 2);
+    dpfl_dataset_free(&tr);
+    dpfl_dataset_free(&te);
+    o.test = NULL;
+    assert_int_equal(load(sp, &o, 2, &tr, &te, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "image shape"));
+    /* a listed file that is not a folder */
+    snprintf(sp, sizeof sp, "idx:%s, %s, %s", a[0], a[2], tp("s9.csv"));
+    write_text(tp("s9.csv"), "1,0\n");
+    o.source_rows = NULL;
+    assert_int_equal(load(sp, &o, 2, &tr, &te, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "not a folder"));
+    dpfl_dataset_free(&ftr);
+    dpfl_dataset_free(&fte);
+}
+
 /* The [data] keys: accepted with own data, refused where they would be ignored; normalize = standard needs
  * the given constants and applies them. */
 static void config_keys(void **state)
@@ -511,7 +585,7 @@ int main(void)
         cmocka_unit_test(csv_columns_by_name),   cmocka_unit_test(csv_missing_values),
         cmocka_unit_test(csv_sources_and_split), cmocka_unit_test(csv_separate_test_set),
         cmocka_unit_test(csv_absent_sources),    cmocka_unit_test(idx_folder_and_pair),
-        cmocka_unit_test(config_keys),
+        cmocka_unit_test(idx_folders_as_sources), cmocka_unit_test(config_keys),
     };
     return cmocka_run_group_tests_name("own data", tests, setup, teardown);
 }

@@ -61,7 +61,9 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
  *         ("site-*.csv"); every file has the same columns; each file is one source (group), so the natural
  *         partition gives one client per file.  Numbers only; empty, ?, NA, NaN and null are missing values.
  *   idx:  a folder with MNIST's file names (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]; its
- *         t10k-* files, when present, are the test set) or IMAGES,LABELS (one source).  Pixels scaled to [0, 1].
+ *         t10k-* files, when present, are the test set), IMAGES,LABELS (one source), or several folders (and glob
+ *         patterns matching folders), one source each, of which only the train-* files are read.  Pixels scaled
+ *         to [0, 1].
  * Relative paths are relative to the current folder.  The test set is `test` (another spec), the folder's t10k
  * files, or else test_fraction of each source, held out by a shuffle that depends only on the seed and the
  * source's position (first_source + its place in the list: a client that loads only its own file draws the same

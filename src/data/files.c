@@ -64,8 +64,9 @@ static dpfl_status paths_add(paths *p, const char *s, int absent, dpfl_error *er
     return DPFL_OK;
 }
 
-/* Every match of pattern, in name order; none is an error naming what was looked for. */
-static dpfl_status add_glob(paths *p, const char *pattern, const char *what, dpfl_error *err)
+/* Every match of pattern (regular files, or folders when folders), in name order; none is an error naming what
+ * was looked for. */
+static dpfl_status add_glob(paths *p, const char *pattern, int folders, const char *what, dpfl_error *err)
 {
     glob_t g;
     int r = glob(pattern, GLOB_ERR, NULL, &g);
@@ -78,15 +79,17 @@ static dpfl_status add_glob(paths *p, const char *pattern, const char *what, dpf
     dpfl_status s = DPFL_OK;
     for (size_t i = 0; i < g.gl_pathc && !s; i++) {
         struct stat st;
-        if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode)) s = paths_add(p, g.gl_pathv[i], 0, err);
+        if (stat(g.gl_pathv[i], &st) == 0 && (folders ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)))
+            s = paths_add(p, g.gl_pathv[i], 0, err);
     }
     globfree(&g);
     return s;
 }
 
-/* CSV sources: a comma-separated list of files, folders (their *.csv files in name order) and glob patterns; a
- * listed file that is not here is absent when allow_absent, else an error. */
-static dpfl_status csv_sources(const char *spec, int allow_absent, paths *out, dpfl_error *err)
+/* Sources: a comma-separated list of files, folders (their *.csv files in name order) and glob patterns; or with
+ * folders (idx:) of folders and patterns matching folders.  A listed item that is not here is absent when
+ * allow_absent, else an error. */
+static dpfl_status list_sources(const char *spec, int folders, int allow_absent, paths *out, dpfl_error *err)
 {
     memset(out, 0, sizeof *out);
     char *copy = strdup(spec), *save = NULL;
@@ -98,21 +101,21 @@ static dpfl_status csv_sources(const char *spec, int allow_absent, paths *out, d
         if (!*tok) continue;
         struct stat st;
         if (strpbrk(tok, "*?[")) {
-            s = add_glob(out, tok, "a glob pattern in data.dataset", err);
+            s = add_glob(out, tok, folders, "a glob pattern in data.dataset", err);
         } else if (stat(tok, &st) != 0) {
             if (errno == ENOENT && allow_absent) s = paths_add(out, tok, 1, err);
             else s = dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %s", tok, strerror(errno));
-        } else if (S_ISDIR(st.st_mode)) {
+        } else if (folders || !S_ISDIR(st.st_mode)) {
+            s = paths_add(out, tok, 0, err);
+        } else {
             char pat[DPFL__PATH_MAX];
             int w = snprintf(pat, sizeof pat, "%s/*.csv", tok);
-            s = w > 0 && (size_t)w < sizeof pat ? add_glob(out, pat, "a folder in data.dataset holds its .csv files", err)
+            s = w > 0 && (size_t)w < sizeof pat ? add_glob(out, pat, 0, "a folder in data.dataset holds its .csv files", err)
                                                 : dpfl_fail(err, DPFL_EINVAL, "path too long (%.60s...)", tok);
-        } else {
-            s = paths_add(out, tok, 0, err);
         }
     }
     free(copy);
-    if (!s && out->n == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: 'csv:%s' names no file", spec);
+    if (!s && out->n == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", spec);
     if (s) paths_free(out);
     return s;
 }
@@ -290,12 +293,101 @@ static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dp
 
 /* ------------------------------------------------------------------------------------------ IDX */
 
-/* "DIR" (MNIST's file names, plain or .gz: train-* the data, t10k-* a test set when present) or
- * "IMAGES,LABELS".  *has_test says whether test was filled from DIR's t10k files. */
-static dpfl_status idx_read(const char *spec, dpfl_dataset *all, dpfl_dataset *test, int *has_test, dpfl_error *err)
+/* DIR's train pair (MNIST's names, plain or .gz) into d. */
+static dpfl_status idx_train_pair(const char *dir, dpfl_dataset *d, dpfl_error *err)
+{
+    char img[DPFL__PATH_MAX + 64], lab[DPFL__PATH_MAX + 64];
+    const char *ext = "";
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte", dir);
+    if (access(img, R_OK) != 0) ext = ".gz";
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte%s", dir, ext);
+    snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte%s", dir, ext);
+    return dpfl_idx_load(img, lab, d, err);
+}
+
+/* Several folders, one source each (their train-* pairs; t10k files are not read: the test set is data.test or
+ * test_fraction of each folder); with source_rows a folder that is not here is absent, its rows placeholders of
+ * the shape of the first folder here, else of hint (the separate test set's). */
+static dpfl_status idx_folders(const paths *src, const dpfl_file_options *o, const dpfl_dataset *hint,
+                               dpfl_dataset *all, dpfl_error *err)
+{
+    memset(all, 0, sizeof *all);
+    dpfl_dataset *part = calloc((size_t)src->n, sizeof *part);
+    if (!part) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
+    dpfl_status s = DPFL_OK;
+    if (o->source_rows && o->nsource_rows != src->n)
+        s = dpfl_fail(err, DPFL_EINVAL, "data.source_rows: %d counts for %d folders in data.dataset", o->nsource_rows,
+                      src->n);
+    int32_t first = -1;
+    int64_t total = 0;
+    for (int32_t f = 0; f < src->n && !s; f++) {
+        if (src->absent[f]) {
+            total += o->source_rows[f];
+            continue;
+        }
+        struct stat st;
+        if (stat(src->path[f], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            s = dpfl_fail(err, DPFL_EINVAL, "not a folder (%s): idx: lists folders holding train-images-idx3-ubyte "
+                          "and train-labels-idx1-ubyte, or is IMAGES,LABELS", src->path[f]);
+            break;
+        }
+        if ((s = idx_train_pair(src->path[f], &part[f], err))) break;
+        if (first < 0) first = f;
+        else if (part[f].h != part[first].h || part[f].w != part[first].w)
+            s = dpfl_fail(err, DPFL_EFORMAT, "images are %dx%d (%s), but %dx%d in %s", part[f].h, part[f].w,
+                          src->path[f], part[first].h, part[first].w, src->path[first]);
+        if (!s && o->source_rows && part[f].n != o->source_rows[f])
+            s = dpfl_fail(err, DPFL_EFORMAT, "%d images (%s), but data.source_rows says %d: not the run's folder",
+                          part[f].n, src->path[f], o->source_rows[f]);
+        total += part[f].n;
+    }
+    const dpfl_dataset *shape = first >= 0 ? &part[first] : hint;
+    if (!s && (!shape || shape->dim <= 0))
+        s = dpfl_fail(err, DPFL_EINVAL, "data.test: none of the folders of data.dataset is here, so a test set "
+                                        "(data.test) must give the image shape");
+    if (!s && total > INT32_MAX) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: %lld images are too many", (long long)total);
+    if (!s) s = dpfl__dataset_alloc(all, (int32_t)total, shape->c, shape->h, shape->w, src->n, src->path[0], err);
+    if (!s && src->nabsent) {
+        if (!(all->absent = dpfl_alloc((size_t)src->n, err))) s = DPFL_ENOMEM;
+        else memcpy(all->absent, src->absent, (size_t)src->n);
+    }
+    int32_t i = 0;
+    for (int32_t f = 0; f < src->n && !s; f++) {
+        const int32_t m = src->absent[f] ? o->source_rows[f] : part[f].n;
+        if (src->absent[f]) memset(all->x + (size_t)i * all->dim, 0, (size_t)m * (size_t)all->dim * sizeof(float));
+        else memcpy(all->x + (size_t)i * all->dim, part[f].x, (size_t)m * (size_t)all->dim * sizeof(float));
+        for (int32_t r = 0; r < m; r++, i++) {
+            all->y[i] = src->absent[f] ? 0 : part[f].y[r];
+            all->group[i] = f;
+        }
+    }
+    for (int32_t f = 0; f < src->n; f++) dpfl_dataset_free(&part[f]);
+    free(part);
+    if (s) dpfl_dataset_free(all);
+    return s;
+}
+
+/* "DIR" (MNIST's file names, plain or .gz: train-* the data, t10k-* a test set when present), "IMAGES,LABELS", or
+ * several folders (idx_folders).  *has_test says whether test was filled from DIR's t10k files. */
+static dpfl_status idx_read(const char *spec, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
+                            dpfl_dataset *test, int *has_test, dpfl_error *err)
 {
     *has_test = 0;
     const char *comma = strchr(spec, ',');
+    struct stat st;
+    int pair = 0;
+    if (comma && !strchr(comma + 1, ',')) { /* two items: IMAGES,LABELS when the first is a file */
+        char first[DPFL__PATH_MAX];
+        snprintf(first, sizeof first, "%.*s", (int)(comma - spec), spec);
+        pair = stat(first, &st) == 0 && S_ISREG(st.st_mode);
+    }
+    if (comma && !pair) {
+        paths src;
+        dpfl_status s = list_sources(spec, 1, o->source_rows != NULL, &src, err);
+        if (!s) s = idx_folders(&src, o, hint, all, err);
+        paths_free(&src);
+        return s;
+    }
     if (comma) {
         char img[DPFL__PATH_MAX];
         size_t n = (size_t)(comma - spec);
@@ -306,18 +398,14 @@ static dpfl_status idx_read(const char *spec, dpfl_dataset *all, dpfl_dataset *t
         img[n] = '\0';
         return dpfl_idx_load(img, comma + 1, all, err);
     }
-    struct stat st;
     if (stat(spec, &st) != 0 || !S_ISDIR(st.st_mode))
         return dpfl_fail(err, DPFL_EIO, "cannot open IDX folder (%s): %s", spec,
                          errno ? strerror(errno) : "not a folder (give idx:FOLDER or idx:IMAGES,LABELS)");
-    char img[DPFL__PATH_MAX + 64], lab[DPFL__PATH_MAX + 64];
-    const char *ext = "";
-    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte", spec);
-    if (access(img, R_OK) != 0) ext = ".gz";
-    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte%s", spec, ext);
-    snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte%s", spec, ext);
-    dpfl_status s = dpfl_idx_load(img, lab, all, err);
+    dpfl_status s = idx_train_pair(spec, all, err);
     if (s) return s;
+    char img[DPFL__PATH_MAX + 64], lab[DPFL__PATH_MAX + 64];
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte", spec);
+    const char *ext = access(img, R_OK) == 0 ? "" : ".gz";
     snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte%s", spec, ext);
     snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte%s", spec, ext);
     if (access(img, R_OK) == 0 || access(lab, R_OK) == 0) {
@@ -399,15 +487,15 @@ static dpfl_status split(const dpfl_dataset *all, double frac, uint64_t seed, in
 }
 
 /* The whole of spec as one dataset (groups = sources for CSV); test filled when an IDX folder has t10k files. */
-static dpfl_status read_spec(const char *spec, const dpfl_file_options *o, dpfl_dataset *all, dpfl_dataset *test,
-                             int *has_test, dpfl_error *err)
+static dpfl_status read_spec(const char *spec, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
+                             dpfl_dataset *test, int *has_test, dpfl_error *err)
 {
     *has_test = 0;
     if (!dpfl_dataset_is_files(spec) || !spec[4])
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' is not csv:FILES or idx:FILES", spec);
-    if (spec[0] == 'i') return idx_read(spec + 4, all, test, has_test, err);
+    if (spec[0] == 'i') return idx_read(spec + 4, o, hint, all, test, has_test, err);
     paths src;
-    dpfl_status s = csv_sources(spec + 4, o->source_rows != NULL, &src, err);
+    dpfl_status s = list_sources(spec + 4, 0, o->source_rows != NULL, &src, err);
     if (s) return s;
     s = csv_read_all(&src, o, all, err);
     paths_free(&src);
@@ -434,21 +522,29 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
     if (!(o.test_fraction >= 0 && o.test_fraction < 1))
         return dpfl_fail(err, DPFL_EINVAL, "data.test_fraction: must be in [0, 1), got %g", o.test_fraction);
     dpfl_dataset all, t2;
-    int has_test;
+    int has_test = 0, own_test = 0;
     memset(&t2, 0, sizeof t2);
-    dpfl_status s = read_spec(spec, &o, &all, test, &has_test, err);
-    if (s) return s;
-    int separate = o.test && *o.test;
-    if (separate && has_test)
-        s = dpfl_fail(err, DPFL_EINVAL, "data.test: %s already holds a test set (t10k files); remove data.test",
-                      spec);
-    else if (separate) {
+    memset(&all, 0, sizeof all);
+    const int separate = o.test && *o.test;
+    dpfl_status s = DPFL_OK;
+    if (separate) { /* first: it gives the shape when none of the training files is here */
         dpfl_file_options ot = o; /* the test files are all here: no counts, no absent files */
         ot.source_rows = NULL;
         ot.nsource_rows = 0;
-        s = read_spec(o.test, &ot, test, &t2, &has_test, err);
+        s = read_spec(o.test, &ot, NULL, test, &t2, &own_test, err);
+        dpfl_dataset_free(&t2);
     }
-    dpfl_dataset_free(&t2);
+    dpfl_dataset t3;
+    memset(&t3, 0, sizeof t3);
+    if (!s) s = read_spec(spec, &o, separate ? test : NULL, &all, separate ? &t3 : test, &has_test, err);
+    if (!s && separate && has_test)
+        s = dpfl_fail(err, DPFL_EINVAL, "data.test: %s already holds a test set (t10k files); remove data.test",
+                      spec);
+    dpfl_dataset_free(&t3);
+    if (s) {
+        dpfl_dataset_free(test);
+        return s;
+    }
     if (!s && !separate && !has_test) { /* hold out test_fraction of each source */
         if (o.test_fraction == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.test_fraction: 0 leaves no test set; give "
                                                                    "data.test or a fraction in (0, 1)");
@@ -489,9 +585,9 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
 
 dpfl_status dpfl_dataset_source_path(const char *spec, int32_t k, char *buf, size_t len, dpfl_error *err)
 {
-    if (strncmp(spec, "csv:", 4)) return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' has no files by source", spec);
+    if (!dpfl_dataset_is_files(spec)) return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' has no files by source", spec);
     paths src;
-    dpfl_status s = csv_sources(spec + 4, 1, &src, err);
+    dpfl_status s = list_sources(spec + 4, spec[0] == 'i', 1, &src, err);
     if (s) return s;
     if (k < 0 || k >= src.n) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: no source #%d in '%s'", k, spec);
     else snprintf(buf, len, "%s", src.path[k]);

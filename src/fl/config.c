@@ -41,7 +41,7 @@ static const keydef keys[] = {
     {"data", "test_fraction", K_DOUBLE, F(data.test_fraction), 0.0, 0.95, NULL, "own data: share of each file held out as test set by a seeded shuffle (no separate test set)"},
     {"data", "feature_mean", K_STR, F(data.feature_mean), 0, 0, NULL, "own data, normalize = standard: public constants (1 value, or one per feature), never computed from the private data"},
     {"data", "feature_std", K_STR, F(data.feature_std), 0, 0, NULL, "own data, normalize = standard: public constants (1 value, or one per feature)"},
-    {"data", "source_rows", K_STR, F(data.source_rows), 0, 0, NULL, "csv: the usable rows of each listed file; with them a process may lack the other sites' files (a deployment: dpfl serve needs none, dpfl join --client K only file K)"},
+    {"data", "source_rows", K_STR, F(data.source_rows), 0, 0, NULL, "own data: the usable rows (images) of each listed file (idx: folder); with them a process may lack the other sites' files (a deployment: dpfl serve needs none, dpfl join --client K only file K)"},
     {"data", "classes", K_INT, F(data.classes), 0, 65536, NULL, "own data: the number of classes (0: the largest label + 1); needed with files absent"},
     {"data", "data_dir", K_STR, F(data.data_dir), 0, 0, NULL, "folder holding mnist/ (empty: $DPFL_DATA/cache, else $XDG_CACHE_HOME/dpfl or ~/.cache/dpfl)"},
     {"model", "arch", K_STR, F(model.arch), 0, 0, NULL, "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
@@ -707,7 +707,7 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
         {"data", "test_fraction", "it applies to dataset = csv:... or idx:... without data.test", 21},
         {"data", "feature_mean", "it applies to normalize = standard with dataset = csv:... or idx:...", 22},
         {"data", "feature_std", "it applies to normalize = standard with dataset = csv:... or idx:...", 22},
-        {"data", "source_rows", "it applies to dataset = csv:...", 19},
+        {"data", "source_rows", "it applies to dataset = csv:... or idx:...", 20},
         {"data", "classes", "it applies to dataset = csv:... or idx:...", 20},
     };
     const int own = dpfl_dataset_is_files(c->data.dataset);

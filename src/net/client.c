@@ -769,15 +769,16 @@ static dpfl_status make_dir(const char *path, dpfl_error *err)
 static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
 {
     const char *ds = cfg->data.dataset;
-    if (strncmp(ds, "csv:", 4) || !cfg->data.source_rows[0] || strpbrk(ds, "*?["))
-        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: needs data.dataset = csv:FILE, FILE, ... (one file per "
-                                           "site, no pattern) with data.source_rows; this config has '%s'", ds);
+    if (!dpfl_dataset_is_files(ds) || !cfg->data.source_rows[0] || strpbrk(ds, "*?["))
+        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: needs data.dataset = csv:FILE, FILE, ... or idx:FOLDER, "
+                                           "FOLDER, ... (one per site, no pattern) with data.source_rows; this config "
+                                           "has '%s'", ds);
     if (strchr(path, ',') || !*path)
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: '%s' is not one file path", path);
     *out = *cfg;
     char buf[sizeof out->data.dataset];
     int32_t item = 0;
-    size_t len = (size_t)snprintf(buf, sizeof buf, "csv:");
+    size_t len = (size_t)snprintf(buf, sizeof buf, "%.4s", ds);
     for (const char *p = ds + 4; *p && len < sizeof buf;) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
