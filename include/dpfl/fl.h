@@ -281,6 +281,15 @@ void dpfl_sim_set_update_clip(dpfl_sim *s, double S);
 /* Global model on the global test set, and per-client test sets when the partition has them (there also each
  * client's helper model, with fl.personalization = helper). */
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m);
+/* Evaluation outside a run (dpfl eval): mean loss and accuracy of params on every example of d, computed the way a
+ * run computes the global model's test_loss and test_accuracy (the same chunks, batches and sums, on one thread),
+ * so that with batch = dpfl_eval_batch(the run's config) a run's model on its own test set gives summary.json's
+ * numbers bit for bit.  Fails, naming the model's spec, when d's examples are not m's input size or a label is not
+ * one of m's outputs.  NAN for an empty d. */
+dpfl_status dpfl_evaluate(const dpfl_model *m, const float *params, const dpfl_dataset *d, int32_t batch,
+                          double *mean_loss, double *accuracy, dpfl_error *err);
+/* The batch size of a run's evaluations: max(256, fl.batch) (cfg NULL: 256). */
+int32_t dpfl_eval_batch(const dpfl_config *cfg);
 /* fl.personalization = helper: the model client k uses, h_k (Algorithm 1 of PriFedSync): the initial model w0 until
  * the client first syncs; after each sync (1 - alpha) w~_k + alpha w_global, w~_k its freshly trained local model
  * and w_global the new global model.  A client keeps it across the rounds it sits out and trains from it. */

@@ -82,6 +82,25 @@ void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng);
  * checks that the file's spec and nparam match m. */
 dpfl_status dpfl_model_save(const dpfl_model *m, const float *params, const char *path, dpfl_error *err);
 dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path, dpfl_error *err);
+/* What a model file holds, without knowing its architecture first: the spec it was saved with (NUL-terminated
+ * into spec, at most spec_cap - 1 bytes) and its parameters (*params: *nparam floats, dpfl_alloc'd; free with
+ * dpfl_free).  The file is checked (magic, version, checksum, lengths) as dpfl_model_load does.  Build the model
+ * with dpfl_model_create(spec, <the data's shape and classes>) and compare its nparam: the spec alone does not fix
+ * the input size. */
+dpfl_status dpfl_model_file_read(const char *path, char *spec, size_t spec_cap, float **params, size_t *nparam,
+                                 dpfl_error *err);
+
+/* A NumPy .npz archive of the parameters (src/nn/model_npz.c), readable by numpy.load without dpfl: an uncompressed
+ * ZIP of NPY 1.0 arrays, '<f4', C order, one per parameter tensor, named after PyTorch's nn.Sequential state_dict
+ * with dpfl's layer indices (a Flatten dpfl inserts counts as a layer, as nn.Flatten would):
+ *   Linear   "<i>.weight" (out, in),  "<i>.bias" (out,)
+ *   Conv2d   "<i>.weight" (out, in, k, k),  "<i>.bias" (out,)
+ *   input transform (PrivateFL affine, layer 0)  "0.scale", "0.shift": (C,) per channel, (C, H, W) per pixel
+ * and three arrays about the model: "dpfl_spec" (0-d unicode string: the spec), "dpfl_input_shape" ('<i4' (3,):
+ * C, H, W of one example) and "dpfl_classes" ('<i4' 0-d).  The bytes depend only on m and params (fixed ZIP
+ * timestamps: 1980-01-01).  Written atomically; an archive over 4 GiB fails (no ZIP64). */
+dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
+                                  dpfl_error *err);
 
 /* Per-thread workspace for batches of up to max_batch examples.  GEMMs run on OpenBLAS's threads; the rest
  * (im2col, pooling, element-wise layers) on the workspace's own helper threads, as many as

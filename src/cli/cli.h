@@ -14,6 +14,8 @@ int cli_scf(int argc, char **argv);
 int cli_e2e(int argc, char **argv);
 int cli_audit(int argc, char **argv);
 int cli_report(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_export(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_join(int argc, char **argv);
 int cli_keygen(int argc, char **argv);

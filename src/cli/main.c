@@ -42,6 +42,8 @@ static const struct {
     {"scf", cli_scf, "rPDP-FL per-record budgets <-> sampling probabilities (SCF)"},
     {"e2e", cli_e2e, "record-level and client-level guarantees of one run"},
     {"audit", cli_audit, "empirical lower bound on epsilon from canaries, beside the claimed epsilon"},
+    {"eval", cli_eval, "accuracy and loss of a trained model (model.bin) on a dataset"},
+    {"export", cli_export, "write a trained model's parameters as a NumPy .npz (numpy.load, no dpfl needed)"},
     {"report", cli_report, "one self-contained HTML page of plots about one or several run directories"},
     {"serve", cli_serve, "run a training as the server of real client processes (ZeroMQ + CURVE)"},
     {"join", cli_join, "run one client of a served training"},

@@ -17,6 +17,26 @@ struct eval_job {
     double loss, acc;
 };
 
+/* Loss and accuracy of model w on the examples idx[0..n) of d, in batches of `batch` through ws (xbuf, ybuf: room
+ * for one batch).  Every evaluation goes through here (with the chunking of global_chunks and the sums of
+ * global_result below), so that `dpfl eval` reproduces a run's numbers bit for bit. */
+static void eval_examples(const dpfl_model *m, const float *w, dpfl_nn_ws *ws, const dpfl_dataset *d,
+                          const int32_t *idx, int32_t n, int32_t batch, float *xbuf, int32_t *ybuf, double *loss,
+                          double *acc)
+{
+    double loss_sum = 0, correct = 0;
+    for (int32_t i = 0; i < n; i += batch) {
+        int32_t b = n - i < batch ? n - i : batch;
+        fl_gather(d, idx + i, b, xbuf, ybuf);
+        double l, a2;
+        dpfl_nn_evaluate(m, w, ws, xbuf, ybuf, b, &l, &a2);
+        loss_sum += l * b;
+        correct += a2 * b;
+    }
+    *loss = n ? loss_sum / n : NAN;
+    *acc = n ? correct / n : NAN;
+}
+
 static void *eval_worker(void *p)
 {
     thread_arg *a = p;
@@ -32,19 +52,34 @@ static void *eval_worker(void *p)
             dpfl_vec_copy(w->local, job->tr, s->tr);
             model = w->local;
         }
-        double loss_sum = 0, correct = 0;
-        for (int32_t i = 0; i < job->n; i += s->eval_batch) {
-            int32_t b = job->n - i < s->eval_batch ? job->n - i : s->eval_batch;
-            fl_gather(s->test, job->idx + i, b, w->xbuf, w->ybuf);
-            double l, a2;
-            dpfl_nn_evaluate(s->model, model, w->ws, w->xbuf, w->ybuf, b, &l, &a2);
-            loss_sum += l * b;
-            correct += a2 * b;
-        }
-        job->loss = job->n ? loss_sum / job->n : NAN;
-        job->acc = job->n ? correct / job->n : NAN;
+        eval_examples(s->model, model, w->ws, s->test, job->idx, job->n, s->eval_batch, w->xbuf, w->ybuf, &job->loss,
+                      &job->acc);
     }
     return NULL;
+}
+
+/* The whole test set in chunks of EVAL_CHUNK examples (jobs[0 .. chunks)): all[i] = i, n examples. */
+static int32_t global_chunks(eval_job *jobs, const float *w, const int32_t *all, int32_t n)
+{
+    int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    for (int32_t c = 0; c < chunks; c++) {
+        jobs[c].w = w;
+        jobs[c].idx = all + (size_t)c * EVAL_CHUNK;
+        jobs[c].n = n - c * EVAL_CHUNK < EVAL_CHUNK ? n - c * EVAL_CHUNK : EVAL_CHUNK;
+    }
+    return chunks;
+}
+
+/* The test set's mean loss and accuracy from its chunks' (NAN when empty). */
+static void global_result(const eval_job *jobs, int32_t chunks, int32_t n, double *mean_loss, double *accuracy)
+{
+    double loss = 0, acc = 0;
+    for (int32_t c = 0; c < chunks; c++) {
+        loss += jobs[c].loss * jobs[c].n;
+        acc += jobs[c].acc * jobs[c].n;
+    }
+    *mean_loss = n ? loss / n : NAN;
+    *accuracy = n ? acc / n : NAN;
 }
 
 /* Mean and spread over clients with a test split of jobs[0..n) accuracies. */
@@ -81,15 +116,10 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         n = 0;
         for (int32_t i = 0; i < te->n; i++)
             if (!te->absent[te->group[i]]) all[n++] = i;
-        chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     } else {
         for (int32_t i = 0; i < n; i++) all[i] = i;
     }
-    for (int32_t c = 0; c < chunks; c++) {
-        jobs[c].w = s->global;
-        jobs[c].idx = all + (size_t)c * EVAL_CHUNK;
-        jobs[c].n = n - c * EVAL_CHUNK < EVAL_CHUNK ? n - c * EVAL_CHUNK : EVAL_CHUNK;
-    }
+    chunks = global_chunks(jobs, s->global, all, n);
     for (int32_t k = 0; k < nclient; k++) {
         eval_job *g = &jobs[chunks + k], *h = &jobs[chunks + nclient + k];
         g->w = s->global;
@@ -105,13 +135,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     s->jobs = jobs;
     s->chunk_len = chunks + nclient + npersonal;
     fl_run_parallel(s, eval_worker, s->chunk_len);
-    double loss = 0, acc = 0;
-    for (int32_t c = 0; c < chunks; c++) {
-        loss += jobs[c].loss * jobs[c].n;
-        acc += jobs[c].acc * jobs[c].n;
-    }
-    m->test_loss = n ? loss / n : NAN;
-    m->test_accuracy = n ? acc / n : NAN;
+    global_result(jobs, chunks, n, &m->test_loss, &m->test_accuracy);
     spread(jobs + chunks, nclient, &m->client_acc_mean, &m->client_acc_std);
     spread(jobs + chunks + nclient, npersonal, &m->personal_acc_mean, &m->personal_acc_std);
     if (npersonal) { /* the latest freshly trained models, computed by the clients as they trained */
@@ -133,4 +157,50 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     m->wall_seconds = dpfl_now() - s->t0;
     free(all);
     free(jobs);
+}
+
+int32_t dpfl_eval_batch(const dpfl_config *cfg)
+{
+    return cfg && cfg->fl.batch > 256 ? cfg->fl.batch : 256;
+}
+
+dpfl_status dpfl_evaluate(const dpfl_model *m, const float *params, const dpfl_dataset *d, int32_t batch,
+                          double *mean_loss, double *accuracy, dpfl_error *err)
+{
+    *mean_loss = *accuracy = NAN;
+    if (d->dim != m->in_dim)
+        return dpfl_fail(err, DPFL_EINVAL, "model (%s) takes %d inputs per example, the data has %d", m->spec,
+                         (int)m->in_dim, (int)d->dim);
+    const int32_t nlabels = m->out_dim == 1 ? 2 : m->out_dim;
+    for (int32_t i = 0; i < d->n; i++)
+        if (d->y[i] < 0 || d->y[i] >= nlabels)
+            return dpfl_fail(err, DPFL_EINVAL, "model (%s) tells %d classes apart, the data has label %d (example %d)",
+                             m->spec, (int)nlabels, (int)d->y[i], (int)i);
+    if (batch < 1) return dpfl_fail(err, DPFL_EINVAL, "evaluation batch %d: must be >= 1", (int)batch);
+    const int32_t n = d->n, chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
+    dpfl_status st = DPFL_ENOMEM;
+    int32_t *all = malloc((size_t)n * sizeof *all + 1);
+    eval_job *jobs = calloc((size_t)chunks + 1, sizeof *jobs);
+    float *xbuf = dpfl_alloc((size_t)batch * (size_t)d->dim * sizeof(float), err);
+    int32_t *ybuf = dpfl_alloc((size_t)batch * sizeof(int32_t), err);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(m, batch, err);
+    if (!all || !jobs || !xbuf || !ybuf || !ws) {
+        if (!all || !jobs) dpfl_fail(err, DPFL_ENOMEM, "out of memory (evaluation of %d examples)", (int)n);
+        goto done;
+    }
+    /* as a run's workers: one thread each (the results do not depend on it, dpfl_nn_ws_create says) */
+    if ((st = dpfl_nn_ws_set_threads(ws, 1, err))) goto done;
+    for (int32_t i = 0; i < n; i++) all[i] = i;
+    global_chunks(jobs, params, all, n);
+    for (int32_t c = 0; c < chunks; c++)
+        eval_examples(m, params, ws, d, jobs[c].idx, jobs[c].n, batch, xbuf, ybuf, &jobs[c].loss, &jobs[c].acc);
+    global_result(jobs, chunks, n, mean_loss, accuracy);
+    st = DPFL_OK;
+done:
+    dpfl_nn_ws_free(ws);
+    dpfl_free(xbuf);
+    dpfl_free(ybuf);
+    free(all);
+    free(jobs);
+    return st;
 }

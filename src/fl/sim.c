@@ -93,8 +93,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->global = global;
     s->nthreads = cfg->run.threads > 0 ? cfg->run.threads : 1;
     s->nslots = 2 * s->nthreads;
-    s->eval_batch = 256;
-    if (cfg->fl.batch > s->eval_batch) s->eval_batch = cfg->fl.batch;
+    s->eval_batch = dpfl_eval_batch(cfg);
     s->t0 = dpfl_now();
     dpfl_status st;
     dpfl_optim_defaults(&s->optcfg);

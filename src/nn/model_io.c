@@ -26,34 +26,74 @@ dpfl_status dpfl_model_save(const dpfl_model *m, const float *params, const char
     return st;
 }
 
+/* The payload's spec (not NUL-terminated) and parameters, checked for consistency. */
+static dpfl_status parse(const uint8_t *p, size_t len, const char *path, const uint8_t **spec, uint32_t *slen,
+                         uint64_t *np, dpfl_error *err)
+{
+    if (len < 12) goto malformed;
+    memcpy(slen, p, 4);
+    if (*slen > len - 12) goto malformed;
+    memcpy(np, p + 4 + *slen, 8);
+    if (*np > (len - 12 - *slen) / sizeof(float) || len != 12 + *slen + *np * sizeof(float))
+        return dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): %llu parameters do not fill its %zu bytes", path,
+                         (unsigned long long)*np, len);
+    *spec = p + 4;
+    return DPFL_OK;
+malformed:
+    return dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): bad header", path);
+}
+
 dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path, dpfl_error *err)
 {
     void *payload;
     size_t len;
     dpfl_status st = dpfl_file_read(path, MODEL_MAGIC, MODEL_VERSION, &payload, &len, err);
     if (st) return st;
-    const uint8_t *p = payload;
-    uint32_t slen;
-    uint64_t np;
-    if (len < 12) goto malformed;
-    memcpy(&slen, p, 4);
-    if (slen > len - 12) goto malformed;
-    memcpy(&np, p + 4 + slen, 8);
-    if (slen != strlen(m->spec) || memcmp(p + 4, m->spec, slen)) {
+    const uint8_t *spec = NULL;
+    uint32_t slen = 0;
+    uint64_t np = 0;
+    if ((st = parse(payload, len, path, &spec, &slen, &np, err))) goto done;
+    if (slen != strlen(m->spec) || memcmp(spec, m->spec, slen)) {
         st = dpfl_fail(err, DPFL_EFORMAT, "model file is for another architecture (%s): file has '%.*s', expected '%s'",
-                       path, (int)(slen < 100 ? slen : 100), (const char *)(p + 4), m->spec);
+                       path, (int)(slen < 100 ? slen : 100), (const char *)spec, m->spec);
         goto done;
     }
-    if (np != m->nparam || len != 12 + slen + np * sizeof(float)) {
+    if (np != m->nparam) {
         st = dpfl_fail(err, DPFL_EFORMAT, "model file has %llu parameters (%s): expected %zu for '%s'",
                        (unsigned long long)np, path, m->nparam, m->spec);
         goto done;
     }
-    memcpy(params, p + 12 + slen, m->nparam * sizeof(float));
-    st = DPFL_OK;
-    goto done;
-malformed:
-    st = dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): bad header", path);
+    memcpy(params, spec + slen + 8, m->nparam * sizeof(float));
+done:
+    free(payload);
+    return st;
+}
+
+dpfl_status dpfl_model_file_read(const char *path, char *spec, size_t spec_cap, float **params, size_t *nparam,
+                                 dpfl_error *err)
+{
+    void *payload;
+    size_t len;
+    *params = NULL;
+    *nparam = 0;
+    dpfl_status st = dpfl_file_read(path, MODEL_MAGIC, MODEL_VERSION, &payload, &len, err);
+    if (st) return st;
+    const uint8_t *s = NULL;
+    uint32_t slen = 0;
+    uint64_t np = 0;
+    if ((st = parse(payload, len, path, &s, &slen, &np, err))) goto done;
+    if (slen == 0 || slen >= spec_cap || memchr(s, 0, slen)) {
+        st = dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): bad architecture spec (%u bytes)", path, slen);
+        goto done;
+    }
+    memcpy(spec, s, slen);
+    spec[slen] = '\0';
+    if (!(*params = dpfl_alloc(np ? np * sizeof(float) : 1, err))) {
+        st = DPFL_ENOMEM;
+        goto done;
+    }
+    memcpy(*params, s + slen + 8, np * sizeof(float));
+    *nparam = np;
 done:
     free(payload);
     return st;

@@ -1,0 +1,110 @@
+/* dpfl eval MODEL.bin|RUN_DIR [--data DATASET] [--split test|train] [--data-dir DIR] [--seed N] [--json] */
+#include "args.h"
+#include "cli.h"
+#include "model_cli.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void)
+{
+    printf("usage: dpfl eval MODEL.bin|RUN_DIR [--data DATASET] [--split test|train] [--data-dir DIR] [--seed N]\n"
+           "                [--normalize none|standard] [--json]\n\n"
+           "Prints the accuracy and mean loss of a trained model (the model.bin of dpfl train) on a dataset:\n"
+           "  accuracy 0.9771  loss 0.0733  examples 10000  (mnist test split)\n"
+           "With a run directory, or a model.bin whose folder holds the run's config.ini, the data is read as the\n"
+           "run read it: its data.dataset, data.data_dir, run.seed (which fixes the split of heart and the synthetic\n"
+           "data) and data.normalize (standard: the run's dataset's published constants, also when --data names\n"
+           "another dataset); the options below override them.  On the run's own test set the numbers are\n"
+           "summary.json's test_accuracy and test_loss, computed by the same code (with --json, to the last digit).\n"
+           "A bare model.bin with no config.ini beside it needs --data.\n\n"
+           "model.bin holds the global model only, and eval evaluates it, as summary.json's test_accuracy does.  With\n"
+           "a PrivateFL input transform (model.transform) that is the global model behind the global copy of the\n"
+           "transform; each client's own transform stays with the client and is not evaluated.  With PriFedSync's\n"
+           "helper models (fl.personalization = helper) likewise only the global model.\n\n"
+           "  --data DATASET     any name dpfl train accepts for data.dataset (mnist, fashion-mnist, heart, synthetic)\n"
+           "  --split test|train which split of it (default test)\n"
+           "  --data-dir DIR     where to look for the dataset (as data.data_dir)\n"
+           "  --seed N           the seed the data is loaded with (default: the run's run.seed, else 0)\n"
+           "  --normalize none|standard  the preprocessing (default: the run's data.normalize, else none)\n"
+           "  --json             one JSON object: accuracy, loss, examples, dataset, split, model, spec\n\n"
+           "The model's architecture comes from the spec stored in model.bin; a dataset whose examples or classes do\n"
+           "not fit it fails naming the file.  A missing, foreign or corrupt model file fails with one line.\n");
+}
+
+int cli_eval(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return 0;
+    }
+    const char *arg = NULL, *split = "test";
+    cli_data_opts o = {0};
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char **val = !strcmp(argv[i], "--data")        ? &o.data
+                           : !strcmp(argv[i], "--data-dir")  ? &o.data_dir
+                           : !strcmp(argv[i], "--seed")      ? &o.seed
+                           : !strcmp(argv[i], "--normalize") ? &o.normalize
+                           : !strcmp(argv[i], "--split")     ? &split
+                                                             : NULL;
+        if (val) {
+            if (i + 1 >= argc) return cli_usage_error("eval", "%s needs a value", argv[i]);
+            *val = argv[++i];
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error("eval", "unknown option '%s'", argv[i]);
+        } else if (arg) {
+            return cli_usage_error("eval", "more than one model given ('%s')", argv[i]);
+        } else {
+            arg = argv[i];
+        }
+    }
+    if (!arg) return cli_usage_error("eval", "missing MODEL.bin or RUN_DIR");
+    if (strcmp(split, "test") && strcmp(split, "train"))
+        return cli_usage_error("eval", "--split: '%s' is not test or train", split);
+    cli_model cm;
+    int rc = cli_model_open(arg, &cm);
+    if (rc) return rc;
+    dpfl_dataset train, test;
+    const char *dname;
+    int standardized;
+    if ((rc = cli_model_dataset("eval", &cm, &o, &train, &test, &dname, &standardized))) {
+        cli_model_close(&cm);
+        return rc;
+    }
+    const dpfl_dataset *d = strcmp(split, "test") ? &train : &test;
+    dpfl_model m;
+    double loss = 0, acc = 0;
+    dpfl_error err;
+    const int32_t classes = train.classes > test.classes ? train.classes : test.classes;
+    if (!(rc = cli_model_build(&cm, d, classes, dname, &m))) {
+        if (dpfl_evaluate(&m, cm.params, d, dpfl_eval_batch(cm.have_config ? &cm.cfg : NULL), &loss, &acc, &err))
+            rc = cli_error("%s (%s on %s)", err.msg, cm.model_path, dname);
+        dpfl_model_free(&m);
+    }
+    if (!rc && json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "accuracy", acc);
+        cJSON_AddNumberToObject(o, "loss", loss);
+        cJSON_AddNumberToObject(o, "examples", d->n);
+        cJSON_AddStringToObject(o, "dataset", dname);
+        cJSON_AddStringToObject(o, "split", split);
+        cJSON_AddBoolToObject(o, "standardized", standardized);
+        cJSON_AddStringToObject(o, "model", cm.model_path);
+        cJSON_AddStringToObject(o, "spec", cm.spec);
+        char *s = cJSON_PrintUnformatted(o);
+        if (s) puts(s);
+        else rc = cli_error("out of memory");
+        free(s);
+        cJSON_Delete(o);
+    } else if (!rc) {
+        printf("accuracy %.4f  loss %.4f  examples %d  (%s %s split)\n", acc, loss, (int)d->n, dname, split);
+    }
+    dpfl_dataset_free(&train);
+    dpfl_dataset_free(&test);
+    cli_model_close(&cm);
+    return rc;
+}

@@ -1,0 +1,264 @@
+/* Model parameters as a NumPy .npz (include/dpfl/nn.h: dpfl_model_export_npz), so that Python can read a dpfl
+ * model with numpy alone.  An .npz is a ZIP archive of .npy files; this writes the simplest one numpy.load accepts:
+ * every member "stored" (no compression), no data descriptors, no ZIP64, fixed timestamps.  Each member is an NPY
+ * 1.0 file: magic "\x93NUMPY", version 1.0, a u16 header length, an ASCII dict padded with spaces to a 64-byte
+ * boundary and ended by '\n', then the data in C order.
+ *
+ * The parameters are already in PyTorch's memory order (Linear (out, in), Conv2d (out, in, k, k), weights then
+ * bias: src/nn/model.c), so each array is a straight copy of its slice of the flat vector; only the shapes are
+ * added.  Header fields and the int32 arrays are written little-endian, as the '<' in their descr says; the float
+ * parameters are copied as they lie in memory, little-endian on the x86-64 targets dpfl builds for (as in model.bin). */
+#include "layers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+enum { MAX_ARRAYS = 3 + 2 * 64 }; /* the three dpfl_* arrays and at most two tensors per layer */
+
+typedef struct {
+    char name[48];     /* member name without ".npy" */
+    char descr[16];    /* '<f4', '<i4', '<U12' */
+    int ndim;
+    int64_t shape[4];
+    const void *data;  /* the array's bytes (little-endian), nbytes long */
+    size_t nbytes;
+} npy_array;
+
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    int failed;
+} out_buf;
+
+static void put(out_buf *o, const void *p, size_t n)
+{
+    if (o->failed) return;
+    if (o->len + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 4096;
+        while (cap < o->len + n) cap *= 2;
+        uint8_t *b = realloc(o->buf, cap);
+        if (!b) {
+            o->failed = 1;
+            return;
+        }
+        o->buf = b, o->cap = cap;
+    }
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+}
+
+static void put16(out_buf *o, uint32_t v)
+{
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    put(o, b, 2);
+}
+
+static void put32(out_buf *o, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    put(o, b, 4);
+}
+
+/* The NPY 1.0 header of a (magic through the '\n'); returns its length (a multiple of 64), 0 if too long. */
+static size_t npy_header(const npy_array *a, char *h, size_t cap)
+{
+    char shape[128];
+    int n = 0;
+    for (int d = 0; d < a->ndim; d++)
+        n += snprintf(shape + n, sizeof shape - (size_t)n, "%lld%s", (long long)a->shape[d],
+                      a->ndim == 1 ? "," : d + 1 < a->ndim ? ", " : "");
+    shape[n] = '\0';
+    char dict[256];
+    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", a->descr, shape);
+    if (dl < 0 || (size_t)dl >= sizeof dict) return 0;
+    size_t total = 10 + (size_t)dl + 1;
+    total = (total + 63) / 64 * 64;
+    if (total > cap || total - 10 > 0xFFFF) return 0;
+    memcpy(h, "\x93NUMPY\x01\x00", 8);
+    h[8] = (char)((total - 10) & 0xFF);
+    h[9] = (char)((total - 10) >> 8);
+    memcpy(h + 10, dict, (size_t)dl);
+    memset(h + 10 + dl, ' ', total - 10 - (size_t)dl - 1);
+    h[total - 1] = '\n';
+    return total;
+}
+
+/* MS-DOS time and date of every member: 00:00:00, 1980-01-01 (the earliest ZIP can say), for reproducible bytes. */
+#define ZIP_TIME 0u
+#define ZIP_DATE ((0u << 9) | (1u << 5) | 1u)
+
+/* The archive: per array a local header, the name and the NPY bytes; then the central directory and its end. */
+static dpfl_status write_zip(const npy_array *arr, int n, const char *path, dpfl_error *err)
+{
+    out_buf o = {0};
+    uint32_t *offset = calloc((size_t)n, sizeof *offset), *crc = calloc((size_t)n, sizeof *crc),
+             *size = calloc((size_t)n, sizeof *size);
+    dpfl_status st = DPFL_OK;
+    if (!offset || !crc || !size) {
+        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        char head[256], name[64];
+        size_t hl = npy_header(&arr[i], head, sizeof head);
+        if (!hl) {
+            st = dpfl_fail(err, DPFL_EINVAL, "cannot export %s (%s): NPY header too long", arr[i].name, path);
+            goto done;
+        }
+        size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", arr[i].name);
+        const uint64_t member = (uint64_t)hl + arr[i].nbytes;
+        if (member > 0xFFFFFFFFu || (uint64_t)o.len + 30 + nl + member > 0xFFFFFFFFu) {
+            st = dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): the archive would pass 4 GiB, which a ZIP without "
+                                             "ZIP64 cannot hold (array %s: %llu bytes)",
+                           path, arr[i].name, (unsigned long long)member);
+            goto done;
+        }
+        uLong c = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)head, (uInt)hl);
+        for (size_t off = 0; off < arr[i].nbytes;) { /* crc32 takes a uInt length */
+            size_t chunk = arr[i].nbytes - off > (1u << 30) ? (1u << 30) : arr[i].nbytes - off;
+            c = crc32(c, (const Bytef *)arr[i].data + off, (uInt)chunk);
+            off += chunk;
+        }
+        offset[i] = (uint32_t)o.len, crc[i] = (uint32_t)c, size[i] = (uint32_t)member;
+        put32(&o, 0x04034b50u); /* local file header */
+        put16(&o, 20);          /* version needed to extract: 2.0 */
+        put16(&o, 0);           /* flags */
+        put16(&o, 0);           /* method: stored */
+        put16(&o, ZIP_TIME);
+        put16(&o, ZIP_DATE);
+        put32(&o, crc[i]);
+        put32(&o, size[i]); /* compressed size */
+        put32(&o, size[i]); /* uncompressed size */
+        put16(&o, (uint32_t)nl);
+        put16(&o, 0); /* extra field length */
+        put(&o, name, nl);
+        put(&o, head, hl);
+        put(&o, arr[i].data, arr[i].nbytes);
+    }
+    const uint64_t cd_start = o.len;
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", arr[i].name);
+        put32(&o, 0x02014b50u); /* central directory header */
+        put16(&o, 20 | (3u << 8)); /* made by: 2.0, Unix (so the external attributes are permissions) */
+        put16(&o, 20);
+        put16(&o, 0);
+        put16(&o, 0);
+        put16(&o, ZIP_TIME);
+        put16(&o, ZIP_DATE);
+        put32(&o, crc[i]);
+        put32(&o, size[i]);
+        put32(&o, size[i]);
+        put16(&o, (uint32_t)nl);
+        put16(&o, 0); /* extra */
+        put16(&o, 0); /* comment */
+        put16(&o, 0); /* disk number */
+        put16(&o, 0); /* internal attributes */
+        put32(&o, 0100644u << 16); /* external attributes: a regular file, rw-r--r-- */
+        put32(&o, offset[i]);
+        put(&o, name, nl);
+    }
+    const uint64_t cd_size = o.len - cd_start;
+    if (cd_start + cd_size > 0xFFFFFFFFu) {
+        st = dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): the archive would pass 4 GiB, which a ZIP without ZIP64 "
+                                         "cannot hold", path);
+        goto done;
+    }
+    put32(&o, 0x06054b50u); /* end of central directory */
+    put16(&o, 0);
+    put16(&o, 0);
+    put16(&o, (uint32_t)n);
+    put16(&o, (uint32_t)n);
+    put32(&o, (uint32_t)cd_size);
+    put32(&o, (uint32_t)cd_start);
+    put16(&o, 0); /* comment length */
+    if (o.failed) {
+        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s: %zu bytes)", path, o.len);
+        goto done;
+    }
+    st = dpfl_file_write_text(path, (const char *)o.buf, o.len, err);
+done:
+    free(o.buf);
+    free(offset);
+    free(crc);
+    free(size);
+    return st;
+}
+
+static npy_array *add(npy_array *arr, int *n, const char *name, const char *descr, const void *data, size_t nbytes)
+{
+    npy_array *a = &arr[(*n)++];
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->descr, sizeof a->descr, "%s", descr);
+    a->data = data;
+    a->nbytes = nbytes;
+    return a;
+}
+
+dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
+                                  dpfl_error *err)
+{
+    if (m->nlayers > 64) return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than 64 layers", path);
+    npy_array arr[MAX_ARRAYS];
+    int n = 0;
+    char name[48];
+    for (int32_t l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        if (!L->nparam) continue;
+        const float *p = params + L->param_off;
+        if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D) {
+            const int conv = L->kind == DPFL_LAYER_CONV2D;
+            const int64_t in = conv ? L->in_c : (int64_t)L->in_c * L->in_h * L->in_w, oc = conv ? L->out_c : L->out_w;
+            const size_t nw = (size_t)oc * (size_t)in * (conv ? (size_t)L->k * L->k : 1);
+            snprintf(name, sizeof name, "%d.weight", (int)l);
+            npy_array *a = add(arr, &n, name, "<f4", p, nw * sizeof(float));
+            a->ndim = conv ? 4 : 2;
+            a->shape[0] = oc, a->shape[1] = in, a->shape[2] = L->k, a->shape[3] = L->k;
+            if (L->bias) {
+                snprintf(name, sizeof name, "%d.bias", (int)l);
+                a = add(arr, &n, name, "<f4", p + nw, (size_t)oc * sizeof(float));
+                a->ndim = 1, a->shape[0] = oc;
+            }
+            DPFL_ASSERT(nw + (L->bias ? (size_t)oc : 0) == L->nparam);
+        } else if (L->kind == DPFL_LAYER_AFFINE) {
+            const int mode[2] = {L->k, L->pad};
+            const char *what[2] = {"scale", "shift"};
+            size_t off = 0;
+            for (int j = 0; j < 2; j++) {
+                if (mode[j] == DPFL_AFFINE_NONE) continue;
+                const size_t cnt = mode[j] == DPFL_AFFINE_CHANNEL ? (size_t)L->in_c : (size_t)L->in_c * L->in_h * L->in_w;
+                snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
+                npy_array *a = add(arr, &n, name, "<f4", p + off, cnt * sizeof(float));
+                a->ndim = mode[j] == DPFL_AFFINE_CHANNEL ? 1 : 3;
+                a->shape[0] = L->in_c, a->shape[1] = L->in_h, a->shape[2] = L->in_w;
+                off += cnt;
+            }
+            DPFL_ASSERT(off == L->nparam);
+        } else {
+            return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path, (int)l);
+        }
+    }
+    /* the spec as a 0-d '<U' array: UTF-32LE code units (the spec is ASCII) */
+    const size_t slen = strlen(m->spec);
+    uint8_t spec32[sizeof m->spec * 4];
+    for (size_t i = 0; i < slen; i++) {
+        spec32[4 * i] = (uint8_t)m->spec[i];
+        spec32[4 * i + 1] = spec32[4 * i + 2] = spec32[4 * i + 3] = 0;
+    }
+    char descr[16];
+    snprintf(descr, sizeof descr, "<U%zu", slen ? slen : 1);
+    if (!slen) memset(spec32, 0, 4);
+    add(arr, &n, "dpfl_spec", descr, spec32, (slen ? slen : 1) * 4)->ndim = 0;
+    uint8_t shape[12], cls[4];
+    const int32_t dims[3] = {m->in_c, m->in_h, m->in_w};
+    for (int d = 0; d < 3; d++)
+        for (int b = 0; b < 4; b++) shape[4 * d + b] = (uint8_t)((uint32_t)dims[d] >> (8 * b));
+    for (int b = 0; b < 4; b++) cls[b] = (uint8_t)((uint32_t)classes >> (8 * b));
+    npy_array *a = add(arr, &n, "dpfl_input_shape", "<i4", shape, sizeof shape);
+    a->ndim = 1, a->shape[0] = 3;
+    add(arr, &n, "dpfl_classes", "<i4", cls, sizeof cls)->ndim = 0;
+    return write_zip(arr, n, path, err);
+}
