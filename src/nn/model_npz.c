@@ -248,7 +248,7 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
         spec32[4 * i] = (uint8_t)m->spec[i];
         spec32[4 * i + 1] = spec32[4 * i + 2] = spec32[4 * i + 3] = 0;
     }
-    char descr[16];
+    char descr[32];
     snprintf(descr, sizeof descr, "<U%zu", slen ? slen : 1);
     if (!slen) memset(spec32, 0, 4);
     add(arr, &n, "dpfl_spec", descr, spec32, (slen ? slen : 1) * 4)->ndim = 0;
