@@ -19,7 +19,7 @@ enum { MAX_ARRAYS = 3 + 2 * 64 }; /* the three dpfl_* arrays and at most two ten
 
 typedef struct {
     char name[48];     /* member name without ".npy" */
-    char descr[16];    /* '<f4', '<i4', '<U12' */
+    char descr[32];    /* '<f4', '<i4', '<U12' */
     int ndim;
     int64_t shape[4];
     const void *data;  /* the array's bytes (little-endian), nbytes long */
