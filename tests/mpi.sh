@@ -87,6 +87,11 @@ out=$("${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" --force : -np 1 --wd
       : -np 1 --wdir "$tmp/r2" "$bin" "${args[@]}" --force 2>&1) && t_fail "a rank without its client's file ran"
 grep -q "cannot open data file (data/heart-disease/processed.va.data): MPI rank 2 trains client 3" <<<"$out" ||
   t_fail "no clear error: $out"
+# a partition drawn by label needs every record's label: refused where files are absent
+out=$("${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" --force --set data.partition=shards --set data.shards=1 \
+      : -np 1 --wdir "$tmp/r1" "$bin" "${args[@]}" --force --set data.partition=shards --set data.shards=1 2>&1) &&
+  t_fail "a label-drawn partition ran with files absent"
+grep -q "data.partition draws by label, which needs every record's label" <<<"$out" || t_fail "no clear error: $out"
 t_end
 
 t_begin "mpirun: per-client state is refused on one line naming the setting"
