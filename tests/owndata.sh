@@ -60,4 +60,13 @@ grep -qF "cannot open data file (data/heart-disease/processed.cleveland.data): 3
   t_fail "absent files: '$out'"
 [ ! -e "$tmp/site/run/summary.json" ] || t_fail "a refused run left summary.json"
 t_end
+
+t_begin "dpfl data info CONFIG.ini: the config's own data per source, absent files marked"
+out=$("$dpfl" data info examples/own_csv.ini 2>&1) || t_fail "data info failed: $out"
+grep -q "^classes  5$" <<<"$out" || t_fail "no 'classes  5': $out"
+grep -q "^sources  #0 242/61 #1 216/54 #2 94/23 #3 110/27" <<<"$out" || t_fail "sources: $out"
+out=$(cd "$tmp/site" && "$OLDPWD/$dpfl" data info "$OLDPWD/examples/own_csv.ini" 2>&1) || t_fail "data info (one file): $out"
+grep -q "#0 242/61 (not here) #1 216/54 #2 94/23 (not here)" <<<"$out" || t_fail "absent files not marked: $out"
+grep -q "^train    0:134 1:82 2:0" <<<"$out" || t_fail "placeholders counted as labels: $out"
+t_end
 t_summary

