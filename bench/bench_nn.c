@@ -1,14 +1,14 @@
 /* Training throughput of the nn engine (examples/s) against the machine's SGEMM rate.
  *
  * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64, on synthetic MNIST-shaped data:
- *   nonprivate: dpfl_nn_grad (mean gradient) + SGD update;
- *   dpsgd:      dpfl_nn_clipped_grad_sum (flat clip C = 1) + Gaussian noise (z = 1) + SGD update on sum / B,
- *               the last two in one pass (dpfl_rng_axpy_gaussian_chunked: the same bits as noising the sum, then
- *               dpfl_vec_axpy) on as many threads as there are cores, like the gradient.
+ *   nonprivate: one SGD step on the mean gradient (dpfl_nn_sgd_step: the update inside the backward GEMMs);
+ *   dpsgd:      params -= lr / B * (clipped sum, flat clip C = 1) (dpfl_nn_clipped_grad_sum_axpy, fused the same
+ *               way), then Gaussian noise of std lr / B * z C (z = 1) added to params on as many threads as there
+ *               are cores (dpfl_rng_add_gaussian_chunked): the DP-SGD step, the noise in its own pass.
  * Each configuration warms up, then runs for at least DPFL_BENCH_SECONDS (default 2) and 5 steps.  Prints a
  * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second} plus
- * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the gradient
- * call (dpfl_nn_grad or dpfl_nn_clipped_grad_sum), so the cost of noise and update is visible separately. */
+ * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
+ * gradient-and-update call, so the cost of the noise is visible separately. */
 #include "dpfl/nn.h"
 
 #include <cblas.h>
@@ -87,13 +87,12 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
         int off = (int)((it * B) % (NDATA - B));
         const float *xb = x + (size_t)off * m.in_dim;
         if (dp) {
-            dpfl_nn_clipped_grad_sum(&m, p, ws, xb, y + off, B, &clip, &rng, g, NULL);
+            dpfl_nn_clipped_grad_sum_axpy(&m, p, ws, xb, y + off, B, &clip, &rng, -lr / B, NULL);
             tg += dpfl_now() - ts;
-            dpfl_rng_axpy_gaussian_chunked(&noise, p, -lr / B, g, m.nparam, 1.0 * clip.clip, noise_threads);
+            dpfl_rng_add_gaussian_chunked(&noise, p, m.nparam, lr / B * clip.clip, 1.0f, noise_threads);
         } else {
-            dpfl_nn_grad(&m, p, ws, xb, y + off, B, &rng, g, NULL);
+            dpfl_nn_sgd_step(&m, p, ws, xb, y + off, B, lr, &rng, NULL);
             tg += dpfl_now() - ts;
-            dpfl_vec_axpy(p, -lr, g, m.nparam);
         }
         if (it >= warm) {
             steps++;

@@ -325,6 +325,75 @@ static void infinite_clip_is_batch_times_mean_grad(void **state)
     }
 }
 
+/* The fused steps (the update inside the backward pass) against gradient, then update: the same step up to float
+ * rounding, for every layer kind and both conv-norm paths; the loss and the norms are the same; an empty batch
+ * leaves the model alone; and the fused step gives the same bits on 1 or 3 threads. */
+static void fused_steps_match_gradient_then_update(void **state)
+{
+    (void)state;
+    const float lr = 0.5f;
+    for (size_t i = 0; i < sizeof ps_archs / sizeof *ps_archs; i++) {
+        const arch *a = &ps_archs[i];
+        fixture f;
+        const int B = 5;
+        fx_make(&f, a->spec, a->c, a->h, a->w, a->classes, B, 1100 + i);
+        const size_t n = f.m.nparam;
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, B, NULL), *ws3 = dpfl_nn_ws_create(&f.m, B, NULL);
+        assert_non_null(ws);
+        assert_non_null(ws3);
+        assert_int_equal(dpfl_nn_ws_set_threads(ws, 1, NULL), DPFL_OK);
+        assert_int_equal(dpfl_nn_ws_set_threads(ws3, 3, NULL), DPFL_OK);
+        float *g = malloc(n * sizeof *g), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got),
+              *got3 = malloc(n * sizeof *got3), norms[5], norms2[5];
+        dpfl_rng r1, r2, r3;
+        /* non-private: the update params_after - params */
+        dpfl_rng_init_seed(&r1, 9), dpfl_rng_init_seed(&r2, 9), dpfl_rng_init_seed(&r3, 9); /* same dropout masks */
+        int32_t c1 = -1, c2 = -2;
+        double l1 = dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, B, &r1, g, &c1);
+        memcpy(want, f.params, n * sizeof *want);
+        dpfl_vec_axpy(want, -lr, g, n);
+        memcpy(got, f.params, n * sizeof *got);
+        memcpy(got3, f.params, n * sizeof *got3);
+        double l2 = dpfl_nn_sgd_step(&f.m, got, ws, f.x, f.y, B, lr, &r2, &c2);
+        dpfl_nn_sgd_step(&f.m, got3, ws3, f.x, f.y, B, lr, &r3, NULL);
+        assert_close(l2, l1, 1e-6);
+        assert_int_equal(c1, c2);
+        assert_memory_equal(got, got3, n * sizeof *got);
+        for (size_t j = 0; j < n; j++) want[j] -= f.params[j], got[j] -= f.params[j];
+        double d = rel_diff(got, want, n);
+        if (!(d < 1e-4)) print_error("%s: sgd step rel diff %g\n", a->spec, d);
+        assert_true(d < 1e-4);
+        assert_true(dpfl_vec_norm2(want, n) > 0.0);
+        /* DP-SGD: params += alpha * clipped sum, both conv-norm paths */
+        for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++) {
+            dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+            dpfl_clip_spec cs = {0.05, 0, NULL};
+            const float alpha = -lr / B;
+            dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, NULL, g, norms);
+            memcpy(want, f.params, n * sizeof *want);
+            dpfl_vec_axpy(want, alpha, g, n);
+            memcpy(got, f.params, n * sizeof *got);
+            dpfl_nn_clipped_grad_sum_axpy(&f.m, got, ws, f.x, f.y, B, &cs, NULL, alpha, norms2);
+            assert_memory_equal(norms, norms2, sizeof norms);
+            for (size_t j = 0; j < n; j++) want[j] -= f.params[j], got[j] -= f.params[j];
+            d = rel_diff(got, want, n);
+            if (!(d < 1e-4)) print_error("%s mode %d: clipped step rel diff %g\n", a->spec, mode, d);
+            assert_true(d < 1e-4);
+            /* every example clipped: the step is at most lr * C */
+            assert_true(dpfl_vec_norm2(got, n) <= lr * cs.clip * (1 + 1e-4));
+        }
+        /* an empty batch moves nothing */
+        memcpy(got, f.params, n * sizeof *got);
+        dpfl_clip_spec cs = {1.0, 0, NULL};
+        dpfl_nn_clipped_grad_sum_axpy(&f.m, got, ws, f.x, f.y, 0, &cs, NULL, -lr, NULL);
+        dpfl_nn_sgd_step(&f.m, got, ws, f.x, f.y, 0, lr, NULL, NULL);
+        assert_memory_equal(got, f.params, n * sizeof *got);
+        free(g), free(want), free(got), free(got3);
+        dpfl_nn_ws_free(ws), dpfl_nn_ws_free(ws3);
+        fx_free(&f);
+    }
+}
+
 /* ---------------------------------------------------------------- specs, files, determinism */
 static void spec_errors_are_reported(void **state)
 {
@@ -536,6 +605,7 @@ int main(void)
         cmocka_unit_test(persample_equals_one_at_a_time),
         cmocka_unit_test(clipped_norms_bounded),
         cmocka_unit_test(infinite_clip_is_batch_times_mean_grad),
+        cmocka_unit_test(fused_steps_match_gradient_then_update),
         cmocka_unit_test(spec_errors_are_reported),
         cmocka_unit_test(param_counts),
         cmocka_unit_test(init_is_deterministic),

@@ -124,6 +124,14 @@ const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_w
 double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                     int32_t B, dpfl_rng *rng, float *grads, int32_t *correct);
 
+/* One SGD step on the mean loss, the update fused into the backward pass: params -= lr * (the gradient
+ * dpfl_nn_grad would return), equal to dpfl_nn_grad + dpfl_vec_axpy(params, -lr, grads) up to float rounding.
+ * Linear layers add their weight gradient inside the GEMM that computes it (C = alpha A B + C) once their input
+ * gradient has been taken from the old weights; no gradient vector is formed or read again.  Returns the mean
+ * loss; B = 0 leaves params unchanged. */
+double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                        int32_t B, float lr, dpfl_rng *rng, int32_t *correct);
+
 /* Clipping of per-example gradients for DP-SGD. */
 typedef struct {
     double clip;      /* flat: each example's whole gradient scaled to L2 norm <= clip (INFINITY = no clip) */
@@ -138,6 +146,14 @@ typedef struct {
 double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
                                 const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
                                 float *grads, float *norms);
+
+/* params += alpha * (the sum dpfl_nn_clipped_grad_sum would return), fused as in dpfl_nn_sgd_step: Linear
+ * layers add their clipped sum inside the GEMM that forms it.  A DP-SGD step is this with alpha = -lr / denom,
+ * then Gaussian noise of std lr / denom * sigma added to params (dpfl_rng_add_gaussian_chunked): the same
+ * release as noising the sum and stepping, up to float rounding.  B = 0 leaves params unchanged. */
+double dpfl_nn_clipped_grad_sum_axpy(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x,
+                                     const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
+                                     float alpha, float *norms);
 
 /* How dpfl_nn_clipped_grad_sum gets the per-example norms of Conv2d layers: AUTO (the default) picks, per
  * layer, the cheaper of ghost norms from T x T Gram matrices (T = output positions; cost ~T^2 (K + OC)) and

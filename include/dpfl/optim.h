@@ -42,6 +42,12 @@ dpfl_status dpfl_optim_init(dpfl_optim *o, const dpfl_optim_config *cfg, size_t 
 /* Forget the state (moments, step count): a fresh optimizer for the next local training. */
 void dpfl_optim_reset(dpfl_optim *o);
 void dpfl_optim_free(dpfl_optim *o);
+/* 1 when a step is exactly params -= lr * grad (SGD without momentum or weight decay): a caller may then fuse the
+ * update into the backward pass (dpfl_nn_sgd_step, dpfl_nn_clipped_grad_sum_axpy) and count the step with
+ * dpfl_optim_count. */
+int dpfl_optim_plain_sgd(const dpfl_optim *o);
+/* Counts a step taken outside dpfl_optim_step (the fused path). */
+void dpfl_optim_count(dpfl_optim *o);
 /* params -= step(grad) at learning rate lr. grad is not modified. */
 void dpfl_optim_step(dpfl_optim *o, float *params, const float *grad, double lr);
 

@@ -85,21 +85,27 @@ static void filter_charge(dpfl_sim *s, const int32_t *idx, int32_t mb, double si
 
 /* The clipped sum of one sampled batch (micro-batches when a Poisson batch exceeds the workspace); sigma is the
  * noise std the sum will get (the filter's per-record bounds depend on it). */
-static void clipped_sum(dpfl_sim *s, worker *w, int32_t b, double sigma, dpfl_rng *rng, client_result *res)
+/* The step's clipped sum into w->grad, or with alpha != 0 (fused: plain SGD, one micro-batch) added times alpha
+ * to the local model itself. */
+static void clipped_sum(dpfl_sim *s, worker *w, int32_t b, double sigma, dpfl_rng *rng, client_result *res,
+                        float alpha)
 {
     const size_t P = s->model->nparam;
     const int32_t cap = s->eval_batch; /* workspace capacity: a Poisson batch may be larger than B */
     dpfl_clip_spec clip = s->clip;
     if (s->rec_spent) clip.radius = w->radius;
-    if (b == 0) dpfl_vec_zero(w->grad, P); /* an empty Poisson batch: the step is pure noise */
+    if (b == 0 && alpha == 0.0f) dpfl_vec_zero(w->grad, P); /* an empty Poisson batch: the step is pure noise */
     for (int32_t off = 0; off < b; off += cap) {
         int32_t mb = b - off < cap ? b - off : cap;
         fl_gather(s->train, w->order + off, mb, w->xbuf, w->ybuf);
         if (s->rec_spent) filter_bounds(s, w->order + off, mb, sigma, w->radius);
         /* the first micro-batch writes the sum directly; only oversized Poisson batches accumulate */
         float *dst = off == 0 ? w->grad : w->part;
-        double loss = dpfl_nn_clipped_grad_sum(s->model, w->local, w->ws, w->xbuf, w->ybuf, mb, &clip, rng, dst,
-                                               w->norms);
+        DPFL_ASSERT(alpha == 0.0f || mb == b); /* fused: the model must not move before the whole batch is in */
+        double loss = alpha != 0.0f ? dpfl_nn_clipped_grad_sum_axpy(s->model, w->local, w->ws, w->xbuf, w->ybuf,
+                                                                    mb, &clip, rng, alpha, w->norms)
+                                    : dpfl_nn_clipped_grad_sum(s->model, w->local, w->ws, w->xbuf, w->ybuf, mb,
+                                                               &clip, rng, dst, w->norms);
         if (off > 0) dpfl_vec_axpy(w->grad, 1.0f, w->part, P);
         if (s->rec_spent) filter_charge(s, w->order + off, mb, sigma, w->radius, w->norms);
         res->loss_sum += loss * mb;
@@ -118,18 +124,29 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
     /* rPDP-FL: record i in with its own p_i, the sum divided by the plan's expected batch sum_i p_i */
     const double denom = s->rec_p ? s->rec_denom[k] : d.denom;
     if (s->rec_p && !(denom > 0)) return; /* no record of this client may be sampled: no step, a zero update */
+    const int plain = dpfl_optim_plain_sgd(&w->opt) && !s->rdp_e2e && !s->rdp_secure;
     for (int64_t t = 0; t < steps; t++) {
         int32_t b = s->rec_p    ? dpfl_mech_poisson_batch_rates(rng, mine, n, s->rec_p, w->order)
                     : d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
                                 : dpfl_mech_fixed_batch(rng, mine, n, d.batch, w->order);
-        clipped_sum(s, w, b, d.noise_std, rng, res);
-        /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
-         * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
-        if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)d.batch * d.clip);
-        if (s->rdp_secure) dpfl_mech_discrete_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom));
-        else /* noise and the division in one pass; idle threads of the chunk help (same bits for any count) */
-            dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom), threads_per_client(s));
-        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        /* Plain SGD on a batch that fits the workspace: local -= lr / denom * sum inside the backward pass, then
+         * noise of std lr / denom * z * sens straight onto the model -- the same release as noising the sum and
+         * stepping (Gaussian noise is symmetric), one pass over the parameters fewer.  Otherwise the sum is formed,
+         * noised and handed to the optimizer. */
+        const int fused = plain && b <= s->eval_batch;
+        clipped_sum(s, w, b, d.noise_std, rng, res, fused ? (float)(-s->lr / denom) : 0.0f);
+        if (fused) {
+            dpfl_mech_gaussian(rng, w->local, P, d.z, d.sens * s->lr / denom, 1.0f, threads_per_client(s));
+            dpfl_optim_count(&w->opt);
+        } else {
+            /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record
+             * still moves it by at most C (record level unchanged), and the whole client by at most B*C. */
+            if (s->rdp_e2e) dpfl_vec_clip(w->grad, P, (double)d.batch * d.clip);
+            if (s->rdp_secure) dpfl_mech_discrete_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom));
+            else /* noise and the division in one pass; idle threads of the chunk help (same bits for any count) */
+                dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom), threads_per_client(s));
+            dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        }
         if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;
         res->steps++;
@@ -151,8 +168,14 @@ static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps,
         int32_t b = n - pos < B ? n - pos : B;
         fl_gather(s->train, w->order + pos, b, w->xbuf, w->ybuf);
         pos += b;
-        double loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
-        dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        double loss;
+        if (dpfl_optim_plain_sgd(&w->opt)) { /* the update inside the backward pass: no gradient vector */
+            loss = dpfl_nn_sgd_step(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, (float)s->lr, rng, NULL);
+            dpfl_optim_count(&w->opt);
+        } else {
+            loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
+            dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
+        }
         if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;

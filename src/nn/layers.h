@@ -35,10 +35,12 @@ static inline double dpfl_nn_sumsq(const float *a, size_t n)
 /* out (B, OC) = inp (B, C) @ w^T + bias [then ReLU];  w (OC, C), bias (OC) or NULL */
 void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
                             int relu, dpfl_par *par);
-/* dinp (B, C) = dout (B, OC) @ w             (skipped when dinp == NULL)
- * dw (OC, C) = dout^T @ inp, dbias (OC) = column sums of dout (overwritten; skipped when dw == NULL) */
+/* dinp (B, C) = dout (B, OC) @ w             (skipped when dinp == NULL; computed first, from w on entry)
+ * dw (OC, C) = dout^T @ inp, dbias (OC) = column sums of dout (beta = 0, alpha = 1: overwritten), or
+ * dw += alpha dout^T @ inp, dbias += alpha column sums (beta = 1: dw may be w, an SGD step); skipped when
+ * dw == NULL */
 void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, int B, int C, int OC, dpfl_par *par);
+                             const float *w, int B, int C, int OC, float alpha, float beta, dpfl_par *par);
 /* Ghost norms: sq[b] += ||dout_b||^2 * (||inp_b||^2 + bias), the squared norm of example b's own gradient
  * (outer product dout_b inp_b^T, plus dout_b for the bias).  inp (B, C), dout (B, OC). */
 void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias);
@@ -216,9 +218,12 @@ struct dpfl_nn_ws {
     size_t cdir_per;
     int cdir_threads;            /* threads the scratch is sized for */
     float *cdir_w;               /* padded or flipped weights */
+    /* fused SGD steps (dpfl_nn_sgd_step, dpfl_nn_clipped_grad_sum_axpy) */
+    float step_alpha;            /* params += step_alpha * gradient */
+    float *step_buf;             /* one non-Linear layer's gradient before it is added (largest such layer) */
 };
 
-typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE } dpfl_bwd_mode;
+typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE, DPFL_BWD_STEP } dpfl_bwd_mode;
 
 /* Forward for B examples; returns logits (B, out_dim). */
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
@@ -228,7 +233,9 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct);
 /* Backward through all layers.  GRAD: grads (nparam) = parameter gradient of the loss set by run_loss.
  * PERSAMPLE: no parameter gradient; fills ws->sq (per layer, per example) and ws->ps for materialized convs,
- * keeping every slot's output gradient for the clipped sum. */
+ * keeping every slot's output gradient for the clipped sum.  STEP: grads are the params themselves, and each
+ * layer's gradient is added times ws->step_alpha once the layer's input gradient no longer needs its weights
+ * (Linear: inside the weight-gradient GEMM; other layers through ws->step_buf). */
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode);
 /* Examples per im2col chunk for conv layer L at batch B. */
 int dpfl_nn_conv_chunk(const dpfl_layer *L, int B);

@@ -15,6 +15,7 @@
 typedef struct {
     enum CBLAS_TRANSPOSE ta, tb;
     int M, N, K, lda, ldb, ldc, split_n, blk;
+    float alpha, beta;
     const float *A, *B, *bias;
     float *C;
     int relu;
@@ -31,7 +32,7 @@ static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
         const float *As = g->ta == CblasNoTrans ? g->A + (size_t)r0 * g->lda : g->A + r0;
         const float *Bs = g->tb == CblasNoTrans ? g->B + c0 : g->B + (size_t)c0 * g->ldb;
         float *Cs = g->C + (size_t)r0 * g->ldc + c0;
-        cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->K, 1.0f, As, g->lda, Bs, g->ldb, 0.0f, Cs, g->ldc);
+        cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->K, g->alpha, As, g->lda, Bs, g->ldb, g->beta, Cs, g->ldc);
         if (g->bias || g->relu)
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
@@ -41,12 +42,13 @@ static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* C (M, N) = op(A) op(B) [+ bias per column, ReLU], split along the longer of M and N */
+/* C (M, N) = alpha op(A) op(B) + beta C [+ bias per column, ReLU], split along the longer of M and N */
 static void par_gemm(dpfl_par *par, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
-                     const float *A, int lda, const float *B, int ldb, float *C, int ldc, const float *bias, int relu)
+                     float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                     const float *bias, int relu)
 {
     gemm_job g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B,
-                  .C = C, .bias = bias, .relu = relu, .split_n = N >= M};
+                  .C = C, .alpha = alpha, .beta = beta, .bias = bias, .relu = relu, .split_n = N >= M};
     int d = g.split_n ? N : M;
     g.blk = ((d + GEMM_BLOCKS - 1) / GEMM_BLOCKS + 15) & ~15;
     int nblk = (d + g.blk - 1) / g.blk;
@@ -58,24 +60,33 @@ static void par_gemm(dpfl_par *par, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOS
 void dpfl_nn_linear_forward(float *out, const float *inp, const float *w, const float *bias, int B, int C, int OC,
                             int relu, dpfl_par *par)
 {
-    par_gemm(par, CblasNoTrans, CblasTrans, B, OC, C, inp, C, w, C, out, OC, bias, relu);
+    par_gemm(par, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC, bias, relu);
 }
 
-/* dinp (B, C) = dout (B, OC) @ w (OC, C);  dw (OC, C) = dout^T @ inp;  dbias (OC) = sum_b dout_b */
+/* dinp (B, C) = dout (B, OC) @ w (OC, C), first, from w as it is on entry;  then dw (OC, C) = dout^T @ inp and
+ * dbias (OC) = sum_b dout_b, or with beta = 1: dw += alpha dout^T @ inp, dbias += alpha sum_b dout_b (dw may then
+ * be w itself: an SGD step fused into the backward pass). */
 void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                             const float *w, int B, int C, int OC, dpfl_par *par)
+                             const float *w, int B, int C, int OC, float alpha, float beta, dpfl_par *par)
 {
+    DPFL_ASSERT(beta == 0.0f ? alpha == 1.0f : beta == 1.0f);
+    if (dinp) par_gemm(par, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C, NULL, 0);
     if (dw) {
-        par_gemm(par, CblasTrans, CblasNoTrans, OC, C, B, dout, OC, inp, C, dw, C, NULL, 0);
-        if (dbias) {
+        par_gemm(par, CblasTrans, CblasNoTrans, OC, C, B, alpha, dout, OC, inp, C, beta, dw, C, NULL, 0);
+        if (dbias && beta == 0.0f) {
             memset(dbias, 0, (size_t)OC * sizeof *dbias);
             for (int b = 0; b < B; b++) {
                 const float *d = dout + (size_t)b * OC;
                 for (int o = 0; o < OC; o++) dbias[o] += d[o];
             }
+        } else if (dbias) {
+            for (int o = 0; o < OC; o++) {
+                float sum = 0.0f;
+                for (int b = 0; b < B; b++) sum += dout[(size_t)b * OC + o];
+                dbias[o] += alpha * sum;
+            }
         }
     }
-    if (dinp) par_gemm(par, CblasNoTrans, CblasNoTrans, B, C, OC, dout, OC, w, C, dinp, C, NULL, 0);
 }
 
 

@@ -130,7 +130,7 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
     dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
-    dpfl_free(ws->dscaled), dpfl_free(ws->gram);
+    dpfl_free(ws->dscaled), dpfl_free(ws->gram), dpfl_free(ws->step_buf);
     if (ws->xpad)
         for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->xpad[l]);
     dpfl_free(ws->xpad), dpfl_free(ws->direct), dpfl_free(ws->cdir), dpfl_free(ws->cdir_scratch);
@@ -192,7 +192,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     int cur = 0;
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
-    size_t col = 0, dsc = 0, gram = 0, ps = 0, cdw = 0;
+    size_t col = 0, dsc = 0, gram = 0, ps = 0, cdw = 0, stepn = 0;
     for (int l = 0; l < nl; l++) {
         const dpfl_layer *L = &m->layers[l];
         ws->in_slot[l] = cur;
@@ -237,6 +237,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             }
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
+        if (L->kind != DPFL_LAYER_LINEAR && L->nparam > stepn) stepn = L->nparam;
         /* a ReLU right after a conv or linear layer is applied in that layer's bias pass */
         if (L->nparam && l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
     }
@@ -252,6 +253,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->ps, ps ? ps : 1);
     ALLOC(ws->dscaled, dsc ? dsc : 1);
     ALLOC(ws->cdir_w, cdw ? cdw : 1);
+    ALLOC(ws->step_buf, stepn ? stepn : 1);
     ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
 #undef ALLOC
     if (!ok) goto fail;
@@ -372,19 +374,22 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
         const float *w = params + L->param_off;
         size_t n = (size_t)B * numel_in(L);
         double *sq = ws->sq + (size_t)l * ws->max_batch;
+        /* STEP: non-Linear layers write their gradient to step_buf, added to the params after the switch */
+        const int step = mode == DPFL_BWD_STEP && L->nparam;
+        float *const gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
         switch (L->kind) {
         case DPFL_LAYER_LINEAR: {
-            float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
+            float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
             if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
             dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
-                                    L->in_w, L->out_w, ws->par);
-            break;
+                                    L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
+            continue; /* a STEP has been applied by the GEMM */
         }
         case DPFL_LAYER_CONV2D: {
             dpfl_conv_geom g;
             dpfl_nn_conv_geom(ws, l, &g);
             int chunk = dpfl_nn_conv_chunk(L, B);
-            float *dw = mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
+            float *dw = gbuf;
             size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
             if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
                 dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
@@ -425,9 +430,10 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             break;
         case DPFL_LAYER_AFFINE:
             if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
-            dpfl_nn_affine_backward(gin, mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL, gout, in, w, L, B);
+            dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
             break;
         }
+        if (step) dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
     }
 }
 
@@ -448,6 +454,18 @@ double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, co
     dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
     dpfl_nn_run_backward(m, params, ws, grads, DPFL_BWD_GRAD);
+    return loss / B;
+}
+
+double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                        int32_t B, float lr, dpfl_rng *rng, int32_t *correct)
+{
+    if (correct) *correct = 0;
+    if (B == 0) return 0.0;
+    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
+    ws->step_alpha = -lr;
+    dpfl_nn_run_backward(m, params, ws, params, DPFL_BWD_STEP);
     return loss / B;
 }
 

@@ -32,14 +32,16 @@ static int use_ghost(const dpfl_nn_ws *ws, const dpfl_layer *L)
     return T * T * (K + OC) < T * K * OC;
 }
 
-double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
-                                const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
-                                float *grads, float *norms)
+/* out = the clipped sum (beta = 0, alpha = 1), or out += alpha * the clipped sum (beta = 1; out may be params:
+ * the forward and backward passes are done before the first write). */
+static double clipped_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
+                          int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng, float *out, float alpha, float beta,
+                          float *norms)
 {
     DPFL_ASSERT(clip->clip >= 0.0); /* callers validate configuration; NaN or negative is a bug */
     DPFL_ASSERT(!clip->radius || !clip->per_layer);
     if (B == 0) {
-        dpfl_vec_zero(grads, m->nparam);
+        if (beta == 0.0f) dpfl_vec_zero(out, m->nparam);
         return 0.0;
     }
     const int nl = m->nlayers;
@@ -75,13 +77,15 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
         if (!L->nparam) continue;
         const float *s = ws->scale + (size_t)l * mb;
         const float *gout = ws->grad[ws->out_slot[l]], *in = ws->act[ws->in_slot[l]];
-        float *dw = grads + L->param_off;
+        /* beta = 1: every branch but Linear's writes the layer's sum to step_buf, added below */
+        float *const dst = out + L->param_off, *dw = beta == 0.0f || L->kind == DPFL_LAYER_LINEAR ? dst : ws->step_buf;
         if (L->kind == DPFL_LAYER_LINEAR) {
             const int OC = L->out_w;
             for (int b = 0; b < B; b++)
                 for (int o = 0; o < OC; o++) ws->dscaled[(size_t)b * OC + o] = s[b] * gout[(size_t)b * OC + o];
             dpfl_nn_linear_backward(NULL, dw, L->bias ? dw + (size_t)OC * L->in_w : NULL, ws->dscaled, in, NULL, B,
-                                    L->in_w, OC, ws->par);
+                                    L->in_w, OC, alpha, beta, ws->par);
+            continue;
         } else if (ws->ghost[l]) {
             dpfl_conv_geom g;
             dpfl_nn_conv_geom(ws, l, &g);
@@ -99,6 +103,21 @@ double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_n
             dpfl_vec_zero(dw, L->nparam); /* the other branches overwrite their layer's slice */
             for (int b = 0; b < B; b++) dpfl_vec_axpy(dw, s[b], ps + (size_t)b * L->nparam, L->nparam);
         }
+        if (dw != dst) dpfl_vec_axpy(dst, alpha, dw, L->nparam);
     }
     return loss / B;
+}
+
+double dpfl_nn_clipped_grad_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
+                                const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
+                                float *grads, float *norms)
+{
+    return clipped_sum(m, params, ws, x, y, B, clip, rng, grads, 1.0f, 0.0f, norms);
+}
+
+double dpfl_nn_clipped_grad_sum_axpy(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x,
+                                     const int32_t *y, int32_t B, const dpfl_clip_spec *clip, dpfl_rng *rng,
+                                     float alpha, float *norms)
+{
+    return clipped_sum(m, params, ws, x, y, B, clip, rng, params, alpha, 1.0f, norms);
 }

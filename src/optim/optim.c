@@ -76,6 +76,13 @@ void dpfl_optim_free(dpfl_optim *o)
     o->m = o->v = NULL;
 }
 
+int dpfl_optim_plain_sgd(const dpfl_optim *o)
+{
+    return o->cfg.kind == DPFL_OPT_SGD && o->cfg.momentum == 0.0 && o->cfg.weight_decay == 0.0;
+}
+
+void dpfl_optim_count(dpfl_optim *o) { o->t++; }
+
 void dpfl_optim_step(dpfl_optim *o, float *p, const float *g, double lr_d)
 {
     const size_t n = o->n;
