@@ -44,21 +44,23 @@ static void run_rounds(fixture *f, uint64_t seed, int rounds, float *out, dpfl_r
  * gradients and every other draw are the same, so the two models differ by exactly lr * noise / denominator.
  * Its std must be lr z f C / B: f = 1 for Poisson batches (add-remove, sensitivity C, divided by the expected
  * batch qn = B), f = 2 for fixed batches (replace-one, sensitivity 2C, divided by B).  7,171 parameters give the
- * std to about 1%; the test allows 5%. */
+ * std to about 1%; the test allows 5%.  Both ways a client steps: plain SGD (the step fused into the backward pass,
+ * the noise added to the model) and SGD with momentum (sum, noise, optimizer), whose first step is the same. */
 static void dpsgd_step_noise_has_the_accounted_std(void **state)
 {
     (void)state;
     const char *samplers[2] = {"poisson", "fixed"};
     const double f_sens[2] = {1.0, 2.0};
     int32_t sizes[1] = {1000};
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 4; s++) {
         fixture f;
         fixture_make(&f, "mlp:10-512-3", sizes, 1);
+        f.cfg.fl.momentum = s >= 2 ? 0.9 : 0.0;
         f.cfg.fl.local_steps = 1;
         f.cfg.fl.batch = 100;
         f.cfg.fl.lr = 0.5;
         f.cfg.record_dp.enabled = 1;
-        fixture_set(&f.cfg, "record_dp.sampler", samplers[s]);
+        fixture_set(&f.cfg, "record_dp.sampler", samplers[s % 2]);
         f.cfg.record_dp.clip = 0.3;
         const size_t P = f.model.nparam;
         float *a = malloc(P * sizeof *a), *b = malloc(P * sizeof *b);
@@ -74,10 +76,10 @@ static void dpsgd_step_noise_has_the_accounted_std(void **state)
             s2 += d * d;
         }
         mean /= (double)P;
-        const double sd = sqrt(s2 / (double)P), want = 0.5 * 2.0 * f_sens[s] * 0.3 / 100.0;
+        const double sd = sqrt(s2 / (double)P), want = 0.5 * 2.0 * f_sens[s % 2] * 0.3 / 100.0;
         if (!(fabs(sd / want - 1) < 0.05) || !(fabs(mean) < 5 * want / sqrt((double)P))) {
-            print_error("%s batches: the noise moved the model by std %.6g (mean %.3g), expected lr z f C / B = %.6g\n",
-                        samplers[s], sd, mean, want);
+            print_error("%s batches, %s: the noise moved the model by std %.6g (mean %.3g), expected lr z f C / B = "
+                        "%.6g\n", samplers[s % 2], s >= 2 ? "momentum" : "plain SGD", sd, mean, want);
             fail();
         }
         free(a);
