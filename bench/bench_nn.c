@@ -3,8 +3,8 @@
  * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64, on synthetic MNIST-shaped data:
  *   nonprivate: one SGD step on the mean gradient (dpfl_nn_sgd_step: the update inside the backward GEMMs);
  *   dpsgd:      params -= lr / B * (clipped sum, flat clip C = 1) (dpfl_nn_clipped_grad_sum_axpy, fused the same
- *               way), then Gaussian noise of std lr / B * z C (z = 1) added to params on as many threads as there
- *               are cores (dpfl_rng_add_gaussian_chunked): the DP-SGD step, the noise in its own pass.
+ *               way), then Gaussian noise of std lr / B * z C (z = 1) added to params on the workspace's threads,
+ *               as many as there are cores (dpfl_nn_ws_add_gaussian): the DP-SGD step, the noise in its own pass.
  * Each configuration warms up, then runs for at least DPFL_BENCH_SECONDS (default 2) and 5 steps.  Prints a
  * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second} plus
  * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
@@ -77,7 +77,6 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
         exit(1);
     }
     const float lr = 0.01f;
-    const int noise_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     dpfl_clip_spec clip = {1.0, 0, NULL};
     long steps = 0, warm = 3;
     double t0 = 0, tg = 0;
@@ -89,7 +88,7 @@ static double run(const char *spec, int B, int dp, const float *x, const int32_t
         if (dp) {
             dpfl_nn_clipped_grad_sum_axpy(&m, p, ws, xb, y + off, B, &clip, &rng, -lr / B, NULL);
             tg += dpfl_now() - ts;
-            dpfl_rng_add_gaussian_chunked(&noise, p, m.nparam, lr / B * clip.clip, 1.0f, noise_threads);
+            dpfl_nn_ws_add_gaussian(ws, &noise, p, m.nparam, lr / B * clip.clip, 1.0f);
         } else {
             dpfl_nn_sgd_step(&m, p, ws, xb, y + off, B, lr, &rng, NULL);
             tg += dpfl_now() - ts;

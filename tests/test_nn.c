@@ -394,6 +394,39 @@ static void fused_steps_match_gradient_then_update(void **state)
     }
 }
 
+/* Noise on a workspace's threads: the bits of dpfl_rng_add_gaussian_chunked, for 1 and 3 threads, over several
+ * chunks and a partial one; and it is noise (std within 2% of sigma over 3.3e5 draws, zero mean). */
+static void ws_noise_equals_chunked_noise(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("net:fc3", 1, 1, 4, 3, &m, NULL), DPFL_OK);
+    const size_t n = 5 * DPFL_NOISE_CHUNK + 123;
+    float *want = calloc(n, sizeof *want), *got = calloc(n, sizeof *got);
+    for (int t = 1; t <= 3; t += 2) {
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 2, NULL);
+        assert_non_null(ws);
+        assert_int_equal(dpfl_nn_ws_set_threads(ws, t, NULL), DPFL_OK);
+        dpfl_rng r1, r2;
+        dpfl_rng_init_seed(&r1, 77 + t), dpfl_rng_init_seed(&r2, 77 + t);
+        for (size_t i = 0; i < n; i++) want[i] = got[i] = (float)i * 1e-6f;
+        dpfl_rng_add_gaussian_chunked(&r1, want, n, 0.7, 0.5f, 1);
+        dpfl_nn_ws_add_gaussian(ws, &r2, got, n, 0.7, 0.5f);
+        assert_memory_equal(got, want, n * sizeof *got);
+        assert_true(dpfl_rng_u64(&r1) == dpfl_rng_u64(&r2)); /* both advanced r alike */
+        double s1 = 0, s2 = 0;
+        for (size_t i = 0; i < n; i++) {
+            double z = (double)got[i] / 0.5 - (double)i * 1e-6;
+            s1 += z, s2 += z * z;
+        }
+        assert_true(fabs(sqrt(s2 / n) / 0.7 - 1) < 0.02);
+        assert_true(fabs(s1 / n) < 5 * 0.7 / sqrt((double)n));
+        dpfl_nn_ws_free(ws);
+    }
+    free(want), free(got);
+    dpfl_model_free(&m);
+}
+
 /* ---------------------------------------------------------------- specs, files, determinism */
 static void spec_errors_are_reported(void **state)
 {
@@ -606,6 +639,7 @@ int main(void)
         cmocka_unit_test(clipped_norms_bounded),
         cmocka_unit_test(infinite_clip_is_batch_times_mean_grad),
         cmocka_unit_test(fused_steps_match_gradient_then_update),
+        cmocka_unit_test(ws_noise_equals_chunked_noise),
         cmocka_unit_test(spec_errors_are_reported),
         cmocka_unit_test(param_counts),
         cmocka_unit_test(init_is_deterministic),

@@ -13,6 +13,7 @@
 #define DPFL_MECH_H
 
 #include "dpfl/core.h"
+#include "dpfl/nn.h"
 #include "dpfl/privacy.h"
 
 /* ---------------------------------------------------------------- samplers */
@@ -70,6 +71,8 @@ double dpfl_mech_adaptive_quantile(dpfl_rng *r, int32_t replied, int32_t unclipp
 /* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing
  * (no 0 * inf). */
 void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads);
+/* The same, bit for bit, on the threads of the workspace that has just computed the step (dpfl_nn_ws_add_gaussian). */
+void dpfl_mech_gaussian_ws(dpfl_nn_ws *ws, dpfl_rng *r, float *v, size_t P, double z, double sens, float scale);
 /* Secure mode: round v to the grid g = sens / (1000 sqrt(P)) and add exact discrete Gaussian noise of std
  * z (sens/g + sqrt(P)) grid units (neighbouring rounded sums differ by at most that many / z), then scale. */
 void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale);

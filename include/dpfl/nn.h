@@ -132,6 +132,11 @@ double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, co
 double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                         int32_t B, float lr, dpfl_rng *rng, int32_t *correct);
 
+/* dpfl_rng_add_gaussian_chunked(r, x, n, sigma, scale, t), bit for bit, with t the workspace's threads running
+ * the chunks: right after a gradient call those threads are still awake, and no helper threads of the noise
+ * compete with them for the cores. */
+void dpfl_nn_ws_add_gaussian(dpfl_nn_ws *ws, dpfl_rng *r, float *x, size_t n, double sigma, float scale);
+
 /* Clipping of per-example gradients for DP-SGD. */
 typedef struct {
     double clip;      /* flat: each example's whole gradient scaled to L2 norm <= clip (INFINITY = no clip) */

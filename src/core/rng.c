@@ -254,7 +254,15 @@ static int helpers_acquire(int k)
     return got;
 }
 
-static void noise_chunked(dpfl_rng *r, const noise_out *o, size_t n, double sigma, int nthreads, int vec)
+static void chunk_range(void *ctx, int64_t lo, int64_t hi)
+{
+    (void)lo, (void)hi; /* one call per thread: the chunks are taken from job->next */
+    chunk_worker(ctx);
+}
+
+/* par != NULL: its threads run the chunks (nthreads is ignored) */
+static void noise_chunked(dpfl_rng *r, const noise_out *o, size_t n, double sigma, int nthreads, int vec,
+                          dpfl_par *par)
 {
     pthread_once(&zig_once, zig_init);
     /* vec = 0: the portable code even where the CPU has AVX-512 (tests) */
@@ -262,6 +270,10 @@ static void noise_chunked(dpfl_rng *r, const noise_out *o, size_t n, double sigm
                      .vec = vec && dpfl_cpu_avx512()};
     job.nchunks = (n + DPFL_NOISE_CHUNK - 1) / DPFL_NOISE_CHUNK;
     atomic_init(&job.next, 0);
+    if (par && job.nchunks > 1) {
+        dpfl_par_for(par, dpfl_par_size(par), chunk_range, &job);
+        return;
+    }
     int nt = nthreads < 1 ? 1 : nthreads > NOISE_MAX_THREADS ? NOISE_MAX_THREADS : nthreads;
     if ((size_t)nt > job.nchunks) nt = (int)job.nchunks;
     if (nt <= 1) { /* one thread, or nothing to do (n = 0) */
@@ -300,7 +312,7 @@ void dpfl_rng_add_gaussian_chunked(dpfl_rng *r, float *x, size_t n, double sigma
         return;
     }
     noise_out o = {x, NULL, scale, 0.0f};
-    noise_chunked(r, &o, n, sigma, nthreads, 1);
+    noise_chunked(r, &o, n, sigma, nthreads, 1, NULL);
 }
 
 void dpfl_rng_add_gaussian_chunked_portable(dpfl_rng *r, float *x, size_t n, double sigma, float scale,
@@ -311,7 +323,17 @@ void dpfl_rng_add_gaussian_chunked_portable(dpfl_rng *r, float *x, size_t n, dou
         return;
     }
     noise_out o = {x, NULL, scale, 0.0f};
-    noise_chunked(r, &o, n, sigma, nthreads, 0);
+    noise_chunked(r, &o, n, sigma, nthreads, 0, NULL);
+}
+
+void dpfl_rng_add_gaussian_par(dpfl_rng *r, float *x, size_t n, double sigma, float scale, dpfl_par *par)
+{
+    if (sigma == 0.0) {
+        if (scale != 1.0f) dpfl_vec_scale(x, scale, n);
+        return;
+    }
+    noise_out o = {x, NULL, scale, 0.0f};
+    noise_chunked(r, &o, n, sigma, 1, 1, par);
 }
 
 void dpfl_rng_axpy_gaussian_chunked(dpfl_rng *r, float *y, float a, const float *x, size_t n, double sigma,
@@ -322,7 +344,7 @@ void dpfl_rng_axpy_gaussian_chunked(dpfl_rng *r, float *y, float a, const float 
         return;
     }
     noise_out o = {(float *)x, y, 1.0f, a};
-    noise_chunked(r, &o, n, sigma, nthreads, 1);
+    noise_chunked(r, &o, n, sigma, nthreads, 1, NULL);
 }
 
 void dpfl_rng_add_gaussian(dpfl_rng *r, float *x, size_t n, double sigma)

@@ -136,7 +136,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
         const int fused = plain && b <= s->eval_batch;
         clipped_sum(s, w, b, d.noise_std, rng, res, fused ? (float)(-s->lr / denom) : 0.0f);
         if (fused) {
-            dpfl_mech_gaussian(rng, w->local, P, d.z, d.sens * s->lr / denom, 1.0f, threads_per_client(s));
+            dpfl_mech_gaussian_ws(w->ws, rng, w->local, P, d.z, d.sens * s->lr / denom, 1.0f);
             dpfl_optim_count(&w->opt);
         } else {
             /* e2e: project the step's sum onto the ball of radius B*C.  Projection is non-expansive, so one record

@@ -26,6 +26,11 @@ void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, 
     dpfl_rng_add_gaussian_chunked(r, v, P, z > 0 ? z * sens / test_noise_divisor() : 0.0, scale, threads);
 }
 
+void dpfl_mech_gaussian_ws(dpfl_nn_ws *ws, dpfl_rng *r, float *v, size_t P, double z, double sens, float scale)
+{
+    dpfl_nn_ws_add_gaussian(ws, r, v, P, z > 0 ? z * sens / test_noise_divisor() : 0.0, scale);
+}
+
 /* sigma^2 = z^2 1001^2 P grid units, rounded UP: the product is formed as z^2 * 1002001 * P (three roundings, each
  * at most 2^-53 relative, and the grid step's own at most ~6 ulps) and raised by a relative 2^-49 before the ceiling,
  * so it is never below the exact value.  (ceil((z 1001 sqrt(P))^2) was not: z = 2500, P = 600,000 gave 512 below

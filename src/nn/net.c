@@ -5,6 +5,7 @@
  * conv's bias pass.  Every slot keeps its own gradient buffer, so after a backward pass the output gradient of
  * every layer is still there for DP-SGD's clipped sum.  No gradient is computed for the layers before the
  * first parameterised layer (in particular never for the input). */
+#include "core/rng_internal.h"
 #include "layers.h"
 
 #include <cblas.h>
@@ -455,6 +456,12 @@ double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, co
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
     dpfl_nn_run_backward(m, params, ws, grads, DPFL_BWD_GRAD);
     return loss / B;
+}
+
+void dpfl_nn_ws_add_gaussian(dpfl_nn_ws *ws, dpfl_rng *r, float *x, size_t n, double sigma, float scale)
+{
+    if (ws->par) dpfl_rng_add_gaussian_par(r, x, n, sigma, scale, ws->par);
+    else dpfl_rng_add_gaussian_chunked(r, x, n, sigma, scale, 1);
 }
 
 double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
