@@ -59,7 +59,7 @@ ARCH    := $(if $(MARCH),-march=$(MARCH))
 # The kernel files' instruction sets: src/core/cpu.c checks that the CPU has every one before they run.
 AVX512_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx2 -mfma -mbmi -mbmi2 -mpopcnt
 AVX2_FLAGS   := -mavx2
-KERNELS_AVX512 := src/nn/conv_direct.c src/nn/conv_winograd.c src/core/rng_avx512.c src/core/chacha20_avx512.c
+KERNELS_AVX512 := src/nn/conv_direct.c src/nn/conv_winograd.c src/nn/gemm_avx512.c src/core/rng_avx512.c src/core/chacha20_avx512.c
 KERNELS_AVX2   := src/core/chacha20_avx2.c
 ifeq ($(SAN),tsan)
   BUILD  ?= build$(if $(VARIANT),/$(VARIANT))/tsan

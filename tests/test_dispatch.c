@@ -6,10 +6,13 @@
 #include "testutil.h"
 #include "core/chacha20.h"
 #include "core/cpu.h"
+#include "core/parallel.h"
 #include "dpfl/core.h"
 #include "dpfl/nn.h"
 #include "nn/layers.h"
 
+#include <cblas.h>
+#include <math.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +223,146 @@ static void conv_kernels_match_portable(void **state)
     assert_int_equal(wino, cpu_has_avx512_kernels() && !env_portable() ? 2 : 0);
 }
 
+/* C (M, N) row-major in double: alpha op(A) op(B) + beta C (+ bias, relu), and per element the sum of
+ * |alpha a b| + |beta c| (the scale its float rounding error is measured against) */
+static void gemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                     int ldb, float beta, const float *C, int ldc, const float *bias, int relu, double *ref,
+                     double *scale)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0, a = 0;
+            for (int k = 0; k < K; k++) {
+                const double x = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                const double y = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += x * y, a += fabs(x * y);
+            }
+            s *= alpha, a *= fabs(alpha);
+            if (beta != 0.0f) s += (double)beta * C[(size_t)i * ldc + j], a += fabs((double)beta * C[(size_t)i * ldc + j]);
+            if (bias) s += bias[j], a += fabs(bias[j]);
+            ref[(size_t)i * N + j] = relu && s < 0 ? 0 : s, scale[(size_t)i * N + j] = a;
+        }
+}
+
+/* dpfl's own AVX-512 GEMMs (gemm_avx512.c) against a double-precision GEMM over ragged shapes (M, N, K not
+ * multiples of the tiles, K below one vector), padded leading dimensions whose padding must stay untouched,
+ * alpha / beta (beta = 0 must not read C: it holds NaN), bias and ReLU on the forward form, and each element's
+ * value independent of where the GEMM is cut (a sub-block computed alone gives the same bits). */
+static void gemm_kernels_match_reference(void **state)
+{
+    (void)state;
+    if (!cpu_has_avx512_kernels()) {
+        print_message("no AVX-512 kernels here: the Linear layers use OpenBLAS (checked by test_nn)\n");
+        return;
+    }
+    static const int Ms[] = {1, 3, 4, 5, 6, 7, 13, 17}, Ns[] = {1, 5, 6, 7, 16, 17, 33, 64, 65, 70},
+                     Ks[] = {1, 3, 15, 16, 17, 40};
+    static const float ab[][2] = {{1.0f, 0.0f}, {-0.25f, 1.0f}, {2.0f, 0.5f}};
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 4242);
+    const int pad = 3, cap = 80 * (80 + pad);
+    float *A = malloc(cap * sizeof *A), *B = malloc(cap * sizeof *B), *C = malloc(cap * sizeof *C),
+          *C0 = malloc(cap * sizeof *C0), *D = malloc(cap * sizeof *D), bias[80];
+    double *ref = malloc(cap * sizeof *ref), *scale = malloc(cap * sizeof *scale);
+    for (int i = 0; i < cap; i++) A[i] = (float)dpfl_rng_gaussian(&r), B[i] = (float)dpfl_rng_gaussian(&r);
+    for (int i = 0; i < 80; i++) bias[i] = (float)dpfl_rng_gaussian(&r);
+    int checked = 0;
+    for (int kind = 0; kind < 3; kind++) /* NT, NN, TN */
+        for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+                for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+                    for (int v = 0; v < 3; v++) {
+                        const int M = Ms[mi], N = Ns[ni], K = Ks[ki], ta = kind == 2, tb = kind == 0;
+                        const float alpha = ab[v][0], beta = ab[v][1];
+                        const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+                        const float *bi = kind == 0 && v > 0 ? bias : NULL;
+                        const int relu = kind == 0 && v == 2;
+                        for (int i = 0; i < cap; i++) C[i] = beta != 0.0f ? (float)dpfl_rng_gaussian(&r) : NAN;
+                        for (int i = 0; i < M; i++) C[(size_t)i * ldc + N] = 1234.5f; /* padding */
+                        memcpy(C0, C, cap * sizeof *C);
+                        gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc, bi, relu, ref, scale);
+                        if (kind == 0)
+                            dpfl_nn_sgemm_nt_avx512(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bi, relu);
+                        else if (kind == 1)
+                            dpfl_nn_sgemm_nn_avx512(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                        else
+                            dpfl_nn_sgemm_tn_avx512(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                        for (int i = 0; i < M; i++) {
+                            assert_true(C[(size_t)i * ldc + N] == 1234.5f);
+                            for (int j = 0; j < N; j++) {
+                                const double got = C[(size_t)i * ldc + j], want = ref[(size_t)i * N + j];
+                                if (!(fabs(got - want) <= 1e-6 * scale[(size_t)i * N + j] + 1e-30))
+                                    fail_msg("kind %d M %d N %d K %d alpha %g beta %g: C[%d][%d] = %.9g, want %.9g",
+                                             kind, M, N, K, alpha, beta, i, j, got, want);
+                            }
+                        }
+                        /* the block of rows [1, M) x columns [5, N) alone: the same bits */
+                        if (M > 1 && N > 5) {
+                            memcpy(D, C0, cap * sizeof *D);
+                            const float *As = ta ? A + 1 : A + lda, *Bs = tb ? B + 5 * ldb : B + 5;
+                            float *Ds = D + ldc + 5;
+                            if (kind == 0)
+                                dpfl_nn_sgemm_nt_avx512(M - 1, N - 5, K, alpha, As, lda, Bs, ldb, beta, Ds, ldc,
+                                                        bi ? bi + 5 : NULL, relu);
+                            else if (kind == 1)
+                                dpfl_nn_sgemm_nn_avx512(M - 1, N - 5, K, alpha, As, lda, Bs, ldb, beta, Ds, ldc);
+                            else
+                                dpfl_nn_sgemm_tn_avx512(M - 1, N - 5, K, alpha, As, lda, Bs, ldb, beta, Ds, ldc);
+                            for (int i = 1; i < M; i++)
+                                assert_memory_equal(D + (size_t)i * ldc + 5, C + (size_t)i * ldc + 5,
+                                                    (size_t)(N - 5) * sizeof *D);
+                        }
+                        checked++;
+                    }
+    print_message("%d AVX-512 GEMMs checked against the reference\n", checked);
+    free(A), free(B), free(C), free(C0), free(D), free(ref), free(scale);
+}
+
+/* The Linear layers with the kernels and with OpenBLAS (forced portable) agree within rounding, and with the
+ * kernels a pool of 2 threads gives the same bits as one thread: MLP shapes, forward with bias and ReLU, the
+ * input gradient, the weight gradient and the fused SGD step (beta = 1 into the weights). */
+static void linear_kernels_match_portable(void **state)
+{
+    (void)state;
+    const int Bt = 32, C = 300, OC = 150; /* 1.4 MFLOP a GEMM: over the pool threshold */
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 77);
+    const size_t nx = (size_t)Bt * C, no = (size_t)Bt * OC, nw = (size_t)OC * C;
+    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *b = malloc(OC * sizeof *b),
+          *d = malloc(no * sizeof *d), *out[3], *dx[3], *dw[3], *wf[3], *bf[3];
+    for (size_t i = 0; i < nx; i++) x[i] = (float)dpfl_rng_gaussian(&r);
+    for (size_t i = 0; i < nw; i++) w[i] = (float)dpfl_rng_gaussian(&r) * 0.1f;
+    for (int i = 0; i < OC; i++) b[i] = (float)dpfl_rng_gaussian(&r);
+    for (size_t i = 0; i < no; i++) d[i] = (float)dpfl_rng_gaussian(&r);
+    dpfl_par *par = dpfl_par_create(2);
+    for (int v = 0; v < 3; v++) { /* 0: kernels, 1 thread; 1: kernels, 2 threads; 2: portable, 2 threads */
+        dpfl_cpu_force_portable(v == 2);
+        dpfl_par *p = v == 0 ? NULL : par;
+        out[v] = malloc(no * sizeof **out), dx[v] = malloc(nx * sizeof **dx), dw[v] = malloc(nw * sizeof **dw);
+        wf[v] = malloc(nw * sizeof **wf), bf[v] = malloc(OC * sizeof **bf);
+        float db[150];
+        dpfl_nn_linear_forward(out[v], x, w, b, Bt, C, OC, 1, p);
+        dpfl_nn_linear_backward(dx[v], dw[v], db, d, x, w, Bt, C, OC, 1.0f, 0.0f, p);
+        memcpy(wf[v], w, nw * sizeof *w), memcpy(bf[v], b, OC * sizeof *b);
+        dpfl_nn_linear_backward(NULL, wf[v], bf[v], d, x, wf[v], Bt, C, OC, -0.01f, 1.0f, p);
+    }
+    dpfl_cpu_force_portable(0);
+    assert_memory_equal(out[0], out[1], no * sizeof **out);
+    assert_memory_equal(dx[0], dx[1], nx * sizeof **dx);
+    assert_memory_equal(dw[0], dw[1], nw * sizeof **dw);
+    assert_memory_equal(wf[0], wf[1], nw * sizeof **wf);
+    assert_true(rel_diff(out[1], out[2], no) < 1e-5);
+    assert_true(rel_diff(dx[1], dx[2], nx) < 1e-5);
+    assert_true(rel_diff(dw[1], dw[2], nw) < 1e-5);
+    assert_true(rel_diff(wf[1], wf[2], nw) < 1e-6);
+    assert_true(rel_diff(bf[1], bf[2], OC) < 1e-6);
+    /* the step moved the weights (a check that could not pass with the update skipped) */
+    assert_true(rel_diff(wf[1], w, nw) > 1e-4);
+    for (int v = 0; v < 3; v++) free(out[v]), free(dx[v]), free(dw[v]), free(wf[v]), free(bf[v]);
+    free(x), free(w), free(b), free(d);
+    dpfl_par_free(par);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--kernels") == 0) { /* for kernels_follow_the_cpu */
@@ -231,6 +374,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(chacha20_same_bytes_on_every_path),
         cmocka_unit_test(noise_same_bits_on_every_path),
         cmocka_unit_test(conv_kernels_match_portable),
+        cmocka_unit_test(gemm_kernels_match_reference),
+        cmocka_unit_test(linear_kernels_match_portable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

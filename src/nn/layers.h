@@ -45,6 +45,19 @@ void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *
  * (outer product dout_b inp_b^T, plus dout_b for the bias).  inp (B, C), dout (B, OC). */
 void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias);
 
+/* ---------------------------------------------------------------- gemm_avx512.c (AVX-512) */
+/* Row-major SGEMMs for the Linear layers, single-threaded; only when dpfl_cpu_avx512().  C (M, N) =
+ *   nt: alpha A (M, K) B^T + beta C, B (N, K), then + bias (N) if not NULL, then max(0, .) if relu
+ *   nn: alpha A (M, K) B (K, N) + beta C
+ *   tn: alpha A^T B + beta C, A (K, M), B (K, N)
+ * C is not read when beta = 0.  Each element's sum is one fixed sequence of operations (see the file). */
+DPFL_HIDDEN void dpfl_nn_sgemm_nt_avx512(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                                         float beta, float *C, int ldc, const float *bias, int relu);
+DPFL_HIDDEN void dpfl_nn_sgemm_nn_avx512(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                                         float beta, float *C, int ldc);
+DPFL_HIDDEN void dpfl_nn_sgemm_tn_avx512(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                                         float beta, float *C, int ldc);
+
 /* ---------------------------------------------------------------- conv2d.c */
 /* Geometry of a Conv2d over a batch; inp element (c, b, y, x) lives at inp[c*cs + b*bs + y*in_w + x]. */
 typedef struct {

@@ -1,10 +1,11 @@
 /* Linear (fully connected) layer: y = x W^T + b with W stored (OC, C) as in PyTorch, so saved models and
  * initialisation match the usual conventions.  All heavy work is SGEMM over the batch.
  *
- * OpenBLAS runs single-threaded inside dpfl (its idle threads spin and would steal the cores from the pool's
- * convolution and element-wise work); a GEMM is instead cut into GEMM_BLOCKS column (or row) blocks, each one
- * single-threaded SGEMM, run on the workspace's pool.  The blocks depend only on the shape, so every output
- * element comes from the same call whatever the number of threads. */
+ * A GEMM is cut into GEMM_BLOCKS column (or row) blocks, each computed by one thread of the workspace's pool:
+ * with dpfl's own AVX-512 kernels (gemm_avx512.c) where dpfl_cpu_avx512() allows, otherwise with single-threaded
+ * OpenBLAS SGEMM (OpenBLAS runs single-threaded inside dpfl: its idle threads spin and would steal the cores from
+ * the pool's convolution and element-wise work).  The blocks depend only on the shape, so every output element
+ * comes from the same call whatever the number of threads. */
 #include "layers.h"
 
 #include <cblas.h>
@@ -18,7 +19,7 @@ typedef struct {
     float alpha, beta;
     const float *A, *B, *bias;
     float *C;
-    int relu;
+    int relu, avx512;
 } gemm_job;
 
 static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
@@ -32,6 +33,18 @@ static void gemm_block_job(void *ctx, int64_t lo, int64_t hi)
         const float *As = g->ta == CblasNoTrans ? g->A + (size_t)r0 * g->lda : g->A + r0;
         const float *Bs = g->tb == CblasNoTrans ? g->B + c0 : g->B + (size_t)c0 * g->ldb;
         float *Cs = g->C + (size_t)r0 * g->ldc + c0;
+#if DPFL_KERNELS_AVX512
+        if (g->avx512) {
+            if (g->tb == CblasTrans)
+                dpfl_nn_sgemm_nt_avx512(m, n, g->K, g->alpha, As, g->lda, Bs, g->ldb, g->beta, Cs, g->ldc,
+                                        g->bias ? g->bias + c0 : NULL, g->relu);
+            else if (g->ta == CblasNoTrans)
+                dpfl_nn_sgemm_nn_avx512(m, n, g->K, g->alpha, As, g->lda, Bs, g->ldb, g->beta, Cs, g->ldc);
+            else
+                dpfl_nn_sgemm_tn_avx512(m, n, g->K, g->alpha, As, g->lda, Bs, g->ldb, g->beta, Cs, g->ldc);
+            continue;
+        }
+#endif
         cblas_sgemm(CblasRowMajor, g->ta, g->tb, m, n, g->K, g->alpha, As, g->lda, Bs, g->ldb, g->beta, Cs, g->ldc);
         if (g->bias || g->relu)
             for (int i = 0; i < m; i++)
@@ -48,7 +61,10 @@ static void par_gemm(dpfl_par *par, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOS
                      const float *bias, int relu)
 {
     gemm_job g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B,
-                  .C = C, .alpha = alpha, .beta = beta, .bias = bias, .relu = relu, .split_n = N >= M};
+                  .C = C, .alpha = alpha, .beta = beta, .bias = bias, .relu = relu, .split_n = N >= M,
+                  .avx512 = dpfl_cpu_avx512()};
+    /* the AVX-512 kernels cover the three shapes of this file (A^T B^T is not one of them) */
+    DPFL_ASSERT(!(ta == CblasTrans && tb == CblasTrans) && (tb == CblasTrans || (!bias && !relu)));
     int d = g.split_n ? N : M;
     g.blk = ((d + GEMM_BLOCKS - 1) / GEMM_BLOCKS + 15) & ~15;
     int nblk = (d + g.blk - 1) / g.blk;
