@@ -61,8 +61,12 @@ static void par_gemm(dpfl_par *par, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOS
                      const float *bias, int relu)
 {
     gemm_job g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B,
-                  .C = C, .alpha = alpha, .beta = beta, .bias = bias, .relu = relu, .split_n = N >= M,
-                  .avx512 = dpfl_cpu_avx512()};
+                  .C = C, .alpha = alpha, .beta = beta, .bias = bias, .relu = relu, .avx512 = dpfl_cpu_avx512()};
+    /* The weight matrix w (OC, C) is cut the same way by the forward GEMM (NT: C's columns = w's rows) and the
+     * weight-gradient GEMM (TN: C's rows = w's rows), so with the fused SGD step each thread updates the rows of w
+     * it reads in the next forward pass and they stay in its core's cache (cut along C's columns instead, half of
+     * w crossed between the cores twice a step). */
+    g.split_n = tb == CblasTrans ? 1 : ta == CblasTrans ? 0 : N >= M;
     /* the AVX-512 kernels cover the three shapes of this file (A^T B^T is not one of them) */
     DPFL_ASSERT(!(ta == CblasTrans && tb == CblasTrans) && (tb == CblasTrans || (!bias && !relu)));
     int d = g.split_n ? N : M;
