@@ -1,4 +1,4 @@
-/* Conv2d by im2col + SGEMM, batched over examples.
+/* Conv2d by im2col + SGEMM (gemm.c), batched over examples.
  *
  * For a chunk of nb examples the im2col matrix col (K, nb*T) has one row per (c, ki, kj) (K = C*k*k) and one
  * column per (example, output position) (T = OH*OW).  The output is written CNHW, (OC, B*T), so the whole
@@ -8,7 +8,6 @@
 #include "layers.h"
 #include "core/parallel.h"
 
-#include <cblas.h>
 #include <string.h>
 
 size_t dpfl_nn_conv2d_scratch(const dpfl_conv_geom *g, int nb)
@@ -159,8 +158,7 @@ void dpfl_nn_conv2d_forward(float *out, const float *inp, const float *w, const 
         int nb = B - b0 < chunk ? B - b0 : chunk;
         im2col(col, inp, g, b0, nb, par);
         float *o = out + (size_t)b0 * T;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->OC, nb * T, K, 1.0f, w, K, col, nb * T, 0.0f, o,
-                    ldo);
+        dpfl_nn_gemm(par, 0, 0, g->OC, nb * T, K, 1.0f, w, K, col, nb * T, 0.0f, o, (int)ldo, NULL, 0);
         if (bias || relu) {
             conv_job j = {.out = o, .bias = bias, .relu = relu, .n = (size_t)nb * T, .ld = ldo};
             dpfl_par_for(par, g->OC, bias_relu_job, &j);
@@ -190,12 +188,11 @@ void dpfl_nn_conv2d_backward(float *dinp, float *dw, float *dbias, const float *
         const float *d = dout + (size_t)b0 * T;
         if (dw) {
             im2col(col, inp, g, b0, nb, par);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->OC, K, nb * T, 1.0f, d, ldo, col, nb * T,
-                        b0 ? 1.0f : 0.0f, dw, K);
+            dpfl_nn_gemm(par, 0, 1, g->OC, K, nb * T, 1.0f, d, (int)ldo, col, nb * T, b0 ? 1.0f : 0.0f, dw, K,
+                         NULL, 0);
         }
         if (dinp) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, nb * T, g->OC, 1.0f, w, K, d, ldo, 0.0f, col,
-                        nb * T);
+            dpfl_nn_gemm(par, 1, 0, K, nb * T, g->OC, 1.0f, w, K, d, (int)ldo, 0.0f, col, nb * T, NULL, 0);
             col2im(dinp, col, g, b0, nb, par);
         }
     }
@@ -215,8 +212,8 @@ void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const fl
             int b = b0 + j;
             const float *d = dout + (size_t)b * T;
             float *p = ps + (size_t)b * np;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->OC, K, T, 1.0f, d, ldo, col + (size_t)j * T,
-                        nb * T, 0.0f, p, K);
+            dpfl_nn_gemm(NULL, 0, 1, g->OC, K, T, 1.0f, d, (int)ldo, col + (size_t)j * T, nb * T, 0.0f, p, K, NULL,
+                         0);
             if (bias)
                 for (int oc = 0; oc < g->OC; oc++) {
                     const float *r = d + oc * ldo;
@@ -242,8 +239,8 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
         for (int j = 0; j < nb; j++) {
             int b = b0 + j;
             const float *d = dout + (size_t)b * T, *a = col + (size_t)j * T;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, T, K, 1.0f, a, nb * T, a, nb * T, 0.0f, ga, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, T, g->OC, 1.0f, d, ldo, d, ldo, 0.0f, gd, T);
+            dpfl_nn_gemm(NULL, 1, 0, T, T, K, 1.0f, a, nb * T, a, nb * T, 0.0f, ga, T, NULL, 0);
+            dpfl_nn_gemm(NULL, 1, 0, T, T, g->OC, 1.0f, d, (int)ldo, d, (int)ldo, 0.0f, gd, T, NULL, 0);
             double s = 0.0;
             for (size_t i = 0; i < (size_t)T * T; i++) s += (double)ga[i] * gd[i];
             if (bias)

@@ -45,6 +45,15 @@ void dpfl_nn_linear_backward(float *dinp, float *dw, float *dbias, const float *
  * (outer product dout_b inp_b^T, plus dout_b for the bias).  inp (B, C), dout (B, OC). */
 void dpfl_nn_linear_sqnorms(double *sq, const float *dout, const float *inp, int B, int C, int OC, int bias);
 
+/* ---------------------------------------------------------------- gemm.c */
+/* C (M, N) = alpha op(A) op(B) + beta C, row-major (op = transpose where trans_a / trans_b), then + bias (N) per
+ * column and max(0, .) if relu (both only with trans_b); not both transposed.  On the pool's threads when it is
+ * worth it; dpfl's AVX-512 kernels where dpfl_cpu_avx512(), OpenBLAS otherwise; the result does not depend on the
+ * number of threads.  C is not read when beta = 0. */
+DPFL_HIDDEN void dpfl_nn_gemm(dpfl_par *par, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                              const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                              const float *bias, int relu);
+
 /* ---------------------------------------------------------------- gemm_avx512.c (AVX-512) */
 /* Row-major SGEMMs for the Linear layers, single-threaded; only when dpfl_cpu_avx512().  C (M, N) =
  *   nt: alpha A (M, K) B^T + beta C, B (N, K), then + bias (N) if not NULL, then max(0, .) if relu
