@@ -1,7 +1,7 @@
 /* Run-time choice of the SIMD kernels (internal to the library and its tests).
  *
  * The library is compiled for a portable target (x86-64 by default, see the Makefile) except the kernel files,
- * which the Makefile compiles with AVX-512 flags (conv_direct.c, conv_winograd.c, rng_avx512.c,
+ * which the Makefile compiles with AVX-512 flags (conv_direct.c, conv_winograd.c, gemm_avx512.c, rng_avx512.c,
  * chacha20_avx512.c) or AVX2 flags (chacha20_avx2.c).  Their code may only run on a CPU that has those
  * instructions: every call into a kernel file is behind dpfl_cpu_avx512() or dpfl_cpu_avx2().
  *
@@ -14,7 +14,7 @@
  * instruction set they are compiled for (checked once, thread-safely, with __builtin_cpu_supports), and neither
  * the environment variable DPFL_PORTABLE (set and not "0"; read once) nor dpfl_cpu_force_portable asks for the
  * portable code.  The kernels give the portable code's results: bit for bit for ChaCha20 and the noise, within
- * rounding for the convolutions (another order of summation than im2col + SGEMM). */
+ * rounding for the convolutions and the GEMMs (another order of summation than im2col + OpenBLAS SGEMM). */
 #ifndef DPFL_CPU_H
 #define DPFL_CPU_H
 
