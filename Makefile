@@ -12,9 +12,11 @@
 CC      ?= gcc
 PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
 # Installation (make install / uninstall).  PKGDATADIR, where the files that ship with dpfl go (heart-disease/), is
-# compiled into src/data/paths.c: `make install PREFIX=...` rebuilds that one object when PREFIX changes.
+# compiled into src/data/paths.c, and LIBEXECDIR/dpfl, where dpfl-deploy goes, into src/cli/front.c: `make install
+# PREFIX=...` rebuilds those objects when PREFIX changes.
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec
 LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATAROOTDIR ?= $(PREFIX)/share
@@ -41,6 +43,10 @@ ifeq ($(MPI),1)
   MPI_DEF  := -DDPFL_HAVE_MPI=1 $(shell pkg-config --cflags ompi-c)
   MPI_LIBS := $(shell pkg-config --libs ompi-c)
 endif
+# With either, the deployment commands (serve, join, keygen; train under mpirun: src/cli/cmd_net.c, mpi_train.c)
+# are built into BUILD/dpfl-deploy, the only binary that links ZeroMQ and OpenMPI; the dpfl binary hands those
+# commands to it (src/cli/front.c), so that every other command starts without loading their ~25 libraries.
+DEPLOY  := $(if $(filter 1,$(ZMQ) $(MPI)),1,0)
 SAN     ?= 0
 NATIVE  ?= 0
 DISPATCH ?= 1
@@ -87,7 +93,8 @@ SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(V
 
 LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c \
                        src/report/*.c src/net/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c)
+CLI_SRC  := $(filter-out src/cli/front.c,$(wildcard src/cli/*.c))
+DEPLOY_SRC := src/cli/cmd_net.c src/cli/mpi_train.c
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 EXAMPLE_SRC := $(wildcard examples/c/*.c)
@@ -96,6 +103,13 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdpfl.a
 SO       := $(BUILD)/libdpfl.so
 BIN      := $(BUILD)/dpfl
+ifeq ($(DEPLOY),1)
+  FRONT_OBJ  := $(filter-out $(DEPLOY_SRC:%.c=$(BUILD)/%.o),$(CLI_OBJ)) $(BUILD)/src/cli/front.o
+  DEPLOY_BIN := $(BUILD)/dpfl-deploy
+else
+  FRONT_OBJ  := $(CLI_OBJ)
+  DEPLOY_BIN :=
+endif
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLES := $(EXAMPLE_SRC:examples/c/%.c=$(BUILD)/examples/%)
@@ -107,7 +121,7 @@ SHIPPED  := $(wildcard data/heart-disease/*)
 
 .PHONY: all setup data demo test test-python test-san test-tsan bench mutate torture valgrind clean FORCE man \
         examples install uninstall
-all: $(BIN) $(SO)
+all: $(BIN) $(DEPLOY_BIN) $(SO)
 
 # Set-up: Debian packages (scripts/setup.sh), then build dpfl and let it fetch the data it needs (`data`).
 # Both steps are idempotent and print nothing when everything is present.
@@ -131,6 +145,11 @@ $(BUILD)/datadir: FORCE
 	@echo '$(PKGDATADIR)' | cmp -s - $@ || echo '$(PKGDATADIR)' > $@
 $(BUILD)/src/data/paths.o: $(BUILD)/datadir
 $(BUILD)/src/data/paths.o: KFLAGS := -DDPFL_DATADIR='"$(PKGDATADIR)"'
+$(BUILD)/libexecdir: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LIBEXECDIR)/dpfl' | cmp -s - $@ || echo '$(LIBEXECDIR)/dpfl' > $@
+$(BUILD)/src/cli/front.o: $(BUILD)/libexecdir
+$(BUILD)/src/cli/front.o: KFLAGS := -DDPFL_LIBEXECDIR='"$(LIBEXECDIR)/dpfl"'
 
 ifeq ($(DISPATCH),1)
 $(KERNELS_AVX512:%.c=$(BUILD)/%.o): KFLAGS := $(AVX512_FLAGS)
@@ -153,7 +172,11 @@ $(SO): $(SO).$(VERSION)
 	ln -sf libdpfl.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libdpfl.so.$(VERSION) $@
 
-$(BIN): $(CLI_OBJ) $(LIB)
+# dpfl: --as-needed drops the libraries only the deployment code calls (libzmq); dpfl-deploy comes with it.
+$(BIN): $(FRONT_OBJ) $(LIB) | $(DEPLOY_BIN)
+	$(CC) $(LDSAN) -o $@ $(FRONT_OBJ) $(LIB) -Wl,--as-needed $(LDLIBS)
+
+$(DEPLOY_BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(MPI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(LIB) $(BUILD)/flags
@@ -194,17 +217,19 @@ $(BUILD)/dpfl.pc: dpfl.pc.in FORCE
 	     -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES@|$(filter-out libzmq,$(PKGS))|' $< > $@.tmp
 	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
 
-# make install [PREFIX=/usr/local] [DESTDIR=staging]: the tool, the library (libdpfl.so.VERSION with its soname
-# link and the development link libdpfl.so, and libdpfl.a), the headers under include/dpfl/, dpfl.pc, the man
-# pages and the heart-disease files.  ldconfig runs when installing for real as root (LDCONFIG=true skips it).
-# make uninstall removes exactly these files, and the folders include/dpfl/ and share/dpfl/ when left empty.
-INSTALLED_FILES := $(BINDIR)/dpfl $(LIBDIR)/libdpfl.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libdpfl.so \
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the tool (bin/dpfl, and libexec/dpfl/dpfl-deploy where
+# built), the library (libdpfl.so.VERSION with its soname link and the development link libdpfl.so, and libdpfl.a),
+# the headers under include/dpfl/, dpfl.pc, the man pages and the heart-disease files.  ldconfig runs when
+# installing for real as root (LDCONFIG=true skips it).  make uninstall removes exactly these files, and the
+# folders include/dpfl/, share/dpfl/ and libexec/dpfl/ when left empty.
+INSTALLED_FILES := $(BINDIR)/dpfl $(DEPLOY_BIN:$(BUILD)/%=$(LIBEXECDIR)/dpfl/%) $(LIBDIR)/libdpfl.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libdpfl.so \
                    $(LIBDIR)/libdpfl.a $(PKGCONFIGDIR)/dpfl.pc $(HEADERS:include/dpfl/%=$(INCLUDEDIR)/dpfl/%) \
                    $(MANPAGES:$(BUILD)/man/%=$(MANDIR)/man1/%) $(SHIPPED:data/%=$(PKGDATADIR)/%)
-install: $(BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/dpfl \
+install: $(BIN) $(DEPLOY_BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
+	install -d $(DESTDIR)$(BINDIR) $(if $(DEPLOY_BIN),$(DESTDIR)$(LIBEXECDIR)/dpfl) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/dpfl \
 	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDATADIR)/heart-disease
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/dpfl
+	$(if $(DEPLOY_BIN),install -m 755 $(DEPLOY_BIN) $(DESTDIR)$(LIBEXECDIR)/dpfl/dpfl-deploy)
 	install -m 755 $(SO).$(VERSION) $(DESTDIR)$(LIBDIR)/libdpfl.so.$(VERSION)
 	ln -sf libdpfl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdpfl.so
@@ -217,7 +242,8 @@ install: $(BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
-	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) 2>/dev/null || true
+	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) \
+	       $(DESTDIR)$(LIBEXECDIR)/dpfl 2>/dev/null || true
 
 demo: setup
 	@$(MAKE) --no-print-directory all
@@ -272,7 +298,7 @@ bench: setup
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/src/cli/front.d
 
 # ------------------------------------------------------------------------------------------ fuzzing
 # libFuzzer harnesses (fuzz/fuzz_*.c), one per parser of outside input, built with clang under ASan + UBSan into

@@ -121,6 +121,27 @@ else
 fi
 t_end
 
+t_begin "bin/dpfl loads neither ZeroMQ nor OpenMPI: serve/join/keygen run in libexec/dpfl/dpfl-deploy, or say it is missing"
+deploy=$prefix/libexec/dpfl/dpfl-deploy
+if [ -x "$deploy" ]; then
+  need=$(readelf -d "$prefix/bin/dpfl" | grep -E 'NEEDED.*(libzmq|libmpi)')
+  [ -z "$need" ] || t_fail "bin/dpfl links $need"
+  readelf -d "$deploy" | grep -qE 'NEEDED.*(libzmq|libmpi)' || t_fail "dpfl-deploy links neither libzmq nor libmpi"
+  out=$("$prefix/bin/dpfl" keygen "$tmp/keys" server 2>&1) || t_fail "keygen through dpfl-deploy: $out"
+  [ -s "$tmp/keys/server.pub" ] && [ -s "$tmp/keys/server.key" ] || t_fail "keygen wrote no key pair: $out"
+  mv "$deploy" "$tmp/deploy.moved"
+  out=$("$prefix/bin/dpfl" keygen "$tmp/keys" client1 2>&1); rc=$?
+  [ "$rc" = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -qF "$deploy" <<<"$out" ||
+    t_fail "keygen without dpfl-deploy: exit $rc, '$out' (one line naming $deploy expected)"
+  [ -e "$tmp/keys/client1.pub" ] && t_fail "keygen without dpfl-deploy wrote a key"
+  out=$("$prefix/bin/dpfl" account --noise 1.3 --q 0.02 --steps 500 --delta 1e-5 2>&1) ||
+    t_fail "dpfl account needs dpfl-deploy: $out"
+  mv "$tmp/deploy.moved" "$deploy"
+else
+  echo "(built without ZeroMQ and OpenMPI: there is no dpfl-deploy)"
+fi
+t_end
+
 t_begin "make uninstall removes every file install put there, and nothing else"
 touch "$prefix/bin/not-dpfl"
 mkdir -p "$prefix/share/dpfl/mnist" && touch "$prefix/share/dpfl/mnist/placed-by-admin"

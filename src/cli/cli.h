@@ -19,9 +19,14 @@ int cli_export(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_join(int argc, char **argv);
 int cli_keygen(int argc, char **argv);
-/* mpi_train.c: the number of ranks mpirun started (1 outside mpirun), and dpfl train across them */
+/* cmd_train.c: the number of ranks mpirun started (1 outside mpirun); mpi_train.c: dpfl train across them */
 int cli_mpi_size(void);
 int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt);
+
+/* The command line main() was given.  Where ZeroMQ or OpenMPI is built in, the dpfl binary links neither: its
+ * cli_serve, cli_join, cli_keygen and cli_mpi_train (front.c) run this whole command line again in dpfl-deploy,
+ * the dpfl that links them (cmd_net.c, mpi_train.c). */
+extern char **cli_main_argv;
 
 /* Print "dpfl: error: <msg>" on stderr and return 1 (or 2 for usage errors). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "dpfl/fl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void help(void)
@@ -22,6 +23,13 @@ static void help(void)
            "release would exceed it (that round is never trained), and summary.json says stopped_at_budget.\n\n"
            "Config keys (INI sections and keys; --set overrides any of them):\n");
     dpfl_config_print_keys(stdout);
+}
+
+int cli_mpi_size(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v) v = getenv("PMI_SIZE");
+    return v ? atoi(v) : 1;
 }
 
 int cli_train(int argc, char **argv)

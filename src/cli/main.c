@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+char **cli_main_argv;
+
 int cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -87,6 +89,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    cli_main_argv = argv;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -18,13 +18,6 @@
 #include <string.h>
 
 #ifndef DPFL_HAVE_MPI
-int cli_mpi_size(void)
-{
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    return v ? atoi(v) : 1;
-}
-
 int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 {
     (void)cfg, (void)opt;
@@ -36,13 +29,6 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 #include "fl/sim_internal.h"
 
 #include <mpi.h>
-
-int cli_mpi_size(void)
-{
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    return v ? atoi(v) : 1;
-}
 
 typedef struct {
     int32_t round, n, stop;
