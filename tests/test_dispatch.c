@@ -259,7 +259,9 @@ static void gemm_kernels_match_reference(void **state)
         print_message("no AVX-512 kernels here: the Linear layers use OpenBLAS (checked by test_nn)\n");
         return;
     }
-    static const int Ms[] = {1, 3, 4, 5, 6, 7, 13, 17}, Ns[] = {1, 5, 6, 7, 16, 17, 33, 64, 65, 70},
+    /* M = 5, 10, 13: the NT kernel's 5 x 5 tiles, the others 4 x 6; the sub-block below (M - 1 rows) switches
+     * between the two for M = 5, 6, 11, 14 */
+    static const int Ms[] = {1, 3, 4, 5, 6, 7, 10, 11, 13, 14, 17}, Ns[] = {1, 5, 6, 7, 16, 17, 33, 64, 65, 70},
                      Ks[] = {1, 3, 15, 16, 17, 40};
     static const float ab[][2] = {{1.0f, 0.0f}, {-0.25f, 1.0f}, {2.0f, 0.5f}};
     dpfl_rng r;

@@ -7,7 +7,7 @@
  * 30 GFLOP/s on two cores where these kernels reach 70-130 on one).  The three shapes, row-major:
  *
  *   NT  C (M, N) = alpha A (M, K) B^T + beta C, B (N, K)   forward: inp (B, C) @ w^T, w (OC, C)
- *       both operands run along K: 4 x 4 accumulators of 16 products each, reduced to one vector at the end
+ *       both operands run along K: 4 x 6 (or 5 x 5) accumulators of 16 products each, reduced at the end
  *   NN  C (M, N) = alpha A (M, K) B (K, N) + beta C         input gradient: dout (B, OC) @ w (OC, C)
  *   TN  C (M, N) = alpha A^T B + beta C, A (K, M)          weight gradient: dout^T @ inp, K = the batch
  *       one element of A broadcast against 16 columns of B's row k: 6 rows x 64 columns of C in registers
@@ -44,64 +44,79 @@ static inline __attribute__((always_inline)) __m512 reduce16(const __m512 v[16])
     return _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xdd));
 }
 
-/* C[i][j] (i < mr <= 4, j < nc <= 6) of NT from rows A + i lda and B + j ldb */
-static void nt_tile(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int K, float alpha,
-                    float beta, const float *bias, int relu, int mr, int nc)
+/* C[i][j] (i < mr <= MR, j < nc <= NR) of NT from rows A + i lda and B + j ldb; MR x NR <= 25 accumulators,
+ * with NR rows of B and one of A in the other registers */
+static inline __attribute__((always_inline)) void nt_tile(float *C, int ldc, const float *A, int lda, const float *B,
+                                                          int ldb, int K, float alpha, float beta, const float *bias,
+                                                          int relu, int mr, int nc, const int MR, const int NR)
 {
-    const float *a[4], *b[6];
-    for (int i = 0; i < 4; i++) a[i] = A + (size_t)(i < mr ? i : mr - 1) * lda;
-    for (int j = 0; j < 6; j++) b[j] = B + (size_t)(j < nc ? j : nc - 1) * ldb;
-    __m512 acc[4][6];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 6; j++) acc[i][j] = _mm512_setzero_ps();
+    const float *a[5], *b[6];
+    for (int i = 0; i < MR; i++) a[i] = A + (size_t)(i < mr ? i : mr - 1) * lda;
+    for (int j = 0; j < NR; j++) b[j] = B + (size_t)(j < nc ? j : nc - 1) * ldb;
+    __m512 acc[5][6];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm512_setzero_ps();
     int k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 bv[6];
-        for (int j = 0; j < 6; j++) bv[j] = _mm512_loadu_ps(b[j] + k);
-        for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < NR; j++) bv[j] = _mm512_loadu_ps(b[j] + k);
+        for (int i = 0; i < MR; i++) {
             const __m512 av = _mm512_loadu_ps(a[i] + k);
-            for (int j = 0; j < 6; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
         }
     }
     if (k < K) {
         const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
         __m512 bv[6];
-        for (int j = 0; j < 6; j++) bv[j] = _mm512_maskz_loadu_ps(m, b[j] + k);
-        for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < NR; j++) bv[j] = _mm512_maskz_loadu_ps(m, b[j] + k);
+        for (int i = 0; i < MR; i++) {
             const __m512 av = _mm512_maskz_loadu_ps(m, a[i] + k);
-            for (int j = 0; j < 6; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
         }
     }
-    /* columns 0-3: lanes 4i + j;  columns 4-5: lanes 2i + j - 4 (the other 8 sums are of zeros) */
-    __m512 v[16];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) v[4 * i + j] = acc[i][j];
-    const __m512 r0 = reduce16(v);
-    for (int i = 0; i < 4; i++) v[2 * i] = acc[i][4], v[2 * i + 1] = acc[i][5];
-    for (int i = 8; i < 16; i++) v[i] = _mm512_setzero_ps();
-    float t[32];
-    _mm512_storeu_ps(t, r0);
-    _mm512_storeu_ps(t + 16, reduce16(v));
-    for (int i = 0; i < mr; i++) {
+    /* the sums: element (i, j) is lane i NR + j of (r0, r1); every lane's sum is the same tree over its vector,
+     * so an element's value does not depend on the tile shape */
+    __m512 v[32];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) v[i * NR + j] = acc[i][j];
+    for (int l = MR * NR; l < 32; l++) v[l] = _mm512_setzero_ps();
+    const __m512 r0 = reduce16(v), r1 = reduce16(v + 16);
+    /* row i: alpha t + beta c + bias, then ReLU, on the first nc lanes.  max(0, x) keeps x where x is NaN or -0,
+     * as x < 0 ? 0 : x does. */
+    const __mmask16 cm = (__mmask16)((1u << nc) - 1);
+    const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(cm, bias) : zero;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int i = 0; i < MR && i < mr; i++) {
         float *c = C + (size_t)i * ldc;
-        for (int j = 0; j < nc; j++) {
-            float x = alpha * (j < 4 ? t[4 * i + j] : t[16 + 2 * i + j - 4]);
-            if (beta != 0.0f) x += beta * c[j];
-            if (bias) x += bias[j];
-            c[j] = relu && x < 0.0f ? 0.0f : x;
-        }
+        const __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(i * NR));
+        __m512 x = _mm512_mul_ps(al, _mm512_permutex2var_ps(r0, idx, r1));
+        if (beta != 0.0f) x = _mm512_add_ps(x, _mm512_mul_ps(be, _mm512_maskz_loadu_ps(cm, c)));
+        if (bias) x = _mm512_add_ps(x, bv);
+        if (relu) x = _mm512_max_ps(zero, x);
+        _mm512_mask_storeu_ps(c, cm, x);
     }
+}
+
+/* NT with MR x NR tiles, NR columns (rows of B) at a time across all rows of A: those rows of B stay in L1 */
+static inline __attribute__((always_inline)) void nt_gemm(int M, int N, int K, float alpha, const float *A, int lda,
+                                                          const float *B, int ldb, float beta, float *C, int ldc,
+                                                          const float *bias, int relu, const int MR, const int NR)
+{
+    for (int j = 0; j < N; j += NR)
+        for (int i = 0; i < M; i += MR)
+            nt_tile(C + (size_t)i * ldc + j, ldc, A + (size_t)i * lda, lda, B + (size_t)j * ldb, ldb, K, alpha,
+                    beta, bias ? bias + j : NULL, relu, M - i < MR ? M - i : MR, N - j < NR ? N - j : NR, MR, NR);
 }
 
 void dpfl_nn_sgemm_nt_avx512(int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                              float beta, float *C, int ldc, const float *bias, int relu)
 {
     if (M <= 0 || N <= 0) return;
-    /* 6 columns (rows of B) at a time across all rows of A: the 6 rows of B stay in L1 for the whole column */
-    for (int j = 0; j < N; j += 6)
-        for (int i = 0; i < M; i += 4)
-            nt_tile(C + (size_t)i * ldc + j, ldc, A + (size_t)i * lda, lda, B + (size_t)j * ldb, ldb, K, alpha,
-                    beta, bias ? bias + j : NULL, relu, M - i < 4 ? M - i : 4, N - j < 6 ? N - j : 6);
+    /* 4 x 6 tiles, or 5 x 5 where that wastes fewer rows of the last tile (a batch of 10: 5 + 5 rows, not 4 + 4 +
+     * a half-used 4) */
+    if ((5 - M % 5) % 5 < (4 - M % 4) % 4) nt_gemm(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, 5, 5);
+    else nt_gemm(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, relu, 4, 6);
 }
 
 /* C (MR rows, NR vectors, the last one masked by `last`) = alpha sum_k a(i, k) B[k][.] + beta C with
