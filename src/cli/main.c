@@ -83,8 +83,11 @@ static void usage(FILE *f)
             "  DPFL_GNUPLOT    the gnuplot program 'dpfl report' runs (default: gnuplot on the PATH)\n\n"
             "files:\n"
             "  %-24s the installed data folder: heart-disease/ (searched after DPFL_DATA), and\n"
-            "  %-24s mnist/ (searched after the cache folder)\n",
-            dpfl_data_install_dir(), "");
+            "  %-24s mnist/ (searched after the cache folder)\n"
+            "  %-24s where built with ZeroMQ or OpenMPI: the same tool linked with them, which serve,\n"
+            "  %-24s join, keygen and train under mpirun run in (beside dpfl, else in the installed\n"
+            "  %-24s libexec/dpfl/)\n",
+            dpfl_data_install_dir(), "", "dpfl-deploy", "", "");
 }
 
 int main(int argc, char **argv)
