@@ -120,7 +120,8 @@ static void chacha20_same_bytes_on_every_path(void **state)
 }
 
 /* The pinned noise sequence of test_core.c (every form of the chunked noise, each followed by a u64): the same CRC
- * with the kernels and with the portable code, on 1 and 2 threads, and the same bits. */
+ * with the kernels (with and without the VBMI lookup where the CPU has it) and with the portable code, on 1 and 2
+ * threads, and the same bits. */
 static uint32_t noise_sequence(float *x, float *y, int threads)
 {
     static const size_t ns[] = {1, 4097, 70001, 200003};
@@ -148,6 +149,17 @@ static void noise_same_bits_on_every_path(void **state)
     for (int threads = 1; threads <= 2; threads++) {
         dpfl_cpu_force_portable(0);
         assert_int_equal(noise_sequence(x0, y0, threads), 0xdb49b599u);
+        if (dpfl_cpu_avx512_vbmi()) { /* that was the VBMI lookup; now the AVX-512 code without it */
+            dpfl_cpu_force_no_vbmi(1);
+            assert_false(dpfl_cpu_avx512_vbmi());
+            assert_int_equal(noise_sequence(x1, y1, threads), 0xdb49b599u);
+            dpfl_cpu_force_no_vbmi(0);
+            assert_memory_equal(x0, x1, n * sizeof *x0);
+            assert_memory_equal(y0, y1, n * sizeof *y0);
+        } else if (threads == 1) {
+            printf("noise: no AVX512_VBMI on this CPU (%s kernels): the VBMI lookup is not tested here\n",
+                   dpfl_cpu_kernels());
+        }
         dpfl_cpu_force_portable(1);
         assert_int_equal(noise_sequence(x1, y1, threads), 0xdb49b599u);
         assert_memory_equal(x0, x1, n * sizeof *x0);

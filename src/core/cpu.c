@@ -21,6 +21,7 @@ static void detect(void)
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
         __builtin_cpu_supports("popcnt"))
         s |= DPFL_CPU_AVX512;
+    if ((s & DPFL_CPU_AVX512) && __builtin_cpu_supports("avx512vbmi")) s |= DPFL_CPU_VBMI;
 #endif
     const char *e = getenv("DPFL_PORTABLE");
     if (e && *e && strcmp(e, "0") != 0) s |= DPFL_CPU_ENV;
@@ -38,6 +39,13 @@ void dpfl_cpu_force_portable(int on)
     dpfl_cpu_detect();
     if (on) atomic_fetch_or(&dpfl_cpu_state, DPFL_CPU_FORCED);
     else atomic_fetch_and(&dpfl_cpu_state, ~DPFL_CPU_FORCED);
+}
+
+void dpfl_cpu_force_no_vbmi(int on)
+{
+    dpfl_cpu_detect();
+    if (on) atomic_fetch_or(&dpfl_cpu_state, DPFL_CPU_NOVBMI);
+    else atomic_fetch_and(&dpfl_cpu_state, ~DPFL_CPU_NOVBMI);
 }
 
 const char *dpfl_cpu_kernels(void)

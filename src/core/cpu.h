@@ -43,8 +43,18 @@
 /* Symbols shared between the library's files only: not exported from libdpfl.so. */
 #define DPFL_HIDDEN __attribute__((visibility("hidden")))
 
-/* DPFL_CPU_ENV: DPFL_PORTABLE is set; DPFL_CPU_FORCED: dpfl_cpu_force_portable(1) */
-enum { DPFL_CPU_AVX2 = 1, DPFL_CPU_AVX512 = 2, DPFL_CPU_ENV = 4, DPFL_CPU_FORCED = 8, DPFL_CPU_KNOWN = 16 };
+/* DPFL_CPU_VBMI: the CPU also has AVX512_VBMI (byte permutes; used by a few functions of the AVX-512 kernel files
+ * that carry the target attribute, never by the files as a whole); DPFL_CPU_ENV: DPFL_PORTABLE is set;
+ * DPFL_CPU_FORCED: dpfl_cpu_force_portable(1); DPFL_CPU_NOVBMI: dpfl_cpu_force_no_vbmi(1) */
+enum {
+    DPFL_CPU_AVX2 = 1,
+    DPFL_CPU_AVX512 = 2,
+    DPFL_CPU_ENV = 4,
+    DPFL_CPU_FORCED = 8,
+    DPFL_CPU_KNOWN = 16,
+    DPFL_CPU_VBMI = 32,
+    DPFL_CPU_NOVBMI = 64
+};
 extern DPFL_HIDDEN atomic_int dpfl_cpu_state; /* DPFL_CPU_* bits; 0 until the first dpfl_cpu_detect */
 DPFL_HIDDEN int dpfl_cpu_detect(void);
 
@@ -57,11 +67,20 @@ static inline int dpfl_cpu_features(void)
 }
 static inline int dpfl_cpu_avx512(void) { return DPFL_KERNELS_AVX512 && (dpfl_cpu_features() & DPFL_CPU_AVX512); }
 static inline int dpfl_cpu_avx2(void) { return DPFL_KERNELS_AVX2 && (dpfl_cpu_features() & DPFL_CPU_AVX2); }
+/* dpfl_cpu_avx512() and the CPU has AVX512_VBMI, and dpfl_cpu_force_no_vbmi has not turned it off */
+static inline int dpfl_cpu_avx512_vbmi(void)
+{
+    return dpfl_cpu_avx512() &&
+           (atomic_load_explicit(&dpfl_cpu_state, memory_order_relaxed) & (DPFL_CPU_VBMI | DPFL_CPU_NOVBMI)) ==
+               DPFL_CPU_VBMI;
+}
 
 /* Test hook: on = 1 makes dpfl_cpu_avx512/avx2 return 0 from now on (the portable code); on = 0 goes back to what
  * the CPU supports (and DPFL_PORTABLE allows).  Objects that chose their kernels when created keep them (a
  * workspace's convolutions). */
 DPFL_HIDDEN void dpfl_cpu_force_portable(int on);
+/* Test hook: on = 1 makes dpfl_cpu_avx512_vbmi return 0 (the AVX-512 code without VBMI); on = 0 undoes it. */
+DPFL_HIDDEN void dpfl_cpu_force_no_vbmi(int on);
 /* "avx512", "avx2" or "portable": the best kernels in use now, for reports. */
 DPFL_HIDDEN const char *dpfl_cpu_kernels(void);
 

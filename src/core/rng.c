@@ -101,6 +101,9 @@ DPFL_HIDDEN double dpfl_zig_x[256];
 /* the same tables for 23-bit magnitudes (bulk float noise), aligned for the vector path's 16-entry loads */
 DPFL_HIDDEN _Alignas(64) uint32_t dpfl_zig_k32[256];
 DPFL_HIDDEN _Alignas(64) float dpfl_zig_w32[256];
+/* and as byte planes for the VBMI lookup (rng_noise.h): bytes 0..2 of dpfl_zig_k32 (below 2^23), bytes 0..3 of
+ * dpfl_zig_w32's bits */
+DPFL_HIDDEN _Alignas(64) uint8_t dpfl_zig_planes[7][256];
 static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
 
 static void zig_init(void)
@@ -126,6 +129,11 @@ static void zig_init(void)
     for (int i = 0; i < 256; i++) {
         dpfl_zig_k32[i] = (uint32_t)(zig_k[i] >> 29);
         dpfl_zig_w32[i] = (float)(zig_w[i] * 536870912.0); /* 2^29 */
+        DPFL_ASSERT(dpfl_zig_k32[i] < (1u << 24));
+        uint32_t wb;
+        memcpy(&wb, &dpfl_zig_w32[i], sizeof wb);
+        for (int b = 0; b < 3; b++) dpfl_zig_planes[b][i] = (uint8_t)(dpfl_zig_k32[i] >> (8 * b));
+        for (int b = 0; b < 4; b++) dpfl_zig_planes[3 + b][i] = (uint8_t)(wb >> (8 * b));
     }
 }
 

@@ -103,21 +103,76 @@ static inline __m512 lut256_ps(const float *t, __m512i i, __mmask16 b5, __mmask1
     return _mm512_mask_blend_ps(b7, q[0], q[1]);
 }
 
-/* The rectangle test and value of 16 words: *acc = lanes inside their rectangle; the value is s * (mag * w),
- * its sign flipped where bit 8 is set: the scalar path's float arithmetic, lane by lane. */
-static inline __m512 zig16(__m512i u, __m512 vs, __mmask16 *acc)
+/* The rectangle test and value of 16 words whose layers' bound and width are kt and wt: *acc = lanes inside
+ * their rectangle; the value is s * (mag * w), its sign flipped where bit 8 is set: the scalar path's float
+ * arithmetic, lane by lane. */
+static inline __m512 zig16_kw(__m512i u, __m512 vs, __m512i kt, __m512 wt, __mmask16 *acc)
 {
     const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
     __m512i mag = _mm512_srli_epi32(u, 9);
-    __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
-    __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
-    __mmask16 b7 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(128));
-    __m512i kt = lut256_epi32(dpfl_zig_k32, u, b5, b6, b7); /* the layer is u's low byte */
-    __m512 wt = lut256_ps(dpfl_zig_w32, u, b5, b6, b7);
     *acc = _mm512_cmplt_epi32_mask(mag, kt);
     __m512 v = _mm512_mul_ps(vs, _mm512_mul_ps(_mm512_cvtepi32_ps(mag), wt));
     return _mm512_castsi512_ps(
         _mm512_xor_si512(_mm512_castps_si512(v), _mm512_and_si512(_mm512_slli_epi32(u, 23), signbit)));
+}
+
+/* zig16_kw with the layer's tables looked up (the layer is u's low byte) */
+static inline __m512 zig16(__m512i u, __m512 vs, __mmask16 *acc)
+{
+    __mmask16 b5 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(32));
+    __mmask16 b6 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(64));
+    __mmask16 b7 = _mm512_test_epi32_mask(u, _mm512_set1_epi32(128));
+    return zig16_kw(u, vs, lut256_epi32(dpfl_zig_k32, u, b5, b6, b7), lut256_ps(dpfl_zig_w32, u, b5, b6, b7), acc);
+}
+
+/* The same lookups for 64 words at once on CPUs with AVX512_VBMI (dpfl_cpu_avx512_vbmi), from the byte planes
+ * dpfl_zig_planes (rng.c): the 64 layer bytes go into one register, each plane is two 128-entry byte permutes and
+ * a blend on bit 7, and the planes are interleaved back into 32-bit entries.  The unpacks interleave within
+ * 128-bit lanes, so output register r's lane 4q + e comes from byte 16q + 4r + e of the planes; the layer bytes
+ * are gathered in that order (VBMI_ORDER: byte 16q + 4e of u[r], r = 0, 1 from the first pair, 2, 3 from the
+ * second).  About half the instructions of two lut256 calls per 16 words, on the same tables. */
+#define VBMI_TARGET __attribute__((target("avx512vbmi")))
+#define VBMI_INLINE static inline __attribute__((target("avx512vbmi"), always_inline))
+extern DPFL_HIDDEN _Alignas(64) uint8_t dpfl_zig_planes[7][256];
+/* VBMI_ORDER[P] = 64 ((P >> 2) & 1) + 16 (P >> 4) + 4 (P & 3) */
+static _Alignas(64) const uint8_t VBMI_ORDER[64] = {
+      0,   4,   8,  12,  64,  68,  72,  76,   0,   4,   8,  12,  64,  68,  72,  76,
+     16,  20,  24,  28,  80,  84,  88,  92,  16,  20,  24,  28,  80,  84,  88,  92,
+     32,  36,  40,  44,  96, 100, 104, 108,  32,  36,  40,  44,  96, 100, 104, 108,
+     48,  52,  56,  60, 112, 116, 120, 124,  48,  52,  56,  60, 112, 116, 120, 124};
+
+VBMI_INLINE __m512i plane_vbmi(const uint8_t *t, __m512i I, __mmask64 b7)
+{
+    const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)t), I,
+                                                _mm512_load_si512((const void *)(t + 64)));
+    const __m512i hi = _mm512_permutex2var_epi8(_mm512_load_si512((const void *)(t + 128)), I,
+                                                _mm512_load_si512((const void *)(t + 192)));
+    return _mm512_mask_blend_epi8(b7, lo, hi);
+}
+
+/* bytes b0..b3 (plane order) into the four registers of 32-bit entries */
+VBMI_INLINE void planes_join(__m512i b0, __m512i b1, __m512i b2, __m512i b3, __m512i out[4])
+{
+    const __m512i l = _mm512_unpacklo_epi8(b0, b1), h = _mm512_unpackhi_epi8(b0, b1);
+    const __m512i l2 = _mm512_unpacklo_epi8(b2, b3), h2 = _mm512_unpackhi_epi8(b2, b3);
+    out[0] = _mm512_unpacklo_epi16(l, l2);
+    out[1] = _mm512_unpackhi_epi16(l, l2);
+    out[2] = _mm512_unpacklo_epi16(h, h2);
+    out[3] = _mm512_unpackhi_epi16(h, h2);
+}
+
+VBMI_INLINE void lut64_vbmi(const __m512i u[4], __m512i kt[4], __m512i wt[4])
+{
+    const __m512i order = _mm512_load_si512((const void *)VBMI_ORDER);
+    const __m512i I = _mm512_mask_blend_epi8((__mmask64)0xff00ff00ff00ff00ull, /* bytes of u[2], u[3] */
+                                             _mm512_permutex2var_epi8(u[0], order, u[1]),
+                                             _mm512_permutex2var_epi8(u[2], order, u[3]));
+    const __mmask64 b7 = _mm512_movepi8_mask(I);
+    const uint8_t(*p)[256] = dpfl_zig_planes;
+    planes_join(plane_vbmi(p[0], I, b7), plane_vbmi(p[1], I, b7), plane_vbmi(p[2], I, b7), _mm512_setzero_si512(),
+                kt);
+    planes_join(plane_vbmi(p[3], I, b7), plane_vbmi(p[4], I, b7), plane_vbmi(p[5], I, b7),
+                plane_vbmi(p[6], I, b7), wt);
 }
 #endif
 
@@ -374,6 +429,35 @@ NOISE_INLINE void noise_apply16(const noise_out *o, int op, size_t p, __m512 z, 
 }
 #endif
 
+#if NOISE_VEC
+/* The vector loop of noise_chunk_op over a full group of 256 words w (positions base ..), with the VBMI lookup:
+ * the same steps in the same order, so the same values and the same pending draws.  Not inlined into its caller
+ * (which is compiled without VBMI): one call per 256 parameters. */
+VBMI_TARGET __attribute__((noinline)) static unsigned group_vbmi(const noise_out *o, int op, const uint32_t *w,
+                                                                 size_t base, __m512 vs, uint32_t *pos, unsigned k)
+{
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (size_t j4 = 0; j4 < 16; j4 += 4) {
+        __m512i u[4], kt[4], wt[4];
+        for (int t = 0; t < 4; t++) u[t] = _mm512_load_si512((const void *)(w + 16 * (j4 + t)));
+        lut64_vbmi(u, kt, wt);
+        for (int t = 0; t < 4; t++) {
+            const size_t p = base + 16 * (j4 + t);
+            __mmask16 acc;
+            const __m512 v = zig16_kw(u[t], vs, kt[t], _mm512_castsi512_ps(wt[t]), &acc);
+            const __mmask16 rej = (__mmask16)~acc;
+            const __m512i q = _mm512_add_epi32(iota, _mm512_set1_epi32((int)p));
+            _mm512_storeu_si512((void *)(pos + k), _mm512_maskz_compress_epi32(rej, q));
+            k += (unsigned)__builtin_popcount(rej);
+            if (op == NOISE_AXPY) noise_apply16(o, NOISE_AXPY, p, v, acc);
+            else if (op == NOISE_SCALE) noise_apply16(o, NOISE_SCALE, p, v, acc);
+            else noise_apply16(o, NOISE_ADD, p, v, acc);
+        }
+    }
+    return k;
+}
+#endif
+
 /* One chunk: n <= DPFL_NOISE_CHUNK values from the fresh stream r, applied to positions [0, n) of o. */
 NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int vec, size_t n, double sigma)
 {
@@ -383,6 +467,9 @@ NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int ve
     r->counter = 16 * (uint64_t)groups; /* the chunk's first words; the slow path's buffer starts after them */
     noise_scratch sc;
     const float s = (float)sigma;
+#if NOISE_VEC
+    const int vbmi = vec && dpfl_cpu_avx512_vbmi();
+#endif
     for (size_t blk = 0; blk < n; blk += NOISE_BLOCK) {
         unsigned k = 0; /* the block's draws outside their rectangles, in sc.pos / sc.u */
         for (size_t base = blk; base < n && base < blk + NOISE_BLOCK; base += 256) {
@@ -390,6 +477,10 @@ NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int ve
             uint32_t *w = sc.w + (base - blk);
             NOISE_WORDS16(w, r->key, (uint64_t)base / 16);
 #if NOISE_VEC
+            if (vec && m == 256 && vbmi) {
+                k = group_vbmi(o, op, w, base, _mm512_set1_ps(s), sc.pos, k);
+                continue;
+            }
             if (vec) {
                 const __m512 vs = _mm512_set1_ps(s);
                 const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
