@@ -501,11 +501,18 @@ NOISE_INLINE void noise_chunk_op(dpfl_rng *r, const noise_out *o, int op, int ve
                 continue;
             }
 #endif
+            /* the sign by xor, not by a branch on a random bit: -(s v) is (-s) v exactly, -0 included */
             for (size_t q = 0; q < m; q++) {
-                const unsigned i = w[q] & 0xff;
-                if ((w[q] >> 9) < dpfl_zig_k32[i]) {
-                    const float v = (float)(w[q] >> 9) * dpfl_zig_w32[i];
-                    noise_apply1(o, op, base + q, (w[q] >> 8) & 1 ? -s * v : s * v);
+                const uint32_t u = w[q];
+                const unsigned i = u & 0xff;
+                if ((u >> 9) < dpfl_zig_k32[i]) {
+                    const float v = s * ((float)(u >> 9) * dpfl_zig_w32[i]);
+                    uint32_t b;
+                    memcpy(&b, &v, sizeof b);
+                    b ^= (u & 0x100) << 23;
+                    float z;
+                    memcpy(&z, &b, sizeof z);
+                    noise_apply1(o, op, base + q, z);
                 } else {
                     sc.pos[k++] = (uint32_t)(base + q);
                 }
