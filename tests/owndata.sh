@@ -35,6 +35,20 @@ else
 fi
 t_end
 
+t_begin "the installed library and tool ignore DPFL_TEST_NOISE_DIVISOR: no environment variable changes a mechanism"
+# the audit tests' broken mechanism exists only in the copy of src/mech/noise.c that the test binaries link
+if "$dpfl" train examples/own_csv.ini --set fl.rounds=2 --set run.seed=3 --out "$tmp/plain" --quiet >/dev/null 2>&1 &&
+   DPFL_TEST_NOISE_DIVISOR=1e12 "$dpfl" train examples/own_csv.ini --set fl.rounds=2 --set run.seed=3 --out "$tmp/env" \
+     --quiet >/dev/null 2>&1; then
+  cmp -s "$tmp/plain/model.bin" "$tmp/env/model.bin" || t_fail "DPFL_TEST_NOISE_DIVISOR changed the trained model"
+else
+  t_fail "dpfl train examples/own_csv.ini failed"
+fi
+for f in "$dpfl" "${BUILD:-build}/libdpfl.so"; do
+  if grep -aq -e DPFL_TEST_NOISE_DIVISOR -e dpfl_test_noise_divisor "$f"; then t_fail "$f names the test-only noise hook"; fi
+done
+t_end
+
 t_begin "own CSV files: a missing value, a missing file, a wrong column and absent sites' files fail on one line"
 printf 'age,chol,label\n50,200,1\n60,,0\n' > "$tmp/site.csv"
 check_error() { # WANT [SETTINGS...]: non-zero exit, one line containing WANT, no run folder

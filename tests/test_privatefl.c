@@ -119,9 +119,9 @@ static void ldp_clipping_covers_the_transform(void **state)
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
     dpfl_sim_set_record_noise(sim, 1.0);
     dpfl_round_metrics m;
-    setenv("DPFL_TEST_NOISE_DIVISOR", "1e12", 1);
+    dpfl_test_noise_divisor = 1e12;
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);
-    unsetenv("DPFL_TEST_NOISE_DIVISOR");
+    dpfl_test_noise_divisor = 1.0;
     assert_int_equal(st, DPFL_OK);
     const float *tr;
     dpfl_sim_client_state(sim, 0, &tr);

@@ -331,6 +331,8 @@ static void bad_budgets_are_clear_errors(void **state)
     expect_error("budget_policy = filter\ntwo_stage_bound = pld\n", "record_dp.two_stage_bound");
     expect_error("filter_order = 4\n", "record_dp.filter_order is set but would be ignored");
     expect_error("budget_policy = filter\nfilter_order = 1.01\n", "costs epsilon");
+    expect_error("two_stage_bound = zhu-wang\n", "record_dp.two_stage_bound (");
+    expect_error("two_stage_bound = zhu-wang\n", "'zhu-wang' was removed");
 }
 
 /* The individual filter, one DP-GD step of 200 records against an independent computation: record i's gradient
@@ -368,9 +370,9 @@ static void filter_charges_each_records_own_gradient_norm(void **state)
     dpfl_sim_set_record_rates(sim, p, &denom);
     dpfl_sim_set_record_filter(sim, spent, cap, alpha);
     dpfl_round_metrics m;
-    setenv("DPFL_TEST_NOISE_DIVISOR", "1e12", 1); /* the released sum without its noise, to see the bounds */
+    dpfl_test_noise_divisor = 1e12; /* the released sum without its noise, to see the bounds */
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);
-    unsetenv("DPFL_TEST_NOISE_DIVISOR");
+    dpfl_test_noise_divisor = 1.0;
     assert_int_equal(st, DPFL_OK);
     assert_int_equal(m.examples, N);
     dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.model, 1, &err);
@@ -458,21 +460,18 @@ static void filter_runs_within_budgets_and_resumes(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpG /tmp/dpfl_test_rpdpH"), 0);
 }
 
-/* At lambda = 1 the RDP bounds are the composition of tau T Poisson steps: equal to each other, and >= the PLD of
- * the same steps, which the two-stage PLD reproduces; at lambda < 1 the Zhu-Wang option and the two-stage PLD are
- * never above the published bound, and the PLD never below the Poisson(lambda q) reference it dominates. */
+/* At lambda = 1 the RDP bound is the composition of tau T Poisson steps, >= the PLD of the same steps, which the
+ * two-stage PLD reproduces; at lambda < 1 the two-stage PLD is never above the published bound, and never below
+ * the Poisson(lambda q) reference it dominates. */
 static void two_stage_bounds_bracket_the_reference(void **state)
 {
     (void)state;
     dpfl_error err;
     const double ps[] = {0.01, 0.05, 0.2, 0.6};
     for (int i = 0; i < 4; i++) {
-        dpfl_rpdp_params pub = {1.5, 1.0, 10, 15, 1e-3, DPFL_BOUND_RPDP, 0, NULL, 0}, zw = pub;
-        zw.bound = DPFL_BOUND_ZHU_WANG;
-        double ep, ez;
+        dpfl_rpdp_params pub = {1.5, 1.0, 10, 15, 1e-3, DPFL_BOUND_RPDP, 0, NULL, 0};
+        double ep;
         assert_int_equal(dpfl_rpdp_epsilon(&pub, ps[i], &ep, &err), DPFL_OK);
-        assert_int_equal(dpfl_rpdp_epsilon(&zw, ps[i], &ez, &err), DPFL_OK);
-        assert_true(ez <= ep * (1 + 1e-12));
         dpfl_event ev = dpfl_event_poisson(ps[i], 1.5, 150);
         dpfl_guarantee g;
         assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-3, DPFL_ACC_PLD, NULL, &g, &err), DPFL_OK);
@@ -484,10 +483,8 @@ static void two_stage_bounds_bracket_the_reference(void **state)
         double el;
         assert_int_equal(dpfl_rpdp_epsilon(&pld, ps[i], &el, &err), DPFL_OK);
         assert_close(el, g.epsilon, 2e-3);
-        pub.lambda = zw.lambda = pld.lambda = 0.5;
+        pub.lambda = pld.lambda = 0.5;
         assert_int_equal(dpfl_rpdp_epsilon(&pub, ps[i], &ep, &err), DPFL_OK);
-        assert_int_equal(dpfl_rpdp_epsilon(&zw, ps[i], &ez, &err), DPFL_OK);
-        assert_true(ez <= ep * (1 + 1e-12));
         assert_int_equal(dpfl_rpdp_epsilon(&pld, ps[i], &el, &err), DPFL_OK);
         assert_true(el <= ep * (1 + 1e-12));
         assert_true(el < 0.95 * g.epsilon); /* client sampling amplifies */
@@ -508,6 +505,53 @@ static void two_stage_bounds_bracket_the_reference(void **state)
 
 /* One DP-SGD step from a non-uniform plan whose batch is empty (p_i = 1e-9): the update is the noise alone,
  * std lr z C / sum_i p_i (the plan's expected batch, not B or n). */
+/* delta of the Gaussian mechanism with GDP parameter mu at epsilon (Balle-Wang) */
+static double gauss_delta(double eps, double mu)
+{
+    return 0.5 * erfc((eps / mu - mu / 2) / sqrt(2.0)) - exp(eps) * 0.5 * erfc((eps / mu + mu / 2) / sqrt(2.0));
+}
+
+/* Issue 31, item 1: one round, one full-batch step (p = 1), client rate 0.01, z = 1.  A client that sits the round out
+ * releases nothing, visibly, so delta(eps) = 0.01 delta_Gauss(eps; mu = 1) exactly and eps(1e-5) = 3.1387.  The
+ * Zhu-Wang option answered 1.0066; the published bound and the PLD (the two that remain) must be above the exact
+ * value, the PLD within 0.2% of it, and so must `dpfl e2e`'s record level (item 2), which accounts the same pair. */
+static void two_stage_with_visible_participation_is_never_below_the_exact_value(void **state)
+{
+    (void)state;
+    double lo = 0, hi = 20;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.01 * gauss_delta(mid, 1.0) > 1e-5) lo = mid;
+        else hi = mid;
+    }
+    const double exact = hi;
+    assert_true(fabs(exact - 3.1387) < 1e-3);
+    dpfl_error err;
+    dpfl_rpdp_params pub = {1.0, 0.01, 1, 1, 1e-5, DPFL_BOUND_RPDP, 0, NULL, 0}, pld = pub;
+    pld.use_pld = 1;
+    double ep, el;
+    assert_int_equal(dpfl_rpdp_epsilon(&pub, 1.0, &ep, &err), DPFL_OK);
+    assert_int_equal(dpfl_rpdp_epsilon(&pld, 1.0, &el, &err), DPFL_OK);
+    assert_true(ep >= exact);
+    assert_true(el >= exact && el <= exact * 1.002);
+    dpfl_e2e_params e2 = {0};
+    e2.z = 1.0;
+    e2.batch = e2.n = 100;
+    e2.local_steps = 1;
+    e2.client_rate = 0.01;
+    e2.rounds = 1;
+    e2.client_adjacency = DPFL_ADJ_ZERO_OUT;
+    e2.delta = 1e-5;
+    dpfl_e2e_result r;
+    assert_int_equal(dpfl_e2e(&e2, &r, &err), DPFL_OK);
+    assert_true(r.record_epsilon >= exact && r.record_epsilon <= exact * 1.002);
+    /* a two-stage event with any other bound is refused */
+    dpfl_event ev = dpfl_event_two_stage(0.01, 1.0, 1.0, 1, 1, DPFL_BOUND_RPDP);
+    ev.bound = (dpfl_two_stage_bound)1;
+    assert_int_equal(dpfl_event_check(&ev, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "visible"));
+}
+
 static void noise_is_divided_by_the_expected_batch(void **state)
 {
     (void)state;
@@ -632,6 +676,7 @@ int main(void)
         cmocka_unit_test(bad_budgets_are_clear_errors),
         cmocka_unit_test(budget_file_as_record_id_rows),
         cmocka_unit_test(two_stage_bounds_bracket_the_reference),
+        cmocka_unit_test(two_stage_with_visible_participation_is_never_below_the_exact_value),
         cmocka_unit_test(noise_is_divided_by_the_expected_batch),
         cmocka_unit_test(training_samples_each_record_at_its_rate),
         cmocka_unit_test(filter_charges_each_records_own_gradient_norm),

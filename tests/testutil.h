@@ -21,6 +21,10 @@ __attribute__((constructor)) static void dpfl_test_data_folder(void)
 }
 
 /* |got - want| <= rel * max(|want|, tiny) */
+/* Test-only hook (src/mech/noise.c built with -DDPFL_TEST_HOOKS, linked into the test binaries alone): divides every
+ * floating-point Gaussian noise std while the accountants charge the full noise. */
+extern double dpfl_test_noise_divisor;
+
 #define assert_close(got, want, rel)                                                                   \
     do {                                                                                               \
         double g_ = (got), w_ = (want), r_ = (rel);                                                    \

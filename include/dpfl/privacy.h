@@ -35,9 +35,13 @@ typedef enum {
     DPFL_ADJ_ZERO_OUT        /* replace one unit's contribution by zero; accounted as add/remove */
 } dpfl_adjacency;
 
+/* The RDP bound of a two-stage round.  A client that sits a round out leaves its records untouched and the observer
+ * sees that it did not take part, so a round is the pair ((1-lambda) N + lambda P, (1-lambda) N + lambda Q) with N
+ * (no release) distinct from P and Q: participation is visible.  The only bound dpfl applies is joint convexity,
+ * rPDP-FL's Theorem 1.  (Zhu-Wang 2019 Thm 6, offered before, assumes that a non-sampled round outputs what the
+ * neighbour's would -- N = Q -- which none of dpfl's rounds satisfy: it under-reported up to 6x and was removed.) */
 typedef enum {
-    DPFL_BOUND_RPDP = 0,  /* published two-stage bound of rPDP-FL (Theorem 1): linear in lambda */
-    DPFL_BOUND_ZHU_WANG   /* min of the above and Zhu-Wang 2019 Thm 6 general Poisson-subsampled RDP */
+    DPFL_BOUND_RPDP = 0 /* published two-stage bound of rPDP-FL (Theorem 1): joint convexity, linear in lambda */
 } dpfl_two_stage_bound;
 
 typedef struct {
@@ -276,6 +280,8 @@ typedef struct {
 } dpfl_e2e_params;
 
 typedef struct {
+    /* record level: the smaller of the two-stage RDP bound and the two-stage PLD (both for visible participation);
+     * record_order is the RDP order, or 0 when the PLD answered */
     double record_epsilon, record_order;
     double client_epsilon;  /* exact for visible participation (dpfl_gdp_visible_epsilon) */
     double client_order;    /* 0: not an RDP value */

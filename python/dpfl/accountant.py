@@ -87,8 +87,9 @@ class Adjacency(enum.IntEnum):
 
 
 class TwoStageBound(enum.IntEnum):
+    """The two-stage round's RDP bound: only rPDP-FL's (joint convexity) holds for visible participation; the
+    Zhu-Wang option was removed (it assumed a client that sits a round out looks like one that took part)."""
     RPDP = 0
-    ZHU_WANG = 1
 
 
 class Conversion(enum.IntEnum):
@@ -105,7 +106,7 @@ class AccountantKind(enum.IntEnum):
 # the CLI's spellings
 _NAMES = {
     Adjacency: {"add-remove": 0, "replace-one": 1, "zero-out": 2},
-    TwoStageBound: {"rpdp": 0, "zhu-wang": 1},
+    TwoStageBound: {"rpdp": 0},
     Conversion: {"tight": 0, "classic": 1},
     AccountantKind: {"rdp": 0, "pld": 1, "gdp": 2},
 }
@@ -602,7 +603,7 @@ def fdp_prifedsync(clients, p, z, batch, n, local_steps, rounds, delta):
 class RpdpParams(collections.namedtuple("RpdpParams", "z lambda_ inner rounds delta bound use_pld orders",
                                         defaults=("rpdp", False, None))):
     """dpfl_rpdp_params: two-stage sampling (client rate lambda_, `inner` local steps, `rounds` rounds).
-    bound: "rpdp" or "zhu-wang"; use_pld: PLD of the round composed over the rounds (RDP as its floor);
+    bound: "rpdp" (the only valid one); use_pld: PLD of the round composed over the rounds (RDP as its floor);
     orders None: integer orders 2..994 with bound "rpdp" (the paper's), the default orders otherwise."""
     __slots__ = ()
 

@@ -215,12 +215,12 @@ def test_fdp_equals_cli():
                 (j["mu"], j["mu_strong"], j["epsilon_clt"], j["epsilon_strong_clt"], j["epsilon"], j["order"]))
 
 
-@pytest.mark.parametrize("bound", ["rpdp", "zhu-wang"])
+@pytest.mark.parametrize("bound", ["rpdp", "pld"])
 def test_scf_forward_equals_cli(bound):
     ps = [0.001, 0.05, 0.3, 1.0]
     j = cli("scf", "--noise", 1.0, "--client-rate", 0.5, "--local-steps", 5, "--rounds", 20, "--delta", 1e-3,
             "--bound", bound, "--p", *ps)
-    pp = dpfl.RpdpParams(z=1.0, lambda_=0.5, inner=5, rounds=20, delta=1e-3, bound=bound)
+    pp = dpfl.RpdpParams(z=1.0, lambda_=0.5, inner=5, rounds=20, delta=1e-3, use_pld=bound == "pld")
     assert same([dpfl.rpdp_epsilon(pp, p) for p in ps], j["epsilons"])
 
 
@@ -276,8 +276,10 @@ def test_rpdp_reference_values():  # rPDP-FL eps*(p) table and calibrated noise
     assert abs(dpfl.rpdp_calibrate_noise(pp, 10, 0.01) - 3.508) <= 0.01
     assert abs(dpfl.rpdp_calibrate_noise(dpfl.RpdpParams(1.0, 1.0, 50, 15, 1e-3), 10, 0.01) - 12.25) <= 0.01
     assert abs(dpfl.rpdp_rate_for_budget(pp, 4.209907) - 0.1) < 1e-4
-    zw = dpfl.RpdpParams(1.0, 0.5, 5, 20, 1e-3, bound="zhu-wang")
-    assert dpfl.rpdp_epsilon(zw, 0.1) <= dpfl.rpdp_epsilon(pp, 0.1) * (1 + 1e-9)
+    with pytest.raises(ValueError, match="zhu-wang"):  # removed: not a bound when participation is visible
+        dpfl.RpdpParams(1.0, 0.5, 5, 20, 1e-3, bound="zhu-wang")._c()
+    with pytest.raises(ValueError):
+        dpfl.event_two_stage(0.5, 0.1, 1.0, 5, 20, bound="zhu-wang")
     fit = dpfl.scf_fit_curve(dpfl.RpdpParams(3.508, 0.5, 5, 20, 1e-3))
     assert fit.r2 > 0.99 and fit.npoints == 190
     assert dpfl.scf_rate(fit, 0.1) < dpfl.scf_rate(fit, 1) < dpfl.scf_rate(fit, 5)
@@ -397,8 +399,8 @@ def test_event_fields_and_description():
         dpfl.EventKind.FIXED, dpfl.Adjacency.REPLACE_ONE, 1000, 10, 1.2, 7, 0.01)
     assert e.describe() == "fixed(batch=10 of n=1000, z=1.2) x 7 [replace-one]"
     assert repr(dpfl.event_poisson(0.01, 1.1, 1000)) == "dpfl.Event(poisson(q=0.01, z=1.1) x 1000 [add-remove])"
-    t = dpfl.event_two_stage(0.5, 0.1, 1.0, 5, 20, bound="zhu-wang")
-    assert (t.lambda_, t.inner, t.bound) == (0.5, 5, dpfl.TwoStageBound.ZHU_WANG)
+    t = dpfl.event_two_stage(0.5, 0.1, 1.0, 5, 20)
+    assert (t.lambda_, t.inner, t.bound) == (0.5, 5, dpfl.TwoStageBound.RPDP)
     assert dpfl.event_gaussian(2.0) == dpfl.event_gaussian(2.0, 1) != dpfl.event_gaussian(2.0, 2)
     assert dpfl.adjacency_name("zero-out") == "zero-out" and dpfl.accountant_name(dpfl.AccountantKind.PLD) == "pld"
     orders = dpfl.rdp_default_orders()

@@ -11,8 +11,9 @@ static const char *HELP =
     "usage: dpfl e2e --noise Z --batch B --n N --local-steps K --client-rate C --rounds R --delta D\n"
     "                [--server-noise Z2] [--adjacency zero-out|replace-one] [--json]\n\n"
     "Record level: Poisson sampling q = B/N per local step inside a client, client sampled with probability C\n"
-    "per round (two-stage RDP).  Client level: the same noise protects a whole client with per-step multiplier\n"
-    "Z/B (zero-out; Z/(2B) replace-one), composed over K steps to mu = sqrt(K) B / Z per round (GDP).  The noise\n"
+    "per round; a client that sits a round out releases nothing, visibly (two-stage: the smaller of the RDP bound\n"
+    "by joint convexity and the PLD of the mixture).  Client level: the same noise protects a whole client with\n"
+    "per-step multiplier Z/B (zero-out; Z/(2B) replace-one), composed over K steps to mu = sqrt(K) B / Z per round (GDP).  The noise\n"
     "is the client's own, so taking part is visible: rounds are accounted as Poisson sampling with replacement by\n"
     "a special client (not add-remove), exactly: J ~ Bin(R, C) participations, mu sqrt(J)-GDP given J.\n"
     "--server-noise: the server also clips each update to S and adds std Z2 S to the sum; noise on the same\n"
@@ -66,15 +67,18 @@ int cli_e2e(int argc, char **argv)
         cJSON_AddNumberToObject(j, "client_mu_round", r.client_mu);
         cJSON_AddNumberToObject(j, "epsilon", r.record_epsilon);
         cJSON_AddNumberToObject(j, "delta", delta);
-        cJSON_AddStringToObject(j, "accountant", "rdp");
+        cJSON_AddStringToObject(j, "accountant", r.record_order > 0 ? "rdp" : "pld");
         cJSON_AddStringToObject(j, "sampler", "poisson");
         cJSON_AddStringToObject(j, "adjacency", "add-remove");
         cJSON_AddStringToObject(j, "client_adjacency", dpfl_adjacency_name(a));
         cJSON_AddNumberToObject(j, "noise", z);
         pcli_print_json(j);
     } else {
-        printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, RDP order %.4g)\n",
-               r.record_epsilon, (double)B / (double)n, c, r.record_order);
+        char how[48];
+        if (r.record_order > 0) snprintf(how, sizeof how, "RDP order %.4g", r.record_order);
+        else snprintf(how, sizeof how, "PLD");
+        printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, participation "
+               "visible; %s)\n", r.record_epsilon, (double)B / (double)n, c, how);
         printf("client level: epsilon = %.6g  (%s, participation visible: Poisson rate %g with replacement by a special "
                "client; mu = %.6g per round, exact)\n",
                r.client_epsilon, dpfl_adjacency_name(a), c, r.client_mu);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char *HELP =
-    "usage: dpfl scf --noise Z --client-rate L --local-steps K --rounds R --delta D [--bound rpdp|zhu-wang|pld]\n"
+    "usage: dpfl scf --noise Z --client-rate L --local-steps K --rounds R --delta D [--bound rpdp|pld]\n"
     "                (--epsilon E... | --budgets FILE | --p P...) [--json]\n\n"
     "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
     "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
@@ -17,9 +17,10 @@ static const char *HELP =
     "1,000 budgets the largest SCF grid p): the guarantee.\n"
     "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
     "its exact epsilon*(p_fit) is printed beside it.\n"
-    "--bound rpdp: the published bound (integer orders 2..994); zhu-wang: the min of it and Zhu-Wang 2019 Thm 6;\n"
-    "pld: the privacy loss distribution of the two-stage round ((1 - L) no output + L K steps) composed over the\n"
-    "rounds, with the published RDP bound as its floor (the tightest; slower).\n";
+    "--bound rpdp: the published bound (joint convexity; integer orders 2..994); pld: the privacy loss distribution\n"
+    "of the two-stage round ((1 - L) no output + L K steps) composed over the rounds, with the published RDP bound\n"
+    "as its floor (the tightest; slower).  Both hold for participation that is visible (a client that sits a round\n"
+    "out releases nothing), as it is in dpfl; Zhu-Wang 2019 (removed) does not.\n";
 
 static int read_budgets(const char *path, pcli_list *l)
 {
@@ -78,9 +79,12 @@ int cli_scf(int argc, char **argv)
         goto out;
     }
     dpfl_rpdp_params pp = {z, lam, K, R, delta, DPFL_BOUND_RPDP, 0, NULL, 0};
-    if (!strcmp(bound, "zhu-wang")) pp.bound = DPFL_BOUND_ZHU_WANG;
-    else if (!strcmp(bound, "pld")) pp.use_pld = 1;
-    else if (strcmp(bound, "rpdp")) { cli_error("--bound: '%s' is not rpdp, zhu-wang or pld", bound); goto out; }
+    if (!strcmp(bound, "pld")) pp.use_pld = 1;
+    else if (!strcmp(bound, "zhu-wang")) {
+        cli_error("--bound: zhu-wang was removed: Zhu-Wang 2019 assumes a client that sits a round out is "
+                  "indistinguishable from one that took part, and in dpfl it is not; use rpdp or pld");
+        goto out;
+    } else if (strcmp(bound, "rpdp")) { cli_error("--bound: '%s' is not rpdp or pld", bound); goto out; }
     dpfl_error err;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "delta", delta);

@@ -94,7 +94,7 @@ static int get_event(cursor *c, dpfl_event *e)
     e->d1 = get_f64(c);
     e->d2 = get_f64(c);
     if (kind < DPFL_EV_GAUSSIAN || kind > DPFL_EV_SKELLAM || adj < DPFL_ADJ_ADD_REMOVE ||
-        adj > DPFL_ADJ_ZERO_OUT || bound < DPFL_BOUND_RPDP || bound > DPFL_BOUND_ZHU_WANG)
+        adj > DPFL_ADJ_ZERO_OUT || bound != DPFL_BOUND_RPDP)
         return 0;
     e->kind = (dpfl_event_kind)kind;
     e->adjacency = (dpfl_adjacency)adj;

@@ -91,7 +91,7 @@ static const keydef keys[] = {
     {"record_dp", "budget_policy", K_CHOICE, F(record_dp.budget_policy), 0, 0, "rpdp|minimum|dropout|filter", "rpdp: a rate per budget; minimum: everyone at the smallest budget; dropout: below the mean dropped, the rest at the mean; filter: every record in every step, clipped to what its budget has left (Feldman-Zrnic individual RDP filter)"},
     {"record_dp", "filter_order", K_DOUBLE, F(record_dp.filter_order), 0, 1e6, NULL, "budget_policy = filter: the RDP order alpha of the filter (0 = 1 + 2 ln(1/delta) / smallest budget)"},
     {"record_dp", "budget_rounds", K_INT, F(record_dp.budget_rounds), 0, 100000000, NULL, "rounds the per-record rates are planned for (0 = fl.rounds); later rounds opt records out"},
-    {"record_dp", "two_stage_bound", K_CHOICE, F(record_dp.two_stage_bound), 0, 0, "published|zhu-wang|pld", "rounds with client rate lambda: the paper's RDP bound, the min of it and Zhu-Wang 2019, or the PLD of the two-stage round (tightest)"},
+    {"record_dp", "two_stage_bound", K_CHOICE, F(record_dp.two_stage_bound), 0, 0, "published|pld", "rounds with client rate lambda: the paper's RDP bound (joint convexity) or the PLD of the two-stage round (tightest); both for participation that is visible, as it is in dpfl"},
     {"client_dp", "enabled", K_CHOICE, F(client_dp.enabled), 0, 0, "no|yes", "server clips and noises client updates (client-level DP)"},
     {"client_dp", "clip", K_DOUBLE, F(client_dp.clip), 1e-12, 1e12, NULL, "L2 bound S on each client update (initial S for adaptive)"},
     {"client_dp", "clip_strategy", K_CHOICE, F(client_dp.clip_strategy), 0, 0, "fixed|per-step|adaptive|median", "how S is chosen (median is NOT differentially private)"},
@@ -323,6 +323,10 @@ static dpfl_status set_value(dpfl_config *c, const char *where, const char *sect
     case K_NAME: {
         int idx = choice_index(k->choices, value);
         if (idx < 0 && field == c->data.dataset && dpfl_dataset_is_files(value)) idx = 0; /* csv:... / idx:... */
+        if (idx < 0 && field == (char *)&c->record_dp.two_stage_bound && !strcmp(value, "zhu-wang"))
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): 'zhu-wang' was removed: Zhu-Wang 2019 assumes a client "
+                             "that sits a round out is indistinguishable from one that took part, and in dpfl it is not "
+                             "(under-reported up to 6x); use published or pld", section, key, where);
         if (idx < 0)
             return dpfl_fail(err, DPFL_EINVAL, "%s.%s (%s): '%s' is not one of %s", section, key, where, value,
                              k->choices);

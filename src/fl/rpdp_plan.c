@@ -69,8 +69,8 @@ static dpfl_rpdp_params params_of(const dpfl_config *cfg, double z)
     pp.inner = cfg->fl.local_steps;
     pp.rounds = 0; /* set by each caller */
     pp.delta = cfg->record_dp.delta;
-    pp.bound = cfg->record_dp.two_stage_bound == 1 ? DPFL_BOUND_ZHU_WANG : DPFL_BOUND_RPDP;
-    pp.use_pld = cfg->record_dp.two_stage_bound == 2;
+    pp.bound = DPFL_BOUND_RPDP;
+    pp.use_pld = cfg->record_dp.two_stage_bound == 1;
     return pp;
 }
 

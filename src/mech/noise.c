@@ -9,17 +9,24 @@
 #include "dpfl/mech.h"
 
 #include <math.h>
-#include <stdlib.h>
 
-/* TEST ONLY, never set it otherwise: DPFL_TEST_NOISE_DIVISOR=D (> 0) divides the std of every floating-point
- * Gaussian noise drawn here by D while every accountant still charges the full noise -- a deliberately broken
- * mechanism, so that tests can check that `dpfl audit` catches the bug class (tests/test_audit.c). */
+/* The noise divisor, a deliberately broken mechanism for the tests of `dpfl audit` (tests/test_audit.c): it divides
+ * the std of every floating-point Gaussian noise drawn here while every accountant still charges the full noise.
+ * It exists only in the copy of this file that the test binaries link (built with -DDPFL_TEST_HOOKS, never part of
+ * libdpfl.a, libdpfl.so or the dpfl tool: see the Makefile); there the tests set dpfl_test_noise_divisor.  In the
+ * library the divisor is the constant 1: nothing in the environment or the API can change a mechanism's noise. */
+#ifdef DPFL_TEST_HOOKS
+double dpfl_test_noise_divisor = 1.0;
 static double test_noise_divisor(void)
 {
-    const char *e = getenv("DPFL_TEST_NOISE_DIVISOR");
-    double d = e && *e ? atof(e) : 1.0;
-    return d > 0 ? d : 1.0;
+    return dpfl_test_noise_divisor > 0 ? dpfl_test_noise_divisor : 1.0;
 }
+#else
+static inline double test_noise_divisor(void)
+{
+    return 1.0;
+}
+#endif
 
 void dpfl_mech_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale, int threads)
 {

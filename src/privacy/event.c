@@ -110,6 +110,9 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "client rate lambda (%g) must be in [0, 1]", e->lambda);
         if (e->inner <= 0)
             return dpfl_fail(err, DPFL_EINVAL, "local steps per round (%lld) must be > 0", (long long)e->inner);
+        if (e->bound != DPFL_BOUND_RPDP)
+            return dpfl_fail(err, DPFL_EINVAL, "two-stage bound %d: only the published (joint convexity) bound holds "
+                                               "when participation is visible", (int)e->bound);
         return DPFL_OK;
     case DPFL_EV_NOT_PRIVATE: return DPFL_OK;
     case DPFL_EV_SKELLAM:
@@ -142,7 +145,7 @@ void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
         break;
     case DPFL_EV_TWO_STAGE:
         snprintf(buf, len, "two-stage(lambda=%g, p=%g, z=%g, tau=%lld, %s) x %lld [%s]", e->lambda, e->q, e->z,
-                 (long long)e->inner, e->bound == DPFL_BOUND_RPDP ? "rpdp" : "zhu-wang", (long long)e->count,
+                 (long long)e->inner, "rpdp", (long long)e->count,
                  adj);
         break;
     case DPFL_EV_NOT_PRIVATE: snprintf(buf, len, "not-private x %lld", (long long)e->count); break;

@@ -1,6 +1,6 @@
 /* Renyi DP of the Gaussian mechanism under Poisson sampling (Mironov-Talwar-Zhang 2019), fixed-size sampling
- * without replacement (Wang-Balle-Kasiviswanathan 2019) and two-stage client x record sampling (rPDP-FL;
- * Zhu-Wang 2019).  Everything is computed in log space and rounded towards larger RDP.
+ * without replacement (Wang-Balle-Kasiviswanathan 2019) and two-stage client x record sampling (rPDP-FL,
+ * joint convexity: participation is visible).  Everything is computed in log space and rounded towards larger RDP.
  *
  * Why (A - 1) and not A: for small q, A_alpha = 1 + O(q^2) and log(A) computed from a sum that is ~1 loses all
  * relative precision (an RDP of 1e-14 would come out as 0, i.e. below the truth).  The binomial expansion of
@@ -278,45 +278,13 @@ static double two_stage_rpdp(double lambda, double base, double alpha)
     return l / (alpha - 1);
 }
 
-/* Zhu-Wang 2019 Theorem 6 (general Poisson subsampling at rate g of a mechanism with RDP eps(l)), integer alpha.
- * base[l] = eps(l) for l = 2..alpha. */
-static double two_stage_zw(double g, const double *base, int alpha)
-{
-    if (g <= 0) return 0.0;
-    double lg = log(g), l1g = g < 1 ? log1p(-g) : -INFINITY;
-    double acc = (alpha - 1) * l1g + log(alpha * g - g + 1);
-    if (g >= 1) acc = -INFINITY;
-    double lbin = log((double)alpha) + log(alpha - 1.0) - log(2.0);
-    double t2 = lbin + 2 * lg + (alpha == 2 ? 0.0 : (alpha - 2) * l1g) + base[2];
-    acc = dpfl_logaddexp(acc, t2);
-    for (int l = 3; l <= alpha; l++) {
-        lbin += log((double)(alpha - l + 1)) - log((double)l);
-        double pw = alpha == l ? 0.0 : (alpha - l) * l1g;
-        acc = dpfl_logaddexp(acc, log(3.0) + lbin + pw + l * lg + (l - 1) * base[l]);
-    }
-    return acc / (alpha - 1);
-}
-
-#define ZW_MAX_ORDER 256
-
 double dpfl_rdp_two_stage(double lambda, double q, double z, int64_t inner, dpfl_two_stage_bound bound,
                           double alpha)
 {
     if (!(alpha > 1)) return NAN;
+    if (bound != DPFL_BOUND_RPDP) return INFINITY; /* no other bound is valid for a visible participation */
     double base = (double)inner * dpfl_rdp_sgm(q, z, alpha);
     double r = two_stage_rpdp(lambda, base, alpha);
-    if (bound == DPFL_BOUND_ZHU_WANG && lambda > 0 && lambda < 1) {
-        int a = (int)ceil(alpha);
-        if (a < 2) a = 2;
-        if (a <= ZW_MAX_ORDER) {
-            double b[ZW_MAX_ORDER + 1];
-            b[0] = b[1] = 0;
-            for (int l = 2; l <= a; l++) b[l] = (double)inner * dpfl_rdp_int_sgm(q, z, l);
-            /* RDP is nondecreasing in the order, so the value at ceil(alpha) bounds the one at alpha */
-            double zw = two_stage_zw(lambda, b, a);
-            if (zw < r) r = zw;
-        }
-    }
     return r * (1 + 64 * DBL_EPSILON) + DBL_MIN;
 }
 
