@@ -502,6 +502,55 @@ static void delta_is_checked_against_the_dataset_size(void **state)
     unlink(cfgp);
 }
 
+/* Issue 31, item 3: data.samples_per_client puts a record in several clients, and each runs its own DP-SGD steps on
+ * it.  40 clients x 500 of the 10,000 synthetic records: every record in exactly 2 clients (the stream's passes end
+ * on client boundaries), all taking part, 3 steps a round for 2 rounds: every record goes through 2 x 2 x 3 = 12
+ * Poisson(25/500) steps at z = 1, not the 6 of one client.  Calibration plans for the copies too, and a record
+ * twice in one client (one client of 10,001 slots) is refused before anything is written. */
+static void replicated_records_are_charged_in_every_client(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rep.ini";
+    const char *privacy[2] = {"noise = 1.0\n", "target_epsilon = 2\n"};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(cfgp, "w");
+        assert_non_null(f);
+        fprintf(f, "[data]\ndataset = synthetic\nclients = %d\nsamples_per_client = %d\n\n[model]\narch = logreg\n\n"
+                   "[fl]\nrounds = 2\nsampling = all\nlocal_steps = 3\nbatch = 25\n\n[record_dp]\nenabled = yes\n"
+                   "clip = 1.0\n%sdelta = 1e-5\n\n[run]\nseed = 3\nthreads = 1\n",
+                i < 2 ? 40 : 1, i < 2 ? 500 : 10001, privacy[i % 2]);
+        fclose(f);
+        dpfl_config cfg;
+        dpfl_config_defaults(&cfg);
+        dpfl_error err;
+        assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+        assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
+        dpfl_run_options o = {"/tmp/dpfl_test_runR", 1, 0, 0};
+        dpfl_status st = dpfl_run(&cfg, &o, &err);
+        if (i == 2) {
+            assert_int_equal(st, DPFL_EINVAL);
+            assert_non_null(strstr(err.msg, "data.samples_per_client: client 0 holds record"));
+            assert_int_not_equal(access("/tmp/dpfl_test_runR", F_OK), 0);
+            continue;
+        }
+        assert_int_equal(st, DPFL_OK);
+        char *sum = slurp("/tmp/dpfl_test_runR/summary.json");
+        assert_non_null(sum);
+        assert_close(json_number(sum, "worst_record_copies"), 2, 0);
+        assert_close(json_number(sum, "worst_client_steps"), 12, 0);
+        double z = json_number(sum, "noise");
+        if (i == 0) assert_close(z, 1.0, 0);
+        dpfl_event ev = dpfl_event_poisson(25.0 / 500.0, z, 12);
+        dpfl_guarantee g;
+        assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+        assert_close(json_number(sum, "epsilon"), g.epsilon, 1e-12);
+        if (i == 1) assert_true(g.epsilon <= 2.0 && g.epsilon > 1.99);
+        free(sum);
+    }
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
+}
+
 /* With a fixed seed every noise draw can be recomputed: the printed guarantee says, on its own line, that it holds
  * only if the seed is secret (record and client level), and so does summary.json's privacy statement; a run
  * without DP says "NOT differentially private" in both places. */
@@ -830,6 +879,7 @@ int main(void)
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
+        cmocka_unit_test(replicated_records_are_charged_in_every_client),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
         cmocka_unit_test(simulation_owns_its_ledger),
         cmocka_unit_test(unseeded_resume_keeps_the_partition),

@@ -340,6 +340,74 @@ static void run_report_fdp_equals_dpfl_fdp(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_fdp"), 0);
 }
 
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Issue 31, item 4: the ledger's epsilon (the syncs that happened, no amplification) and the federated f-DP bound
+ * (sync probability p kept) both hold against any observer, so the run's guarantee is the smaller; summary.json's
+ * epsilon is that number (epsilon_ledger beside it when the f-DP bound is the smaller), every metrics line's
+ * epsilon is the smaller of its two, and record_dp.target_epsilon stops the run on that same number. */
+static void prifedsync_guarantee_is_the_smaller_bound_and_the_budget_checks_it(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_pfs_g.ini";
+    char cmd[1024];
+    double g[7] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        write_pfs_config(cfgp, 6);
+        if (pass == 1) { /* a budget between the guarantees after rounds 3 and 4 */
+            FILE *fp = fopen(cfgp, "a");
+            fprintf(fp, "[record_dp]\ntarget_epsilon = %.17g\n", 0.5 * (g[3] + g[4]));
+            fclose(fp);
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf /tmp/dpfl_test_pfs_g && %s/dpfl train %s --out /tmp/dpfl_test_pfs_g --quiet "
+                                  "2>/dev/null", build_dir(), cfgp);
+        assert_int_equal(system(cmd), 0);
+        char *metrics = slurp("/tmp/dpfl_test_pfs_g/metrics.jsonl"), *sum = slurp("/tmp/dpfl_test_pfs_g/summary.json");
+        assert_non_null(metrics);
+        assert_non_null(sum);
+        int lines = 0, fdp_smaller = 0;
+        for (char *p = metrics; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+            cJSON *l = cJSON_Parse(p);
+            if (!l) break;
+            const double e = num(l, "epsilon"), f = num(cJSON_GetObjectItemCaseSensitive(l, "federated_fdp"), "epsilon");
+            lines++;
+            assert_true(e <= f);
+            fdp_smaller += e == f;
+            if (pass == 0) g[lines] = e;
+            else assert_true(e == g[lines] && e <= 0.5 * (g[3] + g[4]));
+            cJSON_Delete(l);
+        }
+        cJSON *s = cJSON_Parse(sum);
+        const double eps = num(s, "epsilon"), f = num(cJSON_GetObjectItemCaseSensitive(s, "federated_fdp"), "epsilon");
+        /* the ledger's, recomputed: fixed batches of B of the worst client's n, its steps */
+        dpfl_event ev = dpfl_event_fixed((int64_t)num(s, "worst_client_n"), (int64_t)num(s, "worst_client_batch"), 1.1,
+                                         (int64_t)num(s, "worst_client_steps"));
+        dpfl_guarantee lg;
+        dpfl_error err;
+        assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &lg, &err), DPFL_OK);
+        assert_close(eps, fmin(lg.epsilon, f), 1e-12);
+        if (f < lg.epsilon) assert_close(num(s, "epsilon_ledger"), lg.epsilon, 1e-12);
+        else assert_true(isnan(num(s, "epsilon_ledger")));
+        if (pass == 0) {
+            assert_int_equal(lines, 6);
+            assert_true(fdp_smaller > 0); /* the case the test is about: the f-DP bound decides some rounds */
+            assert_true(g[4] > g[3]);
+        } else {
+            assert_int_equal(lines, 3); /* the fourth round would pass the budget: never trained */
+            assert_non_null(strstr(sum, "\"stopped_at_budget\":\ttrue"));
+        }
+        cJSON_Delete(s);
+        free(metrics);
+        free(sum);
+    }
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_g"), 0);
+}
+
 /* Helper models compose with client-level DP: the server clips and noises the updates w~_k - w_global as for any
  * run (the helper is computed by the client from the noisy global model it receives), and the run is charged. */
 static void helper_models_compose_with_client_level_dp(void **state)
@@ -419,6 +487,7 @@ int main(void)
         cmocka_unit_test(sync_counts_follow_p),
         cmocka_unit_test(helper_models_resume_bit_identically),
         cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
+        cmocka_unit_test(prifedsync_guarantee_is_the_smaller_bound_and_the_budget_checks_it),
         cmocka_unit_test(client_state_cap_is_checked_up_front),
         cmocka_unit_test(helper_models_compose_with_client_level_dp),
     };

@@ -363,18 +363,26 @@ typedef struct {
     double worst_q;        /* that client's sampling rate B_k / n_k */
     int64_t worst_steps, worst_n, worst_batch;
     double order;          /* RDP order of the worst client (0 for PLD) */
+    /* clients holding the worst record: 1, or up to data.samples_per_client's replication, where a record is
+     * charged the steps of every client that holds it and worst_steps is that sum */
+    int32_t worst_copies;
     dpfl_accountant answered; /* whose number epsilon is: PLD, or RDP where PLD fell back (fallback says why) */
     char fallback[160];
 } dpfl_record_report;
 
-/* Worst-case record-level epsilon over all clients (and, if per_client != NULL, each client's epsilon). */
+/* Worst-case record-level epsilon over all records (and, if per_client != NULL, each client's epsilon: with a
+ * replicated partition, the worst record's for every client, an upper bound for each). */
 dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partition *part,
                                        const dpfl_record_accounting *ra, dpfl_record_report *out,
                                        double *per_client, dpfl_error *err);
-/* Smallest z such that every client, taking part in all `rounds` rounds with its per-round step count,
- * stays within target_eps (calibrated on the safe side). */
+/* Smallest z such that every record, its clients taking part in all `rounds` rounds with their per-round step
+ * counts, stays within target_eps (calibrated on the safe side). */
 dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
                                   double target_eps, double *z, dpfl_error *err);
+/* Replication (data.samples_per_client): *max_copies = the most clients that hold one record (1 when none is
+ * replicated).  Record-level DP charges a record in every client that holds it; a record held twice by one client
+ * (its slots would be sampled together in one step: group privacy, not composition) is refused, naming both. */
+dpfl_status dpfl_record_copies(const dpfl_partition *part, int32_t *max_copies, dpfl_error *err);
 
 /* The simulation owns its ledger: dpfl_sim_train charges every round it trains (the sampled clients' local steps,
  * and with client-level DP the round's event at the multiplier actually drawn), so a library caller gets epsilon

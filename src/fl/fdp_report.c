@@ -43,3 +43,25 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
     pp->rounds = rounds;
     return dpfl_fdp_prifedsync(pp, cfg->record_dp.delta, r, err);
 }
+
+/* Both numbers are upper bounds against the same observer (anyone who sees every release).  The ledger's holds given
+ * the participations that happened (public and independent of the data); the federated f-DP bound holds over the
+ * random syncs for a number of rounds fixed in advance.  The stop rule checks the smaller: fdp(r) does not depend on
+ * the data or on who synced, so until the first round r_f where fdp(r_f + 1) passes the target the run cannot stop
+ * (its length is fixed), and past it the run goes on only while the ledger's epsilon, then the smaller, stays
+ * within the target.  Either way the number reported holds for the rounds released (docs/privacy.md, PriFedSync). */
+dpfl_status fl_record_guarantee(const run_ctx *c, const dpfl_ledger *l, dpfl_record_report *rep, double *per_client,
+                                double *ledger_eps, dpfl_error *err)
+{
+    *ledger_eps = NAN;
+    dpfl_status st = dpfl_ledger_record_epsilon(l, &c->part, &c->ra, rep, per_client, err);
+    if (st || l->rounds < 1 || fl_fdp_not_applicable(c->cfg, c->rs.record_z)) return st;
+    dpfl_fdp_params pp;
+    dpfl_fdp_result r;
+    if ((st = fl_fdp_of_run(c->cfg, &c->part, l->rounds, c->rs.record_z, &pp, &r, err))) return st;
+    if (r.eps_exact < rep->epsilon) {
+        *ledger_eps = rep->epsilon;
+        rep->epsilon = r.eps_exact;
+    }
+    return DPFL_OK;
+}

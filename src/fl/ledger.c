@@ -1,6 +1,9 @@
 /* The privacy ledger: per-client counts of what was released, and the record-level accounting over them.
- * Accounting deduplicates clients with the same (n_k, steps_k): with shards or replication most clients share
- * a profile, so a round costs a handful of accountant calls, not one per client. */
+ * Accounting deduplicates clients with the same (n_k, steps_k): with shards most clients share a profile, so a
+ * round costs a handful of accountant calls, not one per client.
+ * Replication (data.samples_per_client) puts one record in several clients; each of them runs its own DP-SGD steps
+ * on it with its own noise, so the record's loss is the composition over every copy: it is charged the steps of
+ * all the clients that hold it (every replicated client has exactly s records, so one q = B/s throughout). */
 #include "dpfl/fl.h"
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
@@ -112,6 +115,106 @@ static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, in
     return DPFL_OK;
 }
 
+/* Per record (indices < n): how many clients hold it and, with steps != NULL, the sum of their steps.  A record
+ * twice in one client is an error. */
+static dpfl_status record_totals(const dpfl_partition *part, const int64_t *steps, int32_t n, int32_t *copies,
+                                 int64_t *total, dpfl_error *err)
+{
+    int32_t *last = malloc((size_t)n * sizeof *last);
+    if (!last) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+    for (int32_t i = 0; i < n; i++) last[i] = -1;
+    dpfl_status st = DPFL_OK;
+    for (int32_t k = 0; k < part->clients && !st; k++)
+        for (int32_t j = part->offset[k]; j < part->offset[k + 1]; j++) {
+            int32_t i = part->index[j];
+            if (last[i] == k) {
+                st = dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: client %d holds record %d twice, so one "
+                               "DP-SGD step can sample both copies (group privacy, which record-level DP does not "
+                               "account); use fewer samples per client, another partition, or no replication", k, i);
+                break;
+            }
+            last[i] = k;
+            copies[i]++;
+            if (total) total[i] += steps[k];
+        }
+    free(last);
+    return st;
+}
+
+static int32_t records_indexed(const dpfl_partition *part)
+{
+    int32_t n = 0;
+    for (int32_t j = 0; j < part->offset[part->clients]; j++)
+        if (part->index[j] >= n) n = part->index[j] + 1;
+    return n;
+}
+
+dpfl_status dpfl_record_copies(const dpfl_partition *part, int32_t *max_copies, dpfl_error *err)
+{
+    int32_t n = records_indexed(part);
+    int32_t *copies = calloc((size_t)n + 1, sizeof *copies);
+    if (!copies) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+    dpfl_status st = record_totals(part, NULL, n, copies, NULL, err);
+    *max_copies = 1;
+    for (int32_t i = 0; i < n && !st; i++)
+        if (copies[i] > *max_copies) *max_copies = copies[i];
+    free(copies);
+    return st;
+}
+
+/* A replicated partition: the record whose clients ran the most steps in all, charged all of them. */
+static dpfl_status replicated_epsilon(const dpfl_ledger *l, const dpfl_partition *part,
+                                      const dpfl_record_accounting *ra, dpfl_record_report *out, double *per_client,
+                                      dpfl_error *err)
+{
+    const int64_t s = dpfl_partition_size(part, 0);
+    for (int32_t k = 1; k < part->clients; k++)
+        if (dpfl_partition_size(part, k) != s)
+            return dpfl_fail(err, DPFL_EINVAL, "ledger: replicated clients of unequal sizes (%lld, %lld)",
+                             (long long)s, (long long)dpfl_partition_size(part, k));
+    int32_t n = records_indexed(part), worst = -1;
+    int32_t *copies = calloc((size_t)n + 1, sizeof *copies);
+    int64_t *total = calloc((size_t)n + 1, sizeof *total);
+    dpfl_status st = copies && total ? record_totals(part, l->record_steps, n, copies, total, err)
+                                     : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
+    for (int32_t i = 0; i < n && !st; i++)
+        if (copies[i] > 0 && (worst < 0 || total[i] > total[worst])) worst = i;
+    if (!st && worst >= 0) {
+        dpfl_guarantee g;
+        g.answered = ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+        g.fallback[0] = '\0';
+        st = event_epsilon(ra, s, total[worst], &out->epsilon, &out->order, &g, err);
+        out->answered = g.answered;
+        snprintf(out->fallback, sizeof out->fallback, "%s", g.fallback);
+        for (int32_t k = 0; k < part->clients && out->worst_client < 0; k++)
+            for (int32_t j = part->offset[k]; j < part->offset[k + 1]; j++)
+                if (part->index[j] == worst) {
+                    out->worst_client = k;
+                    break;
+                }
+        out->worst_n = s;
+        out->worst_batch = ra->batch < s ? ra->batch : s;
+        out->worst_q = (double)out->worst_batch / (double)s;
+        out->worst_steps = total[worst];
+        out->worst_copies = copies[worst];
+    }
+    if (!st && per_client)
+        for (int32_t k = 0; k < part->clients; k++) per_client[k] = out->epsilon;
+    free(copies);
+    free(total);
+    return st;
+}
+
+static int replicated(const dpfl_partition *part)
+{
+    int32_t n = records_indexed(part);
+    uint8_t *seen = calloc((size_t)n + 1, 1);
+    int rep = 0;
+    for (int32_t j = 0; seen && j < part->offset[part->clients] && !rep; j++) rep = seen[part->index[j]]++ > 0;
+    free(seen);
+    return rep || !seen; /* out of memory: the replicated path reports it */
+}
+
 typedef struct {
     int64_t n, steps;
     int32_t first;
@@ -132,6 +235,8 @@ dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partitio
 {
     memset(out, 0, sizeof *out);
     out->worst_client = -1;
+    out->worst_copies = 1;
+    if (replicated(part)) return replicated_epsilon(l, part, ra, out, per_client, err);
     profile *pr = malloc((size_t)l->clients * sizeof *pr);
     if (!pr) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     for (int32_t k = 0; k < l->clients; k++)
@@ -181,6 +286,10 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     co.accountant = ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
     if (ra.integer_orders) co.opts.orders = dpfl_rdp_default_orders(&co.opts.norders);
     co.tol = 1e-4;
+    /* a replicated record is charged in each of its clients (all of size s) */
+    int32_t copies;
+    dpfl_status st = dpfl_record_copies(part, &copies, err);
+    if (st) return st;
     /* every distinct client size, taking part in every round: sort and deduplicate */
     int64_t *sizes = malloc((size_t)part->clients * sizeof *sizes);
     if (!sizes) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (calibration)");
@@ -189,11 +298,10 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     int32_t ns = 0;
     for (int32_t k = 0; k < part->clients; k++)
         if (sizes[k] > 0 && (ns == 0 || sizes[ns - 1] != sizes[k])) sizes[ns++] = sizes[k];
-    dpfl_status st = DPFL_OK;
     double best = 0.0;
     for (int32_t j = 0; j < ns && !st; j++) {
         int64_t n = sizes[j];
-        int64_t steps = (int64_t)rounds *
+        int64_t steps = (int64_t)copies * rounds *
                         (cfg->fl.local_steps > 0 ? cfg->fl.local_steps
                                               : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch));
         dpfl_event ev = record_event(&ra, n, steps);

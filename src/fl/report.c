@@ -279,6 +279,10 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     dpfl_status st;
     cJSON_AddStringToObject(sum, "unit", "record");
     json_num(sum, "epsilon", c->report.epsilon);
+    if (isfinite(c->ledger_eps)) { /* federated f-DP's bound is the smaller: the guarantee, and the one budgets use */
+        cJSON_AddStringToObject(sum, "epsilon_from", "federated_fdp");
+        json_num(sum, "epsilon_ledger", c->ledger_eps);
+    }
     cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
     if (c->rpdp.on) { /* personalized: each record against its own budget; epsilon above is the largest */
         cJSON_AddStringToObject(sum, "epsilon_is", "the largest epsilon of any record; each record's own is within its "
@@ -308,6 +312,8 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     cJSON_AddNumberToObject(sum, "worst_client_steps", (double)c->report.worst_steps);
     cJSON_AddNumberToObject(sum, "worst_client_n", (double)c->report.worst_n);
     cJSON_AddNumberToObject(sum, "worst_client_batch", (double)c->report.worst_batch);
+    if (c->report.worst_copies > 1) /* replication: worst_client_steps sums the steps of every client holding it */
+        cJSON_AddNumberToObject(sum, "worst_record_copies", (double)c->report.worst_copies);
     if (c->report.order > 0) cJSON_AddNumberToObject(sum, "order", c->report.order);
     if (cfg->record_dp.e2e) {
         double ce, cn;
@@ -447,9 +453,11 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
                               cfg->record_dp.delta, c->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
                               dpfl_config_choice(cfg, "record_dp.budget_policy"));
     else if (c->rdp_on)
-        n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst client; %s "
+        n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst %s; %s "
                                                 "adjacency, %s sampler, %s accountant)",
-                              c->report.epsilon, cfg->record_dp.delta, c->ra.poisson ? "add-remove" : "replace-one",
+                              c->report.epsilon, cfg->record_dp.delta,
+                              c->report.worst_copies > 1 ? "record, charged in every client that holds a copy" : "client",
+                              c->ra.poisson ? "add-remove" : "replace-one",
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     ddp_report g;
     dpfl_error e;
@@ -622,8 +630,11 @@ void fl_report_final_lines(const run_ctx *c)
                 c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
                 dpfl_config_choice(cfg, "record_dp.budget_policy"), seedcaveat);
     else if (c->rdp_on)
-        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, worst client, %s accountant, %s sampler%s\n",
-                c->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
+        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler%s\n", c->report.epsilon,
+                cfg->record_dp.delta,
+                isfinite(c->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
+                : c->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
+                dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
     dpfl_fdp_params pp;
     dpfl_fdp_result fr;
     if (c->rdp_on && c->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, c->rs.record_z) &&

@@ -152,7 +152,10 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "resume (%s): the client partition differs from the checkpoint's (the [data] "
                                            "settings or the dataset files changed); resume with the run's own config.ini",
                          c->opt->out_dir);
+    /* delta's 1/n rule counts records (train.n), not the partition's slots, which replication repeats */
     if ((st = check_deltas(cfg, c->train.n, c->part.clients, c->opt->quiet, c->warnings, &c->nwarn, err))) return st;
+    int32_t copies = 1; /* record-level DP charges a replicated record in each of its clients; twice in one: refused */
+    if (cfg->record_dp.enabled && (st = dpfl_record_copies(&c->part, &copies, err))) return st;
     if (!strcmp(cfg->data.dataset, "heart") && (cfg->record_dp.enabled || cfg->client_dp.enabled)) {
         /* FLamby's preprocessing, kept for the rPDP-FL reproduction: say what the epsilon does not cover */
         snprintf(c->warnings[c->nwarn], sizeof c->warnings[0], "data: heart's features are z-scored with each "
@@ -261,9 +264,11 @@ static const char *const RUN_FILES[] = {"config.ini", "metrics.jsonl", "diagnost
                                         "checkpoint.bin", "report.html"};
 
 /* A new run never shares its folder with another run's files: an existing non-empty folder is refused unless
- * force (then the previous run's files go first, so that a re-run killed midway cannot leave new metrics beside
- * an old summary) or resume (the same run continues). */
-static dpfl_status claim_run_dir(const dpfl_run_options *opt, dpfl_error *err)
+ * force (then, with remove, the previous run's files go first, so that a re-run killed midway cannot leave new
+ * metrics beside an old summary) or resume (the same run continues).  Checked before anything else (remove = 0),
+ * and claimed only once the data, the model and the noise are set up, so that a run that fails its checks or its
+ * calibration leaves no folder behind. */
+static dpfl_status claim_run_dir(const dpfl_run_options *opt, int remove, dpfl_error *err)
 {
     if (opt->resume) return DPFL_OK;
     DIR *d = opendir(opt->out_dir);
@@ -276,6 +281,7 @@ static dpfl_status claim_run_dir(const dpfl_run_options *opt, dpfl_error *err)
     if (!opt->force)
         return dpfl_fail(err, DPFL_EINVAL, "run folder %s exists and is not empty: use --force to replace the run in "
                                            "it, --resume to continue it, or --out for a new folder", opt->out_dir);
+    if (!remove) return DPFL_OK;
     char path[1100];
     for (size_t i = 0; i < sizeof RUN_FILES / sizeof RUN_FILES[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", opt->out_dir, RUN_FILES[i]);
@@ -289,15 +295,10 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_status st;
-    if (!c->no_files && ((st = claim_run_dir(c->opt, err)) || (st = make_dirs(c->opt->out_dir, err)))) return st;
+    if (!c->no_files && (st = claim_run_dir(c->opt, 0, err))) return st;
     if ((st = setup_data_model(c, err))) return st;
     if (!(c->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     dpfl_sha256_hex(c->ini, strlen(c->ini), c->sha);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/config.ini", c->opt->out_dir);
-    /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
-     * config_sha256 in summary.json is the hash of the file beside it */
-    if (!c->no_files && (st = dpfl_file_write_text(path, c->ini, strlen(c->ini), err))) return st;
     if ((st = dpfl_sim_create(cfg, &c->model, &c->train, &c->test, &c->part, &c->root, c->global, &c->sim, err)))
         return st;
     if (c->transport) fl_sim_set_transport(c->sim, c->transport);
@@ -309,13 +310,21 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
          !(c->per_client = malloc((size_t)c->part.clients * sizeof *c->per_client))) ||
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
-    if (!c->no_files && (st = open_round_files(c, err))) return st;
+    if (!c->no_files) {
+        if ((st = claim_run_dir(c->opt, 1, err)) || (st = make_dirs(c->opt->out_dir, err))) return st;
+        char path[1100];
+        snprintf(path, sizeof path, "%s/config.ini", c->opt->out_dir);
+        /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
+         * config_sha256 in summary.json is the hash of the file beside it */
+        if ((st = dpfl_file_write_text(path, c->ini, strlen(c->ini), err)) || (st = open_round_files(c, err)))
+            return st;
+    }
     c->last_eval.test_accuracy = c->last_eval.test_loss = c->last_eval.client_acc_mean = NAN;
     c->emd_mean = c->emd_std = NAN;
     c->last_eval.personal_acc_mean = c->last_eval.local_acc_mean = NAN;
     if (c->rpdp.on) {
         if ((st = fl_rpdp_max_epsilon(&c->rpdp, cfg, &c->report.epsilon, err))) return st;
-    } else if (c->rdp_on && (st = dpfl_ledger_record_epsilon(&c->ledger, &c->part, &c->ra, &c->report, NULL, err))) {
+    } else if (c->rdp_on && (st = fl_record_guarantee(c, &c->ledger, &c->report, NULL, &c->ledger_eps, err))) {
         return st;
     }
     if (c->cdp_on && (st = fl_client_epsilon(cfg, &c->ledger, &c->ceps, &c->cprivate, err))) return st;
@@ -361,6 +370,7 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
     c->opt = opt;
     c->transport = t;
     c->cprivate = 1;
+    c->ledger_eps = NAN;
     c->t_start = dpfl_now();
     c->started_at = (double)time(NULL);
     if (cfg->run.seed[0]) {

@@ -86,7 +86,8 @@ typedef struct {
     char sha[65];           /* of config.ini */
     dpfl_ledger ledger, trial;
     dpfl_record_accounting ra;
-    dpfl_record_report report;
+    dpfl_record_report report; /* epsilon: the record-level guarantee (fl_record_guarantee) */
+    double ledger_eps;         /* the ledger's own epsilon, when federated f-DP's bound is the smaller */
     fl_rpdp rpdp;           /* record_dp.budgets: per-record budgets and their ledger */
     double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
     double t_start, wall0, ceps;
@@ -143,6 +144,11 @@ dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *la
 const char *fl_fdp_not_applicable(const dpfl_config *cfg, double z);
 dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double z,
                           dpfl_fdp_params *pp, dpfl_fdp_result *r, dpfl_error *err);
+/* The record-level guarantee of the run after l's rounds: the ledger's epsilon (the participations that happened,
+ * no amplification), or PriFedSync's federated f-DP bound (sync probability p kept) where it applies and is smaller;
+ * rep->epsilon is that guarantee and *ledger_eps the ledger's (NAN when the ledger's is the guarantee). */
+dpfl_status fl_record_guarantee(const run_ctx *c, const dpfl_ledger *l, dpfl_record_report *rep, double *per_client,
+                                double *ledger_eps, dpfl_error *err);
 
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 /* Charge round r to c->trial; *stop = 1 if that passes a budget. */
-static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, double *next_ceps, int *stop,
-                          dpfl_error *err)
+static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, double *next_ledger, double *next_ceps,
+                          int *stop, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_sim_sample(c->sim, r, NULL);
@@ -25,7 +25,7 @@ static dpfl_status charge(run_ctx *c, int32_t r, dpfl_record_report *next, doubl
         int changed;
         if ((st = fl_rpdp_before_round(&c->rpdp, cfg, &changed, err))) return st;
     } else if (c->rdp_on) {
-        if ((st = dpfl_ledger_record_epsilon(&c->trial, &c->part, &c->ra, next, c->per_client, err))) return st;
+        if ((st = fl_record_guarantee(c, &c->trial, next, c->per_client, next_ledger, err))) return st;
         if (cfg->record_dp.target_epsilon > 0 && next->epsilon > cfg->record_dp.target_epsilon) *stop = 1;
     }
     if (c->cdp_on && !*stop) {
@@ -39,8 +39,8 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_record_report next = c->report;
-    double next_ceps = c->ceps;
-    dpfl_status st = charge(c, r, &next, &next_ceps, stop, err);
+    double next_ceps = c->ceps, next_ledger = c->ledger_eps;
+    dpfl_status st = charge(c, r, &next, &next_ledger, &next_ceps, stop, err);
     if (st || *stop) {
         c->stopped_early = *stop;
         return st;
@@ -53,6 +53,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         if ((st = fl_rpdp_max_epsilon(&c->rpdp, cfg, &next.epsilon, err))) return st;
     }
     c->report = next;
+    c->ledger_eps = next_ledger;
     c->ceps = next_ceps;
     c->rs.examples += m.examples;
     c->rs.S = c->cdp_on ? dpfl_sim_update_clip(c->sim) : c->rs.S;

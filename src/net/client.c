@@ -321,6 +321,7 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         c->cfg = cl->cfg;
         c->opt = &cl->ropt;
         c->cprivate = 1;
+        c->ledger_eps = NAN;
         c->no_files = 1;
         c->partition_key = m->partition_key;
         c->absent_ok = 1; /* the other sites' files need not be here; this client's own must (below) */
@@ -333,6 +334,12 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         }
         if ((st = fl_run_setup(c, err))) return st;
         c->partition_key = NULL;
+        int32_t copies = 1; /* this client's ledger sees its own steps only: a replicated record's other copies not */
+        if (cl->cfg->record_dp.enabled && (st = dpfl_record_copies(&c->part, &copies, err))) return st;
+        if (copies > 1)
+            return dpfl_fail(err, DPFL_EINVAL, "dpfl join: data.samples_per_client puts records in several clients; a "
+                                               "deployed client could not charge the other copies: replicate in "
+                                               "simulation only");
         cl->P = c->model.nparam;
         if (cl->k >= c->part.clients)
             return dpfl_fail(err, DPFL_EINVAL, "dpfl join: --client %d, but the run has clients 0 to %d", cl->k,

@@ -385,6 +385,8 @@ static const char *const MEANING[][2] = {
     {"worst_client_steps", "its DP-SGD steps charged (only the rounds it took part in)"},
     {"worst_client_n", "its number of records"},
     {"worst_client_batch", "its batch size B"},
+    {"worst_record_copies", "replication: the clients holding the worst record, each charged (worst_client_steps is "
+                            "the sum of their steps)"},
     {"order", "the Rényi order where the RDP bound was tightest"},
     {"client_epsilon", "client-level ε (one client's whole data), in nats, an upper bound; null when not private"},
     {"client_epsilon_reason", "why there is no client-level ε"},
