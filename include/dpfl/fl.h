@@ -121,7 +121,7 @@ typedef struct {                  /* [record_dp]: DP-SGD inside every client (re
     int budget_shuffle;           /* threelevels: shuffle (yes) or the published record order (no) */
     dpfl_budget_policy budget_policy; /* rpdp | minimum | dropout (the paper's baselines) | filter (Feldman-Zrnic) */
     double filter_order;          /* budget_policy = filter: the RDP order alpha of the individual filter (0 = auto) */
-    int two_stage_bound;          /* 0: the published two-stage bound; 1: min of it and Zhu-Wang's */
+    int two_stage_bound;          /* 0: the published two-stage bound (joint convexity); 1: the two-stage PLD */
     int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
 } dpfl_record_dp_config;
 
