@@ -306,7 +306,7 @@ bench: setup
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/src/cli/front.d
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/src/cli/front.d $(TEST_HOOKS:.o=.d)
 
 # ------------------------------------------------------------------------------------------ fuzzing
 # libFuzzer harnesses (fuzz/fuzz_*.c), one per parser of outside input, built with clang under ASan + UBSan into

@@ -366,7 +366,9 @@ static const char *const MEANING[][2] = {
     {"stopped_at_budget", "the run stopped before the first round whose release would pass target_epsilon (that "
                           "round was never trained)"},
     {"unit", "what is protected: record = one training example (the client level is in the client_* keys)"},
-    {"epsilon", "record-level ε after every released round, in nats: the worst case over clients, an upper bound"},
+    {"epsilon", "record-level ε after every released round, in nats: the worst case over records, an upper bound"},
+    {"epsilon_from", "federated_fdp: PriFedSync's f-DP bound was smaller than the ledger's, so it is the guarantee"},
+    {"epsilon_ledger", "the ledger's ε (the syncs that happened, no amplification), larger than epsilon here"},
     {"epsilon_is", "how to read ε for this run"},
     {"delta", "record-level δ"},
     {"accountant", "how ε was computed: rdp (Rényi DP, tight conversion) or pld (privacy loss distribution)"},
@@ -515,7 +517,9 @@ static void reproduce_line(rp_buf *b, const cJSON *sum)
     if (!isfinite(z) || !isfinite(q) || !isfinite(T) || !(T >= 1) || !isfinite(d) || !sampler || !acc ||
         cJSON_GetObjectItemCaseSensitive(sum, "record_budgets"))
         return;
-    rp_buf_printf(b, "<p>Recompute the record-level ε: <code>dpfl account --noise %.17g ", z);
+    rp_buf_printf(b, "<p>Recompute the %s: <code>dpfl account --noise %.17g ",
+                  cJSON_GetObjectItemCaseSensitive(sum, "epsilon_ledger") ? "ledger's ε (epsilon_ledger)"
+                                                                         : "record-level ε", z);
     if (!strcmp(sampler, "fixed"))
         rp_buf_printf(b, "--sampler fixed --n %.0f --batch %.0f ", rp_num(sum, "worst_client_n"),
                       rp_num(sum, "worst_client_batch"));
