@@ -9,5 +9,9 @@ const char *dpfl_version(void);
 /* sizeof(type) when field is NULL, offsetof(type, field) otherwise, for the public structs and enums that
  * bindings pass ("dpfl_event", "dpfl_guarantee", ...); -1 for a type or field not listed. */
 long dpfl_abi_layout(const char *type, const char *field);
+/* The fields of a struct generated from a schema, in order, as "name:codec:ctype,..." (codec DPFL_EVT_ENUM,
+ * DPFL_EVT_F64 or DPFL_EVT_I64; ctype the C type, e.g. dpfl_adjacency), so that a binding declares the struct from
+ * the library instead of repeating it: "dpfl_event"; NULL for any other type. */
+const char *dpfl_abi_fields(const char *type);
 
 #endif

@@ -44,18 +44,38 @@ typedef enum {
     DPFL_BOUND_RPDP = 0 /* published two-stage bound of rPDP-FL (Theorem 1): joint convexity, linear in lambda */
 } dpfl_two_stage_bound;
 
+/* The event's fields, written once.  Everything that handles an event field by field is generated from this list:
+ * the struct below, the ledger's merge test, the checkpoint codec, the ABI table the Python binding builds its
+ * struct from, and the JSON of summary.json / `dpfl account --event`.  A new field is one line here.
+ *   X(codec, ctype, name, json_key, kinds)   codec: DPFL_EVT_ENUM (an int-sized enum), DPFL_EVT_F64, DPFL_EVT_I64;
+ *   kinds: the DPFL_EVK_* mask of kinds that use the field (only those read or write it in JSON). */
+#define DPFL_EVK(k) (1u << (k))
+#define DPFL_EVK_SAMPLED (DPFL_EVK(DPFL_EV_POISSON) | DPFL_EVK(DPFL_EV_FIXED) | DPFL_EVK(DPFL_EV_TWO_STAGE) | \
+                          DPFL_EVK(DPFL_EV_SKELLAM))
+#define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN))
+#define DPFL_EVK_ALL (~0u)
+/* z: noise multiplier; q: POISSON / SKELLAM rate, FIXED batch / n, TWO_STAGE per-step record rate; lambda:
+ * TWO_STAGE client participation per round; n, batch: FIXED; inner: TWO_STAGE local steps per round (tau); count:
+ * how many times the event happens (self-composition); d1, d2: SKELLAM L1 and L2 sensitivities in grid units
+ * (z = sqrt(variance) / d2). */
+#define DPFL_EVENT_FIELDS(X)                                                                                        \
+    X(DPFL_EVT_ENUM, dpfl_event_kind, kind, "kind", DPFL_EVK_ALL)                                                   \
+    X(DPFL_EVT_ENUM, dpfl_adjacency, adjacency, "adjacency", DPFL_EVK_NOISY)                                        \
+    X(DPFL_EVT_F64, double, z, "z", DPFL_EVK_NOISY)                                                                 \
+    X(DPFL_EVT_F64, double, q, "q", DPFL_EVK_SAMPLED)                                                               \
+    X(DPFL_EVT_F64, double, lambda, "lambda", DPFL_EVK(DPFL_EV_TWO_STAGE))                                          \
+    X(DPFL_EVT_I64, int64_t, n, "n", DPFL_EVK(DPFL_EV_FIXED))                                                       \
+    X(DPFL_EVT_I64, int64_t, batch, "batch", DPFL_EVK(DPFL_EV_FIXED))                                               \
+    X(DPFL_EVT_I64, int64_t, inner, "inner", DPFL_EVK(DPFL_EV_TWO_STAGE))                                           \
+    X(DPFL_EVT_ENUM, dpfl_two_stage_bound, bound, "bound", DPFL_EVK(DPFL_EV_TWO_STAGE))                             \
+    X(DPFL_EVT_I64, int64_t, count, "count", DPFL_EVK_ALL)                                                          \
+    X(DPFL_EVT_F64, double, d1, "l1", DPFL_EVK(DPFL_EV_SKELLAM))                                                    \
+    X(DPFL_EVT_F64, double, d2, "l2", DPFL_EVK(DPFL_EV_SKELLAM))
+
+#define DPFL_EVENT_DECLARE(codec, ctype, name, key, kinds) ctype name;
+
 typedef struct {
-    dpfl_event_kind kind;
-    dpfl_adjacency adjacency;
-    double z;       /* noise multiplier */
-    double q;       /* POISSON: sampling rate; TWO_STAGE: per-step record rate */
-    double lambda;  /* TWO_STAGE: client participation probability per round */
-    int64_t n;      /* FIXED: records to sample from */
-    int64_t batch;  /* FIXED: batch size */
-    int64_t inner;  /* TWO_STAGE: local steps per round (tau) */
-    dpfl_two_stage_bound bound; /* TWO_STAGE only */
-    int64_t count;  /* how many times the event happens (self-composition) */
-    double d1, d2;  /* SKELLAM: L1 and L2 sensitivities in units of the integer grid (z = sqrt(variance) / d2) */
+    DPFL_EVENT_FIELDS(DPFL_EVENT_DECLARE)
 } dpfl_event;
 
 dpfl_event dpfl_event_gaussian(double z, int64_t count);

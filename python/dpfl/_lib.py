@@ -5,12 +5,14 @@ The library is looked for, in order:
   2. build/libdpfl.so of the checkout this package sits in (python/dpfl/../../build/libdpfl.so);
   3. the system's libdpfl.so, through ctypes.util.find_library("dpfl").
 
-The structs below repeat include/dpfl/core.h and include/dpfl/privacy.h.  At load, every size and every field
+The structs below repeat include/dpfl/core.h and include/dpfl/privacy.h, except the event, whose fields the library
+describes itself (dpfl_abi_fields).  At load, every size and every field
 offset declared here is checked against the library's own (dpfl_abi_layout, include/dpfl/abi.h): a library built
 from other headers is refused rather than read wrongly.
 """
 
 import ctypes
+import keyword
 import os
 
 c_double = ctypes.c_double
@@ -26,20 +28,26 @@ class Error(ctypes.Structure):
 
 
 class Event(ctypes.Structure):
-    _fields_ = [
-        ("kind", c_int),
-        ("adjacency", c_int),
-        ("z", c_double),
-        ("q", c_double),
-        ("lambda_", c_double),  # `lambda` in C
-        ("n", c_i64),
-        ("batch", c_i64),
-        ("inner", c_i64),
-        ("bound", c_int),
-        ("count", c_i64),
-        ("d1", c_double),
-        ("d2", c_double),
-    ]
+    """dpfl_event.  Its fields are not repeated here: load() declares them from the library's own schema
+    (dpfl_abi_fields("dpfl_event"), generated from DPFL_EVENT_FIELDS in dpfl/privacy.h); a C field named like a
+    Python keyword gets a trailing underscore (`lambda` -> `lambda_`)."""
+
+
+EVENT_CODECS = {"DPFL_EVT_ENUM": c_int, "DPFL_EVT_F64": c_double, "DPFL_EVT_I64": c_i64}
+EVENT_ENUMS = {}  # C field name -> its C enum type name, from the schema (accountant.py maps them to IntEnums)
+
+
+def schema_fields(schema):
+    """[(python name, ctypes type, C type)] from "name:codec:ctype,..." (dpfl_abi_fields)."""
+    out = []
+    for item in schema.split(","):
+        if not item:
+            continue
+        name, codec, ctype = item.split(":")
+        if codec not in EVENT_CODECS:
+            raise ImportError("dpfl: the library's event schema has a field %s of unknown codec %s" % (name, codec))
+        out.append((name + "_" if keyword.iskeyword(name) else name, EVENT_CODECS[codec], ctype))
+    return out
 
 
 class AccountOpts(ctypes.Structure):
@@ -271,6 +279,15 @@ def load():
     if not hasattr(lib, "dpfl_abi_layout"):
         raise ImportError("dpfl: %s (from %s) has no dpfl_abi_layout: not a libdpfl this binding can check "
                           "(too old?)" % (path, where))
+    if not hasattr(lib, "dpfl_abi_fields"):
+        raise ImportError("dpfl: %s (from %s) has no dpfl_abi_fields: too old for this binding" % (path, where))
+    lib.dpfl_abi_fields.restype = c_char_p
+    lib.dpfl_abi_fields.argtypes = [c_char_p]
+    fields = schema_fields((lib.dpfl_abi_fields(b"dpfl_event") or b"").decode())
+    if not fields:
+        raise ImportError("dpfl: %s (from %s) describes no dpfl_event fields" % (path, where))
+    Event._fields_ = [(n, t) for n, t, _ in fields]
+    EVENT_ENUMS.update({n: c for n, t, c in fields if t is c_int})
     _declare(lib)
     bad = layout_mismatches(lib)
     if bad:

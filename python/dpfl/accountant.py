@@ -227,13 +227,12 @@ def _event_replace(self, **fields):
             k = "lambda_"
         if k not in _EVENT_FIELDS:
             raise TypeError("dpfl.Event has no field %r" % k)
+        t = _EVENT_TYPES[k]
         if k == "kind":
             v = EventKind(operator.index(v))
-        elif k == "adjacency":
-            v = _enum(Adjacency, v, "adjacency")
-        elif k == "bound":
-            v = _enum(TwoStageBound, v, "bound")
-        elif k in ("n", "batch", "inner", "count"):
+        elif t in _ENUM_CLASSES:
+            v = _enum(_ENUM_CLASSES[t], v, k)
+        elif t is ctypes.c_int64:
             v = _int(k, v)
         else:
             v = _float(v)
@@ -252,6 +251,9 @@ def _event_eq(self, other):
 
 
 _EVENT_FIELDS = [f[0] for f in Event._fields_]
+# each field's type, from the library's schema: its IntEnum for an enum field, else its ctypes type
+_ENUM_CLASSES = {"dpfl_adjacency": Adjacency, "dpfl_two_stage_bound": TwoStageBound, "dpfl_event_kind": EventKind}
+_EVENT_TYPES = {f[0]: _lib.EVENT_ENUMS.get(f[0], f[1]) for f in Event._fields_}
 Event.__repr__ = _event_repr
 Event.__eq__ = _event_eq
 Event.__hash__ = None

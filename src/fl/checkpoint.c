@@ -62,43 +62,25 @@ static int32_t get_i32(cursor *c) { int32_t v; get(c, &v, 4); return v; }
 static int64_t get_i64(cursor *c) { int64_t v; get(c, &v, 8); return v; }
 static double get_f64(cursor *c) { double v; get(c, &v, 8); return v; }
 
+/* The event's fields in schema order (dpfl/privacy.h DPFL_EVENT_FIELDS): enums as i32, then f64 / i64. */
+#define PUT_DPFL_EVT_ENUM(name) put_i32(c, (int32_t)e->name);
+#define PUT_DPFL_EVT_F64(name) put_f64(c, e->name);
+#define PUT_DPFL_EVT_I64(name) put_i64(c, e->name);
+#define PUT_FIELD(codec, ctype, name, key, kinds) PUT_##codec(name)
 static void put_event(cursor *c, const dpfl_event *e)
 {
-    put_i32(c, (int32_t)e->kind);
-    put_i32(c, (int32_t)e->adjacency);
-    put_f64(c, e->z);
-    put_f64(c, e->q);
-    put_f64(c, e->lambda);
-    put_i64(c, e->n);
-    put_i64(c, e->batch);
-    put_i64(c, e->inner);
-    put_i32(c, (int32_t)e->bound);
-    put_i64(c, e->count);
-    put_f64(c, e->d1);
-    put_f64(c, e->d2);
+    DPFL_EVENT_FIELDS(PUT_FIELD)
 }
 
-/* DPFL_EFORMAT for a kind, adjacency or bound outside its enum (the accountant must never see one) */
+#define GET_DPFL_EVT_ENUM(ctype, name) e->name = (ctype)get_i32(c);
+#define GET_DPFL_EVT_F64(ctype, name) e->name = get_f64(c);
+#define GET_DPFL_EVT_I64(ctype, name) e->name = get_i64(c);
+#define GET_FIELD(codec, ctype, name, key, kinds) GET_##codec(ctype, name)
+/* 0 for a kind, adjacency or bound outside its enum or fields out of range (the accountant must never see one) */
 static int get_event(cursor *c, dpfl_event *e)
 {
     memset(e, 0, sizeof *e);
-    int32_t kind = get_i32(c), adj = get_i32(c);
-    e->z = get_f64(c);
-    e->q = get_f64(c);
-    e->lambda = get_f64(c);
-    e->n = get_i64(c);
-    e->batch = get_i64(c);
-    e->inner = get_i64(c);
-    int32_t bound = get_i32(c);
-    e->count = get_i64(c);
-    e->d1 = get_f64(c);
-    e->d2 = get_f64(c);
-    if (kind < DPFL_EV_GAUSSIAN || kind > DPFL_EV_SKELLAM || adj < DPFL_ADJ_ADD_REMOVE ||
-        adj > DPFL_ADJ_ZERO_OUT || bound != DPFL_BOUND_RPDP)
-        return 0;
-    e->kind = (dpfl_event_kind)kind;
-    e->adjacency = (dpfl_adjacency)adj;
-    e->bound = (dpfl_two_stage_bound)bound;
+    DPFL_EVENT_FIELDS(GET_FIELD)
     return dpfl_event_check(e, NULL) == DPFL_OK;
 }
 

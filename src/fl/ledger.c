@@ -9,6 +9,7 @@
 #include "dpfl/privacy.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,11 +38,11 @@ void dpfl_ledger_free(dpfl_ledger *l)
 
 /* Field by field (a memcmp would read padding bytes, whose values are unspecified: repeated rounds then merged or
  * not at random, and the composed epsilon moved in its last digits between a run and its resumption). */
+#define SAME(codec, ctype, name, key, kinds) && (offsetof(dpfl_event, name) == offsetof(dpfl_event, count) || \
+                                                   a->name == b->name)
 static int same_but_count(const dpfl_event *a, const dpfl_event *b)
 {
-    return a->kind == b->kind && a->adjacency == b->adjacency && a->z == b->z && a->q == b->q &&
-           a->lambda == b->lambda && a->n == b->n && a->batch == b->batch && a->inner == b->inner &&
-           a->bound == b->bound && a->d1 == b->d1 && a->d2 == b->d2;
+    return 1 DPFL_EVENT_FIELDS(SAME);
 }
 
 dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err)

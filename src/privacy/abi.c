@@ -17,15 +17,18 @@ typedef struct {
 
 #define SIZE(T) {#T, NULL, sizeof(T)}
 #define FIELD(T, f) {#T, #f, offsetof(T, f)}
+#define EVENT_FIELD(codec, ctype, name, key, kinds) FIELD(dpfl_event, name),
+
+/* The enums the event declares as fields are stored as int (the binding and the checkpoint codec rely on it). */
+_Static_assert(sizeof(dpfl_event_kind) == sizeof(int) && sizeof(dpfl_adjacency) == sizeof(int) &&
+                   sizeof(dpfl_two_stage_bound) == sizeof(int),
+               "event enums must be int-sized");
 
 static const abi_entry table[] = {
     SIZE(dpfl_status), SIZE(dpfl_event_kind), SIZE(dpfl_adjacency), SIZE(dpfl_two_stage_bound),
     SIZE(dpfl_conversion), SIZE(dpfl_accountant),
     SIZE(dpfl_error), FIELD(dpfl_error, msg),
-    SIZE(dpfl_event), FIELD(dpfl_event, kind), FIELD(dpfl_event, adjacency), FIELD(dpfl_event, z),
-    FIELD(dpfl_event, q), FIELD(dpfl_event, lambda), FIELD(dpfl_event, n), FIELD(dpfl_event, batch),
-    FIELD(dpfl_event, inner), FIELD(dpfl_event, bound), FIELD(dpfl_event, count),
-    FIELD(dpfl_event, d1), FIELD(dpfl_event, d2),
+    SIZE(dpfl_event), DPFL_EVENT_FIELDS(EVENT_FIELD)
     SIZE(dpfl_account_opts), FIELD(dpfl_account_opts, conversion), FIELD(dpfl_account_opts, orders),
     FIELD(dpfl_account_opts, norders), FIELD(dpfl_account_opts, pld_bins),
     SIZE(dpfl_guarantee), FIELD(dpfl_guarantee, epsilon), FIELD(dpfl_guarantee, delta), FIELD(dpfl_guarantee, order),
@@ -63,4 +66,13 @@ long dpfl_abi_layout(const char *type, const char *field)
         if (field ? e->field && !strcmp(e->field, field) : !e->field) return (long)e->value;
     }
     return -1;
+}
+
+/* "name:codec:ctype,..." in struct order, from the schema (dpfl/privacy.h DPFL_EVENT_FIELDS) */
+#define EVENT_SCHEMA(codec, ctype, name, key, kinds) #name ":" #codec ":" #ctype ","
+static const char event_schema[] = DPFL_EVENT_FIELDS(EVENT_SCHEMA);
+
+const char *dpfl_abi_fields(const char *type)
+{
+    return type && !strcmp(type, "dpfl_event") ? event_schema : NULL;
 }

@@ -83,6 +83,13 @@ const char *dpfl_adjacency_name(dpfl_adjacency a)
 
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
 {
+    if ((unsigned)e->kind > (unsigned)DPFL_EV_SKELLAM)
+        return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
+    if ((unsigned)e->adjacency > (unsigned)DPFL_ADJ_ZERO_OUT)
+        return dpfl_fail(err, DPFL_EINVAL, "unknown adjacency %d", (int)e->adjacency);
+    if (e->bound != DPFL_BOUND_RPDP)
+        return dpfl_fail(err, DPFL_EINVAL, "two-stage bound %d: only the published (joint convexity) bound holds "
+                                           "when participation is visible", (int)e->bound);
     if (e->count < 0) return dpfl_fail(err, DPFL_EINVAL, "event count (%lld) is negative", (long long)e->count);
     if (e->kind == DPFL_EV_NOT_PRIVATE) return DPFL_OK;
     if (!(e->z >= 0) || isinf(e->z))
@@ -110,9 +117,6 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "client rate lambda (%g) must be in [0, 1]", e->lambda);
         if (e->inner <= 0)
             return dpfl_fail(err, DPFL_EINVAL, "local steps per round (%lld) must be > 0", (long long)e->inner);
-        if (e->bound != DPFL_BOUND_RPDP)
-            return dpfl_fail(err, DPFL_EINVAL, "two-stage bound %d: only the published (joint convexity) bound holds "
-                                               "when participation is visible", (int)e->bound);
         return DPFL_OK;
     case DPFL_EV_NOT_PRIVATE: return DPFL_OK;
     case DPFL_EV_SKELLAM:
