@@ -265,7 +265,7 @@ demo: setup
 # against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/owndata.sh tests/model.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh

@@ -368,6 +368,7 @@ typedef struct {
     int32_t worst_copies;
     dpfl_accountant answered; /* whose number epsilon is: PLD, or RDP where PLD fell back (fallback says why) */
     char fallback[160];
+    dpfl_event event;      /* the worst record's composition, as the mechanism returned it (epsilon is its value) */
 } dpfl_record_report;
 
 /* Worst-case record-level epsilon over all records (and, if per_client != NULL, each client's epsilon: with a

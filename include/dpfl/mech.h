@@ -44,6 +44,10 @@ typedef struct {
 } dpfl_mech_dpsgd;
 
 dpfl_mech_dpsgd dpfl_mech_dpsgd_make(int poisson, int32_t n, int32_t batch, double clip, double z);
+/* DP-SGD steps a client of n records takes in one round: local_steps when > 0, else local_epochs passes of
+ * ceil(n / batch) batches; 0 for a client with no records.  The ledger, calibration and the e2e bound all count
+ * steps with this. */
+int64_t dpfl_mech_local_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs);
 /* The event of `steps` such steps over this client's records. */
 dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps);
 
@@ -76,6 +80,9 @@ void dpfl_mech_gaussian_ws(dpfl_nn_ws *ws, dpfl_rng *r, float *v, size_t P, doub
 /* Secure mode: round v to the grid g = sens / (1000 sqrt(P)) and add exact discrete Gaussian noise of std
  * z (sens/g + sqrt(P)) grid units (neighbouring rounded sums differ by at most that many / z), then scale. */
 void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale);
+/* The std in the vector's own units of the noise dpfl_mech_discrete_gaussian adds: z (sens + sqrt(P) g) with the
+ * grid step g = sens / (1000 sqrt(P)), i.e. z sens 1.001. */
+double dpfl_mech_discrete_std(size_t P, double z, double sens);
 /* sigma^2 in grid units that dpfl_mech_discrete_gaussian uses, and whether the exact sampler covers it. */
 double dpfl_mech_discrete_sigma2(size_t P, double z);
 int dpfl_mech_discrete_in_range(size_t P, double z);

@@ -199,6 +199,36 @@ double dpfl_gdp_clt_fixed(double B, double n, double z, double T);
  * ne given pairs.  Returns f at a. */
 double dpfl_tradeoff_from_profile(const double *eps, const double *delta, size_t ne, double a);
 
+/* ---------------------------------------------------------------- a run's event (event_json.c, run_event.c) */
+/* The composition a run turned into one of its epsilons: summary.json's "events" holds one per unit (the worst
+ * record, the clients), `dpfl account --event` recomputes the epsilon from it, and the DpEvent expression written
+ * beside each event lets Google dp_accounting do the same (docs/privacy.md maps the kinds). */
+typedef enum {
+    DPFL_ORDERS_DEFAULT = 0, /* dpfl_rdp_default_orders, refined around the best */
+    DPFL_ORDERS_INTEGER,     /* dpfl_rdp_default_orders as they are (secure mode: integer orders only) */
+    DPFL_ORDERS_RPDP         /* the integers 2 .. 994 (rPDP-FL's published accountant) */
+} dpfl_orders_set;
+
+typedef struct {
+    char unit[16];              /* "record", "client", ... */
+    dpfl_accountant accountant; /* the accountant the run asked (PLD may have answered with RDP's smaller value) */
+    dpfl_orders_set orders;
+    double delta;
+    double epsilon;             /* what the run reported from this composition; NAN when not given */
+    int64_t held_by;            /* clients that hold the unit's data (a replicated record), 1 otherwise; the events'
+                                   counts are already summed over all of them */
+    dpfl_event *events;         /* composed; each a self-composition of its count */
+    size_t nevents;
+} dpfl_run_event;
+
+/* One JSON object (malloc'd text; free()). */
+dpfl_status dpfl_run_event_json(const dpfl_run_event *r, char **json, dpfl_error *err);
+/* The inverse; every error names `what` (e.g. the file) and the event.  r->events is malloc'd. */
+dpfl_status dpfl_run_event_parse(const char *json, const char *what, dpfl_run_event *r, dpfl_error *err);
+void dpfl_run_event_free(dpfl_run_event *r);
+/* epsilon at r->delta of r's composition, with r's accountant and orders. */
+dpfl_status dpfl_run_event_epsilon(const dpfl_run_event *r, dpfl_guarantee *g, dpfl_error *err);
+
 /* ---------------------------------------------------------------- calibration */
 typedef struct {
     dpfl_accountant accountant; /* RDP or PLD (GDP: exact only for plain Gaussian events) */

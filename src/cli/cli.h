@@ -8,6 +8,8 @@
 int cli_train(int argc, char **argv);
 int cli_data(int argc, char **argv);
 int cli_account(int argc, char **argv);
+/* dpfl account --event FILE (account_event.c) */
+int cli_account_event(int argc, char **argv);
 int cli_calibrate(int argc, char **argv);
 int cli_fdp(int argc, char **argv);
 int cli_scf(int argc, char **argv);

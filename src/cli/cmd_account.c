@@ -10,7 +10,8 @@
 static const char *HELP =
     "usage: dpfl account --noise Z --q Q --steps T (--delta D | --epsilon E)\n"
     "                    [--sampler poisson|fixed --batch B --n N] [--adjacency add-remove|replace-one]\n"
-    "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n\n"
+    "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n"
+    "       dpfl account --event FILE [--json]   (a run's events: see dpfl account --event --help)\n\n"
     "Privacy of T steps of the Gaussian mechanism on sampled batches.  --noise is the noise standard deviation\n"
     "divided by the L2 sensitivity under the stated adjacency (for a clipped sum under replace-one: 2C).\n"
     "  --sampler poisson   each unit included independently with probability --q (default; add-remove)\n"
@@ -20,6 +21,8 @@ static const char *HELP =
 
 int cli_account(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--event")) return cli_account_event(argc, argv);
     if (cli_wants_help(argc, argv)) {
         fputs(HELP, stdout);
         return 0;

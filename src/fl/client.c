@@ -31,8 +31,7 @@ void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, i
 /* Local steps a client takes in one round: local_steps, or local_epochs passes of ceil(n / B) batches. */
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n)
 {
-    if (n == 0) return 0;
-    return cfg->fl.local_steps > 0 ? cfg->fl.local_steps : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch);
+    return dpfl_mech_local_steps(n, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs);
 }
 
 /* Threads each client of the current chunk may use for itself: more than 1 when fewer clients than threads train

@@ -97,14 +97,15 @@ static dpfl_event record_event(const dpfl_record_accounting *ra, int64_t n, int6
 }
 
 static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, int64_t steps, double *eps,
-                                 double *order, dpfl_guarantee *gout, dpfl_error *err)
+                                 double *order, dpfl_guarantee *gout, dpfl_event *evout, dpfl_error *err)
 {
+    dpfl_event ev = record_event(ra, n > 0 ? n : 1, steps);
+    if (evout) *evout = ev;
     if (steps == 0 || n == 0) {
         *eps = 0.0;
         *order = 0.0;
         return DPFL_OK;
     }
-    dpfl_event ev = record_event(ra, n, steps);
     dpfl_guarantee g;
     dpfl_account_opts o = {0};
     if (ra->integer_orders) o.orders = dpfl_rdp_default_orders(&o.norders); /* integers, no refinement */
@@ -184,7 +185,7 @@ static dpfl_status replicated_epsilon(const dpfl_ledger *l, const dpfl_partition
         dpfl_guarantee g;
         g.answered = ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
         g.fallback[0] = '\0';
-        st = event_epsilon(ra, s, total[worst], &out->epsilon, &out->order, &g, err);
+        st = event_epsilon(ra, s, total[worst], &out->epsilon, &out->order, &g, &out->event, err);
         out->answered = g.answered;
         snprintf(out->fallback, sizeof out->fallback, "%s", g.fallback);
         for (int32_t k = 0; k < part->clients && out->worst_client < 0; k++)
@@ -253,8 +254,10 @@ dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partitio
         dpfl_guarantee g;
         g.answered = ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
         g.fallback[0] = '\0';
-        st = event_epsilon(ra, pr[i].n, pr[i].steps, &pr[i].eps, &order, &g, err);
+        dpfl_event ev;
+        st = event_epsilon(ra, pr[i].n, pr[i].steps, &pr[i].eps, &order, &g, &ev, err);
         if (!st && (out->worst_client < 0 || pr[i].eps > out->epsilon)) {
+            out->event = ev;
             out->answered = g.answered;
             snprintf(out->fallback, sizeof out->fallback, "%s", g.fallback);
             out->epsilon = pr[i].eps;
@@ -303,8 +306,7 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     for (int32_t j = 0; j < ns && !st; j++) {
         int64_t n = sizes[j];
         int64_t steps = (int64_t)copies * rounds *
-                        (cfg->fl.local_steps > 0 ? cfg->fl.local_steps
-                                              : (int64_t)cfg->fl.local_epochs * ((n + cfg->fl.batch - 1) / cfg->fl.batch));
+                        dpfl_mech_local_steps(n, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs);
         dpfl_event ev = record_event(&ra, n, steps);
         double zj;
         st = dpfl_calibrate_noise(&ev, 1, target_eps, cfg->record_dp.delta, &co, &zj, err);

@@ -563,7 +563,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     if (c->cdp_on) summary_client(c, sum);
-    if ((st = summary_ddp(c, sum, err)) || (st = fdp_json(c, sum, err))) {
+    if ((st = summary_ddp(c, sum, err)) || (st = fdp_json(c, sum, err)) || (st = fl_summary_events(c, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }

@@ -117,8 +117,8 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
     if (s->rdp) {
         m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
-        m->noise_std = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z).noise_std *
-                       (s->rdp_secure ? 1.001 : 1.0);
+        dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z);
+        m->noise_std = s->rdp_secure ? dpfl_mech_discrete_std(P, d.z, d.sens) : d.noise_std;
     }
     if (s->ddp) {
         if ((st = fl_ddp_release(s, round, m, err))) return st;

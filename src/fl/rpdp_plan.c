@@ -414,6 +414,28 @@ dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, doubl
     return DPFL_OK;
 }
 
+dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_run_event *out, dpfl_error *err)
+{
+    DPFL_ASSERT(!rp->filter && out->nevents == 1);
+    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    double best = -1;
+    for (int32_t k = 0; k < rp->nlevels; k++) {
+        const fl_rpdp_level *lv = &rp->lv[k];
+        double e;
+        if (lv->records == 0) continue;
+        dpfl_status st = fl_rpdp_level_epsilon(rp, cfg, lv, lv->rounds, &e, err);
+        if (st) return st;
+        if (e > best) {
+            best = e;
+            out->events[0] = dpfl_event_two_stage(pp.lambda, lv->p, pp.z, pp.inner, lv->p > 0 ? lv->rounds : 0, pp.bound);
+        }
+    }
+    out->accountant = pp.use_pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+    out->orders = pp.use_pld ? DPFL_ORDERS_DEFAULT : DPFL_ORDERS_RPDP;
+    out->epsilon = best > 0 ? best : 0.0;
+    return DPFL_OK;
+}
+
 dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err)
 {
     *max = 0;

@@ -62,6 +62,9 @@ dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, con
                                   double *eps, dpfl_error *err);
 /* The largest epsilon of any record so far (a few accountant calls: what every round reports). */
 dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err);
+/* The event of the level whose records have the largest epsilon (not under the filter, whose charges are per record
+ * Renyi losses): a two-stage event, and the accountant and orders dpfl_rpdp_epsilon answers it with. */
+dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_run_event *out, dpfl_error *err);
 /* eps[level] of the rounds charged so far; *max over levels with records. */
 dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err);
 /* summary.json's "record_budgets" object into o (NULL: only *eps_max). */
@@ -105,6 +108,9 @@ typedef struct {
     const uint8_t *partition_key;
     const struct dpfl_transport *transport; /* NULL: the in-process threads */
 } run_ctx;
+
+/* summary.json's "events": the composition behind each reported epsilon (report_events.c). */
+dpfl_status fl_summary_events(const run_ctx *c, struct cJSON *sum, dpfl_error *err);
 
 /* dpfl_run with the clients reached through transport t (NULL: in-process threads; src/net/server.c: the network). */
 dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const struct dpfl_transport *t, dpfl_error *err);
@@ -152,8 +158,12 @@ dpfl_status fl_record_guarantee(const run_ctx *c, const dpfl_ledger *l, dpfl_rec
 
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
+/* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */
+dpfl_accountant fl_client_accountant(const dpfl_config *cfg);
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
                               dpfl_error *err);
+dpfl_event fl_e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l, double z,
+                               double server_z, double *client_noise);
 dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
                                   double z, double server_z, double *eps, double *client_noise, dpfl_error *err);
 #endif

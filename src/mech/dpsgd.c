@@ -24,3 +24,10 @@ dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps)
     if (d->poisson) return dpfl_event_poisson(d->q, d->z, steps);
     return dpfl_event_fixed(d->n, d->batch, d->z, steps);
 }
+
+int64_t dpfl_mech_local_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs)
+{
+    if (n <= 0) return 0;
+    if (local_steps > 0) return local_steps;
+    return (int64_t)local_epochs * ((n + batch - 1) / batch);
+}

@@ -48,6 +48,17 @@ double dpfl_mech_discrete_sigma2(size_t P, double z)
     return ceil(v * (1.0 + ldexp(1.0, -49)));
 }
 
+/* the grid step of dpfl_mech_discrete_gaussian */
+static double grid_step(size_t P, double sens)
+{
+    return sens / (1000.0 * sqrt((double)P));
+}
+
+double dpfl_mech_discrete_std(size_t P, double z, double sens)
+{
+    return P > 0 ? z * (sens + sqrt((double)P) * grid_step(P, sens)) : 0.0;
+}
+
 int dpfl_mech_discrete_in_range(size_t P, double z)
 {
     double s2 = dpfl_mech_discrete_sigma2(P, z);
@@ -57,7 +68,7 @@ int dpfl_mech_discrete_in_range(size_t P, double z)
 void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, double sens, float scale)
 {
     DPFL_ASSERT(dpfl_mech_discrete_in_range(P, z));
-    const double g = sens / (1000.0 * sqrt((double)P));
+    const double g = grid_step(P, sens);
     const uint64_t s2 = (uint64_t)dpfl_mech_discrete_sigma2(P, z); /* rounded up: never less noise */
     for (size_t i = 0; i < P; i++) {
         int64_t q = llround((double)v[i] / g);

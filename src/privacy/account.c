@@ -61,6 +61,15 @@ static dpfl_status gdp_mu(const dpfl_event *ev, size_t nev, double *mu, int *asy
     return DPFL_OK;
 }
 
+/* One two-stage event whose participations are plain Gaussians (record rate 1): T rounds, each taken part in with
+ * probability lambda, visibly, each then mu = sqrt(inner) / z -- the exact binomial mixture of gdp.c. */
+static int gdp_visible(const dpfl_event *ev, size_t nev, double *mu)
+{
+    if (nev != 1 || ev->kind != DPFL_EV_TWO_STAGE || ev->q < 1) return 0;
+    *mu = ev->z > 0 ? sqrt((double)ev->inner) / ev->z : INFINITY;
+    return 1;
+}
+
 typedef struct {
     const dpfl_event *ev;
     size_t nev;
@@ -173,6 +182,10 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
     }
     case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, delta, 0, opts, out, err);
     case DPFL_ACC_GDP:
+        if (gdp_visible(ev, nev, &out->mu)) {
+            out->epsilon = dpfl_gdp_visible_epsilon(out->mu, ev->lambda, ev->count, delta);
+            return DPFL_OK;
+        }
         s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
         if (s) return s;
         out->epsilon = dpfl_gdp_epsilon(out->mu, delta);
@@ -212,6 +225,10 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
     }
     case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, epsilon, 1, opts, out, err);
     case DPFL_ACC_GDP:
+        if (gdp_visible(ev, nev, &out->mu)) {
+            out->delta = dpfl_gdp_visible_delta(out->mu, ev->lambda, ev->count, epsilon);
+            return DPFL_OK;
+        }
         s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
         if (s) return s;
         out->delta = dpfl_gdp_delta(out->mu, epsilon);

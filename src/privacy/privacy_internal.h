@@ -8,6 +8,9 @@
 /* Validate a list: ranges, and DPFL_ENOTPRIVATE if any not-private event has count > 0. */
 dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err);
 
+/* The integer orders 2 .. 994 of rPDP-FL's published accountant. */
+const double *dpfl_rpdp_orders(size_t *n);
+
 /* log(exp(a) + exp(b)), exact at -inf. */
 static inline double dpfl_logaddexp(double a, double b)
 {

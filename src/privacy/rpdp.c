@@ -33,6 +33,13 @@ static dpfl_status check(const dpfl_rpdp_params *pp, dpfl_error *err)
     return DPFL_OK;
 }
 
+const double *dpfl_rpdp_orders(size_t *n)
+{
+    pthread_once(&rpdp_orders_once, rpdp_orders_init);
+    *n = RPDP_NORD;
+    return rpdp_orders;
+}
+
 dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps, dpfl_error *err)
 {
     dpfl_status s = check(pp, err);
@@ -58,9 +65,7 @@ dpfl_status dpfl_rpdp_epsilon(const dpfl_rpdp_params *pp, double p, double *eps,
         o.orders = pp->orders;
         o.norders = pp->norders;
     } else if (pp->bound == DPFL_BOUND_RPDP) {
-        pthread_once(&rpdp_orders_once, rpdp_orders_init);
-        o.orders = rpdp_orders;
-        o.norders = RPDP_NORD;
+        o.orders = dpfl_rpdp_orders(&o.norders);
     }
     dpfl_guarantee g;
     s = dpfl_account_epsilon(&e, 1, pp->delta, DPFL_ACC_RDP, &o, &g, err);

@@ -1,0 +1,86 @@
+/* summary.json's "events": for each epsilon the run reports, the composition it was computed from, as the mechanisms
+ * returned it (dpfl_run_event, privacy/event_json.c), so that `dpfl account --event summary.json` recomputes every
+ * number and any other accountant can check it.  The record: the worst record's events (its client's DP-SGD steps,
+ * over every copy of a replicated record; rPDP-FL's worst level); the clients: the ledger's per-round events
+ * (client-level DP, distributed DP) or the end-to-end client event implied by the record-level noise. */
+#include "run_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dpfl_status add_event(cJSON *events, const char *name, const dpfl_run_event *r, dpfl_error *err)
+{
+    char *text;
+    dpfl_status st = dpfl_run_event_json(r, &text, err);
+    if (st) return st;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!o) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (summary events)");
+    cJSON_AddItemToObject(events, name, o);
+    return DPFL_OK;
+}
+
+static dpfl_run_event run_event(const char *unit, dpfl_accountant acc, double delta, double eps, dpfl_event *ev,
+                                size_t nev)
+{
+    dpfl_run_event r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.unit, sizeof r.unit, "%s", unit);
+    r.accountant = acc;
+    r.orders = DPFL_ORDERS_DEFAULT;
+    r.delta = delta;
+    r.epsilon = eps;
+    r.held_by = 1;
+    r.events = ev;
+    r.nevents = nev;
+    return r;
+}
+
+static dpfl_status record_event(const run_ctx *c, cJSON *events, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    dpfl_event ev = c->report.event;
+    if (c->rpdp.on) {
+        if (c->rpdp.filter) return DPFL_OK; /* per-record Renyi charges: record_budgets says how */
+        dpfl_run_event r = run_event("record", DPFL_ACC_RDP, cfg->record_dp.delta, NAN, &ev, 1);
+        dpfl_status st = fl_rpdp_max_event(&c->rpdp, cfg, &r, err);
+        return st ? st : add_event(events, "record", &r, err);
+    }
+    /* PriFedSync: the ledger's number, when the federated f-DP bound was the smaller (summary "epsilon_from") */
+    double eps = isnan(c->ledger_eps) ? c->report.epsilon : c->ledger_eps;
+    dpfl_run_event r = run_event("record", c->ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, cfg->record_dp.delta, eps, &ev, 1);
+    r.orders = c->ra.integer_orders ? DPFL_ORDERS_INTEGER : DPFL_ORDERS_DEFAULT;
+    r.held_by = c->report.worst_copies > 0 ? c->report.worst_copies : 1;
+    return add_event(events, "record", &r, err);
+}
+
+static dpfl_status client_events(const run_ctx *c, cJSON *events, dpfl_error *err)
+{
+    const dpfl_config *cfg = c->cfg;
+    dpfl_status st = DPFL_OK;
+    if (c->cdp_on && c->cprivate) {
+        dpfl_run_event r = run_event("client", fl_client_accountant(cfg), cfg->client_dp.delta, c->ceps,
+                                     c->ledger.client_events, (size_t)c->ledger.nclient_events);
+        st = add_event(events, "client", &r, err);
+    }
+    if (!st && c->rdp_on && cfg->record_dp.e2e) {
+        double noise, eps;
+        dpfl_event ev = fl_e2e_client_event(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
+                                            &noise);
+        if ((st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
+                                        &eps, &noise, err)))
+            return st;
+        dpfl_run_event r = run_event("client", DPFL_ACC_GDP, cfg->record_dp.delta, eps, &ev, 1);
+        st = add_event(events, c->cdp_on ? "client_e2e" : "client", &r, err);
+    }
+    return st;
+}
+
+dpfl_status fl_summary_events(const run_ctx *c, cJSON *sum, dpfl_error *err)
+{
+    cJSON *events = cJSON_AddObjectToObject(sum, "events");
+    dpfl_status st = c->rdp_on ? record_event(c, events, err) : DPFL_OK;
+    return st ? st : client_events(c, events, err);
+}

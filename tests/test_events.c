@@ -1,0 +1,207 @@
+/* Events as one schema: the JSON codec of a run's events (every kind round-trips, every malformed input is refused
+ * with a line naming it), the recomputation from it, the layout the binding reads, and the step count and noise
+ * std that only the mechanism computes. */
+#include "testutil.h"
+#include "dpfl/abi.h"
+#include "dpfl/mech.h"
+#include "dpfl/privacy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static dpfl_event every_kind(int i)
+{
+    switch (i) {
+    case 0: return dpfl_event_gaussian(1.3, 7);
+    case 1: return dpfl_event_poisson(0.0123456789, 1.1, 100000);
+    case 2: return dpfl_event_fixed(1000, 37, 0.9, 55);
+    case 3: return dpfl_event_two_stage(0.3, 0.05, 1.7, 12, 40, DPFL_BOUND_RPDP);
+    case 4: return dpfl_event_skellam(0.25, 5000.5, 120.25, 9.0e6, 9);
+    default: return dpfl_event_not_private(0);
+    }
+}
+
+static dpfl_run_event run_of(dpfl_event *ev, size_t n, dpfl_accountant acc)
+{
+    dpfl_run_event r;
+    memset(&r, 0, sizeof r);
+    strcpy(r.unit, "record");
+    r.accountant = acc;
+    r.delta = 1e-5;
+    r.epsilon = NAN;
+    r.held_by = 3;
+    r.events = ev;
+    r.nevents = n;
+    return r;
+}
+
+/* every field the schema lists survives JSON exactly, for every kind */
+static void json_roundtrip_every_kind(void **state)
+{
+    (void)state;
+    dpfl_event ev[6];
+    for (int i = 0; i < 6; i++) ev[i] = every_kind(i);
+    ev[0].adjacency = DPFL_ADJ_REPLACE_ONE;
+    dpfl_run_event r = run_of(ev, 6, DPFL_ACC_PLD), back;
+    r.orders = DPFL_ORDERS_RPDP;
+    r.epsilon = 1.25;
+    char *text;
+    dpfl_error err;
+    assert_int_equal(dpfl_run_event_json(&r, &text, &err), DPFL_OK);
+    assert_int_equal(dpfl_run_event_parse(text, "t", &back, &err), DPFL_OK);
+    assert_int_equal(back.nevents, 6);
+    assert_int_equal(back.accountant, DPFL_ACC_PLD);
+    assert_int_equal(back.orders, DPFL_ORDERS_RPDP);
+    assert_int_equal(back.held_by, 3);
+    assert_true(back.epsilon == 1.25 && back.delta == 1e-5);
+#define SAME_FIELD(codec, ctype, name, key, kinds) assert_true(back.events[i].name == ev[i].name);
+    for (size_t i = 0; i < 6; i++) {
+        DPFL_EVENT_FIELDS(SAME_FIELD)
+    }
+    /* dp_accounting's expression where it has the classes */
+    assert_non_null(strstr(text, "\"dp_accounting\":\"SelfComposedDpEvent(PoissonSampledDpEvent(0.0123456789, "
+                                 "GaussianDpEvent(1.1000000000000001)), 100000)\""));
+    assert_non_null(strstr(text, "SampledWithoutReplacementDpEvent(1000, 37, GaussianDpEvent(0.90000000000000002))"));
+    free(text);
+    dpfl_run_event_free(&back);
+}
+
+static void expect_refused(const char *json, const char *msg)
+{
+    dpfl_run_event r;
+    dpfl_error err;
+    dpfl_status st = dpfl_run_event_parse(json, "f.json", &r, &err);
+    if (st == DPFL_OK || !strstr(err.msg, msg)) print_error("%s -> %s\n", json, st ? err.msg : "accepted");
+    assert_int_not_equal(st, DPFL_OK);
+    assert_non_null(strstr(err.msg, msg));
+    assert_null(r.events);
+}
+
+#define HEAD "{\"unit\":\"record\",\"accountant\":\"rdp\",\"orders\":\"default\",\"delta\":1e-5,\"held_by\":1,"
+static void json_refuses_malformed(void **state)
+{
+    (void)state;
+    expect_refused("[1]", "f.json: not a JSON object");
+    expect_refused("{", "f.json: not valid JSON");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"poisson\",\"adjacency\":\"add-remove\",\"z\":1,\"count\":3}]}",
+                   "f.json: event 0 (poisson) has no \"q\"");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"laplace\",\"count\":3}]}", "event 0 has no known \"kind\"");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"gaussian\",\"adjacency\":\"swap\",\"z\":1,\"count\":3}]}",
+                   "\"adjacency\" is not a known name");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"gaussian\",\"adjacency\":\"add-remove\",\"z\":-1,\"count\":3}]}",
+                   "event 0: noise multiplier z (-1)");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"gaussian\",\"adjacency\":\"add-remove\",\"z\":1,\"count\":2.5}]}",
+                   "\"count\" is not an integer");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"poisson\",\"adjacency\":\"add-remove\",\"z\":1,\"q\":1.5,"
+                        "\"count\":3}]}",
+                   "sampling rate q (1.5)");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"fixed\",\"adjacency\":\"add-remove\",\"z\":1,\"q\":0.1,\"n\":10,"
+                        "\"batch\":1,\"count\":3}]}",
+                   "replace-one adjacency only");
+    expect_refused("{\"unit\":\"record\",\"accountant\":\"moments\",\"orders\":\"default\",\"delta\":1e-5,"
+                   "\"held_by\":1,\"composed\":[]}",
+                   "\"accountant\" is not rdp, pld or gdp");
+    expect_refused("{\"unit\":\"record\",\"accountant\":\"rdp\",\"orders\":\"default\",\"delta\":1,\"held_by\":1,"
+                   "\"composed\":[]}",
+                   "\"delta\" must be a number in (0, 1)");
+    expect_refused(HEAD "\"composed\":{}}", "no \"composed\" array");
+}
+
+/* the recomputation is the accountant on the events, with the orders the run used */
+static void recompute_matches_accountant(void **state)
+{
+    (void)state;
+    dpfl_event ev[2] = {dpfl_event_poisson(0.01, 1.1, 2000), dpfl_event_gaussian(30, 3)};
+    dpfl_guarantee a, b;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_epsilon(ev, 2, 1e-5, DPFL_ACC_RDP, NULL, &a, &err), DPFL_OK);
+    dpfl_run_event r = run_of(ev, 2, DPFL_ACC_RDP);
+    assert_int_equal(dpfl_run_event_epsilon(&r, &b, &err), DPFL_OK);
+    assert_true(a.epsilon == b.epsilon);
+    /* integer orders only: never below the refined value, and equal to the accountant given those orders */
+    r.orders = DPFL_ORDERS_INTEGER;
+    assert_int_equal(dpfl_run_event_epsilon(&r, &b, &err), DPFL_OK);
+    assert_true(b.epsilon >= a.epsilon);
+    dpfl_account_opts o = {0};
+    o.orders = dpfl_rdp_default_orders(&o.norders);
+    assert_int_equal(dpfl_account_epsilon(ev, 2, 1e-5, DPFL_ACC_RDP, &o, &a, &err), DPFL_OK);
+    assert_true(a.epsilon == b.epsilon);
+    /* not private: refused, not a number */
+    dpfl_event np = dpfl_event_not_private(1);
+    r = run_of(&np, 1, DPFL_ACC_RDP);
+    assert_int_equal(dpfl_run_event_epsilon(&r, &b, &err), DPFL_ENOTPRIVATE);
+}
+
+/* A two-stage event at record rate 1 is visible participation in Gaussian releases: GDP answers it exactly (the
+ * binomial mixture), and the RDP and PLD answers of the same event are upper bounds, so never below it. */
+static void two_stage_visible_gaussian(void **state)
+{
+    (void)state;
+    const double mu = 0.8, lambda = 0.1;
+    const int64_t T = 200;
+    dpfl_event e = dpfl_event_two_stage(lambda, 1.0, 1.0 / mu, 1, T, DPFL_BOUND_RPDP);
+    dpfl_guarantee g, r, p;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_epsilon(&e, 1, 1e-5, DPFL_ACC_GDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.epsilon, dpfl_gdp_visible_epsilon(mu, lambda, T, 1e-5), 1e-9);
+    assert_false(g.asymptotic);
+    assert_int_equal(dpfl_account_epsilon(&e, 1, 1e-5, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&e, 1, 1e-5, DPFL_ACC_PLD, NULL, &p, &err), DPFL_OK);
+    assert_true(r.epsilon >= g.epsilon && p.epsilon >= g.epsilon * (1 - 1e-9));
+    /* hidden participation (Poisson) would be smaller: the event kind matters */
+    dpfl_event h = dpfl_event_poisson(lambda, 1.0 / mu, T);
+    assert_int_equal(dpfl_account_epsilon(&h, 1, 1e-5, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+    assert_true(r.epsilon < g.epsilon);
+    /* inner steps compose inside a participation: mu sqrt(inner) */
+    e.inner = 4;
+    assert_int_equal(dpfl_account_epsilon(&e, 1, 1e-5, DPFL_ACC_GDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.epsilon, dpfl_gdp_visible_epsilon(2 * mu, lambda, T, 1e-5), 1e-9);
+}
+
+/* the binding declares dpfl_event from this string: every field, in order, at the offsets the ABI table gives */
+static void schema_lists_every_field(void **state)
+{
+    (void)state;
+    const char *s = dpfl_abi_fields("dpfl_event");
+    assert_non_null(s);
+    assert_null(dpfl_abi_fields("dpfl_guarantee"));
+    long last = -1;
+    int n = 0;
+#define IN_SCHEMA(codec, ctype, name, key, kinds)                                                                 \
+    {                                                                                                           \
+        const char *p = strstr(s, #name ":" #codec ":" #ctype ",");                                             \
+        assert_non_null(p);                                                                                     \
+        assert_true(p == s || p[-1] == ',');                                                                    \
+        long off = dpfl_abi_layout("dpfl_event", #name);                                                        \
+        assert_true(off > last);                                                                                \
+        last = off;                                                                                             \
+        n++;                                                                                                    \
+    }
+    DPFL_EVENT_FIELDS(IN_SCHEMA)
+    int commas = 0;
+    for (const char *p = s; *p; p++) commas += *p == ',';
+    assert_int_equal(commas, n);
+}
+
+/* the DP-SGD step count and the secure-mode noise std exist once, in mech/ */
+static void mechanism_counts(void **state)
+{
+    (void)state;
+    assert_int_equal(dpfl_mech_local_steps(0, 16, 5, 0), 0);
+    assert_int_equal(dpfl_mech_local_steps(100, 16, 5, 3), 5);
+    assert_int_equal(dpfl_mech_local_steps(10, 3, 0, 2), 8);   /* ceil(10 / 3) = 4 batches, twice */
+    assert_int_equal(dpfl_mech_local_steps(12, 3, 0, 2), 8);
+    assert_int_equal(dpfl_mech_local_steps(13, 3, 0, 1), 5);
+    assert_close(dpfl_mech_discrete_std(1000, 2.0, 0.5), 2.0 * 0.5 * 1.001, 1e-12);
+    assert_true(dpfl_mech_discrete_std(0, 2.0, 0.5) == 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(json_roundtrip_every_kind),   cmocka_unit_test(json_refuses_malformed),
+        cmocka_unit_test(recompute_matches_accountant), cmocka_unit_test(two_stage_visible_gaussian),
+        cmocka_unit_test(schema_lists_every_field),     cmocka_unit_test(mechanism_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
