@@ -117,6 +117,14 @@ static dpfl_status event_epsilon(const dpfl_record_accounting *ra, int64_t n, in
     return DPFL_OK;
 }
 
+/* the worst client's batch and rate, as its DP-SGD mechanism (mech/dpsgd.c) has them */
+static void worst_sampling(const dpfl_record_accounting *ra, int64_t n, dpfl_record_report *out)
+{
+    dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(ra->poisson, (int32_t)n, ra->batch, 1.0, ra->z);
+    out->worst_batch = d.batch;
+    out->worst_q = d.q;
+}
+
 /* Per record (indices < n): how many clients hold it and, with steps != NULL, the sum of their steps.  A record
  * twice in one client is an error. */
 static dpfl_status record_totals(const dpfl_partition *part, const int64_t *steps, int32_t n, int32_t *copies,
@@ -195,8 +203,7 @@ static dpfl_status replicated_epsilon(const dpfl_ledger *l, const dpfl_partition
                     break;
                 }
         out->worst_n = s;
-        out->worst_batch = ra->batch < s ? ra->batch : s;
-        out->worst_q = (double)out->worst_batch / (double)s;
+        worst_sampling(ra, s, out);
         out->worst_steps = total[worst];
         out->worst_copies = copies[worst];
     }
@@ -263,8 +270,7 @@ dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partitio
             out->epsilon = pr[i].eps;
             out->worst_client = pr[i].first;
             out->worst_n = pr[i].n;
-            out->worst_batch = ra->batch < pr[i].n ? ra->batch : pr[i].n;
-            out->worst_q = (double)out->worst_batch / (double)pr[i].n;
+            worst_sampling(ra, pr[i].n, out);
             out->worst_steps = pr[i].steps;
             out->order = order;
         }
