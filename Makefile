@@ -270,6 +270,9 @@ test: setup
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh
 
+# Every command in README.md and docs/{results,performance,architecture,config}.md runs; docs/config.md matches the key table.
+docs-check: $(BIN) $(DEPLOY_BIN) $(SO) ; @BUILD=$(BUILD) tests/docs_commands.sh
+
 test-san: setup
 	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)/san test-build
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TESTS:$(BUILD)/%=$(BUILD)/san/%)
