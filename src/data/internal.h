@@ -33,4 +33,6 @@ void dpfl__data_list(char (*dirs)[DPFL__PATH_MAX], int n, char *out, size_t len)
 
 /* Largest-remainder apportionment of total into k parts proportional to w[0..k) (w >= 0, sum > 0). */
 void dpfl__apportion(int64_t total, const double *w, int32_t k, int64_t *out);
+/* npy.c: the part of an "npy:" spec after the prefix; test filled (*has_test = 1) from an .npz's x_test/y_test. */
+dpfl_status dpfl__npy_read(const char *spec, dpfl_dataset *all, dpfl_dataset *test, int *has_test, dpfl_error *err);
 #endif
