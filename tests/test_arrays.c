@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "arrays_write.h"
 #include "dpfl/data.h"
+#include "dpfl/nn.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -283,6 +284,69 @@ static void cifar_by_name_and_errors(void **state)
                 "dpfl data fetch cifar100");
 }
 
+/* A learnable task in CIFAR-10's binary format: class k is a bright 8 x 8 square in one of 5 places, in the red
+ * (k < 5) or the blue plane (k >= 5), on uniform noise.  A small ResNet with GroupNorm, trained by DP-SGD's
+ * clipped per-example sums (C = 1, no noise: the per-example path through GroupNorm and the residual blocks),
+ * reaches test accuracy far above chance (0.1) after six epochs (0.79 when written). */
+static void resnet_gn_learns_generated_cifar(void **state)
+{
+    (void)state;
+    enum { NTR = 500, NTE = 200 };
+    const char *files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                           "data_batch_5.bin", "test_batch.bin"};
+    char dir[300], path[400];
+    snprintf(dir, sizeof dir, "%s", tpath("learn"));
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/cifar10", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/cifar10/cifar-10-batches-bin", dir);
+    mkdir(path, 0755);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 2024);
+    uint8_t *px = malloc((size_t)NTR * 3072), lab[NTR];
+    for (int f = 0; f < 6; f++) {
+        const int n = f < 5 ? NTR / 5 : NTE;
+        for (int i = 0; i < n; i++) {
+            const int k = (int)dpfl_rng_below(&r, 10), pos = k % 5, ch = k < 5 ? 0 : 2;
+            const int oy = pos < 3 ? 2 : 20, ox = pos < 3 ? 2 + 10 * pos : 6 + 12 * (pos - 3);
+            uint8_t *p = px + (size_t)i * 3072;
+            for (int j = 0; j < 3072; j++) p[j] = (uint8_t)dpfl_rng_below(&r, 128);
+            for (int y = oy; y < oy + 8; y++)
+                for (int x = ox; x < ox + 8; x++) p[ch * 1024 + y * 32 + x] = 255;
+            lab[i] = (uint8_t)k;
+        }
+        snprintf(path, sizeof path, "%s/cifar10/cifar-10-batches-bin/%s", dir, files[f]);
+        cifar_write(path, 0, n, NULL, lab, px);
+    }
+    free(px);
+    dpfl_dataset tr, te;
+    dpfl_error err;
+    assert_int_equal(dpfl_dataset_load("cifar10", dir, 0, &tr, &te, &err), DPFL_OK);
+    assert_int_equal(dpfl_dataset_standardize("cifar10", &tr, &err), DPFL_OK);
+    assert_int_equal(dpfl_dataset_standardize("cifar10", &te, &err), DPFL_OK);
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("net:conv8k3s2p1nb,gn4,relu,block8,block16s2g4,gap,fc10", 3, 32, 32, 10, &m, &err),
+                     DPFL_OK);
+    float *w = malloc(m.nparam * sizeof *w);
+    dpfl_model_init(&m, w, &r);
+    const int B = 25;
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, B, &err);
+    assert_non_null(ws);
+    double acc0, acc, loss;
+    dpfl_nn_evaluate(&m, w, ws, te.x, te.y, te.n, &loss, &acc0);
+    dpfl_clip_spec cs = {1.0, 0, NULL};
+    for (int epoch = 0; epoch < 6; epoch++)
+        for (int i = 0; i + B <= tr.n; i += B)
+            dpfl_nn_clipped_grad_sum_axpy(&m, w, ws, tr.x + (size_t)i * tr.dim, tr.y + i, B, &cs, NULL, -1.0f / B, NULL);
+    dpfl_nn_evaluate(&m, w, ws, te.x, te.y, te.n, &loss, &acc);
+    print_message("resnet-gn on generated CIFAR: test accuracy %.3f (at init %.3f), loss %.3f\n", acc, acc0, loss);
+    assert_true(acc > 0.6);
+    dpfl_nn_ws_free(ws);
+    free(w);
+    dpfl_model_free(&m);
+    dpfl_dataset_free(&tr), dpfl_dataset_free(&te);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +354,7 @@ int main(void)
         cmocka_unit_test(npy_errors_name_file_and_offset),
         cmocka_unit_test(npz_stored_and_deflated),
         cmocka_unit_test(cifar_by_name_and_errors),
+        cmocka_unit_test(resnet_gn_learns_generated_cifar),
     };
     return cmocka_run_group_tests_name("arrays", tests, setup, teardown);
 }
