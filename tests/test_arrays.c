@@ -5,6 +5,7 @@
 #include "arrays_write.h"
 #include "dpfl/data.h"
 #include "dpfl/nn.h"
+#include "data/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -284,6 +285,68 @@ static void cifar_by_name_and_errors(void **state)
                 "dpfl data fetch cifar100");
 }
 
+/* The download check: MD5 against RFC 1321's test vectors; an archive whose MD5 is not the published one is refused
+ * naming both sums; a tar member of the wrong size is refused naming it and its offset; members that are missing
+ * are named.  (The real archives cannot be downloaded here.) */
+static void cifar_archive_checks(void **state)
+{
+    (void)state;
+    char h[33];
+    const char *vec[][2] = {{"", "d41d8cd98f00b204e9800998ecf8427e"},
+                            {"abc", "900150983cd24fb0d6963f7d28e17f72"},
+                            {"message digest", "f96b697d7cb7938d525a2f31aaf161d0"},
+                            {"abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"},
+                            {"12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                             "57edf4a22be3c955ac49da2e2107b67a"}};
+    for (int i = 0; i < 5; i++) {
+        dpfl__md5_hex(vec[i][0], strlen(vec[i][0]), h);
+        assert_string_equal(h, vec[i][1]);
+    }
+    /* a gzipped ustar archive holding cifar-10-batches-bin/data_batch_1.bin of 2 records */
+    uint8_t tar[512 * 16];
+    memset(tar, 0, sizeof tar);
+    snprintf((char *)tar, 100, "cifar-10-batches-bin/data_batch_1.bin");
+    snprintf((char *)tar + 124, 12, "%011o", 2 * 3073);
+    tar[156] = '0';
+    memcpy(tar + 257, "ustar", 6);
+    char tgz[300];
+    snprintf(tgz, sizeof tgz, "%s", tpath("c.tar.gz"));
+    gzFile g = gzopen(tgz, "wb");
+    gzwrite(g, tar, 512);
+    uint8_t *rec = calloc(2, 3073);
+    gzwrite(g, rec, 2 * 3073);
+    gzwrite(g, tar + 1024, (unsigned)(sizeof tar - 1024 - (512 + 2 * 3073) % 512));
+    gzclose(g);
+    free(rec);
+    char *raw;
+    size_t len;
+    dpfl_error err;
+    assert_int_equal(dpfl_file_read_all(tgz, &raw, &len, &err), DPFL_OK);
+    expect_fail(dpfl__cifar_unpack(0, tgz, raw, len, DPFL_CIFAR10_MD5, tpath("unpacked"), &err), &err, "c.tar.gz",
+                "MD5 mismatch");
+    assert_non_null(strstr(err.msg, DPFL_CIFAR10_MD5));
+    dpfl__md5_hex(raw, len, h);
+    expect_fail(dpfl__cifar_unpack(0, tgz, raw, len, h, tpath("unpacked"), &err), &err,
+                "cifar-10-batches-bin/data_batch_1.bin", "byte 0");
+    assert_non_null(strstr(err.msg, "unexpected file size"));
+    tar[0] = 'x'; /* the member is now something else: the batch files are missing */
+    g = gzopen(tgz, "wb");
+    gzwrite(g, tar, 512);
+    rec = calloc(2, 3073);
+    gzwrite(g, rec, 2 * 3073);
+    gzwrite(g, tar + 1024, (unsigned)(sizeof tar - 1024 - (512 + 2 * 3073) % 512));
+    gzclose(g);
+    free(rec), free(raw);
+    assert_int_equal(dpfl_file_read_all(tgz, &raw, &len, &err), DPFL_OK);
+    dpfl__md5_hex(raw, len, h);
+    expect_fail(dpfl__cifar_unpack(0, tgz, raw, len, h, tpath("unpacked"), &err), &err, "data_batch_1.bin",
+                "missing from the archive");
+    free(raw);
+    /* only cifar10 and cifar100 are fetched */
+    int fetched;
+    expect_fail(dpfl_cifar_fetch("cifar7", NULL, NULL, &fetched, &err), &err, "cifar7", "cifar100");
+}
+
 /* A learnable task in CIFAR-10's binary format: class k is a bright 8 x 8 square in one of 5 places, in the red
  * (k < 5) or the blue plane (k >= 5), on uniform noise.  A small ResNet with GroupNorm, trained by DP-SGD's
  * clipped per-example sums (C = 1, no noise: the per-example path through GroupNorm and the residual blocks),
@@ -354,6 +417,7 @@ int main(void)
         cmocka_unit_test(npy_errors_name_file_and_offset),
         cmocka_unit_test(npz_stored_and_deflated),
         cmocka_unit_test(cifar_by_name_and_errors),
+        cmocka_unit_test(cifar_archive_checks),
         cmocka_unit_test(resnet_gn_learns_generated_cifar),
     };
     return cmocka_run_group_tests_name("arrays", tests, setup, teardown);

@@ -154,6 +154,16 @@ const char *dpfl_heart_centre_name(int32_t centre);
 int dpfl_mnist_present(const char *dir);
 dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err);
 
+/* CIFAR-10 / CIFAR-100 (name "cifar10" or "cifar100"): the official binary archive from
+ * https://www.cs.toronto.edu/~kriz/ (downloaded with curl or wget, or read from `archive` when not NULL: a copy the
+ * user downloaded), checked against the MD5 published with it, and its batch files written atomically into
+ * <dir>/<name>/ or <cache>/<name>/ (cifar-10-batches-bin/ or cifar-100-binary/ inside).  Nothing is done if they
+ * are present (*fetched = 0). */
+#define DPFL_CIFAR10_MD5 "c32a1d4ab5d03f1284b67883e8d87530"
+#define DPFL_CIFAR100_MD5 "03b5dce01913d631647c71ecec9e9cb8"
+int dpfl_cifar_present(const char *name, const char *dir);
+dpfl_status dpfl_cifar_fetch(const char *name, const char *dir, const char *archive, int *fetched, dpfl_error *err);
+
 /* ------------------------------------------------------------------------------------------------ partitions */
 typedef enum {
     DPFL_PART_IID,       /* shuffle, split evenly */
