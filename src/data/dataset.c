@@ -157,6 +157,11 @@ static const struct {
      "chooses that folder; from a dpfl checkout: export DPFL_DATA=<checkout>/data)",
      load_mnist, 0.1307, 0.3081, {0}, {0}},
     {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, NULL, load_fashion, 0.2860, 0.3530, {0}, {0}},
+    {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data",
+     "the heart-disease files ship with dpfl: 'make install' copies them into the installed data folder; from a dpfl "
+     "checkout: export DPFL_DATA=<checkout>/data",
+     load_heart, 0, 0, {0}, {0}},
+    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0, {0}, {0}},
     /* per-channel constants: the training set's RGB means and standard deviations (the values every CIFAR
      * training script uses), not recomputed from the data */
     {"cifar10", WHERE_CACHE, "cifar10", "cifar-10-batches-bin/test_batch.bin",
@@ -167,11 +172,6 @@ static const struct {
      "run 'dpfl data fetch cifar100' to download it (the official binary archive, MD5 checked) into the first of "
      "them, or unpack cifar-100-binary.tar.gz there yourself",
      load_cifar100, 0, 0, {0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762}},
-    {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data",
-     "the heart-disease files ship with dpfl: 'make install' copies them into the installed data folder; from a dpfl "
-     "checkout: export DPFL_DATA=<checkout>/data",
-     load_heart, 0, 0, {0}, {0}},
-    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0, {0}, {0}},
 };
 #define NREGISTRY (sizeof registry / sizeof registry[0])
 
