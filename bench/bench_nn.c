@@ -1,6 +1,7 @@
 /* Training throughput of the nn engine (examples/s) against the machine's SGEMM rate.
  *
- * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64, on synthetic MNIST-shaped data:
+ * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64 on synthetic MNIST-shaped data, and for
+ * cnn-tf-cifar and resnet20-gn at batch 64 on synthetic CIFAR-shaped (3 x 32 x 32) data:
  *   nonprivate: one SGD step on the mean gradient (dpfl_nn_sgd_step: the update inside the backward GEMMs);
  *   dpsgd:      params -= lr / B * (clipped sum, flat clip C = 1) (dpfl_nn_clipped_grad_sum_axpy, fused the same
  *               way), then Gaussian noise of std lr / B * z C (z = 1) added to params on the workspace's threads,
@@ -72,11 +73,13 @@ typedef struct {
     double t, tg;
 } mode_state;
 
+static int shape_c = 1, shape_hw = 28; /* the current model's input: c x hw x hw */
+
 static void mode_init(mode_state *s, const char *spec, int B)
 {
     dpfl_error err;
     memset(s, 0, sizeof *s);
-    if (dpfl_model_create(spec, 1, 28, 28, 10, &s->m, &err) || !(s->p = malloc(s->m.nparam * sizeof *s->p))) {
+    if (dpfl_model_create(spec, shape_c, shape_hw, shape_hw, 10, &s->m, &err) || !(s->p = malloc(s->m.nparam * sizeof *s->p))) {
         fprintf(stderr, "bench_nn: %s\n", err.msg);
         exit(1);
     }
@@ -152,21 +155,23 @@ int main(int argc, char **argv)
     const char *out = argc > 1 ? argv[1] : "bench/results.json";
     const char *only = getenv("DPFL_BENCH_MODEL"); /* optional filter for profiling */
     double secs = bench_seconds();
-    float *x = malloc((size_t)NDATA * 784 * sizeof *x);
+    float *x = malloc((size_t)NDATA * 3072 * sizeof *x);
     int32_t *y = malloc(NDATA * sizeof *y);
     dpfl_rng r;
     dpfl_rng_init_seed(&r, 2024);
-    for (size_t i = 0; i < (size_t)NDATA * 784; i++) x[i] = (float)dpfl_rng_uniform(&r);
+    for (size_t i = 0; i < (size_t)NDATA * 3072; i++) x[i] = (float)dpfl_rng_uniform(&r);
     for (int i = 0; i < NDATA; i++) y[i] = (int32_t)dpfl_rng_below(&r, 10);
 
-    const char *models[] = {"logreg", "mlp:784-512-256-10", "cnn-mnist"};
+    /* MNIST-shaped models at batch 16 and 64; CIFAR-shaped (3 x 32 x 32) ones at batch 64 */
+    const char *models[] = {"logreg", "mlp:784-512-256-10", "cnn-mnist", "cnn-tf-cifar", "resnet20-gn"};
     const int batches[] = {16, 64};
-    row rows[12];
+    row rows[20];
     int nr = 0;
     printf("%-20s %6s %-11s %14s %18s\n", "model", "batch", "mode", "examples/s", "grad-only ex/s");
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < 5; mi++) {
         if (only && strcmp(only, models[mi])) continue;
-        for (int bi = 0; bi < 2; bi++) {
+        shape_c = mi >= 3 ? 3 : 1, shape_hw = mi >= 3 ? 32 : 28;
+        for (int bi = mi >= 3 ? 1 : 0; bi < 2; bi++) {
             row *rw = &rows[nr];
             run_pair(models[mi], batches[bi], x, y, secs, rw);
             for (int dp = 0; dp < 2; dp++, rw++, nr++) {

@@ -73,6 +73,23 @@ static const arch small_archs[] = {
     {"net:affine,fc6,tanh,fc3", 2, 3, 3, 3},       /* PrivateFL's transform: a per channel, b per pixel */
     {"net:affinepc,conv3k3p1,tanh,fc3", 2, 5, 5, 3},
     {"transform-cn:mlp:12-8-4", 1, 3, 4, 4},
+    {"transform-cp-relu:mlp:12-8-4", 1, 3, 4, 4},  /* a ReLU after the transform (not fused into it) */
+    /* normalization, average pooling, residual blocks */
+    {"net:conv4k3p1,gn2,tanh,fc3", 2, 5, 5, 3},            /* GroupNorm on a CNHW conv output */
+    {"net:gn2,conv3k3,tanh,fc3", 4, 5, 5, 3},              /* on the ROWS input */
+    {"net:conv4k3,ln,tanh,avgpool2,fc3", 1, 6, 7, 3},      /* LayerNorm, average pooling */
+    {"net:fc6,ln,tanh,fc3", 1, 1, 7, 3},                   /* LayerNorm over features */
+    {"net:fc6,gn3,sigmoid,fc3", 1, 1, 7, 3},
+    {"net:conv4k3,tanh,avgpool3s2,fc3", 1, 8, 8, 3},       /* overlapping average windows */
+    {"net:conv5k3,tanh,gap,fc3", 2, 6, 5, 3},              /* global average pooling */
+    {"net:conv4k3p1,tanh,(conv4k3p1,gn2,tanh,conv4k3p1)+,tanh,fc3", 2, 5, 5, 3},
+    {"net:(conv2k3p1,tanh)+,fc3", 2, 4, 4, 3},             /* identity block on the raw input (mixed layouts) */
+    {"net:conv3k3,(tanh,conv3k3p1)+,tanh,fc3", 1, 6, 6, 3}, /* block starting with an in-place layer */
+    {"net:conv3k3p1,tanh,(conv6k3s2p1,gn3,tanh,conv6k3p1)+pg3,tanh,gap,fc3", 2, 7, 7, 3}, /* projection + gn */
+    {"net:conv3k3p1,tanh,(conv5k3p1,tanh)+p,(tanh,conv5k3p1)+,tanh,fc3", 1, 5, 5, 3},   /* two blocks in a row */
+    {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},    /* a block of linear layers */
+    {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,tanh,fc3", 1, 6, 6, 3}, /* pool after ReLU opening a block */
+    {"net:conv4k3p1nb,gn2,relu,block4*2,block6s2g3,gap,fc3", 2, 6, 6, 3}, /* the ResNet macro */
 };
 
 /* The input transform starts at the identity: a model with it computes the same logits as the model without it
@@ -222,6 +239,16 @@ static const arch ps_archs[] = {
     {"transform:mlp:12-8-4", 1, 3, 4, 4},
     {"cnn-small", 1, 28, 28, 10},
     {"cnn-mnist", 1, 28, 28, 10},
+    {"net:conv4k3p1,gn2,tanh,fc3", 2, 5, 5, 3},
+    {"net:gn2,conv3k3,tanh,fc3", 4, 5, 5, 3},
+    {"net:conv4k3,ln,tanh,avgpool2,fc3", 1, 6, 7, 3},
+    {"net:fc6,ln,tanh,fc3", 1, 1, 7, 3},
+    {"net:conv5k3,tanh,gap,fc3", 2, 6, 5, 3},
+    {"net:(conv2k3p1,tanh)+,fc3", 2, 4, 4, 3},
+    {"net:conv3k3p1,tanh,(conv6k3s2p1,gn3,tanh,conv6k3p1)+pg3,tanh,gap,fc3", 2, 7, 7, 3},
+    {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},
+    {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,relu,fc3", 1, 6, 6, 3},
+    {"net:conv8k3p1nb,gn4,relu,block8*2,block16s2,gap,fc3", 3, 8, 8, 3},
 };
 
 static void persample_equals_one_at_a_time(void **state)
@@ -450,6 +477,27 @@ static void spec_errors_are_reported(void **state)
     assert_int_equal(dpfl_model_create("net:drop1.5,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("cnn-mnist", 1, 4, 4, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("logreg", 1, 28, 28, 1, &m, &err), DPFL_EINVAL);
+    /* BatchNorm is refused, saying why and what to use */
+    assert_int_equal(dpfl_model_create("net:conv8k3,bn,relu,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "BatchNorm"));
+    assert_non_null(strstr(err.msg, "per-example"));
+    assert_non_null(strstr(err.msg, "gn<G>"));
+    assert_int_equal(dpfl_model_create("net:conv8k3,batchnorm2d,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    /* groups must divide the channels; residual blocks must be closed, not nested, and fit */
+    assert_int_equal(dpfl_model_create("net:conv6k3,gn4,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "divide"));
+    assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "not closed"));
+    assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1,(relu)+)+,fc10", 1, 28, 28, 10, &m, &err),
+                     DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "nested"));
+    assert_int_equal(dpfl_model_create("net:conv6k3,relu)+,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:conv6k3,(conv8k3p1)+,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "identity shortcut"));
+    assert_int_equal(dpfl_model_create("net:conv6k3,(conv8k3p1)+q,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1)+pg4,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:conv6k3,avgpool30,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:conv6k3,gap,gn0,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
 }
 
 static void param_counts(void **state)
@@ -464,10 +512,15 @@ static void param_counts(void **state)
         {"cnn-mnist", 1199882, 10},         {"mlp:784-512-256-10", 535818, 10},
         {"mlp:784-600-100-10:nobias", 784 * 600 + 600 * 100 + 1000, 10},
         {"logreg", 7850, 10},
+        /* on 3 x 32 x 32: the TensorFlow CNN tutorial's summary; ResNet-20 (He et al. 2016, 6n+2 layers, n = 3)
+         * is 269,722 with option-A shortcuts, + 2,752 for the two 1x1 projections and their GroupNorms */
+        {"cnn-tf-cifar", 122570, 10},       {"resnet20-gn", 272474, 10},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         dpfl_model m;
-        assert_int_equal(dpfl_model_create(cases[i].spec, 1, 28, 28, 10, &m, NULL), DPFL_OK);
+        const int rgb = i >= 6;
+        assert_int_equal(dpfl_model_create(cases[i].spec, rgb ? 3 : 1, rgb ? 32 : 28, rgb ? 32 : 28, 10, &m, NULL),
+                         DPFL_OK);
         assert_int_equal(m.nparam, cases[i].n);
         assert_int_equal(m.out_dim, cases[i].out);
         dpfl_model_free(&m);
@@ -605,11 +658,18 @@ static void direct_conv_matches_im2col(void **state)
 }
 
 /* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */
+static void threads_case(const char *spec, int c, int h, int w);
 static void results_independent_of_threads(void **state)
 {
     (void)state;
+    threads_case("cnn-mnist", 1, 28, 28);
+    threads_case("net:conv8k3p1nb,gn4,relu,block8,block16s2g4,avgpool2,fc12,(fc12,ln,tanh,fc12)+,fc10", 3, 12, 12);
+}
+
+static void threads_case(const char *spec, int c, int h, int w)
+{
     fixture f;
-    fx_make(&f, "cnn-mnist", 1, 28, 28, 10, 9, 21);
+    fx_make(&f, spec, c, h, w, 10, 9, 21);
     size_t n = f.m.nparam;
     float *g[3], nrm[3][9];
     for (int t = 0; t < 3; t++) {
@@ -629,6 +689,46 @@ static void results_independent_of_threads(void **state)
     }
     for (int t = 0; t < 3; t++) free(g[t]);
     fx_free(&f);
+}
+
+/* GroupNorm's kernel against a direct double-precision computation of Wu & He's eq. 1-3, in both layouts: every
+ * (example, group) standardized with its own mean and variance (eps 1e-5), then scaled and shifted per channel;
+ * an example's output does not change when the other examples do. */
+static void groupnorm_matches_reference(void **state)
+{
+    (void)state;
+    enum { B = 3, C = 6, S = 5, G = 3 };
+    float x[B * C * S], xc[B * C * S], out[B * C * S], outc[B * C * S], w[2 * C], stats[B * G * 2];
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 8);
+    for (int i = 0; i < B * C * S; i++) x[i] = (float)(3.0 + 2.0 * dpfl_rng_gaussian(&r));
+    for (int i = 0; i < 2 * C; i++) w[i] = (float)dpfl_rng_gaussian(&r);
+    for (int b = 0; b < B; b++) /* the same tensor in CNHW */
+        for (int c = 0; c < C; c++) memcpy(xc + (c * B + b) * S, x + (b * C + c) * S, S * sizeof(float));
+    dpfl_nn_groupnorm_forward(out, stats, x, w, B, C, S, G, 0, 0, B * G);
+    dpfl_nn_groupnorm_forward(outc, stats, xc, w, B, C, S, G, 1, 0, B * G);
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++) {
+            const int c0 = g * (C / G), c1 = c0 + C / G;
+            double mu = 0, var = 0;
+            for (int c = c0; c < c1; c++)
+                for (int s2 = 0; s2 < S; s2++) mu += x[(b * C + c) * S + s2];
+            mu /= (C / G) * S;
+            for (int c = c0; c < c1; c++)
+                for (int s2 = 0; s2 < S; s2++) var += pow(x[(b * C + c) * S + s2] - mu, 2);
+            var /= (C / G) * S;
+            for (int c = c0; c < c1; c++)
+                for (int s2 = 0; s2 < S; s2++) {
+                    double want = (x[(b * C + c) * S + s2] - mu) / sqrt(var + 1e-5) * w[c] + w[C + c];
+                    assert_true(fabs(out[(b * C + c) * S + s2] - want) < 1e-5 * (1 + fabs(want)));
+                    assert_true(outc[(c * B + b) * S + s2] == out[(b * C + c) * S + s2]);
+                }
+        }
+    float first[C * S];
+    memcpy(first, out, sizeof first);
+    for (int i = C * S; i < B * C * S; i++) x[i] = 100.0f * x[i] - 7.0f;
+    dpfl_nn_groupnorm_forward(out, stats, x, w, B, C, S, G, 0, 0, B * G);
+    assert_memory_equal(first, out, sizeof first);
 }
 
 /* The tanh layer's own tanh (no libm call, vectorized) within 2 ulp of the exact value over [-20, 20] and over
@@ -684,6 +784,7 @@ int main(void)
         cmocka_unit_test(results_independent_of_threads),
         cmocka_unit_test(direct_conv_matches_im2col),
         cmocka_unit_test(tanh_within_two_ulp),
+        cmocka_unit_test(groupnorm_matches_reference),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }

@@ -47,6 +47,23 @@ dpfl_status dpfl_heart_load(const char *dir, uint64_t split_seed, dpfl_dataset *
 dpfl_status dpfl_dataset_from_arrays(const float *x, const int32_t *y, int32_t n, int32_t c, int32_t h, int32_t w,
                                      int32_t classes, dpfl_dataset *out, dpfl_error *err);
 
+/* NumPy arrays (src/data/npy.c): features X (float32/64, (u)int8..64 or bool; shape (N, F), (N, H, W), (N, C, H, W),
+ * more dimensions flattened; values kept as they are, finite) and integer labels Y ((N,) or (N, 1)), from two .npy
+ * files or from an .npz (numpy.savez or savez_compressed).  In an .npz, x_name / y_name pick the arrays; NULL:
+ * x_train, y_train (and x_test, y_test into test when present, *has_test = 1) if it has x_train, else x (or X) and
+ * y.  Errors name the file (FILE:ARRAY inside an .npz) and the byte offset.  classes is left 0. */
+dpfl_status dpfl_npy_load(const char *x_path, const char *y_path, dpfl_dataset *out, dpfl_error *err);
+dpfl_status dpfl_npz_load(const char *path, const char *x_name, const char *y_name, dpfl_dataset *train,
+                          dpfl_dataset *test, int *has_test, dpfl_error *err);
+
+/* CIFAR-10 / CIFAR-100 in their published binary format (src/data/cifar.c; Krizhevsky 2009, "binary version"):
+ * records of 1 label byte (CIFAR-100: coarse then fine label; the fine one is used) then 3072 pixel bytes, the
+ * red, green and blue 32 x 32 planes row-major.  dir holds cifar-10-batches-bin/ (data_batch_1..5.bin,
+ * test_batch.bin) or cifar-100-binary/ (train.bin, test.bin), as the official archives unpack.  Pixels scaled to
+ * [0, 1]; shape 3 x 32 x 32; classes 10 or 100.  A file whose size is not a whole number of records, or a label out
+ * of range, fails naming the file and the byte offset. */
+dpfl_status dpfl_cifar_load(const char *dir, int hundred, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
+
 /* Synthetic classification for tests: Gaussian class means (separation sep), unit noise, n examples. */
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
@@ -56,7 +73,9 @@ dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, 
  * A dataset in none of its folders fails naming every folder searched and how to get it. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
-/* Your own data (src/data/files.c): a spec "csv:SOURCES" or "idx:SOURCES".
+/* Your own data (src/data/files.c): a spec "csv:SOURCES", "idx:SOURCES" or "npy:ARRAYS".
+ *   npy:  X.npy,Y.npy or FILE.npz[:XNAME,YNAME] (dpfl_npy_load / dpfl_npz_load above; one source; an .npz with
+ *         x_test and y_test gives the test set).
  *   csv:  a comma-separated list of files, folders (their *.csv files, in name order) and glob patterns
  *         ("site-*.csv"); every file has the same columns; each file is one source (group), so the natural
  *         partition gives one client per file.  Numbers only; empty, ?, NA, NaN and null are missing values.
@@ -89,7 +108,7 @@ typedef struct {
     int32_t classes;      /* > 0: the number of classes (labels must be below it); needed when a file is absent */
 } dpfl_file_options;
 void dpfl_file_options_default(dpfl_file_options *o); /* header auto, last column the label, test_fraction 0.2 */
-int dpfl_dataset_is_files(const char *name);          /* 1 for "csv:..." and "idx:..." */
+int dpfl_dataset_is_files(const char *name);          /* 1 for "csv:...", "idx:..." and "npy:..." */
 dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o, uint64_t seed, dpfl_dataset *train,
                                     dpfl_dataset *test, dpfl_error *err);
 /* The file of source k of a "csv:" spec (for messages). */
@@ -134,6 +153,16 @@ const char *dpfl_heart_centre_name(int32_t centre);
 #define DPFL_MNIST_SHA256 "8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed"
 int dpfl_mnist_present(const char *dir);
 dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err);
+
+/* CIFAR-10 / CIFAR-100 (name "cifar10" or "cifar100"): the official binary archive from
+ * https://www.cs.toronto.edu/~kriz/ (downloaded with curl or wget, or read from `archive` when not NULL: a copy the
+ * user downloaded), checked against the MD5 published with it, and its batch files written atomically into
+ * <dir>/<name>/ or <cache>/<name>/ (cifar-10-batches-bin/ or cifar-100-binary/ inside).  Nothing is done if they
+ * are present (*fetched = 0). */
+#define DPFL_CIFAR10_MD5 "c32a1d4ab5d03f1284b67883e8d87530"
+#define DPFL_CIFAR100_MD5 "03b5dce01913d631647c71ecec9e9cb8"
+int dpfl_cifar_present(const char *name, const char *dir);
+dpfl_status dpfl_cifar_fetch(const char *name, const char *dir, const char *archive, int *fetched, dpfl_error *err);
 
 /* ------------------------------------------------------------------------------------------------ partitions */
 typedef enum {

@@ -28,7 +28,10 @@ typedef enum {
     DPFL_LAYER_SIGMOID,
     DPFL_LAYER_FLATTEN,
     DPFL_LAYER_DROPOUT,
-    DPFL_LAYER_AFFINE /* PrivateFL's input transform x -> a (.) x + b; first layer only (k: a's shape, pad: b's) */
+    DPFL_LAYER_AFFINE, /* PrivateFL's input transform x -> a (.) x + b; first layer only (k: a's shape, pad: b's) */
+    DPFL_LAYER_GROUPNORM, /* GroupNorm over `groups` groups of channels, per example; gamma, beta per channel */
+    DPFL_LAYER_AVGPOOL2D, /* average pooling, k x k windows (k = 0: global, over the whole plane) */
+    DPFL_LAYER_ADD        /* end of a residual block: the block's output + its input (or its shortcut's output) */
 } dpfl_layer_kind;
 
 /* Shapes of the affine transform's scale a and shift b: none, one per channel, or one per pixel and channel. */
@@ -41,6 +44,10 @@ typedef struct {
     int32_t k, stride, pad;      /* conv / pool; affine: k = a's shape, pad = b's (DPFL_AFFINE_*) */
     int32_t bias;                /* linear / conv: has a bias */
     float drop;                  /* dropout probability */
+    int32_t groups;              /* groupnorm: number of groups (1 = LayerNorm) */
+    int32_t from;                /* residual blocks: 1 + the index of the block's first layer, on the block's ADD and
+                                    on the first layer of its shortcut (which reads the block's input); else 0 */
+    int32_t shortcut;            /* ADD: layers in the shortcut just before it (0 = identity) */
     size_t param_off, nparam;    /* this layer's slice of the flat parameter vector (weights then bias) */
 } dpfl_layer;
 

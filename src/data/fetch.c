@@ -229,3 +229,153 @@ dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err)
     if (!s) *fetched = 1;
     return s;
 }
+
+/* ------------------------------------------------------------------------------------------ CIFAR */
+/* The official binary archives and the MD5 sums published beside them (https://www.cs.toronto.edu/~kriz/cifar.html). */
+static const struct {
+    const char *name, *url, *md5, *folder;
+    const char *files[6];
+    long records[6];
+} cifar_sets[2] = {
+    {"cifar10", "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530",
+     "cifar-10-batches-bin",
+     {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin",
+      "test_batch.bin"},
+     {10000, 10000, 10000, 10000, 10000, 10000}},
+    {"cifar100", "https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8",
+     "cifar-100-binary", {"train.bin", "test.bin"}, {50000, 10000}},
+};
+
+dpfl_status dpfl__cifar_unpack(int hundred, const char *what, const char *raw, size_t len, const char *md5,
+                               const char *dest, dpfl_error *err)
+{
+    char sum[33], dir[DPFL__PATH_MAX + 64], path[2 * DPFL__PATH_MAX + 64];
+    dpfl__md5_hex(raw, len, sum);
+    if (strcmp(sum, md5))
+        return dpfl_fail(err, DPFL_EFORMAT, "MD5 mismatch (%s): got %s, the published sum is %s", what, sum, md5);
+    uint8_t *t = NULL;
+    size_t n = 0;
+    dpfl_status s = gunzip(what, raw, len, &t, &n, err);
+    if (s) return s;
+    const char *folder = cifar_sets[hundred].folder;
+    const size_t fl = strlen(folder), rec = hundred ? 3074 : 3073;
+    snprintf(dir, sizeof dir, "%s/%s", dest, folder);
+    s = mkdirs(dir, err);
+    int found = 0;
+    for (size_t off = 0; !s && off + 512 <= n;) {
+        const char *h = (const char *)t + off;
+        if (h[0] == '\0') break;
+        char name[256];
+        snprintf(name, sizeof name, "%.155s%s%.100s", memcmp(h + 257, "ustar", 5) == 0 ? h + 345 : "",
+                 memcmp(h + 257, "ustar", 5) == 0 && h[345] ? "/" : "", h);
+        uint64_t size = octal(h + 124, 12);
+        size_t data = off + 512;
+        if (size > n - data) {
+            s = dpfl_fail(err, DPFL_EFORMAT, "truncated tar archive (%s, byte %zu): entry %s needs %llu bytes", what,
+                          off, name, (unsigned long long)size);
+            break;
+        }
+        for (int i = 0; i < 6 && (h[156] == '0' || h[156] == '\0'); i++) {
+            const char *want = cifar_sets[hundred].files[i];
+            if (!want || strncmp(name, folder, fl) || name[fl] != '/' || strcmp(name + fl + 1, want)) continue;
+            if (size != (uint64_t)cifar_sets[hundred].records[i] * rec) {
+                s = dpfl_fail(err, DPFL_EFORMAT, "unexpected file size in %s (%s, byte %zu): %llu bytes, expected %ld",
+                              what, name, off, (unsigned long long)size, cifar_sets[hundred].records[i] * (long)rec);
+                break;
+            }
+            snprintf(path, sizeof path, "%s/%s", dir, want);
+            if ((s = dpfl_file_write_text(path, (const char *)t + data, size, err))) break;
+            found |= 1 << i;
+        }
+        off = data + ((size + 511) & ~(uint64_t)511);
+    }
+    for (int i = 0; !s && i < 6 && cifar_sets[hundred].files[i]; i++)
+        if (!(found & 1 << i))
+            s = dpfl_fail(err, DPFL_EFORMAT, "file missing from the archive (%s): %s/%s", what, folder,
+                          cifar_sets[hundred].files[i]);
+    free(t);
+    return s;
+}
+
+/* curl (or wget) url into file, output to log */
+static dpfl_status download(const char *url, const char *file, const char *log, dpfl_error *err)
+{
+    for (int tool = 0; tool < 2; tool++) {
+        pid_t pid = fork();
+        if (pid < 0) return dpfl_fail(err, DPFL_EIO, "cannot start a download (fork): %s", strerror(errno));
+        if (pid == 0) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0) _exit(126);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+            char *const curl[] = {"curl", "-fsSL", "--retry", "2", "-o", (char *)file, (char *)url, NULL};
+            char *const wget[] = {"wget", "-q", "-O", (char *)file, (char *)url, NULL};
+            execvp(tool ? "wget" : "curl", tool ? wget : curl);
+            _exit(127);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+            if (errno != EINTR) return dpfl_fail(err, DPFL_EIO, "cannot wait for the download: %s", strerror(errno));
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127) continue; /* not installed: the next tool */
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return DPFL_OK;
+        char tail[320];
+        log_tail(log, tail, sizeof tail);
+        return dpfl_fail(err, DPFL_EIO, "download failed (%s): is the site reachable? %s said: %s", url,
+                         tool ? "wget" : "curl", tail);
+    }
+    return dpfl_fail(err, DPFL_EIO, "neither curl nor wget is installed (needed to download %s); or download it "
+                                    "yourself and pass it with --archive", url);
+}
+
+int dpfl_cifar_present(const char *name, const char *dir)
+{
+    char dirs[2][DPFL__PATH_MAX], f[2 * DPFL__PATH_MAX + 64];
+    int n, h = !strcmp(name, "cifar100");
+    if (dpfl__data_candidates(0, cifar_sets[h].name, dir, dirs, &n, NULL)) return 0;
+    for (int j = 0; j < n; j++) {
+        int ok = 1;
+        for (int i = 0; i < 6 && cifar_sets[h].files[i] && ok; i++) {
+            struct stat st;
+            snprintf(f, sizeof f, "%s/%s/%s", dirs[j], cifar_sets[h].folder, cifar_sets[h].files[i]);
+            ok = stat(f, &st) == 0 && st.st_size == cifar_sets[h].records[i] * (h ? 3074 : 3073);
+        }
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+dpfl_status dpfl_cifar_fetch(const char *name, const char *dir, const char *archive, int *fetched, dpfl_error *err)
+{
+    *fetched = 0;
+    if (!name || (strcmp(name, "cifar10") && strcmp(name, "cifar100")))
+        return dpfl_fail(err, DPFL_EINVAL, "cannot fetch '%s': fetchable datasets are mnist, cifar10, cifar100",
+                         name ? name : "");
+    const int h = !strcmp(name, "cifar100");
+    if (dpfl_cifar_present(name, dir)) return DPFL_OK;
+    char dirs[2][DPFL__PATH_MAX], tmp[] = "/tmp/dpfl-fetch-XXXXXX", file[4200], log[4200];
+    int ndirs;
+    dpfl_status s = dpfl__data_candidates(0, name, dir, dirs, &ndirs, err);
+    if (s) return s;
+    if ((s = mkdirs(dirs[0], err))) return s;
+    if (!archive || !*archive) {
+        if (!mkdtemp(tmp)) return dpfl_fail(err, DPFL_EIO, "cannot create a temporary folder (%s): %s", tmp, strerror(errno));
+        snprintf(file, sizeof file, "%s/%s", tmp, strrchr(cifar_sets[h].url, '/') + 1);
+        snprintf(log, sizeof log, "%s/download.log", tmp);
+        s = download(cifar_sets[h].url, file, log, err);
+    } else {
+        snprintf(file, sizeof file, "%s", archive);
+    }
+    char *raw = NULL;
+    size_t len = 0;
+    if (!s) s = dpfl_file_read_all(file, &raw, &len, err);
+    if (!s) s = dpfl__cifar_unpack(h, file, raw, len, cifar_sets[h].md5, dirs[0], err);
+    free(raw);
+    if (!archive || !*archive) {
+        unlink(file);
+        unlink(log);
+        rmdir(tmp);
+    }
+    if (!s) *fetched = 1;
+    return s;
+}

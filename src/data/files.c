@@ -27,7 +27,7 @@ void dpfl_file_options_default(dpfl_file_options *o)
 
 int dpfl_dataset_is_files(const char *name)
 {
-    return name && (!strncmp(name, "csv:", 4) || !strncmp(name, "idx:", 4));
+    return name && (!strncmp(name, "csv:", 4) || !strncmp(name, "idx:", 4) || !strncmp(name, "npy:", 4));
 }
 
 /* ------------------------------------------------------------------------------------------ source lists */
@@ -492,8 +492,9 @@ static dpfl_status read_spec(const char *spec, const dpfl_file_options *o, const
 {
     *has_test = 0;
     if (!dpfl_dataset_is_files(spec) || !spec[4])
-        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' is not csv:FILES or idx:FILES", spec);
+        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' is not csv:FILES, idx:FILES or npy:FILES", spec);
     if (spec[0] == 'i') return idx_read(spec + 4, o, hint, all, test, has_test, err);
+    if (spec[0] == 'n') return dpfl__npy_read(spec + 4, all, test, has_test, err);
     paths src;
     dpfl_status s = list_sources(spec + 4, 0, o->source_rows != NULL, &src, err);
     if (s) return s;

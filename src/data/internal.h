@@ -33,4 +33,12 @@ void dpfl__data_list(char (*dirs)[DPFL__PATH_MAX], int n, char *out, size_t len)
 
 /* Largest-remainder apportionment of total into k parts proportional to w[0..k) (w >= 0, sum > 0). */
 void dpfl__apportion(int64_t total, const double *w, int32_t k, int64_t *out);
+/* npy.c: the part of an "npy:" spec after the prefix; test filled (*has_test = 1) from an .npz's x_test/y_test. */
+dpfl_status dpfl__npy_read(const char *spec, dpfl_dataset *all, dpfl_dataset *test, int *has_test, dpfl_error *err);
+/* md5.c: the MD5 of data as 32 lowercase hex digits (download checks against published MD5 sums only). */
+void dpfl__md5_hex(const void *data, size_t len, char out[33]);
+/* fetch.c: the CIFAR files of a gzipped tar archive (the official cifar-10-binary.tar.gz or cifar-100-binary.tar.gz,
+ * held in raw[0, len)) checked against md5 (32 hex digits) and written atomically into dest/<the archive's folder>/. */
+dpfl_status dpfl__cifar_unpack(int hundred, const char *what, const char *raw, size_t len, const char *md5,
+                               const char *dest, dpfl_error *err);
 #endif

@@ -171,6 +171,38 @@ void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t 
 void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
                               int W, int OH, int OW, int k, int stride);
 
+/* Average pooling (P planes): out (P, OH, OW) = means of kh x kw windows at `stride`; backward spreads dout
+ * evenly over each window (dinp overwritten). */
+void dpfl_nn_avgpool_forward(float *out, const float *inp, size_t P, int H, int W, int OH, int OW, int kh, int kw,
+                             int stride);
+void dpfl_nn_avgpool_backward(float *dinp, const float *dout, size_t P, int H, int W, int OH, int OW, int kh, int kw,
+                              int stride);
+
+/* ---------------------------------------------------------------- groupnorm.c */
+/* GroupNorm on B examples of C channels of S values; element (b, c, s) at (cnhw ? (c B + b) : (b C + c)) S + s.
+ * Work items t in [lo, hi) are (example b, group g) = (t / G, t % G), independent of each other.
+ * forward: out = normalized inp * gamma + beta, w = gamma (C) then beta (C); stats (B G, 2) = mean, 1/std.
+ * backward: ps (B, 2C) = every example's (dgamma, dbeta), overwritten for the items' channels; dinp (skipped when
+ * NULL) = input gradient. */
+void dpfl_nn_groupnorm_forward(float *out, float *stats, const float *inp, const float *w, int B, int C, int S, int G,
+                               int cnhw, int64_t lo, int64_t hi);
+void dpfl_nn_groupnorm_backward(float *dinp, float *ps, const float *dout, const float *inp, const float *w,
+                                const float *stats, int B, int C, int S, int G, int cnhw, int64_t lo, int64_t hi);
+/* The channels and values per channel a GroupNorm layer normalizes: a flat input (1, 1, F) is F channels of 1
+ * value (LayerNorm over features; both layouts coincide with one channel). */
+static inline void dpfl_nn_groupnorm_shape(const dpfl_layer *L, int *C, int *S)
+{
+    if (L->in_c == 1 && L->in_h == 1) *C = L->in_w, *S = 1;
+    else *C = L->in_c, *S = L->in_h * L->in_w;
+}
+
+/* ---------------------------------------------------------------- residual.c */
+/* dst = src (add = 0) or dst += src (add = 1), B examples of C planes of S values, each in its own layout. */
+void dpfl_nn_planes_copy(float *dst, int dst_cnhw, const float *src, int src_cnhw, int B, int C, size_t S, int add);
+/* out = main + skip; out and main in layout out_cnhw, skip in skip_cnhw. */
+void dpfl_nn_add_forward(float *out, int out_cnhw, const float *main, const float *skip, int skip_cnhw, int B, int C,
+                         size_t S);
+
 /* ---------------------------------------------------------------- activation.c (n elements, in place-safe) */
 void dpfl_nn_relu_forward(float *out, const float *inp, size_t n);
 void dpfl_nn_relu_backward(float *dinp, const float *dout, const float *out, size_t n);
@@ -220,6 +252,11 @@ struct dpfl_nn_ws {
     uint8_t *drop_on;            /* per layer: mask applied in the last forward */
     uint8_t *fuse_relu;          /* per layer: conv/linear applies the following ReLU itself */
     uint8_t *pool_relu;          /* per layer: maxpool's backward applies the preceding ReLU's backward */
+    float **gn_stats;            /* per layer (groupnorm): (max_batch, groups, 2) mean and 1/std of the last forward */
+    /* residual blocks */
+    int32_t *skip_slot;          /* per layer (add): the slot added to the block's output */
+    int32_t *res_end;            /* per layer: the index of the add closing the block this layer starts, else -1 */
+    float **skip_grad;           /* per layer (add with a shortcut): the shortcut's gradient for the block input */
     float *col;                  /* conv scratch */
     /* per-sample (DP-SGD) state */
     dpfl_conv_norms conv_mode;   /* tests force each path */

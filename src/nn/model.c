@@ -6,6 +6,11 @@
  *   pool<k>[s<stride>]                      MaxPool2d (stride defaults to k)
  *   fc<OC>[nb]                              Linear (a Flatten is inserted before it after spatial layers)
  *   relu | tanh | sigmoid | flatten | drop<p>
+ *   gn<G> | ln                              GroupNorm with G groups (Wu & He 2018) | LayerNorm (= gn1); per
+ *                                           example, gamma and beta per channel (per feature on a flat input)
+ *   avgpool<k>[s<stride>] | gap             average pooling | global average pooling (to C x 1 x 1)
+ *   (LAYERS)+ | (LAYERS)+p | (LAYERS)+pg<G> | block<C>[s][g][*n]    residual blocks (see close_block below)
+ * BatchNorm (bn, batchnorm) is refused with the reason (it breaks per-example clipping).
  *   affine[<a><b>]                          PrivateFL's input transform x -> a (.) x + b, first layer only; a and b
  *                                           each n (none), c (one per channel) or p (one per pixel and channel);
  *                                           plain "affine" is "affinecp" (the paper's); identity at init
@@ -20,11 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LAYERS 64
+#define MAX_LAYERS 256
 #define VALID_NAMES                                                                                            \
-    "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, "                   \
-    "net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], fc<OC>[nb], relu, tanh, sigmoid, "       \
-    "flatten, drop<p>, affine[<a><b>] first); prefix transform: or transform-<a><b>: for an input transform"
+    "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, cnn-tf-cifar, "     \
+    "resnet20-gn, net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], avgpool<k>[s], gap, "        \
+    "fc<OC>[nb], gn<G>, ln, relu, tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first; residual blocks "    \
+    "(LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]); prefix transform: or transform-<a><b>: for "  \
+    "an input transform; see docs/models.md"
 
 typedef struct {
     dpfl_model *m;
@@ -32,6 +39,8 @@ typedef struct {
     int cnhw; /* current activation is a conv-style (spatial) tensor */
     const char *spec;
     dpfl_error *err;
+    /* the open residual block: its first layer (-1: none) and its input's shape */
+    int bstart, bc, bh, bw, bcnhw;
 } builder;
 
 static dpfl_layer *push(builder *bd, dpfl_layer_kind kind)
@@ -142,6 +151,45 @@ static dpfl_status add_token(builder *bd, const char *tok)
         L->k = code[0], L->pad = code[1];
         const size_t per[3] = {0, (size_t)bd->c, (size_t)bd->c * bd->h * bd->w};
         L->nparam = per[code[0]] + per[code[1]];
+    } else if (!strncmp(tok, "gn", 2) || !strcmp(tok, "ln")) {
+        long g = 1;
+        if (tok[0] == 'g') {
+            p += 2;
+            g = read_int(&p);
+            if (*p || g < 1) return bad_token(bd, tok, "expected gn<G> (GroupNorm with G groups) or ln");
+        }
+        L = push(bd, DPFL_LAYER_GROUPNORM);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        int C, S;
+        dpfl_nn_groupnorm_shape(L, &C, &S);
+        if (C % g) {
+            bd->m->nlayers--;
+            return bad_token(bd, tok, "the number of groups must divide the number of channels");
+        }
+        L->groups = (int32_t)g;
+        L->nparam = 2 * (size_t)C;
+    } else if (!strncmp(tok, "bn", 2) || !strncmp(tok, "batchnorm", 9)) {
+        return bad_token(bd, tok, "BatchNorm is not supported: it normalizes with statistics of the whole batch, so "
+                                  "an example's gradient depends on the other examples and per-example clipping no "
+                                  "longer bounds its influence (DP-SGD's guarantee fails); use gn<G> (GroupNorm, "
+                                  "per example) or ln (LayerNorm) instead");
+    } else if (!strncmp(tok, "avgpool", 7) || !strcmp(tok, "gap")) {
+        long k = 0, s = -1;
+        if (tok[0] == 'a') {
+            p += 7;
+            k = read_int(&p);
+            if (*p == 's') p++, s = read_int(&p);
+            if (*p || k < 1 || s == 0 || s < -1) return bad_token(bd, tok, "expected avgpool<k>[s<s>] or gap");
+            if (s == -1) s = k;
+        }
+        if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
+            return bad_token(bd, tok, "spatial layer after a flat one");
+        if (k > bd->h || k > bd->w) return bad_token(bd, tok, "kernel larger than its input");
+        L = push(bd, DPFL_LAYER_AVGPOOL2D);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        L->k = (int32_t)k, L->stride = (int32_t)(k ? s : 1);
+        L->out_h = k ? (int32_t)((bd->h - k) / s + 1) : 1, L->out_w = k ? (int32_t)((bd->w - k) / s + 1) : 1;
+        bd->h = L->out_h, bd->w = L->out_w;
     } else if (!strncmp(tok, "drop", 4)) {
         char *end;
         double d = strtod(tok + 4, &end);
@@ -154,6 +202,130 @@ static dpfl_status add_token(builder *bd, const char *tok)
     }
     bd->m->nparam += bd->m->layers[bd->m->nlayers - 1].nparam;
     return DPFL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ residual blocks
+ *   (LAYER,...,LAYER)+          the block's output plus its input (identity shortcut: same shape)
+ *   (LAYER,...,LAYER)+p         plus a 1x1 convolution of its input (with bias), strided to the output's size
+ *   (LAYER,...,LAYER)+pg<G>     plus a 1x1 convolution without bias, then GroupNorm with G groups
+ *   block<C>[s<s>][g<G>][*<n>]  n ResNet basic blocks (He et al. 2016, fig. 2 with GroupNorm):
+ *                               (conv<C>k3s<s>p1nb,gn<G>,relu,conv<C>k3p1nb,gn<G>)+[pg<G>],relu -- the
+ *                               projection where the shape changes; s (default 1) only in the first block;
+ *                               G defaults to min(32, C), as Opacus's BatchNorm -> GroupNorm replacement */
+static dpfl_status open_block(builder *bd, const char *tok)
+{
+    if (bd->bstart >= 0) return bad_token(bd, tok, "residual blocks cannot be nested");
+    bd->bstart = bd->m->nlayers;
+    bd->bc = bd->c, bd->bh = bd->h, bd->bw = bd->w, bd->bcnhw = bd->cnhw;
+    return DPFL_OK;
+}
+
+static dpfl_status close_block(builder *bd, const char *tok, const char *tail)
+{
+    dpfl_model *m = bd->m;
+    if (bd->bstart < 0) return bad_token(bd, tok, "')' without a '(' opening the residual block");
+    if (m->nlayers == bd->bstart) return bad_token(bd, tok, "empty residual block");
+    const int mc = bd->c, mh = bd->h, mw = bd->w, mcnhw = bd->cnhw, start = bd->bstart;
+    long g = 0, proj = 0, bias = 0;
+    const char *p = tail;
+    if (*p++ != '+') return bad_token(bd, tok, "a residual block ends with )+, )+p or )+pg<G>");
+    if (*p == 'p') {
+        p++, proj = 1, bias = 1;
+        if (*p == 'g') p++, bias = 0, g = read_int(&p);
+        if (*p || g < 0 || (!bias && g < 1)) return bad_token(bd, tok, "a residual block ends with )+, )+p or )+pg<G>");
+    } else if (*p) {
+        return bad_token(bd, tok, "a residual block ends with )+, )+p or )+pg<G>");
+    }
+    bd->bstart = -1;
+    int nshort = 0;
+    if (!proj) {
+        if (mc != bd->bc || mh != bd->bh || mw != bd->bw)
+            return bad_token(bd, tok, "an identity shortcut needs the block's output shape to equal its input's; "
+                                      "end the block with )+p or )+pg<G> for a 1x1 projection");
+    } else {
+        if (!bd->bcnhw && bd->bh * bd->bw == 1 && start > 0)
+            return bad_token(bd, tok, "a projection shortcut needs a spatial block input");
+        long s = 1;
+        while (s <= bd->bh && ((bd->bh - 1) / s + 1 != mh || (bd->bw - 1) / s + 1 != mw)) s++;
+        if (s > bd->bh || mh * mw == 0) return bad_token(bd, tok, "no 1x1 projection stride maps the block's input to its output");
+        bd->c = bd->bc, bd->h = bd->bh, bd->w = bd->bw, bd->cnhw = bd->bcnhw;
+        dpfl_layer *L = push(bd, DPFL_LAYER_CONV2D);
+        if (!L) return bad_token(bd, tok, "too many layers");
+        L->k = 1, L->stride = (int32_t)s, L->pad = 0, L->bias = (int32_t)bias;
+        L->out_c = mc, L->out_h = mh, L->out_w = mw;
+        L->nparam = (size_t)mc * bd->bc + (bias ? (size_t)mc : 0);
+        L->from = start + 1;
+        m->nparam += L->nparam;
+        bd->c = mc, bd->h = mh, bd->w = mw, bd->cnhw = 1;
+        nshort = 1;
+        if (g) {
+            char gt[32];
+            snprintf(gt, sizeof gt, "gn%ld", g);
+            dpfl_status st = add_token(bd, gt);
+            if (st) return st;
+            nshort = 2;
+        }
+    }
+    dpfl_layer *A = push(bd, DPFL_LAYER_ADD);
+    if (!A) return bad_token(bd, tok, "too many layers");
+    A->from = start + 1, A->shortcut = nshort;
+    bd->c = mc, bd->h = mh, bd->w = mw, bd->cnhw = mcnhw;
+    A->in_c = A->out_c = mc, A->in_h = A->out_h = mh, A->in_w = A->out_w = mw;
+    return DPFL_OK;
+}
+
+static dpfl_status add_item(builder *bd, const char *item);
+
+static dpfl_status add_blocks(builder *bd, const char *tok)
+{
+    const char *p = tok + 5;
+    long c = read_int(&p), s = 1, g = 0, n = 1;
+    if (*p == 's') p++, s = read_int(&p);
+    if (*p == 'g') p++, g = read_int(&p);
+    if (*p == '*') p++, n = read_int(&p);
+    if (*p || c < 1 || s < 1 || g < 0 || n < 1 || n > 64)
+        return bad_token(bd, tok, "expected block<C>[s<stride>][g<groups>][*<count>]");
+    if (!g) g = c < 32 ? c : 32;
+    for (long i = 0; i < n; i++) {
+        char items[8][48];
+        long st = i ? 1 : s;
+        int proj = st != 1 || c != bd->c;
+        snprintf(items[0], sizeof items[0], "(conv%ldk3s%ldp1nb", c, st);
+        snprintf(items[1], sizeof items[1], "gn%ld", g);
+        snprintf(items[2], sizeof items[2], "relu");
+        snprintf(items[3], sizeof items[3], "conv%ldk3p1nb", c);
+        if (proj) snprintf(items[4], sizeof items[4], "gn%ld)+pg%ld", g, g);
+        else snprintf(items[4], sizeof items[4], "gn%ld)+", g);
+        snprintf(items[5], sizeof items[5], "relu");
+        for (int j = 0; j < 6; j++) {
+            dpfl_status e = add_item(bd, items[j]);
+            if (e) return e;
+        }
+    }
+    return DPFL_OK;
+}
+
+/* One comma-separated item of a layer list: a layer token, optionally opening a block with '(' or closing it
+ * with ')+...', or a block<...> macro. */
+static dpfl_status add_item(builder *bd, const char *item)
+{
+    char t[64];
+    if (strlen(item) >= sizeof t) return bad_token(bd, item, "token too long");
+    snprintf(t, sizeof t, "%s", item);
+    char *body = t, *close = strchr(t, ')');
+    dpfl_status st;
+    if (*body == '(') {
+        if ((st = open_block(bd, item))) return st;
+        body++;
+    }
+    if (close) *close = '\0';
+    if (!strncmp(body, "block", 5)) {
+        if (body != t || close) return bad_token(bd, item, "block<C> is a whole residual block: no parentheses");
+        return add_blocks(bd, body);
+    }
+    if (*body && (st = add_token(bd, body))) return st;
+    if (!*body && !close) return bad_token(bd, item, "empty layer");
+    return close ? close_block(bd, item, close + 1) : DPFL_OK;
 }
 
 /* Expands a model name into its layer list. */
@@ -183,6 +355,10 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
         snprintf(out, cap, "conv32k3,relu,conv64k3,relu,pool2,drop0.25,flatten,fc128,relu,drop0.5,fc%d", classes);
     } else if (!strcmp(spec, "cnn-mcmahan")) {
         snprintf(out, cap, "conv32k5p2,relu,pool2,conv64k5p2,relu,pool2,flatten,fc512,relu,fc%d", classes);
+    } else if (!strcmp(spec, "cnn-tf-cifar")) {
+        snprintf(out, cap, "conv32k3,relu,pool2,conv64k3,relu,pool2,conv64k3,relu,flatten,fc64,relu,fc%d", classes);
+    } else if (!strcmp(spec, "resnet20-gn")) {
+        snprintf(out, cap, "conv16k3p1nb,gn16,relu,block16*3,block32s2*3,block64s2*3,gap,fc%d", classes);
     } else if (!strcmp(spec, "cnn-small")) {
         snprintf(out, cap, "conv16k8s2p3,tanh,pool2s1,conv32k4s2,tanh,pool2s1,flatten,fc32,tanh,fc%d", classes);
     } else if (!strncmp(spec, "net:", 4)) {
@@ -237,18 +413,22 @@ dpfl_status dpfl_model_create(const char *spec, int32_t in_c, int32_t in_h, int3
     if (in_c < 1 || in_h < 1 || in_w < 1 || (int64_t)in_c * in_h * in_w > (1 << 26))
         return dpfl_fail(err, DPFL_EINVAL, "bad input shape %dx%dx%d for model (%s)", in_c, in_h, in_w, spec);
     if (classes < 2) return dpfl_fail(err, DPFL_EINVAL, "model (%s) needs at least 2 classes, got %d", spec, classes);
-    char list[1024];
+    char list[2048];
     dpfl_status st = expand(spec, in_c * in_h * in_w, classes, list, sizeof list, err);
     if (st) return st;
     m->layers = dpfl_calloc(MAX_LAYERS, sizeof *m->layers, err);
     if (!m->layers) return DPFL_ENOMEM;
     snprintf(m->spec, sizeof m->spec, "%s", spec);
     m->in_c = in_c, m->in_h = in_h, m->in_w = in_w, m->in_dim = in_c * in_h * in_w;
-    builder bd = {m, in_c, in_h, in_w, 0, spec, err};
+    builder bd = {m, in_c, in_h, in_w, 0, spec, err, -1, 0, 0, 0, 0};
     char *save = NULL;
     for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        st = add_token(&bd, tok);
+        st = add_item(&bd, tok);
         if (st) goto fail;
+    }
+    if (bd.bstart >= 0) {
+        st = dpfl_fail(err, DPFL_EINVAL, "model spec (%s): a residual block opened with '(' is not closed", spec);
+        goto fail;
     }
     if (m->nlayers == 0) {
         st = dpfl_fail(err, DPFL_EINVAL, "model spec (%s) has no layers", spec);
@@ -284,6 +464,10 @@ void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng)
         if (!L->nparam) continue;
         if (L->kind == DPFL_LAYER_AFFINE) { /* identity: a = 1, b = 0 */
             dpfl_model_affine_identity(L, params + L->param_off);
+            continue;
+        }
+        if (L->kind == DPFL_LAYER_GROUPNORM) { /* PyTorch's: gamma = 1, beta = 0 */
+            for (size_t i = 0; i < L->nparam; i++) params[L->param_off + i] = i < L->nparam / 2 ? 1.0f : 0.0f;
             continue;
         }
         size_t fan_in = L->kind == DPFL_LAYER_CONV2D ? (size_t)L->in_c * L->k * L->k : (size_t)L->in_w;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <zlib.h>
 
-enum { MAX_ARRAYS = 3 + 2 * 64 }; /* the three dpfl_* arrays and at most two tensors per layer */
+enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 3 + 2 * MAX_LAYERS_NPZ }; /* the three dpfl_* arrays, two tensors per layer */
 
 typedef struct {
     char name[48];     /* member name without ".npy" */
@@ -201,7 +201,8 @@ static npy_array *add(npy_array *arr, int *n, const char *name, const char *desc
 dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
                                   dpfl_error *err)
 {
-    if (m->nlayers > 64) return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than 64 layers", path);
+    if (m->nlayers > MAX_LAYERS_NPZ)
+        return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than %d layers", path, MAX_LAYERS_NPZ);
     npy_array arr[MAX_ARRAYS];
     int n = 0;
     char name[48];
@@ -237,6 +238,14 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
                 off += cnt;
             }
             DPFL_ASSERT(off == L->nparam);
+        } else if (L->kind == DPFL_LAYER_GROUPNORM) { /* nn.GroupNorm's weight (gamma) and bias (beta), (C,) */
+            const size_t C = L->nparam / 2;
+            const char *what[2] = {"weight", "bias"};
+            for (int j = 0; j < 2; j++) {
+                snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
+                add(arr, &n, name, "<f4", p + j * C, C * sizeof(float))->ndim = 1;
+                arr[n - 1].shape[0] = (int64_t)C;
+            }
         } else {
             return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path, (int)l);
         }

@@ -31,7 +31,10 @@ int dpfl_nn_conv_chunk(const dpfl_layer *L, int B)
 
 typedef struct {
     const dpfl_layer *L;
-    float *out, *mask;
+    float *out, *mask, *ps;
+    float *stats;
+    const float *w;
+    int B, cnhw;
     const float *in, *gout, *act;
     int32_t *idx;
     int kind, relu;
@@ -101,6 +104,32 @@ static void pool_job(void *ctx, int64_t lo, int64_t hi)
                                 L->in_w, L->out_h, L->out_w, L->k, L->stride);
 }
 
+static void avgpool_job(void *ctx, int64_t lo, int64_t hi)
+{
+    layer_job *j = ctx;
+    const dpfl_layer *L = j->L;
+    const int kh = L->k ? L->k : L->in_h, kw = L->k ? L->k : L->in_w, st = L->k ? L->stride : 1;
+    size_t is = (size_t)L->in_h * L->in_w, os = (size_t)L->out_h * L->out_w;
+    if (j->gout)
+        dpfl_nn_avgpool_backward(j->out + lo * is, j->gout + lo * os, (size_t)(hi - lo), L->in_h, L->in_w, L->out_h,
+                                 L->out_w, kh, kw, st);
+    else
+        dpfl_nn_avgpool_forward(j->out + lo * os, j->in + lo * is, (size_t)(hi - lo), L->in_h, L->in_w, L->out_h,
+                                L->out_w, kh, kw, st);
+}
+
+static void groupnorm_job(void *ctx, int64_t lo, int64_t hi)
+{
+    layer_job *j = ctx;
+    int C, S;
+    dpfl_nn_groupnorm_shape(j->L, &C, &S);
+    if (j->gout)
+        dpfl_nn_groupnorm_backward(j->out, j->ps, j->gout, j->in, j->w, j->stats, j->B, C, S, j->L->groups, j->cnhw,
+                                   lo, hi);
+    else
+        dpfl_nn_groupnorm_forward(j->out, j->stats, j->in, j->w, j->B, C, S, j->L->groups, j->cnhw, lo, hi);
+}
+
 static size_t numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
 static size_t numel_out(const dpfl_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
 static int inplace_kind(dpfl_layer_kind k)
@@ -126,7 +155,12 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     if (!ws) return;
     const dpfl_model *m = ws->m;
     for (int s = 1; s < ws->nslots; s++) dpfl_free(ws->act[s]), dpfl_free(ws->grad[s]);
-    for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
+    for (int l = 0; l < m->nlayers; l++) {
+        dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
+        if (ws->gn_stats) dpfl_free(ws->gn_stats[l]);
+        if (ws->skip_grad) dpfl_free(ws->skip_grad[l]);
+    }
+    dpfl_free(ws->gn_stats), dpfl_free(ws->skip_grad), dpfl_free(ws->skip_slot), dpfl_free(ws->res_end);
     dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
     dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
@@ -186,6 +220,10 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->xpad, nl);
     ALLOC(ws->direct, nl);
     ALLOC(ws->cdir, nl);
+    ALLOC(ws->gn_stats, nl);
+    ALLOC(ws->skip_grad, nl);
+    ALLOC(ws->skip_slot, nl);
+    ALLOC(ws->res_end, nl);
     ALLOC(ws->sq, (size_t)nl * mb);
     ALLOC(ws->scale, (size_t)nl * mb);
     if (!ok) goto fail;
@@ -194,10 +232,23 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
     size_t col = 0, dsc = 0, gram = 0, ps = 0, cdw = 0, stepn = 0;
+    for (int l = 0; l < nl; l++) ws->res_end[l] = -1;
+    for (int l = 0; l < nl; l++)
+        if (m->layers[l].kind == DPFL_LAYER_ADD) ws->res_end[m->layers[l].from - 1] = l;
+    int main_cur = 0; /* the block's output while its shortcut is planned */
     for (int l = 0; l < nl; l++) {
         const dpfl_layer *L = &m->layers[l];
+        if (L->from && L->kind != DPFL_LAYER_ADD) { /* a shortcut's first layer reads the block's input */
+            main_cur = cur;
+            cur = ws->in_slot[L->from - 1];
+        } else if (L->kind == DPFL_LAYER_ADD) {
+            ws->skip_slot[l] = L->shortcut ? cur : ws->in_slot[L->from - 1];
+            if (L->shortcut) cur = main_cur;
+        }
         ws->in_slot[l] = cur;
-        int alias = (inplace_kind(L->kind) && cur != 0) || (L->kind == DPFL_LAYER_FLATTEN && !ws->slot_cnhw[cur]);
+        /* a block's first layer keeps the block's input intact for the shortcut: never in place */
+        int alias = ws->res_end[l] < 0 && ((inplace_kind(L->kind) && cur != 0) ||
+                                           (L->kind == DPFL_LAYER_FLATTEN && !ws->slot_cnhw[cur]));
         if (!alias) {
             int s = ws->nslots++;
             ws->slot_numel[s] = numel_out(L);
@@ -213,11 +264,14 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             ALLOC(ws->pool_idx[l], mb * numel_out(L));
             /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
             if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
-                ws->out_slot[l - 1] == ws->in_slot[l])
+                ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
                 ws->pool_relu[l] = 1;
         }
         if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
-        if (L->kind == DPFL_LAYER_AFFINE) {
+        if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
+        if (L->kind == DPFL_LAYER_ADD && L->shortcut)
+            ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
+        if (L->kind == DPFL_LAYER_AFFINE || L->kind == DPFL_LAYER_GROUPNORM) {
             ws->ps_off[l] = ps;
             ps += mb * L->nparam;
         }
@@ -239,9 +293,13 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
         if (L->kind != DPFL_LAYER_LINEAR && L->nparam > stepn) stepn = L->nparam;
-        /* a ReLU right after a conv or linear layer is applied in that layer's bias pass */
-        if (L->nparam && l + 1 < nl && m->layers[l + 1].kind == DPFL_LAYER_RELU) ws->fuse_relu[l] = 1;
     }
+    /* a ReLU right after a conv or linear layer, in place on its output, is applied in that layer's bias pass */
+    for (int l = 0; l + 1 < nl; l++)
+        if ((m->layers[l].kind == DPFL_LAYER_LINEAR || m->layers[l].kind == DPFL_LAYER_CONV2D) &&
+            m->layers[l + 1].kind == DPFL_LAYER_RELU && ws->in_slot[l + 1] == ws->out_slot[l] &&
+            ws->out_slot[l + 1] == ws->out_slot[l])
+            ws->fuse_relu[l] = 1;
     /* The fused ReLU test reads the pool's output, which later in-place layers may overwrite: fine for dropout
      * (a dropped unit has zero gradient anyway), ReLU and Tanh (sign-preserving), not for Sigmoid. */
     for (int l = 0; l < nl; l++)
@@ -342,9 +400,22 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
             }
             break;
         case DPFL_LAYER_FLATTEN:
-            if (out != in) dpfl_nn_flatten_forward(out, in, B, L->in_c, L->in_h * L->in_w);
+            if (out != in && ws->slot_cnhw[ws->in_slot[l]]) dpfl_nn_flatten_forward(out, in, B, L->in_c, L->in_h * L->in_w);
+            else if (out != in) memcpy(out, in, n * sizeof *out);
             break;
         case DPFL_LAYER_AFFINE: dpfl_nn_affine_forward(out, in, w, L, B); break;
+        case DPFL_LAYER_GROUPNORM:
+            dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
+                         &(layer_job){.L = L, .out = out, .in = in, .w = w, .stats = ws->gn_stats[l], .B = B,
+                                      .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+            break;
+        case DPFL_LAYER_AVGPOOL2D:
+            dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = out, .in = in});
+            break;
+        case DPFL_LAYER_ADD:
+            dpfl_nn_add_forward(out, ws->slot_cnhw[ws->out_slot[l]], in, ws->act[ws->skip_slot[l]],
+                                ws->slot_cnhw[ws->skip_slot[l]], B, L->out_c, (size_t)L->out_h * L->out_w);
+            break;
         }
     }
     return ws->act[ws->out_slot[m->nlayers - 1]];
@@ -369,7 +440,9 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
     const int B = ws->B, first = first_param_layer(m);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const dpfl_layer *L = &m->layers[l];
-        float *gin = l > first ? ws->grad[ws->in_slot[l]] : NULL;
+        float *gin = l <= first ? NULL
+                     : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
+                                                            : ws->grad[ws->in_slot[l]];
         const float *gout = ws->grad[ws->out_slot[l]];
         const float *in = ws->act[ws->in_slot[l]], *out = ws->act[ws->out_slot[l]];
         const float *w = params + L->param_off;
@@ -384,7 +457,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
             dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
                                     L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
-            continue; /* a STEP has been applied by the GEMM */
+            break; /* a STEP has been applied by the GEMM */
         }
         case DPFL_LAYER_CONV2D: {
             dpfl_conv_geom g;
@@ -427,14 +500,55 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
                 memcpy(gin, gout, n * sizeof *gin);
             break;
         case DPFL_LAYER_FLATTEN:
-            if (gin && gin != gout) dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
+            if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
+                dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
+            else if (gin && gin != gout)
+                memcpy(gin, gout, n * sizeof *gin);
             break;
         case DPFL_LAYER_AFFINE:
             if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
             dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
             break;
+        case DPFL_LAYER_GROUPNORM: {
+            /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
+            float *ps = ws->ps + ws->ps_off[l];
+            dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
+                         &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
+                                      .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+            if (mode == DPFL_BWD_PERSAMPLE) {
+                for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
+            } else {
+                dpfl_vec_zero(gbuf, L->nparam);
+                for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
+            }
+            break;
         }
-        if (step) dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
+        case DPFL_LAYER_AVGPOOL2D:
+            if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
+            break;
+        case DPFL_LAYER_ADD: {
+            const size_t S = (size_t)L->out_h * L->out_w;
+            const int oc = ws->slot_cnhw[ws->out_slot[l]];
+            if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
+            if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
+                dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
+                                    S, 0);
+            break;
+        }
+        }
+        /* the first layer of a residual block: add the shortcut's gradient to the block input's */
+        if (ws->res_end[l] >= 0 && gin) {
+            const dpfl_layer *A = &m->layers[ws->res_end[l]];
+            const int bc = ws->slot_cnhw[ws->in_slot[l]];
+            if (A->shortcut)
+                dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
+                                    (size_t)L->in_h * L->in_w, 1);
+            else
+                dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
+                                    B, L->in_c, (size_t)L->in_h * L->in_w, 1);
+        }
+        if (step && L->kind != DPFL_LAYER_LINEAR)
+            dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
     }
 }
 

@@ -90,3 +90,46 @@ void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx
             if (!ro || ro[i] > 0.0f) d[ix[i]] += g[i];
     }
 }
+
+/* Average pooling: inp (P, H, W) -> out (P, OH, OW), the mean of each kh x kw window at stride `stride` (no
+ * padding; kh = H, kw = W is global average pooling).  Sums in double, so a window's mean does not depend on how
+ * the planes are split among threads. */
+void dpfl_nn_avgpool_forward(float *out, const float *inp, size_t P, int H, int W, int OH, int OW, int kh, int kw,
+                             int stride)
+{
+    const double inv = 1.0 / ((double)kh * kw);
+    for (size_t p = 0; p < P; p++) {
+        const float *in = inp + p * H * W;
+        float *o = out + p * OH * OW;
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                double s = 0.0;
+                for (int i = 0; i < kh; i++) {
+                    const float *r = in + (size_t)(oy * stride + i) * W + ox * stride;
+                    for (int j = 0; j < kw; j++) s += r[j];
+                }
+                o[oy * OW + ox] = (float)(s * inv);
+            }
+    }
+}
+
+/* dinp (P, H, W) = each window's output gradient spread evenly over the window (windows may overlap; cells in no
+ * window get 0). */
+void dpfl_nn_avgpool_backward(float *dinp, const float *dout, size_t P, int H, int W, int OH, int OW, int kh, int kw,
+                              int stride)
+{
+    const float inv = (float)(1.0 / ((double)kh * kw));
+    memset(dinp, 0, P * H * W * sizeof *dinp);
+    for (size_t p = 0; p < P; p++) {
+        float *d = dinp + p * H * W;
+        const float *g = dout + p * OH * OW;
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                const float v = g[oy * OW + ox] * inv;
+                for (int i = 0; i < kh; i++) {
+                    float *r = d + (size_t)(oy * stride + i) * W + ox * stride;
+                    for (int j = 0; j < kw; j++) r[j] += v;
+                }
+            }
+    }
+}
