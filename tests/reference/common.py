@@ -42,6 +42,11 @@ def trim(pmf, tau=TAU):
     return Pmf(pmf.k0 + lo, out)
 
 
+def _l2(p):
+    """|p|_2 without BLAS (np.linalg.norm's threaded dot can stall on a busy machine)."""
+    return math.sqrt(float(np.sum(p * p)))
+
+
 def convolve(a, b, err):
     """The PMF of the sum (linear convolution, then trim); err[0] += a bound on the l1 rounding error."""
     n = len(a.p) + len(b.p) - 1
@@ -53,7 +58,7 @@ def convolve(a, b, err):
         fa = sfft.rfft(a.p, size)
         fb = fa if b is a else sfft.rfft(b.p, size)
         p = sfft.irfft(fa * fb, size)[:n]
-        err[0] += 30 * U * math.log2(size) * math.sqrt(size) * (np.linalg.norm(a.p) + np.linalg.norm(b.p))
+        err[0] += 30 * U * math.log2(size) * math.sqrt(size) * (_l2(a.p) + _l2(b.p))
     return trim(Pmf(a.k0 + b.k0, np.maximum(p, 0.0)))
 
 

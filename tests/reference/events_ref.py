@@ -118,30 +118,41 @@ class MixturePair:
         return float(self.loss(self.hi) - self.loss(self.lo))
 
     def _inverse(self, levels, xs, gs):
-        """x with loss(x) ~ level (bisection; only places cell edges, the rounding does not trust it)."""
+        """(x, loss(x)) with loss(x) >= level, close to it: safeguarded false position inside the bracket that the
+        dense grid gives.  It only places cell edges (a misplaced one costs tightness): the loss returned is the
+        forward formula at that x, which is all the rounding trusts."""
         j = np.clip(np.searchsorted(gs, levels), 1, len(xs) - 1)
-        a, b = xs[j - 1].copy(), xs[j].copy()
-        for _ in range(48):
-            mid = 0.5 * (a + b)
-            up = self.loss(mid) >= levels
-            b, a = np.where(up, mid, b), np.where(up, a, mid)
-        return b
+        a, b, ga, gb = xs[j - 1], xs[j], gs[j - 1], gs[j]
+        for _ in range(6):
+            t = np.clip(np.divide(levels - ga, gb - ga, out=np.full(len(levels), 0.5), where=gb > ga), 0.02, 0.98)
+            m = a + t * (b - a)
+            gm = self.loss(m)
+            up = gm >= levels
+            a, ga = np.where(up, a, m), np.where(up, ga, gm)
+            b, gb = np.where(up, m, b), np.where(up, gm, gb)
+        return b, gb
 
     def step_pmf(self, h):
-        xs = np.linspace(self.lo, self.hi, 4097)
+        xs = np.linspace(self.lo, self.hi, 8193)
         gs = self.loss(xs)
         if np.any(np.diff(gs) < -self.slack(xs[1:]) - self.slack(xs[:-1])):
             raise ValueError("the pair's loss is not increasing: this reference does not apply")
-        gs = np.maximum.accumulate(gs)
         k_lo, k_hi = math.floor(gs[0] / h), math.floor(gs[-1] / h)
-        inner = self._inverse((np.arange(k_lo + 1, k_hi + 1) + 1e-4) * h, xs, gs)
-        edges = np.maximum.accumulate(np.concatenate(([self.lo], np.clip(inner, self.lo, self.hi))))
+        levels = (np.arange(k_lo + 1, k_hi + 1) + 1e-4) * h
+        inner, g_inner = self._inverse(levels, xs, np.maximum.accumulate(gs))
+        # cells [edges[i], edges[i+1]); the last runs to +inf; the loss is increasing, so a cell's smallest loss is
+        # at its left edge (where it is evaluated by the forward formula, not taken from the search)
+        edges = np.concatenate(([self.lo], inner))
+        if np.any(np.diff(edges) < 0) or edges[-1] > self.hi:
+            order = np.maximum.accumulate(np.minimum(edges, self.hi))
+            edges = order
+        g_edges = self.loss(edges)
         a, b = edges, np.append(edges[1:], np.inf)
         ca, sa = self.tails(a)
         cb, sb = self.tails(b)
         split = sum(w * m for w, m in self.p)
         masses = np.maximum(np.where(b <= split, cb - ca, np.where(a >= split, sa - sb, (1 - sb) - ca)), 0.0)
-        index = np.floor((self.loss(edges) - self.slack(edges)) / h).astype(np.int64)
+        index = np.floor((g_edges - self.slack(edges)) / h).astype(np.int64)
         keep = masses > 0
         index, masses = index[keep], masses[keep]
         k0 = int(index.min())
