@@ -25,7 +25,7 @@ GDP without two-stage) that is listed, not compared; a variant that answers some
 fails.
 Tightness: where the reference is exact (closed form, direct sum) or its grid gap is below 0.5 %, PLD's answer
 (account_epsilon pld when it answered as "pld") must be within 1 % of the reference's upper end.  Not expected, so not
-checked: RDP (a conversion, 5-70 % above), PLD with 4096 bins (a coarse grid), PLD falling back to RDP (Fixed,
+checked: RDP (a conversion: 5-20 % above in epsilon here), PLD with 4096 bins (a coarse grid), PLD falling back to RDP (Fixed,
 Skellam, Poisson replace-one: no PLD here), GDP's CLT values.
 The summary (case counts, worst ratio reported / reference per kind and variant) prints under pytest -s and is part
 of every failure message.
