@@ -52,8 +52,8 @@ static dpfl_status gdp_mu(const dpfl_event *ev, size_t nev, double *mu, int *asy
             }
             break;
         default:
-            return dpfl_fail(err, DPFL_EINVAL, "GDP accountant does not handle two-stage or Skellam events; use rdp "
-                                               "or pld");
+            return dpfl_fail(err, DPFL_EINVAL, "GDP accountant: a two-stage event only alone and at record rate 1 "
+                                               "(Gaussian participations, exact); no Skellam; use rdp or pld");
         }
         s += m * m;
     }
