@@ -287,6 +287,86 @@ static void sampled_ddp_mixture_bounds_the_exact_pair(void **state)
     assert_true(below_old >= 4);
 }
 
+/* The mixture: pinned values (an independent Python sum over the same order grid, without the monotone search,
+ * gives 0.89704921799 and 2.13769232709: the library's are the same padded up by ~1e-10), below the joint-convexity
+ * bound at DDP's sizes; monotone in q, rounds, noise and epsilon; q = 1 unchanged; several events (rates and
+ * sensitivities that differ) between the bounds of their extremes; bad input refused. */
+static void sampled_ddp_mixture_pinned_and_monotone(void **state)
+{
+    (void)state;
+    dpfl_error err;
+    double e, prev;
+    assert_int_equal(dpfl_skellam_epsilon(400, 20, 1e5, 0.1, 100, 1e-5, &e, &err), DPFL_OK);
+    assert_close(e, 0.8970492180519614, 1e-9);
+    const double d2 = 1290, d1 = dpfl_skellam_l1_bound(d2, 131072), mu6 = (6 * d2) * (6 * d2);
+    assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 0.03, 200, 1e-5, &e, &err), DPFL_OK);
+    assert_close(e, 2.1376923272382555, 1e-9);
+    dpfl_event ev = dpfl_event_skellam(0.03, d1, d2, mu6, 200);
+    double d, o = old_delta(&ev, e);
+    assert_int_equal(dpfl_skellam_mixture_delta(&ev, 1, e, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+    assert_true(d <= 1e-5 * (1 + 1e-6) && o > 1.5e-5); /* the joint-convexity delta at the same epsilon */
+    dpfl_guarantee g;
+    assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.epsilon, e, 1e-12);
+    assert_true(g.order == 0); /* the mixture answered */
+    /* monotone */
+    prev = 0;
+    for (double q = 0.01; q <= 0.5; q += 0.01) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, q, 200, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e >= prev);
+        prev = e;
+    }
+    prev = 0;
+    for (int64_t T = 1; T <= 400; T += 7) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 0.03, T, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e >= prev);
+        prev = e;
+    }
+    prev = INFINITY;
+    for (double z = 1; z <= 10; z += 0.25) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, (z * d2) * (z * d2), 0.03, 200, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e <= prev);
+        prev = e;
+    }
+    prev = 1;
+    for (double x = 0; x <= 10; x += 0.125) {
+        assert_int_equal(dpfl_skellam_mixture_delta(&ev, 1, x, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+        assert_true(d <= prev && d > 0);
+        prev = d;
+    }
+    /* q = 1: the RDP composition (the mixture is a point mass there; the accountant does not call it) */
+    dpfl_event full = dpfl_event_skellam(1.0, d1, d2, mu6, 50);
+    assert_false(dpfl_skellam_mixture_applies(&full, 1));
+    assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 1.0, 50, 1e-5, &e, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&full, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_true(g.order > 0 && g.epsilon <= e * (1 + 1e-12) && g.epsilon >= 0.99 * e);
+    /* several events: 100 rounds at 0.03 and 100 at 0.1, or one of them at twice the noise */
+    dpfl_event two[2] = {dpfl_event_skellam(0.03, d1, d2, mu6, 100), dpfl_event_skellam(0.1, d1, d2, mu6, 100)};
+    dpfl_event lo = dpfl_event_skellam(0.03, d1, d2, mu6, 200), hi = dpfl_event_skellam(0.1, d1, d2, mu6, 200);
+    double el, eh, e2;
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&lo, 1, 1e-5, DPFL_CONV_TIGHT, &el, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&hi, 1, 1e-5, DPFL_CONV_TIGHT, &eh, &err), DPFL_OK);
+    assert_true(el < e2 && e2 <= eh * (1 + 1e-12));
+    two[1] = dpfl_event_skellam(0.03, d1, d2, 4 * mu6, 100);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    assert_close(e2, el, 1e-12); /* the largest RDP charged to every participation */
+    /* a round known to include the client, and the sampled rest: between all-known and all-sampled */
+    two[1] = dpfl_event_skellam(1.0, d1, d2, mu6, 10);
+    assert_true(dpfl_skellam_mixture_applies(two, 2));
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    dpfl_event ten = dpfl_event_skellam(1.0, d1, d2, mu6, 10), t100 = dpfl_event_skellam(0.03, d1, d2, mu6, 100);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&ten, 1, 1e-5, DPFL_CONV_TIGHT, &el, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&t100, 1, 1e-5, DPFL_CONV_TIGHT, &eh, &err), DPFL_OK);
+    assert_true(e2 > el && e2 > eh);
+    /* not Skellam: not applicable, refused */
+    two[1] = dpfl_event_gaussian(1.0, 10);
+    assert_false(dpfl_skellam_mixture_applies(two, 2));
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_skellam_mixture_delta(&lo, 1, -1, DPFL_CONV_TIGHT, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&lo, 1, 0, DPFL_CONV_TIGHT, &e2, &err), DPFL_EINVAL);
+}
+
 /* The table sampler (src/core/poisson_table.c) against the exact laws: moments at small, medium and large lambda;
  * chi-square of 200,000 draws against the Poisson pmf at lambda = 6.3 and 2,000.5 and against the Skellam pmf
  * (difference of two draws) at mu = 2 lambda = 100; its total-variation bound tiny at the sizes DDP uses; bad
@@ -357,6 +437,7 @@ int main(void)
         cmocka_unit_test(skellam_accounting_bounds_the_gaussian),
         cmocka_unit_test(table_sampler_matches_the_exact_pmf),
         cmocka_unit_test(sampled_ddp_mixture_bounds_the_exact_pair),
+        cmocka_unit_test(sampled_ddp_mixture_pinned_and_monotone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
