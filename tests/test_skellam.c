@@ -7,6 +7,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_sf_bessel.h>
 #include <gsl/gsl_sf_gamma.h>
+#include <limits.h>
 #include <stdlib.h>
 
 /* Mean and variance within 5 standard errors (the variance's from the fourth central moment of the law). */
@@ -153,6 +154,219 @@ static void skellam_accounting_bounds_the_gaussian(void **state)
     assert_int_equal(dpfl_skellam_epsilon(400, 20, 0, 1.0, 100, 1e-5, &e4, &err), DPFL_EINVAL);
 }
 
+/* ---------------------------------------------------------------- sampled DDP: brute force in one dimension
+ * The exact pair of T rounds with visible participation, independent of the library: Skellam(mu/2, mu/2) noise
+ * (pmf summed from Poisson products in long double), a shift by the integer v in a round the client takes part in
+ * (probability q, its participation seen), nothing otherwise.  Given j participations the hockey-stick divergence
+ * is E_P[(1 - e^{eps - L})_+], L the j-fold sum of the one-round privacy loss log(p(x) / p(x + v)) under P (noise
+ * plus v); the loss rounded down to a grid of h gives a lower bound lo, rounded up (plus the truncated mass) an
+ * upper bound hi, and delta(eps) = sum_j Bin(j; T, q) H_j. */
+#define BF_MAXT 8
+#define BF_NE 4
+#define BF_K 90
+
+static long double bf_skellam_pmf(int k, long double mu)
+{
+    const long double l = mu / 2, ll = logl(l);
+    const int a = abs(k);
+    long double s = 0;
+    for (int n = 0; n < 600; n++) s += expl(-2 * l + (2 * n + a) * ll - lgammal(n + 1.0L) - lgammal(n + a + 1.0L));
+    return s;
+}
+
+/* H[side][j][e]: side 0 lower, 1 upper bound on the hockey-stick divergence of j participations at eps[e] */
+static void bf_profile(double mu, int v, int T, const double *eps, int ne, double h, long double H[2][BF_MAXT + 1][BF_NE])
+{
+    long double p[2 * BF_K + 1 + 8];
+    assert_true(v >= 1 && v <= 8 && T <= BF_MAXT && ne <= BF_NE);
+    for (int x = -BF_K; x <= BF_K + v; x++) p[x + BF_K] = bf_skellam_pmf(x, mu);
+    for (int side = 0; side < 2; side++) {
+        long idx[2 * BF_K + 1], imin = LONG_MAX, imax = LONG_MIN;
+        long double m[2 * BF_K + 1], kept = 0;
+        int na = 0;
+        for (int x = -BF_K; x <= BF_K; x++) {
+            if (p[x + BF_K] < 1e-45L) continue;
+            long double l = logl(p[x + BF_K] / p[x + v + BF_K]) / h;
+            idx[na] = (long)(side ? ceill(l) : floorl(l));
+            m[na] = p[x + BF_K];
+            kept += m[na];
+            if (idx[na] < imin) imin = idx[na];
+            if (idx[na] > imax) imax = idx[na];
+            na++;
+        }
+        const long double lost = fmaxl(0, 1 - kept) + 1e-30L; /* the noise's mass outside the atoms */
+        const long w = imax - imin;
+        long double *cur = calloc((size_t)(T * w + 1), sizeof *cur), *nxt = calloc((size_t)(T * w + 1), sizeof *nxt);
+        assert_non_null(cur);
+        assert_non_null(nxt);
+        cur[0] = 1;
+        long off = 0, size = 1;
+        for (int j = 0; j <= T; j++) {
+            for (int e = 0; e < ne; e++) {
+                long double d = 0;
+                for (long i = 0; i < size; i++)
+                    if (cur[i] > 0) d += cur[i] * fmaxl(0, 1 - expl(eps[e] - (long double)(off + i) * h));
+                H[side][j][e] = side ? d + j * lost : d;
+            }
+            if (j == T) break;
+            memset(nxt, 0, (size_t)(size + w) * sizeof *nxt);
+            for (long i = 0; i < size; i++)
+                if (cur[i] > 0)
+                    for (int a = 0; a < na; a++) nxt[i + idx[a] - imin] += cur[i] * m[a];
+            long double *t = cur;
+            cur = nxt, nxt = t;
+            size += w, off += imin;
+        }
+        free(cur), free(nxt);
+    }
+}
+
+static long double bf_mixture(long double H[BF_MAXT + 1][BF_NE], int T, double q, int e)
+{
+    long double d = 0;
+    for (int j = 0; j <= T; j++)
+        d += expl(lgammal(T + 1.0L) - lgammal(j + 1.0L) - lgammal(T - j + 1.0L)) * powl(q, j) * powl(1 - q, T - j) *
+             H[j][e];
+    return d;
+}
+
+/* The per-round joint-convexity bound (the RDP accountant at explicit integer orders: no mixture) */
+static double old_delta(const dpfl_event *ev, double eps)
+{
+    static double orders[255];
+    for (int a = 2; a <= 256; a++) orders[a - 2] = a;
+    dpfl_account_opts o = {.orders = orders, .norders = 255};
+    dpfl_guarantee g;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_delta(ev, 1, eps, DPFL_ACC_RDP, &o, &g, &err), DPFL_OK);
+    return g.delta;
+}
+
+/* The binomial mixture against the brute force: never below it (delta at eps, and epsilon at the brute force's
+ * delta, which is at most 2 eps + 1), never above the joint-convexity bound and well below it where the best order
+ * depends on the participations; dpfl_skellam_epsilon and the accountant answer it. */
+static void sampled_ddp_mixture_bounds_the_exact_pair(void **state)
+{
+    (void)state;
+    const double eps[BF_NE] = {0.5, 1.0, 2.0, 3.0};
+    const struct {
+        double mu;
+        int v, T;
+        double q;
+    } cs[] = {{8, 1, 6, 0.3}, {8, 1, 6, 0.1}, {6, 2, 4, 0.5}, {20, 1, 8, 0.2}};
+    static long double H[2][BF_MAXT + 1][BF_NE];
+    int below_old = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        bf_profile(cs[c].mu, cs[c].v, cs[c].T, eps, BF_NE, 1e-3, H);
+        const double v = cs[c].v, q = cs[c].q;
+        dpfl_event ev = dpfl_event_skellam(q, v, v, cs[c].mu, cs[c].T); /* 1-D: L1 = L2 = |v| */
+        dpfl_error err;
+        for (int e = 0; e < BF_NE; e++) {
+            const long double lo = bf_mixture(H[0], cs[c].T, q, e), hi = bf_mixture(H[1], cs[c].T, q, e);
+            assert_true(lo > 0 && lo <= hi && hi <= lo * 1.1L); /* the brute force is accurate */
+            double d, o = old_delta(&ev, eps[e]);
+            assert_int_equal(dpfl_skellam_mixture_delta(&ev, 1, eps[e], DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+            if (!(d >= lo) || !(d <= o * (1 + 1e-9)))
+                print_error("case %zu eps %g: mixture %g, brute force [%Lg, %Lg], joint convexity %g\n", c, eps[e], d,
+                            lo, hi, o);
+            assert_true(d >= lo);
+            assert_true(d <= o * (1 + 1e-9));
+            if (d < 0.8 * o) below_old++;
+            dpfl_guarantee g;
+            assert_int_equal(dpfl_account_delta(&ev, 1, eps[e], DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+            assert_true(g.delta >= lo && g.delta <= d * (1 + 1e-12));
+            /* epsilon at the brute force's (lower) delta: at least eps */
+            double es;
+            assert_int_equal(dpfl_skellam_epsilon(v, v, cs[c].mu, q, cs[c].T, (double)lo, &es, &err), DPFL_OK);
+            assert_true(es >= eps[e] * (1 - 1e-9));
+            assert_true(es <= 2 * eps[e] + 1); /* and not far above it */
+            assert_int_equal(dpfl_account_epsilon(&ev, 1, (double)lo, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+            assert_true(g.epsilon >= eps[e] * (1 - 1e-9));
+        }
+    }
+    assert_true(below_old >= 4);
+}
+
+/* The mixture: pinned values (an independent Python sum over the same order grid, without the monotone search,
+ * gives 0.89704921799 and 2.13769232709: the library's are the same padded up by ~1e-10), below the joint-convexity
+ * bound at DDP's sizes; monotone in q, rounds, noise and epsilon; q = 1 unchanged; several events (rates and
+ * sensitivities that differ) between the bounds of their extremes; bad input refused. */
+static void sampled_ddp_mixture_pinned_and_monotone(void **state)
+{
+    (void)state;
+    dpfl_error err;
+    double e, prev;
+    assert_int_equal(dpfl_skellam_epsilon(400, 20, 1e5, 0.1, 100, 1e-5, &e, &err), DPFL_OK);
+    assert_close(e, 0.8970492180519614, 1e-9);
+    const double d2 = 1290, d1 = dpfl_skellam_l1_bound(d2, 131072), mu6 = (6 * d2) * (6 * d2);
+    assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 0.03, 200, 1e-5, &e, &err), DPFL_OK);
+    assert_close(e, 2.1376923272382555, 1e-9);
+    dpfl_event ev = dpfl_event_skellam(0.03, d1, d2, mu6, 200);
+    double d, o = old_delta(&ev, e);
+    assert_int_equal(dpfl_skellam_mixture_delta(&ev, 1, e, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+    assert_true(d <= 1e-5 * (1 + 1e-6) && o > 1.5e-5); /* the joint-convexity delta at the same epsilon */
+    dpfl_guarantee g;
+    assert_int_equal(dpfl_account_epsilon(&ev, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.epsilon, e, 1e-12);
+    assert_true(g.order == 0); /* the mixture answered */
+    /* monotone */
+    prev = 0;
+    for (double q = 0.01; q <= 0.5; q += 0.01) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, q, 200, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e >= prev);
+        prev = e;
+    }
+    prev = 0;
+    for (int64_t T = 1; T <= 400; T += 7) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 0.03, T, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e >= prev);
+        prev = e;
+    }
+    prev = INFINITY;
+    for (double z = 1; z <= 10; z += 0.25) {
+        assert_int_equal(dpfl_skellam_epsilon(d1, d2, (z * d2) * (z * d2), 0.03, 200, 1e-5, &e, &err), DPFL_OK);
+        assert_true(e <= prev);
+        prev = e;
+    }
+    prev = 1;
+    for (double x = 0; x <= 10; x += 0.125) {
+        assert_int_equal(dpfl_skellam_mixture_delta(&ev, 1, x, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+        assert_true(d <= prev && d > 0);
+        prev = d;
+    }
+    /* q = 1: the RDP composition (the mixture is a point mass there; the accountant does not call it) */
+    dpfl_event full = dpfl_event_skellam(1.0, d1, d2, mu6, 50);
+    assert_false(dpfl_skellam_mixture_applies(&full, 1));
+    assert_int_equal(dpfl_skellam_epsilon(d1, d2, mu6, 1.0, 50, 1e-5, &e, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&full, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_true(g.order > 0 && g.epsilon <= e * (1 + 1e-12) && g.epsilon >= 0.99 * e);
+    /* several events: 100 rounds at 0.03 and 100 at 0.1, or one of them at twice the noise */
+    dpfl_event two[2] = {dpfl_event_skellam(0.03, d1, d2, mu6, 100), dpfl_event_skellam(0.1, d1, d2, mu6, 100)};
+    dpfl_event lo = dpfl_event_skellam(0.03, d1, d2, mu6, 200), hi = dpfl_event_skellam(0.1, d1, d2, mu6, 200);
+    double el, eh, e2;
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&lo, 1, 1e-5, DPFL_CONV_TIGHT, &el, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&hi, 1, 1e-5, DPFL_CONV_TIGHT, &eh, &err), DPFL_OK);
+    assert_true(el < e2 && e2 <= eh * (1 + 1e-12));
+    two[1] = dpfl_event_skellam(0.03, d1, d2, 4 * mu6, 100);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    assert_close(e2, el, 1e-12); /* the largest RDP charged to every participation */
+    /* a round known to include the client, and the sampled rest: between all-known and all-sampled */
+    two[1] = dpfl_event_skellam(1.0, d1, d2, mu6, 10);
+    assert_true(dpfl_skellam_mixture_applies(two, 2));
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
+    dpfl_event ten = dpfl_event_skellam(1.0, d1, d2, mu6, 10), t100 = dpfl_event_skellam(0.03, d1, d2, mu6, 100);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&ten, 1, 1e-5, DPFL_CONV_TIGHT, &el, &err), DPFL_OK);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&t100, 1, 1e-5, DPFL_CONV_TIGHT, &eh, &err), DPFL_OK);
+    assert_true(e2 > el && e2 > eh);
+    /* not Skellam: not applicable, refused */
+    two[1] = dpfl_event_gaussian(1.0, 10);
+    assert_false(dpfl_skellam_mixture_applies(two, 2));
+    assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_skellam_mixture_delta(&lo, 1, -1, DPFL_CONV_TIGHT, &d, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_skellam_mixture_epsilon(&lo, 1, 0, DPFL_CONV_TIGHT, &e2, &err), DPFL_EINVAL);
+}
+
 /* The table sampler (src/core/poisson_table.c) against the exact laws: moments at small, medium and large lambda;
  * chi-square of 200,000 draws against the Poisson pmf at lambda = 6.3 and 2,000.5 and against the Skellam pmf
  * (difference of two draws) at mu = 2 lambda = 100; its total-variation bound tiny at the sizes DDP uses; bad
@@ -222,6 +436,8 @@ int main(void)
         cmocka_unit_test(samplers_match_the_exact_pmf),
         cmocka_unit_test(skellam_accounting_bounds_the_gaussian),
         cmocka_unit_test(table_sampler_matches_the_exact_pmf),
+        cmocka_unit_test(sampled_ddp_mixture_bounds_the_exact_pair),
+        cmocka_unit_test(sampled_ddp_mixture_pinned_and_monotone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,9 +131,26 @@ double dpfl_rdp_to_delta(const double *orders, const double *rdp, size_t n, doub
 double dpfl_skellam_rdp(int alpha, double d1, double d2, double mu);
 /* The L1 bound of an integer vector of L2 norm <= d2 in dim dimensions: min(d2^2, sqrt(dim) d2). */
 double dpfl_skellam_l1_bound(double d2, size_t dim);
-/* epsilon at delta of `rounds` such releases, each including a given client with probability q (1: always). */
+/* epsilon at delta of `rounds` such releases, each including a given client with probability q (1: always),
+ * participation visible: the smaller of per-round joint convexity composed by RDP and the binomial mixture below. */
 dpfl_status dpfl_skellam_epsilon(double d1, double d2, double mu, double q, int64_t rounds, double delta,
                                  double *eps, dpfl_error *err);
+/* Sampled distributed DP, participation visible (skellam_visible.c): delta(eps) <= sum_j P(J = j) delta_j(eps),
+ * J the number of rounds the client takes part in, delta_j the conversion (conv) of j x the Skellam RDP minimised
+ * over integer orders 2..4096.  Every event must be DPFL_EV_SKELLAM (EINVAL otherwise); rates may differ (J is
+ * bounded by the rounds at q = 1 plus Bin(rest, largest q < 1)) and so may the sensitivities and noise (the largest
+ * RDP at each order).  dpfl_account_epsilon / _delta (rdp, and pld's fallback to it) answer the smaller of this and
+ * the RDP composition when dpfl_skellam_mixture_applies (every counted event Skellam, one with 0 < q < 1) and the
+ * default orders are used; the guarantee's order is 0 when the mixture answers. */
+int dpfl_skellam_mixture_applies(const dpfl_event *ev, size_t nev);
+dpfl_status dpfl_skellam_mixture_delta(const dpfl_event *ev, size_t nev, double epsilon, dpfl_conversion conv,
+                                       double *delta, dpfl_error *err);
+dpfl_status dpfl_skellam_mixture_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_conversion conv,
+                                         double *eps, dpfl_error *err);
+/* The accountant's hook: if dpfl_skellam_mixture_applies, *value (an RDP epsilon at delta = x, or with want_delta a
+ * delta at epsilon = x) becomes the mixture's bound where that is smaller, and *order 0. */
+void dpfl_skellam_mixture_tighten(const dpfl_event *ev, size_t nev, double x, int want_delta, dpfl_conversion conv,
+                                  double *value, double *order);
 
 /* ---------------------------------------------------------------- accountants (one entry point) */
 typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;

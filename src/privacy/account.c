@@ -178,6 +178,8 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
             rdp_ctx c = {ev, nev};
             out->epsilon = dpfl_rdp_refine(rdp_at, &c, out->order, out->epsilon, delta, 0, conv, &out->order);
         }
+        /* sampled DDP: the binomial mixture over participations where smaller (skellam_visible.c) */
+        if (!(opts && opts->orders)) dpfl_skellam_mixture_tighten(ev, nev, delta, 0, conv, &out->epsilon, &out->order);
         return DPFL_OK;
     }
     case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, delta, 0, opts, out, err);
@@ -221,6 +223,8 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
             rdp_ctx c = {ev, nev};
             out->delta = dpfl_rdp_refine(rdp_at, &c, out->order, out->delta, epsilon, 1, conv, &out->order);
         }
+        /* sampled DDP: the binomial mixture over participations where smaller (skellam_visible.c) */
+        if (!(opts && opts->orders)) dpfl_skellam_mixture_tighten(ev, nev, epsilon, 1, conv, &out->delta, &out->order);
         return DPFL_OK;
     }
     case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, epsilon, 1, opts, out, err);

@@ -7,7 +7,9 @@
  * the Gaussian term plus a correction that vanishes as mu grows.  Rounds with a client taking part with
  * probability q < 1 use the joint-convexity bound for Poisson subsampling of any mechanism,
  * (1 / (alpha - 1)) log(1 - q + q e^{(alpha - 1) eps(alpha)}) (valid in both add-remove directions because the
- * corollary's bound is), and T rounds compose by adding RDP; (epsilon, delta) by the tight conversion. */
+ * corollary's bound is), and T rounds compose by adding RDP; (epsilon, delta) by the tight conversion.  With
+ * q < 1 dpfl_skellam_epsilon answers the smaller of that and the binomial mixture over the client's participations
+ * (skellam_visible.c, never larger at the same orders: the derivation is there). */
 #include "dpfl/privacy.h"
 
 #include <math.h>
@@ -47,5 +49,12 @@ dpfl_status dpfl_skellam_epsilon(double d1, double d2, double mu, double q, int6
         rdp[i] = (double)rounds * r;
     }
     *eps = dpfl_rdp_to_epsilon(orders, rdp, n, delta, DPFL_CONV_TIGHT, NULL);
+    if (q < 1 && rounds > 0) {
+        dpfl_event e = dpfl_event_skellam(q, d1, d2, mu, rounds);
+        double mix;
+        dpfl_status s = dpfl_skellam_mixture_epsilon(&e, 1, delta, DPFL_CONV_TIGHT, &mix, err);
+        if (s) return s;
+        if (mix < *eps) *eps = mix;
+    }
     return DPFL_OK;
 }
