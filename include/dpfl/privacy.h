@@ -171,6 +171,9 @@ typedef struct {
     int asymptotic;    /* 1 if the number is a CLT limit and not an upper bound */
     dpfl_accountant answered; /* the accountant whose number this is (RDP when PLD fell back or RDP was smaller) */
     char fallback[160];       /* why PLD did not answer, or "" */
+    double epsilon_lower;     /* PLD answered an epsilon: the optimistic discretization's epsilon, a lower bound on
+                               * the true epsilon of the same events (the truth lies in [epsilon_lower, epsilon]);
+                               * 0 = not computed (RDP or GDP answered, or a delta was asked) */
 } dpfl_guarantee;
 
 /* epsilon at the given delta (the result's delta = delta). opts may be NULL.  PLD never answers below the truth:
@@ -191,6 +194,13 @@ dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, siz
                              dpfl_error *err);
 dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,
                            dpfl_error *err);
+/* Both ends of the discretization's bracket: *upper as dpfl_pld_epsilon (pessimistic: connect-the-dots), *lower from
+ * the optimistic discretization (output cells, losses moved down) of the same composition, so lower <= the true
+ * epsilon <= upper.  lower may be NULL (not computed).  Same for delta at epsilon. */
+dpfl_status dpfl_pld_epsilon_bounds(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *upper,
+                                    double *lower, dpfl_error *err);
+dpfl_status dpfl_pld_delta_bounds(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *upper,
+                                  double *lower, dpfl_error *err);
 /* Hockey-stick divergence of one Poisson-subsampled Gaussian step, exact (closed form): max of both directions.*/
 double dpfl_pld_sgm_delta_exact(double q, double z, double epsilon);
 

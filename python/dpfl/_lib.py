@@ -63,6 +63,7 @@ class Guarantee(ctypes.Structure):
         ("asymptotic", c_int),
         ("answered", c_int),
         ("fallback", ctypes.c_char * 160),
+        ("epsilon_lower", c_double),
     ]
 
 

@@ -372,10 +372,13 @@ def rdp_to_delta(orders, rdp, epsilon, conversion="tight"):
 
 # ---------------------------------------------------------------------------------------------- accountants
 # The result types are named tuples (light to import: a whole-process call is mostly start-up).
-class Guarantee(collections.namedtuple("Guarantee", "epsilon delta order mu asymptotic answered fallback")):
+class Guarantee(collections.namedtuple("Guarantee",
+                                        "epsilon delta order mu asymptotic answered fallback epsilon_lower")):
     """dpfl_guarantee.  `order`: RDP's optimal order (else 0); `mu`: GDP's mu (else 0); `answered` names the
     accountant whose number this is ("rdp" when PLD fell back to RDP or RDP's bound was smaller; `fallback` says
-    why, else "").  `asymptotic`: a CLT limit, NOT an upper bound."""
+    why, else "").  `asymptotic`: a CLT limit, NOT an upper bound.  `epsilon_lower`: where PLD answered an epsilon,
+    its optimistic discretization's epsilon, a lower bound (the true epsilon lies in [epsilon_lower, epsilon]);
+    0 when not computed (RDP or GDP answered, or a delta was asked)."""
     __slots__ = ()
 
 
@@ -391,7 +394,8 @@ def _account_opts(conversion, orders, pld_bins):
 
 def _guarantee(g):
     return Guarantee(g.epsilon, g.delta, g.order, g.mu, bool(g.asymptotic),
-                     lib.dpfl_accountant_name(g.answered).decode(), g.fallback.decode("utf-8", "replace"))
+                     lib.dpfl_accountant_name(g.answered).decode(), g.fallback.decode("utf-8", "replace"),
+                     g.epsilon_lower)
 
 
 def account_epsilon(events, delta, accountant="rdp", *, conversion="tight", orders=None, pld_bins=0):

@@ -173,7 +173,9 @@ def test_printed_values_match_cli_text():
     r, p, g = (dpfl.account_epsilon(ev, 1e-5, a) for a in ("rdp", "pld", "gdp"))
     assert out[0] == "%-4s  epsilon = %.6g  delta = %.6g  (order %.4g, tight conversion)" % (
         "rdp", r.epsilon, r.delta, r.order)
-    assert out[1] == "%-4s  epsilon = %.6g  delta = %.6g" % ("pld", p.epsilon, p.delta)
+    assert out[1] == "%-4s  epsilon = %.6g  delta = %.6g  (lower estimate %.6g: the true epsilon lies in [%.6g, %.6g])" % (
+        "pld", p.epsilon, p.delta, p.epsilon_lower, p.epsilon_lower, p.epsilon)
+    assert 0 < p.epsilon_lower <= p.epsilon and r.epsilon_lower == 0
     assert out[2] == "%-4s  epsilon = %.6g  delta = %.6g  (mu = %.6g)  ASYMPTOTIC (CLT), not a bound" % (
         "gdp", g.epsilon, g.delta, g.mu)
     z = dpfl.calibrate_noise(dpfl.event_poisson(0.1, 1.0, 1500), 8, 1e-3)

@@ -17,7 +17,9 @@ static const char *HELP =
     "  --sampler poisson   each unit included independently with probability --q (default; add-remove)\n"
     "  --sampler fixed     batches of exactly --batch of --n without replacement (replace-one, WBK bound)\n"
     "  --accountant        rdp (default), pld (tightest), gdp (CLT: asymptotic, not a bound), all\n"
-    "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n";
+    "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n"
+    "Where PLD answers an epsilon it also prints its lower estimate (the optimistic discretization of the same\n"
+    "composition): the true epsilon lies between the two (--json: \"epsilon_lower\").\n";
 
 int cli_account(int argc, char **argv)
 {
@@ -122,6 +124,7 @@ int cli_account(int argc, char **argv)
             cJSON_AddNumberToObject(r, "delta", g.delta);
             if (list[i] == DPFL_ACC_RDP) cJSON_AddNumberToObject(r, "order", g.order);
             if (list[i] == DPFL_ACC_GDP) cJSON_AddNumberToObject(r, "mu", g.mu);
+            if (g.answered == DPFL_ACC_PLD && has_d) cJSON_AddNumberToObject(r, "epsilon_lower", g.epsilon_lower);
             cJSON_AddBoolToObject(r, "asymptotic", g.asymptotic);
             if (g.answered != list[i]) { /* PLD fell back: say which accountant's number this is, and why */
                 cJSON_AddStringToObject(r, "answered_by", dpfl_accountant_name(g.answered));
@@ -130,6 +133,9 @@ int cli_account(int argc, char **argv)
             if (nl > 1) cJSON_AddItemToArray(arr, r);
         } else {
             printf("%-4s  epsilon = %.6g  delta = %.6g", an, g.epsilon, g.delta);
+            if (g.answered == DPFL_ACC_PLD && has_d)
+                printf("  (lower estimate %.6g: the true epsilon lies in [%.6g, %.6g])", g.epsilon_lower,
+                       g.epsilon_lower, g.epsilon);
             if (list[i] == DPFL_ACC_RDP) printf("  (order %.4g, %s conversion)", g.order, conv);
             if (list[i] == DPFL_ACC_GDP) printf("  (mu = %.6g)%s", g.mu, g.asymptotic ? "  ASYMPTOTIC (CLT), not a bound" : "");
             if (g.answered != list[i])

@@ -33,7 +33,7 @@ static const abi_entry table[] = {
     FIELD(dpfl_account_opts, norders), FIELD(dpfl_account_opts, pld_bins),
     SIZE(dpfl_guarantee), FIELD(dpfl_guarantee, epsilon), FIELD(dpfl_guarantee, delta), FIELD(dpfl_guarantee, order),
     FIELD(dpfl_guarantee, mu), FIELD(dpfl_guarantee, asymptotic), FIELD(dpfl_guarantee, answered),
-    FIELD(dpfl_guarantee, fallback),
+    FIELD(dpfl_guarantee, fallback), FIELD(dpfl_guarantee, epsilon_lower),
     SIZE(dpfl_calibrate_opts), FIELD(dpfl_calibrate_opts, accountant), FIELD(dpfl_calibrate_opts, opts),
     FIELD(dpfl_calibrate_opts, tol),
     SIZE(dpfl_fdp_params), FIELD(dpfl_fdp_params, clients), FIELD(dpfl_fdp_params, p), FIELD(dpfl_fdp_params, z),

@@ -121,12 +121,12 @@ static dpfl_status pld_or_rdp(const dpfl_event *ev, size_t nev, double x, int wa
                               dpfl_guarantee *out, dpfl_error *err)
 {
     const char *why = pld_unsupported(ev, nev);
-    double v = INFINITY;
+    double v = INFINITY, lower = 0;
     dpfl_error perr;
     dpfl_status s = DPFL_ENUM;
     if (!why) {
         s = want_delta ? dpfl_pld_delta(ev, nev, x, opts ? opts->pld_bins : 0, &v, &perr)
-                       : dpfl_pld_epsilon(ev, nev, x, opts ? opts->pld_bins : 0, &v, &perr);
+                       : dpfl_pld_epsilon_bounds(ev, nev, x, opts ? opts->pld_bins : 0, &v, &lower, &perr);
         if (s == DPFL_EINVAL || s == DPFL_ENOMEM || s == DPFL_ENOTPRIVATE) return dpfl_fail(err, s, "%s", perr.msg);
         if (s) why = perr.msg;
     }
@@ -138,13 +138,18 @@ static dpfl_status pld_or_rdp(const dpfl_event *ev, size_t nev, double x, int wa
     if (rs) return rs;
     double rv = want_delta ? r.delta : r.epsilon;
     if (!s && v <= rv) {
-        if (want_delta) out->delta = v;
-        else out->epsilon = v;
+        if (want_delta) {
+            out->delta = v;
+        } else {
+            out->epsilon = v;
+            out->epsilon_lower = lower; /* the optimistic discretization: the truth lies in [lower, v] */
+        }
         out->answered = DPFL_ACC_PLD;
         return DPFL_OK;
     }
     *out = r;
     out->answered = DPFL_ACC_RDP;
+    out->epsilon_lower = 0; /* not computed: RDP answered */
     const char *note = s ? why : "RDP's bound is smaller here";
     size_t n = strlen(note) < sizeof out->fallback - 1 ? strlen(note) : sizeof out->fallback - 1;
     memcpy(out->fallback, note, n);
@@ -159,6 +164,7 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
     dpfl_status s = dpfl_events_check(ev, nev, err);
     if (s) return s;
     out->delta = delta;
+    out->epsilon_lower = 0;
     out->order = 0;
     out->mu = 0;
     out->asymptotic = 0;
@@ -204,6 +210,7 @@ dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon,
     dpfl_status s = dpfl_events_check(ev, nev, err);
     if (s) return s;
     out->epsilon = epsilon;
+    out->epsilon_lower = 0;
     out->order = 0;
     out->mu = 0;
     out->asymptotic = 0;

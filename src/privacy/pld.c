@@ -23,6 +23,7 @@
  * mass at loss 0 is the constant 1), composed over the rounds as R^T. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
+#include "pld_internal.h"
 
 #include <complex.h>
 #include <fftw3.h>
@@ -117,24 +118,34 @@ typedef struct {
 
 static int mixed(const sgm_ev *e) { return e->lambda < 1 || e->inner > 1; }
 
+
+#define NTHETA 12 /* Chernoff bounds on the tilted mass outside the window at theta = 2^-3 .. 2^8 */
+
+typedef struct {
+    double *g;   /* tilted composed pmf, index r <-> k = klo + r; the pmf itself is f_k = g_k exp(logm - lam k h) */
+    double logm; /* log E[e^{lam L}] of the composed finite part */
+    double crel; /* error allowance, relative to exp(logm - lam eps): tilted mass outside the window, mass lost
+                  * to round-off, and the FFT's per-bin error summed over the bins above eps */
+    double cabs; /* upper only: mass at +inf and the (untilted) mass above the window */
+    double lost;       /* |1 - the tilted composition's mass|: a relative error of the sums */
+    double up[NTHETA]; /* log E[e^{(lam + theta_s) L}] - log E[e^{lam L}] (-inf: the support is inside the window) */
+} pld_side;
+
 typedef struct {
     size_t N;
-    double h;
+    double h, lam;      /* grid step, exponential tilt */
     int64_t klo;        /* window = [klo, klo + N) in units of h */
-    double *f[2];       /* composed finite pmf per direction (index r <-> k = klo + r) */
-    double pinf[2];     /* probability of an infinite loss */
-    double slack[2];    /* Chernoff bound on mass above the window + FFT round-off allowance + lost mass */
-    int ndir;
+    int ndir, nside;    /* nside 1: upper only; 2: upper and lower */
+    pld_side s[2][2];   /* [direction][0 upper (pessimistic), 1 lower (optimistic)] */
     char invalid[200];  /* non-empty: the discretization cannot be trusted here (why) */
 } pld_composed;
 
 static void pld_free(pld_composed *c)
 {
-    for (int d = 0; d < 2; d++) fftw_free(c->f[d]);
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++) fftw_free(c->s[d][k].g);
 }
 
-/* Range of one step's losses that the discretization keeps: [llo, hi].  Below llo the mass (x beyond 10 z) is
- * rounded up onto the grid's first point; above hi one step's delta is below eta_inf and becomes mass at +inf. */
 static void event_range(const sgm_ev *e, int dir, double eta_inf, double *llo, double *hi)
 {
     double q = e->q, z = e->z;
@@ -155,28 +166,32 @@ static void event_range(const sgm_ev *e, int dir, double eta_inf, double *llo, d
     *hi = h;
 }
 
-/* One event, one direction: discretize on the grid into buf (length N, cyclic), return mass at +inf; also
- * accumulate log-MGF values at the given lambdas into lmgf, and the grid index of its largest finite loss. */
-static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t N, double eta_inf, double *buf,
-                         const double *lam, size_t nlam, double *lmgf, int64_t *ktop)
+/* The grid points [k0, k0 + m) one event's discretization uses (inside the window). */
+static void event_support(const sgm_ev *e, int dir, double h, int64_t klo, size_t N, double eta_inf, int64_t *k0p,
+                          size_t *mp)
 {
-    double q = e->q, z = e->z;
     double llo, hi;
     event_range(e, dir, eta_inf, &llo, &hi);
     int64_t k0 = (int64_t)floor(llo / h) - 1, k1 = (int64_t)ceil(hi / h) + 1;
     if (k0 < klo) k0 = klo;
     if (k1 > klo + (int64_t)N - 1) k1 = klo + (int64_t)N - 1;
     if (k1 <= k0 + 1) k1 = k0 + 2;
-    *ktop = k1;
-    size_t m = (size_t)(k1 - k0 + 1);
-    double *d = malloc(3 * (m + 1) * sizeof *d);
+    *k0p = k0;
+    *mp = (size_t)(k1 - k0 + 1);
+}
+
+/* The pessimistic (connect-the-dots) discretization of one step on [k0, k0 + m): pm[j] = mass at (k0 + j) h;
+ * returns the mass at +inf. */
+static double discretize_upper(const sgm_ev *e, int dir, double h, int64_t k0, size_t m, double *pm)
+{
+    double q = e->q, z = e->z;
+    double *d = malloc(2 * (m + 1) * sizeof *d);
     DPFL_ASSERT(d);
-    double *lm = d + m + 1, *pm = d + 2 * (m + 1);
-    double pinf;
+    double *lm = d + m + 1;
     for (size_t j = 0; j < m; j++) {
-        double e = (double)(k0 + (int64_t)j) * h;
-        d[j] = sgm_delta(q, z, dir, e);
-        lm[j] = e < h ? sgm_lambda(q, z, dir, e) : 0.0;
+        double x = (double)(k0 + (int64_t)j) * h;
+        d[j] = sgm_delta(q, z, dir, x);
+        lm[j] = x < h ? sgm_lambda(q, z, dir, x) : 0.0;
     }
     /* delta is non-increasing and lam non-decreasing; floating noise in the far tails could break that */
     for (size_t j = m - 1; j-- > 0;)
@@ -184,7 +199,7 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
     for (size_t j = 1; j < m; j++)
         if ((double)(k0 + (int64_t)j) * h < h && lm[j] < lm[j - 1]) lm[j] = lm[j - 1];
     double eh = exp(h), em1 = expm1(h);
-    pinf = d[m - 1];
+    double pinf = d[m - 1];
     for (size_t j = 0; j < m; j++) {
         double p;
         int64_t k = k0 + (int64_t)j;
@@ -201,29 +216,35 @@ static double discretize(const sgm_ev *e, int dir, double h, int64_t klo, size_t
         } else {
             p = ((d[j - 1] - d[j]) * eh - (d[j] - d[j + 1])) / em1;
         }
-        if (p < 0) p = 0;
-        int64_t r = k % (int64_t)N;
-        if (r < 0) r += (int64_t)N;
-        buf[r] += p;
-        pm[j] = p;
-    }
-    /* log sum_j p_j e^{lam l_j}, shifted by its largest term (a bound on the terms: lam l_j is increasing in j) */
-    for (size_t j = 0; j < m; j++) pm[j] = pm[j] > 0 ? log(pm[j]) : -INFINITY;
-    for (size_t i = 0; i < nlam; i++) {
-        double mx = -INFINITY;
-        for (size_t j = 0; j < m; j++) {
-            double t = pm[j] + lam[i] * (double)(k0 + (int64_t)j) * h;
-            if (t > mx) mx = t;
-        }
-        double sum = 0;
-        for (size_t j = 0; j < m; j++) {
-            double t = pm[j] + lam[i] * (double)(k0 + (int64_t)j) * h - mx;
-            if (t > -745) sum += exp(t);
-        }
-        lmgf[i] = mx + log(sum);
+        pm[j] = p > 0 ? p : 0;
     }
     free(d);
     return pinf;
+}
+
+/* log sum_j p_j e^{x (k0 + j) h}, from logp[j] = log p_j */
+static double lmgf(const double *logp, int64_t k0, size_t m, double h, double x)
+{
+    double mx = -INFINITY;
+    for (size_t j = 0; j < m; j++) {
+        double t = logp[j] + x * (double)(k0 + (int64_t)j) * h;
+        if (t > mx) mx = t;
+    }
+    if (mx == -INFINITY) return -INFINITY;
+    double s = 0;
+    for (size_t j = 0; j < m; j++) {
+        double t = logp[j] + x * (double)(k0 + (int64_t)j) * h - mx;
+        if (t > -745) s += exp(t);
+    }
+    return mx + log(s);
+}
+
+/* log-MGF of one event's round (two-stage: (1 - lambda) + lambda M^K) from one step's */
+static double round_lm(const sgm_ev *e, double lm)
+{
+    double K = (double)e->inner;
+    if (e->lambda < 1) return dpfl_logaddexp(log1p(-e->lambda), log(e->lambda) + K * lm);
+    return K * lm;
 }
 
 static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_t *nout, int *need_add,
@@ -279,13 +300,197 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
     return DPFL_OK;
 }
 
-#define NLAM_GEOM 22 /* lambda = 2^-1 .. 2^20 */
-#define NLAM (NLAM_GEOM + 1) /* + the RDP conversion's optimal order - 1 */
+/* per (direction, side): what the events contribute */
+typedef struct {
+    double logm;              /* sum T log M(lam) */
+    double up[NTHETA];        /* sum T log M(lam + theta) */
+    double dn[NTHETA];        /* sum T log M(lam - theta) */
+    double *e2;               /* per spectral value: estimated variance of its accumulated round-off */
+} side_acc;
 
-/* win = NULL: window from RDP; else [win[0], win[1]].  On return c->invalid is empty, or says why the composed
- * distribution cannot be trusted (the caller then answers with RDP). */
-static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, size_t bins, const double *win,
-                           pld_composed *c, dpfl_error *err)
+/* One event, one side: tilt its pmf by e^{lam l} (normalized), transform, raise to its count into acc. */
+static void add_event(const sgm_ev *v, const double *pm, int64_t k0, size_t m, double h, double lam, size_t N,
+                      int need_up, int need_dn, double *buf, fftw_complex *spec, fftw_plan fwd, fftw_complex *acc,
+                      side_acc *sa)
+{
+    double *logp = malloc(m * sizeof *logp);
+    DPFL_ASSERT(logp);
+    for (size_t j = 0; j < m; j++) logp[j] = pm[j] > 0 ? log(pm[j]) : -INFINITY;
+    const double T = (double)v->count, K = (double)v->inner;
+    const int mix = mixed(v);
+    double lm0 = lmgf(logp, k0, m, h, lam);
+    sa->logm += T * round_lm(v, lm0);
+    for (int s = 0; s < NTHETA; s++) {
+        double th = ldexp(1.0, s - 3);
+        if (need_up) sa->up[s] += T * round_lm(v, lmgf(logp, k0, m, h, lam + th));
+        if (need_dn) sa->dn[s] += T * round_lm(v, lmgf(logp, k0, m, h, lam - th));
+    }
+    memset(buf, 0, N * sizeof *buf);
+    double g2 = 0;
+    for (size_t j = 0; j < m; j++) {
+        if (logp[j] == -INFINITY) continue;
+        int64_t k = k0 + (int64_t)j;
+        double g = exp(logp[j] + lam * (double)k * h - lm0);
+        int64_t r = k % (int64_t)N;
+        if (r < 0) r += (int64_t)N;
+        buf[r] += g;
+        g2 += g * g;
+    }
+    free(logp);
+    fftw_execute(fwd);
+    size_t nc = N / 2 + 1;
+    /* round-off, estimated as independent errors: the forward transform puts an error of rms 2 u log2(N) |g|_2 on
+     * each spectral value (Higham, Accuracy and Stability of Numerical Algorithms, sec. 24.1), the powers
+     * multiply it by their derivative, and each power adds a relative error of about 4 T u (log and phase) */
+    const double ef = 2 * DBL_EPSILON * log2((double)N) * sqrt(g2);
+    double w = mix ? exp(log(v->lambda) + K * lm0 - round_lm(v, lm0)) : 1;
+    for (size_t j = 0; j < nc; j++) {
+        double re = creal(spec[j]), im = cimag(spec[j]);
+        double dr = ef; /* error of the round's spectral value */
+        if (mix) { /* the round's spectrum (1 - w) + w S^K, w = lambda M^K / M_round */
+            double lr = 0.5 * K * log(re * re + im * im), sr = 0, si = 0;
+            if (lr > -745) {
+                double ph = fmod(K * atan2(im, re), 2 * M_PI), mag = exp(lr);
+                sr = mag * cos(ph);
+                si = mag * sin(ph);
+            }
+            dr = w * K * exp(lr * (K - 1) / K) * ef + 4 * K * DBL_EPSILON * w * exp(lr);
+            re = (1 - w) + w * sr;
+            im = w * si;
+        }
+        double ar = creal(acc[j]), ai = cimag(acc[j]);
+        double l2 = log(re * re + im * im);
+        double lr = 0.5 * T * l2;
+        double dx = T * exp(0.5 * (T - 1) * l2) * dr + 4 * T * DBL_EPSILON * exp(lr); /* error of R^T */
+        double mx = exp(lr), ma2 = ar * ar + ai * ai;
+        sa->e2[j] = mx * mx * sa->e2[j] + ma2 * dx * dx;
+        if (acc[j] == 0) continue;
+        if (!(lr > -745)) {
+            acc[j] = 0;
+            continue;
+        }
+        double ph = fmod(T * atan2(im, re), 2 * M_PI);
+        double cr = mx * cos(ph), ci = mx * sin(ph);
+        acc[j] = (ar * cr - ai * ci) + I * (ar * ci + ai * cr); /* without __muldc3's inf/nan recovery */
+    }
+}
+
+/* Tilted mass at losses >= x (a Chernoff bound; 0 when the support is inside the window) */
+static double tilted_above(const pld_side *sd, double x)
+{
+    double w = 1;
+    for (int s = 0; s < NTHETA; s++)
+        if (sd->up[s] > -INFINITY) w = fmin(w, exp(sd->up[s] - ldexp(1.0, s - 3) * x));
+        else return 0;
+    return w;
+}
+
+/* the error allowance at eps: crel plus what wrapped from above the window down to above eps */
+static double side_rel(const pld_composed *c, const pld_side *sd, double eps)
+{
+    return sd->crel + tilted_above(sd, eps + (double)c->N * c->h);
+}
+
+/* Back from the spectrum: g (rotated so g[i] is k = klo + i) and the side's error allowances. */
+static int finish_side(pld_composed *c, double *buf, fftw_plan inv, const side_acc *sa,
+                       int need_up, int need_dn, double total, pld_side *out)
+{
+    size_t N = c->N, nc = N / 2 + 1;
+    double h = c->h, lam = c->lam;
+    double var = 0; /* sum of the spectral error variances over the full spectrum */
+    for (size_t j = 0; j < nc; j++) var += (j == 0 || j == nc - 1 ? 1.0 : 2.0) * sa->e2[j];
+    fftw_execute(inv);
+    double *g = fftw_alloc_real(N);
+    if (!g) return -1;
+    out->g = g;
+    double negmax = 0, mass = 0, g2 = 0;
+    int finite = 1;
+    for (size_t r = 0; r < N; r++) {
+        int64_t k = c->klo + (int64_t)r;
+        int64_t src = k % (int64_t)N;
+        if (src < 0) src += (int64_t)N;
+        double val = buf[src] / (double)N;
+        if (!isfinite(val)) finite = 0;
+        if (val < 0) {
+            if (-val > negmax) negmax = -val;
+            val = 0;
+        }
+        g[r] = val;
+        mass += val;
+        g2 += val * val;
+    }
+    out->logm = sa->logm;
+    if (!finite || !isfinite(sa->logm)) {
+        snprintf(c->invalid, sizeof c->invalid, "the composed distribution is not finite (grid step %.3g)", h);
+        return 0;
+    }
+    /* the tilted composition is a probability distribution: what is missing was lost to round-off */
+    double lost = 1 - mass;
+    if (fabs(lost) > 1e-6) {
+        snprintf(c->invalid, sizeof c->invalid,
+                 "the composed distribution's mass is off by %.3g (FFT round-off over %.3g steps)", lost, total);
+        return 0;
+    }
+    /* tilted mass beyond the window (it wrapped around): Chernoff bounds with the tilted MGF.  Mass above the
+     * window lands N bins lower, so only what lies above eps + N h can land above eps (see tilted_above); mass
+     * below the window lands at its top. */
+    double top = (double)(c->klo + (int64_t)N) * h, bot = (double)c->klo * h;
+    double w_dn = 0;
+    for (int s = 0; s < NTHETA; s++) out->up[s] = need_up ? sa->up[s] - sa->logm : -INFINITY;
+    if (need_dn) {
+        w_dn = INFINITY;
+        for (int s = 0; s < NTHETA; s++) w_dn = fmin(w_dn, exp(sa->dn[s] - sa->logm + ldexp(1.0, s - 3) * bot));
+        w_dn = fmin(w_dn, 1);
+    }
+    /* per-bin error: rms of the spectral errors through the inverse transform, plus the inverse transform's own
+     * (2 u log2(N) |g|_2 in l2); the largest of N such errors is ~sqrt(2 ln N) rms: taken 10 times over, and never
+     * below 4x the largest negative value the transform produced (a direct witness of the error's size) */
+    double rms = sqrt(var) / (double)N + 2 * DBL_EPSILON * log2((double)N) * sqrt(g2 / (double)N);
+    double r = fmax(4.0 * negmax, 10 * sqrt(2 * log((double)N)) * rms);
+    double nb = lam * h > 0 ? fmin((double)N, 1 / -expm1(-lam * h)) : (double)N;
+    out->crel = w_dn + r * nb;
+    out->lost = fabs(lost);
+    out->cabs = need_up ? exp(sa->logm - lam * top) * tilted_above(out, top) : 0;
+    return 0;
+}
+
+/* The tilt: the saddle point of the Chernoff bound of the loss's tail, from the composed RDP curve (log E[e^{lam L}]
+ * = lam RDP(lam + 1)): for a delta query the lam of the classic conversion at delta, for an epsilon query the lam
+ * minimising lam (RDP(lam + 1) - eps).  The tilted composition is then centred near the epsilon asked for (or given),
+ * where relative accuracy matters.  Golden-section search in log lam over [1e-3, 2e3]. */
+static double tilt_objective(const dpfl_event *tmp, size_t n, double lam, double delta, double eps)
+{
+    double a = lam + 1, r;
+    if (dpfl_rdp_compose(tmp, n, &a, 1, &r, NULL) || !isfinite(r)) return INFINITY;
+    return isnan(eps) ? r + log(1 / delta) / lam : lam * (r - eps);
+}
+
+static double pick_tilt(const dpfl_event *tmp, size_t n, double delta, double eps)
+{
+    const double g = 0.3819660112501051;
+    double a = log(1e-3), b = log(2e3);
+    double x1 = a + g * (b - a), x2 = b - g * (b - a);
+    double f1 = tilt_objective(tmp, n, exp(x1), delta, eps), f2 = tilt_objective(tmp, n, exp(x2), delta, eps);
+    for (int i = 0; i < 40; i++) {
+        if (f1 <= f2) {
+            b = x2, x2 = x1, f2 = f1;
+            x1 = a + g * (b - a);
+            f1 = tilt_objective(tmp, n, exp(x1), delta, eps);
+        } else {
+            a = x1, x1 = x2, f1 = f2;
+            x2 = b - g * (b - a);
+            f2 = tilt_objective(tmp, n, exp(x2), delta, eps);
+        }
+    }
+    double lam = exp(0.5 * (a + b));
+    return isfinite(lam) ? lam : 0;
+}
+
+/* Composes both directions (and, with want_lower, the optimistic discretization beside the pessimistic one), tilted
+ * for the query: for delta_hint (eps_query = NaN) or for eps_query.  On return c->invalid is empty, or says why the composed distribution
+ * cannot be trusted (the caller then answers with RDP). */
+static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, double eps_query, size_t bins,
+                           double span, int want_lower, pld_composed *c, dpfl_error *err)
 {
     memset(c, 0, sizeof *c);
     sgm_ev *v = NULL;
@@ -300,13 +505,14 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
     }
     c->N = N;
     c->ndir = need_add ? 2 : 1;
+    c->nside = want_lower ? 2 : 1;
     double total = 0; /* steps */
     for (size_t i = 0; i < n; i++) total += (double)v[i].count * (double)v[i].inner;
     /* window: upper end from RDP (P(L > U) <= eta by the classic conversion), lower end symmetric but never
      * below log(eta) (P(L < x) <= e^x under P) */
     double eta = delta_hint * 1e-7;
     if (eta < 1e-300) eta = 1e-300;
-    double U = 0, rdp_order = 0;
+    double U = 0;
     if (n) {
         dpfl_event *tmp = malloc(n * sizeof *tmp);
         size_t no;
@@ -323,17 +529,16 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
                                                          DPFL_BOUND_RPDP)
                                   : dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
         dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
-        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, &rdp_order);
+        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, NULL);
+        c->lam = pick_tilt(tmp, n, delta_hint, eps_query);
         free(tmp);
         free(r);
     }
     if (!(U > 0)) U = 1e-3;
     double Lo = -fmin(U, -log(eta));
+    U *= span; /* a wider window: less tilted mass wraps around from above (see again) */
     double eta_inf = delta_hint * 1e-8 / (total > 1 ? total : 1);
-    if (win) {
-        Lo = win[0];
-        U = win[1];
-    } else if (n && total <= (double)(N / 8)) {
+    if (n && total <= (double)(N / 8)) {
         /* the composed finite losses lie in [sum T llo, sum T hi] (+ 2 grid steps per step for the rounding):
          * where that is narrower than the RDP window, use it; nothing can then leave the window */
         double lo_all = 0, hi_all = 0;
@@ -353,10 +558,13 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
         if (lo_all > Lo) Lo = lo_all;
         if (!(U > Lo)) U = Lo + 1e-6;
     }
-    double reserve = !win && total <= (double)(N / 8) ? 2 * total + 4 : 4;
+    /* where the window holds the whole support: each step's grid rounds its ends out by up to 2 bins, so keep
+     * 2 bins per step free at both ends */
+    int whole = total <= (double)(N / 8);
+    double reserve = whole ? 4 * total + 8 : 4;
     double h = (U - Lo) / ((double)N - reserve);
     c->h = h;
-    c->klo = (int64_t)floor(Lo / h) - 2;
+    c->klo = (int64_t)floor(Lo / h) - (whole ? (int64_t)(2 * total) + 4 : 2);
     if (!(h > 0) || !isfinite(h) || h > 20) {
         snprintf(c->invalid, sizeof c->invalid,
                  "loss grid too coarse (step %.3g over the window [%.3g, %.3g] with %zu bins)", h, Lo, U, N);
@@ -371,226 +579,288 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
         free(v);
         return DPFL_OK;
     }
-    double lam[NLAM];
-    for (int l = 0; l < NLAM_GEOM; l++) lam[l] = ldexp(1.0, l - 1);
-    lam[NLAM_GEOM] = rdp_order > 1 ? rdp_order - 1 : 1;
     size_t nc = N / 2 + 1;
     double *buf = fftw_alloc_real(N);
-    fftw_complex *spec = fftw_alloc_complex(nc), *acc = fftw_alloc_complex(nc);
-    if (!buf || !spec || !acc) {
+    fftw_complex *spec = fftw_alloc_complex(nc), *acc[2] = {fftw_alloc_complex(nc), fftw_alloc_complex(nc)};
+    double *e2[2] = {fftw_alloc_real(nc), fftw_alloc_real(nc)};
+    if (!buf || !spec || !acc[0] || !acc[1] || !e2[0] || !e2[1]) {
+        fftw_free(e2[0]);
+        fftw_free(e2[1]);
         fftw_free(buf);
         fftw_free(spec);
-        fftw_free(acc);
+        fftw_free(acc[0]);
+        fftw_free(acc[1]);
         free(v);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD with %zu bins)", N);
     }
     pthread_mutex_lock(&plan_lock);
     fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, buf, spec, FFTW_ESTIMATE);
-    fftw_plan inv = fftw_plan_dft_c2r_1d((int)N, acc, buf, FFTW_ESTIMATE);
+    fftw_plan inv[2] = {fftw_plan_dft_c2r_1d((int)N, acc[0], buf, FFTW_ESTIMATE),
+                        fftw_plan_dft_c2r_1d((int)N, acc[1], buf, FFTW_ESTIMATE)};
     pthread_mutex_unlock(&plan_lock);
     s = DPFL_OK;
-    for (int dir = 0; dir < c->ndir; dir++) {
-        double log_keep = 0; /* log prob. that no step has infinite loss */
-        double lmgf_tot[NLAM] = {0};
-        double ktop_tot = 0; /* largest composed finite loss, in grid steps */
-        for (size_t j = 0; j < nc; j++) acc[j] = 1.0;
+    for (int dir = 0; dir < c->ndir && !s && !c->invalid[0]; dir++) {
+        /* the composed support in grid steps: does it leave the window? */
+        double kbot = 0, ktop = 0;
         for (size_t i = 0; i < n; i++) {
-            memset(buf, 0, N * sizeof *buf);
-            double lm[NLAM];
-            int64_t ktop;
-            double pinf = discretize(&v[i], dir, h, c->klo, N, eta_inf, buf, lam, NLAM, lm, &ktop);
-            double T = (double)v[i].count;
-            const int mix = mixed(&v[i]);
-            const double lam1 = v[i].lambda, K = (double)v[i].inner;
-            if (!mix) {
+            int64_t k0;
+            size_t m;
+            event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
+            double T = (double)v[i].count, K = (double)v[i].inner, k1 = (double)(k0 + (int64_t)m - 1);
+            kbot += T * (v[i].lambda < 1 ? fmin(0, K * (double)k0) : K * (double)k0);
+            ktop += T * (v[i].lambda < 1 ? fmax(0, K * k1) : K * k1);
+        }
+        int need_up = ktop >= (double)(c->klo + (int64_t)N), need_dn = kbot < (double)c->klo;
+        double log_keep = 0; /* log prob. that no step has infinite loss */
+        side_acc sa[2];
+        memset(sa, 0, sizeof sa);
+        for (int k = 0; k < c->nside; k++) {
+            sa[k].e2 = e2[k];
+            for (size_t j = 0; j < nc; j++) acc[k][j] = 1.0, e2[k][j] = 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            int64_t k0;
+            size_t m;
+            event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
+            double *pm = malloc(m * sizeof *pm);
+            if (!pm) {
+                s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD event)");
+                break;
+            }
+            double pinf = discretize_upper(&v[i], dir, h, k0, m, pm);
+            double T = (double)v[i].count, lam1 = v[i].lambda, K = (double)v[i].inner;
+            if (!mixed(&v[i])) /* a round: no finite loss only if it took part and some step had an infinite one */
                 log_keep += T * log1p(-pinf);
-                ktop_tot += T * (double)ktop;
-                for (int l = 0; l < NLAM; l++) lmgf_tot[l] += T * lm[l];
-            } else { /* a round: no finite loss only if it took part and some step had an infinite one */
+            else
                 log_keep += T * log1p(-lam1 * -expm1(K * log1p(-pinf)));
-                ktop_tot += T * (lam1 < 1 ? fmax(0, K * (double)ktop) : K * (double)ktop);
-                for (int l = 0; l < NLAM; l++)
-                    lmgf_tot[l] += T * (lam1 < 1 ? dpfl_logaddexp(log1p(-lam1), log(lam1) + K * lm[l]) : K * lm[l]);
+            add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, buf, spec, fwd, acc[0], &sa[0]);
+            if (c->nside > 1) {
+                dpfl_pld_lower_pmf(v[i].q, v[i].z, dir, h, k0, m, pm);
+                add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, buf, spec, fwd, acc[1], &sa[1]);
             }
-            fftw_execute(fwd);
-            if (mix) /* the round's spectrum (1 - lambda) + lambda S^K, in place */
-                for (size_t j = 0; j < nc; j++) {
-                    double re = creal(spec[j]), im = cimag(spec[j]);
-                    double lr = 0.5 * K * log(re * re + im * im), sr = 0, si = 0;
-                    if (lr > -745) {
-                        double ph = fmod(K * atan2(im, re), 2 * M_PI), mag = exp(lr);
-                        sr = mag * cos(ph);
-                        si = mag * sin(ph);
-                    }
-                    spec[j] = ((1 - lam1) + lam1 * sr) + I * (lam1 * si);
-                }
-            for (size_t j = 0; j < nc; j++) {
-                if (acc[j] == 0) continue;
-                double re = creal(spec[j]), im = cimag(spec[j]);
-                double r2 = re * re + im * im;
-                double lr = 0.5 * T * log(r2);
-                if (!(lr > -745)) {
-                    acc[j] = 0;
-                    continue;
-                }
-                double ph = fmod(T * atan2(im, re), 2 * M_PI);
-                double mag = exp(lr), cr = mag * cos(ph), ci = mag * sin(ph);
-                double ar = creal(acc[j]), ai = cimag(acc[j]);
-                acc[j] = (ar * cr - ai * ci) + I * (ar * ci + ai * cr); /* without __muldc3's inf/nan recovery */
+            free(pm);
+        }
+        for (int k = 0; k < c->nside && !s && !c->invalid[0]; k++) {
+            if (finish_side(c, buf, inv[k], &sa[k], need_up, need_dn, total, &c->s[dir][k]))
+                s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD result)");
+        }
+        if (!s && !c->invalid[0]) {
+            double pinf = -expm1(log_keep);
+            if (!isfinite(pinf)) {
+                snprintf(c->invalid, sizeof c->invalid, "the mass at infinity is not finite");
+                break;
             }
+            c->s[dir][0].cabs += pinf; /* the lower side drops the mass at +inf (a move down) */
         }
-        fftw_execute(inv);
-        double *f = fftw_alloc_real(N);
-        if (!f) {
-            s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD result)");
-            break;
-        }
-        /* cyclic index r holds k = klo + ((r - klo) mod N); rotate so f[i] is k = klo + i */
-        double negmax = 0, mass = 0, fmx = 0;
-        int finite = 1;
-        for (size_t r = 0; r < N; r++) {
-            int64_t k = c->klo + (int64_t)r;
-            int64_t src = k % (int64_t)N;
-            if (src < 0) src += (int64_t)N;
-            double val = buf[src] / (double)N;
-            if (!isfinite(val)) finite = 0;
-            if (val < 0) {
-                if (-val > negmax) negmax = -val;
-                val = 0;
-            }
-            f[r] = val;
-            mass += val;
-            if (val > fmx) fmx = val;
-        }
-        c->f[dir] = f;
-        c->pinf[dir] = -expm1(log_keep);
-        if (!finite || !isfinite(c->pinf[dir])) {
-            snprintf(c->invalid, sizeof c->invalid, "the composed distribution is not finite (grid step %.3g)", h);
-            break;
-        }
-        /* the cyclic window keeps all finite mass: what is missing was lost to round-off and is counted as
-         * infinite loss; a large discrepancy either way means the arithmetic cannot be trusted */
-        double expect = exp(log_keep), lost = expect - mass;
-        if (fabs(lost) > 1e-6) {
-            snprintf(c->invalid, sizeof c->invalid,
-                     "the composed distribution's mass is off by %.3g (FFT round-off over %.3g steps)", lost, total);
-            break;
-        }
-        /* mass above the window: none if the largest composed finite loss is inside it; else min over lambda
-         * of exp(sum T log M(lambda) - lambda * top) */
-        double top = (double)(c->klo + (int64_t)N) * h;
-        double tail = INFINITY;
-        if (ktop_tot < (double)(c->klo + (int64_t)N)) {
-            tail = 0;
-        } else {
-            for (int l = 0; l < NLAM; l++) {
-                double b = lmgf_tot[l] - lam[l] * top;
-                if (b < tail) tail = b;
-            }
-            tail = exp(tail);
-        }
-        c->slack[dir] = (tail < 1 ? tail : 1) + fmax(4.0 * negmax, roundoff * fmx) * sqrt((double)N) +
-                        (lost > 0 ? lost : 0);
     }
     pthread_mutex_lock(&plan_lock);
     fftw_destroy_plan(fwd);
-    fftw_destroy_plan(inv);
+    fftw_destroy_plan(inv[0]);
+    fftw_destroy_plan(inv[1]);
     pthread_mutex_unlock(&plan_lock);
     fftw_free(buf);
     fftw_free(spec);
-    fftw_free(acc);
+    fftw_free(acc[0]);
+    fftw_free(acc[1]);
+    fftw_free(e2[0]);
+    fftw_free(e2[1]);
     free(v);
     if (s) pld_free(c);
     return s;
 }
 
-static double dir_delta(const pld_composed *c, int dir, double eps)
+/* f_k of the side at grid index i (0 where g is 0) */
+static double side_f(const pld_composed *c, const pld_side *sd, size_t i)
 {
+    if (!(sd->g[i] > 0)) return 0;
+    return exp(log(sd->g[i]) + sd->logm - c->lam * (double)(c->klo + (int64_t)i) * c->h);
+}
+
+/* delta(eps) of one direction: side 0 an upper bound, side 1 a lower bound on the true delta */
+static double dir_delta(const pld_composed *c, int dir, int side, double eps)
+{
+    const pld_side *sd = &c->s[dir][side];
     double s = 0;
-    const double *f = c->f[dir];
     for (size_t i = c->N; i-- > 0;) {
         double l = (double)(c->klo + (int64_t)i) * c->h;
         if (l <= eps) break;
-        s += f[i] * -expm1(eps - l);
+        s += side_f(c, sd, i) * -expm1(eps - l);
     }
-    double d = s * (1 + 1e-12) + c->pinf[dir] + c->slack[dir];
-    return d > 1 ? 1 : d;
+    double sl = side_rel(c, sd, eps) * exp(sd->logm - c->lam * eps);
+    double d = side == 0 ? s * (1 + 1e-12 + sd->lost) + sd->cabs + sl : s * (1 - 1e-12 - sd->lost) - sl;
+    if (isnan(d)) d = side == 0 ? 1 : 0;
+    return d > 1 ? 1 : d < 0 ? 0 : d;
 }
 
-/* smallest eps >= 0 with this direction's delta(eps) <= delta, or +inf */
-static double dir_epsilon(const pld_composed *c, int dir, double delta)
+/* Side 0: an eps >= 0 with delta_upper(eps) <= delta (+inf if none); side 1: an eps with delta_lower > delta just
+ * below it (so the true epsilon is at least it), or 0. */
+static double dir_epsilon(const pld_composed *c, int dir, int side, double delta)
 {
-    double target = delta - c->pinf[dir] - c->slack[dir];
-    if (target <= 0) return INFINITY;
-    target /= (1 + 1e-12);
-    const double *f = c->f[dir];
+    const pld_side *sd = &c->s[dir][side];
     double h = c->h, emh = exp(-h);
+    double top = (double)(c->klo + (int64_t)c->N - 1) * h; /* the top bin: delta there is the allowances only */
+    if (side == 0 && sd->cabs + side_rel(c, sd, top) * exp(sd->logm - c->lam * top) >= delta) return INFINITY;
     double A = 0, B = 0; /* A_j = sum_{k>=j} f_k; B_j = sum_{k>=j} f_k e^{-(k-j)h} */
     for (size_t i = c->N; i-- > 0;) {
-        A += f[i];
-        B = f[i] + emh * B;
-        if (!isfinite(A) || !isfinite(B)) return INFINITY; /* never 0 by falling through on NaN */
+        double f = side_f(c, sd, i);
+        A += f;
+        B = f + emh * B;
+        if (!isfinite(A) || !isfinite(B)) return side == 0 ? INFINITY : 0; /* never 0 by falling through on NaN */
         double kj = (double)(c->klo + (int64_t)i) * h; /* j h */
-        /* delta at eps = (j-1) h: A - e^{-h} B */
-        double dlow = A - emh * B;
-        if (dlow > target) {
-            /* solve A - e^{eps - jh} B = target on [(j-1)h, jh) */
-            double e = kj + log((A - target) / B);
-            if (e < kj - h) e = kj - h;
-            e += 4 * DBL_EPSILON * fabs(e) + 1e-15;
-            return e > 0 ? e : 0;
+        double el = kj - h;                            /* the interval [el, jh): delta = A - e^{eps - jh} B */
+        int last = el <= 0;
+        if (last) el = 0;
+        double sl = side_rel(c, sd, el) * exp(sd->logm - c->lam * el); /* the largest allowance on the interval */
+        double d = A - exp(el - kj) * B;
+        if (side == 0) {
+            double t = (delta - sd->cabs - sl) / (1 + 1e-12 + sd->lost);
+            if (t <= 0 || d > t) {
+                double e = t > 0 && B > 0 ? kj + log((A - t) / B) : kj;
+                if (!(e >= el)) e = el;
+                if (e > kj) e = kj;
+                e += 4 * DBL_EPSILON * fabs(e) + 1e-15;
+                return e;
+            }
+        } else {
+            double t = delta + sl;
+            if (d * (1 - 1e-12 - sd->lost) > t) {
+                double e = B > 0 ? kj + log((A - t / (1 - 1e-12 - sd->lost)) / B) : el;
+                if (!(e >= el)) e = el;
+                if (e > kj) e = kj;
+                e -= 4 * DBL_EPSILON * fabs(e) + 1e-15;
+                return e > 0 ? e : 0;
+            }
         }
+        if (last) break;
     }
     return 0.0;
+}
+
+static void pld_debug(const pld_composed *c, double delta)
+{
+    if (!getenv("DPFL_PLD_DEBUG")) return;
+    const char *ee = getenv("DPFL_PLD_DEBUG_EPS");
+    double x = ee ? atof(ee) : 0.0;
+    for (int d = 0; d < c->ndir; d++)
+        for (int k = 0; k < c->nside; k++) {
+            const pld_side *sd = &c->s[d][k];
+            double fac = exp(sd->logm - c->lam * x);
+            fprintf(stderr, "pld dir %d %s: h=%g klo=%lld N=%zu lam=%g logm=%g crel=%g cabs=%g eps=%.6g; at eps %g: "
+                            "delta %.6g, allowance %.3g + %.3g + wrap %.3g\n",
+                    d, k ? "lower" : "upper", c->h, (long long)c->klo, c->N, c->lam, sd->logm, sd->crel, sd->cabs,
+                    dir_epsilon(c, d, k, delta), x, dir_delta(c, d, k, x), sd->cabs, sd->crel * fac,
+                    tilted_above(sd, x + (double)c->N * c->h) * fac);
+        }
+}
+
+/* The parts of delta(eps) that are allowances (largest side): for mass wrapped around from above the window, and
+ * for the FFT's round-off and the tilted mass below it */
+static void shares(const pld_composed *c, double eps, double *wrap, double *rest)
+{
+    *wrap = *rest = 0;
+    for (int d = 0; d < c->ndir; d++)
+        for (int k = 0; k < c->nside; k++) {
+            const pld_side *sd = &c->s[d][k];
+            double f = exp(sd->logm - c->lam * eps);
+            *wrap = fmax(*wrap, tilted_above(sd, eps + (double)c->N * c->h) * f);
+            *rest = fmax(*rest, sd->crel * f);
+        }
+}
+
+#define PLD_ATTEMPTS 4 /* a window 3 times the RDP window's top, tilted for delta; then wider / retilted */
+
+/* Where an allowance is a visible part of delta at the answer (or there is no answer), compose again: the wrapped
+ * mass's (a loose Chernoff bound) with a window 3 times wider, the round-off's with the tilt re-aimed at the
+ * answer's epsilon (the RDP order is a poor aim where the loss has heavy tails or epsilon is tiny). */
+static int again(const pld_composed *c, double at, double delta, double *span, double *tilt_eps)
+{
+    double wrap, rest;
+    shares(c, at, &wrap, &rest);
+    int redo = 0;
+    if (wrap > 1e-3 * delta) *span *= 3, redo = 1;
+    if (rest > 1e-3 * delta && isnan(*tilt_eps) && isfinite(at)) *tilt_eps = at, redo = 1;
+    return redo;
+}
+
+dpfl_status dpfl_pld_epsilon_bounds(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *upper,
+                                    double *lower, dpfl_error *err)
+{
+    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
+    double e = 0, el = 0, span = 3, tilt_eps = NAN;
+    for (int attempt = 0; attempt < PLD_ATTEMPTS; attempt++) {
+        pld_composed c;
+        dpfl_status s = compose(ev, nev, delta, tilt_eps, bins, span, lower != NULL, &c, err);
+        if (s) return s;
+        if (c.invalid[0]) {
+            pld_free(&c);
+            return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
+        }
+        e = 0, el = 0;
+        double fin = 0; /* the largest finite answer of a direction: where to aim a retilt if e is +inf */
+        for (int d = 0; d < c.ndir; d++) {
+            double x = dir_epsilon(&c, d, 0, delta);
+            e = fmax(e, x);
+            if (isfinite(x)) fin = fmax(fin, x);
+            if (lower) el = fmax(el, dir_epsilon(&c, d, 1, delta));
+        }
+        pld_debug(&c, delta);
+        int redo = again(&c, isinf(e) ? fmax(fin, el) : e, delta, &span, &tilt_eps);
+        pld_free(&c);
+        if (!redo) break;
+    }
+    if (isinf(e))
+        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own error allowance",
+                         delta);
+    *upper = e;
+    if (lower) *lower = el < e ? el : e;
+    return DPFL_OK;
 }
 
 dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *eps,
                              dpfl_error *err)
 {
-    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
-    pld_composed c;
-    dpfl_status s = compose(ev, nev, delta, bins, NULL, &c, err);
-    if (s) return s;
-    if (c.invalid[0]) {
+    return dpfl_pld_epsilon_bounds(ev, nev, delta, bins, eps, NULL, err);
+}
+
+dpfl_status dpfl_pld_delta_bounds(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *upper,
+                                  double *lower, dpfl_error *err)
+{
+    if (!(epsilon >= 0) || isinf(epsilon))
+        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
+    /* the window and the mass sent to +inf are sized by a hint: RDP's delta (an upper bound) below 1e-12 */
+    double hint = 1e-12;
+    {
+        dpfl_guarantee g;
+        dpfl_account_opts ro = {DPFL_CONV_CLASSIC, NULL, 0, 0};
+        dpfl_error e2;
+        if (!dpfl_account_delta(ev, nev, epsilon, DPFL_ACC_RDP, &ro, &g, &e2) && g.delta * 1e-4 < hint)
+            hint = fmax(g.delta * 1e-4, 1e-290);
+    }
+    double d = 0, dl = 0, span = 3, tilt_eps = epsilon;
+    for (int attempt = 0; attempt < PLD_ATTEMPTS; attempt++) {
+        pld_composed c;
+        dpfl_status s = compose(ev, nev, hint, epsilon, bins, span, lower != NULL, &c, err);
+        if (s) return s;
+        if (c.invalid[0]) {
+            pld_free(&c);
+            return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
+        }
+        d = 0, dl = 0;
+        for (int k = 0; k < c.ndir; k++) {
+            d = fmax(d, dir_delta(&c, k, 0, epsilon));
+            if (lower) dl = fmax(dl, dir_delta(&c, k, 1, epsilon));
+        }
+        int redo = again(&c, epsilon, d, &span, &tilt_eps); /* the tilt is already aimed at epsilon */
         pld_free(&c);
-        return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
+        if (!redo) break;
     }
-    double e = 0;
-    for (int d = 0; d < c.ndir; d++) {
-        double x = dir_epsilon(&c, d, delta);
-        if (x > e) e = x;
-    }
-    if (getenv("DPFL_PLD_DEBUG"))
-        for (int d = 0; d < c.ndir; d++)
-            fprintf(stderr, "pld dir %d: h=%g klo=%lld N=%zu pinf=%g slack=%g eps=%g\n", d, c.h, (long long)c.klo,
-                    c.N, c.pinf[d], c.slack[d], dir_epsilon(&c, d, delta));
-    pld_free(&c);
-    if (isinf(e))
-        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own error allowance",
-                         delta);
-    *eps = e;
+    *upper = d;
+    if (lower) *lower = dl < d ? dl : d;
     return DPFL_OK;
 }
 
 dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,
                            dpfl_error *err)
 {
-    if (!(epsilon >= 0) || isinf(epsilon))
-        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
-    /* the window is sized for deltas around 1e-5 .. 1e-12: size it for a small hint */
-    pld_composed c;
-    dpfl_status s = compose(ev, nev, 1e-12, bins, NULL, &c, err);
-    if (s) return s;
-    if (c.invalid[0]) {
-        pld_free(&c);
-        return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
-    }
-    double d = 0;
-    for (int k = 0; k < c.ndir; k++) {
-        double x = dir_delta(&c, k, epsilon);
-        if (x > d) d = x;
-    }
-    pld_free(&c);
-    *delta = d;
-    return DPFL_OK;
+    return dpfl_pld_delta_bounds(ev, nev, epsilon, bins, delta, NULL, err);
 }
