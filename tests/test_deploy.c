@@ -10,7 +10,9 @@
  *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
  *      (model, metrics, epsilons; every client's own ledger charged once per round);
  *   6. scripts/deploy_heart.sh (the README's example) against dpfl train;
- *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing.
+ *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing;
+ *   8. every client's own ledger gives the simulation's epsilon of its records with distributed DP, and for a client
+ *      killed mid-round and restarted on its state folder.
  * Without libzmq the suite checks that serve says what is missing. */
 #include "testutil.h"
 #include "dpfl/net.h"
@@ -793,6 +795,78 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     assert_same_summary_value(tp("t7b-sim/summary.json"), tp("t7b-dep/summary.json"), "client_epsilon");
 }
 
+/* ---------------------------------------------------------------------------------------------- 8 */
+/* Each client's own ledger equals the simulation's epsilon of its records, for every client: with distributed DP
+ * (the ledger charged when the masked input is ready), and for a client killed in the middle of a round and
+ * restarted on its own state folder (its ledger read back from client.bin, the round it owes answered with the same
+ * bytes and charged once). */
+static void own_epsilon_equals_the_simulations(const char *sim, const char *state_fmt, int clients)
+{
+    cJSON *last = json_last_line(tp("%s/metrics.jsonl", sim));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(last, "epsilon_per_client");
+    assert_int_equal(cJSON_GetArraySize(per), clients);
+    for (int k = 0; k < clients; k++) {
+        char st[600];
+        snprintf(st, sizeof st, state_fmt, k);
+        cJSON *c = json_file(tp("%s/client.json", st));
+        const double want = cJSON_GetArrayItem(per, k)->valuedouble;
+        if (num(c, "epsilon") != want) print_error("client %d: own epsilon %.17g, simulation %.17g\n", k, num(c, "epsilon"), want);
+        assert_true(want > 0);
+        assert_true(num(c, "epsilon") == want);
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(last);
+}
+
+static void every_clients_own_ledger_with_ddp_and_after_a_restart(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    /* distributed DP with record-level DP in the clients */
+    char cfg[512], extra[1024];
+    snprintf(cfg, sizeof cfg, "%s", tp("t8.ini"));
+    snprintf(extra, sizeof extra, "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n\n%s", DDP);
+    write_config(cfg, 4, 2, extra);
+    train(cfg, tp("t8-sim"));
+    int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t8-dep"), tp("t8-server.log"), "--join-timeout 30 --round-timeout 30");
+    pid_t cl[4];
+    for (int k = 0; k < 4; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t8-state%d", k), tp("t8-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t8-server.log"), 60);
+    for (int k = 0; k < 4; k++) expect_exit(cl[k], 0, tp("t8-client%d.log", k), 10);
+    assert_same_bytes(tp("t8-sim/model.bin"), tp("t8-dep/model.bin"));
+    assert_same_summary_value(tp("t8-sim/summary.json"), tp("t8-dep/summary.json"), "epsilon");
+    own_epsilon_equals_the_simulations("t8-sim", "t8-state%d", 4);
+
+    /* client 2 killed on its slow link in round 1 (trained, charged, saved, its update not yet sent), restarted on
+     * its folder: the server gives it the round it owes, it answers with the saved bytes */
+    snprintf(cfg, sizeof cfg, "%s", tp("t9.ini"));
+    write_config(cfg, 3, 3, DP);
+    train(cfg, tp("t9-sim"));
+    port = free_port();
+    srv = serve(port, cfg, tp("t9-dep"), tp("t9-server.log"), "--join-timeout 30 --round-timeout 30");
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t9-state%d", k), tp("t9-client%d.log", k),
+                     k == 2 ? "--delay 30" : "");
+    const double end = now_s() + 30;
+    while (access(tp("t9-state2/client.json"), F_OK) != 0 && now_s() < end) sleep_s(0.02);
+    assert_int_equal(access(tp("t9-state2/client.json"), F_OK), 0);
+    kill(cl[2], SIGKILL);
+    assert_int_equal(wait_exit(cl[2], 5), 128 + SIGKILL);
+    cl[2] = join(port, cfg, 2, tp("keys/c2"), tp("t9-state2"), tp("t9-client2b.log"), "");
+    expect_exit(srv, 0, tp("t9-server.log"), 60);
+    for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t9-client%d.log", k), 10);
+    expect_exit(cl[2], 0, tp("t9-client2b.log"), 10);
+    assert_true(contains(tp("t9-client2b.log"), "carrying on from"));
+    assert_same_bytes(tp("t9-sim/model.bin"), tp("t9-dep/model.bin"));
+    assert_same_summary_value(tp("t9-sim/summary.json"), tp("t9-dep/summary.json"), "epsilon");
+    cJSON *c = json_file(tp("t9-state2/client.json"));
+    assert_int_equal((int)num(c, "rounds_trained"), 3);
+    cJSON_Delete(c);
+    own_epsilon_equals_the_simulations("t9-sim", "t9-state%d", 3);
+}
+
 /* Without libzmq: serve and join fail with one line naming what is missing. */
 static void without_zmq_serve_says_what_is_missing(void **state)
 {
@@ -816,6 +890,7 @@ int main(void)
         cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
         cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),
         cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),
+        cmocka_unit_test_teardown(every_clients_own_ledger_with_ddp_and_after_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

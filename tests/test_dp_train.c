@@ -3,6 +3,7 @@
 #include "fixtures.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
+#include "fl/run_internal.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -866,6 +867,131 @@ static void keep_state_survives_resume(void **state)
                             "/tmp/dpfl_test_keepD"), 0);
 }
 
+/* ------------------------------------------------------------------------------------------ pinned by value */
+/* Issue 32 ("tests that see what matters"): values computed independently of src/privacy, by the scripts named. */
+
+/* Calibration with fl.local_epochs when a client's size is not a multiple of the batch: the last, partial batch of
+ * each epoch is a step (client.c runs ceil(n / B) of them), so the calibration must plan for it.  Sizes 15, 101, 40
+ * with B = 10 and 2 epochs: 4, 22 and 8 steps per round.  The z that keeps the worst of them within epsilon 4 over
+ * 5 rounds at delta 1e-5 is 3.6095376998 on integer orders (tests/reference/pin_calibrate.py, mpmath); dpfl may use
+ * more orders (only lowering epsilon), so its z may be a little smaller, never larger by more than the bisection's
+ * tolerance. */
+static void calibration_counts_the_last_partial_batch(void **state)
+{
+    (void)state;
+    int32_t sizes[3] = {15, 101, 40};
+    dpfl_partition part = fixture_contiguous(sizes, 3);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    cfg.fl.local_steps = 0;
+    cfg.fl.local_epochs = 2;
+    cfg.fl.batch = 10;
+    cfg.record_dp.enabled = 1;
+    cfg.record_dp.delta = 1e-5;
+    dpfl_error err;
+    double z;
+    assert_int_equal(dpfl_record_calibrate(&part, &cfg, 5, 4.0, &z, &err), DPFL_OK);
+    const double want = 3.6095376998;
+    if (!(z <= want * (1 + 2e-4) && z >= want * (1 - 3e-3)))
+        print_error("calibrated z %.10f, the reference's %.10f\n", z, want);
+    assert_true(z <= want * (1 + 2e-4));
+    assert_true(z >= want * (1 - 3e-3));
+    dpfl_partition_free(&part);
+}
+
+/* The end-to-end client-level epsilon with fl.local_epochs on uneven clients (7, 30, 101 records, B = 10, 2
+ * epochs: the worst client takes 2 * 11 = 22 steps a round, mu = sqrt(22) * 10 / 100) and a client-rate schedule
+ * (1:0.2, 3:0.6, 5:0.1 over 6 rounds: the largest rate, 0.6, is what a visible participation is charged at).
+ * tests/reference/pin_e2e.py (mpmath: the binomial mixture of sqrt(J) mu-GDP, solved for delta = 1e-5) gives
+ * 4.438844710887036. */
+static void e2e_client_level_pins_epochs_and_schedule(void **state)
+{
+    (void)state;
+    int32_t sizes[3] = {7, 30, 101};
+    dpfl_partition part = fixture_contiguous(sizes, 3);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    fixture_set(&cfg, "fl.sampling", "poisson");
+    fixture_set(&cfg, "fl.client_rate", "0.2");
+    fixture_set(&cfg, "fl.client_rate_schedule", "1:0.2, 3:0.6, 5:0.1");
+    fixture_set(&cfg, "fl.local_steps", "0");
+    fixture_set(&cfg, "fl.local_epochs", "2");
+    fixture_set(&cfg, "fl.batch", "10");
+    fixture_set(&cfg, "record_dp.enabled", "yes");
+    fixture_set(&cfg, "record_dp.delta", "1e-5");
+    fixture_set(&cfg, "record_dp.e2e", "yes");
+    dpfl_ledger l;
+    memset(&l, 0, sizeof l);
+    l.rounds = 6;
+    double eps, noise;
+    dpfl_error err;
+    assert_int_equal(fl_e2e_client_epsilon(&cfg, &part, &l, 100.0, 0.0, &eps, &noise, &err), DPFL_OK);
+    const double want = 4.438844710887036, mu = sqrt(22.0) * 10 / 100;
+    if (fabs(eps - want) > 1e-6 * want) print_error("e2e client epsilon %.15g, the reference's %.15g\n", eps, want);
+    assert_close(noise, 1 / mu, 1e-12);
+    assert_true(eps >= want * (1 - 1e-9)); /* an upper bound: never below the exact value */
+    assert_true(eps <= want * (1 + 1e-6));
+    dpfl_partition_free(&part);
+}
+
+/* e2e: when a Poisson batch holds more than B records, the step's clipped sum is projected to norm <= B C, which
+ * is what the client-level multiplier z / B assumes.  Every record here is the same example, so the b clipped
+ * gradients are equal and their sum has norm exactly b C (C = 0.001 is far below any gradient's norm); with the
+ * noise divided away, lr = 1, one step and the sum divided by the expected batch B, the model moves by exactly
+ * C min(b, B) / B.  Without the projection a batch of b > B would move it by b C / B. */
+static void e2e_step_sum_is_projected_to_b_times_c(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {100};
+    fl_fixture f;
+    fl_fixture_make(&f, "mlp:10-8-3", sizes, 1);
+    for (int32_t i = 1; i < f.train.n; i++) {
+        memcpy(f.train.x + (size_t)i * 10, f.train.x, 10 * sizeof(float));
+        f.train.y[i] = f.train.y[0];
+    }
+    fixture_set(&f.cfg, "record_dp.enabled", "yes");
+    fixture_set(&f.cfg, "record_dp.noise", "1");
+    fixture_set(&f.cfg, "record_dp.clip", "0.001");
+    fixture_set(&f.cfg, "record_dp.sampler", "poisson");
+    fixture_set(&f.cfg, "record_dp.e2e", "yes");
+    fixture_set(&f.cfg, "fl.batch", "10");
+    fixture_set(&f.cfg, "fl.local_steps", "1");
+    fixture_set(&f.cfg, "fl.lr", "1");
+    fixture_set(&f.cfg, "fl.momentum", "0");
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float)), *start = malloc(P * sizeof(float));
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 6);
+    dpfl_model_init(&f.model, global, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
+    dpfl_sim_set_record_noise(sim, 1.0);
+    int over = 0, under = 0;
+    for (int32_t r = 1; r <= 12; r++) {
+        memcpy(start, global, P * sizeof(float));
+        dpfl_round_metrics m;
+        dpfl_test_noise_divisor = 1e12;
+        dpfl_status st = dpfl_sim_round(sim, r, &m, &err);
+        dpfl_test_noise_divisor = 1.0;
+        assert_int_equal(st, DPFL_OK);
+        double ss = 0;
+        for (size_t j = 0; j < P; j++) ss += ((double)global[j] - start[j]) * ((double)global[j] - start[j]);
+        const double b = (double)m.examples, want = 0.001 * fmin(b, 10.0) / 10.0;
+        if (fabs(sqrt(ss) - want) > 1e-3 * want + 1e-9)
+            print_error("round %d: batch %g, the model moved %.8g, expected %.8g\n", r, b, sqrt(ss), want);
+        assert_true(fabs(sqrt(ss) - want) <= 1e-3 * want + 1e-9);
+        over += b > 10;
+        under += b > 0 && b <= 10;
+    }
+    assert_true(over >= 2); /* the projection was exercised */
+    assert_true(under >= 2);
+    dpfl_sim_free(sim);
+    free(global);
+    free(start);
+    fl_fixture_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -874,6 +1000,9 @@ int main(void)
         cmocka_unit_test(ledger_charges_the_right_q_and_steps),
         cmocka_unit_test(secure_mode_discrete_noise),
         cmocka_unit_test(calibration_covers_every_client),
+        cmocka_unit_test(calibration_counts_the_last_partial_batch),
+        cmocka_unit_test(e2e_client_level_pins_epochs_and_schedule),
+        cmocka_unit_test(e2e_step_sum_is_projected_to_b_times_c),
         cmocka_unit_test(killed_run_resumes_without_losing_a_charge),
         cmocka_unit_test(keep_state_survives_resume),
         cmocka_unit_test(stop_rule_never_releases_over_budget),

@@ -320,6 +320,10 @@ static void run_report_fdp_equals_dpfl_fdp(void **state)
         assert_true(a == b);
     }
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "mu_asymptotic")));
+    /* and both are the independent reference's value (tests/reference/pin_fdp.py, its last case) */
+    const double want = 0.74472718209429017, got = cJSON_GetObjectItemCaseSensitive(f, "epsilon")->valuedouble;
+    if (!(fabs(got - want) <= 1e-9 * want)) print_error("run's federated f-DP epsilon %.17g, reference %.17g\n", got, want);
+    assert_true(got >= want * (1 - 1e-12) && got <= want * (1 + 1e-9));
     /* every metrics line carries the values after its round: the last is the summary's */
     char *metrics = slurp("/tmp/dpfl_test_pfs_fdp/metrics.jsonl");
     char *last = strstr(metrics, "{\"round\":3");
@@ -478,6 +482,43 @@ static void client_state_cap_is_checked_up_front(void **state)
     fl_fixture_free(&f);
 }
 
+/* PriFedSync's non-asymptotic bound at K, R > 1, by value: tests/reference/pin_fdp.py (mpmath at 1500 digits, WBK
+ * Theorem 9 with the Gaussian's forward differences per step, K steps and the sync probability p per round by
+ * joint convexity, R rounds, the tight RDP conversion over orders 2..64) gives these.  dpfl's bound, over more
+ * orders and rounded up, must agree to 1e-9 (the optimum is inside 2..64) at the same order.  The last case is the
+ * run of write_pfs_config(3 rounds): run_report_fdp_equals_dpfl_fdp pins the run's number to it too. */
+typedef struct {
+    int64_t m;
+    double p, z;
+    int64_t B, n, K, R;
+    double delta, eps;
+    int order;
+} fdp_case;
+static const fdp_case FDP_CASES[] = {
+    {10, 0.29999999999999999, 1, 16, 600, 38, 5, 1.0000000000000001e-05, 3.4187326711551927, 5},
+    {5, 1, 2, 50, 500, 4, 10, 1.0000000000000001e-05, 3.2618238017172632, 7},
+    {20, 0.5, 1.5, 10, 100, 3, 7, 9.9999999999999995e-07, 3.3305907003424124, 7},
+    {8, 0.5, 1.1000000000000001, 8, 1250, 4, 3, 1.0000000000000001e-05, 0.74472718209429017, 12},
+};
+
+static void fdp_exact_bound_pins_k_and_r_by_value(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof FDP_CASES / sizeof *FDP_CASES; i++) {
+        const fdp_case *c = &FDP_CASES[i];
+        dpfl_fdp_params pp = {c->m, c->p, c->z, c->B, c->n, c->K, c->R};
+        dpfl_fdp_result r;
+        dpfl_error err;
+        assert_int_equal(dpfl_fdp_prifedsync(&pp, c->delta, &r, &err), DPFL_OK);
+        if (!(fabs(r.eps_exact - c->eps) <= 1e-9 * c->eps) || r.order_exact != c->order)
+            print_error("case %zu: epsilon %.17g at order %g, the reference's %.17g at %d\n", i, r.eps_exact,
+                        r.order_exact, c->eps, c->order);
+        assert_true(r.eps_exact >= c->eps * (1 - 1e-12)); /* an upper bound: never below the exact value */
+        assert_true(r.eps_exact <= c->eps * (1 + 1e-9));
+        assert_true(r.order_exact == c->order);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +528,7 @@ int main(void)
         cmocka_unit_test(sync_counts_follow_p),
         cmocka_unit_test(helper_models_resume_bit_identically),
         cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
+        cmocka_unit_test(fdp_exact_bound_pins_k_and_r_by_value),
         cmocka_unit_test(prifedsync_guarantee_is_the_smaller_bound_and_the_budget_checks_it),
         cmocka_unit_test(client_state_cap_is_checked_up_front),
         cmocka_unit_test(helper_models_compose_with_client_level_dp),

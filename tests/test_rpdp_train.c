@@ -665,6 +665,123 @@ static void budget_file_as_record_id_rows(void **state)
     unlink(csv);
 }
 
+/* The headline epsilon of a run with several active levels (none opted out, all at the planned rounds) is the
+ * largest level's: every level's epsilon recomputed here from its (p, rounds) and the run's z on the two-stage
+ * accountant (whose values tests/test_privacy.c pins to REFERENCES.md section 7), the maximum taken here; the
+ * summary's epsilon and the last metrics line's must be that maximum, which is above every other level's. */
+static void headline_epsilon_is_the_largest_active_levels(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp_head.ini", *A = "/tmp/dpfl_test_rpdpH";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpH"), 0);
+    write_config(cfgp, 3, "");
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    dpfl_run_options o = {A, 1, 0, 0};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    cJSON *s = summary_of(A);
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets"), *lv;
+    dpfl_rpdp_params pp = {num(rb, "noise"), 0.5, 4, 3, 1e-5, DPFL_BOUND_RPDP, 0, NULL, 0};
+    double top = 0, second = 0;
+    int active = 0;
+    cJSON_ArrayForEach(lv, cJSON_GetObjectItemCaseSensitive(rb, "levels"))
+    {
+        double e, p = num(lv, "p");
+        if (!(p > 0) || num(lv, "records") < 1) continue;
+        assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lv, "opted_out")));
+        assert_int_equal((int)num(lv, "rounds"), 3);
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, p, &e, &err), DPFL_OK);
+        if (e > top) second = top, top = e;
+        else if (e > second) second = e;
+        active++;
+    }
+    assert_true(active >= 3);      /* ThreeLevels: 0.1, 1 and 5, each with records sampled */
+    assert_true(second < 0.9 * top); /* the levels differ: taking the wrong one shows */
+    if (num(s, "epsilon") != top) print_error("headline epsilon %.17g, the largest level's %.17g\n", num(s, "epsilon"), top);
+    assert_true(num(s, "epsilon") == top);
+    char path[128], *t, *last;
+    size_t n;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", A);
+    assert_int_equal(dpfl_file_read_all(path, &t, &n, NULL), DPFL_OK);
+    assert_non_null(last = strstr(t, "{\"round\":3"));
+    cJSON *m = cJSON_Parse(last);
+    assert_true(num(m, "epsilon") == top);
+    cJSON_Delete(m);
+    free(t);
+    cJSON_Delete(s);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpH"), 0);
+}
+
+/* Examples trained in a stretch of rounds, expected from the levels (every client in every round, 4 steps): the sum
+ * over levels of records * p * 4 * (the rounds it was charged in the stretch), and its variance. */
+static void level_examples(const cJSON *before, const cJSON *after, double *mean, double *var)
+{
+    *mean = *var = 0;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(after, "record_budgets"), "levels");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(before, "record_budgets"), "levels");
+    assert_int_equal(cJSON_GetArraySize(a), cJSON_GetArraySize(b));
+    for (int k = 0; k < cJSON_GetArraySize(a); k++) {
+        const cJSON *la = cJSON_GetArrayItem(a, k), *lb = cJSON_GetArrayItem(b, k);
+        assert_true(num(la, "budget") == num(lb, "budget"));
+        double p = num(la, "p"), steps = 4 * (num(la, "rounds") - num(lb, "rounds")), n = num(la, "records");
+        *mean += steps * n * p;
+        *var += steps * n * p * (1 - p);
+    }
+}
+
+/* Planned for 3 rounds, resumed to 9 (levels opt out), then resumed again to 12: the second resume starts past the
+ * opt-outs, and a level that opted out must stay at rate 0 (its records are no longer charged).  The examples the
+ * rounds after each resume trained match the levels still charged (within 5 standard deviations), and the
+ * opted-out levels' records would add far more than that.  (With every client in every round each level's rate
+ * was planned to the last round for exactly 3 rounds, so every level with records opts out before round 4 and
+ * nothing may be trained after round 3.) */
+static void rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp_rr.ini", *A = "/tmp/dpfl_test_rpdpR";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpR"), 0);
+    write_config(cfgp, 3, "");
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    cfg.fl.client_rate = 1.0; /* every client in every round: the examples count the sampled records */
+    dpfl_run_options first = {A, 1, 0, 0}, resume = {A, 1, 1, 0};
+    assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
+    cJSON *s3 = summary_of(A);
+    cfg.fl.rounds = 9;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    cJSON *s9 = summary_of(A);
+    cfg.fl.rounds = 12;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    cJSON *s12 = summary_of(A);
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s9, "record_budgets"), *lv;
+    assert_true(num(rb, "opted_out") > 0);
+    double extra = 0; /* what the levels opted out by round 9 would add over rounds 10..12 at their plan's rate */
+    cJSON_ArrayForEach(lv, cJSON_GetObjectItemCaseSensitive(rb, "levels"))
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lv, "opted_out"))) extra += 3 * 4 * num(lv, "records") * num(lv, "p");
+    const cJSON *s_of[3] = {s3, s9, s12};
+    for (int i = 0; i < 2; i++) {
+        double mean, var;
+        level_examples(s_of[i], s_of[i + 1], &mean, &var);
+        double got = num(cJSON_GetObjectItemCaseSensitive(s_of[i + 1], "not_private"), "examples") -
+                     num(cJSON_GetObjectItemCaseSensitive(s_of[i], "not_private"), "examples");
+        if (!(fabs(got - mean) <= 5 * sqrt(var)))
+            print_error("resume %d: %.0f examples trained, the levels still charged give %.1f +- %.1f\n", i + 1, got,
+                        mean, sqrt(var));
+        assert_true(fabs(got - mean) <= 5 * sqrt(var));
+        if (i == 1) assert_true(extra > 10 * sqrt(var) + 50); /* the check can see opted-out records come back */
+    }
+    cJSON_Delete(s3);
+    cJSON_Delete(s9);
+    cJSON_Delete(s12);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpR"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -679,6 +796,8 @@ int main(void)
         cmocka_unit_test(two_stage_with_visible_participation_is_never_below_the_exact_value),
         cmocka_unit_test(noise_is_divided_by_the_expected_batch),
         cmocka_unit_test(training_samples_each_record_at_its_rate),
+        cmocka_unit_test(headline_epsilon_is_the_largest_active_levels),
+        cmocka_unit_test(rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero),
         cmocka_unit_test(filter_charges_each_records_own_gradient_norm),
         cmocka_unit_test(filter_runs_within_budgets_and_resumes),
     };

@@ -23,6 +23,8 @@ typedef struct {
     tamper_fn tamper;
     void *ctx;
     dpfl_secagg_msg *keep_masked, *keep_unmask; /* if set (n each): copies of the MASKED and UNMASK messages */
+    dpfl_secagg_msg *keep_keys;                 /* if set: a copy of the KEYS broadcast */
+    const uint64_t *client_seed;                /* if set (n): client u's own seed, else seed and u */
 } round_spec;
 
 static void keep(dpfl_secagg_msg *to, const dpfl_secagg_msg *m)
@@ -64,14 +66,16 @@ static dpfl_status run_round(const round_spec *rs, uint32_t **x, uint32_t *sum, 
     assert_int_equal(dpfl_secagg_server_create(p, &srv, &e), DPFL_OK);
     for (uint32_t u = 0; u < n; u++) {
         uint8_t seed[32] = {0};
-        for (int i = 0; i < 8; i++) seed[i] = (uint8_t)(rs->seed >> (8 * i));
-        for (int i = 0; i < 4; i++) seed[8 + i] = (uint8_t)(u >> (8 * i));
+        const uint64_t sd = rs->client_seed ? rs->client_seed[u] : rs->seed;
+        for (int i = 0; i < 8; i++) seed[i] = (uint8_t)(sd >> (8 * i));
+        for (int i = 0; i < 4; i++) seed[8 + i] = (uint8_t)((rs->client_seed ? 0 : u) >> (8 * i));
         assert_int_equal(dpfl_secagg_client_create(p, u, seed, &c[u], &e), DPFL_OK);
         assert_int_equal(dpfl_secagg_client_advertise(c[u], &m, &e), DPFL_OK);
         assert_int_equal(dpfl_secagg_server_add_advert(srv, m.data, m.len, &e), DPFL_OK);
         dpfl_secagg_msg_free(&m);
     }
     assert_int_equal(dpfl_secagg_server_keys(srv, &keys, &e), DPFL_OK);
+    if (rs->keep_keys) keep(rs->keep_keys, &keys);
     for (uint32_t u = 0; u < n; u++) {
         assert_int_equal(dpfl_secagg_client_share_keys(c[u], keys.data, keys.len, &m, &e), DPFL_OK);
         assert_int_equal(dpfl_secagg_server_add_shares(srv, m.data, m.len, &e), DPFL_OK);
@@ -578,6 +582,161 @@ static void bad_parameters_and_calls_are_errors(void **state)
     dpfl_secagg_server_free(s);
 }
 
+/* ---------------------------------------------------------------- the pairwise masks, by value */
+/* The rebuilt secret of `owner` from the UNMASK messages of holders h[0..k) (entry `owner`, of kind `kind`). */
+static void rebuild(const dpfl_secagg_msg *unmask, const uint32_t *h, uint32_t k, uint32_t owner, int kind,
+                    uint8_t out[32])
+{
+    dpfl_secagg_share sh[8];
+    for (uint32_t i = 0; i < k; i++) {
+        const uint8_t *e = unmask[h[i]].data + 16 + 45 * (size_t)owner;
+        assert_int_equal(load32(e), owner);
+        assert_int_equal(e[4], kind);
+        sh[i].x = h[i] + 1;
+        for (int c = 0; c < 5; c++) sh[i].y[c] = (uint64_t)load32(e + 5 + 8 * c) | (uint64_t)load32(e + 9 + 8 * c) << 32;
+    }
+    dpfl_error err;
+    assert_int_equal(dpfl_secagg_shamir_combine(sh, k, out, &err), DPFL_OK);
+}
+
+/* The mask-agreement public key of client u from the KEYS broadcast (hdr | count | count x (id | c_pk | s_pk)). */
+static const uint8_t *keys_s_pk(const dpfl_secagg_msg *keys, uint32_t u)
+{
+    uint32_t count = load32(keys->data + 12);
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *e = keys->data + 16 + 68 * (size_t)i;
+        if (load32(e) == u) return e + 4 + 32;
+    }
+    fail();
+    return NULL;
+}
+
+/* docs/secagg.md's construction, written here with libsodium's primitives alone:
+ * k_uv = BLAKE2b-256("dpfl-secagg-mask-v1" || X25519(s_u^SK, s_v^PK) || min(u,v) || max(u,v)) (ids u32 LE), and
+ * PRG(k) = crypto_stream_chacha20 under k with nonce 0, read as little-endian words; acc += sign * PRG(k). */
+static void add_prg_of_pair(uint32_t *acc, size_t len, const uint8_t sk[32], const uint8_t pk[32], uint32_t u,
+                            uint32_t v, int sign)
+{
+    uint8_t q[32], in[19 + 32 + 8], k[32], nonce[crypto_stream_chacha20_NONCEBYTES] = {0};
+    assert_int_equal(crypto_scalarmult(q, sk, pk), 0);
+    memcpy(in, "dpfl-secagg-mask-v1", 19);
+    memcpy(in + 19, q, 32);
+    const uint32_t lo = u < v ? u : v, hi = u < v ? v : u;
+    for (int i = 0; i < 4; i++) in[51 + i] = (uint8_t)(lo >> (8 * i)), in[55 + i] = (uint8_t)(hi >> (8 * i));
+    assert_int_equal(crypto_generichash(k, 32, in, sizeof in, NULL, 0), 0);
+    uint8_t *ks = malloc(4 * len);
+    crypto_stream_chacha20(ks, 4 * len, nonce, k);
+    for (size_t i = 0; i < len; i++) acc[i] += (uint32_t)sign * load32(ks + 4 * i);
+    free(ks);
+}
+
+static void add_prg(uint32_t *acc, size_t len, const uint8_t key[32], int sign)
+{
+    uint8_t *ks = malloc(4 * len), nonce[crypto_stream_chacha20_NONCEBYTES] = {0};
+    crypto_stream_chacha20(ks, 4 * len, nonce, key);
+    for (size_t i = 0; i < len; i++) acc[i] += (uint32_t)sign * load32(ks + 4 * i);
+    free(ks);
+}
+
+/* Known answer for the pairwise masks.  Clients 0, 1, 2 (t = 2); client 2 drops out after sharing its keys, so the
+ * survivors' unmasking answers carry the shares of b_0, b_1 (self masks) and of s_2^SK (the dropped client's
+ * mask-agreement secret).  Then y_0 + y_1 - x_0 - x_1 - PRG(b_0) - PRG(b_1) must be exactly
+ * PRG(k_02) + PRG(k_12) (the pair 0-1's masks cancel; 2 > 0 and 2 > 1 add), each k computed here from s_2^SK and
+ * the public keys by the documented construction -- not by the library.  A mask derived from public data only, or
+ * any other derivation, fails; so does a mask that does not match libsodium's ChaCha20 stream. */
+static void pairwise_masks_are_the_documented_derivation(void **state)
+{
+    (void)state;
+    const dpfl_secagg_params p = {.n = 3, .t = 2, .bits = 32, .len = 300};
+    dpfl_secagg_msg masked[3] = {{0}}, unmask[3] = {{0}}, keys = {0};
+    uint8_t drop[3] = {0, 0, 1};
+    round_spec rs = {.p = p, .seed = 77, .drop_shared = drop, .keep_masked = masked, .keep_unmask = unmask,
+                     .keep_keys = &keys};
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 3);
+    uint32_t **x = inputs_make(&p, &r), *sum = malloc(p.len * sizeof *sum), *got = calloc(p.len, 4),
+             *want = calloc(p.len, 4);
+    dpfl_error err;
+    assert_int_equal(run_round(&rs, x, sum, NULL, &err), DPFL_OK);
+    const uint32_t holders[2] = {0, 1};
+    uint8_t b0[32], b1[32], s2[32], pk2[32];
+    rebuild(unmask, holders, 2, 0, 0, b0);
+    rebuild(unmask, holders, 2, 1, 0, b1);
+    rebuild(unmask, holders, 2, 2, 1, s2);
+    assert_int_equal(crypto_scalarmult_base(pk2, s2), 0); /* the rebuilt secret is client 2's advertised key's */
+    assert_memory_equal(pk2, keys_s_pk(&keys, 2), 32);
+    for (size_t i = 0; i < p.len; i++)
+        got[i] = load32(masked[0].data + MASKED_VALUES + 4 * i) + load32(masked[1].data + MASKED_VALUES + 4 * i) -
+                 x[0][i] - x[1][i];
+    add_prg(got, p.len, b0, -1);
+    add_prg(got, p.len, b1, -1);
+    add_prg_of_pair(want, p.len, s2, keys_s_pk(&keys, 0), 2, 0, +1);
+    add_prg_of_pair(want, p.len, s2, keys_s_pk(&keys, 1), 2, 1, +1);
+    size_t wrong = 0;
+    for (size_t i = 0; i < p.len; i++) wrong += got[i] != want[i];
+    if (wrong) print_error("%zu of %zu mask words are not the documented derivation's\n", wrong, p.len);
+    assert_int_equal(wrong, 0);
+    for (size_t i = 0; i < p.len; i++) assert_int_equal(sum[i], x[0][i] + x[1][i]);
+    for (uint32_t u = 0; u < 3; u++) {
+        dpfl_secagg_msg_free(&masked[u]);
+        dpfl_secagg_msg_free(&unmask[u]);
+    }
+    dpfl_secagg_msg_free(&keys);
+    free(sum);
+    free(got);
+    free(want);
+    inputs_free(&p, x);
+}
+
+/* Client 0's pairwise mask with client 1 (y_0 - x_0 - PRG(b_0), b_0 rebuilt from the unmasking shares) changes
+ * when client 1's secret keys change and client 0's stay: the mask depends on the shared secret, not only on
+ * client 0's own key and the ids.  And it is not the PRG of anything public: not of either public key. */
+static void pairwise_mask_depends_on_the_other_partys_secret(void **state)
+{
+    (void)state;
+    const dpfl_secagg_params p = {.n = 2, .t = 2, .bits = 32, .len = 64};
+    uint32_t *mask[2];
+    dpfl_secagg_msg keys[2] = {{0}};
+    for (int run = 0; run < 2; run++) {
+        dpfl_secagg_msg masked[2] = {{0}}, unmask[2] = {{0}};
+        const uint64_t seeds[2] = {1001, run == 0 ? 2002 : 3003};
+        round_spec rs = {.p = p, .keep_masked = masked, .keep_unmask = unmask, .keep_keys = &keys[run],
+                         .client_seed = seeds};
+        dpfl_rng r;
+        dpfl_rng_init_seed(&r, 9);
+        uint32_t **x = inputs_make(&p, &r), *sum = malloc(p.len * sizeof *sum);
+        dpfl_error err;
+        assert_int_equal(run_round(&rs, x, sum, NULL, &err), DPFL_OK);
+        const uint32_t holders[2] = {0, 1};
+        uint8_t b0[32];
+        rebuild(unmask, holders, 2, 0, 0, b0);
+        mask[run] = calloc(p.len, 4);
+        for (size_t i = 0; i < p.len; i++) mask[run][i] = load32(masked[0].data + MASKED_VALUES + 4 * i) - x[0][i];
+        add_prg(mask[run], p.len, b0, -1);
+        for (int pub = 0; pub < 2; pub++) { /* not PRG(a public key) */
+            uint32_t *z = calloc(p.len, 4);
+            add_prg(z, p.len, keys_s_pk(&keys[run], (uint32_t)pub), 1);
+            assert_true(memcmp(z, mask[run], 4 * p.len) != 0);
+            free(z);
+        }
+        for (int u = 0; u < 2; u++) {
+            dpfl_secagg_msg_free(&masked[u]);
+            dpfl_secagg_msg_free(&unmask[u]);
+        }
+        free(sum);
+        inputs_free(&p, x);
+    }
+    assert_memory_equal(keys_s_pk(&keys[0], 0), keys_s_pk(&keys[1], 0), 32); /* client 0's keys did not change */
+    assert_memory_not_equal(keys_s_pk(&keys[0], 1), keys_s_pk(&keys[1], 1), 32);
+    size_t same = 0;
+    for (size_t i = 0; i < p.len; i++) same += mask[0][i] == mask[1][i];
+    assert_true(same <= 1);
+    free(mask[0]);
+    free(mask[1]);
+    dpfl_secagg_msg_free(&keys[0]);
+    dpfl_secagg_msg_free(&keys[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -586,6 +745,8 @@ int main(void)
         cmocka_unit_test(shamir_needs_t_shares),
         cmocka_unit_test(masked_input_looks_uniform),
         cmocka_unit_test(server_learns_only_the_sum),
+        cmocka_unit_test(pairwise_masks_are_the_documented_derivation),
+        cmocka_unit_test(pairwise_mask_depends_on_the_other_partys_secret),
         cmocka_unit_test(tampered_or_misrouted_share_is_named),
         cmocka_unit_test(corrupted_unmask_share_is_named),
         cmocka_unit_test(too_many_dropouts_is_an_error),
