@@ -287,7 +287,7 @@ static dpfl_status add_blocks(builder *bd, const char *tok)
         return bad_token(bd, tok, "expected block<C>[s<stride>][g<groups>][*<count>]");
     if (!g) g = c < 32 ? c : 32;
     for (long i = 0; i < n; i++) {
-        char items[8][48];
+        char items[8][64]; /* room for two longs in any item: -Wformat-truncation at every -O level */
         long st = i ? 1 : s;
         int proj = st != 1 || c != bd->c;
         snprintf(items[0], sizeof items[0], "(conv%ldk3s%ldp1nb", c, st);
