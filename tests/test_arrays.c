@@ -122,7 +122,7 @@ static void npy_errors_name_file_and_offset(void **state)
     write_npy("x.npy", "<f4", 0, (int64_t[]){2, 3}, 2, x, sizeof x);
     expect_fail(dpfl_npy_load(tpath("x.npy"), tpath("y.npy"), &d, &err), &err, tpath("x.npy"), "byte 128");
     /* no magic */
-    arrays_write_file(tpath("bad.npy"), "PK\x03\x04 not numpy", 16);
+    arrays_write_file(tpath("bad.npy"), "PK\x03\x04 not numpy", 14);
     expect_fail(dpfl_npy_load(tpath("bad.npy"), tpath("y.npy"), &d, &err), &err, "bad.npy", "byte 0");
     /* big-endian, unsupported type, bad header */
     write_npy("be.npy", ">f4", 0, (int64_t[]){2, 2}, 2, x, sizeof x);
