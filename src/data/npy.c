@@ -82,6 +82,13 @@ static int quoted(cursor *c, char *out, size_t cap)
     return 1;
 }
 
+/* s for an error message: control characters (a newline would break the one-line error) as '?' */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f) *s = '?';
+}
+
 static dpfl_status parse_descr(const char *d, npy_array *a, const char *what, size_t off, dpfl_error *err)
 {
     if (strlen(d) < 3 || !strchr("<|=>", d[0]))
@@ -98,6 +105,7 @@ static dpfl_status parse_descr(const char *d, npy_array *a, const char *what, si
     if (!ok) {
         char msg[96];
         snprintf(msg, sizeof msg, "unsupported dtype '%.16s' (float32/64, (u)int8-64 or bool)", d);
+        printable(msg);
         return bad(err, what, off, msg);
     }
     return DPFL_OK;
@@ -331,6 +339,10 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
         if (usize > ((uint64_t)1 << 40)) return bad(err, path, entry, "member too large");
         if (method != 0 && method != 8) return bad(err, path, entry, "member compressed with a method other than deflate");
         if (method == 0 && usize != csize) return bad(err, path, entry, "stored member whose sizes differ");
+        /* deflate expands at most 1032:1 (a 258-byte match per 2 bits): a larger claim is corrupt, and would make
+         * us allocate what no file of this size can hold */
+        if (method == 8 && usize / 1032 > csize + 1)
+            return bad(err, path, entry, "deflated member larger than its compressed size allows");
         zip_member *o = &m[*n];
         memcpy(o->name, name, nl - 4);
         o->name[nl - 4] = '\0';
@@ -377,6 +389,7 @@ static dpfl_status pair_from(const zip_member *m, int n, const char *xn, const c
             if (i) strncat(names, ", ", sizeof names - strlen(names) - 1);
             strncat(names, m[i].name, sizeof names - strlen(names) - 1);
         }
+        printable(names);
         return dpfl_fail(err, DPFL_EFORMAT, "no array '%s' in NumPy archive (%s): it holds %s", !xm ? xn : yn, path,
                          n ? names : "no arrays");
     }
