@@ -119,28 +119,7 @@ typedef struct {
 static int mixed(const sgm_ev *e) { return e->lambda < 1 || e->inner > 1; }
 
 
-#define NTHETA 12 /* Chernoff bounds on the tilted mass outside the window at theta = 2^-3 .. 2^8 */
-
-typedef struct {
-    double *g;   /* tilted composed pmf, index r <-> k = klo + r; the pmf itself is f_k = g_k exp(logm - lam k h) */
-    double logm; /* log E[e^{lam L}] of the composed finite part */
-    double crel; /* error allowance, relative to exp(logm - lam eps): tilted mass outside the window, mass lost
-                  * to round-off, and the FFT's per-bin error summed over the bins above eps */
-    double cabs; /* upper only: mass at +inf and the (untilted) mass above the window */
-    double lost;       /* |1 - the tilted composition's mass|: a relative error of the sums */
-    double up[NTHETA]; /* log E[e^{(lam + theta_s) L}] - log E[e^{lam L}] (-inf: the support is inside the window) */
-} pld_side;
-
-typedef struct {
-    size_t N;
-    double h, lam;      /* grid step, exponential tilt */
-    int64_t klo;        /* window = [klo, klo + N) in units of h */
-    int ndir, nside;    /* nside 1: upper only; 2: upper and lower */
-    pld_side s[2][2];   /* [direction][0 upper (pessimistic), 1 lower (optimistic)] */
-    char invalid[200];  /* non-empty: the discretization cannot be trusted here (why) */
-} pld_composed;
-
-static void pld_free(pld_composed *c)
+void dpfl_pld_composed_free(pld_composed *c)
 {
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < 2; k++) fftw_free(c->s[d][k].g);
@@ -376,7 +355,7 @@ static void add_event(const sgm_ev *v, const double *pm, int64_t k0, size_t m, d
 }
 
 /* Tilted mass at losses >= x (a Chernoff bound; 0 when the support is inside the window) */
-static double tilted_above(const pld_side *sd, double x)
+double dpfl_pld_tilted_above(const pld_side *sd, double x)
 {
     double w = 1;
     for (int s = 0; s < NTHETA; s++)
@@ -386,9 +365,9 @@ static double tilted_above(const pld_side *sd, double x)
 }
 
 /* the error allowance at eps: crel plus what wrapped from above the window down to above eps */
-static double side_rel(const pld_composed *c, const pld_side *sd, double eps)
+double dpfl_pld_side_rel(const pld_composed *c, const pld_side *sd, double eps)
 {
-    return sd->crel + tilted_above(sd, eps + (double)c->N * c->h);
+    return sd->crel + dpfl_pld_tilted_above(sd, eps + (double)c->N * c->h);
 }
 
 /* Back from the spectrum: g (rotated so g[i] is k = klo + i) and the side's error allowances. */
@@ -450,7 +429,7 @@ static int finish_side(pld_composed *c, double *buf, fftw_plan inv, const side_a
     double nb = lam * h > 0 ? fmin((double)N, 1 / -expm1(-lam * h)) : (double)N;
     out->crel = w_dn + r * nb;
     out->lost = fabs(lost);
-    out->cabs = need_up ? exp(sa->logm - lam * top) * tilted_above(out, top) : 0;
+    out->cabs = need_up ? exp(sa->logm - lam * top) * dpfl_pld_tilted_above(out, top) : 0;
     return 0;
 }
 
@@ -489,7 +468,7 @@ static double pick_tilt(const dpfl_event *tmp, size_t n, double delta, double ep
 /* Composes both directions (and, with want_lower, the optimistic discretization beside the pessimistic one), tilted
  * for the query: for delta_hint (eps_query = NaN) or for eps_query.  On return c->invalid is empty, or says why the composed distribution
  * cannot be trusted (the caller then answers with RDP). */
-static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, double eps_query, size_t bins,
+dpfl_status dpfl_pld_compose(const dpfl_event *ev, size_t nev, double delta_hint, double eps_query, size_t bins,
                            double span, int want_lower, pld_composed *c, dpfl_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -665,202 +644,7 @@ static dpfl_status compose(const dpfl_event *ev, size_t nev, double delta_hint, 
     fftw_free(e2[0]);
     fftw_free(e2[1]);
     free(v);
-    if (s) pld_free(c);
+    if (s) dpfl_pld_composed_free(c);
     return s;
 }
 
-/* f_k of the side at grid index i (0 where g is 0) */
-static double side_f(const pld_composed *c, const pld_side *sd, size_t i)
-{
-    if (!(sd->g[i] > 0)) return 0;
-    return exp(log(sd->g[i]) + sd->logm - c->lam * (double)(c->klo + (int64_t)i) * c->h);
-}
-
-/* delta(eps) of one direction: side 0 an upper bound, side 1 a lower bound on the true delta */
-static double dir_delta(const pld_composed *c, int dir, int side, double eps)
-{
-    const pld_side *sd = &c->s[dir][side];
-    double s = 0;
-    for (size_t i = c->N; i-- > 0;) {
-        double l = (double)(c->klo + (int64_t)i) * c->h;
-        if (l <= eps) break;
-        s += side_f(c, sd, i) * -expm1(eps - l);
-    }
-    double sl = side_rel(c, sd, eps) * exp(sd->logm - c->lam * eps);
-    double d = side == 0 ? s * (1 + 1e-12 + sd->lost) + sd->cabs + sl : s * (1 - 1e-12 - sd->lost) - sl;
-    if (isnan(d)) d = side == 0 ? 1 : 0;
-    return d > 1 ? 1 : d < 0 ? 0 : d;
-}
-
-/* Side 0: an eps >= 0 with delta_upper(eps) <= delta (+inf if none); side 1: an eps with delta_lower > delta just
- * below it (so the true epsilon is at least it), or 0. */
-static double dir_epsilon(const pld_composed *c, int dir, int side, double delta)
-{
-    const pld_side *sd = &c->s[dir][side];
-    double h = c->h, emh = exp(-h);
-    double top = (double)(c->klo + (int64_t)c->N - 1) * h; /* the top bin: delta there is the allowances only */
-    if (side == 0 && sd->cabs + side_rel(c, sd, top) * exp(sd->logm - c->lam * top) >= delta) return INFINITY;
-    double A = 0, B = 0; /* A_j = sum_{k>=j} f_k; B_j = sum_{k>=j} f_k e^{-(k-j)h} */
-    for (size_t i = c->N; i-- > 0;) {
-        double f = side_f(c, sd, i);
-        A += f;
-        B = f + emh * B;
-        if (!isfinite(A) || !isfinite(B)) return side == 0 ? INFINITY : 0; /* never 0 by falling through on NaN */
-        double kj = (double)(c->klo + (int64_t)i) * h; /* j h */
-        double el = kj - h;                            /* the interval [el, jh): delta = A - e^{eps - jh} B */
-        int last = el <= 0;
-        if (last) el = 0;
-        double sl = side_rel(c, sd, el) * exp(sd->logm - c->lam * el); /* the largest allowance on the interval */
-        double d = A - exp(el - kj) * B;
-        if (side == 0) {
-            double t = (delta - sd->cabs - sl) / (1 + 1e-12 + sd->lost);
-            if (t <= 0 || d > t) {
-                double e = t > 0 && B > 0 ? kj + log((A - t) / B) : kj;
-                if (!(e >= el)) e = el;
-                if (e > kj) e = kj;
-                e += 4 * DBL_EPSILON * fabs(e) + 1e-15;
-                return e;
-            }
-        } else {
-            double t = delta + sl;
-            if (d * (1 - 1e-12 - sd->lost) > t) {
-                double e = B > 0 ? kj + log((A - t / (1 - 1e-12 - sd->lost)) / B) : el;
-                if (!(e >= el)) e = el;
-                if (e > kj) e = kj;
-                e -= 4 * DBL_EPSILON * fabs(e) + 1e-15;
-                return e > 0 ? e : 0;
-            }
-        }
-        if (last) break;
-    }
-    return 0.0;
-}
-
-static void pld_debug(const pld_composed *c, double delta)
-{
-    if (!getenv("DPFL_PLD_DEBUG")) return;
-    const char *ee = getenv("DPFL_PLD_DEBUG_EPS");
-    double x = ee ? atof(ee) : 0.0;
-    for (int d = 0; d < c->ndir; d++)
-        for (int k = 0; k < c->nside; k++) {
-            const pld_side *sd = &c->s[d][k];
-            double fac = exp(sd->logm - c->lam * x);
-            fprintf(stderr, "pld dir %d %s: h=%g klo=%lld N=%zu lam=%g logm=%g crel=%g cabs=%g eps=%.6g; at eps %g: "
-                            "delta %.6g, allowance %.3g + %.3g + wrap %.3g\n",
-                    d, k ? "lower" : "upper", c->h, (long long)c->klo, c->N, c->lam, sd->logm, sd->crel, sd->cabs,
-                    dir_epsilon(c, d, k, delta), x, dir_delta(c, d, k, x), sd->cabs, sd->crel * fac,
-                    tilted_above(sd, x + (double)c->N * c->h) * fac);
-        }
-}
-
-/* The parts of delta(eps) that are allowances (largest side): for mass wrapped around from above the window, and
- * for the FFT's round-off and the tilted mass below it */
-static void shares(const pld_composed *c, double eps, double *wrap, double *rest)
-{
-    *wrap = *rest = 0;
-    for (int d = 0; d < c->ndir; d++)
-        for (int k = 0; k < c->nside; k++) {
-            const pld_side *sd = &c->s[d][k];
-            double f = exp(sd->logm - c->lam * eps);
-            *wrap = fmax(*wrap, tilted_above(sd, eps + (double)c->N * c->h) * f);
-            *rest = fmax(*rest, sd->crel * f);
-        }
-}
-
-#define PLD_ATTEMPTS 4 /* a window 3 times the RDP window's top, tilted for delta; then wider / retilted */
-
-/* Where an allowance is a visible part of delta at the answer (or there is no answer), compose again: the wrapped
- * mass's (a loose Chernoff bound) with a window 3 times wider, the round-off's with the tilt re-aimed at the
- * answer's epsilon (the RDP order is a poor aim where the loss has heavy tails or epsilon is tiny). */
-static int again(const pld_composed *c, double at, double delta, double *span, double *tilt_eps)
-{
-    double wrap, rest;
-    shares(c, at, &wrap, &rest);
-    int redo = 0;
-    if (wrap > 1e-3 * delta) *span *= 3, redo = 1;
-    if (rest > 1e-3 * delta && isnan(*tilt_eps) && isfinite(at)) *tilt_eps = at, redo = 1;
-    return redo;
-}
-
-dpfl_status dpfl_pld_epsilon_bounds(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *upper,
-                                    double *lower, dpfl_error *err)
-{
-    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
-    double e = 0, el = 0, span = 3, tilt_eps = NAN;
-    for (int attempt = 0; attempt < PLD_ATTEMPTS; attempt++) {
-        pld_composed c;
-        dpfl_status s = compose(ev, nev, delta, tilt_eps, bins, span, lower != NULL, &c, err);
-        if (s) return s;
-        if (c.invalid[0]) {
-            pld_free(&c);
-            return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
-        }
-        e = 0, el = 0;
-        double fin = 0; /* the largest finite answer of a direction: where to aim a retilt if e is +inf */
-        for (int d = 0; d < c.ndir; d++) {
-            double x = dir_epsilon(&c, d, 0, delta);
-            e = fmax(e, x);
-            if (isfinite(x)) fin = fmax(fin, x);
-            if (lower) el = fmax(el, dir_epsilon(&c, d, 1, delta));
-        }
-        pld_debug(&c, delta);
-        int redo = again(&c, isinf(e) ? fmax(fin, el) : e, delta, &span, &tilt_eps);
-        pld_free(&c);
-        if (!redo) break;
-    }
-    if (isinf(e))
-        return dpfl_fail(err, DPFL_ENUM, "PLD: delta %g is below the discretization's own error allowance",
-                         delta);
-    *upper = e;
-    if (lower) *lower = el < e ? el : e;
-    return DPFL_OK;
-}
-
-dpfl_status dpfl_pld_epsilon(const dpfl_event *ev, size_t nev, double delta, size_t bins, double *eps,
-                             dpfl_error *err)
-{
-    return dpfl_pld_epsilon_bounds(ev, nev, delta, bins, eps, NULL, err);
-}
-
-dpfl_status dpfl_pld_delta_bounds(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *upper,
-                                  double *lower, dpfl_error *err)
-{
-    if (!(epsilon >= 0) || isinf(epsilon))
-        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
-    /* the window and the mass sent to +inf are sized by a hint: RDP's delta (an upper bound) below 1e-12 */
-    double hint = 1e-12;
-    {
-        dpfl_guarantee g;
-        dpfl_account_opts ro = {DPFL_CONV_CLASSIC, NULL, 0, 0};
-        dpfl_error e2;
-        if (!dpfl_account_delta(ev, nev, epsilon, DPFL_ACC_RDP, &ro, &g, &e2) && g.delta * 1e-4 < hint)
-            hint = fmax(g.delta * 1e-4, 1e-290);
-    }
-    double d = 0, dl = 0, span = 3, tilt_eps = epsilon;
-    for (int attempt = 0; attempt < PLD_ATTEMPTS; attempt++) {
-        pld_composed c;
-        dpfl_status s = compose(ev, nev, hint, epsilon, bins, span, lower != NULL, &c, err);
-        if (s) return s;
-        if (c.invalid[0]) {
-            pld_free(&c);
-            return dpfl_fail(err, DPFL_ENUM, "PLD discretization not valid here: %s", c.invalid);
-        }
-        d = 0, dl = 0;
-        for (int k = 0; k < c.ndir; k++) {
-            d = fmax(d, dir_delta(&c, k, 0, epsilon));
-            if (lower) dl = fmax(dl, dir_delta(&c, k, 1, epsilon));
-        }
-        int redo = again(&c, epsilon, d, &span, &tilt_eps); /* the tilt is already aimed at epsilon */
-        pld_free(&c);
-        if (!redo) break;
-    }
-    *upper = d;
-    if (lower) *lower = dl < d ? dl : d;
-    return DPFL_OK;
-}
-
-dpfl_status dpfl_pld_delta(const dpfl_event *ev, size_t nev, double epsilon, size_t bins, double *delta,
-                           dpfl_error *err)
-{
-    return dpfl_pld_delta_bounds(ev, nev, epsilon, bins, delta, NULL, err);
-}
