@@ -62,8 +62,8 @@ dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, doub
  * round used (a larger rate only adds loss), each participation a Gaussian of multiplier 1 / mu, which the GDP
  * accountant answers exactly (binomial mixture).  Server noise (client_dp on) can only help: mu = min(that,
  * 2 / server_z). */
-dpfl_event fl_e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l, double z,
-                               double server_z, double *client_noise)
+static dpfl_event e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l, double z,
+                                   double server_z, double *client_noise)
 {
     int64_t smax = 0;
     for (int32_t k = 0; k < part->clients; k++) {
@@ -87,9 +87,11 @@ dpfl_event fl_e2e_client_event(const dpfl_config *cfg, const dpfl_partition *par
 }
 
 dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
-                                  double z, double server_z, double *eps, double *client_noise, dpfl_error *err)
+                                  double z, double server_z, double *eps, double *client_noise, dpfl_event *evout,
+                                  dpfl_error *err)
 {
-    dpfl_event ev = fl_e2e_client_event(cfg, part, l, z, server_z, client_noise);
+    dpfl_event ev = e2e_client_event(cfg, part, l, z, server_z, client_noise);
+    if (evout) *evout = ev;
     dpfl_guarantee g;
     dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->record_dp.delta, DPFL_ACC_GDP, NULL, &g, err);
     if (!st) *eps = g.epsilon;

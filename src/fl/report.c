@@ -115,7 +115,7 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
         if (cfg->record_dp.e2e) {
             double ce, cn;
             dpfl_status st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z,
-                                                   c->cdp_on ? c->rs.client_z : 0.0, &ce, &cn, err);
+                                                   c->cdp_on ? c->rs.client_z : 0.0, &ce, &cn, NULL, err);
             if (st) {
                 cJSON_Delete(o);
                 return st;
@@ -318,7 +318,7 @@ static dpfl_status summary_record(const run_ctx *c, cJSON *sum, dpfl_error *err)
     if (cfg->record_dp.e2e) {
         double ce, cn;
         if ((st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
-                                        &ce, &cn, err)))
+                                        &ce, &cn, NULL, err)))
             return st;
         json_num(sum, c->cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
         cJSON_AddNumberToObject(sum, "client_delta", cfg->record_dp.delta);

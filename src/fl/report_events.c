@@ -67,10 +67,9 @@ static dpfl_status client_events(const run_ctx *c, cJSON *events, dpfl_error *er
     }
     if (!st && c->rdp_on && cfg->record_dp.e2e) {
         double noise, eps;
-        dpfl_event ev = fl_e2e_client_event(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
-                                            &noise);
+        dpfl_event ev;
         if ((st = fl_e2e_client_epsilon(cfg, &c->part, &c->ledger, c->rs.record_z, c->cdp_on ? c->rs.client_z : 0.0,
-                                        &eps, &noise, err)))
+                                        &eps, &noise, &ev, err)))
             return st;
         dpfl_run_event r = run_event("client", DPFL_ACC_GDP, cfg->record_dp.delta, eps, &ev, 1);
         st = add_event(events, c->cdp_on ? "client_e2e" : "client", &r, err);

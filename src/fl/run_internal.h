@@ -162,8 +162,7 @@ double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round
 dpfl_accountant fl_client_accountant(const dpfl_config *cfg);
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
                               dpfl_error *err);
-dpfl_event fl_e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l, double z,
-                               double server_z, double *client_noise);
 dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
-                                  double z, double server_z, double *eps, double *client_noise, dpfl_error *err);
+                                  double z, double server_z, double *eps, double *client_noise, dpfl_event *ev,
+                                  dpfl_error *err);
 #endif
