@@ -46,7 +46,7 @@ static int nranks, rank, started;
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 
-static dpfl_status mpi_start(const fl_transport *t, const fl_transport_setup *setup, dpfl_error *err)
+static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err)
 {
     (void)t, (void)err;
     uint8_t key[32];
@@ -56,9 +56,9 @@ static dpfl_status mpi_start(const fl_transport *t, const fl_transport_setup *se
     return DPFL_OK;
 }
 
-static void mpi_finish(const fl_transport *t, dpfl_status st, const char *why)
+static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why)
 {
-    (void)t, (void)st, (void)why;
+    (void)t, (void)released, (void)st, (void)why;
     if (!started) { /* the run failed before the workers got their key: they are waiting for it */
         uint8_t key[32] = {0};
         MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -67,30 +67,30 @@ static void mpi_finish(const fl_transport *t, dpfl_status st, const char *why)
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
-static dpfl_status mpi_run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
+static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err)
 {
-    const size_t P = s->model->nparam;
-    s->chunk_start = start;
-    s->chunk_len = n;
-    round_head h = {s->round, n, 0, s->S};
+    (void)t;
+    const size_t P = job->nparam;
+    const int32_t start = job->start, n = job->count;
+    round_head h = {job->round, n, 0, job->update_clip};
     int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
     uint8_t *drop = malloc((size_t)(n > 0 ? n : 1));
     if (!ids || !drop) {
         free(ids), free(drop);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (MPI round of %d clients)", n);
     }
-    for (int32_t j = 0; j < n; j++) ids[j] = s->sampled[start + j], drop[j] = (uint8_t)s->results[start + j].dropped;
+    for (int32_t j = 0; j < n; j++) ids[j] = job->sampled[start + j], drop[j] = (uint8_t)job->reports[start + j].dropped;
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast(ids, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(drop, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(s->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Bcast((void *)job->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
     dpfl_status st = DPFL_OK;
     for (int32_t j = 0; j < n; j++) {
         if (drop[j]) continue;
         client_answer a;
         MPI_Recv(&a, sizeof a, MPI_BYTE, owner(ids[j]), 2 * j, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Recv(s->slots[j], (int)P, MPI_FLOAT, owner(ids[j]), 2 * j + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        client_result *r = &s->results[start + j];
+        MPI_Recv(job->slots[j], (int)P, MPI_FLOAT, owner(ids[j]), 2 * j + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        dpfl_client_report *r = &job->reports[start + j];
         r->loss_sum = a.loss_sum, r->norm = a.norm, r->examples = a.examples, r->steps = a.steps;
         r->clipped = a.clipped;
         if (a.status && !st) st = dpfl_fail(err, (dpfl_status)a.status, "rank %d, client %d: %s", owner(ids[j]), ids[j], a.msg);
@@ -100,7 +100,7 @@ static dpfl_status mpi_run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_e
 }
 
 /* rank 0 trains no client: files listed with data.source_rows may be absent there (each worker checks its own) */
-static const fl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
+static const dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
                                            .finish = mpi_finish, .clients_hold_data = 1};
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */

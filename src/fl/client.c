@@ -49,8 +49,8 @@ static void project_to_global(const dpfl_sim *s, float *local, float *tmp)
     const size_t T = s->tr, P = s->model->nparam - T;
     dpfl_vec_sub(tmp, local + T, s->global + T, P);
     double norm = dpfl_vec_norm2(tmp, P);
-    if (norm > s->S) {
-        dpfl_vec_clip(tmp, P, s->S);
+    if (norm > s->cdp.S) {
+        dpfl_vec_clip(tmp, P, s->cdp.S);
         for (size_t i = 0; i < P; i++) local[T + i] = s->global[T + i] + tmp[i];
     }
 }
@@ -146,7 +146,7 @@ static void train_client_dp(dpfl_sim *s, worker *w, int32_t k, int64_t steps, dp
                 dpfl_mech_gaussian(rng, w->grad, P, d.z, d.sens, (float)(1.0 / denom), threads_per_client(s));
             dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         }
-        if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        if (s->agg->client_level && s->cdp.strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->examples += b;
         res->steps++;
     }
@@ -175,7 +175,7 @@ static void train_client_plain(dpfl_sim *s, worker *w, int32_t k, int64_t steps,
             loss = dpfl_nn_grad(s->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
             dpfl_optim_step(&w->opt, w->local, w->grad, s->lr);
         }
-        if (s->cdp && s->strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
+        if (s->agg->client_level && s->cdp.strategy == DPFL_CLIP_PER_STEP) project_to_global(s, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
         res->steps++;
@@ -291,13 +291,13 @@ dpfl_status fl_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, flo
     if (st) return st;
     s->round = round;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
-    s->S = S;
+    s->cdp.S = S;
     s->chunk_start = 0;
     s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */
     worker *w = &s->workers[0];
     if (w->ws_threads != s->nthreads)
         w->ws_threads = dpfl_nn_ws_set_threads(w->ws, s->nthreads, NULL) ? 0 : s->nthreads;
     fl_client_train(s, w, k, out, res);
-    if (s->cdp) res->norm = dpfl_vec_norm2(out, s->model->nparam);
+    if (s->agg->client_level) res->norm = dpfl_vec_norm2(out, s->model->nparam);
     return DPFL_OK;
 }

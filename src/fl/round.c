@@ -45,7 +45,7 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
     for (int32_t i = 0; i < ms; i++) {
         memset(&s->results[i], 0, sizeof s->results[i]);
         s->results[i].client = s->sampled[i];
-        if (!s->cdp) continue;
+        if (!s->agg->client_level) continue; /* client_dp.dropout */
         dpfl_rng drng;
         dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
         s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
@@ -53,7 +53,7 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
     dpfl_status st;
     for (int32_t i = 0; i < ms; i++)
         if (!s->results[i].dropped && (st = fl_client_state_alloc(s, s->sampled[i], err))) return st;
-    if (((s->cdp && s->strategy == DPFL_CLIP_MEDIAN) || s->transport->whole_round) && ms > s->nslots) {
+    if ((s->agg->whole_round || s->transport->whole_round) && ms > s->nslots) {
         /* median clipping needs every update of the round before it can clip any, and a network round waits for
          * all its clients at once: one slot per client */
         float **more = realloc(s->slots, (size_t)ms * sizeof *more);
@@ -65,10 +65,8 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
     return DPFL_OK;
 }
 
-dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+static void metrics_init(dpfl_round_metrics *m, int32_t round)
 {
-    const size_t P = s->model->nparam;
-    DPFL_ASSERT(s->round == round);
     memset(m, 0, sizeof *m);
     m->round = round;
     m->test_accuracy = m->test_loss = m->client_acc_mean = m->client_acc_std = NAN;
@@ -76,58 +74,69 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     m->clip_fraction = m->update_clip = m->update_clip_fraction = m->update_noise_std = NAN;
     m->between_client_variance = m->update_scale = NAN;
     m->ddp_overflow = NAN;
+}
+
+/* What the clients of the round reported: loss, examples and, with DP-SGD, the clipped fraction and noise std. */
+static void client_metrics(const dpfl_sim *s, dpfl_round_metrics *m)
+{
+    double loss_sum = 0;
+    int64_t clipped = 0;
+    for (int32_t i = 0; i < s->nsampled; i++) {
+        loss_sum += s->results[i].loss_sum;
+        m->examples += s->results[i].examples;
+        clipped += s->results[i].clipped;
+    }
+    m->clients = s->nsampled;
+    m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
+    if (!s->rdp) return;
+    m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
+    dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z);
+    m->noise_std = s->rdp_secure ? dpfl_mech_discrete_std(s->model->nparam, d.z, d.sens) : d.noise_std;
+}
+
+/* The transport's view of the current chunk (include/dpfl/transport.h). */
+static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
+{
+    const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s);
+    if (plan) {
+        s->ddp_round.threshold = s->ddp.t;
+        s->ddp_round.client_z = plan->z;
+        memcpy(s->ddp_round.seed, s->ddp.seed, 32);
+        s->ddp_round.secagg = s->ddp.sa_server;
+    }
+    s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->ledger.rounds, .nsampled = s->nsampled,
+                              .sampled = s->sampled, .reports = s->results, .start = s->chunk_start,
+                              .count = s->chunk_len, .slots = s->slots, .global = s->global,
+                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->cdp.S,
+                              .record_z = s->rdp ? s->rdp_z : 0.0, .client_level = s->agg->client_level,
+                              .ddp = plan ? &s->ddp_round : NULL};
+    return &s->job;
+}
+
+/* The round, top to bottom: the clients train (through the transport, in chunks of slots), the aggregation mode
+ * takes the arrived updates in client order and releases the next global model, the helper models sync, and the
+ * ledger is charged what ran. */
+dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+{
+    DPFL_ASSERT(s->round == round);
+    metrics_init(m, round);
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
     const int32_t ms = s->nsampled;
-    dpfl_status st = prepare_clients(s, round, ms, err);
-    if (st) return st;
-    if (s->ddp && (st = fl_ddp_begin(s, round, err))) return st;
-    double total_weight = 0, loss_sum = 0;
-    int64_t clipped = 0;
-    dpfl_vec_zero(s->acc, P);
-    if (s->cdp) dpfl_vec_zero(s->raw_sum, P);
-    server_round sr = {0, 0};
-    const double S = s->S;
+    dpfl_status st;
+    if ((st = prepare_clients(s, round, ms, err)) || (st = s->agg->begin(s, round, err))) return st;
     for (int32_t start = 0; start < ms; start += s->nslots) {
-        if ((st = s->transport->run_clients(s, start, ms - start < s->nslots ? ms - start : s->nslots, err))) return st;
-        /* FedAvg's weights are over the clients that reply: known before the first chunk in process (dropouts are
-         * drawn up front), after it on the network (one chunk per round) */
-        if (start == 0)
-            for (int32_t i = 0; i < ms; i++)
-                if (!s->results[i].dropped)
-                    total_weight += s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, s->sampled[i]);
+        s->chunk_start = start;
+        s->chunk_len = ms - start < s->nslots ? ms - start : s->nslots;
+        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err))) return st;
         for (int32_t j = 0; j < s->chunk_len; j++) {
-            client_result *r = &s->results[start + j];
-            loss_sum += r->loss_sum;
-            m->examples += r->examples;
-            clipped += r->clipped;
+            const client_result *r = &s->results[start + j];
             if (r->dropped) continue;
-            if (s->observer) s->observer(s->observer_ctx, round, r->client, s->slots[j], P);
-            if (s->ddp) {
-                if ((st = fl_ddp_arrive(s, start + j, j, m, err))) return st;
-            } else if (!s->cdp) {
-                double w = s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, r->client);
-                dpfl_vec_axpy(s->acc, (float)(w / total_weight), s->slots[j], P);
-                m->replied++;
-            } else if (s->strategy != DPFL_CLIP_MEDIAN) {
-                fl_server_add(s, s->slots[j], r, S, m, &sr);
-            }
+            if (s->observer) s->observer(s->observer_ctx, round, r->client, s->slots[j], s->model->nparam);
+            if ((st = s->agg->add(s, start + j, j, m, err))) return st;
         }
     }
-    m->clients = ms;
-    m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
-    if (s->rdp) {
-        m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
-        dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z);
-        m->noise_std = s->rdp_secure ? dpfl_mech_discrete_std(P, d.z, d.sens) : d.noise_std;
-    }
-    if (s->ddp) {
-        if ((st = fl_ddp_release(s, round, m, err))) return st;
-    } else if (s->cdp) {
-        double S_used = s->strategy == DPFL_CLIP_MEDIAN ? fl_server_median_clip(s, ms, m, &sr) : S;
-        fl_server_release(s, round, S_used, m, &sr);
-    } else if (ms > 0) {
-        dpfl_vec_axpy(s->global, (float)s->cfg->fl.eta, s->acc, P);
-    }
+    client_metrics(s, m);
+    if ((st = s->agg->release(s, round, m, err))) return st;
     if (s->helper) fl_client_sync_helpers(s);
     /* the global model's transform slice stays the identity (the server's noise lands there too: discarded) */
     if (s->tr) dpfl_model_affine_identity(&s->model->layers[0], s->global);

@@ -330,7 +330,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     if (c->cdp_on && (st = fl_client_epsilon(cfg, &c->ledger, &c->ceps, &c->cprivate, err))) return st;
     const fl_transport *t = c->transport;
     if (t && t->start) { /* a network transport binds and waits for its clients now */
-        const fl_transport_setup setup = {cfg, c->sim, c->rs.partition_key, c->rs.partition_digest, c->ledger.rounds};
+        const dpfl_transport_setup setup = {cfg, c->part.clients, c->model.nparam, c->rs.partition_key,
+                                            c->rs.partition_digest, c->ledger.rounds};
         if ((st = t->start(t, &setup, err))) return st;
     }
     return DPFL_OK;
@@ -389,8 +390,14 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
         if (!st) st = fl_report_summary(c, err);
         if (!st && !opt->quiet) fl_report_final_lines(c);
     }
-    if (t && t->finish) t->finish(t, st, st ? err->msg : "");
+    if (t && t->finish) t->finish(t, c->sim ? dpfl_sim_ledger(c->sim)->rounds : 0, st, st ? err->msg : "");
     fl_run_free(c);
     free(c);
     return st;
+}
+
+dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,
+                                    dpfl_error *err)
+{
+    return fl_run(cfg, opt, t, err);
 }

@@ -1,6 +1,6 @@
 /* The federated simulation: set-up and settings.  A round is round.c (sampling, dropouts, the clients through the
  * transport, the server in client order); a client's local training is client.c; the server's client-level
- * release is server.c; evaluation is eval.c; every privacy mechanism is in mech/.
+ * release is an aggregation mode (aggregate_*.c); evaluation is eval.c; every privacy mechanism is in mech/.
  *
  * Per-client state: with fl.personalization = helper each client's helper model, with fl.client_state = keep its
  * optimizer state (momentum buffer or Adam m, v, and the step count t), live in a block of its own, allocated the
@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 
 #include <cblas.h>
+#include <sodium.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ static void worker_free(worker *w)
 void dpfl_sim_free(dpfl_sim *s)
 {
     if (!s) return;
-    fl_ddp_free(s);
+    if (s->agg && s->agg->free) s->agg->free(s);
     for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
     for (int32_t k = 0; s->cstate && k < s->part->clients; k++) dpfl_free(s->cstate[k].state);
@@ -45,10 +46,6 @@ void dpfl_sim_free(dpfl_sim *s)
     free(s->sampled);
     free(s->steps);
     dpfl_ledger_free(&s->ledger);
-    free(s->norms);
-    free(s->layer_off);
-    free(s->layer_len);
-    dpfl_free(s->raw_sum);
     dpfl_free(s->acc);
     free(s);
 }
@@ -148,28 +145,13 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->rdp_z = cfg->record_dp.noise;
     s->clip.clip = cfg->record_dp.clip;
     s->clip.per_layer = cfg->record_dp.per_layer;
-    s->cdp = cfg->client_dp.enabled;
-    s->ddp = s->cdp && cfg->client_dp.mechanism == 1;
-    s->ddp_secagg = cfg->client_dp.ddp_secagg;
+    s->agg = fl_aggregator_for(cfg);
+    s->ddp.secagg = cfg->client_dp.ddp_secagg;
     s->transport = &fl_transport_local;
     s->sampling = cfg->fl.sampling;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
-    if (s->cdp && cfg->client_dp.per_layer) { /* per-layer update clipping: the layers' slices */
-        s->nlayers_clip = model->nlayers;
-        s->layer_off = calloc((size_t)model->nlayers, sizeof *s->layer_off);
-        s->layer_len = calloc((size_t)model->nlayers, sizeof *s->layer_len);
-        if (!s->layer_off || !s->layer_len) {
-            st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-layer clipping)");
-            goto fail;
-        }
-        for (int32_t l = 0; l < model->nlayers; l++) {
-            s->layer_off[l] = model->layers[l].param_off;
-            s->layer_len[l] = model->layers[l].nparam;
-        }
-    }
-    s->strategy = cfg->client_dp.clip_strategy;
-    s->S = cfg->client_dp.clip;
-    if (s->cdp && (st = dpfl_sim_set_client_noise(s, 1, cfg->client_dp.noise, err))) goto fail;
+    s->cdp.strategy = cfg->client_dp.clip_strategy;
+    s->cdp.S = cfg->client_dp.clip;
     const size_t P = model->nparam;
     const int32_t B = cfg->fl.batch > s->eval_batch ? cfg->fl.batch : s->eval_batch;
     st = DPFL_ENOMEM;
@@ -178,11 +160,10 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->results = calloc((size_t)part->clients, sizeof *s->results);
     s->sampled = calloc((size_t)part->clients, sizeof *s->sampled);
     s->steps = calloc((size_t)part->clients, sizeof *s->steps);
-    s->norms = calloc((size_t)part->clients, sizeof *s->norms);
     if ((st = dpfl_ledger_init(&s->ledger, part->clients, err))) goto fail;
     st = DPFL_ENOMEM;
-    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->steps || !s->norms ||
-        !(s->acc = dpfl_alloc(P * sizeof(float), err)) || !(s->raw_sum = dpfl_alloc(P * sizeof(float), err)))
+    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->steps ||
+        !(s->acc = dpfl_alloc(P * sizeof(float), err)))
         goto oom;
     for (int32_t i = 0; i < s->nslots; i++)
         if (!(s->slots[i] = dpfl_alloc(P * sizeof(float), err))) goto oom;
@@ -190,7 +171,9 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
     if ((st = workers_create(s, B, err))) goto fail;
-    if (s->ddp && ((st = fl_ddp_create(s, err)) || (st = fl_ddp_set_noise(s, cfg->client_dp.noise, err)))) goto fail;
+    if ((s->agg->create && (st = s->agg->create(s, err))) ||
+        (s->agg->client_level && (st = dpfl_sim_set_client_noise(s, 1, cfg->client_dp.noise, err))))
+        goto fail;
     s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
     *out = s;
     return DPFL_OK;
@@ -204,7 +187,7 @@ fail:
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
 {
     s->transport = t ? t : &fl_transport_local;
-    s->ddp_remote = s->transport->secagg_finish != NULL;
+    s->ddp.remote = s->transport->secagg_finish != NULL;
 }
 
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
@@ -236,37 +219,23 @@ void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, d
 
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
-    const dpfl_config *cfg = s->cfg;
-    s->z_sum = z;
-    s->sigma_b = 0.0;
-    if (s->ddp && s->workers) return fl_ddp_set_noise(s, z, err);
-    if (s->strategy == DPFL_CLIP_ADAPTIVE && z > 0) {
-        /* Andrew et al. 2021: the count noise sigma_b in force (the default, expected clients per round / 20,
-         * included) must leave room for the update sum's z_Delta; checked here, before any release */
-        int dflt = !(cfg->client_dp.quantile_noise > 0);
-        double sb = dflt ? dpfl_mech_round_make(s->sampling, s->part->clients, dpfl_round_client_rate(cfg, round),
-                                                dpfl_round_clients_per_round(cfg, round), s->S, z).denom / 20.0
-                         : cfg->client_dp.quantile_noise;
-        dpfl_error e;
-        if (dpfl_mech_adaptive_split(z, sb, &s->z_sum, &e))
-            return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: round %d: %s%s; set quantile_noise > %g or "
-                                               "lower client_dp.noise",
-                             (int)round, e.msg, dflt ? " (sigma_b is the default: expected clients per round / 20)" : "",
-                             z / 2.0);
-        s->sigma_b = sb;
-    }
-    return DPFL_OK;
+    s->cdp.z_sum = z;
+    s->cdp.sigma_b = 0.0;
+    return s->agg->set_noise ? s->agg->set_noise(s, round, z, err) : DPFL_OK;
 }
 
 double dpfl_sim_client_release_noise(const dpfl_sim *s)
 {
-    if (s->strategy != DPFL_CLIP_ADAPTIVE || !(s->sigma_b > 0)) return s->z_sum;
-    return dpfl_mech_adaptive_release_z(s->z_sum, s->sigma_b);
+    if (s->cdp.strategy != DPFL_CLIP_ADAPTIVE || !(s->cdp.sigma_b > 0)) return s->cdp.z_sum;
+    return dpfl_mech_adaptive_release_z(s->cdp.z_sum, s->cdp.sigma_b);
 }
 
-double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->sigma_b; }
-double dpfl_sim_update_noise(const dpfl_sim *s) { return s->z_sum; }
-const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s) { return s->ddp && s->ddp_plan.z > 0 ? &s->ddp_plan : NULL; }
+double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->cdp.sigma_b; }
+double dpfl_sim_update_noise(const dpfl_sim *s) { return s->cdp.z_sum; }
+const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s)
+{
+    return s->agg == &fl_agg_ddp && s->ddp.plan.z > 0 ? &s->ddp.plan : NULL;
+}
 
 int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->keep; }
 
@@ -319,8 +288,8 @@ void dpfl_sim_set_update_observer(dpfl_sim *s, dpfl_sim_update_fn fn, void *ctx)
     s->observer_ctx = ctx;
 }
 
-double dpfl_sim_update_clip(const dpfl_sim *s) { return s->S; }
-void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->S = S; }
+double dpfl_sim_update_clip(const dpfl_sim *s) { return s->cdp.S; }
+void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->cdp.S = S; }
 
 int32_t dpfl_sim_client_losses(const dpfl_sim *s, int32_t *clients, double *losses)
 {
@@ -332,4 +301,18 @@ int32_t dpfl_sim_client_losses(const dpfl_sim *s, int32_t *clients, double *loss
         losses[n++] = r->loss_sum / (double)r->examples;
     }
     return n;
+}
+
+/* rPDP-FL: a digest of client k's records' rates and divisor, which a deployed client compares with its own. */
+void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
+{
+    memset(out, 0, 32);
+    if (!s->rec_p) return;
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, 32);
+    const int32_t *idx = s->part->index + s->part->offset[k];
+    const int32_t n = dpfl_partition_size(s->part, k);
+    for (int32_t i = 0; i < n; i++) crypto_generichash_update(&st, (const unsigned char *)&s->rec_p[idx[i]], 8);
+    crypto_generichash_update(&st, (const unsigned char *)&s->rec_denom[k], 8);
+    crypto_generichash_final(&st, out, 32);
 }

@@ -7,6 +7,7 @@
 #include "dpfl/mech.h"
 #include "dpfl/ddp.h"
 #include "dpfl/secagg.h"
+#include "dpfl/transport.h"
 
 #include <stdatomic.h>
 
@@ -37,51 +38,71 @@ typedef struct {
                          since this process started; not checkpointed, a diagnostic) */
 } client_opt;
 
-/* what one client's local training reports to the server (besides its update) */
-typedef struct {
-    int32_t client;
-    double loss_sum; /* sum over batches of mean loss * batch size */
-    int64_t examples;
-    int64_t steps;
-    int64_t clipped; /* DP-SGD: examples whose gradient norm exceeded C */
-    double norm;     /* L2 norm of the raw update */
-    int dropped;     /* client-level DP simulation: sampled but never replied */
-    dpfl_status ddp_status; /* distributed DP: the client's encoding failed (message in its slot's ddp_err) */
-} client_result;
+/* what one client's local training reports to the server (besides its update): include/dpfl/transport.h */
+typedef dpfl_client_report client_result;
 
 typedef struct eval_job eval_job;
 
-/* The transport between the server and the clients of a round: train clients sampled[start .. start + n) from
- * the global model, update of the j-th into slots[j] and its report into results[start + j] (a client that does
- * not answer gets results[start + j].dropped = 1: sampled and charged, its update missing, as with
- * client_dp.dropout).  In-process worker threads (transport_local.c) or the network (src/net/server.c); the order
- * in which the server adds the updates never depends on it.  An error ends the run. */
-typedef struct {
-    const dpfl_config *cfg;
-    dpfl_sim *sim;
-    const uint8_t *partition_key, *partition_digest; /* 32 bytes each: what a client needs to draw the same split */
-    int32_t released;                                /* rounds released before this session (a resume) */
-} fl_transport_setup;
-
-typedef struct dpfl_transport dpfl_transport;
-struct dpfl_transport {
-    dpfl_status (*run_clients)(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err);
-    int whole_round; /* 1: one call per round with a slot for every sampled client (one deadline per round) */
-    /* optional: once the run is set up (before its first round), and when it ends (st: how) */
-    dpfl_status (*start)(const dpfl_transport *t, const fl_transport_setup *setup, dpfl_error *err);
-    void (*finish)(const dpfl_transport *t, dpfl_status st, const char *why);
-    /* client_dp.mechanism = ddp with remote clients (NULL: in process): run_clients carries secure aggregation's
-     * rounds 0-2 and adds the masked inputs that arrive to s->sa_server; this carries the unmasking round (req: the
-     * UNMASK_REQ broadcast to the clients that were not dropped) and finishes: *released = 1 when s->ddp_sum holds
-     * the sum, 0 when too few answered (the round then releases nothing). */
-    dpfl_status (*secagg_finish)(dpfl_sim *s, const uint8_t *req, size_t len, int *released, dpfl_error *err);
-    int clients_hold_data; /* 1: every client is a process with its own data (a deployment's server): the data of
-                              files absent here is never trained on */
-    void *ctx;
-};
-typedef struct dpfl_transport fl_transport;
+typedef dpfl_transport fl_transport;
 extern const fl_transport fl_transport_local;
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t);
+
+/* Client-level DP's server-side state (aggregate_cdp.c; S is also distributed DP's clip). */
+typedef struct {
+    dpfl_clip_strategy strategy;
+    size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
+    int32_t nlayers_clip;
+    double S;       /* current update clip */
+    double z_sum;   /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
+    double sigma_b; /* adaptive: noise std on the unclipped count */
+    float *raw_sum; /* V_c / U_s */
+    double *norms;  /* per sampled client */
+    /* the round's sums (reset by begin) */
+    double S_used;  /* the clip the round applies (median clipping: the median of its norms) */
+    double sumsq;   /* sum of squared raw update norms (V_c) */
+    int32_t nclipped;
+} fl_cdp_state;
+
+/* Distributed DP's state (client_dp.mechanism = ddp; aggregate_ddp.c). */
+typedef struct {
+    int secagg;
+    int remote;                      /* the clients are other processes (transport->secagg_finish) */
+    dpfl_ddp_plan plan;              /* for the noise multiplier in force (plan.z == 0: none yet) */
+    dpfl_poisson_table *noise;       /* the clients' Poisson table (lambda = client variance / 2) */
+    uint8_t seed[32];                /* the round's public rotation seed */
+    int32_t t;                       /* the round's threshold; 0: the round can release nothing */
+    int32_t arrived, clipped;
+    int32_t nslots;                  /* slots the next three have */
+    uint32_t **enc;                  /* per slot: the client's wrapped vector (d values) */
+    dpfl_secagg_msg *masked;         /* per slot: its masked input */
+    dpfl_error *err;                 /* per slot */
+    uint32_t *sum;                   /* the modular sum (d values) */
+    dpfl_secagg_server *sa_server;
+    dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
+    dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
+} fl_ddp_state;
+
+/* The server's aggregation mode: how the updates of a round become the next global model, and the client-level
+ * event that release is.  One implementation per mode, chosen once (fl_aggregator_for); the round (round.c) calls
+ * begin, then add for each arrived update in client order, then release, and charges event. */
+typedef struct fl_aggregator {
+    const char *name;
+    int client_level;  /* a client-level DP release: dropouts are drawn, the round is charged event() */
+    int whole_round;   /* add needs every update of the round in its slot first (median clipping) */
+    dpfl_status (*create)(dpfl_sim *s, dpfl_error *err); /* buffers, at dpfl_sim_create (NULL: none) */
+    void (*free)(dpfl_sim *s);
+    /* the noise multiplier from `round` on (client_dp.noise, or a calibrated one) */
+    dpfl_status (*set_noise)(dpfl_sim *s, int32_t round, double z, dpfl_error *err);
+    dpfl_status (*begin)(dpfl_sim *s, int32_t round, dpfl_error *err);
+    /* a worker thread, after client i (slot j) trained: what the client itself does to u before sending */
+    void (*client_send)(dpfl_sim *s, worker *w, int32_t i, int32_t j, float *u);
+    /* the server: client i's update arrived in slot j (called in client order) */
+    dpfl_status (*add)(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err);
+    dpfl_status (*release)(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
+    dpfl_event (*event)(const dpfl_sim *s, int32_t round); /* what release is, at the noise in force */
+} fl_aggregator;
+extern const fl_aggregator fl_agg_mean, fl_agg_cdp, fl_agg_cdp_median, fl_agg_ddp;
+const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg);
 
 struct dpfl_sim {
     const dpfl_config *cfg;
@@ -126,37 +147,18 @@ struct dpfl_sim {
     double filter_alpha;
     dpfl_clip_spec clip;
     int32_t nsampled;
-    /* client-level DP */
-    int cdp;
-    dpfl_clip_strategy strategy;
-    size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
-    int32_t nlayers_clip;
-    double S;       /* current update clip */
-    double z_sum;   /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
-    double sigma_b; /* adaptive: noise std on the unclipped count */
-    float *raw_sum; /* V_c / U_s */
-    double *norms;  /* per sampled client */
+    /* the server's aggregation mode, chosen once at dpfl_sim_create (aggregate.h), and its state */
+    const fl_aggregator *agg;
+    double mean_weight; /* fl_agg_mean: the round's total weight of the clients that replied */
+    fl_cdp_state cdp; /* the update clip S with client-level DP (central or distributed); the central server's sums */
+    fl_ddp_state ddp; /* distributed DP only */
     /* per-round job shared with the threads */
     int32_t round, chunk_start, chunk_len;
     double lr;
     atomic_int next;
     eval_job *jobs;
-    /* distributed DP (client_dp.mechanism = ddp; ddp_round.c) */
-    int ddp, ddp_secagg;
-    int ddp_remote;                  /* the clients are other processes (transport->secagg_finish) */
-    dpfl_ddp_plan ddp_plan;          /* for the noise multiplier in force (ddp_plan.z == 0: none yet) */
-    dpfl_poisson_table *ddp_noise;   /* the clients' Poisson table (lambda = client variance / 2) */
-    uint8_t ddp_seed[32];            /* the round's public rotation seed */
-    int32_t ddp_t;                   /* the round's threshold; 0: the round can release nothing */
-    int32_t ddp_arrived, ddp_clipped;
-    int32_t ddp_nslots;              /* slots the next three have */
-    uint32_t **ddp_enc;              /* per slot: the client's wrapped vector (d values) */
-    dpfl_secagg_msg *ddp_masked;     /* per slot: its masked input */
-    dpfl_error *ddp_err;             /* per slot */
-    uint32_t *ddp_sum;               /* the modular sum (d values) */
-    dpfl_secagg_server *sa_server;
-    dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
-    dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
+    dpfl_round_job job;  /* the transport's current call */
+    dpfl_ddp_round ddp_round;
     dpfl_sim_update_fn observer; /* auditing: sees each arrived update */
     void *observer_ctx;
 };
@@ -179,25 +181,8 @@ const float *fl_client_model(const dpfl_sim *s, int32_t k);
 /* model.transform: client k's own input transform (s->tr floats in its state), NULL before it first trains */
 float *fl_client_transform(const dpfl_sim *s, int32_t k);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
-/* server.c: the client-level release of round `round` from the updates in slots/results (chunks streamed by
- * fl_server_add, or all at once for median clipping), then the server step. */
-typedef struct {
-    double sumsq; /* sum of squared raw update norms (V_c) */
-    int32_t nclipped;
-} server_round;
-void fl_server_add(dpfl_sim *s, float *u, const client_result *r, double S, dpfl_round_metrics *m, server_round *sr);
-double fl_server_median_clip(dpfl_sim *s, int32_t ms, dpfl_round_metrics *m, server_round *sr);
-void fl_server_release(dpfl_sim *s, int32_t round, double S_used, dpfl_round_metrics *m, const server_round *sr);
 /* The round's client-level mechanism (sampling design, clip, noise multiplier of the update sum). */
 dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round);
-/* ddp_round.c: distributed DP in a round (client_dp.mechanism = ddp) */
-dpfl_status fl_ddp_create(dpfl_sim *s, dpfl_error *err);              /* buffers, at dpfl_sim_create */
-void fl_ddp_free(dpfl_sim *s);
-dpfl_status fl_ddp_set_noise(dpfl_sim *s, double z, dpfl_error *err); /* the plan for multiplier z */
-dpfl_status fl_ddp_begin(dpfl_sim *s, int32_t round, dpfl_error *err); /* after the dropouts are drawn */
-void fl_ddp_client(dpfl_sim *s, worker *w, int32_t i, int32_t j, const float *u); /* worker thread */
-dpfl_status fl_ddp_arrive(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err);
-dpfl_status fl_ddp_release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
 /* Deployment, the client's side (src/net/client.c): the round's public values as the server sent them (n sampled,
  * threshold t, rotation seed; t is checked against this client's plan), then client k's update u encoded into enc
  * (the plan's d values) with its own stream -- what fl_ddp_client does in process before masking. */

@@ -10,17 +10,8 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
 {
     for (int32_t i = 0; i < s->nsampled; i++) s->steps[i] = dpfl_sim_client_steps(s, s->sampled[i]);
     dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
-    if (!s->cdp) return DPFL_OK;
-    dpfl_event ev = dpfl_event_not_private(1); /* median clipping: no sensitivity bound */
-    if (s->ddp) {
-        dpfl_mech_round r = fl_round_mech(s, s->round);
-        DPFL_ASSERT(s->ddp_plan.z > 0);
-        ev = dpfl_ddp_event(&s->ddp_plan, dpfl_mech_round_rate(&r));
-    } else if (s->strategy != DPFL_CLIP_MEDIAN) {
-        dpfl_mech_round r = fl_round_mech(s, s->round);
-        r.z = dpfl_sim_client_release_noise(s); /* adaptive: the update sum and the quantile count together */
-        ev = dpfl_mech_round_event(&r);
-    }
+    if (!s->agg->client_level) return DPFL_OK;
+    dpfl_event ev = s->agg->event(s, s->round); /* the release the aggregation mode ran */
     return dpfl_ledger_charge_client(l, &ev, err);
 }
 
@@ -53,7 +44,7 @@ dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, doub
     if (client_eps) {
         *client_eps = 0.0;
         if (client_private) *client_private = 1;
-        if (s->cdp && s->ledger.nclient_events > 0) {
+        if (s->agg->client_level && s->ledger.nclient_events > 0) {
             dpfl_guarantee g;
             st = dpfl_account_epsilon(s->ledger.client_events, (size_t)s->ledger.nclient_events, s->cfg->client_dp.delta,
                                       s->cfg->client_dp.accountant, NULL, &g, err);

@@ -44,18 +44,16 @@ static void *client_worker(void *p)
         int want = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1;
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
         fl_client_train(s, w, s->sampled[i], s->slots[j], &s->results[i]);
-        if (s->ddp) fl_ddp_client(s, w, i, j, s->slots[j]); /* the client's own clipping, noise and masking */
-        else if (s->cdp) s->results[i].norm = dpfl_vec_norm2(s->slots[j], s->model->nparam);
+        /* what the client does before sending (distributed DP: its own clipping, noise and masking) */
+        if (s->agg->client_send) s->agg->client_send(s, w, i, j, s->slots[j]);
     }
     return NULL;
 }
 
-static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
+static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err)
 {
-    (void)err;
-    s->chunk_start = start;
-    s->chunk_len = n;
-    fl_run_parallel(s, client_worker, n);
+    (void)t, (void)err;
+    fl_run_parallel(job->sim, client_worker, job->count);
     return DPFL_OK;
 }
 

@@ -31,6 +31,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
 #else
 #include "dpfl/secagg.h"
 #include "fl/run_internal.h"
+#include "fl/sim_internal.h" /* the client side still trains with the simulation's internals */
 
 #include <cjson/cJSON.h>
 #include <sodium.h>
@@ -387,7 +388,7 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
             return why;
         }
     }
-    net_rates_digest(s, cl->k, rd);
+    dpfl_sim_rates_digest(s, cl->k, rd);
     if (memcmp(rd, m->rates_digest, 32)) {
         snprintf(why, cap, "per-record sampling rates differ from this client's (rPDP-FL budgets or plan)");
         return why;
@@ -460,13 +461,13 @@ static dpfl_status on_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error *
         refuse(cl, m->round, e.msg);
         return DPFL_OK;
     }
-    if (s->ddp_plan.z != m->client_z) {
+    if (s->ddp.plan.z != m->client_z) {
         snprintf(why, sizeof why, "client-level noise multiplier %.17g, this client's is %.17g", m->client_z,
-                 s->ddp_plan.z);
+                 s->ddp.plan.z);
         refuse(cl, m->round, why);
         return DPFL_OK;
     }
-    if (!cl->enc && !(cl->enc = dpfl_alloc(s->ddp_plan.d * sizeof(uint32_t), err))) return DPFL_ENOMEM;
+    if (!cl->enc && !(cl->enc = dpfl_alloc(s->ddp.plan.d * sizeof(uint32_t), err))) return DPFL_ENOMEM;
     if (cl->enc_round != (int32_t)m->round || memcmp(cl->enc_digest, m->model_digest, 32)) {
         client_result res;
         double norm;
@@ -481,7 +482,7 @@ static dpfl_status on_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error *
     }
     dpfl_secagg_client_free(cl->sa);
     cl->sa = NULL;
-    const dpfl_secagg_params sp = {m->cohort, m->threshold, (uint32_t)s->ddp_plan.bits, s->ddp_plan.d};
+    const dpfl_secagg_params sp = {m->cohort, m->threshold, (uint32_t)s->ddp.plan.bits, s->ddp.plan.d};
     uint8_t seed[32];
     if (c->root.seeded) fl_ddp_seed_bytes(&c->root, m->round, (uint64_t)cl->k, PURPOSE_SECAGG, seed);
     dpfl_secagg_msg adv = {0};

@@ -24,19 +24,6 @@ void net_config_digest(const dpfl_config *cfg, uint8_t out[32])
     free(ini);
 }
 
-void net_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
-{
-    memset(out, 0, 32);
-    if (!s->rec_p) return;
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, 32);
-    const int32_t *idx = s->part->index + s->part->offset[k];
-    const int32_t n = dpfl_partition_size(s->part, k);
-    for (int32_t i = 0; i < n; i++) crypto_generichash_update(&st, (const unsigned char *)&s->rec_p[idx[i]], 8);
-    crypto_generichash_update(&st, (const unsigned char *)&s->rec_denom[k], 8);
-    crypto_generichash_final(&st, out, 32);
-}
-
 dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
 {
     if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1 && !cfg->client_dp.ddp_secagg)

@@ -2,15 +2,12 @@
 #ifndef DPFL_NET_INTERNAL_H
 #define DPFL_NET_INTERNAL_H
 #include "dpfl/net.h"
-#include "fl/sim_internal.h"
+#include "dpfl/transport.h"
 
 /* The config's digest as both sides compare it: the resolved config with the keys each process may choose for
  * itself (run.threads, run.eval_every, fl.rounds, data.data_dir) at their defaults.  What fl.rounds changes (a
  * calibrated noise, rPDP-FL rates) is checked round by round (the noise and the rates digest in ROUND). */
 void net_config_digest(const dpfl_config *cfg, uint8_t out[32]);
-/* rPDP-FL: BLAKE2b-256 of client k's records' sampling rates and its divisor as the simulation s uses them;
- * zeros when the rates are uniform. */
-void net_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32]);
 /* Settings the network transport does not run yet: an error naming the key and what to do instead. */
 dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err);
 /* "dpfl serve: ..." / "dpfl join: ..." on stderr, one line. */

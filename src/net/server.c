@@ -39,7 +39,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
                                        "libzmq3-dev (scripts/setup.sh does) and rebuild with make");
 }
 #else
-#include "fl/run_internal.h"
+#include "dpfl/transport.h"
 
 #include "dpfl/secagg.h"
 
@@ -64,7 +64,7 @@ typedef struct {
 } allowed_key;
 
 typedef struct {
-    fl_transport t;
+    dpfl_transport t;
     dpfl_serve_options o;
     char allow_dir[1024];
     void *zctx, *sock, *zap;
@@ -77,7 +77,8 @@ typedef struct {
     double allowed_at;
     /* the run */
     const dpfl_config *cfg;
-    dpfl_sim *sim;
+    dpfl_round_job *job; /* the round in progress (its last between rounds) */
+    int32_t released;    /* rounds released (for a client's hello) */
     int32_t K;
     size_t P;
     peer *peers;
@@ -258,27 +259,27 @@ static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32
 static void send_round(server *sv, int32_t k)
 {
     peer *p = &sv->peers[k];
-    const dpfl_sim *s = sv->sim;
+    const dpfl_round_job *job = sv->job;
     dpfl_wire_msg m;
     memset(&m, 0, sizeof m);
     m.type = DPFL_WIRE_ROUND;
     m.sender = DPFL_WIRE_SERVER;
     m.round = (uint32_t)sv->round;
-    m.released = (uint32_t)dpfl_sim_ledger(s)->rounds;
-    m.lr = s->lr;
-    m.update_clip = s->S;
-    m.record_z = s->rdp ? s->rdp_z : 0.0;
-    net_rates_digest(s, k, m.rates_digest);
+    m.released = (uint32_t)job->released;
+    m.lr = job->lr;
+    m.update_clip = job->update_clip;
+    m.record_z = job->record_z;
+    dpfl_sim_rates_digest(job->sim, k, m.rates_digest);
     memcpy(m.model_digest, sv->model_digest, 32);
-    if (s->ddp) { /* the round's public values of distributed DP */
-        m.cohort = (uint32_t)s->nsampled;
+    if (job->ddp) { /* the round's public values of distributed DP */
+        m.cohort = (uint32_t)job->nsampled;
         m.index = (uint32_t)p->in_round;
-        m.threshold = (uint32_t)s->ddp_t;
-        m.client_z = s->ddp_plan.z;
-        memcpy(m.ddp_seed, s->ddp_seed, 32);
+        m.threshold = (uint32_t)job->ddp->threshold;
+        m.client_z = job->ddp->client_z;
+        memcpy(m.ddp_seed, job->ddp->seed, 32);
     }
     m.nparam = sv->P;
-    m.fvec = s->global;
+    m.fvec = job->global;
     if (send_frame(sv, p, &m) == 0) INFO(sv, "round %d: sent to client %d", sv->round, k);
     else LOG("round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
 }
@@ -294,7 +295,7 @@ static void say_hello(server *sv, peer *p)
     memcpy(m.partition_key, sv->partition_key, 32);
     m.nparam = sv->P;
     m.rounds = (uint32_t)sv->cfg->fl.rounds;
-    m.released = (uint32_t)dpfl_sim_ledger(sv->sim)->rounds;
+    m.released = (uint32_t)sv->released;
     send_frame(sv, p, &m);
 }
 
@@ -302,7 +303,6 @@ static void say_hello(server *sv, peer *p)
 static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
 {
     peer *p = &sv->peers[k];
-    dpfl_sim *s = sv->sim;
     if (p->in_round < 0 || (int32_t)m->round != sv->round) {
         LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
             sv->round ? "it owes this round nothing (a late or repeated answer)" : "no round is in progress");
@@ -319,14 +319,14 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
         return;
     }
     const int32_t i = p->in_round;
-    client_result *r = &s->results[i];
-    float *slot = s->slots[i - s->chunk_start];
+    dpfl_client_report *r = &sv->job->reports[i];
+    float *slot = sv->job->slots[i - sv->job->start];
     dpfl_wire_floats(m, slot);
     r->steps = m->steps;
     r->examples = m->examples;
     r->loss_sum = m->loss_sum;
     r->clipped = m->clipped;
-    if (s->cdp) r->norm = dpfl_vec_norm2(slot, sv->P); /* the server's own view, not the client's word */
+    if (sv->job->client_level) r->norm = dpfl_vec_norm2(slot, sv->P); /* the server's own view, not the client's word */
     p->in_round = -1;
     sv->pending--;
     INFO(sv, "round %d: update from client %d", sv->round, k);
@@ -338,13 +338,13 @@ static void client_gone(server *sv, int32_t k)
 {
     peer *p = &sv->peers[k];
     if (p->in_round < 0) return;
-    if (sv->sim->ddp) {
+    if (sv->job->ddp) {
         if (p->owes) p->owes = 0, sv->pending--;
         if (sv->ddp_step == DPFL_SECAGG_UNMASK) return;
     } else {
         sv->pending--;
     }
-    sv->sim->results[p->in_round].dropped = 1;
+    sv->job->reports[p->in_round].dropped = 1;
     p->in_round = -1;
 }
 
@@ -376,7 +376,7 @@ static const char *step_name(int type)
 static void take_secagg(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
 {
     peer *p = &sv->peers[k];
-    dpfl_sim *s = sv->sim;
+    dpfl_secagg_server *sa = sv->job->ddp->secagg;
     if (!sv->ddp_step || (int32_t)m->round != sv->round || p->in_round < 0 || !p->owes) {
         LOG("dropped a secure-aggregation message of round %u from client %d (%s): not expected now", m->round, k, who);
         send_error_to(sv, p->rid, p->rid_len, 2, "secure-aggregation message of round %u not expected", m->round);
@@ -391,10 +391,10 @@ static void take_secagg(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
                        id, step_name(sv->ddp_step), p->in_round);
     } else {
         switch (sv->ddp_step) {
-        case DPFL_SECAGG_ADVERT: st = dpfl_secagg_server_add_advert(s->sa_server, m->data, m->data_len, &e); break;
-        case DPFL_SECAGG_SHARES: st = dpfl_secagg_server_add_shares(s->sa_server, m->data, m->data_len, &e); break;
-        case DPFL_SECAGG_MASKED: st = dpfl_secagg_server_add_masked(s->sa_server, m->data, m->data_len, &e); break;
-        default: st = dpfl_secagg_server_add_unmask(s->sa_server, m->data, m->data_len, &e); break;
+        case DPFL_SECAGG_ADVERT: st = dpfl_secagg_server_add_advert(sa, m->data, m->data_len, &e); break;
+        case DPFL_SECAGG_SHARES: st = dpfl_secagg_server_add_shares(sa, m->data, m->data_len, &e); break;
+        case DPFL_SECAGG_MASKED: st = dpfl_secagg_server_add_masked(sa, m->data, m->data_len, &e); break;
+        default: st = dpfl_secagg_server_add_unmask(sa, m->data, m->data_len, &e); break;
         }
     }
     if (st) {
@@ -476,7 +476,7 @@ static void handle_message(server *sv)
         say_hello(sv, p);
         /* a reconnected client gets the round it owes (with distributed DP only before secure aggregation's keys
          * went out: its protocol state is in the process that advertised) */
-        if (p->in_round >= 0 && (!sv->sim->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
+        if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
         break;
     case DPFL_WIRE_HEARTBEAT: {
         dpfl_wire_msg r;
@@ -488,7 +488,7 @@ static void handle_message(server *sv)
         break;
     }
     case DPFL_WIRE_UPDATE:
-        if (sv->sim->ddp) {
+        if (sv->job && sv->job->ddp) {
             LOG("dropped an update from client %d (%s): distributed DP takes masked inputs only", k, who);
             send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
         } else {
@@ -582,17 +582,18 @@ static void owe_all(server *sv)
 /* The rest of the round's clients out: too few are left for secure aggregation to release anything. */
 static void ddp_abandon(server *sv, const char *why)
 {
-    LOG("round %d: %s (threshold %d): nothing is released this round", sv->round, why, sv->sim->ddp_t);
+    LOG("round %d: %s (threshold %d): nothing is released this round", sv->round, why, sv->job->ddp->threshold);
     for (int32_t k = 0; k < sv->K; k++) client_gone(sv, k);
     sv->ddp_step = 0;
 }
 
 /* Distributed DP: ROUND, then secure aggregation's rounds 0-2 (keys, shares, masked inputs), each step waiting
  * round_timeout at most; masked inputs are added to the server's sum as they arrive.  The unmasking is
- * secagg_finish, after the run's own bookkeeping (fl_ddp_release). */
-static dpfl_status run_ddp(server *sv, dpfl_sim *s, int32_t n, dpfl_error *err)
+ * secagg_finish, after the run's own bookkeeping (the aggregation mode's release). */
+static dpfl_status run_ddp(server *sv, const dpfl_round_job *job, int32_t n, dpfl_error *err)
 {
-    if (!s->ddp_t) { /* fewer than two clients: nothing can be released, and nobody is asked to train */
+    const int32_t t = job->ddp->threshold;
+    if (!t) { /* fewer than two clients: nothing can be released, and nobody is asked to train */
         INFO(sv, "round %d: %d client(s) sampled, too few for secure aggregation: nothing is released", sv->round, n);
         for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
         return DPFL_OK;
@@ -606,13 +607,13 @@ static dpfl_status run_ddp(server *sv, dpfl_sim *s, int32_t n, dpfl_error *err)
     }
     dpfl_status st = ddp_step(sv, DPFL_SECAGG_ADVERT, err);
     if (st) return st;
-    if (in_round_count(sv) < s->ddp_t) {
+    if (in_round_count(sv) < t) {
         ddp_abandon(sv, "too few clients advertised their keys");
         return DPFL_OK;
     }
     dpfl_secagg_msg msg = {0};
     dpfl_error e;
-    if (dpfl_secagg_server_keys(s->sa_server, &msg, &e)) {
+    if (dpfl_secagg_server_keys(job->ddp->secagg, &msg, &e)) {
         ddp_abandon(sv, e.msg);
         return DPFL_OK;
     }
@@ -621,14 +622,14 @@ static dpfl_status run_ddp(server *sv, dpfl_sim *s, int32_t n, dpfl_error *err)
         if (sv->peers[k].in_round >= 0) send_secagg(sv, k, msg.data, msg.len);
     dpfl_secagg_msg_free(&msg);
     if ((st = ddp_step(sv, DPFL_SECAGG_SHARES, err))) return st;
-    if (in_round_count(sv) < s->ddp_t) {
+    if (in_round_count(sv) < t) {
         ddp_abandon(sv, "too few clients shared their keys");
         return DPFL_OK;
     }
     owe_all(sv);
     for (int32_t k = 0; k < sv->K; k++) {
         if (sv->peers[k].in_round < 0) continue;
-        if (dpfl_secagg_server_shares_for(s->sa_server, (uint32_t)sv->peers[k].in_round, &msg, &e)) {
+        if (dpfl_secagg_server_shares_for(job->ddp->secagg, (uint32_t)sv->peers[k].in_round, &msg, &e)) {
             ddp_abandon(sv, e.msg);
             return DPFL_OK;
         }
@@ -641,9 +642,11 @@ static dpfl_status run_ddp(server *sv, dpfl_sim *s, int32_t n, dpfl_error *err)
     return DPFL_OK;
 }
 
-static dpfl_status secagg_finish(dpfl_sim *s, const uint8_t *req, size_t len, int *released, dpfl_error *err)
+static dpfl_status secagg_finish(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
+                                 int32_t arrived, uint32_t *sum, int *released, dpfl_error *err)
 {
-    server *sv = s->transport->ctx;
+    server *sv = t->ctx;
+    const int32_t threshold = job->ddp->threshold;
     *released = 0;
     const int32_t survivors = in_round_count(sv);
     owe_all(sv);
@@ -655,14 +658,13 @@ static dpfl_status secagg_finish(dpfl_sim *s, const uint8_t *req, size_t len, in
     if (!st) {
         uint32_t summed = 0;
         dpfl_error e;
-        if (sv->answered < s->ddp_t)
+        if (sv->answered < threshold)
             LOG("round %d: %d of %d clients answered the unmasking (threshold %d): nothing is released this round",
-                sv->round, sv->answered, survivors, s->ddp_t);
-        else if (dpfl_secagg_server_finish(s->sa_server, s->ddp_sum, &summed, &e))
+                sv->round, sv->answered, survivors, threshold);
+        else if (dpfl_secagg_server_finish(job->ddp->secagg, sum, &summed, &e))
             LOG("round %d: the unmasking failed (%s): nothing is released this round", sv->round, e.msg);
-        else if ((int32_t)summed != s->ddp_arrived)
-            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round", sv->round, summed,
-                s->ddp_arrived);
+        else if ((int32_t)summed != arrived)
+            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round", sv->round, summed, arrived);
         else {
             *released = 1;
             INFO(sv, "round %d: the sum of %u masked inputs unmasked (%d answers)", sv->round, summed, sv->answered);
@@ -673,32 +675,32 @@ static dpfl_status secagg_finish(dpfl_sim *s, const uint8_t *req, size_t len, in
     return st;
 }
 
-static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error *err)
+static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err)
 {
-    server *sv = s->transport->ctx;
-    s->chunk_start = start;
-    s->chunk_len = n;
-    DPFL_ASSERT(start == 0 && n == s->nsampled); /* whole_round */
+    server *sv = t->ctx;
+    const int32_t start = job->start, n = job->count;
+    DPFL_ASSERT(start == 0 && n == job->nsampled); /* whole_round */
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1, sv->peers[k].owes = 0;
     sv->round = 0;
     dpfl_status st = serve_until(sv, dpfl_now(), never, err); /* what queued up between rounds first */
     if (st) return st;
-    sv->round = s->round;
-    if (s->ddp) {
-        dpfl_wire_model_digest(s->global, sv->P, sv->model_digest);
+    sv->job = job;
+    sv->released = job->released;
+    sv->round = job->round;
+    dpfl_wire_model_digest(job->global, sv->P, sv->model_digest);
+    if (job->ddp) {
         for (int32_t i = start; i < start + n; i++)
-            if (!s->results[i].dropped) sv->peers[s->sampled[i]].in_round = i;
-        return run_ddp(sv, s, n, err);
+            if (!job->reports[i].dropped) sv->peers[job->sampled[i]].in_round = i;
+        return run_ddp(sv, job, n, err);
     }
-    dpfl_wire_model_digest(s->global, sv->P, sv->model_digest);
     sv->pending = 0;
     for (int32_t i = start; i < start + n; i++) {
-        if (s->results[i].dropped) continue; /* client_dp.dropout: the simulation's dropout, drawn by the server */
-        sv->peers[s->sampled[i]].in_round = i;
+        if (job->reports[i].dropped) continue; /* client_dp.dropout: the simulation's dropout, drawn by the server */
+        sv->peers[job->sampled[i]].in_round = i;
         sv->pending++;
     }
     for (int32_t i = start; i < start + n; i++) {
-        const int32_t k = s->sampled[i];
+        const int32_t k = job->sampled[i];
         if (sv->peers[k].in_round < 0) continue;
         if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
         else LOG("round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
@@ -716,13 +718,13 @@ static dpfl_status run_clients(dpfl_sim *s, int32_t start, int32_t n, dpfl_error
     return DPFL_OK;
 }
 
-static dpfl_status start(const fl_transport *t, const fl_transport_setup *setup, dpfl_error *err)
+static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err)
 {
     server *sv = t->ctx;
     sv->cfg = setup->cfg;
-    sv->sim = setup->sim;
-    sv->K = setup->sim->part->clients;
-    sv->P = setup->sim->model->nparam;
+    sv->K = setup->clients;
+    sv->P = setup->nparam;
+    sv->released = setup->released;
     memcpy(sv->partition_key, setup->partition_key, 32);
     memcpy(sv->partition_digest, setup->partition_digest, 32);
     net_config_digest(setup->cfg, sv->config_digest);
@@ -763,7 +765,7 @@ static dpfl_status start(const fl_transport *t, const fl_transport_setup *setup,
     return DPFL_OK;
 }
 
-static void finish(const fl_transport *t, dpfl_status st, const char *why)
+static void finish(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why)
 {
     server *sv = t->ctx;
     if (!sv->sock) return;
@@ -772,7 +774,7 @@ static void finish(const fl_transport *t, dpfl_status st, const char *why)
     m.type = DPFL_WIRE_BYE;
     m.sender = DPFL_WIRE_SERVER;
     m.code = st ? 1 : 0;
-    m.round = sv->sim ? (uint32_t)dpfl_sim_ledger(sv->sim)->rounds : 0;
+    m.round = (uint32_t)released;
     if (st) dpfl_wire_set_text(&m, "the server stopped: %s", why);
     else dpfl_wire_set_text(&m, "run finished after %u rounds", m.round);
     for (int32_t k = 0; k < sv->K; k++)
@@ -819,7 +821,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     sv->t.secagg_finish = secagg_finish;
     sv->t.clients_hold_data = 1; /* files absent here are the sites' own (data.source_rows) */
     sv->t.ctx = sv;
-    st = fl_run(cfg, run, &sv->t, err);
+    st = dpfl_run_with_transport(cfg, run, &sv->t, err);
     server_close(sv);
     free(sv);
     return st;

@@ -1,0 +1,91 @@
+/* dpfl transport: how the server of a run reaches the clients of a round.
+ *
+ * The run (dpfl_run's loop) samples the clients, draws who drops out, and for each chunk of the sampled list hands
+ * a transport a dpfl_round_job: the global model and the round's public values; the transport has each client of
+ * the chunk train (in process, on another MPI rank, over the network) and writes its update into the job's slot
+ * and its report into the job's report.  The server then adds the updates in client order, whatever transport ran
+ * them, so the model's bits do not depend on it.  Three implementations: in-process worker threads (src/fl/
+ * transport_local.c), ZeroMQ (src/net/server.c, `dpfl serve`) and MPI (src/cli/mpi_train.c).  A transport sees no
+ * simulation internals: only this header, the job, and the public dpfl_sim accessors. */
+#ifndef DPFL_TRANSPORT_H
+#define DPFL_TRANSPORT_H
+
+#include "dpfl/fl.h"
+#include "dpfl/secagg.h"
+
+/* What one client reports with its update (besides the update itself). */
+typedef struct {
+    int32_t client;
+    double loss_sum;   /* sum over batches of mean loss * batch size */
+    int64_t examples;
+    int64_t steps;
+    int64_t clipped;   /* DP-SGD: examples whose gradient norm exceeded C */
+    double norm;       /* L2 norm of the raw update */
+    int dropped;       /* sampled but no update: set by the server before the call (client_dp.dropout), or by the
+                          transport for a client that never answered -- charged all the same */
+    dpfl_status ddp_status; /* distributed DP in process: the client's encoding failed */
+} dpfl_client_report;
+
+/* Distributed DP's public values of the round (client_dp.mechanism = ddp). */
+typedef struct {
+    int32_t threshold;           /* survivors secure aggregation needs; 0: the round can release nothing */
+    double client_z;             /* the plan's noise multiplier (a client checks it against its own plan) */
+    uint8_t seed[32];            /* the round's public rotation seed */
+    dpfl_secagg_server *secagg;  /* remote clients: rounds 0-2 of secure aggregation go to this server */
+} dpfl_ddp_round;
+
+/* One call of run_clients: clients sampled[start .. start + count) of the round. */
+typedef struct {
+    dpfl_sim *sim;               /* opaque: for the public dpfl_sim_* accessors (the in-process transport trains with it) */
+    int32_t round;               /* 1-based */
+    int32_t released;            /* rounds released before this one */
+    int32_t nsampled;            /* the whole round's sampled clients, in order */
+    const int32_t *sampled;
+    dpfl_client_report *reports; /* nsampled: reports[i] is sampled[i]'s */
+    int32_t start, count;        /* this call's clients */
+    float *const *slots;         /* count slots of nparam floats: the update of sampled[start + j] into slots[j] */
+    const float *global;         /* the model the clients train from */
+    size_t nparam;
+    double lr;                   /* the round's learning rate */
+    double update_clip;          /* client-level DP's clip S (0 without) */
+    double record_z;             /* DP-SGD's noise multiplier (0 without record-level DP) */
+    int client_level;            /* client-level DP: the server measures each update's norm itself */
+    const dpfl_ddp_round *ddp;   /* distributed DP; NULL otherwise */
+} dpfl_round_job;
+
+/* What a transport learns once the run is set up, before its first round. */
+typedef struct {
+    const dpfl_config *cfg;
+    int32_t clients;                                 /* the partition's clients */
+    size_t nparam;
+    const uint8_t *partition_key, *partition_digest; /* 32 bytes each: what a client needs to draw the same split */
+    int32_t released;                                /* rounds released before this session (a resume) */
+} dpfl_transport_setup;
+
+typedef struct dpfl_transport dpfl_transport;
+struct dpfl_transport {
+    /* train the job's clients; an error ends the run */
+    dpfl_status (*run_clients)(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err);
+    int whole_round;       /* 1: one call per round with a slot for every sampled client (one deadline per round) */
+    int clients_hold_data; /* 1: every client is a process with its own data: files absent here are never read */
+    /* optional: once the run is set up, and when it ends (released: rounds released in all; st: how) */
+    dpfl_status (*start)(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err);
+    void (*finish)(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why);
+    /* distributed DP with remote clients (NULL: in process): run_clients carried secure aggregation's rounds 0-2
+     * into job->ddp->secagg; this carries the unmasking round (req: the UNMASK_REQ for the clients not dropped)
+     * and finishes into sum (d values): *released = 1 when sum holds the sum of exactly `arrived` inputs, 0 when
+     * too few answered (the round then releases nothing, and is charged all the same). */
+    dpfl_status (*secagg_finish)(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
+                                 int32_t arrived, uint32_t *sum, int *released, dpfl_error *err);
+    void *ctx;
+};
+
+/* The rates digest of client k's records (rPDP-FL; all zero without per-record rates): what server and client
+ * compare before a round. */
+void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32]);
+
+/* dpfl_run with the round's clients reached through t (NULL: the in-process worker threads). */
+dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,
+                                    dpfl_error *err);
+
+#endif
