@@ -91,7 +91,7 @@ TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
 SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
-LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c \
+LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c src/config/*.c src/accounting/*.c src/run/*.c src/audit/*.c \
                        src/report/*.c src/net/*.c)
 CLI_SRC  := $(filter-out src/cli/front.c,$(wildcard src/cli/*.c))
 DEPLOY_SRC := src/cli/cmd_net.c src/cli/mpi_train.c
@@ -265,7 +265,7 @@ demo: setup
 # against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/layering.sh tests/python.sh tests/mpi.sh tests/install.sh
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh

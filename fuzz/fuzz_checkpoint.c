@@ -1,11 +1,11 @@
-/* The run checkpoint reader (src/fl/checkpoint.c, fl_checkpoint_load), kept thin on purpose: the input becomes
+/* The run checkpoint reader (src/run/checkpoint.c, fl_checkpoint_load), kept thin on purpose: the input becomes
  * <tmpdir>/checkpoint.bin and the loader runs with a small fixed run (4 parameters, 3 clients, no simulation,
  * i.e. fl.client_state = reset).  Byte 0 selects how: bit 0 set writes the rest of the input as the whole file
  * (the dpfl_file header and checksum checks); clear wraps the rest as the payload of a well-formed dpfl_file
  * (magic "DPCK", version 5 + bit 1: the older format 5 or the current 6; correct length and CRC-32) so the fuzzer
  * reaches the checkpoint layout.  Bit 2 makes the run one with per-record budgets (5 training records), so that
  * the budgets block is read too. */
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 #include "fuzz_common.h"
 
 #define NPARAM 4

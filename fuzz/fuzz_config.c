@@ -1,4 +1,4 @@
-/* The INI config and its --set overrides (src/fl/config.c).  Input: NUL-separated parts; the first is the INI
+/* The INI config and its --set overrides (src/config/config.c).  Input: NUL-separated parts; the first is the INI
  * file (written to a temp file for dpfl_config_load), each further part (up to 16) one `--set section.key=value`
  * (dpfl_config_set).  Then dpfl_config_validate and dpfl_config_check_ignored, and the resolved config's round
  * trip: dpfl_config_to_ini, loaded back from a file into fresh defaults, must give the same text (a resumed run

@@ -3,7 +3,7 @@
 #include "dpfl/fl.h"
 #include "dpfl/nn.h"
 #include "dpfl/net.h"
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 #include "secagg_round.h"
 
 #include <stdio.h>

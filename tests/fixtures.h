@@ -81,7 +81,7 @@ static inline void fixture_set(dpfl_config *c, const char *key, const char *valu
     }
 }
 /* The checkpoints of two run folders agree in everything but the wall time and the metrics line (which carries
- * it).  Layout (src/fl/checkpoint.c): 16 bytes of file header; payload head: rounds, clients, nparam, record z,
+ * it).  Layout (src/run/checkpoint.c): 16 bytes of file header; payload head: rounds, clients, nparam, record z,
  * client z (32 bytes), wall (8), examples, S, event count (24), line length (8); then the partition key and
  * digest, parameters, ledger, events, client states, budgets, line; CRC (4).  Returns the payload's size without
  * the line (for callers that check what it holds). */

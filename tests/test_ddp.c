@@ -1,4 +1,4 @@
-/* Distributed DP as a mechanism and as a training mode (src/mech/ddp.c, src/fl/ddp_round.c): the plan's
+/* Distributed DP as a mechanism and as a training mode (src/mech/ddp.c, src/fl/aggregate_ddp.c): the plan's
  * constants, the client's encoding and the server's decoding, the noise that reaches the model, the accounting
  * against the Gaussian limit, secure aggregation in the round (the same sum as the direct one, dropouts recovered,
  * too few survivors release nothing). */

@@ -3,7 +3,7 @@
 #include "fixtures.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 
 #include <signal.h>
 #include <stdlib.h>

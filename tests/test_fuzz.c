@@ -4,7 +4,7 @@
 #include "dpfl/data.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

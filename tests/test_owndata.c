@@ -1,5 +1,5 @@
 /* Your own data: csv: and idx: datasets (src/data/files.c) and the [data] keys that configure them
- * (src/fl/config_data.c). */
+ * (src/config/config_data.c). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "testutil.h"
 

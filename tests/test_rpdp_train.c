@@ -3,7 +3,7 @@
 #include "fixtures.h"
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 each [fl] algorithm preset sets.
 
 The keys, types, ranges and meanings come from `dpfl train --help` (which prints the key table of
-src/fl/config.c); the defaults and the presets' settings from the library itself: tools/config_dump.c, compiled
+src/config/config.c); the defaults and the presets' settings from the library itself: tools/config_dump.c, compiled
 here against BUILD/libdpfl.so, prints dpfl_config_to_ini() of dpfl_config_defaults(), with a preset applied
 through dpfl_config_set().  Nothing is copied from the C source, so the page cannot drift from the binary.
 

@@ -3,7 +3,7 @@
  * analysed (a bug), whatever the attack; a lower bound below it says nothing about tightness beyond "this attack
  * got this far" (docs/privacy.md, "Auditing").
  *
- * The statistics (src/privacy/audit.c) take plain scores and memberships:
+ * The statistics (src/audit/audit_stats.c) take plain scores and memberships:
  *   - multi-run (Jagielski, Ullman, Oprea 2020): canaries in and out of training, a threshold on the score;
  *     Clopper-Pearson upper bounds FPR_u, FNR_u (each at confidence 1 - alpha/2, so both hold with 1 - alpha);
  *     eps_lower = max over thresholds of max(log((1 - delta - FNR_u) / FPR_u), log((1 - delta - FPR_u) / FNR_u)).
@@ -12,7 +12,7 @@
  *     mechanism has P[W >= v] <= P[Bin(r, p) >= v] + 2 m delta max_{1<=i<=v} P[v - i <= Bin(r, p) < v] / i,
  *     p = e^eps / (1 + e^eps) (their Theorem 5.2); eps_lower is the largest eps this rejects at level beta.
  *
- * The record-level attack on the federated simulation (src/fl/audit.c) is declared at the end. */
+ * The record-level attack on the federated simulation (src/audit/audit_fl.c) is declared at the end. */
 #ifndef DPFL_AUDIT_H
 #define DPFL_AUDIT_H
 

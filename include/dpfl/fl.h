@@ -178,7 +178,7 @@ dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err);
 dpfl_status dpfl_config_set(dpfl_config *c, const char *assignment, dpfl_error *err);
 /* The model spec of [model]: arch, behind the input transform when transform = affine ("transform-cp:arch"). */
 void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
-/* The [data] section's training and test sets (src/fl/config_data.c): the named dataset, or your own csv:/idx:
+/* The [data] section's training and test sets (src/config/config_data.c): the named dataset, or your own csv:/idx:
  * files with the section's column, header, missing-value and test-set keys; then data.normalize (published
  * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,

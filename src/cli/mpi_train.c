@@ -25,7 +25,7 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
                      "(scripts/setup.sh does) and rebuild with make");
 }
 #else
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 #include "fl/sim_internal.h"
 
 #include <mpi.h>

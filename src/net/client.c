@@ -30,7 +30,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
 }
 #else
 #include "dpfl/secagg.h"
-#include "fl/run_internal.h"
+#include "run/run_internal.h"
 #include "fl/sim_internal.h" /* the client side still trains with the simulation's internals */
 
 #include <cjson/cJSON.h>

@@ -1,5 +1,5 @@
 /* Record-level privacy audit of the federated simulation (include/dpfl/audit.h): gradient canaries given to one
- * client, the server as the attacker, and the statistics of src/privacy/audit.c on the canaries' scores.
+ * client, the server as the attacker, and the statistics of src/audit/audit_stats.c on the canaries' scores.
  *
  * A canary is an input that is zero except one feature j that is zero in every training record, with a label of
  * its own.  In the first (linear) layer only the canary moves the weights W[:, j] (no other record has x_j != 0),

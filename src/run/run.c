@@ -3,7 +3,7 @@
 #include "run_internal.h"
 
 #define DPFL_PATH_MSG 512
-#include "sim_internal.h"
+#include "fl/sim_internal.h"
 #include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>

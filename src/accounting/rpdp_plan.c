@@ -21,7 +21,7 @@
  *             them); a resumed run given more rounds meets the opt-outs.
  *   division  each step's noisy clipped sum is divided by the client's expected batch sum_i p_i of the plan (a
  *             constant of the run, as Opacus divides by the expected batch size; opt-outs do not change it). */
-#include "run_internal.h"
+#include "accounting/accounting.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* Client-level accounting of a run: the event each round releases, and the end-to-end client guarantee implied
  * by record-level noise. */
-#include "run_internal.h"
+#include "accounting/accounting.h"
 #include "dpfl/mech.h"
 
 #include <math.h>

@@ -1,0 +1,77 @@
+/* Accounting a run beyond the ledger's own (ledger.c): rPDP-FL's per-record budgets, levels and rates
+ * (rpdp_plan.c) and the client-level guarantees (client_accounting.c).  Below the run driver (src/run), above
+ * the simulation (src/fl); it sees the config, the ledger and the accountants, never a run's files. */
+#ifndef DPFL_ACCOUNTING_H
+#define DPFL_ACCOUNTING_H
+#include "dpfl/fl.h"
+
+#define FL_RPDP_LEVELS 256
+#define FL_RPDP_DROPPED (-1) /* budget_policy = dropout: below the mean, never sampled */
+typedef struct {
+    double budget;     /* every record of the level has at least this budget */
+    double p;          /* its sampling rate: exact epsilon*(p) over the planned rounds <= budget (0: unusable) */
+    int32_t rounds;    /* rounds charged to its records */
+    int32_t opted_out; /* its next round would have passed the budget: p = 0 from then on */
+    int64_t records;
+} fl_rpdp_level;
+
+typedef struct {
+    int on;
+    int64_t n;        /* training records */
+    int32_t clients;
+    double *budget;   /* per record: its own budget */
+    int32_t *level;   /* per record: its level, or FL_RPDP_DROPPED */
+    double *p;        /* per record: the rate in force, what the sampler reads (0: unused, dropped, opted out) */
+    double *denom;    /* per client: the plan's expected batch sum_i p_i (the DP-SGD divisor) */
+    fl_rpdp_level *lv;
+    int32_t nlevels, planned_rounds;
+    double z;
+    dpfl_scf_fit fit;
+    int fit_ok;
+    /* budget_policy = filter: one level at p = 1 (records with a budget below the conversion's cost dropped);
+     * each record's Renyi loss at order alpha is spent against cap = budget - conv, the cost of converting
+     * order alpha to (epsilon, delta) */
+    int filter;
+    double alpha, conv;
+    double *cap, *spent;
+} fl_rpdp;
+
+dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nlevels, dpfl_error *err);
+/* budget_policy = filter: alpha and conv from the config and the budgets (rp->budget filled), caps and spent. */
+dpfl_status fl_rpdp_filter_setup(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err);
+void fl_rpdp_free(fl_rpdp *rp);
+/* Budgets, calibrated z, levels and rates of a new run (rng: the budgets' own stream). */
+dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_partition *part,
+                         dpfl_rng *rng, dpfl_error *err);
+/* Per-record rates and per-client divisors from the levels (after a plan or a checkpoint). */
+dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *err);
+/* Before a round: levels whose next round would pass their budget opt out (*changed = 1 if any did). */
+dpfl_status fl_rpdp_before_round(fl_rpdp *rp, const dpfl_config *cfg, int *changed, dpfl_error *err);
+/* After a trained round: every active level is charged one two-stage round. */
+void fl_rpdp_charge(fl_rpdp *rp);
+dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, const fl_rpdp_level *lv, int32_t rounds,
+                                  double *eps, dpfl_error *err);
+/* The largest epsilon of any record so far (a few accountant calls: what every round reports). */
+dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err);
+/* The event of the level whose records have the largest epsilon (not under the filter, whose charges are per record
+ * Renyi losses): a two-stage event, and the accountant and orders dpfl_rpdp_epsilon answers it with. */
+dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_run_event *out, dpfl_error *err);
+/* eps[level] of the rounds charged so far; *max over levels with records. */
+dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err);
+/* summary.json's "record_budgets" object into o (NULL: only *eps_max). */
+struct cJSON;
+dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, struct cJSON *o,
+                           double *eps_max, dpfl_error *err);
+
+/* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
+ * report.c.  Owns everything it points to; fl_run_free releases it. */
+dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
+double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
+/* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */
+dpfl_accountant fl_client_accountant(const dpfl_config *cfg);
+dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
+                              dpfl_error *err);
+dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
+                                  double z, double server_z, double *eps, double *client_noise, dpfl_event *ev,
+                                  dpfl_error *err);
+#endif
