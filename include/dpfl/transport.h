@@ -32,7 +32,7 @@ typedef struct {
     double client_z;             /* the plan's noise multiplier (a client checks it against its own plan) */
     uint8_t seed[32];            /* the round's public rotation seed */
     dpfl_secagg_server *secagg;  /* remote clients: rounds 0-2 of secure aggregation go to this server */
-} dpfl_ddp_round;
+} dpfl_ddp_round_info;
 
 /* One call of run_clients: clients sampled[start .. start + count) of the round. */
 typedef struct {
@@ -50,7 +50,7 @@ typedef struct {
     double update_clip;          /* client-level DP's clip S (0 without) */
     double record_z;             /* DP-SGD's noise multiplier (0 without record-level DP) */
     int client_level;            /* client-level DP: the server measures each update's norm itself */
-    const dpfl_ddp_round *ddp;   /* distributed DP; NULL otherwise */
+    const dpfl_ddp_round_info *ddp;   /* distributed DP; NULL otherwise */
 } dpfl_round_job;
 
 /* What a transport learns once the run is set up, before its first round. */

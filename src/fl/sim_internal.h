@@ -158,7 +158,7 @@ struct dpfl_sim {
     atomic_int next;
     eval_job *jobs;
     dpfl_round_job job;  /* the transport's current call */
-    dpfl_ddp_round ddp_round;
+    dpfl_ddp_round_info ddp_round;
     dpfl_sim_update_fn observer; /* auditing: sees each arrived update */
     void *observer_ctx;
 };
