@@ -83,9 +83,11 @@ endif
 # -fno-semantic-interposition: -fPIC would otherwise keep calls between the library's own functions from being
 # inlined; -ffp-contract=off (GCC's default with -std=c11, not clang's): no fused multiply-adds the source does not
 # ask for, so the kernels and the portable code round alike where they promise the same bits.
+# -fvisibility=hidden: libdpfl.so exports what the headers under include/dpfl/ declare (each marks its declarations
+# visible, dpfl/core.h) and nothing else (tests/exports.sh); the tools and tests link libdpfl.a and see everything.
 CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCH) -fPIC -fno-semantic-interposition \
-           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) $(MPI_DEF) -pthread -Iinclude -Isrc \
-           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+           -fvisibility=hidden -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) $(MPI_DEF) \
+           -pthread -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
