@@ -5,7 +5,8 @@
 # so an internal function (fl_run, rp_buf_add, dpfl_par_for, ...) is not callable through the .so, and a public one
 # defined in a file that does not include its header would be missing; either is listed by name.
 # "Declared" is decided by the compiler: a translation unit that includes every public header takes the address of
-# each candidate name, one per line, and a name is declared when its line compiles.
+# each candidate name, one function per line, and a name is declared when its line compiles (a name that is no C
+# identifier, such as ASan's __odr_asan.x, is declared nowhere).
 # Run by `make test` (BUILD: the build folder, default build/).
 set -u
 cd "$(dirname "$0")/.."
@@ -33,11 +34,9 @@ LC_ALL=C nm -g --defined-only --format=posix "$lib" | awk 'NF >= 2 && $2 ~ /^[A-
 cat "$tmp/exported" "$tmp/defined" | sorted > "$tmp/candidates"
 {
   for h in include/dpfl/*.h; do echo "#include \"dpfl/${h##*/}\""; done
-  echo "void exports_probe(void);"
-  echo "void exports_probe(void) {"
-  first=$(($(ls include/dpfl/*.h | wc -l) + 3)) # the line of the first candidate
-  sed 's/.*/(void)\&&;/' "$tmp/candidates"
-  echo "}"
+  first=$(($(ls include/dpfl/*.h | wc -l) + 1)) # the line of the first candidate
+  awk '/^[A-Za-z_][A-Za-z0-9_]*$/ { print "static void probe" NR "(void) { (void)&" $0 "; }"; next }
+       { print "#error not an identifier" }' "$tmp/candidates"
 } > "$tmp/probe.c"
 limit=-fmax-errors=0
 $CC --version 2>/dev/null | grep -qi clang && limit=-ferror-limit=0
