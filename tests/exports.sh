@@ -41,12 +41,17 @@ cat "$tmp/exported" "$tmp/defined" | sorted > "$tmp/candidates"
 limit=-fmax-errors=0
 $CC --version 2>/dev/null | grep -qi clang && limit=-ferror-limit=0
 LC_ALL=C $CC -std=c11 -Iinclude -w $limit -fsyntax-only "$tmp/probe.c" > "$tmp/probe.log" 2>&1
-# the lines with an error: a candidate's line means "not declared"; any other, that the headers do not compile
-sed -n 's|^[^:]*probe\.c:\([0-9]*\):[0-9]*: error:.*|\1|p' "$tmp/probe.log" | sort -nu > "$tmp/error_lines"
+rc=$?
+# An error on a candidate's line means "not declared"; any other error (in a header, on an #include line), or a
+# failure with no error line, that the public headers do not compile together.
+grep -E ': (fatal )?error:' "$tmp/probe.log" > "$tmp/errors"
+sed -n 's|^[^:]*probe\.c:\([0-9]*\):[0-9]*: error:.*|\1|p' "$tmp/errors" | sort -nu > "$tmp/error_lines"
 n=$(wc -l < "$tmp/candidates")
-bad=$(awk -v a="$first" -v b="$((first + n - 1))" '$1 < a || $1 > b' "$tmp/error_lines")
+bad=$(grep -Ev 'probe\.c:[0-9]+:[0-9]+: error:' "$tmp/errors"
+      awk -v a="$first" -v b="$((first + n - 1))" '$1 < a || $1 > b' "$tmp/error_lines")
+[ "$rc" != 0 ] && ! [ -s "$tmp/errors" ] && bad=$(head -3 "$tmp/probe.log")
 if [ -n "$bad" ]; then
-  t_fail "the public headers do not compile together: $(grep -m3 'error:' "$tmp/probe.log" | tr '\n' ' ')"
+  t_fail "the public headers do not compile together ($CC): $(head -3 <<<"$bad" | tr '\n' ' ')"
 elif ! grep -q . "$tmp/exported" || ! grep -q . "$tmp/defined"; then
   t_fail "nm read no symbol: $(wc -l < "$tmp/exported") exported by $so, $(wc -l < "$tmp/defined") defined in $lib"
 else
@@ -73,8 +78,8 @@ if ! command -v gcc > /dev/null; then
   echo "(no gcc for -aux-info: skipped)"
 else
   for h in include/dpfl/*.h; do echo "#include \"dpfl/${h##*/}\""; done > "$tmp/all.c"
-  if ! log=$(gcc -std=c11 -Iinclude -aux-info "$tmp/aux" -fsyntax-only "$tmp/all.c" 2>&1); then
-    t_fail "gcc -aux-info over the public headers: $log"
+  if ! log=$(LC_ALL=C gcc -std=c11 -Iinclude -aux-info "$tmp/aux" -fsyntax-only "$tmp/all.c" 2>&1); then
+    t_fail "gcc -aux-info over the public headers: $(grep -E ': (fatal )?error:' <<<"$log" | head -3 | tr '\n' ' ')"
   else
     # "/* include/dpfl/core.h:34:NC */ extern dpfl_status dpfl_fail (dpfl_error *, ...);": the name before " ("
     sed -n 's|^/\* \(include/dpfl/[^ ]*\) \*/ extern [^(]*[ *]\([A-Za-z_][A-Za-z0-9_]*\) (.*|\2 \1|p' "$tmp/aux" |
