@@ -83,9 +83,11 @@ endif
 # -fno-semantic-interposition: -fPIC would otherwise keep calls between the library's own functions from being
 # inlined; -ffp-contract=off (GCC's default with -std=c11, not clang's): no fused multiply-adds the source does not
 # ask for, so the kernels and the portable code round alike where they promise the same bits.
+# -fvisibility=hidden: libdpfl.so exports what the headers under include/dpfl/ declare (each marks its declarations
+# visible, dpfl/core.h) and nothing else (tests/exports.sh); the tools and tests link libdpfl.a and see everything.
 CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror $(OPT) $(ARCH) -fPIC -fno-semantic-interposition \
-           -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) $(MPI_DEF) -pthread -Iinclude -Isrc \
-           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+           -fvisibility=hidden -ffp-contract=off $(if $(filter 1,$(DISPATCH)),-DDPFL_DISPATCH=1) $(ZMQ_DEF) $(MPI_DEF) \
+           -pthread -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
@@ -258,14 +260,15 @@ demo: setup
 	./$(BIN) train examples/demo.ini --out runs/demo --force
 	./$(BIN) report runs/demo
 
-# The C suites, then tests/examples.sh (the C examples against this build, checked against `dpfl account`),
+# The C suites, then tests/exports.sh (libdpfl.so exports what include/dpfl/ declares, nothing else),
+# tests/examples.sh (the C examples against this build, checked against `dpfl account`),
 # tests/model.sh (dpfl eval against summary.json, dpfl export read back by numpy), the
 # Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
 # or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
 # against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/layering.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/layering.sh tests/python.sh tests/mpi.sh tests/install.sh
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh

@@ -4,6 +4,8 @@
 #ifndef DPFL_ABI_H
 #define DPFL_ABI_H
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* DPFL_VERSION of the library that was built. */
 const char *dpfl_version(void);
 /* sizeof(type) when field is NULL, offsetof(type, field) otherwise, for the public structs and enums that
@@ -13,5 +15,7 @@ long dpfl_abi_layout(const char *type, const char *field);
  * DPFL_EVT_F64 or DPFL_EVT_I64; ctype the C type, e.g. dpfl_adjacency), so that a binding declares the struct from
  * the library instead of repeating it: "dpfl_event"; NULL for any other type. */
 const char *dpfl_abi_fields(const char *type);
+
+#pragma GCC visibility pop
 
 #endif

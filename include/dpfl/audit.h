@@ -20,6 +20,8 @@
 #include "dpfl/data.h"
 #include "dpfl/fl.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* One-sided Clopper-Pearson upper bound on a binomial proportion: the p with P[Bin(n, p) <= k] = alpha
  * (1 when k = n; 0 trials give 1). */
 double dpfl_audit_cp_upper(int64_t k, int64_t n, double alpha);
@@ -88,5 +90,7 @@ void dpfl_audit_defaults(dpfl_audit_options *o);
 dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *train,
                                     const dpfl_dataset *test, const dpfl_audit_options *opt,
                                     dpfl_audit_report *rep, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

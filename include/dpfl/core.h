@@ -14,6 +14,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* What the public headers declare is the library's interface, and all that libdpfl.so exports: the library is
+ * compiled with -fvisibility=hidden (Makefile), and each public header marks its own declarations visible.
+ * tests/exports.sh checks the two sets are equal. */
+#pragma GCC visibility push(default)
+
 #define DPFL_VERSION "0.1.0"
 
 typedef enum {
@@ -143,5 +148,7 @@ void dpfl_sha256_hex(const void *data, size_t len, char out[65]);
 
 /* Monotonic wall clock in seconds. */
 double dpfl_now(void);
+
+#pragma GCC visibility pop
 
 #endif

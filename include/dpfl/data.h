@@ -8,6 +8,8 @@
 
 #include "dpfl/core.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 typedef struct {
     int32_t n;       /* examples */
     int32_t c, h, w; /* shape of one example (tabular: c = h = 1, w = features) */
@@ -208,5 +210,7 @@ static inline int32_t dpfl_partition_size(const dpfl_partition *p, int32_t k)
 {
     return p->offset[k + 1] - p->offset[k];
 }
+
+#pragma GCC visibility pop
 
 #endif

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 typedef struct {
     size_t P, d;      /* update floats; padded dimension, the power of two >= P */
     double clip;      /* S: L2 bound of an update, in the model's units */
@@ -59,5 +61,7 @@ dpfl_status dpfl_ddp_encode(const dpfl_ddp_plan *p, const float *u, const uint8_
 /* The server's decoding of a modular sum: out[i] = scale * gamma * (inverse rotation of the centred sum)[i], i < P. */
 dpfl_status dpfl_ddp_decode(const dpfl_ddp_plan *p, const uint32_t *sum, const uint8_t seed[32], int64_t *iwork,
                             double *work, float scale, float *out, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

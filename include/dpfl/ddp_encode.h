@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* x (d values, d a power of two) <- H D x / sqrt(d) (inverse = 0) or D H x / sqrt(d) (inverse = 1), H the
  * Walsh-Hadamard matrix and D the diagonal of random signs drawn from a ChaCha20 stream keyed by seed (public,
  * one per round, the same for every client).  Orthogonal: the inverse undoes the forward exactly up to rounding. */
@@ -35,5 +37,7 @@ dpfl_status dpfl_ddp_round(dpfl_rng *r, const double *x, size_t d, double bound,
  * [-2^(bits-1), 2^(bits-1)). */
 void dpfl_ddp_wrap(const int64_t *v, size_t d, int bits, uint32_t *out);
 void dpfl_ddp_unwrap(const uint32_t *v, size_t d, int bits, int64_t *out);
+
+#pragma GCC visibility pop
 
 #endif

@@ -17,6 +17,8 @@
 #include "dpfl/privacy.h"
 #include "dpfl/ddp.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* ------------------------------------------------------------------------------------------ configuration */
 /* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section:
  * choices are enums (their values are the positions in the key's list of choices), yes/no keys are 0/1.  The layers
@@ -409,5 +411,7 @@ typedef struct {
 
 /* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory. */
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

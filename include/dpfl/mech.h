@@ -16,6 +16,8 @@
 #include "dpfl/nn.h"
 #include "dpfl/privacy.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* ---------------------------------------------------------------- samplers */
 /* Each record of idx[0..n) independently with probability q, in order, into out; returns the count. */
 int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, double q, int32_t *out);
@@ -105,5 +107,7 @@ dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, d
 dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r);
 /* The sampling rate the round's event charges: rate, m / K or 1. */
 double dpfl_mech_round_rate(const dpfl_mech_round *r);
+
+#pragma GCC visibility pop
 
 #endif

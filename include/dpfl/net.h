@@ -39,6 +39,8 @@
 #include "dpfl/core.h"
 #include "dpfl/fl.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 #define DPFL_WIRE_MAGIC 0x57465044u /* "DPFW" */
 #define DPFL_WIRE_VERSION 1u
 #define DPFL_WIRE_HEADER 16u
@@ -147,5 +149,7 @@ typedef struct {
 
 /* Runs client K until the server says bye (DPFL_OK), refuses it, or stays silent for idle_timeout. */
 dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

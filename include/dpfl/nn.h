@@ -19,6 +19,8 @@
 
 #include "dpfl/core.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 typedef enum {
     DPFL_LAYER_LINEAR,
     DPFL_LAYER_CONV2D,
@@ -188,5 +190,7 @@ void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, 
  * (in double around float params) over `probes` randomly chosen parameters. */
 double dpfl_nn_gradcheck(const dpfl_model *m, const float *params, const float *x, const int32_t *y, int32_t B,
                          int probes, dpfl_rng *rng, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

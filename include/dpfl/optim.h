@@ -8,6 +8,8 @@
 
 #include "dpfl/core.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 typedef enum { DPFL_OPT_SGD, DPFL_OPT_ADAM, DPFL_OPT_ADAMW } dpfl_opt_kind;
 typedef enum { DPFL_SCHED_CONSTANT, DPFL_SCHED_STEP, DPFL_SCHED_EXP } dpfl_sched_kind;
 
@@ -50,5 +52,7 @@ int dpfl_optim_plain_sgd(const dpfl_optim *o);
 void dpfl_optim_count(dpfl_optim *o);
 /* params -= step(grad) at learning rate lr. grad is not modified. */
 void dpfl_optim_step(dpfl_optim *o, float *params, const float *grad, double lr);
+
+#pragma GCC visibility pop
 
 #endif

@@ -18,6 +18,8 @@
 
 #include "dpfl/core.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* ---------------------------------------------------------------- events */
 typedef enum {
     DPFL_EV_GAUSSIAN = 0,  /* Gaussian mechanism on every record (no sampling) */
@@ -376,5 +378,7 @@ double dpfl_e2e_client_mu(double z, int64_t batch, int64_t local_steps, dpfl_adj
  * constants q0/z0 are used.  max_rounds bounds the search. */
 dpfl_status dpfl_stop_rule_rounds(const double *q, const double *z, double q0, double z0, int64_t max_rounds,
                                   double target_eps, double threshold, int64_t *rounds, dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

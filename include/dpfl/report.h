@@ -14,6 +14,8 @@
 #define DPFL_REPORT_H
 #include "dpfl/core.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 typedef struct {
     /* gnuplot program, a path or a name looked up in PATH; NULL: $DPFL_GNUPLOT if set, else "gnuplot" */
     const char *gnuplot;
@@ -25,4 +27,7 @@ typedef struct {
  * *plots (may be NULL) gets the number of plots (inline <svg> elements) in the page. */
 dpfl_status dpfl_report_html(const char *const *runs, int nruns, const char *out_path,
                              const dpfl_report_options *opt, int *plots, dpfl_error *err);
+
+#pragma GCC visibility pop
+
 #endif

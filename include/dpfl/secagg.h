@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* the type byte of a message's header (byte 5), for transports that route messages by step */
 enum {
     DPFL_SECAGG_ADVERT = 1, DPFL_SECAGG_KEYS = 2, DPFL_SECAGG_SHARES = 3, DPFL_SECAGG_SHARES_FOR = 4,
@@ -123,5 +125,7 @@ dpfl_status dpfl_secagg_shamir_split(const uint8_t secret[DPFL_SECAGG_SECRET_BYT
  * probability about 1 - 2^-49) is a DPFL_EFORMAT error. */
 dpfl_status dpfl_secagg_shamir_combine(const dpfl_secagg_share *shares, uint32_t k,
                                        uint8_t secret[DPFL_SECAGG_SECRET_BYTES], dpfl_error *err);
+
+#pragma GCC visibility pop
 
 #endif

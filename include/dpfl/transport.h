@@ -13,6 +13,8 @@
 #include "dpfl/fl.h"
 #include "dpfl/secagg.h"
 
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
 /* What one client reports with its update (besides the update itself). */
 typedef struct {
     int32_t client;
@@ -88,4 +90,5 @@ void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32]);
 dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,
                                     dpfl_error *err);
 
+#pragma GCC visibility pop
 #endif
