@@ -86,6 +86,11 @@ int cli_has_arg(int argc, char **argv, const char *word)
     return 0;
 }
 
+int cli_wants_help(int argc, char **argv)
+{
+    return cli_has_arg(argc, argv, "--help") || cli_has_arg(argc, argv, "-h");
+}
+
 static int push_string(cli_strings *l, const char *s)
 {
     const char **v = realloc(l->v, (l->n + 1) * sizeof *v);
@@ -190,7 +195,7 @@ static int parse(cli_command *c, int argc, char **argv)
 
 int cli_parse(cli_command *c, int argc, char **argv)
 {
-    if (cli_has_arg(argc, argv, "--help") || cli_has_arg(argc, argv, "-h")) {
+    if (cli_wants_help(argc, argv)) {
         cli_help(c, stdout);
         return 0;
     }

@@ -75,4 +75,6 @@ void cli_help(const cli_command *c, FILE *f);
 int cli_seen(const cli_command *c, const char *name);
 /* 1 if argv[1..argc-1] holds the argument `word` itself (account's --event mode) */
 int cli_has_arg(int argc, char **argv, const char *word);
+/* 1 if argv[1..argc-1] holds --help or -h: cli_parse will print the help */
+int cli_wants_help(int argc, char **argv);
 #endif

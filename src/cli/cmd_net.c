@@ -37,8 +37,8 @@ int cli_keygen(int argc, char **argv)
     if (rc != CLI_RUN) return rc;
     dpfl_error err;
     char pub[41];
-    if (dpfl_net_keygen(cmd.arg.v[0], cmd.arg.v[1], force, pub, &err)) rc = cli_error("%s", err.msg);
-    else printf("%s/%s.pub %s\n", cmd.arg.v[0], cmd.arg.v[1], pub);
+    rc = dpfl_net_keygen(cmd.arg.v[0], cmd.arg.v[1], force, pub, &err) ? cli_error("%s", err.msg) : 0;
+    if (!rc) printf("%s/%s.pub %s\n", cmd.arg.v[0], cmd.arg.v[1], pub);
     cli_done(&cmd);
     return rc;
 }
@@ -48,7 +48,6 @@ int cli_keygen(int argc, char **argv)
 static int serve(const char *config_path, const char *resume, const cli_strings *sets, const char *out, int force,
                  dpfl_serve_options so)
 {
-    if (need_zmq("serve")) return 1;
     char resume_cfg[1100];
     if (resume) {
         if (config_path) return cli_usage_error("serve", "give either CONFIG.ini or --resume RUN_DIR, not both");
@@ -131,6 +130,8 @@ int cli_serve(int argc, char **argv)
         .min_args = 0,
         .max_args = 1,
     };
+    /* before the arguments are read: scripts/deploy_heart.sh asks a bare `dpfl serve` whether ZeroMQ is built in */
+    if (!cli_wants_help(argc, argv) && need_zmq("serve")) return 1;
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != CLI_RUN) return rc;
     so.wait_clients = (int32_t)wait;
@@ -143,7 +144,6 @@ int cli_serve(int argc, char **argv)
 /* client jo.client of the served training of the config at config_path with the --set values over it */
 static int join(const char *config_path, const cli_strings *sets, const char *state, dpfl_join_options jo)
 {
-    if (need_zmq("join")) return 1;
     char state_buf[512];
     if (state) snprintf(state_buf, sizeof state_buf, "%s", state);
     else snprintf(state_buf, sizeof state_buf, "runs/join-client%d", jo.client);
@@ -200,6 +200,7 @@ int cli_join(int argc, char **argv)
         .opts = o,
         .nopts = sizeof o / sizeof o[0],
     };
+    if (!cli_wants_help(argc, argv) && need_zmq("join")) return 1; /* as serve */
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != CLI_RUN) return rc;
     jo.client = (int32_t)client;
