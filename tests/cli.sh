@@ -95,7 +95,7 @@ echo "cli: $total_rows option rows in $(wc -l <<<"$modes") tables"
 t_begin "the parser's other errors: given twice, out of range, positional arguments too many or missing, required"
 fails "given twice" "--noise given twice" "$dpfl" account --noise 1 --noise 2
 fails "range" "--canaries: 0 is out of range [1, " "$dpfl" audit x.ini --canaries 0
-fails "range (serve)" "--wait: -1 is out of range [0, " "$dpfl" serve --wait -1 --bind b --keys k x.ini
+fails "range (from 0)" "--seed: -1 is out of range [0, " "$dpfl" audit --seed -1 x.ini
 fails "two configs" "more than one CONFIG.ini given ('b.ini')" "$dpfl" train a.ini b.ini
 fails "three key names" "unexpected argument 'c'" "$dpfl" keygen a b c
 fails "no positional argument wanted" "unexpected argument 'stray'" "$dpfl" calibrate stray
