@@ -10,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *HELP_EVENT =
-    "usage: dpfl account --event FILE [--json]\n\n"
-    "Recompute epsilon from the privacy events a run recorded: FILE is a run's summary.json (every entry of its\n"
-    "\"events\": the worst record, the clients) or one event object.  Each is accounted with the accountant, the\n"
-    "orders and the delta the run used; the exit status is 1 when a recomputed epsilon differs from the one the run\n"
-    "reported.  docs/privacy.md maps the event kinds to Google dp_accounting's DpEvent classes.\n";
-
 /* one entry: recompute, print, compare; 0 when it agrees (or the run gave no number to compare) */
 static int recompute(const char *path, const char *name, const cJSON *o, int json, cJSON *out)
 {
@@ -57,15 +50,27 @@ static int recompute(const char *path, const char *name, const cJSON *o, int jso
 
 int cli_account_event(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP_EVENT, stdout);
-        return 0;
-    }
     const char *path = NULL;
     int json = 0;
-    pcli_opt o[] = {{"--event", OPT_STRING, &path, 0}, {"--json", OPT_FLAG, &json, 0}};
-    int rc = pcli_parse("account", argc, argv, o, sizeof o / sizeof o[0]);
-    if (rc) return rc;
+    cli_opt o[] = {
+        {.name = "--event", .type = CLI_STRING, .out = &path, .value = "FILE", .required = 1,
+         .help = "a run's summary.json (every entry of its \"events\": the worst record, the\n"
+                 "clients), or one event object"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json,
+         .help = "one JSON object: per entry the recomputed epsilon, the reported one, delta,\n"
+                 "the accountant and whether the two agree"},
+    };
+    cli_command cmd = {
+        .name = "account",
+        .usage = "dpfl account --event FILE [--json]",
+        .about = "Recompute epsilon from the privacy events a run recorded.  Each is accounted with the accountant, the\n"
+                 "orders and the delta the run used; the exit status is 1 when a recomputed epsilon differs from the one\n"
+                 "the run reported.  docs/privacy.md maps the event kinds to Google dp_accounting's DpEvent classes.\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     char *text;
     size_t len;
     dpfl_error err;

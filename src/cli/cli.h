@@ -24,6 +24,8 @@ int cli_keygen(int argc, char **argv);
 /* cmd_train.c: the number of ranks mpirun started (1 outside mpirun); mpi_train.c: dpfl train across them */
 int cli_mpi_size(void);
 int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt);
+/* cmd_train.c: 1 if `--set kv` may change a resumed run (fl.rounds, run.threads, run.eval_every) */
+int cli_train_resumable_set(const char *kv);
 
 /* The command line main() was given.  Where ZeroMQ or OpenMPI is built in, the dpfl binary links neither: its
  * cli_serve, cli_join, cli_keygen and cli_mpi_train (front.c) run this whole command line again in dpfl-deploy,

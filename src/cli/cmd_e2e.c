@@ -7,39 +7,49 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *HELP =
-    "usage: dpfl e2e --noise Z --batch B --n N --local-steps K --client-rate C --rounds R --delta D\n"
-    "                [--server-noise Z2] [--adjacency zero-out|replace-one] [--json]\n\n"
-    "Record level: Poisson sampling q = B/N per local step inside a client, client sampled with probability C\n"
-    "per round; a client that sits a round out releases nothing, visibly (two-stage: the smaller of the RDP bound\n"
-    "by joint convexity and the PLD of the mixture).  Client level: the same noise protects a whole client with\n"
-    "per-step multiplier Z/B (zero-out; Z/(2B) replace-one), composed over K steps to mu = sqrt(K) B / Z per round (GDP).  The noise\n"
-    "is the client's own, so taking part is visible: rounds are accounted as Poisson sampling with replacement by\n"
-    "a special client (not add-remove), exactly: J ~ Bin(R, C) participations, mu sqrt(J)-GDP given J.\n"
-    "--server-noise: the server also clips each update to S and adds std Z2 S to the sum; noise on the same\n"
-    "release can only help (mu = min(sqrt(K) B / Z, 2 / Z2)).  client_noise is 1 / mu.\n";
-
 int cli_e2e(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     double z = NAN, c = NAN, delta = NAN, z2 = 0;
     long B = -1, n = -1, K = -1, R = -1;
     const char *adj = "zero-out";
     int json = 0;
-    pcli_opt o[] = {{"--noise", OPT_DOUBLE, &z, 0},        {"--batch", OPT_LONG, &B, 0},
-                    {"--n", OPT_LONG, &n, 0},              {"--local-steps", OPT_LONG, &K, 0},
-                    {"--client-rate", OPT_DOUBLE, &c, 0},  {"--rounds", OPT_LONG, &R, 0},
-                    {"--delta", OPT_DOUBLE, &delta, 0},    {"--server-noise", OPT_DOUBLE, &z2, 0},
-                    {"--adjacency", OPT_STRING, &adj, 0},  {"--json", OPT_FLAG, &json, 0}};
-    size_t no = sizeof o / sizeof o[0];
-    int rc = pcli_parse("e2e", argc, argv, o, no);
-    if (rc) return rc;
-    const char *req[] = {"--noise", "--batch", "--n", "--local-steps", "--client-rate", "--rounds", "--delta"};
-    for (int i = 0; i < 7; i++)
-        if (!pcli_seen(o, no, req[i])) return cli_usage_error("e2e", "%s is required", req[i]);
+    cli_opt o[] = {
+        {.name = "--noise", .type = CLI_DOUBLE, .out = &z, .value = "Z", .required = 1,
+         .help = "DP-SGD's noise multiplier inside each client (std / clip)"},
+        {.name = "--batch", .type = CLI_LONG, .out = &B, .value = "B", .required = 1,
+         .help = "the expected batch size: Poisson q = B/N"},
+        {.name = "--n", .type = CLI_LONG, .out = &n, .value = "N", .required = 1, .help = "the records of a client"},
+        {.name = "--local-steps", .type = CLI_LONG, .out = &K, .value = "K", .required = 1,
+         .help = "local steps per round"},
+        {.name = "--client-rate", .type = CLI_DOUBLE, .out = &c, .value = "C", .required = 1,
+         .help = "the probability that a client takes part in a round"},
+        {.name = "--rounds", .type = CLI_LONG, .out = &R, .value = "R", .required = 1, .help = "the number of rounds"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .required = 1, .help = "the delta of both"},
+        {.name = "--server-noise", .type = CLI_DOUBLE, .out = &z2, .value = "Z2",
+         .help = "the server also clips each update to S and adds std Z2 S to the sum (default 0: none)"},
+        {.name = "--adjacency", .type = CLI_STRING, .out = &adj, .value = "zero-out|replace-one",
+         .help = "client level: zero-out (default) or replace-one"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "e2e",
+        .usage = "dpfl e2e --noise Z --batch B --n N --local-steps K --client-rate C --rounds R --delta D\n"
+                 "                [--server-noise Z2] [--adjacency zero-out|replace-one] [--json]",
+        .about =
+            "Record level: Poisson sampling q = B/N per local step inside a client, client sampled with probability C\n"
+            "per round; a client that sits a round out releases nothing, visibly (two-stage: the smaller of the RDP bound\n"
+            "by joint convexity and the PLD of the mixture).  Client level: the same noise protects a whole client with\n"
+            "per-step multiplier Z/B (zero-out; Z/(2B) replace-one), composed over K steps to mu = sqrt(K) B / Z per\n"
+            "round (GDP).  The noise is the client's own, so taking part is visible: rounds are accounted as Poisson\n"
+            "sampling with replacement by a special client (not add-remove), exactly: J ~ Bin(R, C) participations,\n"
+            "mu sqrt(J)-GDP given J.\n"
+            "--server-noise: the server also clips each update to S and adds std Z2 S to the sum; noise on the same\n"
+            "release can only help (mu = min(sqrt(K) B / Z, 2 / Z2)).  client_noise is 1 / mu.\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     if (!(z > 0) || isinf(z)) return cli_error("--noise: %g must be finite and > 0", z);
     if (n < 1) return cli_error("--n: %ld must be >= 1", n);
     if (B < 1 || B > n) return cli_error("--batch: %ld must be in [1, --n]", B);

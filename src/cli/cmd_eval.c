@@ -7,62 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void)
+/* the accuracy and loss of the model at arg on the data `from` says */
+static int eval(const char *arg, const cli_data_opts *from, const char *split, int json)
 {
-    printf("usage: dpfl eval MODEL.bin|RUN_DIR [--data DATASET] [--split test|train] [--data-dir DIR] [--seed N]\n"
-           "                [--normalize none|standard] [--json]\n\n"
-           "Prints the accuracy and mean loss of a trained model (the model.bin of dpfl train) on a dataset:\n"
-           "  accuracy 0.9771  loss 0.0733  examples 10000  (mnist test split)\n"
-           "With a run directory, or a model.bin whose folder holds the run's config.ini, the data is read as the\n"
-           "run read it: its data.dataset, data.data_dir, run.seed (which fixes the split of heart and the synthetic\n"
-           "data) and data.normalize (standard: the run's dataset's published constants, also when --data names\n"
-           "another dataset); the options below override them.  On the run's own test set the numbers are\n"
-           "summary.json's test_accuracy and test_loss, computed by the same code (with --json, to the last digit).\n"
-           "A bare model.bin with no config.ini beside it needs --data.\n\n"
-           "model.bin holds the global model only, and eval evaluates it, as summary.json's test_accuracy does.  With\n"
-           "a PrivateFL input transform (model.transform) that is the global model behind the global copy of the\n"
-           "transform; each client's own transform stays with the client and is not evaluated.  With PriFedSync's\n"
-           "helper models (fl.personalization = helper) likewise only the global model.\n\n"
-           "  --data DATASET     any name dpfl train accepts for data.dataset (mnist, fashion-mnist, heart, synthetic)\n"
-           "  --split test|train which split of it (default test)\n"
-           "  --data-dir DIR     where to look for the dataset (as data.data_dir)\n"
-           "  --seed N           the seed the data is loaded with (default: the run's run.seed, else 0)\n"
-           "  --normalize none|standard  the preprocessing (default: the run's data.normalize, else none)\n"
-           "  --json             one JSON object: accuracy, loss, examples, dataset, split, model, spec\n\n"
-           "The model's architecture comes from the spec stored in model.bin; a dataset whose examples or classes do\n"
-           "not fit it fails naming the file.  A missing, foreign or corrupt model file fails with one line.\n");
-}
-
-int cli_eval(int argc, char **argv)
-{
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
-    const char *arg = NULL, *split = "test";
-    cli_data_opts o = {0};
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char **val = !strcmp(argv[i], "--data")        ? &o.data
-                           : !strcmp(argv[i], "--data-dir")  ? &o.data_dir
-                           : !strcmp(argv[i], "--seed")      ? &o.seed
-                           : !strcmp(argv[i], "--normalize") ? &o.normalize
-                           : !strcmp(argv[i], "--split")     ? &split
-                                                             : NULL;
-        if (val) {
-            if (i + 1 >= argc) return cli_usage_error("eval", "%s needs a value", argv[i]);
-            *val = argv[++i];
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error("eval", "unknown option '%s'", argv[i]);
-        } else if (arg) {
-            return cli_usage_error("eval", "more than one model given ('%s')", argv[i]);
-        } else {
-            arg = argv[i];
-        }
-    }
-    if (!arg) return cli_usage_error("eval", "missing MODEL.bin or RUN_DIR");
     if (strcmp(split, "test") && strcmp(split, "train"))
         return cli_usage_error("eval", "--split: '%s' is not test or train", split);
     cli_model cm;
@@ -71,7 +18,7 @@ int cli_eval(int argc, char **argv)
     dpfl_dataset train, test;
     const char *dname;
     int standardized;
-    if ((rc = cli_model_dataset("eval", &cm, &o, &train, &test, &dname, &standardized))) {
+    if ((rc = cli_model_dataset("eval", &cm, from, &train, &test, &dname, &standardized))) {
         cli_model_close(&cm);
         return rc;
     }
@@ -106,5 +53,55 @@ int cli_eval(int argc, char **argv)
     dpfl_dataset_free(&train);
     dpfl_dataset_free(&test);
     cli_model_close(&cm);
+    return rc;
+}
+
+int cli_eval(int argc, char **argv)
+{
+    const char *split = "test";
+    cli_data_opts d = {0};
+    int json = 0;
+    cli_opt o[] = {
+        {.name = "--data", .type = CLI_STRING, .out = &d.data, .value = "DATASET",
+         .help = "any name dpfl train accepts for data.dataset (mnist, fashion-mnist, heart, synthetic)"},
+        {.name = "--split", .type = CLI_STRING, .out = &split, .value = "test|train",
+         .help = "which split of it (default test)"},
+        {.name = "--data-dir", .type = CLI_STRING, .out = &d.data_dir, .value = "DIR",
+         .help = "where to look for the dataset (as data.data_dir)"},
+        {.name = "--seed", .type = CLI_STRING, .out = &d.seed, .value = "N",
+         .help = "the seed the data is loaded with (default: the run's run.seed, else 0)"},
+        {.name = "--normalize", .type = CLI_STRING, .out = &d.normalize, .value = "none|standard",
+         .help = "the preprocessing (default: the run's data.normalize, else none)"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json,
+         .help = "one JSON object: accuracy, loss, examples, dataset, split, model, spec"},
+    };
+    cli_command cmd = {
+        .name = "eval",
+        .usage = "dpfl eval MODEL.bin|RUN_DIR [--data DATASET] [--split test|train] [--data-dir DIR] [--seed N]\n"
+                 "                [--normalize none|standard] [--json]",
+        .about = "Prints the accuracy and mean loss of a trained model (the model.bin of dpfl train) on a dataset:\n"
+                 "  accuracy 0.9771  loss 0.0733  examples 10000  (mnist test split)\n"
+                 "With a run directory, or a model.bin whose folder holds the run's config.ini, the data is read as the\n"
+                 "run read it: its data.dataset, data.data_dir, run.seed (which fixes the split of heart and the synthetic\n"
+                 "data) and data.normalize (standard: the run's dataset's published constants, also when --data names\n"
+                 "another dataset); the options below override them.  On the run's own test set the numbers are\n"
+                 "summary.json's test_accuracy and test_loss, computed by the same code (with --json, to the last digit).\n"
+                 "A bare model.bin with no config.ini beside it needs --data.\n\n"
+                 "model.bin holds the global model only, and eval evaluates it, as summary.json's test_accuracy does.  With\n"
+                 "a PrivateFL input transform (model.transform) that is the global model behind the global copy of the\n"
+                 "transform; each client's own transform stays with the client and is not evaluated.  With PriFedSync's\n"
+                 "helper models (fl.personalization = helper) likewise only the global model.\n",
+        .after = "The model's architecture comes from the spec stored in model.bin; a dataset whose examples or classes do\n"
+                 "not fit it fails naming the file.  A missing, foreign or corrupt model file fails with one line.\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+        .args = "MODEL.bin or RUN_DIR",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    rc = eval(cmd.arg.v[0], &d, split, json);
+    cli_done(&cmd);
     return rc;
 }

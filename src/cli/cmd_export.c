@@ -7,58 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void help(void)
+/* write the model at arg as an .npz archive at out (NULL: beside it), shaped by the data `from` says */
+static int export_model(const char *arg, cli_data_opts from, const char *format, const char *out, int force)
 {
-    printf("usage: dpfl export MODEL.bin|RUN_DIR [--format npz] [-o OUT.npz] [--force] [--data DATASET]\n"
-           "                  [--data-dir DIR] [--seed N]\n\n"
-           "Writes the parameters of a trained model (the model.bin of dpfl train: the global model) as a NumPy .npz\n"
-           "archive that numpy.load reads without dpfl: an uncompressed ZIP of .npy arrays ('<f4', C order), one per\n"
-           "parameter tensor, named and shaped as the state_dict of the equivalent PyTorch nn.Sequential, with dpfl's\n"
-           "layer indices (a Flatten dpfl puts before the first Linear after image input is a layer):\n"
-           "  <i>.weight, <i>.bias   Linear (out, in) and (out,); Conv2d (out, in, k, k) and (out,)\n"
-           "  0.scale, 0.shift       a PrivateFL input transform's global copy: (C,) per channel, (C, H, W) per pixel\n"
-           "  dpfl_spec              the architecture spec, a 0-d unicode string: str(npz['dpfl_spec'])\n"
-           "  dpfl_input_shape       C, H, W of one example (int32); dpfl_classes: the number of classes (int32)\n"
-           "Inputs are NCHW and flattened channel-major, as in dpfl; logits = x @ weight.T + bias for Linear.  The\n"
-           "architecture's input size comes from the dataset of the run's config.ini (beside model.bin), or --data.\n\n"
-           "  --format npz      the format (npz is the only one)\n"
-           "  -o, --out FILE    the archive (default: model.npz beside model.bin: MODEL.bin with .npz for .bin);\n"
-           "                    written atomically, an existing file only replaced with --force\n"
-           "  --data DATASET    the dataset that fixes the input shape (needed without a config.ini)\n"
-           "  --data-dir DIR, --seed N   where and how that dataset is read (as for dpfl eval)\n\n"
-           "The bytes depend only on the model (fixed ZIP timestamps).\n");
-}
-
-int cli_export(int argc, char **argv)
-{
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
-    const char *arg = NULL, *format = "npz", *out = NULL;
-    cli_data_opts o = {0};
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char **val = !strcmp(argv[i], "--data")                            ? &o.data
-                           : !strcmp(argv[i], "--data-dir")                      ? &o.data_dir
-                           : !strcmp(argv[i], "--seed")                          ? &o.seed
-                           : !strcmp(argv[i], "--format")                        ? &format
-                           : !strcmp(argv[i], "-o") || !strcmp(argv[i], "--out") ? &out
-                                                                                 : NULL;
-        if (val) {
-            if (i + 1 >= argc) return cli_usage_error("export", "%s needs a value", argv[i]);
-            *val = argv[++i];
-        } else if (!strcmp(argv[i], "--force")) {
-            force = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error("export", "unknown option '%s'", argv[i]);
-        } else if (arg) {
-            return cli_usage_error("export", "more than one model given ('%s')", argv[i]);
-        } else {
-            arg = argv[i];
-        }
-    }
-    if (!arg) return cli_usage_error("export", "missing MODEL.bin or RUN_DIR");
     if (strcmp(format, "npz")) return cli_usage_error("export", "--format: '%s' is not a format (npz is)", format);
     cli_model cm;
     int rc = cli_model_open(arg, &cm);
@@ -78,8 +29,8 @@ int cli_export(int argc, char **argv)
     dpfl_dataset train, test;
     const char *dname;
     int standardized;
-    o.normalize = "none"; /* only the shape matters */
-    if ((rc = cli_model_dataset("export", &cm, &o, &train, &test, &dname, &standardized))) {
+    from.normalize = "none"; /* only the shape matters */
+    if ((rc = cli_model_dataset("export", &cm, &from, &train, &test, &dname, &standardized))) {
         cli_model_close(&cm);
         return rc;
     }
@@ -94,5 +45,51 @@ int cli_export(int argc, char **argv)
     dpfl_dataset_free(&train);
     dpfl_dataset_free(&test);
     cli_model_close(&cm);
+    return rc;
+}
+
+int cli_export(int argc, char **argv)
+{
+    const char *format = "npz", *out = NULL;
+    cli_data_opts d = {0};
+    int force = 0;
+    cli_opt o[] = {
+        {.name = "--format", .type = CLI_STRING, .out = &format, .value = "npz", .help = "the format (npz is the only one)"},
+        {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "FILE",
+         .help = "the archive (default: model.npz beside model.bin: MODEL.bin with .npz for .bin);\n"
+                 "written atomically, an existing file only replaced with --force"},
+        {.name = "--force", .type = CLI_FLAG, .out = &force, .help = "replace an existing archive"},
+        {.name = "--data", .type = CLI_STRING, .out = &d.data, .value = "DATASET",
+         .help = "the dataset that fixes the input shape (needed without a config.ini)"},
+        {.name = "--data-dir", .type = CLI_STRING, .out = &d.data_dir, .value = "DIR",
+         .help = "where that dataset is read (as for dpfl eval)"},
+        {.name = "--seed", .type = CLI_STRING, .out = &d.seed, .value = "N",
+         .help = "the seed it is read with (as for dpfl eval)"},
+    };
+    cli_command cmd = {
+        .name = "export",
+        .usage = "dpfl export MODEL.bin|RUN_DIR [--format npz] [-o OUT.npz] [--force] [--data DATASET]\n"
+                 "                  [--data-dir DIR] [--seed N]",
+        .about = "Writes the parameters of a trained model (the model.bin of dpfl train: the global model) as a NumPy .npz\n"
+                 "archive that numpy.load reads without dpfl: an uncompressed ZIP of .npy arrays ('<f4', C order), one per\n"
+                 "parameter tensor, named and shaped as the state_dict of the equivalent PyTorch nn.Sequential, with dpfl's\n"
+                 "layer indices (a Flatten dpfl puts before the first Linear after image input is a layer):\n"
+                 "  <i>.weight, <i>.bias   Linear (out, in) and (out,); Conv2d (out, in, k, k) and (out,)\n"
+                 "  0.scale, 0.shift       a PrivateFL input transform's global copy: (C,) per channel, (C, H, W) per pixel\n"
+                 "  dpfl_spec              the architecture spec, a 0-d unicode string: str(npz['dpfl_spec'])\n"
+                 "  dpfl_input_shape       C, H, W of one example (int32); dpfl_classes: the number of classes (int32)\n"
+                 "Inputs are NCHW and flattened channel-major, as in dpfl; logits = x @ weight.T + bias for Linear.  The\n"
+                 "architecture's input size comes from the dataset of the run's config.ini (beside model.bin), or --data.\n",
+        .after = "The bytes depend only on the model (fixed ZIP timestamps).\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+        .args = "MODEL.bin or RUN_DIR",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    rc = export_model(cmd.arg.v[0], d, format, out, force);
+    cli_done(&cmd);
     return rc;
 }

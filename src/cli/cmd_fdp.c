@@ -6,36 +6,42 @@
 #include <math.h>
 #include <stdio.h>
 
-static const char *HELP =
-    "usage: dpfl fdp --clients M --p P --noise Z --batch B --n N --local-steps K --rounds R [--delta D] [--json]\n\n"
-    "PriFedSync (Zheng et al.) federated f-DP of one record of client j.  Each client runs K steps per round on\n"
-    "batches of B of its N records drawn without replacement (replace-one; --noise = std / 2C) and syncs with\n"
-    "probability P.  mu / mu_strong (and epsilon_clt / epsilon_strong_clt, their conversions) are the paper's\n"
-    "CLT values (ASYMPTOTIC, not bounds; they ignore P).  epsilon is an RDP upper bound (fixed-size batches,\n"
-    "WBK) that keeps the client sampling P (a round of j is a mixture: with probability P, K steps on its\n"
-    "records); it holds against any observer -- one client (weak), all other clients together (strong), the\n"
-    "server -- since each sees a post-processing of j's releases.  Clients train only in rounds they sync.\n"
-    "The paper's Theorem 1 charges the weak notion P^2 per round; that ignores the global model carrying j's\n"
-    "round into later rounds, so dpfl does not report it (docs/privacy.md).\n";
-
 int cli_fdp(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     long m = -1, B = -1, n = -1, K = -1, R = -1;
     double p = NAN, z = NAN, delta = 1e-5;
     int json = 0;
-    pcli_opt o[] = {{"--clients", OPT_LONG, &m, 0}, {"--p", OPT_DOUBLE, &p, 0},        {"--noise", OPT_DOUBLE, &z, 0},
-                    {"--batch", OPT_LONG, &B, 0},   {"--n", OPT_LONG, &n, 0},          {"--local-steps", OPT_LONG, &K, 0},
-                    {"--rounds", OPT_LONG, &R, 0},  {"--delta", OPT_DOUBLE, &delta, 0}, {"--json", OPT_FLAG, &json, 0}};
-    size_t no = sizeof o / sizeof o[0];
-    int rc = pcli_parse("fdp", argc, argv, o, no);
-    if (rc) return rc;
-    const char *req[] = {"--clients", "--p", "--noise", "--batch", "--n", "--local-steps", "--rounds"};
-    for (int i = 0; i < 7; i++)
-        if (!pcli_seen(o, no, req[i])) return cli_usage_error("fdp", "%s is required", req[i]);
+    cli_opt o[] = {
+        {.name = "--clients", .type = CLI_LONG, .out = &m, .value = "M", .required = 1, .help = "the number of clients"},
+        {.name = "--p", .type = CLI_DOUBLE, .out = &p, .value = "P", .required = 1,
+         .help = "the probability that a client syncs in a round"},
+        {.name = "--noise", .type = CLI_DOUBLE, .out = &z, .value = "Z", .required = 1,
+         .help = "the noise std / 2C (replace-one)"},
+        {.name = "--batch", .type = CLI_LONG, .out = &B, .value = "B", .required = 1, .help = "the batch size"},
+        {.name = "--n", .type = CLI_LONG, .out = &n, .value = "N", .required = 1, .help = "the records of client j"},
+        {.name = "--local-steps", .type = CLI_LONG, .out = &K, .value = "K", .required = 1,
+         .help = "local steps per round"},
+        {.name = "--rounds", .type = CLI_LONG, .out = &R, .value = "R", .required = 1, .help = "the number of rounds"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .help = "default 1e-5"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "fdp",
+        .usage = "dpfl fdp --clients M --p P --noise Z --batch B --n N --local-steps K --rounds R [--delta D] [--json]",
+        .about = "PriFedSync (Zheng et al.) federated f-DP of one record of client j.  Each client runs K steps per round on\n"
+                 "batches of B of its N records drawn without replacement (replace-one; --noise = std / 2C) and syncs with\n"
+                 "probability P.  mu / mu_strong (and epsilon_clt / epsilon_strong_clt, their conversions) are the paper's\n"
+                 "CLT values (ASYMPTOTIC, not bounds; they ignore P).  epsilon is an RDP upper bound (fixed-size batches,\n"
+                 "WBK) that keeps the client sampling P (a round of j is a mixture: with probability P, K steps on its\n"
+                 "records); it holds against any observer -- one client (weak), all other clients together (strong), the\n"
+                 "server -- since each sees a post-processing of j's releases.  Clients train only in rounds they sync.\n"
+                 "The paper's Theorem 1 charges the weak notion P^2 per round; that ignores the global model carrying j's\n"
+                 "round into later rounds, so dpfl does not report it (docs/privacy.md).\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     if (m < 1) return cli_error("--clients: %ld must be >= 1", m);
     if (!(p >= 0 && p <= 1)) return cli_error("--p: %g must be in [0, 1]", p);
     if (!(z > 0) || isinf(z)) return cli_error("--noise: %g must be finite and > 0", z);

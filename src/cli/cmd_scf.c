@@ -8,21 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *HELP =
-    "usage: dpfl scf --noise Z --client-rate L --local-steps K --rounds R --delta D [--bound rpdp|pld]\n"
-    "                (--epsilon E... | --budgets FILE | --p P...) [--json]\n\n"
-    "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
-    "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
-    "> 0 per line) give 'p_safe', the largest p whose exact epsilon*(p) is within the budget (to 1e-4; above\n"
-    "1,000 budgets the largest SCF grid p): the guarantee.\n"
-    "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
-    "its exact epsilon*(p_fit) is printed beside it.\n"
-    "--bound rpdp: the published bound (joint convexity; integer orders 2..994); pld: the privacy loss distribution\n"
-    "of the two-stage round ((1 - L) no output + L K steps) composed over the rounds, with the published RDP bound\n"
-    "as its floor (the tightest; slower).  Both hold for participation that is visible (a client that sits a round\n"
-    "out releases nothing), as it is in dpfl; Zhu-Wang 2019 (removed) does not.\n";
-
-static int read_budgets(const char *path, pcli_list *l)
+static int read_budgets(const char *path, cli_doubles *l)
 {
     double *v;
     size_t n;
@@ -42,29 +28,50 @@ static int read_budgets(const char *path, pcli_list *l)
 
 int cli_scf(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     double z = NAN, lam = NAN, delta = NAN;
     long K = -1, R = -1;
     const char *bound = "rpdp", *budgets = NULL;
-    pcli_list eps = {NULL, 0}, ps = {NULL, 0};
-    int json = 0, rc;
-    pcli_opt o[] = {{"--noise", OPT_DOUBLE, &z, 0},        {"--client-rate", OPT_DOUBLE, &lam, 0},
-                    {"--local-steps", OPT_LONG, &K, 0},    {"--rounds", OPT_LONG, &R, 0},
-                    {"--delta", OPT_DOUBLE, &delta, 0},    {"--bound", OPT_STRING, &bound, 0},
-                    {"--epsilon", OPT_DOUBLES, &eps, 0},   {"--budgets", OPT_STRING, &budgets, 0},
-                    {"--p", OPT_DOUBLES, &ps, 0},          {"--json", OPT_FLAG, &json, 0}};
-    size_t no = sizeof o / sizeof o[0];
-    rc = pcli_parse("scf", argc, argv, o, no);
-    if (rc) goto out;
-    const char *req[] = {"--noise", "--client-rate", "--local-steps", "--rounds", "--delta"};
-    for (int i = 0; i < 5; i++)
-        if (!pcli_seen(o, no, req[i])) {
-            rc = cli_usage_error("scf", "%s is required", req[i]);
-            goto out;
-        }
+    cli_doubles eps = {NULL, 0}, ps = {NULL, 0};
+    int json = 0;
+    cli_opt o[] = {
+        {.name = "--noise", .type = CLI_DOUBLE, .out = &z, .value = "Z", .required = 1,
+         .help = "the noise multiplier of each local step"},
+        {.name = "--client-rate", .type = CLI_DOUBLE, .out = &lam, .value = "L", .required = 1,
+         .help = "the probability that a client takes part in a round"},
+        {.name = "--local-steps", .type = CLI_LONG, .out = &K, .value = "K", .required = 1,
+         .help = "local steps per round"},
+        {.name = "--rounds", .type = CLI_LONG, .out = &R, .value = "R", .required = 1, .help = "the number of rounds"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .required = 1, .help = "the delta"},
+        {.name = "--bound", .type = CLI_STRING, .out = &bound, .value = "rpdp|pld",
+         .help = "the accountant: rpdp (default) or pld (below)"},
+        {.name = "--epsilon", .type = CLI_DOUBLES, .out = &eps, .value = "E...",
+         .help = "per-record budgets: the largest safe sampling probability of each"},
+        {.name = "--budgets", .type = CLI_STRING, .out = &budgets, .value = "FILE",
+         .help = "the budgets from a file, one budget > 0 per line"},
+        {.name = "--p", .type = CLI_DOUBLES, .out = &ps, .value = "P...", .help = "sampling probabilities: the epsilon of each"},
+        {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "scf",
+        .usage = "dpfl scf --noise Z --client-rate L --local-steps K --rounds R --delta D [--bound rpdp|pld]\n"
+                 "                (--epsilon E... | --budgets FILE | --p P...) [--json]",
+        .about =
+            "rPDP-FL two-stage sampling: a client takes part with probability L per round, then K local steps each\n"
+            "include a record with probability p.  --p gives epsilon*(p) (forward).  --epsilon / --budgets (one budget\n"
+            "> 0 per line) give 'p_safe', the largest p whose exact epsilon*(p) is within the budget (to 1e-4; above\n"
+            "1,000 budgets the largest SCF grid p): the guarantee.\n"
+            "'p_fit' is the paper's SCF estimate through the fit eps(p) = exp(a p + b) + c; it can exceed the budget, and\n"
+            "its exact epsilon*(p_fit) is printed beside it.\n",
+        .after =
+            "--bound rpdp: the published bound (joint convexity; integer orders 2..994); pld: the privacy loss distribution\n"
+            "of the two-stage round ((1 - L) no output + L K steps) composed over the rounds, with the published RDP bound\n"
+            "as its floor (the tightest; slower).  Both hold for participation that is visible (a client that sits a round\n"
+            "out releases nothing), as it is in dpfl; Zhu-Wang 2019 (removed) does not.\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
     rc = 1;
     if (!(z > 0) || isinf(z)) { cli_error("--noise: %g must be finite and > 0", z); goto out; }
     if (!(lam >= 0 && lam <= 1)) { cli_error("--client-rate: %g must be in [0, 1]", lam); goto out; }
@@ -159,7 +166,6 @@ int cli_scf(int argc, char **argv)
     else cJSON_Delete(j);
     rc = 0;
 out:
-    free(eps.v);
-    free(ps.v);
+    cli_done(&cmd);
     return rc;
 }

@@ -7,22 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void)
+/* what follows the options in the help: the config keys (tools/gen_config_doc.py reads them from there) */
+static void help_keys(FILE *f)
 {
-    printf("usage: dpfl train CONFIG.ini [--set section.key=value]... [--out DIR] [--force] [--quiet]\n"
-           "       dpfl train --resume RUN_DIR [--set fl.rounds=N] [--set run.threads=N] [--quiet]\n\n"
-           "Trains a model across simulated clients and writes a run directory (default runs/<config name>):\n"
-           "config.ini (resolved), metrics.jsonl (one object per round), summary.json, model.bin, and\n"
-           "checkpoint.bin (model + privacy ledger, written before each round is released).\n"
-           "--resume continues a killed or finished run from its last checkpoint with the run's own config;\n"
-           "only fl.rounds, run.threads and run.eval_every may be changed then.  An existing non-empty run\n"
-           "directory is refused unless --force (the previous run's files are removed first) or --resume.\n\n"
-           "Privacy budgets: with [record_dp] / [client_dp] noise = 0 and target_epsilon > 0, the noise is\n"
-           "calibrated before training so that all fl.rounds rounds fit the target.  With noise > 0 and\n"
-           "target_epsilon > 0, target_epsilon is a stop rule: the run stops before the first round whose\n"
-           "release would exceed it (that round is never trained), and summary.json says stopped_at_budget.\n\n"
-           "Config keys (INI sections and keys; --set overrides any of them):\n");
-    dpfl_config_print_keys(stdout);
+    fputs("\nConfig keys (INI sections and keys; --set overrides any of them):\n", f);
+    dpfl_config_print_keys(f);
+}
+
+int cli_train_resumable_set(const char *kv)
+{
+    return !strncmp(kv, "fl.rounds=", 10) || !strncmp(kv, "run.threads=", 12) || !strncmp(kv, "run.eval_every=", 15);
 }
 
 int cli_mpi_size(void)
@@ -32,62 +26,29 @@ int cli_mpi_size(void)
     return v ? atoi(v) : 1;
 }
 
-int cli_train(int argc, char **argv)
+/* the training of the config at config_path (or of the run directory resume) with the --set values over it */
+static int train(const char *config_path, const char *resume, const cli_strings *sets, const char *out, int quiet,
+                 int force)
 {
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
-    const char *config_path = NULL, *out = NULL, *resume = NULL;
-    int quiet = 0, force = 0;
-    dpfl_config cfg;
-    dpfl_config_defaults(&cfg);
-    dpfl_error err;
-    /* first pass: find the config file, so that --set applies on top of it regardless of order */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--out")) {
-            i++;
-            continue;
-        }
-        if (!strcmp(argv[i], "--resume")) {
-            if (i + 1 >= argc) return cli_usage_error("train", "--resume needs a run directory");
-            resume = argv[++i];
-            continue;
-        }
-        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "--force")) continue;
-        if (argv[i][0] == '-') return cli_usage_error("train", "unknown option '%s'", argv[i]);
-        if (config_path) return cli_usage_error("train", "more than one config file given ('%s')", argv[i]);
-        config_path = argv[i];
-    }
     char resume_cfg[1100];
     if (resume) {
         if (config_path) return cli_usage_error("train", "give either CONFIG.ini or --resume RUN_DIR, not both");
+        if (out) return cli_usage_error("train", "--out cannot be used with --resume");
+        if (force) return cli_usage_error("train", "--force cannot be used with --resume");
         snprintf(resume_cfg, sizeof resume_cfg, "%s/config.ini", resume);
         config_path = resume_cfg;
         out = resume;
     }
     if (!config_path) return cli_usage_error("train", "missing CONFIG.ini");
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
     if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--set")) {
-            if (i + 1 >= argc) return cli_usage_error("train", "--set needs section.key=value");
-            if (resume && strncmp(argv[i + 1], "fl.rounds=", 10) && strncmp(argv[i + 1], "run.threads=", 12) &&
-                strncmp(argv[i + 1], "run.eval_every=", 15))
-                return cli_error("--set %s: a resumed run keeps its config; only fl.rounds, run.threads and "
-                                 "run.eval_every may change", argv[i + 1]);
-            if (dpfl_config_set(&cfg, argv[++i], &err)) return cli_error("%s", err.msg);
-        } else if (!strcmp(argv[i], "--out")) {
-            if (i + 1 >= argc) return cli_usage_error("train", "--out needs a directory");
-            if (resume) return cli_usage_error("train", "--out cannot be used with --resume");
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--resume")) {
-            i++;
-        } else if (!strcmp(argv[i], "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(argv[i], "--force")) {
-            if (resume) return cli_usage_error("train", "--force cannot be used with --resume");
-            force = 1;
-        }
+    for (size_t i = 0; i < sets->n; i++) { /* over the config, whatever their place on the command line */
+        if (resume && !cli_train_resumable_set(sets->v[i]))
+            return cli_error("--set %s: a resumed run keeps its config; only fl.rounds, run.threads and "
+                             "run.eval_every may change", sets->v[i]);
+        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
     }
     char outbuf[512];
     if (!out) {
@@ -101,4 +62,48 @@ int cli_train(int argc, char **argv)
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
     return 0;
+}
+
+int cli_train(int argc, char **argv)
+{
+    const char *out = NULL, *resume = NULL;
+    cli_strings sets = {NULL, 0};
+    int quiet = 0, force = 0;
+    cli_opt o[] = {
+        {.name = "--set", .type = CLI_STRINGS, .out = &sets, .value = "section.key=value",
+         .help = "override a key of the config (any number of times, applied in order after the file)"},
+        {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
+         .help = "the run directory (default runs/<config name>)"},
+        {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
+         .help = "continue the run in RUN_DIR from its last checkpoint, with its own config"},
+        {.name = "--force", .type = CLI_FLAG, .out = &force,
+         .help = "replace an existing non-empty run directory (its files are removed first)"},
+        {.name = "--quiet", .type = CLI_FLAG, .out = &quiet, .help = "no progress lines"},
+    };
+    cli_command cmd = {
+        .name = "train",
+        .usage = "dpfl train CONFIG.ini [--set section.key=value]... [--out DIR] [--force] [--quiet]\n"
+                 "       dpfl train --resume RUN_DIR [--set fl.rounds=N] [--set run.threads=N] [--quiet]",
+        .about = "Trains a model across simulated clients and writes a run directory (default runs/<config name>):\n"
+                 "config.ini (resolved), metrics.jsonl (one object per round), summary.json, model.bin, and\n"
+                 "checkpoint.bin (model + privacy ledger, written before each round is released).\n"
+                 "--resume continues a killed or finished run from its last checkpoint with the run's own config;\n"
+                 "only fl.rounds, run.threads and run.eval_every may be changed then.  An existing non-empty run\n"
+                 "directory is refused unless --force (the previous run's files are removed first) or --resume.\n\n"
+                 "Privacy budgets: with [record_dp] / [client_dp] noise = 0 and target_epsilon > 0, the noise is\n"
+                 "calibrated before training so that all fl.rounds rounds fit the target.  With noise > 0 and\n"
+                 "target_epsilon > 0, target_epsilon is a stop rule: the run stops before the first round whose\n"
+                 "release would exceed it (that round is never trained), and summary.json says stopped_at_budget.\n",
+        .more = help_keys,
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+        .args = "CONFIG.ini",
+        .min_args = 0,
+        .max_args = 1,
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    rc = train(cmd.arg.n ? cmd.arg.v[0] : NULL, resume, &sets, out, quiet, force);
+    cli_done(&cmd);
+    return rc;
 }
