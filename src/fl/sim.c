@@ -149,7 +149,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->clip.clip = cfg->record_dp.clip;
     s->clip.per_layer = cfg->record_dp.per_layer;
     s->cdp = cfg->client_dp.enabled;
-    s->ddp = s->cdp && cfg->client_dp.mechanism == 1;
+    s->ddp = s->cdp && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP;
     s->ddp_secagg = cfg->client_dp.ddp_secagg;
     s->transport = &fl_transport_local;
     s->sampling = cfg->fl.sampling;
