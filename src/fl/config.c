@@ -183,9 +183,10 @@ static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, c
 static size_t typed_text(const fl_keydef *k, const void *field, char *out, size_t cap)
 {
     switch (k->type) {
-    case FL_KEY_SEED: {
+    case FL_KEY_SEED: { /* "" when none is given */
         const dpfl_seed *s = field;
-        return s->given ? (size_t)snprintf(out, cap, "%llu", (unsigned long long)s->value) : (size_t)snprintf(out, cap, "%s", "");
+        if (!s->given) return (size_t)snprintf(out, cap, "%s", "");
+        return (size_t)snprintf(out, cap, "%llu", (unsigned long long)s->value);
     }
     case FL_KEY_SCHEDULE: return fl_schedule_text(field, out, cap);
     case FL_KEY_LIST: return fl_number_list_text(field, out, cap);
@@ -203,7 +204,7 @@ static dpfl_status set_typed(const fl_keydef *k, void *field, const char *name, 
     memset(&v, 0, sizeof v);
     dpfl_status st = k->type == FL_KEY_SEED       ? fl_seed_parse(value, name, &v.seed, err)
                      : k->type == FL_KEY_SCHEDULE ? dpfl_schedule_parse(value, name, &v.schedule, err)
-                                             : fl_number_list_parse(value, name, &v.list, err);
+                                                  : fl_number_list_parse(value, name, &v.list, err);
     if (st) return st;
     char range[64];
     for (int i = 0; k->type == FL_KEY_SCHEDULE && i < v.schedule.n; i++)
