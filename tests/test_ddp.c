@@ -185,7 +185,7 @@ static void fixture_make(fixture *f, int32_t K, int32_t per_client)
     f->cfg.fl.sampling = DPFL_SAMPLE_ALL;
     f->cfg.fl.rounds = 3;
     f->cfg.client_dp.enabled = 1;
-    f->cfg.client_dp.mechanism = 1;
+    f->cfg.client_dp.mechanism = DPFL_CLIENT_MECH_DDP;
     f->cfg.client_dp.clip = 0.5;
     f->cfg.client_dp.noise = 0.8;
 }

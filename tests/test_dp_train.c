@@ -759,14 +759,18 @@ static void client_noise_schedule_is_composed(void **state)
     assert_int_equal(dpfl_account_epsilon(ev, 2, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
     assert_close(json_number(sum, "client_epsilon"), g.epsilon, 1e-12);
     free(sum);
-    /* malformed schedules are rejected naming the key */
-    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=2:1.0", &err), DPFL_OK);
+    /* malformed schedules are rejected when they are read, naming the key, and leave the schedule in force */
+    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=2:1.0", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "client_dp.noise_schedule (--set): the first entry must be round 1"));
+    assert_close(dpfl_round_client_noise(&cfg, 4, 2.0), 1.0, 0);
+    assert_int_equal(dpfl_config_set(&cfg, "fl.clients_per_round_schedule=1:5, 1:6", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.clients_per_round_schedule (--set): rounds must increase"));
+    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=1:1.0, 3:0", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "client_dp.noise_schedule (--set): the value of round 3 (0) is not a number in (0,"));
+    /* counts beyond data.clients are a cross-key check */
+    assert_int_equal(dpfl_config_set(&cfg, "fl.clients_per_round_schedule=1:5, 3:11", &err), DPFL_OK);
     assert_int_equal(dpfl_config_validate(&cfg, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "client_dp.noise_schedule"));
-    assert_int_equal(dpfl_config_set(&cfg, "fl.clients_per_round_schedule=1:5, 1:6", &err), DPFL_OK);
-    assert_int_equal(dpfl_config_set(&cfg, "client_dp.noise_schedule=", &err), DPFL_OK);
-    assert_int_equal(dpfl_config_validate(&cfg, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "increase"));
+    assert_non_null(strstr(err.msg, "fl.clients_per_round_schedule: 11 clients from round 3 is more than data.clients"));
     unlink(cfgp);
 }
 

@@ -59,6 +59,9 @@ static void config_choices_are_typed_and_round_trip(void **state)
         {"client_dp.clip_strategy", "per-step", DPFL_CLIP_PER_STEP},
         {"client_dp.clip_strategy", "median", DPFL_CLIP_MEDIAN}, {"client_dp.accountant", "pld", DPFL_ACC_PLD},
         {"record_dp.enabled", "yes", 1}, {"client_dp.per_layer", "yes", 1}, {"run.allow_large_delta", "no", 0},
+        {"client_dp.mechanism", "ddp", DPFL_CLIENT_MECH_DDP}, {"client_dp.mechanism", "gaussian", DPFL_CLIENT_MECH_GAUSSIAN},
+        {"record_dp.two_stage_bound", "pld", DPFL_TWO_STAGE_PLD}, {"model.transform", "tanh", DPFL_TRANSFORM_TANH},
+        {"data.header", "no", DPFL_HEADER_NO}, {"data.missing", "drop", DPFL_MISSING_DROP},
     };
     const char *path = "/tmp/dpfl_test_cfg_choices.ini";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,6 +81,11 @@ static void config_choices_are_typed_and_round_trip(void **state)
                   : !strcmp(cases[i].key, "client_dp.accountant")    ? (int)c.client_dp.accountant
                   : !strcmp(cases[i].key, "record_dp.enabled")       ? c.record_dp.enabled
                   : !strcmp(cases[i].key, "client_dp.per_layer")     ? c.client_dp.per_layer
+                  : !strcmp(cases[i].key, "client_dp.mechanism")     ? (int)c.client_dp.mechanism
+                  : !strcmp(cases[i].key, "record_dp.two_stage_bound") ? (int)c.record_dp.two_stage_bound
+                  : !strcmp(cases[i].key, "model.transform")         ? (int)c.model.transform
+                  : !strcmp(cases[i].key, "data.header")             ? (int)c.data.header
+                  : !strcmp(cases[i].key, "data.missing")            ? (int)c.data.missing
                                                                      : c.run.allow_large_delta;
         assert_int_equal(got, cases[i].want);
         assert_string_equal(dpfl_config_choice(&c, cases[i].key), cases[i].value);
@@ -93,6 +101,93 @@ static void config_choices_are_typed_and_round_trip(void **state)
         assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set)); /* the settings, not who set them */
     }
     unlink(path);
+}
+
+/* The seed, the schedules and the number lists are typed when they are read: the struct holds the numbers, and
+ * config.ini holds one canonical text of them that reads back to the same struct. */
+static void config_values_are_typed_once(void **state)
+{
+    (void)state;
+    dpfl_config c, d;
+    dpfl_config_defaults(&c);
+    assert_false(c.run.seed.given);
+    assert_int_equal(c.fl.client_rate_schedule.n, 0);
+    assert_int_equal(c.data.feature_mean.n, 0);
+    fixture_set(&c, "run.seed", "18446744073709551615");
+    assert_true(c.run.seed.given && c.run.seed.value == UINT64_MAX);
+    fixture_set(&c, "fl.client_rate_schedule", "1:0.20,3: 0.6 , 7:1");
+    assert_int_equal(c.fl.client_rate_schedule.n, 3);
+    assert_int_equal(c.fl.client_rate_schedule.round[1], 3);
+    assert_close(c.fl.client_rate_schedule.value[1], 0.6, 0);
+    assert_close(dpfl_round_client_rate(&c, 5), 0.6, 0);
+    assert_close(dpfl_round_client_rate(&c, 7), 1.0, 0);
+    fixture_set(&c, "data.feature_mean", "55,0.5 , -130, 1e-3");
+    assert_int_equal(c.data.feature_mean.n, 4);
+    assert_close(c.data.feature_mean.v[2], -130, 0);
+    fixture_set(&c, "record_dp.class_budgets", "0.1, 2");
+    assert_close(c.record_dp.class_budgets.v[0], 0.1, 0);
+    char *ini = dpfl_config_to_ini(&c);
+    assert_non_null(ini);
+    assert_non_null(strstr(ini, "\nseed = 18446744073709551615\n"));
+    assert_non_null(strstr(ini, "\nclient_rate_schedule = 1:0.2, 3:0.6, 7:1\n"));
+    assert_non_null(strstr(ini, "\nfeature_mean = 55, 0.5, -130, 0.001\n"));
+    assert_non_null(strstr(ini, "\nclass_budgets = 0.1, 2\n"));
+    assert_non_null(strstr(ini, "\nnoise_schedule = \n"));
+    const char *path = "/tmp/dpfl_test_cfg_typed.ini";
+    write_file(path, ini);
+    free(ini);
+    dpfl_config_defaults(&d);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
+    assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set));
+    /* an empty value is "none": OS entropy, no schedule */
+    fixture_set(&c, "run.seed", "");
+    fixture_set(&c, "fl.client_rate_schedule", "");
+    assert_false(c.run.seed.given);
+    assert_int_equal(c.fl.client_rate_schedule.n, 0);
+    assert_close(dpfl_round_client_rate(&c, 5), c.fl.client_rate, 0);
+    /* a list whose canonical text would not fit a config line is refused when read (config.ini must load back) */
+    char a[260] = "data.feature_mean=";
+    for (int i = 0; i < 45; i++) strcat(a, "1.5,");
+    assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.feature_mean (--set): value is too long"));
+    unlink(path);
+}
+
+/* `dpfl train` stops on a bad value before anything runs: exit status non-zero, one line on stderr naming the key;
+ * --help shows each key's default from the key table. */
+static void train_refuses_bad_values_on_one_line(void **state)
+{
+    (void)state;
+    const char *b = getenv("BUILD");
+    static const char *const bad[][2] = {
+        {"run.seed=abc", "run.seed (--set): 'abc' is not a non-negative integer"},
+        {"fl.client_rate_schedule=1:0.5,2:2", "fl.client_rate_schedule (--set): the value of round 2 (2)"},
+        {"client_dp.mechanism=smpc", "client_dp.mechanism (--set): 'smpc' is not one of gaussian|ddp"},
+    };
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/dpfl_test_badvalue.%ld", (long)getpid());
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "e=$(%s/dpfl train examples/demo.ini --set '%s' --out %s 2>&1 >/dev/null); rc=$?; "
+                                  "[ $rc -ne 0 ] && [ \"$(printf '%%s\\n' \"$e\" | wc -l)\" -eq 1 ] && "
+                                  "printf '%%s' \"$e\" | grep -qF \"%s\" && [ ! -e %s ]",
+                 b ? b : "build", bad[i][0], out, bad[i][1], out);
+        if (system(cmd) != 0) {
+            print_error("not refused on one line naming the key: %s\n", cmd);
+            fail();
+        }
+    }
+    dpfl_config c;
+    dpfl_config_defaults(&c);
+    assert_close(c.fl.lr, 0.05, 0);
+    assert_int_equal(c.data.clients, 10);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpfl train --help > %s.help && grep -qE '^    lr .*; default 0.05$' %s.help && "
+                              "grep -qE '^    clients .*; default 10$' %s.help && "
+                              "grep -qE '^    seed .*; default \"\"$' %s.help; r=$?; rm -f %s.help; exit $r",
+             b ? b : "build", out, out, out, out, out);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* A config path that is not a regular file is an error (a directory trained the built-in defaults); an unknown
@@ -320,9 +415,41 @@ static void config_rejects_bad_input(void **state)
     assert_int_equal(dpfl_config_set(&c, "data.normalize=standard", &err), DPFL_OK);
     assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "data.normalize"));
-    dpfl_config_defaults(&c);
-    assert_int_equal(dpfl_config_set(&c, "run.seed=-4", &err), DPFL_OK);
-    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    /* every key is typed when it is read: a bad seed, schedule, list or choice fails there, on one line naming the
+     * key, the file and line, and why (validate never sees it) */
+    struct {
+        const char *text, *key, *why;
+    } typed[] = {
+        {"[run]\nseed = -4\n", "run.seed", "'-4' is not a non-negative integer"},
+        {"[run]\nseed = 18446744073709551616\n", "run.seed", "is not a non-negative integer below 2^64"},
+        {"[run]\nseed = 12abc\n", "run.seed", "'12abc' is not a non-negative integer"},
+        {"[fl]\nclient_rate_schedule = 1:0.5, 3:1.5\n", "fl.client_rate_schedule",
+         "the value of round 3 (1.5) is not a number in (0, 1]"},
+        {"[fl]\nclient_rate_schedule = 2:0.5\n", "fl.client_rate_schedule", "the first entry must be round 1"},
+        {"[fl]\nclients_per_round_schedule = 1:2.5\n", "fl.clients_per_round_schedule",
+         "the value of round 1 (2.5) is not an integer in [1, 1000000]"},
+        {"[client_dp]\nnoise_schedule = 1:x\n", "client_dp.noise_schedule", "bad value in '1:x'"},
+        {"[client_dp]\nmechanism = smpc\n", "client_dp.mechanism", "'smpc' is not one of gaussian|ddp"},
+        {"[data]\nheader = maybe\n", "data.header", "'maybe' is not one of auto|yes|no"},
+        {"[model]\ntransform_shape = nn\n", "model.transform_shape", "'nn' is not one of nc|np|cn|cc|cp|pn|pc|pp"},
+        {"[record_dp]\ntwo_stage_bound = zhu-wang\n", "record_dp.two_stage_bound", "'zhu-wang' was removed"},
+        {"[data]\nfeature_std = 1, 0\n", "data.feature_std", "value 2 (0) is not a number in (0, inf)"},
+        {"[data]\nsource_rows = 30, 2.5\n", "data.source_rows", "value 2 (2.5) is not an integer in [1, 2147483647]"},
+        {"[record_dp]\nclass_budgets = 1, x\n", "record_dp.class_budgets", "value 2 is not a number ('x')"},
+    };
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
+        write_file(path, typed[i].text);
+        dpfl_config_defaults(&c);
+        dpfl_config before = c;
+        assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_EINVAL);
+        char want[512];
+        snprintf(want, sizeof want, "%s (%s:2): ", typed[i].key, path);
+        if (strncmp(err.msg, want, strlen(want)) || !strstr(err.msg, typed[i].why) || strchr(err.msg, '\n')) {
+            print_error("case %zu: message '%s' is not one line '%s...%s'\n", i, err.msg, want, typed[i].why);
+            fail();
+        }
+        assert_memory_equal(&c, &before, offsetof(dpfl_config, user_set)); /* the bad value was not stored */
+    }
     assert_int_equal(dpfl_config_load(&c, "/nonexistent/x.ini", &err), DPFL_EIO);
     assert_non_null(strstr(err.msg, "/nonexistent/x.ini"));
     unlink(path);
@@ -719,6 +846,8 @@ int main(void)
         cmocka_unit_test(config_choices_are_typed_and_round_trip),
         cmocka_unit_test(config_path_and_section_errors_are_exact),
         cmocka_unit_test(ignored_keys_are_errors),
+        cmocka_unit_test(config_values_are_typed_once),
+        cmocka_unit_test(train_refuses_bad_values_on_one_line),
         cmocka_unit_test(algorithm_presets_expand_into_settings),
         cmocka_unit_test(examples_are_valid_and_run_as_smoke_versions),
         cmocka_unit_test(run_folder_is_never_reused_silently),

@@ -151,12 +151,15 @@ static void config_string_values_must_survive_the_ini_file(void **state)
     assert_non_null(strstr(err.msg, "data.data_dir (--set): value contains a control character (0x0a"));
     assert_int_equal(dpfl_config_set(&c, "data.data_dir=/tmp/a ;b", &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "a ';' after a blank would start a comment"));
-    /* fuzz_config, second finding: "[run]\nseed =; " gave seed ";", written back as "seed = ;" (a comment) */
+    /* fuzz_config, second finding: "[run]\nseed =; " gave seed ";", written back as "seed = ;" (a comment); the
+     * seed is an integer now, and a text key still refuses a ';' that would start a comment */
     static const char seed_semicolon[] = "[run]\nseed =; ";
     write_file(tpath("seed.ini"), seed_semicolon, sizeof seed_semicolon - 1);
     assert_int_equal(dpfl_config_load(&c, tpath("seed.ini"), &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "run.seed ("));
-    assert_non_null(strstr(err.msg, "seed.ini:2): a ';' at the start of the value would start a comment"));
+    assert_non_null(strstr(err.msg, "seed.ini:2): ';' is not a non-negative integer"));
+    assert_int_equal(dpfl_config_set(&c, "model.arch=;x", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "model.arch (--set): a ';' at the start of the value would start a comment"));
     assert_int_equal(dpfl_config_set(&c, "data.data_dir= /tmp/a", &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "starts or ends with a blank"));
     /* 250 characters fit data_dir's field but not inih's line: config.ini did not load back */

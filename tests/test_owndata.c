@@ -560,7 +560,7 @@ static void config_keys(void **state)
     dpfl_dataset_free(&tr);
     dpfl_dataset_free(&te);
     /* the wrong number of constants */
-    snprintf(c.data.feature_std, sizeof c.data.feature_std, "50, 2, 1");
+    assert_int_equal(dpfl_config_set(&c, "data.feature_std=50, 2, 1", &err), DPFL_OK);
     assert_int_equal(dpfl_config_load_data(&c, 3, &tr, &te, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "feature_std"));
     /* standard without constants */

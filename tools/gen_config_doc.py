@@ -2,10 +2,12 @@
 """Writes the generated part of docs/config.md: every config key with its type, default and meaning, and what
 each [fl] algorithm preset sets.
 
-The keys, types, ranges and meanings come from `dpfl train --help` (which prints the key table of
-src/config/config.c); the defaults and the presets' settings from the library itself: tools/config_dump.c, compiled
-here against BUILD/libdpfl.so, prints dpfl_config_to_ini() of dpfl_config_defaults(), with a preset applied
-through dpfl_config_set().  Nothing is copied from the C source, so the page cannot drift from the binary.
+The keys, types, ranges, meanings and defaults come from `dpfl train --help` (which prints the key table of
+src/config/config_keys.c, where every default is written); the resolved defaults and the presets' settings from the library
+itself: tools/config_dump.c, compiled here against BUILD/libdpfl.so, prints dpfl_config_to_ini() of
+dpfl_config_defaults(), with a preset applied through dpfl_config_set().  The default --help shows must be the one
+the library resolves (else this fails naming the key).  Nothing is copied from the C source, so the page cannot
+drift from the binary.
 
 usage: tools/gen_config_doc.py [--check] [BUILD]
   BUILD    the build folder (default $BUILD, else build), holding dpfl and libdpfl.so
@@ -30,7 +32,7 @@ def fail(msg):
 
 
 def help_keys(dpfl):
-    """[(section, key, meaning, kind)] from `dpfl train --help`, in the table's order."""
+    """[(section, key, meaning, kind, default)] from `dpfl train --help`, in the table's order."""
     out = subprocess.run([dpfl, "train", "--help"], capture_output=True, text=True)
     if out.returncode != 0:
         fail(f"{dpfl} train --help failed: {out.stderr.strip()}")
@@ -49,10 +51,13 @@ def help_keys(dpfl):
         if not m or section is None:
             break
         text = m.group(2)
-        meaning, sep, kind = text.rpartition(" \u2014 ")
+        meaning, sep, rest = text.rpartition(" \u2014 ")
         if not sep:
             fail(f"no ' \u2014 ' before the type in: {line}")
-        keys.append((section, m.group(1), meaning, kind))
+        kind, sep, default = rest.rpartition("; default ")
+        if not sep:
+            fail(f"no '; default ' after the type in: {line}")
+        keys.append((section, m.group(1), meaning, kind, "" if default == '""' else default))
     if not keys:
         fail("no keys parsed from dpfl train --help")
     return keys
@@ -111,12 +116,19 @@ def shown(section, key, value, kind):
 
 
 def type_of(kind):
-    if kind.startswith("integer in ") or kind.startswith("number in "):
-        word, _, rng = kind.partition(" in ")
-        return f"{word} in {rng}"
-    if kind == "text":
-        return "text"
-    return "one of " + ", ".join(f"`{c}`" for c in kind.split("|"))
+    if re.fullmatch(r"[^\s|]+(\|[^\s|]+)+", kind):
+        return "one of " + ", ".join(f"`{c}`" for c in kind.split("|"))
+    return kind
+
+
+def same_default(shown_by_help, resolved, kind):
+    """The default --help prints (the key table's text) is the one the library resolves."""
+    if kind.startswith(("integer", "number")):
+        try:
+            return float(shown_by_help) == float(resolved)
+        except ValueError:
+            return False
+    return shown_by_help == resolved
 
 
 def generate(build):
@@ -125,16 +137,20 @@ def generate(build):
     tool, tmp = build_tool(build)
     try:
         defaults = dump(tool)
-        kinds = {(s, k): kind for s, k, _, kind in keys}
+        kinds = {(s, k): kind for s, k, _, kind, _ in keys}
         algos = kinds.get(("fl", "algorithm"), "").split("|")
         presets = [(a, dump(tool, f"fl.algorithm={a}")) for a in algos if a and a != "custom"]
     finally:
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))
         os.rmdir(tmp)
-    missing = [f"{s}.{k}" for s, k, _, _ in keys if (s, k) not in defaults]
+    missing = [f"{s}.{k}" for s, k, _, _, _ in keys if (s, k) not in defaults]
     if missing:
         fail(f"keys of dpfl train --help without a default in dpfl_config_to_ini: {', '.join(missing)}")
+    for s, k, _, kind, default in keys:
+        if not same_default(default, defaults[(s, k)], kind):
+            fail(f"{s}.{k}: dpfl train --help says default {default!r}, dpfl_config_defaults() gives "
+                 f"{defaults[(s, k)]!r}")
 
     out = [BEGIN, "", "## Presets", "",
            "What `[fl] algorithm = NAME` sets, as the library resolves it: every key whose value then differs from",
@@ -145,10 +161,11 @@ def generate(build):
                    for (s, k), v in values.items() if (s, k) != ("fl", "algorithm") and defaults.get((s, k)) != v]
         out.append(f"| `{name}` | {', '.join(changed) if changed else 'nothing beyond the defaults'} |")
     out += ["", "## Every key", "",
-            f"{len(keys)} keys in {len(dict.fromkeys(s for s, _, _, _ in keys))} sections, in the order of "
-            "`dpfl train --help`; the defaults are `dpfl_config_defaults()`'s.", ""]
+            f"{len(keys)} keys in {len(dict.fromkeys(s for s, _, _, _, _ in keys))} sections, in the order of "
+            "`dpfl train --help`; the defaults are the key table's (src/config/config_keys.c), as `dpfl_config_defaults()` "
+            "resolves them.", ""]
     section = None
-    for s, k, meaning, kind in keys:
+    for s, k, meaning, kind, _ in keys:
         if s != section:
             if section is not None:
                 out.append("")

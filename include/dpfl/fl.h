@@ -20,9 +20,11 @@
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 
 /* ------------------------------------------------------------------------------------------ configuration */
-/* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section:
- * choices are enums (their values are the positions in the key's list of choices), yes/no keys are 0/1.  The layers
- * below take their own section or plain numbers.  Noise multipliers follow one convention at both levels: z =
+/* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section: every
+ * key is typed when it is read -- choices are enums (their values are the positions in the key's list of choices),
+ * yes/no keys are 0/1, run.seed an integer, schedules and number lists arrays -- so that a bad value fails there,
+ * naming the key, and no consumer parses text.  Only paths, file specs, column names and model specs stay strings.
+ * The layers below take their own section or plain numbers.  Noise multipliers follow one convention at both levels: z =
  * noise std / the L2 sensitivity under the adjacency the sampler is analysed with (docs/privacy.md). */
 typedef enum { DPFL_NORM_NONE = 0, DPFL_NORM_STANDARD } dpfl_normalize;
 typedef enum { DPFL_WEIGHT_SIZE = 0, DPFL_WEIGHT_UNIFORM } dpfl_weighting;
@@ -37,6 +39,41 @@ typedef enum {
     DPFL_BUDGETS_CLASS
 } dpfl_budget_source;
 typedef enum { DPFL_POLICY_RPDP = 0, DPFL_POLICY_MINIMUM, DPFL_POLICY_DROPOUT, DPFL_POLICY_FILTER } dpfl_budget_policy;
+/* rounds with client rate lambda: the published RDP bound (joint convexity) or the PLD of the two-stage round */
+typedef enum { DPFL_TWO_STAGE_PUBLISHED = 0, DPFL_TWO_STAGE_PLD } dpfl_two_stage_accounting;
+/* client_dp.mechanism: the server adds the noise, or distributed DP (include/dpfl/ddp.h) */
+typedef enum { DPFL_CLIENT_MECH_GAUSSIAN = 0, DPFL_CLIENT_MECH_DDP } dpfl_client_mechanism;
+/* model.transform: PrivateFL's per-client input transform a (.) x + b, or that function of it */
+typedef enum {
+    DPFL_TRANSFORM_NONE = 0, DPFL_TRANSFORM_AFFINE, DPFL_TRANSFORM_SIGMOID, DPFL_TRANSFORM_TANH, DPFL_TRANSFORM_RELU
+} dpfl_input_transform;
+/* csv: does the first line name the columns; a row with a missing value fails the load or is dropped */
+typedef enum { DPFL_HEADER_AUTO = 0, DPFL_HEADER_YES, DPFL_HEADER_NO } dpfl_csv_header;
+typedef enum { DPFL_MISSING_ERROR = 0, DPFL_MISSING_DROP } dpfl_csv_missing;
+
+/* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1 (n = 0:
+ * no schedule, the constant key applies).  Parsed when the key is read. */
+#define DPFL_SCHEDULE_MAX 32
+typedef struct {
+    int n;
+    int32_t round[DPFL_SCHEDULE_MAX];
+    double value[DPFL_SCHEDULE_MAX];
+} dpfl_schedule;
+
+/* A comma-separated list of numbers, parsed when the key is read (n = 0: empty).  A config line holds fewer than
+ * 100 values (inih reads 200 characters), so the bound is the file's, not a new one. */
+#define DPFL_NUMBER_LIST_MAX 96
+typedef struct {
+    int32_t n;
+    double v[DPFL_NUMBER_LIST_MAX];
+} dpfl_number_list;
+
+/* run.seed: given = 0 draws the root seed from the OS (deployment); given = 1 is reproducible mode (not for
+ * deployment) with that value. */
+typedef struct {
+    int given;
+    uint64_t value;
+} dpfl_seed;
 
 typedef struct {                  /* [data] */
     char dataset[256];            /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
@@ -52,19 +89,20 @@ typedef struct {                  /* [data] */
     /* own data (csv: / idx:, include/dpfl/data.h) */
     char label_column[64];        /* csv: header name or 0-based index; "" the last column */
     char feature_columns[192];    /* csv: names or indices; "" every other column */
-    int header;                   /* csv: 0 auto, 1 yes, 2 no */
-    int missing;                  /* csv: 0 error, 1 drop the row */
+    dpfl_csv_header header;
+    dpfl_csv_missing missing;
     char test[192];               /* a separate test set (csv: / idx:), "" none */
     double test_fraction;         /* held out of each source without a separate test set */
-    char feature_mean[192];       /* normalize = standard with own data: public constants, 1 or one per feature */
-    char feature_std[192];
-    char source_rows[192];        /* csv: usable rows per listed file; lets a process lack the others' files */
+    dpfl_number_list feature_mean; /* normalize = standard with own data: public constants, 1 or one per feature */
+    dpfl_number_list feature_std;
+    dpfl_number_list source_rows; /* csv: usable rows per listed file (whole numbers >= 1); lets a process lack the
+                                     others' files */
     int32_t classes;              /* own data: number of classes (0: the largest label + 1) */
 } dpfl_data_config;
 
 typedef struct {                  /* [model] */
     char arch[128];
-    int transform;                /* PrivateFL: a private input transform per client in front of arch (0 none) */
+    dpfl_input_transform transform; /* PrivateFL: a private input transform per client in front of arch */
     char transform_shape[8];      /* its a and b: two of n (none), c (per channel), p (per pixel); "cp" the paper's */
 } dpfl_model_config;
 
@@ -92,8 +130,8 @@ typedef struct {                  /* [fl] */
     double lr_gamma;
     int32_t lr_step;
     double eta;                   /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
-    char client_rate_schedule[128];       /* "ROUND:P, ..." overrides client_rate from each round on */
-    char clients_per_round_schedule[128]; /* "ROUND:M, ..." overrides clients_per_round */
+    dpfl_schedule client_rate_schedule;       /* "ROUND:P, ..." overrides client_rate from each round on */
+    dpfl_schedule clients_per_round_schedule; /* "ROUND:M, ..." overrides clients_per_round */
     dpfl_weighting weighting;
     dpfl_client_state client_state; /* optimizer state (momentum, Adam m, v, t) reset or kept per client */
     int32_t client_state_max_mb;  /* refuse runs whose per-client state (optimizer state kept, helper models) could
@@ -118,12 +156,12 @@ typedef struct {                  /* [record_dp]: DP-SGD inside every client (re
     /* rPDP-FL: a budget per record (budgets != none): non-uniform Poisson sampling, per-record ledger */
     dpfl_budget_source budgets;
     char budget_file[512];        /* budgets = file: one epsilon per training record, in the dataset's order */
-    char class_budgets[256];      /* budgets = class: "E0,E1,..." one epsilon per class */
+    dpfl_number_list class_budgets; /* budgets = class: "E0,E1,..." one epsilon (> 0) per class */
     double budget_min, budget_max; /* generated budgets are clipped to [min, max]; z meets budget_max at p = 1 */
     int budget_shuffle;           /* threelevels: shuffle (yes) or the published record order (no) */
     dpfl_budget_policy budget_policy; /* rpdp | minimum | dropout (the paper's baselines) | filter (Feldman-Zrnic) */
     double filter_order;          /* budget_policy = filter: the RDP order alpha of the individual filter (0 = auto) */
-    int two_stage_bound;          /* 0: the published two-stage bound (joint convexity); 1: the two-stage PLD */
+    dpfl_two_stage_accounting two_stage_bound;
     int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
 } dpfl_record_dp_config;
 
@@ -139,11 +177,11 @@ typedef struct {                  /* [client_dp]: server-side clipping and noise
     double clip_lr;               /* adaptive: eta_S (geometric update) */
     double quantile_noise;        /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
     double dropout;               /* probability that a sampled client fails to reply (simulation) */
-    char noise_schedule[128];     /* "ROUND:Z, ..." overrides noise from each round on */
+    dpfl_schedule noise_schedule; /* "ROUND:Z, ..." overrides noise from each round on */
     int per_layer;
     /* mechanism = ddp: distributed DP (include/dpfl/ddp.h): each client clips, rounds and adds Skellam noise to
      * its own update; the server learns only the secure-aggregation sum */
-    int mechanism;                /* 0 gaussian (the server adds the noise), 1 ddp */
+    dpfl_client_mechanism mechanism;
     int32_t ddp_bits;             /* modulus 2^bits of the secure sum (0 = the smallest with overflow <= 1e-9) */
     double ddp_inflation;         /* the integer grid's step: rounding may add this share to the L2 sensitivity */
     double ddp_tolerated_dropout; /* secure aggregation threshold t = ceil((1 - f) n): rounds with fewer survivors
@@ -153,7 +191,7 @@ typedef struct {                  /* [client_dp]: server-side clipping and noise
 } dpfl_client_dp_config;
 
 typedef struct {                  /* [run] */
-    char seed[24];                /* "" = OS entropy (deployment); a number = reproducible mode, not for deployment */
+    dpfl_seed seed;
     int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
@@ -172,6 +210,7 @@ typedef struct {
 
 /* The name of a choice key's current value, e.g. dpfl_config_choice(c, "fl.sampling") -> "poisson". */
 const char *dpfl_config_choice(const dpfl_config *c, const char *section_key);
+/* Every key's default, from the key table (src/config/config_keys.c: the one place defaults are written). */
 void dpfl_config_defaults(dpfl_config *c);
 /* Load an INI file over the defaults. Unknown sections or keys and bad values fail naming file:line, the key
  * and the valid choices or range. */
@@ -196,16 +235,10 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
 dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err);
 /* The resolved config as INI text (every key), malloc'd. */
 char *dpfl_config_to_ini(const dpfl_config *c);
-/* One line per key with its range or choices, for --help. */
+/* One line per key with its meaning, range or choices, and default, for --help. */
 void dpfl_config_print_keys(FILE *f);
 
-/* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1. */
-#define DPFL_SCHEDULE_MAX 32
-typedef struct {
-    int n;
-    int32_t round[DPFL_SCHEDULE_MAX];
-    double value[DPFL_SCHEDULE_MAX];
-} dpfl_schedule;
+/* Parse a schedule (errors name `key`, e.g. "fl.client_rate_schedule (--set)"); the value in force in a round. */
 dpfl_status dpfl_schedule_parse(const char *text, const char *key, dpfl_schedule *out, dpfl_error *err);
 double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback);
 /* The values in force in a round (schedule or the constant key). */

@@ -70,7 +70,7 @@ static dpfl_rpdp_params params_of(const dpfl_config *cfg, double z)
     pp.rounds = 0; /* set by each caller */
     pp.delta = cfg->record_dp.delta;
     pp.bound = DPFL_BOUND_RPDP;
-    pp.use_pld = cfg->record_dp.two_stage_bound == 1;
+    pp.use_pld = cfg->record_dp.two_stage_bound == DPFL_TWO_STAGE_PLD;
     return pp;
 }
 
@@ -87,31 +87,6 @@ dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, con
 }
 
 /* ---------------------------------------------------------------- budgets in */
-static dpfl_status class_table(const dpfl_config *cfg, int32_t classes, double *tab, dpfl_error *err)
-{
-    const char *s = cfg->record_dp.class_budgets;
-    int32_t k = 0;
-    while (*s) {
-        char *end;
-        double v = strtod(s, &end);
-        if (end == s || !(v > 0) || isinf(v))
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: '%.20s' is not a positive number", s);
-        if (k == classes)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: more than %d budgets (the dataset has %d "
-                                               "classes)", classes, classes);
-        tab[k++] = v;
-        while (*end == ' ') end++;
-        if (*end == ',') end++;
-        else if (*end) return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: expected ',' at '%.20s'", end);
-        while (*end == ' ') end++;
-        s = end;
-    }
-    if (k != classes)
-        return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: %d budgets for %d classes (one per class, in "
-                                           "label order)", k, classes);
-    return DPFL_OK;
-}
-
 static dpfl_status read_budgets(const dpfl_config *cfg, const dpfl_dataset *train, dpfl_rng *rng, double *b,
                                 dpfl_error *err)
 {
@@ -134,11 +109,11 @@ static dpfl_status read_budgets(const dpfl_config *cfg, const dpfl_dataset *trai
         return DPFL_OK;
     }
     case DPFL_BUDGETS_CLASS: {
-        double tab[256];
-        if (train->classes > 256) return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: over 256 classes");
-        dpfl_status st = class_table(cfg, train->classes, tab, err);
-        if (st) return st;
-        for (size_t i = 0; i < n; i++) b[i] = tab[train->y[i]];
+        const dpfl_number_list *cb = &r->class_budgets; /* positive numbers: checked when the key was read */
+        if (cb->n != train->classes)
+            return dpfl_fail(err, DPFL_EINVAL, "record_dp.class_budgets: %d budgets for %d classes (one per class, in "
+                                               "label order)", (int)cb->n, (int)train->classes);
+        for (size_t i = 0; i < n; i++) b[i] = cb->v[train->y[i]];
         return DPFL_OK;
     }
     case DPFL_BUDGETS_NONE: break;

@@ -48,7 +48,7 @@ static int audit(const char *config_path, const cli_strings *sets, dpfl_audit_op
     for (size_t i = 0; i < sets->n; i++)
         if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
     if (dpfl_config_validate(&cfg, &err) || dpfl_config_check_ignored(&cfg, &err)) return cli_error("%s", err.msg);
-    if (!seed_given && cfg.run.seed[0]) opt.seed = strtoull(cfg.run.seed, NULL, 10);
+    if (!seed_given && cfg.run.seed.given) opt.seed = cfg.run.seed.value;
     dpfl_dataset train, test;
     memset(&train, 0, sizeof train);
     memset(&test, 0, sizeof test);

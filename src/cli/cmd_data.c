@@ -113,7 +113,7 @@ static int data_info_one(const char *name, const char *data_dir, uint64_t seed, 
         dpfl_config_defaults(&cfg);
         if (dpfl_config_load(&cfg, name, &err) || dpfl_config_validate(&cfg, &err)) return cli_error("%s", err.msg);
         if (data_dir) snprintf(cfg.data.data_dir, sizeof cfg.data.data_dir, "%s", data_dir);
-        if (!seed_given && cfg.run.seed[0]) seed = strtoull(cfg.run.seed, NULL, 10);
+        if (!seed_given && cfg.run.seed.given) seed = cfg.run.seed.value;
         if (dpfl_config_load_data(&cfg, seed, &tr, &te, &err)) return cli_error("%s", err.msg);
         name = cfg.data.dataset;
         if (dpfl_dataset_path(name, cfg.data.data_dir, dir, sizeof dir, &err)) snprintf(dir, sizeof dir, "?");

@@ -55,11 +55,11 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
     if (o->data) {
         if (strlen(o->data) >= sizeof c2.data.dataset) return cli_usage_error(cmd, "--data: too long");
         strcpy(c2.data.dataset, o->data);
-        c2.data.source_rows[0] = '\0'; /* other files: the run's row counts do not apply */
+        c2.data.source_rows.n = 0; /* other files: the run's row counts do not apply */
     }
     if (o->data_dir) snprintf(c2.data.data_dir, sizeof c2.data.data_dir, "%s", o->data_dir);
-    const char *seed_s = o->seed ? o->seed : cfg && cfg->run.seed[0] ? cfg->run.seed : NULL;
-    uint64_t seed = 0; /* a run without run.seed loaded its data with seed 0 */
+    uint64_t seed = cfg && cfg->run.seed.given ? cfg->run.seed.value : 0; /* without run.seed: loaded with 0 */
+    const char *seed_s = o->seed;
     if (seed_s) {
         char *end;
         seed = strtoull(seed_s, &end, 10);
@@ -75,7 +75,7 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
      * (whatever --data names), or the run's own data.feature_mean / feature_std */
     const char *constants = run_data && !dpfl_dataset_is_files(run_data) ? run_data : !run_data ? *name : NULL;
     const int published = standard && constants && !dpfl_dataset_is_files(constants);
-    if (standard && !published && !(cfg && cfg->data.feature_mean[0]))
+    if (standard && !published && !(cfg && cfg->data.feature_mean.n))
         return cli_usage_error(cmd, "--normalize standard: %s has no published constants and no run config with "
                                     "data.feature_mean / feature_std", *name);
     c2.data.normalize = standard && !published ? DPFL_NORM_STANDARD : DPFL_NORM_NONE;

@@ -122,8 +122,8 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
     c->absent_ok = 1; /* files of other ranks' clients need not be here; its own clients' must (below) */
     /* the streams: the seed's (reproducible: the same as one process), else this rank's own entropy */
     dpfl_status st = DPFL_OK;
-    if (cfg->run.seed[0]) {
-        c->seed = strtoull(cfg->run.seed, NULL, 10);
+    if (cfg->run.seed.given) {
+        c->seed = cfg->run.seed.value;
         dpfl_rng_init_seed(&c->root, c->seed);
     } else {
         st = dpfl_rng_init_os(&c->root, &err);
@@ -182,7 +182,7 @@ static const char *unsupported(const dpfl_config *cfg)
     if (cfg->fl.personalization != DPFL_PERSONAL_NONE) return "fl.personalization";
     if (cfg->model.transform) return "model.transform";
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) return "record_dp.budgets";
-    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1) return "client_dp.mechanism = ddp";
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) return "client_dp.mechanism = ddp";
     return NULL;
 }
 

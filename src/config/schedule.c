@@ -1,9 +1,11 @@
 /* Per-round schedules "ROUND:VALUE, ROUND:VALUE, ...": piecewise constant from each listed round on (Geyer et
- * al.'s growing m_t and changing sigma_t).  The accountant composes the heterogeneous rounds as they ran. */
-#include "dpfl/fl.h"
+ * al.'s growing m_t and changing sigma_t).  A schedule key is parsed once, when the config is read (config.c), into
+ * a dpfl_schedule; the rounds look it up here.  The accountant composes the heterogeneous rounds as they ran. */
+#include "config_internal.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,19 @@ dpfl_status dpfl_schedule_parse(const char *text, const char *key, dpfl_schedule
     return DPFL_OK;
 }
 
+size_t fl_schedule_text(const dpfl_schedule *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; i < s->n; i++) {
+        char v[FL_NUMBER_TEXT];
+        int w = snprintf(out + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%d:%s", i ? ", " : "", (int)s->round[i],
+                         fl_number_text(s->value[i], v));
+        n += (size_t)w;
+    }
+    return n;
+}
+
 double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback)
 {
     double v = fallback;
@@ -46,24 +61,17 @@ double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback)
     return v;
 }
 
-static double at(const char *text, int32_t round, double fallback)
-{
-    dpfl_schedule s;
-    if (!text[0] || dpfl_schedule_parse(text, "schedule", &s, NULL)) return fallback; /* validated at load */
-    return dpfl_schedule_at(&s, round, fallback);
-}
-
 double dpfl_round_client_rate(const dpfl_config *c, int32_t round)
 {
-    return at(c->fl.client_rate_schedule, round, c->fl.client_rate);
+    return dpfl_schedule_at(&c->fl.client_rate_schedule, round, c->fl.client_rate);
 }
 
 int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round)
 {
-    return (int32_t)at(c->fl.clients_per_round_schedule, round, c->fl.clients_per_round);
+    return (int32_t)dpfl_schedule_at(&c->fl.clients_per_round_schedule, round, c->fl.clients_per_round);
 }
 
 double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z)
 {
-    return at(c->client_dp.noise_schedule, round, z);
+    return dpfl_schedule_at(&c->client_dp.noise_schedule, round, z);
 }

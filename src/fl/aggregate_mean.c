@@ -42,6 +42,6 @@ const fl_aggregator fl_agg_mean = {.name = "mean", .begin = begin, .add = add, .
 const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg)
 {
     if (!cfg->client_dp.enabled) return &fl_agg_mean;
-    if (cfg->client_dp.mechanism == 1) return &fl_agg_ddp;
+    if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) return &fl_agg_ddp;
     return cfg->client_dp.clip_strategy == DPFL_CLIP_MEDIAN ? &fl_agg_cdp_median : &fl_agg_cdp;
 }

@@ -327,8 +327,8 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         c->partition_key = m->partition_key;
         c->absent_ok = 1; /* the other sites' files need not be here; this client's own must (below) */
         dpfl_status st;
-        if (cl->cfg->run.seed[0]) {
-            c->seed = strtoull(cl->cfg->run.seed, NULL, 10);
+        if (cl->cfg->run.seed.given) {
+            c->seed = cl->cfg->run.seed.value;
             dpfl_rng_init_seed(&c->root, c->seed);
         } else if ((st = dpfl_rng_init_os(&c->root, err))) { /* this client's own noise, from its own entropy */
             return st;
@@ -777,7 +777,7 @@ static dpfl_status make_dir(const char *path, dpfl_error *err)
 static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
 {
     const char *ds = cfg->data.dataset;
-    if (!dpfl_dataset_is_files(ds) || !cfg->data.source_rows[0] || strpbrk(ds, "*?["))
+    if (!dpfl_dataset_is_files(ds) || !cfg->data.source_rows.n || strpbrk(ds, "*?["))
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: needs data.dataset = csv:FILE, FILE, ... or idx:FOLDER, "
                                            "FOLDER, ... (one per site, no pattern) with data.source_rows; this config "
                                            "has '%s'", ds);
@@ -817,7 +817,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     cl->o = *o;
     cl->cfg = cfg;
     cl->k = o->client;
-    cl->ddp = cfg->client_dp.enabled && cfg->client_dp.mechanism == 1;
+    cl->ddp = cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP;
     cl->enc_round = -1;
     snprintf(cl->who, sizeof cl->who, "join %d", o->client);
     if (o->name) snprintf(cl->name, sizeof cl->name, "%s", o->name);

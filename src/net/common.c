@@ -26,7 +26,7 @@ void net_config_digest(const dpfl_config *cfg, uint8_t out[32])
 
 dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
 {
-    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == 1 && !cfg->client_dp.ddp_secagg)
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP && !cfg->client_dp.ddp_secagg)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.ddp_secagg = no would send each client's noisy update to the "
                                            "server in the clear: over the network distributed DP runs secure "
                                            "aggregation (ddp_secagg = yes)");
@@ -41,7 +41,7 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "
                                                "record's spent budget lives in its client): use dpfl train");
         int generated = cfg->record_dp.budgets != DPFL_BUDGETS_FILE && cfg->record_dp.budgets != DPFL_BUDGETS_CLASS;
-        if (generated && !cfg->run.seed[0])
+        if (generated && !cfg->run.seed.given)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = %s draws the budgets from the run's seed, which a "
                                                "deployed run without [run] seed does not share: give the budgets "
                                                "(budgets = file or class) or set [run] seed",

@@ -98,7 +98,7 @@ dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, 
     if (c->cdp_on) {
         json_num(o, "update_clip", m->update_clip);
         json_num(o, "update_noise_std", m->update_noise_std);
-        if (cfg->client_dp.mechanism == 1) { /* public: from the cohort size and the plan */
+        if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) { /* public: from the cohort size and the plan */
             cJSON_AddNumberToObject(o, "ddp_threshold", m->ddp_threshold);
             cJSON_AddBoolToObject(o, "ddp_released", m->ddp_released);
             json_num(o, "ddp_overflow_bound", m->ddp_overflow);
@@ -343,7 +343,7 @@ static void summary_client(const run_ctx *c, cJSON *sum)
     cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, c->part.clients, c->ledger.rounds > 0 ? c->ledger.rounds : 1));
     cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
-    cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == 1 ? "zero-out"
+    cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP ? "zero-out"
                                                                : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one"
                                                                                                   : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", c->ledger.rounds);
@@ -473,7 +473,7 @@ static int privacy_statement(const run_ctx *c, char *buf, size_t len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
                               n ? "; " : "", c->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
-    if (cfg->run.seed[0] && n < len)
+    if (cfg->run.seed.given && n < len)
         snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
     return 1;
 }
@@ -578,7 +578,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     char part[65];
     for (int i = 0; i < 32; i++) snprintf(part + 2 * i, 3, "%02x", c->rs.partition_digest[i]);
     cJSON_AddStringToObject(sum, "partition_sha256", part); /* which records each client held (kept across resumes) */
-    if (cfg->run.seed[0]) {
+    if (cfg->run.seed.given) {
         cJSON_AddNumberToObject(sum, "seed", (double)c->seed);
         cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
                                                    "epsilon above holds only if the seed is secret");
@@ -621,7 +621,7 @@ void fl_report_final_lines(const run_ctx *c)
             c->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
             c->wall0 + (dpfl_now() - c->t_start), c->opt->out_dir);
     /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
-    const char *seedcaveat = cfg->run.seed[0] ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
+    const char *seedcaveat = cfg->run.seed.given ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
                                             "not for deployment)"
                                           : "";
     if (c->rpdp.on)

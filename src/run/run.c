@@ -206,7 +206,7 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
         if (c->cdp_on && c->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
             dpfl_event ev = fl_client_round_event(cfg, c->part.clients, 1.0, 1);
-            if (cfg->client_dp.mechanism == 1) { /* ddp: the sensitivities do not depend on z (bits: any) */
+            if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) { /* ddp: the sensitivities do not depend on z (bits: any) */
                 dpfl_ddp_plan p;
                 if ((st = dpfl_ddp_plan_make(c->model.nparam, cfg->client_dp.clip, 1.0, cfg->client_dp.ddp_inflation, 32,
                                              2, cfg->client_dp.ddp_tolerated_dropout, &p, err)))
@@ -374,8 +374,8 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
     c->ledger_eps = NAN;
     c->t_start = dpfl_now();
     c->started_at = (double)time(NULL);
-    if (cfg->run.seed[0]) {
-        c->seed = strtoull(cfg->run.seed, NULL, 10);
+    if (cfg->run.seed.given) {
+        c->seed = cfg->run.seed.value;
         dpfl_rng_init_seed(&c->root, c->seed);
     } else if ((st = dpfl_rng_init_os(&c->root, err))) {
         free(c);
