@@ -27,8 +27,6 @@ INTERNAL = {
 }
 # known exceptions (file -> included path): each one is a debt written down in docs/architecture.md
 EXCEPTIONS = {
-    ("src/net/client.c", "fl/sim_internal.h"),   # a deployed client trains with the simulation's internals
-    ("src/cli/mpi_train.c", "fl/sim_internal.h"),  # an MPI worker rank likewise
 }
 # the config's types still live in include/dpfl/fl.h: config/ and report/ may include it until they move out
 PUBLIC_EXCEPTIONS = {("config", "dpfl/fl.h"), ("report", "dpfl/fl.h")}

@@ -82,6 +82,28 @@ struct dpfl_transport {
     void *ctx;
 };
 
+/* ---------------------------------------------------------------------------- the client's side of a round
+ * What a process that holds clients (a deployed client, an MPI worker rank) runs with its own dpfl_sim, set up
+ * like the server's: the same local training, encoding and streams as the in-process simulation. */
+
+/* Client k's part of round `round`: local training from the global model the server sent (dpfl_sim_global, copied
+ * in by the caller) with update clip S, its update into out (nparam floats) and its report into rep, on all the
+ * simulation's threads; the client's own state block is allocated on its first participation. */
+dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double update_clip, int32_t k, float *out,
+                                  dpfl_client_report *rep, dpfl_error *err);
+/* The learning rate of round `round` (1-based) as the server's schedule gives it. */
+double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round);
+/* Distributed DP: the round's public values as the server sent them (n sampled, threshold t, rotation seed; t is
+ * checked against this client's plan), then client k's update u encoded (clip, rotate, round, Skellam noise, wrap)
+ * into enc (the plan's d values) with its own stream. */
+dpfl_status dpfl_sim_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
+                                      dpfl_error *err);
+dpfl_status dpfl_sim_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
+                                       dpfl_error *err);
+/* Secure aggregation: client k's seed for round `round`, from the run's root stream (a seeded, reproducible run;
+ * otherwise a client draws its own). */
+void dpfl_sim_secagg_seed(const dpfl_rng *root, int32_t round, int32_t k, uint8_t out[32]);
+
 /* The rates digest of client k's records (rPDP-FL; all zero without per-record rates): what server and client
  * compare before a round. */
 void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32]);

@@ -5,7 +5,7 @@
  * out) and the global model, and receives every surviving client's update and report from the rank that holds it
  * (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same run without its files
  * (fl_run_setup: the same data, model, noise and partition -- drawn from the key rank 0 broadcasts) and trains its
- * clients with the simulation's own local training (fl_client_round).  With a seed the model bytes and epsilons
+ * clients with the simulation's own local training (dpfl_sim_client_round).  With a seed the model bytes and epsilons
  * equal the single-process run's: every stream is derived from the root key by (round, client, purpose) and the
  * server adds the updates in client order whatever the transport.
  *
@@ -26,7 +26,7 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 }
 #else
 #include "run/run_internal.h"
-#include "fl/sim_internal.h"
+#include "dpfl/transport.h"
 
 #include <mpi.h>
 
@@ -155,13 +155,13 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
         MPI_Bcast(c->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
         for (int32_t j = 0; j < h.n; j++) {
             if (drop[j] || owner(ids[j]) != rank) continue;
-            client_result res;
+            dpfl_client_report res;
             memset(&res, 0, sizeof res);
             res.client = ids[j];
             client_answer a;
             memset(&a, 0, sizeof a);
             dpfl_error e = {{0}};
-            a.status = fl_client_round(c->sim, h.round, h.S, ids[j], u, &res, &e);
+            a.status = dpfl_sim_client_round(c->sim, h.round, h.S, ids[j], u, &res, &e);
             if (a.status) memcpy(a.msg, e.msg, sizeof a.msg);
             a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
             a.clipped = res.clipped;

@@ -25,6 +25,11 @@ static size_t pow2_at_least(size_t P)
     return d;
 }
 
+void dpfl_sim_secagg_seed(const dpfl_rng *root, int32_t round, int32_t k, uint8_t out[32])
+{
+    fl_ddp_seed_bytes(root, (uint64_t)round, (uint64_t)k, PURPOSE_SECAGG, out);
+}
+
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32])
 {
     dpfl_rng r;
@@ -171,7 +176,7 @@ static dpfl_status encode(dpfl_sim *s, worker *w, int32_t k, const float *u, uin
                            &tries, err);
 }
 
-dpfl_status fl_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
+dpfl_status dpfl_sim_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
                                 dpfl_error *err)
 {
     if (!(s->ddp.plan.z > 0)) return dpfl_fail(err, DPFL_EINVAL, "distributed DP: no noise multiplier set");
@@ -185,7 +190,7 @@ dpfl_status fl_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t
     return noise_table(s, n, err);
 }
 
-dpfl_status fl_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
+dpfl_status dpfl_sim_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
                                  dpfl_error *err)
 {
     return encode(s, &s->workers[0], k, u, enc, norm, err);

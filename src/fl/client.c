@@ -282,7 +282,7 @@ void fl_client_sync_helpers(dpfl_sim *s)
         for (size_t j = 0; j < P; j++) h[j] = b * h[j] + a * s->global[j];
     }
 }
-dpfl_status fl_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, float *out, client_result *res,
+dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, float *out, client_result *res,
                             dpfl_error *err)
 {
     if (k < 0 || k >= s->part->clients)

@@ -316,3 +316,5 @@ void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
     crypto_generichash_update(&st, (const unsigned char *)&s->rec_denom[k], 8);
     crypto_generichash_final(&st, out, 32);
 }
+
+double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round) { return dpfl_optim_lr(&s->optcfg, (int64_t)round - 1); }

@@ -166,11 +166,6 @@ struct dpfl_sim {
 /* client.c */
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
 void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
-/* Deployment (src/net/client.c): client k's part of round `round` in the process that holds it -- the same local
- * training as the simulation's, from s->global (the model the server sent) with update clip S, into out (P
- * floats), on worker 0 with all the threads.  Allocates the client's own state on its first participation. */
-dpfl_status fl_client_round(dpfl_sim *s, int32_t round, double S, int32_t k, float *out, client_result *res,
-                            dpfl_error *err);
 /* round.c: client k's state block (optimizer state, helper model, transform) before its first training */
 dpfl_status fl_client_state_alloc(dpfl_sim *s, int32_t k, dpfl_error *err);
 /* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
@@ -183,13 +178,6 @@ float *fl_client_transform(const dpfl_sim *s, int32_t k);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
 /* The round's client-level mechanism (sampling design, clip, noise multiplier of the update sum). */
 dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round);
-/* Deployment, the client's side (src/net/client.c): the round's public values as the server sent them (n sampled,
- * threshold t, rotation seed; t is checked against this client's plan), then client k's update u encoded into enc
- * (the plan's d values) with its own stream -- what fl_ddp_client does in process before masking. */
-dpfl_status fl_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
-                                dpfl_error *err);
-dpfl_status fl_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
-                                 dpfl_error *err);
 /* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */

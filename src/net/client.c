@@ -1,7 +1,7 @@
 /* One client of a deployment (dpfl join): it sets up the run exactly as the server does (fl_run_setup without the
  * run's files: the same dataset, model, noise calibration and rPDP-FL plan; the partition drawn from the key the
  * server's hello carries), keeps its own per-client state (optimizer state with fl.client_state = keep) in this
- * process, and answers each ROUND with the simulation's own local training (fl_client_round).
+ * process, and answers each ROUND with the simulation's own local training (dpfl_sim_client_round).
  *
  * Its own ledger (record-level DP): what it has released of its records, charged before the update leaves --
  * client.bin in its state folder (magic "DPCL", checksummed, atomic) holds the ledger, its per-client state and
@@ -31,7 +31,6 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
 #else
 #include "dpfl/secagg.h"
 #include "run/run_internal.h"
-#include "fl/sim_internal.h" /* the client side still trains with the simulation's internals */
 
 #include <cjson/cJSON.h>
 #include <sodium.h>
@@ -363,7 +362,7 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
 {
     run_ctx *c = cl->c;
     dpfl_sim *s = c->sim;
-    const double lr = dpfl_optim_lr(&s->optcfg, (int64_t)m->round - 1);
+    const double lr = dpfl_sim_round_lr(s, (int32_t)m->round);
     const double z = c->rdp_on ? c->rs.record_z : 0.0;
     uint8_t rd[32], md[32];
     why[0] = '\0';
@@ -457,23 +456,24 @@ static dpfl_status on_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error *
     dpfl_sim_set_update_clip(s, m->update_clip);
     if (dpfl_sim_set_client_noise(s, (int32_t)m->round, dpfl_round_client_noise(c->cfg, (int32_t)m->round,
                                                                                  c->rs.client_z), &e) ||
-        fl_ddp_client_setup(s, (int32_t)m->round, (int32_t)m->cohort, (int32_t)m->threshold, m->ddp_seed, &e)) {
+        dpfl_sim_ddp_client_setup(s, (int32_t)m->round, (int32_t)m->cohort, (int32_t)m->threshold, m->ddp_seed, &e)) {
         refuse(cl, m->round, e.msg);
         return DPFL_OK;
     }
-    if (s->ddp.plan.z != m->client_z) {
+    const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s); /* set: the set-up above checked it */
+    if (plan->z != m->client_z) {
         snprintf(why, sizeof why, "client-level noise multiplier %.17g, this client's is %.17g", m->client_z,
-                 s->ddp.plan.z);
+                 plan->z);
         refuse(cl, m->round, why);
         return DPFL_OK;
     }
-    if (!cl->enc && !(cl->enc = dpfl_alloc(s->ddp.plan.d * sizeof(uint32_t), err))) return DPFL_ENOMEM;
+    if (!cl->enc && !(cl->enc = dpfl_alloc(plan->d * sizeof(uint32_t), err))) return DPFL_ENOMEM;
     if (cl->enc_round != (int32_t)m->round || memcmp(cl->enc_digest, m->model_digest, 32)) {
-        client_result res;
+        dpfl_client_report res;
         double norm;
-        dpfl_status st = fl_client_round(s, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
+        dpfl_status st = dpfl_sim_client_round(s, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
         if (st) return st;
-        if (fl_ddp_client_encode(s, cl->k, cl->update, cl->enc, &norm, &e)) {
+        if (dpfl_sim_ddp_client_encode(s, cl->k, cl->update, cl->enc, &norm, &e)) {
             refuse(cl, m->round, e.msg);
             return DPFL_OK;
         }
@@ -482,9 +482,9 @@ static dpfl_status on_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error *
     }
     dpfl_secagg_client_free(cl->sa);
     cl->sa = NULL;
-    const dpfl_secagg_params sp = {m->cohort, m->threshold, (uint32_t)s->ddp.plan.bits, s->ddp.plan.d};
+    const dpfl_secagg_params sp = {m->cohort, m->threshold, (uint32_t)plan->bits, plan->d};
     uint8_t seed[32];
-    if (c->root.seeded) fl_ddp_seed_bytes(&c->root, m->round, (uint64_t)cl->k, PURPOSE_SECAGG, seed);
+    if (c->root.seeded) dpfl_sim_secagg_seed(&c->root, (int32_t)m->round, cl->k, seed);
     dpfl_secagg_msg adv = {0};
     if (dpfl_secagg_client_create(&sp, m->index, c->root.seeded ? seed : NULL, &cl->sa, &e) ||
         dpfl_secagg_client_advertise(cl->sa, &adv, &e)) {
@@ -585,8 +585,8 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         return DPFL_OK;
     }
     if (cl->ddp) return on_ddp_round(cl, m, err);
-    client_result res;
-    dpfl_status st = fl_client_round(c->sim, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
+    dpfl_client_report res;
+    dpfl_status st = dpfl_sim_client_round(c->sim, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
     if (st) return st;
     charge_own(cl, (int32_t)m->round);
     dpfl_wire_msg u;
