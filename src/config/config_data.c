@@ -1,6 +1,6 @@
 /* The [data] section made into datasets: the named dataset or your own files, then the standardization asked
  * for (published constants for the image datasets, the config's given constants for your own data). */
-#include "dpfl/fl.h"
+#include "dpfl/config.h"
 
 #include <string.h>
 

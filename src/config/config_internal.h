@@ -4,7 +4,7 @@
  * written back to a run's config.ini in one canonical text that reads back as the same value. */
 #ifndef DPFL_FL_CONFIG_INTERNAL_H
 #define DPFL_FL_CONFIG_INTERNAL_H
-#include "dpfl/fl.h"
+#include "dpfl/config.h"
 
 /* ------------------------------------------------------------------------------------------ the key table */
 /* FL_KEY_CHOICE: an enum, the position of the value in choices; FL_KEY_NAME: text from choices (or a dataset's

@@ -1,7 +1,7 @@
 /* Cross-key checks of a parsed configuration (dpfl_config_validate): each key is typed and in its range when it is
  * read (config.c); what is checked here are the combinations -- a sampler and its adjacency, a noise or a target,
  * distributed DP's constraints, rPDP-FL's budgets, schedules against data.clients, own data's constants. */
-#include "dpfl/fl.h"
+#include "dpfl/config.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * gnuplot. */
 #ifndef DPFL_REPORT_INTERNAL_H
 #define DPFL_REPORT_INTERNAL_H
-#include "dpfl/fl.h"
+#include "dpfl/config.h"
 #include "dpfl/report.h"
 
 #include <stddef.h>

@@ -1,0 +1,246 @@
+/* dpfl config: the experiment configuration -- one typed struct per INI section, read and checked once
+ * (src/config: the key table with every key's type, default and ignored-key rule), and the values in force in a
+ * round (schedules).  Below the simulation: it sees the mechanisms' and accountants' enums, never a model or a run. */
+#ifndef DPFL_CONFIG_H
+#define DPFL_CONFIG_H
+
+#include "dpfl/core.h"
+#include "dpfl/data.h"
+#include "dpfl/nn.h"
+#include "dpfl/optim.h"
+#include "dpfl/mech.h"
+#include "dpfl/privacy.h"
+#include "dpfl/ddp.h"
+
+#pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
+
+/* ------------------------------------------------------------------------------------------ configuration */
+/* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section: every
+ * key is typed when it is read -- choices are enums (their values are the positions in the key's list of choices),
+ * yes/no keys are 0/1, run.seed an integer, schedules and number lists arrays -- so that a bad value fails there,
+ * naming the key, and no consumer parses text.  Only paths, file specs, column names and model specs stay strings.
+ * The layers below take their own section or plain numbers.  Noise multipliers follow one convention at both levels: z =
+ * noise std / the L2 sensitivity under the adjacency the sampler is analysed with (docs/privacy.md). */
+typedef enum { DPFL_NORM_NONE = 0, DPFL_NORM_STANDARD } dpfl_normalize;
+typedef enum { DPFL_WEIGHT_SIZE = 0, DPFL_WEIGHT_UNIFORM } dpfl_weighting;
+typedef enum { DPFL_STATE_RESET = 0, DPFL_STATE_KEEP } dpfl_client_state;
+typedef enum { DPFL_BATCH_POISSON = 0, DPFL_BATCH_FIXED } dpfl_batch_sampler;
+typedef enum { DPFL_RADJ_AUTO = 0, DPFL_RADJ_ADD_REMOVE, DPFL_RADJ_REPLACE_ONE } dpfl_record_adjacency;
+typedef enum { DPFL_CLIP_FIXED = 0, DPFL_CLIP_PER_STEP, DPFL_CLIP_ADAPTIVE, DPFL_CLIP_MEDIAN } dpfl_clip_strategy;
+typedef enum { DPFL_PERSONAL_NONE = 0, DPFL_PERSONAL_HELPER } dpfl_personalization;
+/* rPDP-FL: where each record's epsilon budget comes from, and how the budgets become sampling rates */
+typedef enum {
+    DPFL_BUDGETS_NONE = 0, DPFL_BUDGETS_THREELEVELS, DPFL_BUDGETS_MIXGAUSS, DPFL_BUDGETS_PARETO, DPFL_BUDGETS_FILE,
+    DPFL_BUDGETS_CLASS
+} dpfl_budget_source;
+typedef enum { DPFL_POLICY_RPDP = 0, DPFL_POLICY_MINIMUM, DPFL_POLICY_DROPOUT, DPFL_POLICY_FILTER } dpfl_budget_policy;
+/* rounds with client rate lambda: the published RDP bound (joint convexity) or the PLD of the two-stage round */
+typedef enum { DPFL_TWO_STAGE_PUBLISHED = 0, DPFL_TWO_STAGE_PLD } dpfl_two_stage_accounting;
+/* client_dp.mechanism: the server adds the noise, or distributed DP (include/dpfl/ddp.h) */
+typedef enum { DPFL_CLIENT_MECH_GAUSSIAN = 0, DPFL_CLIENT_MECH_DDP } dpfl_client_mechanism;
+/* model.transform: PrivateFL's per-client input transform a (.) x + b, or that function of it */
+typedef enum {
+    DPFL_TRANSFORM_NONE = 0, DPFL_TRANSFORM_AFFINE, DPFL_TRANSFORM_SIGMOID, DPFL_TRANSFORM_TANH, DPFL_TRANSFORM_RELU
+} dpfl_input_transform;
+/* csv: does the first line name the columns; a row with a missing value fails the load or is dropped */
+typedef enum { DPFL_HEADER_AUTO = 0, DPFL_HEADER_YES, DPFL_HEADER_NO } dpfl_csv_header;
+typedef enum { DPFL_MISSING_ERROR = 0, DPFL_MISSING_DROP } dpfl_csv_missing;
+
+/* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1 (n = 0:
+ * no schedule, the constant key applies).  Parsed when the key is read. */
+#define DPFL_SCHEDULE_MAX 32
+typedef struct {
+    int n;
+    int32_t round[DPFL_SCHEDULE_MAX];
+    double value[DPFL_SCHEDULE_MAX];
+} dpfl_schedule;
+
+/* A comma-separated list of numbers, parsed when the key is read (n = 0: empty).  A config line holds fewer than
+ * 100 values (inih reads 200 characters), so the bound is the file's, not a new one. */
+#define DPFL_NUMBER_LIST_MAX 96
+typedef struct {
+    int32_t n;
+    double v[DPFL_NUMBER_LIST_MAX];
+} dpfl_number_list;
+
+/* run.seed: given = 0 draws the root seed from the OS (deployment); given = 1 is reproducible mode (not for
+ * deployment) with that value. */
+typedef struct {
+    int given;
+    uint64_t value;
+} dpfl_seed;
+
+typedef struct {                  /* [data] */
+    char dataset[256];            /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
+    dpfl_partition_kind partition;
+    int32_t clients;
+    int32_t shards;
+    double beta;
+    int32_t classes_per_client;
+    int32_t samples_per_client;
+    int32_t test_per_client;
+    char data_dir[256];
+    dpfl_normalize normalize;     /* standard: (x - mean) / std with the dataset's published constants */
+    /* own data (csv: / idx:, include/dpfl/data.h) */
+    char label_column[64];        /* csv: header name or 0-based index; "" the last column */
+    char feature_columns[192];    /* csv: names or indices; "" every other column */
+    dpfl_csv_header header;
+    dpfl_csv_missing missing;
+    char test[192];               /* a separate test set (csv: / idx:), "" none */
+    double test_fraction;         /* held out of each source without a separate test set */
+    dpfl_number_list feature_mean; /* normalize = standard with own data: public constants, 1 or one per feature */
+    dpfl_number_list feature_std;
+    dpfl_number_list source_rows; /* csv: usable rows per listed file (whole numbers >= 1); lets a process lack the
+                                     others' files */
+    int32_t classes;              /* own data: number of classes (0: the largest label + 1) */
+} dpfl_data_config;
+
+typedef struct {                  /* [model] */
+    char arch[128];
+    dpfl_input_transform transform; /* PrivateFL: a private input transform per client in front of arch */
+    char transform_shape[8];      /* its a and b: two of n (none), c (per channel), p (per pixel); "cp" the paper's */
+} dpfl_model_config;
+
+/* [fl] algorithm: a preset that expands into ordinary settings when it is read (keys the user sets, before or
+ * after it, win); custom = none. */
+typedef enum {
+    DPFL_ALGO_CUSTOM = 0, DPFL_ALGO_FEDAVG, DPFL_ALGO_DP_FEDAVG, DPFL_ALGO_DP_FEDAVG_ADAPTIVE, DPFL_ALGO_DP_SGD,
+    DPFL_ALGO_E2E, DPFL_ALGO_PRIFEDSYNC
+} dpfl_algorithm;
+
+typedef struct {                  /* [fl] */
+    dpfl_algorithm algorithm;
+    int32_t rounds;
+    dpfl_client_sampling sampling;
+    double client_rate;
+    int32_t clients_per_round;
+    int32_t local_epochs;         /* used when local_steps == 0 */
+    int32_t local_steps;
+    int32_t batch;
+    double lr;
+    dpfl_opt_kind optimizer;
+    double momentum;
+    double weight_decay;
+    dpfl_sched_kind schedule;     /* over rounds */
+    double lr_gamma;
+    int32_t lr_step;
+    double eta;                   /* server mixing rate: w <- (1 - eta) w + eta * mean(local) */
+    dpfl_schedule client_rate_schedule;       /* "ROUND:P, ..." overrides client_rate from each round on */
+    dpfl_schedule clients_per_round_schedule; /* "ROUND:M, ..." overrides clients_per_round */
+    dpfl_weighting weighting;
+    dpfl_client_state client_state; /* optimizer state (momentum, Adam m, v, t) reset or kept per client */
+    int32_t client_state_max_mb;  /* refuse runs whose per-client state (optimizer state kept, helper models) could
+                                     exceed this many MiB in all */
+    dpfl_personalization personalization; /* helper: PriFedSync's personalized helper models (Algorithm 1, eq. 2.1) */
+    double helper_alpha;          /* alpha of h_i = (1 - alpha) w_i + alpha w_global */
+    double target_accuracy;       /* the first round whose mean accuracy reaches this is reported */
+} dpfl_fl_config;
+
+typedef struct {                  /* [record_dp]: DP-SGD inside every client (record-level DP) */
+    int enabled;
+    double clip;                  /* C: per-example L2 clip (inf allowed only with noise 0: non-private check) */
+    double noise;                 /* z: noise std / sensitivity (C for add-remove, 2C for replace-one); 0 = calibrate */
+    double target_epsilon;        /* > 0: calibrate z (noise = 0) or stop before exceeding it (noise > 0) */
+    double delta;
+    dpfl_batch_sampler sampler;   /* poisson (add-remove) | fixed (replace-one) */
+    dpfl_accountant accountant;   /* rdp | pld */
+    dpfl_record_adjacency adjacency; /* auto | add-remove | replace-one: must match the sampler */
+    int per_layer;
+    int e2e;                      /* also report the client-level guarantee of the same noise */
+    int secure_mode;              /* exact discrete-Gaussian noise on a fine grid (slower) */
+    /* rPDP-FL: a budget per record (budgets != none): non-uniform Poisson sampling, per-record ledger */
+    dpfl_budget_source budgets;
+    char budget_file[512];        /* budgets = file: one epsilon per training record, in the dataset's order */
+    dpfl_number_list class_budgets; /* budgets = class: "E0,E1,..." one epsilon (> 0) per class */
+    double budget_min, budget_max; /* generated budgets are clipped to [min, max]; z meets budget_max at p = 1 */
+    int budget_shuffle;           /* threelevels: shuffle (yes) or the published record order (no) */
+    dpfl_budget_policy budget_policy; /* rpdp | minimum | dropout (the paper's baselines) | filter (Feldman-Zrnic) */
+    double filter_order;          /* budget_policy = filter: the RDP order alpha of the individual filter (0 = auto) */
+    dpfl_two_stage_accounting two_stage_bound;
+    int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
+} dpfl_record_dp_config;
+
+typedef struct {                  /* [client_dp]: server-side clipping and noise on client updates (DP-FedAvg) */
+    int enabled;
+    double clip;                  /* S: L2 bound on each client's update (initial value for adaptive) */
+    dpfl_clip_strategy clip_strategy; /* median: NOT private */
+    double noise;                 /* z: noise std / S on the sum of updates; 0 = calibrate from target_epsilon */
+    double target_epsilon;        /* > 0: calibrate z (noise = 0) or stop before exceeding it */
+    double delta;
+    dpfl_accountant accountant;   /* rdp | pld */
+    double target_quantile;       /* adaptive: gamma */
+    double clip_lr;               /* adaptive: eta_S (geometric update) */
+    double quantile_noise;        /* adaptive: sigma_b on the count of unclipped updates; 0 = expected m / 20 */
+    double dropout;               /* probability that a sampled client fails to reply (simulation) */
+    dpfl_schedule noise_schedule; /* "ROUND:Z, ..." overrides noise from each round on */
+    int per_layer;
+    /* mechanism = ddp: distributed DP (include/dpfl/ddp.h): each client clips, rounds and adds Skellam noise to
+     * its own update; the server learns only the secure-aggregation sum */
+    dpfl_client_mechanism mechanism;
+    int32_t ddp_bits;             /* modulus 2^bits of the secure sum (0 = the smallest with overflow <= 1e-9) */
+    double ddp_inflation;         /* the integer grid's step: rounding may add this share to the L2 sensitivity */
+    double ddp_tolerated_dropout; /* secure aggregation threshold t = ceil((1 - f) n): rounds with fewer survivors
+                                     release nothing; each client adds variance mu / t */
+    int ddp_secagg;               /* run the secure aggregation protocol in process (no: add the wrapped vectors
+                                     directly; the same sum, for speed) */
+} dpfl_client_dp_config;
+
+typedef struct {                  /* [run] */
+    dpfl_seed seed;
+    int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
+    int32_t threads;
+    int32_t eval_every;
+} dpfl_run_config;
+
+typedef struct {
+    dpfl_data_config data;
+    dpfl_model_config model;
+    dpfl_fl_config fl;
+    dpfl_record_dp_config record_dp;
+    dpfl_client_dp_config client_dp;
+    dpfl_run_config run;
+    /* which keys the user set (in the file or by --set), for dpfl_config_check_ignored; not a setting */
+    unsigned char user_set[96];
+} dpfl_config;
+
+/* The name of a choice key's current value, e.g. dpfl_config_choice(c, "fl.sampling") -> "poisson". */
+const char *dpfl_config_choice(const dpfl_config *c, const char *section_key);
+/* Every key's default, from the key table (src/config/config_keys.c: the one place defaults are written). */
+void dpfl_config_defaults(dpfl_config *c);
+/* Load an INI file over the defaults. Unknown sections or keys and bad values fail naming file:line, the key
+ * and the valid choices or range. */
+dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err);
+/* Apply one "section.key=value" override (same validation). */
+dpfl_status dpfl_config_set(dpfl_config *c, const char *assignment, dpfl_error *err);
+/* The model spec of [model]: arch, behind the input transform when transform = affine ("transform-cp:arch"). */
+void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
+/* The [data] section's training and test sets (src/config/config_data.c): the named dataset, or your own csv:/idx:
+ * files with the section's column, header, missing-value and test-set keys; then data.normalize (published
+ * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
+dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                                  dpfl_error *err);
+/* Cross-key checks (e.g. clients_per_round <= clients, batch >= 1). */
+dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
+/* Refuse keys the user set that this run would silently ignore: any [record_dp] or [client_dp] key while that
+ * section is not enabled (a run the user believes private would not be), client_rate with sampling != poisson,
+ * clients_per_round with sampling != fixed, adaptive-clipping keys without clip_strategy = adaptive, partition
+ * parameters of another partition, momentum with Adam, schedule parameters that do not apply, local_epochs with
+ * local_steps.  One line naming the key and the fix.  dpfl_run calls it for new runs (not for a resume, whose
+ * config.ini lists every key). */
+dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err);
+/* The resolved config as INI text (every key), malloc'd. */
+char *dpfl_config_to_ini(const dpfl_config *c);
+/* One line per key with its meaning, range or choices, and default, for --help. */
+void dpfl_config_print_keys(FILE *f);
+
+/* Parse a schedule (errors name `key`, e.g. "fl.client_rate_schedule (--set)"); the value in force in a round. */
+dpfl_status dpfl_schedule_parse(const char *text, const char *key, dpfl_schedule *out, dpfl_error *err);
+double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback);
+/* The values in force in a round (schedule or the constant key). */
+double dpfl_round_client_rate(const dpfl_config *c, int32_t round);
+int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round);
+double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z);
+
+#pragma GCC visibility pop
+
+#endif
