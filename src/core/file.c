@@ -1,6 +1,7 @@
-/* Checksummed, versioned, atomically replaced files: a crash leaves the old file or the new one, never half. */
+/* Checksummed, versioned, atomically replaced files: a crash leaves the old file or the new one, never half; and
+ * the folders they go in (mkdir -p). */
 #define _GNU_SOURCE
-#include "dpfl/core.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,5 +222,22 @@ dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, v
     memmove(buf, buf + 16, plen);
     *payload = buf;
     *len = plen;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_file_make_dirs(const char *path, unsigned mode, dpfl_error *err)
+{
+    char buf[1024];
+    if (!*path) return dpfl_fail(err, DPFL_EINVAL, "cannot create a folder with an empty name");
+    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "folder path too long (%s)", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) { /* each parent, then the folder itself */
+        if (*p && *p != '/') continue;
+        const char c = *p;
+        *p = '\0';
+        if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+            return dpfl_fail(err, DPFL_EIO, "cannot create folder (%s): %s", buf, strerror(errno));
+        if (!(*p = c)) break;
+    }
     return DPFL_OK;
 }
