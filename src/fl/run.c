@@ -4,6 +4,7 @@
 
 #define DPFL_PATH_MSG 512
 #include "sim_internal.h"
+#include "core/file.h"
 #include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>
@@ -17,23 +18,6 @@
 #include <unistd.h>
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4, PURPOSE_BUDGETS = 7 };
-
-static dpfl_status make_dirs(const char *path, dpfl_error *err)
-{
-    char buf[1024];
-    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "output directory path too long (%s)", path);
-    strcpy(buf, path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-    return DPFL_OK;
-}
 
 static void partition_spec(const dpfl_config *c, dpfl_partition_spec *sp)
 {
@@ -311,7 +295,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if (!c->no_files) {
-        if ((st = claim_run_dir(c->opt, 1, err)) || (st = make_dirs(c->opt->out_dir, err))) return st;
+        if ((st = claim_run_dir(c->opt, 1, err)) || (st = dpfl_file_make_dirs(c->opt->out_dir, 0755, err))) return st;
         char path[1100];
         snprintf(path, sizeof path, "%s/config.ini", c->opt->out_dir);
         /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that

@@ -29,6 +29,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
                                        "libzmq3-dev (scripts/setup.sh does) and rebuild with make");
 }
 #else
+#include "core/file.h"
 #include "dpfl/secagg.h"
 #include "fl/run_internal.h"
 
@@ -754,23 +755,6 @@ static void client_close(client *cl)
     sodium_memzero(cl->sk, sizeof cl->sk);
 }
 
-static dpfl_status make_dir(const char *path, dpfl_error *err)
-{
-    char buf[1024];
-    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "path too long (%s)", path);
-    strcpy(buf, path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-    return DPFL_OK;
-}
-
 /* --data PATH: the config with entry k of its data.dataset list replaced by PATH (only a list of plain files whose
  * row counts data.source_rows gives: then entry k is source k, and the others need not be here). */
 static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
@@ -833,7 +817,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     if (!st) st = dpfl_net_key_read(path, cl->sk, err);
     snprintf(path, sizeof path, "%s/server.pub", o->keys_dir);
     if (!st) st = dpfl_net_key_read(path, cl->server_pk, err);
-    if (!st) st = make_dir(o->state_dir, err);
+    if (!st) st = dpfl_file_make_dirs(o->state_dir, 0700, err);
     if (!st) {
         crypto_scalarmult_base(cl->pk, cl->sk);
         const int linger = 2000, ivl = 200, ivl_max = 2000;
