@@ -19,18 +19,6 @@
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4, PURPOSE_BUDGETS = 7 };
 
-static void partition_spec(const dpfl_config *c, dpfl_partition_spec *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    sp->kind = c->data.partition;
-    sp->clients = c->data.clients;
-    sp->shards = c->data.shards;
-    sp->beta = c->data.beta;
-    sp->classes_per_client = c->data.classes_per_client;
-    sp->samples_per_client = c->data.samples_per_client;
-    sp->test_per_client = c->data.test_per_client;
-}
-
 /* delta against the number of units it protects: a mechanism that publishes one of n records at random is
  * (0, 1/n)-DP, so delta >= 1/n promises nothing (and the accountant happily answers epsilon = 0).  Refused unless
  * [run] allow_large_delta = yes; a delta above 1/(10 n) is allowed with a warning (kept for summary.json). */
@@ -115,7 +103,7 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = class needs every record's label, and %d files of "
                                            "data.dataset are not here", nabsent);
     dpfl_partition_spec spec;
-    partition_spec(cfg, &spec);
+    dpfl_config_partition_spec(cfg, &spec);
     /* The partition is drawn from a stream of its own, whose key the checkpoint keeps: a resumed run (a fresh root
      * key without a seed) redraws exactly the same clients, so every record stays in its ledger slot, and a
      * partition that came out different (data settings or files changed) is refused. */
