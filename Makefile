@@ -93,8 +93,8 @@ TEST_LDLIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 VERSION := $(shell sed -n 's/^\#define DPFL_VERSION "\(.*\)"/\1/p' include/dpfl/core.h)
 SONAME  := libdpfl.so.$(word 1,$(subst ., ,$(VERSION))).$(word 2,$(subst ., ,$(VERSION)))
 
-LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/fl/*.c src/config/*.c src/accounting/*.c src/run/*.c src/audit/*.c \
-                       src/report/*.c src/net/*.c)
+LIB_SRC  := $(wildcard src/core/*.c src/data/*.c src/nn/*.c src/optim/*.c src/privacy/*.c src/mech/*.c src/secagg/*.c src/fl/*.c \
+                       src/config/*.c src/accounting/*.c src/run/*.c src/audit/*.c src/report/*.c src/net/*.c)
 CLI_SRC  := $(filter-out src/cli/front.c,$(wildcard src/cli/*.c))
 DEPLOY_SRC := src/cli/cmd_net.c src/cli/mpi_train.c
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -1,4 +1,4 @@
-/* Secure-aggregation messages (src/mech/secagg.c): every parser of a message that arrives from the other side.
+/* Secure-aggregation messages (src/secagg/): every parser of a message that arrives from the other side.
  * Input: byte 0 = slot (mod 7, fuzz/secagg_round.h: which message of a small honest round is replaced), the rest =
  * the message delivered in its place.  Any outcome but a crash, a leak, undefined behaviour or an error without a
  * message is fine: a replaced message may well be accepted (it may be the honest one). */

@@ -1,6 +1,8 @@
 #include "testutil.h"
 #include "dpfl/core.h"
+#include "core/bytes.h"
 #include "core/chacha20.h"
+#include "core/file.h"
 #include "core/rng_internal.h"
 
 #include <pthread.h>
@@ -8,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void rng_seeded_is_reproducible(void **state)
@@ -530,6 +533,116 @@ static void file_roundtrip_and_corruption(void **state)
     assert_non_null(strstr(err.msg, path));
 }
 
+/* The one byte codec of dpfl's binary layouts (core/bytes.h): little-endian by construction, floats as their bit
+ * patterns, and a reader that stops at the end of its input. */
+static void bytes_little_endian_layout_and_short_reads(void **state)
+{
+    (void)state;
+    uint8_t buf[4 + 8 + 4 + 8 + 4 + 8 + 1 + 8];
+    dpfl_bytes_writer w = dpfl_bytes_writer_over(buf, sizeof buf);
+    dpfl_bytes_put_u32(&w, 0x01020304u);
+    dpfl_bytes_put_u64(&w, UINT64_C(0x0102030405060708));
+    dpfl_bytes_put_i32(&w, -2);
+    dpfl_bytes_put_i64(&w, -3);
+    dpfl_bytes_put_f32(&w, 1.0f);
+    dpfl_bytes_put_f64(&w, -2.0);
+    dpfl_bytes_put_u8(&w, 0xAB);
+    const float fs[2] = {0.5f, -0.25f};
+    dpfl_bytes_put_f32s(&w, fs, 2);
+    assert_ptr_equal(w.p, w.end);
+    static const uint8_t want[] = {
+        0x04, 0x03, 0x02, 0x01,                         /* u32 */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* u64 */
+        0xFE, 0xFF, 0xFF, 0xFF,                         /* i32 -2 */
+        0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, /* i64 -3 */
+        0x00, 0x00, 0x80, 0x3F,                         /* f32 1.0 = 0x3F800000 */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xC0, /* f64 -2.0 = 0xC000000000000000 */
+        0xAB,                                           /* u8 */
+        0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x80, 0xBE  /* f32 0.5, -0.25 */
+    };
+    assert_int_equal(sizeof want, sizeof buf);
+    assert_memory_equal(buf, want, sizeof want);
+    assert_int_equal(dpfl_bytes_load_u32(want), 0x01020304u);
+    assert_true(dpfl_bytes_load_u64(want + 4) == UINT64_C(0x0102030405060708));
+    assert_int_equal(dpfl_bytes_load_u16(want), 0x0304);
+
+    dpfl_bytes_reader r = dpfl_bytes_reader_over(want, sizeof want);
+    uint32_t u32;
+    uint64_t u64;
+    int32_t i32;
+    int64_t i64;
+    float f32, f2[2];
+    double f64;
+    uint8_t u8;
+    assert_int_equal(dpfl_bytes_get_u32(&r, &u32), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_u64(&r, &u64), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_i32(&r, &i32), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_i64(&r, &i64), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_f32(&r, &f32), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_f64(&r, &f64), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_u8(&r, &u8), DPFL_OK);
+    assert_int_equal(dpfl_bytes_get_f32s(&r, f2, 2), DPFL_OK);
+    assert_int_equal(u32, 0x01020304u);
+    assert_true(u64 == UINT64_C(0x0102030405060708));
+    assert_int_equal(i32, -2);
+    assert_true(i64 == -3);
+    assert_true(f32 == 1.0f && f64 == -2.0 && u8 == 0xAB && f2[0] == 0.5f && f2[1] == -0.25f);
+    assert_int_equal(dpfl_bytes_left(&r), 0);
+    assert_false(r.short_read);
+    /* past the end: zeros, DPFL_EFORMAT, the flag stays set, the cursor does not move */
+    r = dpfl_bytes_reader_over(want, 6);
+    assert_int_equal(dpfl_bytes_get_u32(&r, &u32), DPFL_OK);
+    u32 = 7;
+    assert_int_equal(dpfl_bytes_get_u32(&r, &u32), DPFL_EFORMAT);
+    assert_int_equal(u32, 0);
+    assert_true(r.short_read);
+    assert_int_equal(dpfl_bytes_left(&r), 2);
+    f2[0] = f2[1] = 1;
+    assert_int_equal(dpfl_bytes_get_f32s(&r, f2, 1), DPFL_EFORMAT);
+    assert_true(f2[0] == 0 && f2[1] == 1);
+    assert_int_equal(dpfl_bytes_get_u8(&r, &u8), DPFL_OK); /* what is there can still be read */
+    assert_int_equal(u8, want[4]);
+    assert_true(r.short_read);
+}
+
+/* mkdir -p with one-line errors (core/file.h). */
+static void make_dirs_creates_parents_and_names_the_failure(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/dpfl_test_dirsXXXXXX";
+    assert_non_null(mkdtemp(root));
+    char path[256], file[256];
+    snprintf(path, sizeof path, "%s/a/b/c", root);
+    dpfl_error err;
+    assert_int_equal(dpfl_file_make_dirs(path, 0700, &err), DPFL_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(dpfl_file_make_dirs(path, 0700, &err), DPFL_OK); /* there already */
+    /* a parent that is a file */
+    snprintf(file, sizeof file, "%s/a/f", root);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/a/f/x", root);
+    assert_int_equal(dpfl_file_make_dirs(path, 0755, &err), DPFL_EIO);
+    assert_non_null(strstr(err.msg, file));
+    assert_null(strchr(err.msg, '\n'));
+    char longp[1100];
+    memset(longp, 'x', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = '\0';
+    assert_int_equal(dpfl_file_make_dirs(longp, 0755, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "too long"));
+    unlink(file);
+    static const char *const made[] = {"a/b/c", "a/b", "a", ""};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, made[i]);
+        assert_int_equal(rmdir(path), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +664,8 @@ int main(void)
         cmocka_unit_test(shuffle_is_permutation),
         cmocka_unit_test(vec_ops_and_clip),
         cmocka_unit_test(file_roundtrip_and_corruption),
+        cmocka_unit_test(bytes_little_endian_layout_and_short_reads),
+        cmocka_unit_test(make_dirs_creates_parents_and_names_the_failure),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* Secure aggregation (src/mech/secagg.c): whole rounds run in-process, clients and server exchanging the byte
+/* Secure aggregation (src/secagg/): whole rounds run in-process, clients and server exchanging the byte
  * messages a transport would carry.  Each test fails when the protocol breaks: a wrong sum, a secret that t-1
  * shares reveal, a masked input that looks like its input, a tampered or misrouted share that is not caught, or
  * too many dropouts that do not stop the round. */

@@ -219,6 +219,9 @@ void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
  * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
                                   dpfl_error *err);
+/* The partition the [data] section asks for (partition, clients and that partition's parameters), for
+ * dpfl_partition_make; every other field zero. */
+void dpfl_config_partition_spec(const dpfl_config *cfg, dpfl_partition_spec *sp);
 /* Cross-key checks (e.g. clients_per_round <= clients, batch >= 1). */
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err);
 /* Refuse keys the user set that this run would silently ignore: any [record_dp] or [client_dp] key while that

@@ -18,7 +18,7 @@
  *                                                   finish(sum)             (sum over U3 of x_u mod 2^bits)
  *
  * Every message starts with a 12-byte header: magic "DPSA", version 1, a type byte, two zero bytes and the
- * sender's id (0xFFFFFFFF for the server), little-endian; the layouts are in src/mech/secagg.c.  The server takes
+ * sender's id (0xFFFFFFFF for the server), little-endian; the layouts are in src/secagg/message.c.  The server takes
  * the sender id on trust: the transport must authenticate clients.  Calls out of order, malformed or inconsistent
  * messages, and too few survivors are errors (DPFL_EINVAL / DPFL_EFORMAT) whose message names the client. */
 #ifndef DPFL_SECAGG_H

@@ -115,18 +115,6 @@ static dpfl_status canary_partition(const dpfl_partition *base, int32_t n, int32
     return DPFL_OK;
 }
 
-static void partition_spec_of(const dpfl_config *c, dpfl_partition_spec *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    sp->kind = c->data.partition;
-    sp->clients = c->data.clients;
-    sp->shards = c->data.shards;
-    sp->beta = c->data.beta;
-    sp->classes_per_client = c->data.classes_per_client;
-    sp->samples_per_client = c->data.samples_per_client;
-    sp->test_per_client = c->data.test_per_client;
-}
-
 typedef struct {
     dpfl_model model;
     dpfl_dataset aug;
@@ -264,7 +252,7 @@ dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *
     dpfl_rng root;
     dpfl_rng_init_seed(&root, opt->seed);
     dpfl_partition_spec spec;
-    partition_spec_of(cfg, &spec);
+    dpfl_config_partition_spec(cfg, &spec);
     dpfl_rng prng;
     dpfl_rng_derive(&root, &prng, 0, 3, PURPOSE_AUDIT);
     if ((st = dpfl_partition_make(train, test, &spec, &prng, &a.base, err))) goto out;

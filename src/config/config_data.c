@@ -1,5 +1,6 @@
 /* The [data] section made into datasets: the named dataset or your own files, then the standardization asked
- * for (published constants for the image datasets, the config's given constants for your own data). */
+ * for (published constants for the image datasets, the config's given constants for your own data); and the
+ * partition among clients the section asks for. */
 #include "dpfl/config.h"
 
 #include <string.h>
@@ -11,6 +12,18 @@ static dpfl_status standardize_given(const dpfl_data_config *dc, dpfl_dataset *t
     dpfl_status s = dpfl_dataset_standardize_values(train, m->v, m->n, sd->v, sd->n, err);
     if (!s) s = dpfl_dataset_standardize_values(test, m->v, m->n, sd->v, sd->n, err);
     return s;
+}
+
+void dpfl_config_partition_spec(const dpfl_config *c, dpfl_partition_spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->kind = c->data.partition;
+    sp->clients = c->data.clients;
+    sp->shards = c->data.shards;
+    sp->beta = c->data.beta;
+    sp->classes_per_client = c->data.classes_per_client;
+    sp->samples_per_client = c->data.samples_per_client;
+    sp->test_per_client = c->data.test_per_client;
 }
 
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,

@@ -1,6 +1,8 @@
-/* Checksummed, versioned, atomically replaced files: a crash leaves the old file or the new one, never half. */
+/* Checksummed, versioned, atomically replaced files: a crash leaves the old file or the new one, never half; and
+ * the folders they go in (mkdir -p). */
 #define _GNU_SOURCE
-#include "dpfl/core.h"
+#include "core/file.h"
+#include "core/bytes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,11 +109,12 @@ dpfl_status dpfl_file_write(const char *path, uint32_t magic, uint32_t version, 
 {
     uint8_t head[16];
     uint64_t len64 = len;
-    memcpy(head, &magic, 4);
-    memcpy(head + 4, &version, 4);
-    memcpy(head + 8, &len64, 8);
-    uint32_t crc = dpfl_crc32(payload, len);
-    const void *parts[3] = {head, payload, &crc};
+    dpfl_bytes_store_u32(head, magic);
+    dpfl_bytes_store_u32(head + 4, version);
+    dpfl_bytes_store_u64(head + 8, len64);
+    uint8_t crc[4];
+    dpfl_bytes_store_u32(crc, dpfl_crc32(payload, len));
+    const void *parts[3] = {head, payload, crc};
     size_t lens[3] = {sizeof head, len, sizeof crc};
     return atomic_write(path, parts, lens, 3, err);
 }
@@ -135,13 +138,14 @@ dpfl_status dpfl_file_write_parts(const char *path, uint32_t magic, uint32_t ver
         all[i + 1] = parts[i];
         all_lens[i + 1] = lens[i];
     }
-    uint32_t crc = (uint32_t)c;
-    memcpy(head, &magic, 4);
-    memcpy(head + 4, &version, 4);
-    memcpy(head + 8, &len64, 8);
+    uint8_t crc[4];
+    dpfl_bytes_store_u32(crc, (uint32_t)c);
+    dpfl_bytes_store_u32(head, magic);
+    dpfl_bytes_store_u32(head + 4, version);
+    dpfl_bytes_store_u64(head + 8, len64);
     all[0] = head;
     all_lens[0] = sizeof head;
-    all[nparts + 1] = &crc;
+    all[nparts + 1] = crc;
     all_lens[nparts + 1] = sizeof crc;
     dpfl_status st = atomic_write(path, all, all_lens, nparts + 2, err);
     free(all);
@@ -191,15 +195,13 @@ dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, v
     size_t n;
     dpfl_status s = dpfl_file_read_all(path, &buf, &n, err);
     if (s) return s;
-    uint32_t m, v, crc;
-    uint64_t plen;
     if (n < 20) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "file too short to be a dpfl file (%s): %zu bytes", path, n);
     }
-    memcpy(&m, buf, 4);
-    memcpy(&v, buf + 4, 4);
-    memcpy(&plen, buf + 8, 8);
+    const uint8_t *b = (const uint8_t *)buf;
+    const uint32_t m = dpfl_bytes_load_u32(b), v = dpfl_bytes_load_u32(b + 4);
+    const uint64_t plen = dpfl_bytes_load_u64(b + 8);
     if (m != magic) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "wrong magic number (%s): not the expected kind of dpfl file", path);
@@ -213,13 +215,29 @@ dpfl_status dpfl_file_read(const char *path, uint32_t magic, uint32_t version, v
         return dpfl_fail(err, DPFL_EFORMAT, "truncated or padded file (%s): header says %llu payload bytes, found %zu",
                          path, (unsigned long long)plen, n - 20);
     }
-    memcpy(&crc, buf + 16 + plen, 4);
-    if (crc != dpfl_crc32(buf + 16, plen)) {
+    if (dpfl_bytes_load_u32(b + 16 + plen) != dpfl_crc32(buf + 16, plen)) {
         free(buf);
         return dpfl_fail(err, DPFL_EFORMAT, "checksum mismatch (%s): the file is corrupt", path);
     }
     memmove(buf, buf + 16, plen);
     *payload = buf;
     *len = plen;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_file_make_dirs(const char *path, unsigned mode, dpfl_error *err)
+{
+    char buf[1024];
+    if (!*path) return dpfl_fail(err, DPFL_EINVAL, "cannot create a folder with an empty name");
+    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "folder path too long (%s)", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) { /* each parent, then the folder itself */
+        if (*p && *p != '/') continue;
+        const char c = *p;
+        *p = '\0';
+        if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+            return dpfl_fail(err, DPFL_EIO, "cannot create folder (%s): %s", buf, strerror(errno));
+        if (!(*p = c)) break;
+    }
     return DPFL_OK;
 }

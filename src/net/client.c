@@ -29,6 +29,8 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
                                        "libzmq3-dev (scripts/setup.sh does) and rebuild with make");
 }
 #else
+#include "core/bytes.h"
+#include "core/file.h"
 #include "dpfl/secagg.h"
 #include "run/run_internal.h"
 
@@ -216,21 +218,6 @@ static dpfl_status state_save(client *cl, dpfl_error *err)
     return st;
 }
 
-typedef struct {
-    const uint8_t *p, *end;
-    int short_read;
-} rd;
-static void get(rd *r, void *v, size_t n)
-{
-    if ((size_t)(r->end - r->p) < n) {
-        r->short_read = 1;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, r->p, n);
-    r->p += n;
-}
-
 /* A client restarted on its own folder carries on: its ledger, its state and its last answer. */
 static dpfl_status state_load(client *cl, dpfl_error *err)
 {
@@ -242,27 +229,29 @@ static dpfl_status state_load(client *cl, dpfl_error *err)
     if (access(path, F_OK) != 0) return DPFL_OK; /* a fresh client */
     dpfl_status st = dpfl_file_read(path, STATE_MAGIC, STATE_VERSION, &payload, &len, err);
     if (st) return st;
-    rd r = {payload, (const uint8_t *)payload + len, 0};
+    dpfl_bytes_reader r = dpfl_bytes_reader_over(payload, len);
     int32_t head[2], replayed, last_round;
     uint64_t nparam, floats, flen;
     uint8_t cd[32], pd[32], ld[32];
     int64_t led[2], t;
     double z;
-    get(&r, head, 8);
-    get(&r, &nparam, 8);
-    get(&r, cd, 32);
-    get(&r, pd, 32);
-    get(&r, led, 16);
-    get(&r, &replayed, 4);
-    get(&r, &z, 8);
-    get(&r, &t, 8);
-    get(&r, &floats, 8);
+    dpfl_bytes_get_i32(&r, &head[0]);
+    dpfl_bytes_get_i32(&r, &head[1]);
+    dpfl_bytes_get_u64(&r, &nparam);
+    dpfl_bytes_get(&r, cd, 32);
+    dpfl_bytes_get(&r, pd, 32);
+    dpfl_bytes_get_i64(&r, &led[0]);
+    dpfl_bytes_get_i64(&r, &led[1]);
+    dpfl_bytes_get_i32(&r, &replayed);
+    dpfl_bytes_get_f64(&r, &z);
+    dpfl_bytes_get_i64(&r, &t);
+    dpfl_bytes_get_u64(&r, &floats);
     const char *why = NULL;
     if (r.short_read) why = "truncated";
     else if (head[0] != cl->k || head[1] != c->part.clients || nparam != cl->P || memcmp(cd, cl->config_digest, 32) ||
              memcmp(pd, c->rs.partition_digest, 32))
         why = "it belongs to another client or run (use another --state folder)";
-    else if (floats != (t > 0 ? dpfl_sim_client_state_floats(c->sim) : 0) || floats > (size_t)(r.end - r.p) / 4 ||
+    else if (floats != (t > 0 ? dpfl_sim_client_state_floats(c->sim) : 0) || floats > dpfl_bytes_left(&r) / 4 ||
              led[0] < 0 || led[1] < 0 || replayed < 0 || (c->rdp_on && z != c->rs.record_z))
         why = "its state does not fit this run";
     dpfl_error e;
@@ -270,16 +259,16 @@ static dpfl_status state_load(client *cl, dpfl_error *err)
         float *state = floats ? malloc(4 * floats) : NULL;
         if (floats && !state) why = "out of memory";
         else {
-            if (floats) get(&r, state, 4 * floats);
+            if (floats) dpfl_bytes_get_f32s(&r, state, floats);
             if (!r.short_read && dpfl_sim_set_client_state(c->sim, cl->k, t, state, &e)) why = e.msg;
             free(state);
         }
     }
     if (!why) {
-        get(&r, &last_round, 4);
-        get(&r, ld, 32);
-        get(&r, &flen, 8);
-        if (r.short_read || flen != (size_t)(r.end - r.p)) why = "truncated";
+        dpfl_bytes_get_i32(&r, &last_round);
+        dpfl_bytes_get(&r, ld, 32);
+        dpfl_bytes_get_u64(&r, &flen);
+        if (r.short_read || flen != dpfl_bytes_left(&r)) why = "truncated";
     }
     if (!why && flen) {
         if (!(cl->last_frame = malloc(flen))) why = "out of memory";
@@ -755,23 +744,6 @@ static void client_close(client *cl)
     sodium_memzero(cl->sk, sizeof cl->sk);
 }
 
-static dpfl_status make_dir(const char *path, dpfl_error *err)
-{
-    char buf[1024];
-    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "path too long (%s)", path);
-    strcpy(buf, path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-    return DPFL_OK;
-}
-
 /* --data PATH: the config with entry k of its data.dataset list replaced by PATH (only a list of plain files whose
  * row counts data.source_rows gives: then entry k is source k, and the others need not be here). */
 static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
@@ -834,7 +806,7 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     if (!st) st = dpfl_net_key_read(path, cl->sk, err);
     snprintf(path, sizeof path, "%s/server.pub", o->keys_dir);
     if (!st) st = dpfl_net_key_read(path, cl->server_pk, err);
-    if (!st) st = make_dir(o->state_dir, err);
+    if (!st) st = dpfl_file_make_dirs(o->state_dir, 0700, err);
     if (!st) {
         crypto_scalarmult_base(cl->pk, cl->sk);
         const int linger = 2000, ivl = 200, ivl_max = 2000;

@@ -1,6 +1,7 @@
 /* CURVE keys for deployment: X25519 key pairs from libsodium (what ZeroMQ's CURVE uses), stored as Z85 text, one
  * key per file; the secret key is written with mode 0600 before it holds anything. */
 #include "dpfl/net.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,17 +83,8 @@ dpfl_status dpfl_net_keygen(const char *dir, const char *name, int force, char *
         return dpfl_fail(err, DPFL_EINVAL, "key name '%s': use letters, digits, '_', '-' and '.' (not first), at most "
                                            "64 characters", name);
     if (sodium_init() < 0) return dpfl_fail(err, DPFL_EIO, "libsodium could not start");
-    char path[1024];
-    if (strlen(dir) >= sizeof path) return dpfl_fail(err, DPFL_EINVAL, "key folder path too long (%s)", dir);
-    strcpy(path, dir);
-    for (char *p = path + 1;; p++) { /* the folder and its parents, private to the user */
-        if (*p && *p != '/') continue;
-        const char c = *p;
-        *p = '\0';
-        if (mkdir(path, 0700) != 0 && errno != EEXIST)
-            return dpfl_fail(err, DPFL_EIO, "cannot create the key folder (%s): %s", path, strerror(errno));
-        if (!(*p = c)) break;
-    }
+    dpfl_status st = dpfl_file_make_dirs(dir, 0700, err); /* the folder and its parents, private to the user */
+    if (st) return st;
     char keypath[1100], pubpath[1100];
     snprintf(keypath, sizeof keypath, "%s/%s.key", dir, name);
     snprintf(pubpath, sizeof pubpath, "%s/%s.pub", dir, name);
@@ -106,7 +98,7 @@ dpfl_status dpfl_net_keygen(const char *dir, const char *name, int force, char *
     dpfl_z85_encode(pk, 32, pkz, NULL);
     sodium_memzero(sk, sizeof sk);
     snprintf(line, sizeof line, "%s\n", skz);
-    dpfl_status st = write_key_file(keypath, line, 0600, force, err);
+    st = write_key_file(keypath, line, 0600, force, err);
     sodium_memzero(skz, sizeof skz);
     sodium_memzero(line, sizeof line);
     if (st) return st;

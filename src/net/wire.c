@@ -4,6 +4,7 @@
  * the frame is used.  Encoding refuses what decoding would refuse, so an accepted frame re-encodes to the same
  * bytes (the fuzz harness checks it). */
 #include "dpfl/net.h"
+#include "core/bytes.h"
 
 #include <math.h>
 #include <sodium.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fields go through core/bytes.h; the float vectors are copied as they are in memory (and read back in place by
+ * dpfl_wire_floats), little-endian on a little-endian host only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-endian; add byte swaps here");
 
 enum {
@@ -35,25 +38,6 @@ const char *dpfl_wire_type_name(uint32_t type)
     default: return "unknown";
     }
 }
-
-/* ---------------------------------------------------------------- little-endian cursor */
-typedef struct {
-    uint8_t *p;
-} wcur;
-static void w_bytes(wcur *c, const void *v, size_t n) { memcpy(c->p, v, n), c->p += n; }
-static void w_u32(wcur *c, uint32_t v) { w_bytes(c, &v, 4); }
-static void w_u64(wcur *c, uint64_t v) { w_bytes(c, &v, 8); }
-static void w_i64(wcur *c, int64_t v) { w_bytes(c, &v, 8); }
-static void w_f64(wcur *c, double v) { w_bytes(c, &v, 8); }
-
-typedef struct {
-    const uint8_t *p;
-} rcur;
-static void r_bytes(rcur *c, void *v, size_t n) { memcpy(v, c->p, n), c->p += n; }
-static uint32_t r_u32(rcur *c) { uint32_t v; r_bytes(c, &v, 4); return v; }
-static uint64_t r_u64(rcur *c) { uint64_t v; r_bytes(c, &v, 8); return v; }
-static int64_t r_i64(rcur *c) { int64_t v; r_bytes(c, &v, 8); return v; }
-static double r_f64(rcur *c) { double v; r_bytes(c, &v, 8); return v; }
 
 static int text_ok(const char *t, size_t n)
 {
@@ -176,62 +160,62 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
     const size_t total = DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER;
     uint8_t *buf = malloc(total);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%zu-byte %s frame)", total, dpfl_wire_type_name(m->type));
-    wcur c = {buf};
-    w_u32(&c, DPFL_WIRE_MAGIC);
+    dpfl_bytes_writer c = dpfl_bytes_writer_over(buf, total);
+    dpfl_bytes_put_u32(&c, DPFL_WIRE_MAGIC);
     const uint8_t vt[4] = {(uint8_t)DPFL_WIRE_VERSION, (uint8_t)m->type, 0, 0};
-    w_bytes(&c, vt, 4);
-    w_u32(&c, m->sender);
-    w_u32(&c, (uint32_t)plen);
+    dpfl_bytes_put(&c, vt, 4);
+    dpfl_bytes_put_u32(&c, m->sender);
+    dpfl_bytes_put_u32(&c, (uint32_t)plen);
     switch (m->type) {
     case DPFL_WIRE_HELLO:
-        w_bytes(&c, m->config_digest, 32);
-        w_bytes(&c, m->partition_digest, 32);
-        w_bytes(&c, m->partition_key, 32);
-        w_u64(&c, m->nparam);
-        w_u32(&c, m->rounds);
-        w_u32(&c, m->released);
+        dpfl_bytes_put(&c, m->config_digest, 32);
+        dpfl_bytes_put(&c, m->partition_digest, 32);
+        dpfl_bytes_put(&c, m->partition_key, 32);
+        dpfl_bytes_put_u64(&c, m->nparam);
+        dpfl_bytes_put_u32(&c, m->rounds);
+        dpfl_bytes_put_u32(&c, m->released);
         break;
     case DPFL_WIRE_ROUND:
-        w_u32(&c, m->round);
-        w_u32(&c, m->released);
-        w_f64(&c, m->lr);
-        w_f64(&c, m->update_clip);
-        w_f64(&c, m->record_z);
-        w_bytes(&c, m->rates_digest, 32);
-        w_bytes(&c, m->model_digest, 32);
-        w_u32(&c, m->cohort);
-        w_u32(&c, m->index);
-        w_u32(&c, m->threshold);
-        w_f64(&c, m->client_z);
-        w_bytes(&c, m->ddp_seed, 32);
-        w_u64(&c, m->nparam);
-        w_bytes(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        dpfl_bytes_put_u32(&c, m->round);
+        dpfl_bytes_put_u32(&c, m->released);
+        dpfl_bytes_put_f64(&c, m->lr);
+        dpfl_bytes_put_f64(&c, m->update_clip);
+        dpfl_bytes_put_f64(&c, m->record_z);
+        dpfl_bytes_put(&c, m->rates_digest, 32);
+        dpfl_bytes_put(&c, m->model_digest, 32);
+        dpfl_bytes_put_u32(&c, m->cohort);
+        dpfl_bytes_put_u32(&c, m->index);
+        dpfl_bytes_put_u32(&c, m->threshold);
+        dpfl_bytes_put_f64(&c, m->client_z);
+        dpfl_bytes_put(&c, m->ddp_seed, 32);
+        dpfl_bytes_put_u64(&c, m->nparam);
+        dpfl_bytes_put(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
         break;
     case DPFL_WIRE_SECAGG:
-        w_u32(&c, m->round);
-        w_bytes(&c, m->data, m->data_len);
+        dpfl_bytes_put_u32(&c, m->round);
+        dpfl_bytes_put(&c, m->data, m->data_len);
         break;
     case DPFL_WIRE_UPDATE:
-        w_u32(&c, m->round);
-        w_u32(&c, m->flags);
-        w_bytes(&c, m->model_digest, 32);
-        w_i64(&c, m->steps);
-        w_i64(&c, m->examples);
-        w_f64(&c, m->loss_sum);
-        w_i64(&c, m->clipped);
-        w_u64(&c, m->nparam);
-        w_bytes(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        dpfl_bytes_put_u32(&c, m->round);
+        dpfl_bytes_put_u32(&c, m->flags);
+        dpfl_bytes_put(&c, m->model_digest, 32);
+        dpfl_bytes_put_i64(&c, m->steps);
+        dpfl_bytes_put_i64(&c, m->examples);
+        dpfl_bytes_put_f64(&c, m->loss_sum);
+        dpfl_bytes_put_i64(&c, m->clipped);
+        dpfl_bytes_put_u64(&c, m->nparam);
+        dpfl_bytes_put(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
         break;
     case DPFL_WIRE_HEARTBEAT:
-        w_u32(&c, m->round);
+        dpfl_bytes_put_u32(&c, m->round);
         break;
     default: /* ERROR, BYE */
-        w_u32(&c, m->code);
-        w_u32(&c, m->round);
-        w_bytes(&c, m->text, textlen);
+        dpfl_bytes_put_u32(&c, m->code);
+        dpfl_bytes_put_u32(&c, m->round);
+        dpfl_bytes_put(&c, m->text, textlen);
         break;
     }
-    w_u32(&c, dpfl_crc32(buf, DPFL_WIRE_HEADER + plen));
+    dpfl_bytes_put_u32(&c, dpfl_crc32(buf, DPFL_WIRE_HEADER + plen));
     DPFL_ASSERT((size_t)(c.p - buf) == total);
     *out = buf;
     *len = total;
@@ -245,11 +229,12 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
     if (len < DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER)
         return dpfl_fail(err, DPFL_EFORMAT, "truncated frame: %zu bytes, a frame has at least %u", len,
                          DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER);
-    rcur c = {buf};
-    uint32_t magic = r_u32(&c);
+    dpfl_bytes_reader c = dpfl_bytes_reader_over(buf, len);
+    uint32_t magic;
+    dpfl_bytes_get_u32(&c, &magic);
     if (magic != DPFL_WIRE_MAGIC) return dpfl_fail(err, DPFL_EFORMAT, "not a dpfl frame (bad magic 0x%08x)", magic);
     uint8_t vt[4];
-    r_bytes(&c, vt, 4);
+    dpfl_bytes_get(&c, vt, 4);
     if (vt[0] != DPFL_WIRE_VERSION)
         return dpfl_fail(err, DPFL_EFORMAT, "frame version %u is not supported (this dpfl speaks version %u)", vt[0],
                          DPFL_WIRE_VERSION);
@@ -257,8 +242,9 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
         return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
     if (vt[2] || vt[3]) return dpfl_fail(err, DPFL_EFORMAT, "frame header has reserved bits set");
     m->type = (dpfl_wire_type)vt[1];
-    m->sender = r_u32(&c);
-    const uint32_t plen = r_u32(&c);
+    dpfl_bytes_get_u32(&c, &m->sender);
+    uint32_t plen;
+    dpfl_bytes_get_u32(&c, &plen);
     const char *t = dpfl_wire_type_name(m->type);
     if (plen > DPFL_WIRE_MAX_PAYLOAD)
         return dpfl_fail(err, DPFL_EFORMAT, "oversized %s frame: payload of %u bytes, the limit is %zu", t, plen,
@@ -267,66 +253,64 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
         return dpfl_fail(err, DPFL_EFORMAT, "%s frame of %zu bytes, its header says %zu (%s)", t, len,
                          (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER,
                          len < (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER ? "truncated" : "trailing bytes");
-    uint32_t crc;
-    memcpy(&crc, buf + DPFL_WIRE_HEADER + plen, 4);
-    if (crc != dpfl_crc32(buf, DPFL_WIRE_HEADER + plen))
+    if (dpfl_bytes_load_u32(buf + DPFL_WIRE_HEADER + plen) != dpfl_crc32(buf, DPFL_WIRE_HEADER + plen))
         return dpfl_fail(err, DPFL_EFORMAT, "%s frame fails its checksum (corrupted)", t);
     size_t textlen = 0;
     switch (m->type) {
     case DPFL_WIRE_HELLO:
         if (plen != HELLO_BYTES) goto badlen;
-        r_bytes(&c, m->config_digest, 32);
-        r_bytes(&c, m->partition_digest, 32);
-        r_bytes(&c, m->partition_key, 32);
-        m->nparam = r_u64(&c);
-        m->rounds = r_u32(&c);
-        m->released = r_u32(&c);
+        dpfl_bytes_get(&c, m->config_digest, 32);
+        dpfl_bytes_get(&c, m->partition_digest, 32);
+        dpfl_bytes_get(&c, m->partition_key, 32);
+        dpfl_bytes_get_u64(&c, &m->nparam);
+        dpfl_bytes_get_u32(&c, &m->rounds);
+        dpfl_bytes_get_u32(&c, &m->released);
         break;
     case DPFL_WIRE_ROUND:
         if (plen < ROUND_FIXED) goto badlen;
-        m->round = r_u32(&c);
-        m->released = r_u32(&c);
-        m->lr = r_f64(&c);
-        m->update_clip = r_f64(&c);
-        m->record_z = r_f64(&c);
-        r_bytes(&c, m->rates_digest, 32);
-        r_bytes(&c, m->model_digest, 32);
-        m->cohort = r_u32(&c);
-        m->index = r_u32(&c);
-        m->threshold = r_u32(&c);
-        m->client_z = r_f64(&c);
-        r_bytes(&c, m->ddp_seed, 32);
-        m->nparam = r_u64(&c);
+        dpfl_bytes_get_u32(&c, &m->round);
+        dpfl_bytes_get_u32(&c, &m->released);
+        dpfl_bytes_get_f64(&c, &m->lr);
+        dpfl_bytes_get_f64(&c, &m->update_clip);
+        dpfl_bytes_get_f64(&c, &m->record_z);
+        dpfl_bytes_get(&c, m->rates_digest, 32);
+        dpfl_bytes_get(&c, m->model_digest, 32);
+        dpfl_bytes_get_u32(&c, &m->cohort);
+        dpfl_bytes_get_u32(&c, &m->index);
+        dpfl_bytes_get_u32(&c, &m->threshold);
+        dpfl_bytes_get_f64(&c, &m->client_z);
+        dpfl_bytes_get(&c, m->ddp_seed, 32);
+        dpfl_bytes_get_u64(&c, &m->nparam);
         if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) goto badvec;
         m->vec = c.p;
         break;
     case DPFL_WIRE_SECAGG:
         if (plen < SECAGG_MIN) goto badlen;
-        m->round = r_u32(&c);
+        dpfl_bytes_get_u32(&c, &m->round);
         m->data = c.p;
         m->data_len = plen - 4;
         break;
     case DPFL_WIRE_UPDATE:
         if (plen < UPDATE_FIXED) goto badlen;
-        m->round = r_u32(&c);
-        m->flags = r_u32(&c);
-        r_bytes(&c, m->model_digest, 32);
-        m->steps = r_i64(&c);
-        m->examples = r_i64(&c);
-        m->loss_sum = r_f64(&c);
-        m->clipped = r_i64(&c);
-        m->nparam = r_u64(&c);
+        dpfl_bytes_get_u32(&c, &m->round);
+        dpfl_bytes_get_u32(&c, &m->flags);
+        dpfl_bytes_get(&c, m->model_digest, 32);
+        dpfl_bytes_get_i64(&c, &m->steps);
+        dpfl_bytes_get_i64(&c, &m->examples);
+        dpfl_bytes_get_f64(&c, &m->loss_sum);
+        dpfl_bytes_get_i64(&c, &m->clipped);
+        dpfl_bytes_get_u64(&c, &m->nparam);
         if (m->nparam != (plen - UPDATE_FIXED) / 4 || (plen - UPDATE_FIXED) % 4) goto badvec;
         m->vec = c.p;
         break;
     case DPFL_WIRE_HEARTBEAT:
         if (plen != HEARTBEAT_BYTES) goto badlen;
-        m->round = r_u32(&c);
+        dpfl_bytes_get_u32(&c, &m->round);
         break;
     default: /* ERROR, BYE */
         if (plen < TEXT_FIXED) goto badlen;
-        m->code = r_u32(&c);
-        m->round = r_u32(&c);
+        dpfl_bytes_get_u32(&c, &m->code);
+        dpfl_bytes_get_u32(&c, &m->round);
         textlen = plen - TEXT_FIXED;
         if (textlen > DPFL_WIRE_MAX_TEXT)
             return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,

@@ -9,6 +9,7 @@
  * added.  Header fields and the int32 arrays are written little-endian, as the '<' in their descr says; the float
  * parameters are copied as they lie in memory, little-endian on the x86-64 targets dpfl builds for (as in model.bin). */
 #include "layers.h"
+#include "core/bytes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,15 +50,18 @@ static void put(out_buf *o, const void *p, size_t n)
     o->len += n;
 }
 
+/* ZIP's little-endian fields (core/bytes.h), appended */
 static void put16(out_buf *o, uint32_t v)
 {
-    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    uint8_t b[2];
+    dpfl_bytes_store_u16(b, (uint16_t)v);
     put(o, b, 2);
 }
 
 static void put32(out_buf *o, uint32_t v)
 {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t b[4];
+    dpfl_bytes_store_u32(b, v);
     put(o, b, 4);
 }
 

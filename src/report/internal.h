@@ -1,5 +1,6 @@
-/* Internals of dpfl_report_html: a growing text buffer, a run directory read into memory, and plots drawn by
- * gnuplot. */
+/* Internals of dpfl_report_html: a growing text buffer, a run directory read into memory, plots drawn by
+ * gnuplot, and the page's parts (html.c the page, run_plots.c one run's plots, summary_tables.c its tables,
+ * comparison.c several runs side by side). */
 #ifndef DPFL_REPORT_INTERNAL_H
 #define DPFL_REPORT_INTERNAL_H
 #include "dpfl/config.h"
@@ -90,4 +91,37 @@ dpfl_status rp_plotter_open(rp_plotter *pl, const char *gnuplot, dpfl_error *err
 void rp_plotter_close(rp_plotter *pl);
 /* Draw p with gnuplot and append its SVG (ids prefixed, no XML prologue) to out. */
 dpfl_status rp_plot_svg(rp_plotter *pl, const rp_plot *p, rp_buf *out, dpfl_error *err);
+
+/* ---------------------------------------------------------------- the page (html.c and the files below) */
+typedef struct {
+    rp_plotter pl;
+    rp_buf *b;
+    dpfl_error *err;
+    int plots; /* figures written */
+} rp_page;
+
+/* v with 6 significant digits, "n/a" when not finite (html.c) */
+void rp_fmt_num(char *out, size_t len, double v);
+/* The id of run i's section, "run-<i+1>" (html.c). */
+void rp_anchor(char *out, size_t len, int i);
+
+/* run_plots.c: an empty plot with its title and y label (limits automatic) */
+rp_plot rp_plot_init(const char *title, const char *ylabel);
+/* A plot with its caption (HTML written by the caller, never taken from a run) as a <figure>; nothing when no
+ * series has data. */
+dpfl_status rp_figure(rp_page *c, const rp_plot *p, const char *caption);
+/* Every plot of one run, in the page's order. */
+dpfl_status rp_run_plots(rp_page *c, const rp_run *r, dpfl_error *err);
+
+/* summary_tables.c: every scalar member of o (but the names in the NULL-ended skip) as a row: key, value, what it
+ * means */
+void rp_key_table(rp_buf *b, const struct cJSON *o, const char *const *skip);
+/* The `dpfl account` command that recomputes the record-level epsilon from the reported worst client (nothing for
+ * per-record budgets or a summary without the keys it needs). */
+void rp_reproduce_line(rp_buf *b, const struct cJSON *sum);
+/* rPDP-FL: the budget levels and the distributions of budget, realized epsilon and rate over the records. */
+void rp_levels_table(rp_buf *b, const struct cJSON *rb);
+
+/* comparison.c: several runs, one table and their accuracy, loss and epsilon curves overlaid */
+dpfl_status rp_comparison(rp_page *c, const rp_run *runs, int n, dpfl_error *err);
 #endif

@@ -1,6 +1,7 @@
 /* The run's checkpoint: the released model, the privacy ledger that paid for it and the round's metrics line, in
  * one atomic, checksummed file, written before anything of the round is released. */
 #include "run_internal.h"
+#include "core/bytes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #define CKPT_VERSION 7u /* 7: Skellam (distributed DP) events; 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
                            structs, padding included) */
 
+/* The fields go through core/bytes.h; the client states and w0 are written from where they live (no copy): those
+ * floats are little-endian on a little-endian host only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
 
 /* Checkpoint: the released model and the ledger that paid for it, in one atomic file (magic, version, CRC-32 by
@@ -32,54 +35,28 @@ enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES
        STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
        RPDP_LEVEL_BYTES = 8 + 8 + 4 + 4, RPDP_RECORD_BYTES = 8 + 4 };
 
-/* a cursor over a buffer: writes never overrun (sizes are computed first); reads report running out */
-typedef struct {
-    char *p, *end;
-    int short_read;
-} cursor;
-
-static void put(cursor *c, const void *v, size_t n)
-{
-    DPFL_ASSERT((size_t)(c->end - c->p) >= n);
-    memcpy(c->p, v, n);
-    c->p += n;
-}
-static void put_i32(cursor *c, int32_t v) { put(c, &v, 4); }
-static void put_i64(cursor *c, int64_t v) { put(c, &v, 8); }
-static void put_f64(cursor *c, double v) { put(c, &v, 8); }
-
-static void get(cursor *c, void *v, size_t n)
-{
-    if ((size_t)(c->end - c->p) < n) {
-        c->short_read = 1;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, c->p, n);
-    c->p += n;
-}
-static int32_t get_i32(cursor *c) { int32_t v; get(c, &v, 4); return v; }
-static int64_t get_i64(cursor *c) { int64_t v; get(c, &v, 8); return v; }
-static double get_f64(cursor *c) { double v; get(c, &v, 8); return v; }
-
-/* The event's fields in schema order (dpfl/privacy.h DPFL_EVENT_FIELDS): enums as i32, then f64 / i64. */
-#define PUT_DPFL_EVT_ENUM(name) put_i32(c, (int32_t)e->name);
-#define PUT_DPFL_EVT_F64(name) put_f64(c, e->name);
-#define PUT_DPFL_EVT_I64(name) put_i64(c, e->name);
+/* Through core/bytes.h: writes never overrun (sizes are computed first); reads past the end give zeros and set
+ * short_read, which is checked after each run of reads.
+ *
+ * The event's fields in schema order (dpfl/privacy.h DPFL_EVENT_FIELDS): enums as i32, then f64 / i64. */
+#define PUT_DPFL_EVT_ENUM(name) dpfl_bytes_put_i32(c, (int32_t)e->name);
+#define PUT_DPFL_EVT_F64(name) dpfl_bytes_put_f64(c, e->name);
+#define PUT_DPFL_EVT_I64(name) dpfl_bytes_put_i64(c, e->name);
 #define PUT_FIELD(codec, ctype, name, key, kinds) PUT_##codec(name)
-static void put_event(cursor *c, const dpfl_event *e)
+static void put_event(dpfl_bytes_writer *c, const dpfl_event *e)
 {
     DPFL_EVENT_FIELDS(PUT_FIELD)
 }
 
-#define GET_DPFL_EVT_ENUM(ctype, name) e->name = (ctype)get_i32(c);
-#define GET_DPFL_EVT_F64(ctype, name) e->name = get_f64(c);
-#define GET_DPFL_EVT_I64(ctype, name) e->name = get_i64(c);
+#define GET_DPFL_EVT_ENUM(ctype, name) dpfl_bytes_get_i32(c, &v32), e->name = (ctype)v32;
+#define GET_DPFL_EVT_F64(ctype, name) dpfl_bytes_get_f64(c, &e->name);
+#define GET_DPFL_EVT_I64(ctype, name) dpfl_bytes_get_i64(c, &e->name);
 #define GET_FIELD(codec, ctype, name, key, kinds) GET_##codec(ctype, name)
 /* 0 for a kind, adjacency or bound outside its enum or fields out of range (the accountant must never see one) */
-static int get_event(cursor *c, dpfl_event *e)
+static int get_event(dpfl_bytes_reader *c, dpfl_event *e)
 {
     memset(e, 0, sizeof *e);
+    int32_t v32;
     DPFL_EVENT_FIELDS(GET_FIELD)
     return dpfl_event_check(e, NULL) == DPFL_OK;
 }
@@ -94,33 +71,34 @@ static size_t rpdp_bytes(const fl_rpdp *rp)
 
 /* The block's first word: 0 no budgets, 1 budgets with rates, 2 budgets under the filter (then alpha, conv and
  * every record's Renyi loss so far follow the records). */
-static void put_rpdp(cursor *c, const fl_rpdp *rp)
+static void put_rpdp(dpfl_bytes_writer *c, const fl_rpdp *rp)
 {
-    put_i32(c, rp && rp->on ? 1 + (rp->filter != 0) : 0);
+    dpfl_bytes_put_i32(c, rp && rp->on ? 1 + (rp->filter != 0) : 0);
     if (!rp || !rp->on) return;
-    put_i64(c, rp->n);
-    put_i32(c, rp->nlevels);
-    put_i32(c, rp->planned_rounds);
-    put_f64(c, rp->z);
+    dpfl_bytes_put_i64(c, rp->n);
+    dpfl_bytes_put_i32(c, rp->nlevels);
+    dpfl_bytes_put_i32(c, rp->planned_rounds);
+    dpfl_bytes_put_f64(c, rp->z);
     for (int32_t k = 0; k < rp->nlevels; k++) {
-        put_f64(c, rp->lv[k].budget);
-        put_f64(c, rp->lv[k].p);
-        put_i32(c, rp->lv[k].rounds);
-        put_i32(c, rp->lv[k].opted_out);
+        dpfl_bytes_put_f64(c, rp->lv[k].budget);
+        dpfl_bytes_put_f64(c, rp->lv[k].p);
+        dpfl_bytes_put_i32(c, rp->lv[k].rounds);
+        dpfl_bytes_put_i32(c, rp->lv[k].opted_out);
     }
-    for (int64_t i = 0; i < rp->n; i++) put_f64(c, rp->budget[i]);
-    for (int64_t i = 0; i < rp->n; i++) put_i32(c, rp->level[i]);
+    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_f64(c, rp->budget[i]);
+    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_i32(c, rp->level[i]);
     if (!rp->filter) return;
-    put_f64(c, rp->alpha);
-    put_f64(c, rp->conv);
-    for (int64_t i = 0; i < rp->n; i++) put_f64(c, rp->spent[i]);
+    dpfl_bytes_put_f64(c, rp->alpha);
+    dpfl_bytes_put_f64(c, rp->conv);
+    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_f64(c, rp->spent[i]);
 }
 
 /* rp: the run's (on or not), or NULL for a caller without budgets; an absent block where rp expects one (or the
  * reverse) is a config mismatch. */
-static dpfl_status get_rpdp(cursor *c, fl_rpdp *rp, int32_t clients, const char *path, dpfl_error *err)
+static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, const char *path, dpfl_error *err)
 {
-    int32_t on = get_i32(c);
+    int32_t on;
+    dpfl_bytes_get_i32(c, &on);
     if (c->short_read || on < 0 || on > 2) return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
     if ((on != 0) != (rp && rp->on))
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written %s; resume with the run's own config.ini",
@@ -132,11 +110,15 @@ static dpfl_status get_rpdp(cursor *c, fl_rpdp *rp, int32_t clients, const char 
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with record_dp.budget_policy %s filter and "
                                             "the config says otherwise; resume with the run's own config.ini",
                          path, filter ? "=" : "!=");
-    int64_t n = get_i64(c);
-    int32_t nlevels = get_i32(c), planned = get_i32(c);
-    double z = get_f64(c);
+    int64_t n;
+    int32_t nlevels, planned;
+    double z;
+    dpfl_bytes_get_i64(c, &n);
+    dpfl_bytes_get_i32(c, &nlevels);
+    dpfl_bytes_get_i32(c, &planned);
+    dpfl_bytes_get_f64(c, &z);
     if (c->short_read || n != rp->n || nlevels < 0 || nlevels > FL_RPDP_LEVELS || planned < 1 || !(z > 0) ||
-        (size_t)(c->end - c->p) < (size_t)nlevels * RPDP_LEVEL_BYTES + (size_t)n * RPDP_RECORD_BYTES)
+        dpfl_bytes_left(c) < (size_t)nlevels * RPDP_LEVEL_BYTES + (size_t)n * RPDP_RECORD_BYTES)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record budgets", path);
     dpfl_status st = fl_rpdp_alloc(rp, n, clients, nlevels, err);
     if (st) return st;
@@ -144,29 +126,29 @@ static dpfl_status get_rpdp(cursor *c, fl_rpdp *rp, int32_t clients, const char 
     rp->z = z;
     for (int32_t k = 0; k < nlevels; k++) {
         fl_rpdp_level *lv = &rp->lv[k];
-        lv->budget = get_f64(c);
-        lv->p = get_f64(c);
-        lv->rounds = get_i32(c);
-        lv->opted_out = get_i32(c);
+        dpfl_bytes_get_f64(c, &lv->budget);
+        dpfl_bytes_get_f64(c, &lv->p);
+        dpfl_bytes_get_i32(c, &lv->rounds);
+        dpfl_bytes_get_i32(c, &lv->opted_out);
         if (!(lv->budget > 0) || !(lv->p >= 0 && lv->p <= 1) || lv->rounds < 0 || (lv->opted_out & ~1))
             return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget level %d", path, k);
     }
     for (int64_t i = 0; i < n; i++)
-        if (!((rp->budget[i] = get_f64(c)) > 0))
+        if (dpfl_bytes_get_f64(c, &rp->budget[i]) || !(rp->budget[i] > 0))
             return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget of record %lld", path, (long long)i);
-    for (int64_t i = 0; i < n; i++) rp->level[i] = get_i32(c); /* checked by fl_rpdp_rates */
+    for (int64_t i = 0; i < n; i++) dpfl_bytes_get_i32(c, &rp->level[i]); /* checked by fl_rpdp_rates */
     if (!filter) return DPFL_OK;
     rp->filter = 1;
-    rp->alpha = get_f64(c);
-    rp->conv = get_f64(c);
+    dpfl_bytes_get_f64(c, &rp->alpha);
+    dpfl_bytes_get_f64(c, &rp->conv);
     rp->cap = malloc((size_t)n * sizeof *rp->cap);
     rp->spent = malloc((size_t)n * sizeof *rp->spent);
     if (!rp->cap || !rp->spent) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-record filter)");
-    if (c->short_read || !(rp->alpha > 1) || !(rp->conv >= 0) || (size_t)(c->end - c->p) < (size_t)n * 8)
+    if (c->short_read || !(rp->alpha > 1) || !(rp->conv >= 0) || dpfl_bytes_left(c) < (size_t)n * 8)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record filter", path);
     for (int64_t i = 0; i < n; i++) {
         rp->cap[i] = fmax(rp->budget[i] - rp->conv, 0.0);
-        rp->spent[i] = get_f64(c);
+        dpfl_bytes_get_f64(c, &rp->spent[i]);
         if (!(rp->spent[i] >= 0 && rp->spent[i] <= rp->cap[i]))
             return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): filter loss of record %lld", path,
                              (long long)i);
@@ -199,33 +181,33 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
         free(lens);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
-    cursor c = {buf, buf + len, 0};
-    put_i32(&c, l->rounds);
-    put_i32(&c, l->clients);
-    put_i64(&c, (int64_t)nparam);
-    put_f64(&c, rs->record_z);
-    put_f64(&c, rs->client_z);
-    put_f64(&c, rs->wall);
-    put_i64(&c, rs->examples);
-    put_f64(&c, rs->S);
-    put_i64(&c, l->nclient_events);
-    put_i64(&c, (int64_t)ll);
-    put(&c, rs->partition_key, 32);
-    put(&c, rs->partition_digest, 32);
-    put(&c, params, nparam * sizeof(float));
-    for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->participations[k]);
-    for (int32_t k = 0; k < l->clients; k++) put_i64(&c, l->record_steps[k]);
+    dpfl_bytes_writer c = dpfl_bytes_writer_over(buf, len);
+    dpfl_bytes_put_i32(&c, l->rounds);
+    dpfl_bytes_put_i32(&c, l->clients);
+    dpfl_bytes_put_i64(&c, (int64_t)nparam);
+    dpfl_bytes_put_f64(&c, rs->record_z);
+    dpfl_bytes_put_f64(&c, rs->client_z);
+    dpfl_bytes_put_f64(&c, rs->wall);
+    dpfl_bytes_put_i64(&c, rs->examples);
+    dpfl_bytes_put_f64(&c, rs->S);
+    dpfl_bytes_put_i64(&c, l->nclient_events);
+    dpfl_bytes_put_i64(&c, (int64_t)ll);
+    dpfl_bytes_put(&c, rs->partition_key, 32);
+    dpfl_bytes_put(&c, rs->partition_digest, 32);
+    dpfl_bytes_put_f32s(&c, params, nparam);
+    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(&c, l->participations[k]);
+    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(&c, l->record_steps[k]);
     for (int32_t i = 0; i < l->nclient_events; i++) put_event(&c, &l->client_events[i]);
-    put_i32(&c, keep | (w0 ? 2 : 0));
-    put_i32(&c, nstates);
-    put_i64(&c, (int64_t)floats);
+    dpfl_bytes_put_i32(&c, keep | (w0 ? 2 : 0));
+    dpfl_bytes_put_i32(&c, nstates);
+    dpfl_bytes_put_i64(&c, (int64_t)floats);
     int np = 1;
     for (int32_t k = 0; keep && k < l->clients; k++) {
         const float *state;
         int64_t t = dpfl_sim_client_state(sim, k, &state);
         if (t == 0) continue;
-        put_i32(&c, k);
-        put_i64(&c, t);
+        dpfl_bytes_put_i32(&c, k);
+        dpfl_bytes_put_i64(&c, t);
         if (floats) {
             parts[np] = state;
             lens[np++] = floats * sizeof(float);
@@ -238,7 +220,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     DPFL_ASSERT(c.p == c.end);
     parts[0] = buf;
     lens[0] = len;
-    cursor rc = {rbuf, rbuf + rlen, 0};
+    dpfl_bytes_writer rc = dpfl_bytes_writer_over(rbuf, rlen);
     put_rpdp(&rc, rp);
     DPFL_ASSERT(rc.p == rc.end);
     parts[np] = rbuf;
@@ -257,23 +239,25 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
 }
 
 /* The client states: index (client, t) then the states, in client order. */
-static dpfl_status load_states(cursor *c, dpfl_sim *sim, int32_t clients, int32_t nstates, size_t floats,
+static dpfl_status load_states(dpfl_bytes_reader *c, dpfl_sim *sim, int32_t clients, int32_t nstates, size_t floats,
                                dpfl_error *err)
 {
-    cursor states = *c;
+    if (dpfl_bytes_left(c) < (size_t)nstates * STATE_INDEX_BYTES) return DPFL_EFORMAT;
+    dpfl_bytes_reader states = *c;
     states.p += (size_t)nstates * STATE_INDEX_BYTES;
-    if (states.p > states.end || (size_t)(states.end - states.p) < (size_t)nstates * floats * sizeof(float))
-        return DPFL_EFORMAT;
+    if (dpfl_bytes_left(&states) < (size_t)nstates * floats * sizeof(float)) return DPFL_EFORMAT;
     int32_t prev = -1;
     float *state = floats ? malloc(floats * sizeof(float)) : NULL;
     if (floats && !state) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     dpfl_status st = DPFL_OK;
     for (int32_t i = 0; i < nstates && !st; i++) {
-        int32_t k = get_i32(c);
-        int64_t t = get_i64(c);
+        int32_t k;
+        int64_t t;
+        dpfl_bytes_get_i32(c, &k);
+        dpfl_bytes_get_i64(c, &t);
         if (k <= prev || k >= clients || t <= 0) st = DPFL_EFORMAT;
         prev = k;
-        get(&states, state, floats * sizeof(float));
+        dpfl_bytes_get_f32s(&states, state, floats);
         if (!st) st = dpfl_sim_set_client_state(sim, k, t, state, err);
     }
     free(state);
@@ -287,22 +271,22 @@ typedef struct {
     run_state rs;
 } ckpt_head;
 
-static ckpt_head read_head(cursor *c)
+static ckpt_head read_head(dpfl_bytes_reader *c)
 {
     ckpt_head h;
     memset(&h, 0, sizeof h);
-    h.rounds = get_i32(c);
-    h.clients = get_i32(c);
-    h.nparam = get_i64(c);
-    h.rs.record_z = get_f64(c);
-    h.rs.client_z = get_f64(c);
-    h.rs.wall = get_f64(c);
-    h.rs.examples = get_i64(c);
-    h.rs.S = get_f64(c);
-    h.nevents = get_i64(c);
-    h.line_len = get_i64(c);
-    get(c, h.rs.partition_key, 32);
-    get(c, h.rs.partition_digest, 32);
+    dpfl_bytes_get_i32(c, &h.rounds);
+    dpfl_bytes_get_i32(c, &h.clients);
+    dpfl_bytes_get_i64(c, &h.nparam);
+    dpfl_bytes_get_f64(c, &h.rs.record_z);
+    dpfl_bytes_get_f64(c, &h.rs.client_z);
+    dpfl_bytes_get_f64(c, &h.rs.wall);
+    dpfl_bytes_get_i64(c, &h.rs.examples);
+    dpfl_bytes_get_f64(c, &h.rs.S);
+    dpfl_bytes_get_i64(c, &h.nevents);
+    dpfl_bytes_get_i64(c, &h.line_len);
+    dpfl_bytes_get(c, h.rs.partition_key, 32);
+    dpfl_bytes_get(c, h.rs.partition_digest, 32);
     return h;
 }
 
@@ -331,7 +315,7 @@ dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
     size_t len;
     dpfl_status st = read_checkpoint(dir, path, &buf, &len, err);
     if (st) return st;
-    cursor c = {buf, (char *)buf + len, 0};
+    dpfl_bytes_reader c = dpfl_bytes_reader_over(buf, len);
     ckpt_head h = read_head(&c);
     free(buf);
     if (c.short_read) return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
@@ -349,7 +333,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     if (st) return st;
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
-    cursor c = {buf, (char *)buf + len, 0};
+    dpfl_bytes_reader c = dpfl_bytes_reader_over(buf, len);
     ckpt_head h = read_head(&c);
     int32_t rounds = h.rounds, clients = h.clients;
     int64_t np = h.nparam, nevents = h.nevents, line_len = h.line_len;
@@ -363,9 +347,9 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
     }
     if (rounds < 0 || nevents < 0 || line_len < 0 || (size_t)nevents > len / EVENT_BYTES || (size_t)line_len > len)
         goto bad;
-    get(&c, params, nparam * sizeof(float));
-    for (int32_t k = 0; k < clients; k++) l->participations[k] = get_i64(&c);
-    for (int32_t k = 0; k < clients; k++) l->record_steps[k] = get_i64(&c);
+    dpfl_bytes_get_f32s(&c, params, nparam);
+    for (int32_t k = 0; k < clients; k++) dpfl_bytes_get_i64(&c, &l->participations[k]);
+    for (int32_t k = 0; k < clients; k++) dpfl_bytes_get_i64(&c, &l->record_steps[k]);
     if (c.short_read) goto bad;
     l->rounds = rounds;
     l->nclient_events = 0;
@@ -377,8 +361,11 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
             return st;
         }
     }
-    int32_t sflags = get_i32(&c), nstates = get_i32(&c);
-    uint64_t sfloats = (uint64_t)get_i64(&c);
+    int32_t sflags, nstates;
+    uint64_t sfloats;
+    dpfl_bytes_get_i32(&c, &sflags);
+    dpfl_bytes_get_i32(&c, &nstates);
+    dpfl_bytes_get_u64(&c, &sfloats);
     if (c.short_read || (sflags & ~3) || ((sflags & 2) && !(sflags & 1))) goto bad;
     const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
     if (shelper != helper) {
@@ -403,7 +390,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
     }
     if (helper) {
-        if ((size_t)(c.end - c.p) < nparam * sizeof(float)) goto bad;
+        if (dpfl_bytes_left(&c) < nparam * sizeof(float)) goto bad;
         dpfl_sim_set_initial_model(sim, (const float *)(const void *)c.p); /* memcpy inside: no alignment needed */
         c.p += nparam * sizeof(float);
     }
@@ -411,7 +398,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         free(buf);
         return st;
     }
-    if ((size_t)(c.end - c.p) != (size_t)line_len) goto bad;
+    if (dpfl_bytes_left(&c) != (size_t)line_len) goto bad;
     *rs = r;
     if (!(*line = malloc((size_t)line_len + 1))) {
         free(buf);

@@ -4,6 +4,7 @@
 
 #define DPFL_PATH_MSG 512
 #include "fl/sim_internal.h"
+#include "core/file.h"
 #include "dpfl/mech.h"
 
 #include <cjson/cJSON.h>
@@ -17,35 +18,6 @@
 #include <unistd.h>
 
 enum { PURPOSE_INIT = 3, PURPOSE_PARTITION = 4, PURPOSE_BUDGETS = 7 };
-
-static dpfl_status make_dirs(const char *path, dpfl_error *err)
-{
-    char buf[1024];
-    if (strlen(path) >= sizeof buf) return dpfl_fail(err, DPFL_EINVAL, "output directory path too long (%s)", path);
-    strcpy(buf, path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return dpfl_fail(err, DPFL_EIO, "cannot create directory (%s): %s", buf, strerror(errno));
-    return DPFL_OK;
-}
-
-static void partition_spec(const dpfl_config *c, dpfl_partition_spec *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    sp->kind = c->data.partition;
-    sp->clients = c->data.clients;
-    sp->shards = c->data.shards;
-    sp->beta = c->data.beta;
-    sp->classes_per_client = c->data.classes_per_client;
-    sp->samples_per_client = c->data.samples_per_client;
-    sp->test_per_client = c->data.test_per_client;
-}
 
 /* delta against the number of units it protects: a mechanism that publishes one of n records at random is
  * (0, 1/n)-DP, so delta >= 1/n promises nothing (and the accountant happily answers epsilon = 0).  Refused unless
@@ -131,7 +103,7 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = class needs every record's label, and %d files of "
                                            "data.dataset are not here", nabsent);
     dpfl_partition_spec spec;
-    partition_spec(cfg, &spec);
+    dpfl_config_partition_spec(cfg, &spec);
     /* The partition is drawn from a stream of its own, whose key the checkpoint keeps: a resumed run (a fresh root
      * key without a seed) redraws exactly the same clients, so every record stays in its ledger slot, and a
      * partition that came out different (data settings or files changed) is refused. */
@@ -311,7 +283,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
         (st = dpfl_ledger_init(&c->trial, c->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if (!c->no_files) {
-        if ((st = claim_run_dir(c->opt, 1, err)) || (st = make_dirs(c->opt->out_dir, err))) return st;
+        if ((st = claim_run_dir(c->opt, 1, err)) || (st = dpfl_file_make_dirs(c->opt->out_dir, 0755, err))) return st;
         char path[1100];
         snprintf(path, sizeof path, "%s/config.ini", c->opt->out_dir);
         /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
