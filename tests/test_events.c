@@ -6,6 +6,7 @@
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,126 @@ static void two_stage_visible_gaussian(void **state)
     assert_close(g.epsilon, dpfl_gdp_visible_epsilon(2 * mu, lambda, T, 1e-5), 1e-9);
 }
 
+/* ---------------------------------------------------------------- which accountant answers which kind */
+/* One refusal: DPFL_EINVAL, one line naming the accountant and the kind. */
+static void refused(dpfl_status st, const dpfl_error *err, const char *acc, const char *kind)
+{
+    if (st != DPFL_EINVAL || !strstr(err->msg, acc) || !strstr(err->msg, kind) || strchr(err->msg, '\n'))
+        print_error("%s / %s: status %d, \"%s\"\n", acc, kind, (int)st, st ? err->msg : "answered");
+    assert_int_equal(st, DPFL_EINVAL);
+    assert_non_null(strstr(err->msg, acc));
+    assert_non_null(strstr(err->msg, kind));
+    assert_null(strchr(err->msg, '\n'));
+}
+
+/* account_epsilon and account_delta both refuse */
+static void account_refuses(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind)
+{
+    dpfl_guarantee g;
+    dpfl_error err;
+    refused(dpfl_account_epsilon(ev, n, 1e-5, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind);
+    refused(dpfl_account_delta(ev, n, 1.0, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind);
+}
+
+/* the PLD computation itself (dpfl_pld_*) refuses */
+static void pld_refuses(const dpfl_event *ev, size_t n, const char *kind)
+{
+    double v, lo;
+    dpfl_error err;
+    refused(dpfl_pld_epsilon(ev, n, 1e-5, 0, &v, &err), &err, "pld", kind);
+    refused(dpfl_pld_delta(ev, n, 1.0, 0, &v, &err), &err, "pld", kind);
+    refused(dpfl_pld_epsilon_bounds(ev, n, 1e-5, 0, &v, &lo, &err), &err, "pld", kind);
+}
+
+/* GDP has no Skellam; GDP's two-stage only alone at record rate 1; GDP has no CLT for replace-one Poisson */
+static void gdp_refusals(void **state)
+{
+    (void)state;
+    dpfl_event sk = dpfl_event_skellam(0.5, 4, 2, 100, 3);
+    account_refuses(&sk, 1, DPFL_ACC_GDP, "skellam");
+    dpfl_event mix[2] = {dpfl_event_gaussian(3, 2), dpfl_event_skellam(1.0, 4, 2, 100, 1)};
+    account_refuses(mix, 2, DPFL_ACC_GDP, "skellam"); /* in a list, too */
+    dpfl_event ts = dpfl_event_two_stage(0.3, 0.05, 1.2, 4, 10, DPFL_BOUND_RPDP);
+    account_refuses(&ts, 1, DPFL_ACC_GDP, "two-stage");
+    dpfl_event pair[2] = {dpfl_event_two_stage(0.3, 1.0, 1.2, 4, 10, DPFL_BOUND_RPDP), dpfl_event_gaussian(3, 1)};
+    account_refuses(pair, 2, DPFL_ACC_GDP, "two-stage"); /* rate 1 but not alone */
+    dpfl_event po = dpfl_event_poisson(0.1, 1.0, 10);
+    po.adjacency = DPFL_ADJ_REPLACE_ONE;
+    account_refuses(&po, 1, DPFL_ACC_GDP, "poisson");
+    /* an event that never happened needs no accountant */
+    sk.count = 0;
+    dpfl_event with0[2] = {dpfl_event_gaussian(3, 2), sk};
+    dpfl_guarantee g;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_epsilon(with0, 2, 1e-5, DPFL_ACC_GDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.mu, sqrt(2.0) / 3, 1e-12);
+}
+
+/* PLD itself has no fixed-size batches, no Skellam and no replace-one Poisson; the PLD accountant answers them
+ * with RDP's bound and says so */
+static void pld_refusals_and_rdp_floor(void **state)
+{
+    (void)state;
+    dpfl_event fx = dpfl_event_fixed(1000, 10, 1.1, 50), sk = dpfl_event_skellam(0.5, 4, 2, 100, 3);
+    dpfl_event po = dpfl_event_poisson(0.1, 1.0, 10);
+    po.adjacency = DPFL_ADJ_REPLACE_ONE;
+    pld_refuses(&fx, 1, "fixed");
+    pld_refuses(&sk, 1, "skellam");
+    pld_refuses(&po, 1, "poisson");
+    dpfl_event mix[2] = {dpfl_event_poisson(0.01, 1.0, 100), dpfl_event_fixed(100, 10, 2.0, 3)};
+    pld_refuses(mix, 2, "fixed");
+    const dpfl_event *floor_of[] = {&fx, &sk, &po};
+    const char *why[] = {"fixed", "skellam", "replace-one"};
+    for (int i = 0; i < 3; i++) {
+        dpfl_guarantee p, r;
+        dpfl_error err;
+        assert_int_equal(dpfl_account_epsilon(floor_of[i], 1, 1e-5, DPFL_ACC_PLD, NULL, &p, &err), DPFL_OK);
+        assert_int_equal(dpfl_account_epsilon(floor_of[i], 1, 1e-5, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+        assert_int_equal(p.answered, DPFL_ACC_RDP);
+        assert_non_null(strstr(p.fallback, why[i]));
+        assert_true(p.epsilon == r.epsilon && p.epsilon_lower == 0);
+        assert_int_equal(dpfl_account_delta(floor_of[i], 1, 1.0, DPFL_ACC_PLD, NULL, &p, &err), DPFL_OK);
+        assert_int_equal(dpfl_account_delta(floor_of[i], 1, 1.0, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+        assert_true(p.answered == DPFL_ACC_RDP && p.delta == r.delta);
+    }
+}
+
+/* every cell of the table is what the accountants do: refused where it says NONE (not-private: refused as not
+ * private), answered (or at least not refused for the kind) elsewhere, by account_epsilon, account_delta and
+ * calibrate_noise */
+static void table_is_what_accountants_do(void **state)
+{
+    (void)state;
+    dpfl_event one[DPFL_EV_NKINDS];
+    for (int i = 0; i < DPFL_EV_NKINDS; i++) { /* every_kind lists each kind once */
+        dpfl_event e = every_kind(i);
+        one[e.kind] = e;
+    }
+    one[DPFL_EV_NOT_PRIVATE].count = 1;
+    one[DPFL_EV_TWO_STAGE].q = 1.0; /* the case GDP answers */
+    for (int k = 0; k < DPFL_EV_NKINDS; k++)
+        for (int a = DPFL_ACC_RDP; a <= DPFL_ACC_GDP; a++) {
+            dpfl_support sup = dpfl_event_support((dpfl_event_kind)k, (dpfl_accountant)a);
+            const char *kind = dpfl_event_kind_name((dpfl_event_kind)k), *acc = dpfl_accountant_name(a);
+            dpfl_guarantee g;
+            dpfl_error err;
+            dpfl_status se = dpfl_account_epsilon(&one[k], 1, 1e-5, (dpfl_accountant)a, NULL, &g, &err);
+            dpfl_status sd = dpfl_account_delta(&one[k], 1, 1.0, (dpfl_accountant)a, NULL, &g, &err);
+            if (k == DPFL_EV_NOT_PRIVATE) {
+                assert_true(se == DPFL_ENOTPRIVATE && sd == DPFL_ENOTPRIVATE);
+            } else if (sup == DPFL_SUPPORT_NONE) {
+                account_refuses(&one[k], 1, (dpfl_accountant)a, kind);
+            } else {
+                if (se || sd) print_error("%s / %s: %s\n", acc, kind, err.msg);
+                assert_true(se == DPFL_OK && sd == DPFL_OK);
+            }
+            assert_true(a != DPFL_ACC_PLD || sup != DPFL_SUPPORT_CLT);
+            assert_true(a != DPFL_ACC_GDP || sup != DPFL_SUPPORT_RDP_FLOOR);
+        }
+    assert_int_equal(dpfl_event_support((dpfl_event_kind)DPFL_EV_NKINDS, DPFL_ACC_RDP), DPFL_SUPPORT_NONE);
+    assert_string_equal(dpfl_event_kind_name((dpfl_event_kind)DPFL_EV_NKINDS), "?");
+}
+
 /* the binding declares dpfl_event from this string: every field, in order, at the offsets the ABI table gives */
 static void schema_lists_every_field(void **state)
 {
@@ -202,6 +323,8 @@ int main(void)
         cmocka_unit_test(json_roundtrip_every_kind),   cmocka_unit_test(json_refuses_malformed),
         cmocka_unit_test(recompute_matches_accountant), cmocka_unit_test(two_stage_visible_gaussian),
         cmocka_unit_test(schema_lists_every_field),     cmocka_unit_test(mechanism_counts),
+        cmocka_unit_test(gdp_refusals),                 cmocka_unit_test(pld_refusals_and_rdp_floor),
+        cmocka_unit_test(table_is_what_accountants_do),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,15 +19,49 @@
 #include "dpfl/core.h"
 
 /* ---------------------------------------------------------------- events */
+typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;
+
+/* What an accountant does with an event kind.  Every entry point that takes events reads this, from the table
+ * below, before it computes anything (dpfl_event_support); a kind it does not support is refused with one line
+ * naming the kind and the accountant, never answered by another method unless the table says so. */
 typedef enum {
-    DPFL_EV_GAUSSIAN = 0,  /* Gaussian mechanism on every record (no sampling) */
-    DPFL_EV_POISSON,       /* each record included independently with probability q, then Gaussian(z) */
-    DPFL_EV_FIXED,         /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */
-    DPFL_EV_TWO_STAGE,     /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */
-    DPFL_EV_NOT_PRIVATE,   /* a release with no guarantee (e.g. median-norm clipping) */
-    DPFL_EV_SKELLAM        /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1)
-                              is summed with Skellam noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */
-} dpfl_event_kind;
+    DPFL_SUPPORT_NONE = 0,  /* refused (DPFL_EINVAL) */
+    DPFL_SUPPORT_BOUND,     /* answered by an upper bound (parameter ranges the accountant does not cover are refused
+                               with their own line, e.g. GDP's two-stage only alone and at record rate 1) */
+    DPFL_SUPPORT_RDP_FLOOR, /* PLD only: dpfl has no PLD of the kind, so dpfl_account_epsilon / _delta answer RDP's
+                               bound and say so (answered = rdp, fallback = why); dpfl_pld_* refuse it */
+    DPFL_SUPPORT_CLT        /* GDP only: exact when nothing is sampled (q = 1, batch = n), otherwise the central-limit
+                               value, flagged asymptotic: not a bound */
+} dpfl_support;
+
+/* The event kinds, and which accountant answers each, as data: X(enum, JSON name, RDP, PLD, GDP) with the support
+ * written without its DPFL_SUPPORT_ prefix.  The enum, the kind names of the JSON and every accountant's check are
+ * generated from this list; docs/privacy.md prints it.  A not-private event is refused by every accountant as
+ * DPFL_ENOTPRIVATE before the table is read. */
+#define DPFL_EVENT_KINDS(X)                                                                                         \
+    /* Gaussian mechanism on every record (no sampling) */                                                          \
+    X(DPFL_EV_GAUSSIAN, "gaussian", BOUND, BOUND, BOUND)                                                            \
+    /* each record included independently with probability q, then Gaussian(z) */                                   \
+    X(DPFL_EV_POISSON, "poisson", BOUND, BOUND, CLT)                                                                \
+    /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */                               \
+    X(DPFL_EV_FIXED, "fixed", BOUND, RDP_FLOOR, CLT)                                                                \
+    /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */                               \
+    X(DPFL_EV_TWO_STAGE, "two-stage", BOUND, BOUND, BOUND)                                                          \
+    /* a release with no guarantee (e.g. median-norm clipping) */                                                   \
+    X(DPFL_EV_NOT_PRIVATE, "not-private", NONE, NONE, NONE)                                                         \
+    /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1) is summed with Skellam    \
+     * noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */                                                     \
+    X(DPFL_EV_SKELLAM, "skellam", BOUND, RDP_FLOOR, NONE)
+
+#define DPFL_EVENT_KIND_ENUM(e, name, rdp, pld, gdp) e,
+typedef enum { DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ENUM) } dpfl_event_kind;
+#define DPFL_EVENT_KIND_ONE(e, name, rdp, pld, gdp) +1
+enum { DPFL_EV_NKINDS = 0 DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ONE) };
+
+/* The table's cell for (kind, accountant); DPFL_SUPPORT_NONE for a value outside either enum. */
+dpfl_support dpfl_event_support(dpfl_event_kind kind, dpfl_accountant acc);
+/* "gaussian", "poisson", ... (the JSON's names); "?" outside the enum. */
+const char *dpfl_event_kind_name(dpfl_event_kind kind);
 
 typedef enum {
     DPFL_ADJ_ADD_REMOVE = 0, /* add or remove one unit */
@@ -153,7 +187,6 @@ void dpfl_skellam_mixture_tighten(const dpfl_event *ev, size_t nev, double x, in
                                   double *value, double *order);
 
 /* ---------------------------------------------------------------- accountants (one entry point) */
-typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;
 const char *dpfl_accountant_name(dpfl_accountant a);
 
 typedef struct {

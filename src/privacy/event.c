@@ -83,7 +83,7 @@ const char *dpfl_adjacency_name(dpfl_adjacency a)
 
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
 {
-    if ((unsigned)e->kind > (unsigned)DPFL_EV_SKELLAM)
+    if ((unsigned)e->kind >= (unsigned)DPFL_EV_NKINDS)
         return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
     if ((unsigned)e->adjacency > (unsigned)DPFL_ADJ_ZERO_OUT)
         return dpfl_fail(err, DPFL_EINVAL, "unknown adjacency %d", (int)e->adjacency);

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"gaussian", "poisson", "fixed", "two-stage", "not-private", "skellam"};
+#define KIND_NAME(e, name, rdp, pld, gdp) name,
+static const char *const kind_names[] = {DPFL_EVENT_KINDS(KIND_NAME)};
 static const char *const adj_names[] = {"add-remove", "replace-one", "zero-out"};
 static const char *const bound_names[] = {"rpdp"};
 static const char *const orders_names[] = {"default", "integer", "rpdp"};

@@ -319,6 +319,7 @@ dpfl_status dpfl_rdp_compose(const dpfl_event *ev, size_t nev, const double *ord
                              dpfl_error *err)
 {
     dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (!s) s = dpfl_events_supported(ev, nev, DPFL_ACC_RDP, 0, err);
     if (s) return s;
     for (size_t j = 0; j < norders; j++) {
         if (!(orders[j] > 1)) return dpfl_fail(err, DPFL_EINVAL, "RDP order %g must be > 1", orders[j]);
