@@ -84,21 +84,27 @@ static double rdp_at(double alpha, void *ctx)
     return r;
 }
 
-static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_account_opts *o, const double **orders,
+/* The RDP curve: the given orders (or the default ones), then each rdp-filter event's own alpha, where its statement
+ * is made (an rdp-filter is finite only at orders <= its alpha).  One buffer: orders[0..n), rdp[0..n); free(orders). */
+static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_account_opts *o, double **orders,
                              size_t *n, double **rdp, dpfl_error *err)
 {
-    if (o && o->orders) {
-        *orders = o->orders;
-        *n = o->norders;
-    } else {
-        *orders = dpfl_rdp_default_orders(n);
-    }
-    *rdp = malloc(*n * sizeof **rdp);
-    if (!*rdp) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (RDP curve)");
+    size_t given;
+    const double *base = o && o->orders ? o->orders : dpfl_rdp_default_orders(&given);
+    if (o && o->orders) given = o->norders;
+    size_t extra = 0;
+    for (size_t i = 0; i < nev; i++) extra += ev[i].kind == DPFL_EV_RDP_FILTER && ev[i].count > 0;
+    *n = given + extra;
+    *orders = malloc(2 * (*n ? *n : 1) * sizeof **orders);
+    if (!*orders) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (RDP curve)");
+    if (given) memcpy(*orders, base, given * sizeof **orders);
+    for (size_t i = 0, k = given; i < nev; i++)
+        if (ev[i].kind == DPFL_EV_RDP_FILTER && ev[i].count > 0) (*orders)[k++] = ev[i].alpha;
+    *rdp = *orders + *n;
     dpfl_status s = dpfl_rdp_compose(ev, nev, *orders, *n, *rdp, err);
     if (s) {
-        free(*rdp);
-        *rdp = NULL;
+        free(*orders);
+        *orders = *rdp = NULL;
     }
     return s;
 }
@@ -185,15 +191,14 @@ static dpfl_status account(const dpfl_event *ev, size_t nev, double x, int want_
     out->fallback[0] = '\0';
     switch (acc) {
     case DPFL_ACC_RDP: {
-        const double *orders;
+        double *orders, *rdp;
         size_t n;
-        double *rdp;
         s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
         if (s) return s;
         dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
         *val = want_delta ? dpfl_rdp_to_delta(orders, rdp, n, x, conv, &out->order)
                           : dpfl_rdp_to_epsilon(orders, rdp, n, x, conv, &out->order);
-        free(rdp);
+        free(orders);
         if (!(opts && opts->orders) && out->order > 0 && out->order < 128 && (!want_delta || *val > 0)) {
             rdp_ctx c = {ev, nev};
             *val = dpfl_rdp_refine(rdp_at, &c, out->order, *val, x, want_delta, conv, &out->order);

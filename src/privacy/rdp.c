@@ -311,6 +311,7 @@ static double event_rdp(const dpfl_event *e, double alpha)
         double base = dpfl_skellam_rdp((int)a, e->d1, e->d2, mu) * (1 + 8 * DBL_EPSILON);
         return e->q < 1 ? two_stage_rpdp(e->q, base, alpha) : base;
     }
+    case DPFL_EV_RDP_FILTER: return alpha <= e->alpha ? e->cap : INFINITY; /* monotone in the order */
     }
     return INFINITY;
 }
