@@ -172,24 +172,35 @@ static void two_stage_visible_gaussian(void **state)
 }
 
 /* ---------------------------------------------------------------- which accountant answers which kind */
-/* One refusal: DPFL_EINVAL, one line naming the accountant and the kind. */
-static void refused(dpfl_status st, const dpfl_error *err, const char *acc, const char *kind)
+/* One refusal: DPFL_EINVAL, one line naming the accountant and the kind, and saying why (`why`: "does not support"
+ * for a kind the table refuses). */
+static void refused(dpfl_status st, const dpfl_error *err, const char *acc, const char *kind, const char *why)
 {
-    if (st != DPFL_EINVAL || !strstr(err->msg, acc) || !strstr(err->msg, kind) || strchr(err->msg, '\n'))
+    if (st != DPFL_EINVAL || !strstr(err->msg, acc) || !strstr(err->msg, kind) || !strstr(err->msg, why) ||
+        strchr(err->msg, '\n'))
         print_error("%s / %s: status %d, \"%s\"\n", acc, kind, (int)st, st ? err->msg : "answered");
     assert_int_equal(st, DPFL_EINVAL);
     assert_non_null(strstr(err->msg, acc));
     assert_non_null(strstr(err->msg, kind));
+    assert_non_null(strstr(err->msg, why));
     assert_null(strchr(err->msg, '\n'));
 }
 
+#define UNSUPPORTED "accountant does not support"
+
 /* account_epsilon and account_delta both refuse */
-static void account_refuses(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind)
+static void account_refuses_why(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind,
+                                const char *why)
 {
     dpfl_guarantee g;
     dpfl_error err;
-    refused(dpfl_account_epsilon(ev, n, 1e-5, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind);
-    refused(dpfl_account_delta(ev, n, 1.0, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind);
+    refused(dpfl_account_epsilon(ev, n, 1e-5, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind, why);
+    refused(dpfl_account_delta(ev, n, 1.0, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind, why);
+}
+
+static void account_refuses(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind)
+{
+    account_refuses_why(ev, n, acc, kind, UNSUPPORTED);
 }
 
 /* the PLD computation itself (dpfl_pld_*) refuses */
@@ -197,9 +208,9 @@ static void pld_refuses(const dpfl_event *ev, size_t n, const char *kind)
 {
     double v, lo;
     dpfl_error err;
-    refused(dpfl_pld_epsilon(ev, n, 1e-5, 0, &v, &err), &err, "pld", kind);
-    refused(dpfl_pld_delta(ev, n, 1.0, 0, &v, &err), &err, "pld", kind);
-    refused(dpfl_pld_epsilon_bounds(ev, n, 1e-5, 0, &v, &lo, &err), &err, "pld", kind);
+    refused(dpfl_pld_epsilon(ev, n, 1e-5, 0, &v, &err), &err, "pld", kind, UNSUPPORTED);
+    refused(dpfl_pld_delta(ev, n, 1.0, 0, &v, &err), &err, "pld", kind, UNSUPPORTED);
+    refused(dpfl_pld_epsilon_bounds(ev, n, 1e-5, 0, &v, &lo, &err), &err, "pld", kind, UNSUPPORTED);
 }
 
 /* GDP has no Skellam; GDP's two-stage only alone at record rate 1; GDP has no CLT for replace-one Poisson */
@@ -211,12 +222,12 @@ static void gdp_refusals(void **state)
     dpfl_event mix[2] = {dpfl_event_gaussian(3, 2), dpfl_event_skellam(1.0, 4, 2, 100, 1)};
     account_refuses(mix, 2, DPFL_ACC_GDP, "skellam"); /* in a list, too */
     dpfl_event ts = dpfl_event_two_stage(0.3, 0.05, 1.2, 4, 10, DPFL_BOUND_RPDP);
-    account_refuses(&ts, 1, DPFL_ACC_GDP, "two-stage");
+    account_refuses_why(&ts, 1, DPFL_ACC_GDP, "two-stage", "only alone and at record rate 1");
     dpfl_event pair[2] = {dpfl_event_two_stage(0.3, 1.0, 1.2, 4, 10, DPFL_BOUND_RPDP), dpfl_event_gaussian(3, 1)};
-    account_refuses(pair, 2, DPFL_ACC_GDP, "two-stage"); /* rate 1 but not alone */
+    account_refuses_why(pair, 2, DPFL_ACC_GDP, "two-stage", "only alone"); /* rate 1 but not alone */
     dpfl_event po = dpfl_event_poisson(0.1, 1.0, 10);
     po.adjacency = DPFL_ADJ_REPLACE_ONE;
-    account_refuses(&po, 1, DPFL_ACC_GDP, "poisson");
+    account_refuses_why(&po, 1, DPFL_ACC_GDP, "poisson", "replace-one");
     /* an event that never happened needs no accountant */
     sk.count = 0;
     dpfl_event with0[2] = {dpfl_event_gaussian(3, 2), sk};
@@ -236,7 +247,11 @@ static void pld_refusals_and_rdp_floor(void **state)
     po.adjacency = DPFL_ADJ_REPLACE_ONE;
     pld_refuses(&fx, 1, "fixed");
     pld_refuses(&sk, 1, "skellam");
-    pld_refuses(&po, 1, "poisson");
+    {
+        double v;
+        dpfl_error err;
+        refused(dpfl_pld_epsilon(&po, 1, 1e-5, 0, &v, &err), &err, "pld", "poisson", "replace-one");
+    }
     dpfl_event mix[2] = {dpfl_event_poisson(0.01, 1.0, 100), dpfl_event_fixed(100, 10, 2.0, 3)};
     pld_refuses(mix, 2, "fixed");
     const dpfl_event *floor_of[] = {&fx, &sk, &po};
