@@ -191,8 +191,8 @@ static dpfl_status account(const dpfl_event *ev, size_t nev, double x, int want_
     out->fallback[0] = '\0';
     switch (acc) {
     case DPFL_ACC_RDP: {
-        double *orders, *rdp;
-        size_t n;
+        double *orders = NULL, *rdp = NULL;
+        size_t n = 0;
         s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
         if (s) return s;
         dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
