@@ -42,6 +42,7 @@ modes=(
   "e2e|--set record_dp.enabled=yes --set record_dp.noise=1.5 --set record_dp.e2e=yes --set fl.sampling=poisson --set fl.client_rate=0.5"
   "e2e-cdp|--set record_dp.enabled=yes --set record_dp.noise=1.5 --set record_dp.e2e=yes --set client_dp.enabled=yes --set client_dp.noise=1.0"
   "rpdp|--set record_dp.enabled=yes --set record_dp.budgets=threelevels --set record_dp.delta=1e-3 --set record_dp.clip=0.5"
+  "rpdp-filter|--set record_dp.enabled=yes --set record_dp.budgets=threelevels --set record_dp.delta=1e-3 --set record_dp.clip=0.5 --set record_dp.budget_policy=filter"
   "prifedsync|--set fl.algorithm=prifedsync --set record_dp.noise=1.0 --set fl.sampling=all"
 )
 for m in "${modes[@]}"; do
@@ -79,6 +80,13 @@ for k, v in want.items():
         sys.exit("%s: events.%s epsilon %r, summary reports %r" % (name, k, e, v))
     if not ev[k]["composed"]:
         sys.exit("%s: events.%s composes nothing" % (name, k))
+if name == "rpdp-filter":
+    (f,) = ev["record"]["composed"]
+    rb = s["record_budgets"]
+    # the worst record's filter: the run's order, the largest cap (its budget less the conversion), RDP only
+    if not (f["kind"] == "rdp-filter" and f["alpha"] == rb["filter_order"] and ev["record"]["accountant"] == "rdp"
+            and abs(f["cap"] + rb["filter_conversion"] - rb["budget"]["max"]) <= 1e-12 * rb["budget"]["max"]):
+        sys.exit("%s: events.record %r is not the filter of the largest budget (%r)" % (name, f, rb["budget"]))
 if name == "replicated" and not (ev["record"]["held_by"] > 1 and s.get("worst_record_copies", 1) == ev["record"]["held_by"]):
     sys.exit("%s: a replicated record must be held by several clients (held_by %r)" % (name, ev["record"]["held_by"]))
 PY
@@ -95,6 +103,23 @@ PY
 if "$DPFL" account --event "$tmp/tampered.json" >"$tmp/t.out" 2>&1 || ! grep -q "differs from the reported" "$tmp/t.out"; then
   echo "FAIL events tampered: a changed event was not caught"; cat "$tmp/t.out"; fail=1
 else echo "ok   events tampered: caught"; fi
+# the filter's cap lowered: caught; the filter's event given to PLD: refused in one line naming both
+"$PY" - "$tmp/rpdp-filter/summary.json" "$tmp/filter-cap.json" "$tmp/filter-pld.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["events"]["record"]["composed"][0]["cap"] *= 0.9
+json.dump(s, open(sys.argv[2], "w"))
+s = json.load(open(sys.argv[1]))
+s["events"]["record"]["accountant"] = "pld"
+json.dump(s, open(sys.argv[3], "w"))
+PY
+if "$DPFL" account --event "$tmp/filter-cap.json" >"$tmp/fc.out" 2>&1 || ! grep -q "differs from the reported" "$tmp/fc.out"; then
+  echo "FAIL events filter cap: a lowered cap was not caught"; cat "$tmp/fc.out"; fail=1
+else echo "ok   events filter cap: caught"; fi
+if "$DPFL" account --event "$tmp/filter-pld.json" >"$tmp/fp.out" 2>&1 || [ "$(wc -l <"$tmp/fp.out")" -ne 1 ] ||
+   ! grep -q 'pld accountant does not support rdp-filter events' "$tmp/fp.out"; then
+  echo "FAIL events filter pld: $(cat "$tmp/fp.out")"; fail=1
+else echo "ok   events filter pld: $(cat "$tmp/fp.out")"; fi
 # a malformed event: one line naming the file and the field
 "$PY" - "$tmp/record/summary.json" "$tmp/bad.json" <<'PY'
 import json, sys

@@ -6,6 +6,7 @@
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ static dpfl_event every_kind(int i)
     case 2: return dpfl_event_fixed(1000, 37, 0.9, 55);
     case 3: return dpfl_event_two_stage(0.3, 0.05, 1.7, 12, 40, DPFL_BOUND_RPDP);
     case 4: return dpfl_event_skellam(0.25, 5000.5, 120.25, 9.0e6, 9);
+    case 5: return dpfl_event_rdp_filter(43.928923687539125, 4.9502281556452727, 1);
     default: return dpfl_event_not_private(0);
     }
 }
@@ -39,25 +41,27 @@ static dpfl_run_event run_of(dpfl_event *ev, size_t n, dpfl_accountant acc)
 static void json_roundtrip_every_kind(void **state)
 {
     (void)state;
-    dpfl_event ev[6];
-    for (int i = 0; i < 6; i++) ev[i] = every_kind(i);
+    dpfl_event ev[DPFL_EV_NKINDS];
+    for (int i = 0; i < DPFL_EV_NKINDS; i++) ev[i] = every_kind(i);
     ev[0].adjacency = DPFL_ADJ_REPLACE_ONE;
-    dpfl_run_event r = run_of(ev, 6, DPFL_ACC_PLD), back;
+    dpfl_run_event r = run_of(ev, DPFL_EV_NKINDS, DPFL_ACC_PLD), back;
     r.orders = DPFL_ORDERS_RPDP;
     r.epsilon = 1.25;
     char *text;
     dpfl_error err;
     assert_int_equal(dpfl_run_event_json(&r, &text, &err), DPFL_OK);
     assert_int_equal(dpfl_run_event_parse(text, "t", &back, &err), DPFL_OK);
-    assert_int_equal(back.nevents, 6);
+    assert_int_equal(back.nevents, DPFL_EV_NKINDS);
     assert_int_equal(back.accountant, DPFL_ACC_PLD);
     assert_int_equal(back.orders, DPFL_ORDERS_RPDP);
     assert_int_equal(back.held_by, 3);
     assert_true(back.epsilon == 1.25 && back.delta == 1e-5);
 #define SAME_FIELD(codec, ctype, name, key, kinds) assert_true(back.events[i].name == ev[i].name);
-    for (size_t i = 0; i < 6; i++) {
-        DPFL_EVENT_FIELDS(SAME_FIELD)
+    for (size_t i = 0; i < DPFL_EV_NKINDS; i++) {
+        DPFL_EVENT_ALL_FIELDS(SAME_FIELD)
     }
+    assert_non_null(strstr(text, "{\"kind\":\"rdp-filter\",\"adjacency\":\"add-remove\",\"count\":1,"
+                                 "\"alpha\":43.928923687539125,\"cap\":4.9502281556452727}"));
     /* dp_accounting's expression where it has the classes */
     assert_non_null(strstr(text, "\"dp_accounting\":\"SelfComposedDpEvent(PoissonSampledDpEvent(0.0123456789, "
                                  "GaussianDpEvent(1.1000000000000001)), 100000)\""));
@@ -105,6 +109,15 @@ static void json_refuses_malformed(void **state)
                    "\"composed\":[]}",
                    "\"delta\" must be a number in (0, 1)");
     expect_refused(HEAD "\"composed\":{}}", "no \"composed\" array");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"rdp-filter\",\"adjacency\":\"add-remove\",\"alpha\":8,"
+                        "\"count\":1}]}",
+                   "event 0 (rdp-filter) has no \"cap\"");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"rdp-filter\",\"adjacency\":\"add-remove\",\"alpha\":1,"
+                        "\"cap\":2,\"count\":1}]}",
+                   "filter order alpha (1)");
+    expect_refused(HEAD "\"composed\":[{\"kind\":\"rdp-filter\",\"adjacency\":\"replace-one\",\"alpha\":8,"
+                        "\"cap\":2,\"count\":1}]}",
+                   "add-remove adjacency");
 }
 
 /* the recomputation is the accountant on the events, with the orders the run used */
@@ -158,6 +171,194 @@ static void two_stage_visible_gaussian(void **state)
     assert_close(g.epsilon, dpfl_gdp_visible_epsilon(2 * mu, lambda, T, 1e-5), 1e-9);
 }
 
+/* ---------------------------------------------------------------- which accountant answers which kind */
+/* One refusal: DPFL_EINVAL, one line naming the accountant and the kind, and saying why (`why`: "does not support"
+ * for a kind the table refuses). */
+static void refused(dpfl_status st, const dpfl_error *err, const char *acc, const char *kind, const char *why)
+{
+    if (st != DPFL_EINVAL || !strstr(err->msg, acc) || !strstr(err->msg, kind) || !strstr(err->msg, why) ||
+        strchr(err->msg, '\n'))
+        print_error("%s / %s: status %d, \"%s\"\n", acc, kind, (int)st, st ? err->msg : "answered");
+    assert_int_equal(st, DPFL_EINVAL);
+    assert_non_null(strstr(err->msg, acc));
+    assert_non_null(strstr(err->msg, kind));
+    assert_non_null(strstr(err->msg, why));
+    assert_null(strchr(err->msg, '\n'));
+}
+
+#define UNSUPPORTED "accountant does not support"
+
+/* account_epsilon and account_delta both refuse */
+static void account_refuses_why(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind,
+                                const char *why)
+{
+    dpfl_guarantee g;
+    dpfl_error err;
+    refused(dpfl_account_epsilon(ev, n, 1e-5, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind, why);
+    refused(dpfl_account_delta(ev, n, 1.0, acc, NULL, &g, &err), &err, dpfl_accountant_name(acc), kind, why);
+}
+
+static void account_refuses(const dpfl_event *ev, size_t n, dpfl_accountant acc, const char *kind)
+{
+    account_refuses_why(ev, n, acc, kind, UNSUPPORTED);
+}
+
+/* the PLD computation itself (dpfl_pld_*) refuses */
+static void pld_refuses(const dpfl_event *ev, size_t n, const char *kind)
+{
+    double v, lo;
+    dpfl_error err;
+    refused(dpfl_pld_epsilon(ev, n, 1e-5, 0, &v, &err), &err, "pld", kind, UNSUPPORTED);
+    refused(dpfl_pld_delta(ev, n, 1.0, 0, &v, &err), &err, "pld", kind, UNSUPPORTED);
+    refused(dpfl_pld_epsilon_bounds(ev, n, 1e-5, 0, &v, &lo, &err), &err, "pld", kind, UNSUPPORTED);
+}
+
+/* GDP has no Skellam; GDP's two-stage only alone at record rate 1; GDP has no CLT for replace-one Poisson */
+static void gdp_refusals(void **state)
+{
+    (void)state;
+    dpfl_event sk = dpfl_event_skellam(0.5, 4, 2, 100, 3);
+    account_refuses(&sk, 1, DPFL_ACC_GDP, "skellam");
+    dpfl_event mix[2] = {dpfl_event_gaussian(3, 2), dpfl_event_skellam(1.0, 4, 2, 100, 1)};
+    account_refuses(mix, 2, DPFL_ACC_GDP, "skellam"); /* in a list, too */
+    dpfl_event ts = dpfl_event_two_stage(0.3, 0.05, 1.2, 4, 10, DPFL_BOUND_RPDP);
+    account_refuses_why(&ts, 1, DPFL_ACC_GDP, "two-stage", "only alone and at record rate 1");
+    dpfl_event pair[2] = {dpfl_event_two_stage(0.3, 1.0, 1.2, 4, 10, DPFL_BOUND_RPDP), dpfl_event_gaussian(3, 1)};
+    account_refuses_why(pair, 2, DPFL_ACC_GDP, "two-stage", "only alone"); /* rate 1 but not alone */
+    dpfl_event po = dpfl_event_poisson(0.1, 1.0, 10);
+    po.adjacency = DPFL_ADJ_REPLACE_ONE;
+    account_refuses_why(&po, 1, DPFL_ACC_GDP, "poisson", "replace-one");
+    /* an event that never happened needs no accountant */
+    sk.count = 0;
+    dpfl_event with0[2] = {dpfl_event_gaussian(3, 2), sk};
+    dpfl_guarantee g;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_epsilon(with0, 2, 1e-5, DPFL_ACC_GDP, NULL, &g, &err), DPFL_OK);
+    assert_close(g.mu, sqrt(2.0) / 3, 1e-12);
+}
+
+/* PLD itself has no fixed-size batches, no Skellam and no replace-one Poisson; the PLD accountant answers them
+ * with RDP's bound and says so */
+static void pld_refusals_and_rdp_floor(void **state)
+{
+    (void)state;
+    dpfl_event fx = dpfl_event_fixed(1000, 10, 1.1, 50), sk = dpfl_event_skellam(0.5, 4, 2, 100, 3);
+    dpfl_event po = dpfl_event_poisson(0.1, 1.0, 10);
+    po.adjacency = DPFL_ADJ_REPLACE_ONE;
+    pld_refuses(&fx, 1, "fixed");
+    pld_refuses(&sk, 1, "skellam");
+    {
+        double v;
+        dpfl_error err;
+        refused(dpfl_pld_epsilon(&po, 1, 1e-5, 0, &v, &err), &err, "pld", "poisson", "replace-one");
+    }
+    dpfl_event mix[2] = {dpfl_event_poisson(0.01, 1.0, 100), dpfl_event_fixed(100, 10, 2.0, 3)};
+    pld_refuses(mix, 2, "fixed");
+    const dpfl_event *floor_of[] = {&fx, &sk, &po};
+    const char *why[] = {"fixed", "skellam", "replace-one"};
+    for (int i = 0; i < 3; i++) {
+        dpfl_guarantee p, r;
+        dpfl_error err;
+        assert_int_equal(dpfl_account_epsilon(floor_of[i], 1, 1e-5, DPFL_ACC_PLD, NULL, &p, &err), DPFL_OK);
+        assert_int_equal(dpfl_account_epsilon(floor_of[i], 1, 1e-5, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+        assert_int_equal(p.answered, DPFL_ACC_RDP);
+        assert_non_null(strstr(p.fallback, why[i]));
+        assert_true(p.epsilon == r.epsilon && p.epsilon_lower == 0);
+        assert_int_equal(dpfl_account_delta(floor_of[i], 1, 1.0, DPFL_ACC_PLD, NULL, &p, &err), DPFL_OK);
+        assert_int_equal(dpfl_account_delta(floor_of[i], 1, 1.0, DPFL_ACC_RDP, NULL, &r, &err), DPFL_OK);
+        assert_true(p.answered == DPFL_ACC_RDP && p.delta == r.delta);
+    }
+}
+
+/* The filter's guarantee is an RDP statement: (alpha', cap) at every order alpha' <= alpha, nothing above.  RDP
+ * answers it -- at alpha itself when the conversion cost falls with the order up to there, as it does for
+ * alpha < 1/delta -- and composes it with other events at the orders below alpha; PLD and GDP refuse it. */
+static void rdp_filter_is_rdp_only(void **state)
+{
+    (void)state;
+    const double delta = 1e-5;
+    for (double alpha = 1.5; alpha < 300; alpha *= 2.3) { /* 1.5, 3.45, ... none a default order but 2 */
+        const double cap = 0.7;
+        dpfl_event f = dpfl_event_rdp_filter(alpha, cap, 1);
+        dpfl_guarantee g;
+        dpfl_error err;
+        assert_int_equal(dpfl_account_epsilon(&f, 1, delta, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+        const double want = cap + log1p(-1 / alpha) - (log(delta) + log(alpha)) / (alpha - 1);
+        assert_close(g.epsilon, want, 1e-12);
+        assert_true(g.epsilon >= want);
+        /* twice the cap with count 2; nothing with count 0 */
+        f.count = 2;
+        assert_int_equal(dpfl_account_epsilon(&f, 1, delta, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+        assert_close(g.epsilon, want + cap, 1e-12);
+        double orders[3] = {alpha * 0.5 + 0.5, alpha, alpha * 1.01}, rdp[3];
+        assert_int_equal(dpfl_rdp_compose(&f, 1, orders, 3, rdp, &err), DPFL_OK);
+        assert_true(rdp[0] == 2 * cap && rdp[1] == 2 * cap && isinf(rdp[2]));
+        account_refuses(&f, 1, DPFL_ACC_PLD, "rdp-filter");
+        account_refuses(&f, 1, DPFL_ACC_GDP, "rdp-filter");
+        pld_refuses(&f, 1, "rdp-filter");
+    }
+    /* with a Gaussian: the orders up to alpha, each cap + 3 a / (2 z^2); between the best over every real order <= alpha
+     * (the truth of these statements) and the best over the integer ones */
+    const double alpha = 10, cap = 1, z = 2;
+    dpfl_event two[2] = {dpfl_event_gaussian(z, 3), dpfl_event_rdp_filter(alpha, cap, 1)};
+    dpfl_guarantee g;
+    dpfl_error err;
+    assert_int_equal(dpfl_account_epsilon(two, 2, delta, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    double best_real = INFINITY, best_int = INFINITY;
+    for (int i = 1; i <= 90000; i++) {
+        const double a = 1 + i * 1e-4, e = cap + 3 * a / (2 * z * z) + log1p(-1 / a) - (log(delta) + log(a)) / (a - 1);
+        best_real = fmin(best_real, e);
+        if (i % 10000 == 0) best_int = fmin(best_int, e);
+    }
+    assert_true(g.epsilon >= best_real * (1 - 1e-9) && g.epsilon <= best_int * (1 + 1e-12));
+    assert_true(g.order <= alpha);
+    /* above alpha nothing is claimed: orders above it alone give no number */
+    double above = 11, r;
+    assert_int_equal(dpfl_rdp_compose(&two[1], 1, &above, 1, &r, &err), DPFL_OK);
+    assert_true(isinf(r));
+    dpfl_account_opts o = {0};
+    o.orders = &above;
+    o.norders = 1; /* the filter's own alpha joins the given orders */
+    assert_int_equal(dpfl_account_epsilon(&two[1], 1, delta, DPFL_ACC_RDP, &o, &g, &err), DPFL_OK);
+    assert_true(g.order == alpha && isfinite(g.epsilon));
+}
+
+/* every cell of the table is what the accountants do: refused where it says NONE (not-private: refused as not
+ * private), answered (or at least not refused for the kind) elsewhere, by account_epsilon, account_delta and
+ * calibrate_noise */
+static void table_is_what_accountants_do(void **state)
+{
+    (void)state;
+    dpfl_event one[DPFL_EV_NKINDS];
+    for (int i = 0; i < DPFL_EV_NKINDS; i++) { /* every_kind lists each kind once */
+        dpfl_event e = every_kind(i);
+        one[e.kind] = e;
+    }
+    one[DPFL_EV_NOT_PRIVATE].count = 1;
+    one[DPFL_EV_TWO_STAGE].q = 1.0; /* the case GDP answers */
+    for (int k = 0; k < DPFL_EV_NKINDS; k++)
+        for (int a = DPFL_ACC_RDP; a <= DPFL_ACC_GDP; a++) {
+            dpfl_support sup = dpfl_event_support((dpfl_event_kind)k, (dpfl_accountant)a);
+            const char *kind = dpfl_event_kind_name((dpfl_event_kind)k), *acc = dpfl_accountant_name(a);
+            dpfl_guarantee g;
+            dpfl_error err;
+            dpfl_status se = dpfl_account_epsilon(&one[k], 1, 1e-5, (dpfl_accountant)a, NULL, &g, &err);
+            dpfl_status sd = dpfl_account_delta(&one[k], 1, 1.0, (dpfl_accountant)a, NULL, &g, &err);
+            if (k == DPFL_EV_NOT_PRIVATE) {
+                assert_true(se == DPFL_ENOTPRIVATE && sd == DPFL_ENOTPRIVATE);
+            } else if (sup == DPFL_SUPPORT_NONE) {
+                account_refuses(&one[k], 1, (dpfl_accountant)a, kind);
+            } else {
+                if (se || sd) print_error("%s / %s: %s\n", acc, kind, err.msg);
+                assert_true(se == DPFL_OK && sd == DPFL_OK);
+            }
+            assert_true(a != DPFL_ACC_PLD || sup != DPFL_SUPPORT_CLT);
+            assert_true(a != DPFL_ACC_GDP || sup != DPFL_SUPPORT_RDP_FLOOR);
+        }
+    assert_int_equal(dpfl_event_support((dpfl_event_kind)DPFL_EV_NKINDS, DPFL_ACC_RDP), DPFL_SUPPORT_NONE);
+    assert_string_equal(dpfl_event_kind_name((dpfl_event_kind)DPFL_EV_NKINDS), "?");
+}
+
 /* the binding declares dpfl_event from this string: every field, in order, at the offsets the ABI table gives */
 static void schema_lists_every_field(void **state)
 {
@@ -177,7 +378,7 @@ static void schema_lists_every_field(void **state)
         last = off;                                                                                             \
         n++;                                                                                                    \
     }
-    DPFL_EVENT_FIELDS(IN_SCHEMA)
+    DPFL_EVENT_ALL_FIELDS(IN_SCHEMA)
     int commas = 0;
     for (const char *p = s; *p; p++) commas += *p == ',';
     assert_int_equal(commas, n);
@@ -202,6 +403,8 @@ int main(void)
         cmocka_unit_test(json_roundtrip_every_kind),   cmocka_unit_test(json_refuses_malformed),
         cmocka_unit_test(recompute_matches_accountant), cmocka_unit_test(two_stage_visible_gaussian),
         cmocka_unit_test(schema_lists_every_field),     cmocka_unit_test(mechanism_counts),
+        cmocka_unit_test(gdp_refusals),                 cmocka_unit_test(pld_refusals_and_rdp_floor),
+        cmocka_unit_test(table_is_what_accountants_do), cmocka_unit_test(rdp_filter_is_rdp_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

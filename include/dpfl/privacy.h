@@ -21,15 +21,53 @@
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 
 /* ---------------------------------------------------------------- events */
+typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;
+
+/* What an accountant does with an event kind.  Every entry point that takes events reads this, from the table
+ * below, before it computes anything (dpfl_event_support); a kind it does not support is refused with one line
+ * naming the kind and the accountant, never answered by another method unless the table says so. */
 typedef enum {
-    DPFL_EV_GAUSSIAN = 0,  /* Gaussian mechanism on every record (no sampling) */
-    DPFL_EV_POISSON,       /* each record included independently with probability q, then Gaussian(z) */
-    DPFL_EV_FIXED,         /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */
-    DPFL_EV_TWO_STAGE,     /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */
-    DPFL_EV_NOT_PRIVATE,   /* a release with no guarantee (e.g. median-norm clipping) */
-    DPFL_EV_SKELLAM        /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1)
-                              is summed with Skellam noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */
-} dpfl_event_kind;
+    DPFL_SUPPORT_NONE = 0,  /* refused (DPFL_EINVAL) */
+    DPFL_SUPPORT_BOUND,     /* answered by an upper bound (parameter ranges the accountant does not cover are refused
+                               with their own line, e.g. GDP's two-stage only alone and at record rate 1) */
+    DPFL_SUPPORT_RDP_FLOOR, /* PLD only: dpfl has no PLD of the kind, so dpfl_account_epsilon / _delta answer RDP's
+                               bound and say so (answered = rdp, fallback = why); dpfl_pld_* refuse it */
+    DPFL_SUPPORT_CLT        /* GDP only: exact when nothing is sampled (q = 1, batch = n), otherwise the central-limit
+                               value, flagged asymptotic: not a bound */
+} dpfl_support;
+
+/* The event kinds, and which accountant answers each, as data: X(enum, JSON name, RDP, PLD, GDP) with the support
+ * written without its DPFL_SUPPORT_ prefix.  The enum, the kind names of the JSON and every accountant's check are
+ * generated from this list; docs/privacy.md prints it.  A not-private event is refused by every accountant as
+ * DPFL_ENOTPRIVATE before the table is read. */
+#define DPFL_EVENT_KINDS(X)                                                                                         \
+    /* Gaussian mechanism on every record (no sampling) */                                                          \
+    X(DPFL_EV_GAUSSIAN, "gaussian", BOUND, BOUND, BOUND)                                                            \
+    /* each record included independently with probability q, then Gaussian(z) */                                   \
+    X(DPFL_EV_POISSON, "poisson", BOUND, BOUND, CLT)                                                                \
+    /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */                               \
+    X(DPFL_EV_FIXED, "fixed", BOUND, RDP_FLOOR, CLT)                                                                \
+    /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */                               \
+    X(DPFL_EV_TWO_STAGE, "two-stage", BOUND, BOUND, BOUND)                                                          \
+    /* a release with no guarantee (e.g. median-norm clipping) */                                                   \
+    X(DPFL_EV_NOT_PRIVATE, "not-private", NONE, NONE, NONE)                                                         \
+    /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1) is summed with Skellam    \
+     * noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */                                                     \
+    X(DPFL_EV_SKELLAM, "skellam", BOUND, RDP_FLOOR, NONE)                                                           \
+    /* an individual Renyi filter's guarantee (Feldman-Zrnic 2021): the record's losses at order alpha, composed     \
+     * adaptively, never pass cap, so the run is (alpha, cap)-RDP for it (add-remove) -- and, the Renyi divergence  \
+     * being nondecreasing in the order, (alpha', cap)-RDP at every alpha' <= alpha.  An RDP statement only */       \
+    X(DPFL_EV_RDP_FILTER, "rdp-filter", BOUND, NONE, NONE)
+
+#define DPFL_EVENT_KIND_ENUM(e, name, rdp, pld, gdp) e,
+typedef enum { DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ENUM) } dpfl_event_kind;
+#define DPFL_EVENT_KIND_ONE(e, name, rdp, pld, gdp) +1
+enum { DPFL_EV_NKINDS = 0 DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ONE) };
+
+/* The table's cell for (kind, accountant); DPFL_SUPPORT_NONE for a value outside either enum. */
+dpfl_support dpfl_event_support(dpfl_event_kind kind, dpfl_accountant acc);
+/* "gaussian", "poisson", ... (the JSON's names); "?" outside the enum. */
+const char *dpfl_event_kind_name(dpfl_event_kind kind);
 
 typedef enum {
     DPFL_ADJ_ADD_REMOVE = 0, /* add or remove one unit */
@@ -48,13 +86,15 @@ typedef enum {
 
 /* The event's fields, written once.  Everything that handles an event field by field is generated from this list:
  * the struct below, the ledger's merge test, the checkpoint codec, the ABI table the Python binding builds its
- * struct from, and the JSON of summary.json / `dpfl account --event`.  A new field is one line here.
+ * struct from, and the JSON of summary.json / `dpfl account --event`.  A new field is one line here (one of a kind
+ * that a ledger holds changes the checkpoint format; one of a report-only kind goes to DPFL_EVENT_REPORT_FIELDS).
  *   X(codec, ctype, name, json_key, kinds)   codec: DPFL_EVT_ENUM (an int-sized enum), DPFL_EVT_F64, DPFL_EVT_I64;
  *   kinds: the DPFL_EVK_* mask of kinds that use the field (only those read or write it in JSON). */
 #define DPFL_EVK(k) (1u << (k))
 #define DPFL_EVK_SAMPLED (DPFL_EVK(DPFL_EV_POISSON) | DPFL_EVK(DPFL_EV_FIXED) | DPFL_EVK(DPFL_EV_TWO_STAGE) | \
                           DPFL_EVK(DPFL_EV_SKELLAM))
 #define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN))
+#define DPFL_EVK_ADJACENT (DPFL_EVK_NOISY | DPFL_EVK(DPFL_EV_RDP_FILTER))
 #define DPFL_EVK_ALL (~0u)
 /* z: noise multiplier; q: POISSON / SKELLAM rate, FIXED batch / n, TWO_STAGE per-step record rate; lambda:
  * TWO_STAGE client participation per round; n, batch: FIXED; inner: TWO_STAGE local steps per round (tau); count:
@@ -62,7 +102,7 @@ typedef enum {
  * (z = sqrt(variance) / d2). */
 #define DPFL_EVENT_FIELDS(X)                                                                                        \
     X(DPFL_EVT_ENUM, dpfl_event_kind, kind, "kind", DPFL_EVK_ALL)                                                   \
-    X(DPFL_EVT_ENUM, dpfl_adjacency, adjacency, "adjacency", DPFL_EVK_NOISY)                                        \
+    X(DPFL_EVT_ENUM, dpfl_adjacency, adjacency, "adjacency", DPFL_EVK_ADJACENT)                                     \
     X(DPFL_EVT_F64, double, z, "z", DPFL_EVK_NOISY)                                                                 \
     X(DPFL_EVT_F64, double, q, "q", DPFL_EVK_SAMPLED)                                                               \
     X(DPFL_EVT_F64, double, lambda, "lambda", DPFL_EVK(DPFL_EV_TWO_STAGE))                                          \
@@ -74,10 +114,20 @@ typedef enum {
     X(DPFL_EVT_F64, double, d1, "l1", DPFL_EVK(DPFL_EV_SKELLAM))                                                    \
     X(DPFL_EVT_F64, double, d2, "l2", DPFL_EVK(DPFL_EV_SKELLAM))
 
+/* Fields of the kinds that only reports carry (summary.json, `dpfl account --event`), never a ledger or a checkpoint:
+ * the checkpoint codec (format 7) and the ledger's merge test read DPFL_EVENT_FIELDS only, so these follow them in
+ * the struct and everything else -- the ABI table, the binding, the JSON -- takes DPFL_EVENT_ALL_FIELDS.  (A checkpoint
+ * holding such a kind would read alpha = 0 and be refused by dpfl_event_check.)  alpha: the filter's RDP order;
+ * cap: the Renyi budget its losses at alpha never pass. */
+#define DPFL_EVENT_REPORT_FIELDS(X)                                                                                 \
+    X(DPFL_EVT_F64, double, alpha, "alpha", DPFL_EVK(DPFL_EV_RDP_FILTER))                                           \
+    X(DPFL_EVT_F64, double, cap, "cap", DPFL_EVK(DPFL_EV_RDP_FILTER))
+#define DPFL_EVENT_ALL_FIELDS(X) DPFL_EVENT_FIELDS(X) DPFL_EVENT_REPORT_FIELDS(X)
+
 #define DPFL_EVENT_DECLARE(codec, ctype, name, key, kinds) ctype name;
 
 typedef struct {
-    DPFL_EVENT_FIELDS(DPFL_EVENT_DECLARE)
+    DPFL_EVENT_ALL_FIELDS(DPFL_EVENT_DECLARE)
 } dpfl_event;
 
 dpfl_event dpfl_event_gaussian(double z, int64_t count);
@@ -91,6 +141,9 @@ dpfl_event dpfl_event_not_private(int64_t count);
  * Skellam noise of total variance mu on a sum whose one client moves it by L2 <= d2, L1 <= d1 (grid units); the
  * client is in the round with probability q (1 = known to be).  z = sqrt(mu) / d2. */
 dpfl_event dpfl_event_skellam(double q, double d1, double d2, double mu, int64_t count);
+/* An individual Renyi filter at order alpha > 1 whose losses never pass cap >= 0 (add-remove): (alpha', cap)-RDP at
+ * every order alpha' <= alpha, nothing above.  Only the RDP accountant answers it (its orders then include alpha). */
+dpfl_event dpfl_event_rdp_filter(double alpha, double cap, int64_t count);
 /* DPFL_OK if the fields are in range (q, lambda in [0,1], z >= 0, count >= 0, 0 < batch <= n ...). */
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err);
 /* One line, e.g. "poisson(q=0.01, z=1.1) x 1000 [add-remove]". */
@@ -155,7 +208,6 @@ void dpfl_skellam_mixture_tighten(const dpfl_event *ev, size_t nev, double x, in
                                   double *value, double *order);
 
 /* ---------------------------------------------------------------- accountants (one entry point) */
-typedef enum { DPFL_ACC_RDP = 0, DPFL_ACC_PLD, DPFL_ACC_GDP } dpfl_accountant;
 const char *dpfl_accountant_name(dpfl_accountant a);
 
 typedef struct {

@@ -13,6 +13,12 @@ Kinds (cases drawn from a fixed seed; small counts):
   two-stage  rPDP-FL rounds; dpfl.e2e's record_epsilon (the same round) and client_epsilon (k Gaussian steps of
              multiplier z/B, or z/(2B) replace-one, per visible participation: exact binomial mixture), and
              gdp_visible_epsilon (record rate 1).
+  e2e-server dpfl's client level with server noise (k local DP-SGD steps, then the server's clip to S and noise std
+             server_z S; zero-out and replace-one): e2e_client_mu through gdp_visible_epsilon, dpfl.e2e's
+             client_epsilon (every third case: it also computes the record level's PLD), and the accountants on the
+             client event a run writes for it (two-stage, record rate 1, z = 1 / client_mu; PLD every third case): against the larger of two concrete
+             instances (events_ref.e2e_server_reference: updates clipped to +-S, or a small step that stays unclipped
+             but with probability ~1e-13), a lower bound that need not be tight.
   mixed      lists of 2-4 events of one adjacency family, some the same event repeated c times (a record held by c
              clients: its steps composed over every copy).
   calibrate  calibrate_noise (rdp; pld for some), calibrate_steps and calibrate_rate: the reference at the
@@ -56,7 +62,8 @@ TOL = 1e-9
 TIGHT = 0.01            # PLD within 1 % above the truth where the reference pins it down
 TIGHT_GAP = 0.005       # ... i.e. where the reference's gap is below 0.5 % of it
 MIN_CASES = 300
-TARGET = {"gaussian": 40, "poisson": 70, "fixed": 45, "skellam": 50, "two-stage": 25, "mixed": 50, "calibrate": 30}
+TARGET = {"gaussian": 40, "poisson": 70, "fixed": 45, "skellam": 50, "two-stage": 25, "e2e-server": 30, "mixed": 50,
+          "calibrate": 30}
 MAX_DRAWS = 4
 DELTAS = (1e-3, 1e-5, 1e-6)
 
@@ -165,6 +172,20 @@ def draw_two_stage(rng):
     return item._replace(meta=(batch, n))
 
 
+def draw_e2e_server(rng):
+    """dpfl.e2e's parameters with server noise; a third with batch = n (where the small-step instance applies)."""
+    if rng.random() < 0.35:
+        n = batch = rng.randint(1, 40)
+    else:
+        n = int(_log_uniform(rng, 20, 2000))
+        batch = min(n, max(1, round(_rate(rng, 0.005) * n)))
+    lam, z, K, T = _rate(rng, 0.01), rng.uniform(0.5, 4.0), rng.randint(1, 5), rng.randint(1, 10)
+    z2, adj, d = _log_uniform(rng, 0.05, 8.0), rng.choice(("zero-out", "replace-one")), _delta(rng)
+    spec = R.E2eServer(z, batch, n, K, lam, T, z2, adj)
+    return Item([spec], None, d, "e2e-server z=%.4g B=%d n=%d K=%d lam=%.4g R=%d server_z=%.4g [%s]"
+                % (z, batch, n, K, lam, T, z2, adj), {})
+
+
 def draw_mixed(rng):
     d = _delta(rng)
     if rng.random() < 0.6:  # add-remove family
@@ -203,7 +224,7 @@ def draw_calibrate(rng):
 
 
 DRAW = {"gaussian": draw_gaussian, "poisson": draw_poisson, "fixed": draw_fixed, "skellam": draw_skellam,
-        "two-stage": draw_two_stage, "mixed": draw_mixed}
+        "two-stage": draw_two_stage, "e2e-server": draw_e2e_server, "mixed": draw_mixed}
 
 
 def accepted(kind, draw):
@@ -216,7 +237,10 @@ def accepted(kind, draw):
         if kind == "calibrate":
             out.append((item, None))
             continue
-        ref = R.reference(item.specs, item.delta, stop_above=EPS_MAX)
+        if kind == "e2e-server":
+            ref = R.e2e_server_reference(item.specs[0], item.delta, stop_above=EPS_MAX)
+        else:
+            ref = R.reference(item.specs, item.delta, stop_above=EPS_MAX)
         if ref.coarse or not EPS_MIN <= ref.epsilon <= EPS_MAX:
             skipped += 1
             continue
@@ -292,6 +316,26 @@ def e2e_answers(item, ref, index):
         cref = R.gaussian_mixture_reference(w, [math.sqrt(m * s.inner) * mu_step for m in range(s.count + 1)],
                                             item.delta)
         out.append(("e2e client_epsilon %s" % adj, r.client_epsilon, cref.epsilon))
+    return out
+
+
+def e2e_server_answers(item, ref, index):
+    """[(variant, reported, reference epsilon)]: dpfl's client level with server noise -- e2e_client_mu's per-round mu
+    through gdp_visible_epsilon (what dpfl.e2e answers), every accountant on the client event a run writes for it
+    (summary.json events: two-stage, record rate 1, z = 1 / mu) -- and on every third case the slow ones, dpfl.e2e
+    itself (it also computes the record level's PLD) and the PLD of the client event."""
+    s = item.specs[0]
+    mu = dpfl.e2e_client_mu(s.z, s.batch, s.k, s.adjacency, s.server_z)
+    out = [("gdp_visible_epsilon of e2e_client_mu %s" % s.adjacency,
+            dpfl.gdp_visible_epsilon(mu, s.lam, s.rounds, item.delta), ref.epsilon)]
+    ev = dpfl.event_two_stage(s.lam, 1.0, 1.0 / mu, 1, s.rounds)
+    for acc in ("gdp", "rdp") + (("pld",) if index % 3 == 0 else ()):
+        out.append(("client event account_epsilon %s" % acc, dpfl.account_epsilon(ev, item.delta, acc).epsilon,
+                    ref.epsilon))
+    if index % 3 == 0:
+        r = dpfl.e2e(s.z, s.batch, s.n, s.k, s.lam, s.rounds, item.delta, server_z=s.server_z,
+                     client_adjacency=s.adjacency)
+        out.append(("e2e client_epsilon %s" % s.adjacency, r.client_epsilon, ref.epsilon))
     return out
 
 
@@ -405,6 +449,9 @@ def outcome():
             for i, (item, ref) in enumerate(items):
                 if kind == "calibrate":
                     pending.append((kind, item, ref, pool.submit(calibration, item)))
+                    continue
+                if kind == "e2e-server":
+                    pending.append((kind, item, None, pool.submit(e2e_server_answers, item, ref, i)))
                     continue
                 out.exact[kind] += ref.exact
                 pending.append((kind, item, ref, pool.submit(binding_answers, item, ref, i)))

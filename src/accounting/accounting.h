@@ -53,8 +53,9 @@ dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, con
                                   double *eps, dpfl_error *err);
 /* The largest epsilon of any record so far (a few accountant calls: what every round reports). */
 dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err);
-/* The event of the level whose records have the largest epsilon (not under the filter, whose charges are per record
- * Renyi losses): a two-stage event, and the accountant and orders dpfl_rpdp_epsilon answers it with. */
+/* The event of the level whose records have the largest epsilon: a two-stage event, and the accountant and orders
+ * dpfl_rpdp_epsilon answers it with; under the filter the record with the largest cap, an rdp-filter event (RDP),
+ * none before a round is trained; out->epsilon the run's number for it. */
 dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_run_event *out, dpfl_error *err);
 /* eps[level] of the rounds charged so far; *max over levels with records. */
 dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *eps, double *max, dpfl_error *err);

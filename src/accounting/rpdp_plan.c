@@ -352,19 +352,40 @@ void fl_rpdp_charge(fl_rpdp *rp)
         if (!rp->lv[k].opted_out && rp->lv[k].p > 0 && rp->lv[k].records > 0) rp->lv[k].rounds++;
 }
 
-/* Record i's epsilon under the filter: its Renyi loss so far converted at alpha (0 if it never contributed). */
-static double filter_epsilon(const fl_rpdp *rp, int64_t i)
+/* Under the filter, what a record is guaranteed is its cap (Feldman-Zrnic: its losses at alpha never pass it, so the
+ * run is (alpha, cap_i)-RDP for it), not the losses it happened to spend: those depend on its data and on the noise
+ * drawn, so reporting them as an epsilon would need a privacy odometer.  The event of record i: rdp-filter(alpha,
+ * cap_i), once a round has been trained (nothing is released before). */
+static int filter_charges(const fl_rpdp *rp, int64_t i)
 {
-    return rp->spent[i] > 0 ? rp->spent[i] + rp->conv : 0.0;
+    return rp->cap[i] > 0 && rp->lv[0].rounds > 0;
+}
+
+/* The record with the largest cap (every guarantee grows with the cap), or -1 when none can contribute. */
+static int64_t filter_worst(const fl_rpdp *rp)
+{
+    int64_t w = -1;
+    for (int64_t i = 0; i < rp->n; i++)
+        if (filter_charges(rp, i) && (w < 0 || rp->cap[i] > rp->cap[w])) w = i;
+    return w;
+}
+
+/* Record i's epsilon under the filter: the RDP accountant on its event, at most its budget (= cap_i + conv, what the
+ * cap was set from); 0 for a record that cannot contribute. */
+static dpfl_status filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err)
+{
+    *eps = 0.0;
+    if (i < 0 || !filter_charges(rp, i)) return DPFL_OK;
+    dpfl_event ev = dpfl_event_rdp_filter(rp->alpha, rp->cap[i], 1);
+    dpfl_guarantee g;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->record_dp.delta, DPFL_ACC_RDP, NULL, &g, err);
+    if (!st) *eps = fmin(g.epsilon, rp->budget[i]);
+    return st;
 }
 
 dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err)
 {
-    if (rp->filter) {
-        *max = 0;
-        for (int64_t i = 0; i < rp->n; i++) *max = fmax(*max, filter_epsilon(rp, i));
-        return DPFL_OK;
-    }
+    if (rp->filter) return filter_epsilon(rp, cfg, filter_worst(rp), max, err);
     /* epsilon rises with p at equal rounds: the active level with the largest p, and every opted-out level */
     *max = 0;
     int32_t top = -1;
@@ -391,7 +412,15 @@ dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, doubl
 
 dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_run_event *out, dpfl_error *err)
 {
-    DPFL_ASSERT(!rp->filter && out->nevents == 1);
+    DPFL_ASSERT(out->nevents == 1);
+    if (rp->filter) { /* the worst record's filter, an RDP statement */
+        const int64_t w = filter_worst(rp);
+        if (w >= 0) out->events[0] = dpfl_event_rdp_filter(rp->alpha, rp->cap[w], 1);
+        out->nevents = w >= 0;
+        out->accountant = DPFL_ACC_RDP;
+        out->orders = DPFL_ORDERS_DEFAULT;
+        return filter_epsilon(rp, cfg, w, &out->epsilon, err);
+    }
     dpfl_rpdp_params pp = params_of(cfg, rp->z);
     double best = -1;
     for (int32_t k = 0; k < rp->nlevels; k++) {
@@ -545,8 +574,11 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
     if (!eps || !tb || !te || !tp || !re) st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (budget report)");
     if (!st) st = rp->filter ? fl_rpdp_max_epsilon(rp, cfg, eps_max, err) : fl_rpdp_epsilons(rp, cfg, eps, eps_max, err);
     if (!st && rp->filter) eps[0] = *eps_max;
-    for (int64_t i = 0; !st && i < rp->n; i++)
-        re[i] = rp->filter ? filter_epsilon(rp, i) : rp->level[i] >= 0 ? eps[rp->level[i]] : 0.0;
+    for (int64_t i = 0; !st && i < rp->n; i++) {
+        if (!rp->filter) re[i] = rp->level[i] >= 0 ? eps[rp->level[i]] : 0.0;
+        else if (i > 0 && rp->cap[i] == rp->cap[i - 1]) re[i] = re[i - 1]; /* the same event */
+        else st = filter_epsilon(rp, cfg, i, &re[i], err);
+    }
     if (!st && o) {
         double over_max = -INFINITY;
         cJSON_AddStringToObject(o, "budgets", dpfl_config_choice(cfg, "record_dp.budgets"));

@@ -28,7 +28,7 @@ static const abi_entry table[] = {
     SIZE(dpfl_status), SIZE(dpfl_event_kind), SIZE(dpfl_adjacency), SIZE(dpfl_two_stage_bound),
     SIZE(dpfl_conversion), SIZE(dpfl_accountant),
     SIZE(dpfl_error), FIELD(dpfl_error, msg),
-    SIZE(dpfl_event), DPFL_EVENT_FIELDS(EVENT_FIELD)
+    SIZE(dpfl_event), DPFL_EVENT_ALL_FIELDS(EVENT_FIELD)
     SIZE(dpfl_account_opts), FIELD(dpfl_account_opts, conversion), FIELD(dpfl_account_opts, orders),
     FIELD(dpfl_account_opts, norders), FIELD(dpfl_account_opts, pld_bins),
     SIZE(dpfl_guarantee), FIELD(dpfl_guarantee, epsilon), FIELD(dpfl_guarantee, delta), FIELD(dpfl_guarantee, order),
@@ -68,9 +68,9 @@ long dpfl_abi_layout(const char *type, const char *field)
     return -1;
 }
 
-/* "name:codec:ctype,..." in struct order, from the schema (dpfl/privacy.h DPFL_EVENT_FIELDS) */
+/* "name:codec:ctype,..." in struct order, from the schema (dpfl/privacy.h DPFL_EVENT_ALL_FIELDS) */
 #define EVENT_SCHEMA(codec, ctype, name, key, kinds) #name ":" #codec ":" #ctype ","
-static const char event_schema[] = DPFL_EVENT_FIELDS(EVENT_SCHEMA);
+static const char event_schema[] = DPFL_EVENT_ALL_FIELDS(EVENT_SCHEMA);
 
 const char *dpfl_abi_fields(const char *type)
 {

@@ -37,8 +37,8 @@ static dpfl_status gdp_mu(const dpfl_event *ev, size_t nev, double *mu, int *asy
                 m = sqrt(T) / e->z;
             } else {
                 if (e->adjacency == DPFL_ADJ_REPLACE_ONE)
-                    return dpfl_fail(err, DPFL_EINVAL, "GDP accountant: Poisson sampling under replace-one "
-                                                       "adjacency has no CLT here; use rdp");
+                    return dpfl_fail(err, DPFL_EINVAL, "gdp accountant: poisson events under replace-one adjacency "
+                                                       "have no CLT here (event %zu); use rdp", i);
                 m = dpfl_gdp_clt_poisson(e->q, e->z, T);
                 *asym = 1;
             }
@@ -51,9 +51,10 @@ static dpfl_status gdp_mu(const dpfl_event *ev, size_t nev, double *mu, int *asy
                 *asym = 1;
             }
             break;
-        default:
-            return dpfl_fail(err, DPFL_EINVAL, "GDP accountant: a two-stage event only alone and at record rate 1 "
-                                               "(Gaussian participations, exact); no Skellam; use rdp or pld");
+        default: /* the table lets two-stage events through: GDP has them only alone at record rate 1 */
+            return dpfl_fail(err, DPFL_EINVAL, "gdp accountant answers %s events only alone and at record rate 1 "
+                                               "(Gaussian participations, exact); event %zu is not; use rdp or pld",
+                             dpfl_event_kind_name(e->kind), i);
         }
         s += m * m;
     }
@@ -83,32 +84,42 @@ static double rdp_at(double alpha, void *ctx)
     return r;
 }
 
-static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_account_opts *o, const double **orders,
+/* The RDP curve: the given orders (or the default ones), then each rdp-filter event's own alpha, where its statement
+ * is made (an rdp-filter is finite only at orders <= its alpha).  One buffer: orders[0..n), rdp[0..n); free(orders). */
+static dpfl_status rdp_curve(const dpfl_event *ev, size_t nev, const dpfl_account_opts *o, double **orders,
                              size_t *n, double **rdp, dpfl_error *err)
 {
-    if (o && o->orders) {
-        *orders = o->orders;
-        *n = o->norders;
-    } else {
-        *orders = dpfl_rdp_default_orders(n);
-    }
-    *rdp = malloc(*n * sizeof **rdp);
-    if (!*rdp) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (RDP curve)");
+    size_t given;
+    const double *base = o && o->orders ? o->orders : dpfl_rdp_default_orders(&given);
+    if (o && o->orders) given = o->norders;
+    size_t extra = 0;
+    for (size_t i = 0; i < nev; i++) extra += ev[i].kind == DPFL_EV_RDP_FILTER && ev[i].count > 0;
+    *n = given + extra;
+    *orders = malloc(2 * (*n ? *n : 1) * sizeof **orders);
+    if (!*orders) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (RDP curve)");
+    if (given) memcpy(*orders, base, given * sizeof **orders);
+    for (size_t i = 0, k = given; i < nev; i++)
+        if (ev[i].kind == DPFL_EV_RDP_FILTER && ev[i].count > 0) (*orders)[k++] = ev[i].alpha;
+    *rdp = *orders + *n;
     dpfl_status s = dpfl_rdp_compose(ev, nev, *orders, *n, *rdp, err);
     if (s) {
-        free(*rdp);
-        *rdp = NULL;
+        free(*orders);
+        *orders = *rdp = NULL;
     }
     return s;
 }
 
-/* PLD answers for Gaussian, Poisson-sampled Gaussian and two-stage events under add-remove / zero-out only */
-static const char *pld_unsupported(const dpfl_event *ev, size_t nev)
+/* Why PLD's own computation does not answer these events (RDP's floor answers), or NULL: a kind the table gives
+ * RDP's floor, or Poisson sampling under replace-one (no PLD of that pair here). */
+static const char *pld_unsupported(const dpfl_event *ev, size_t nev, char *why, size_t len)
 {
     for (size_t i = 0; i < nev; i++) {
         if (ev[i].count == 0) continue;
-        if (ev[i].kind != DPFL_EV_GAUSSIAN && ev[i].kind != DPFL_EV_POISSON && ev[i].kind != DPFL_EV_TWO_STAGE)
-            return "PLD covers Gaussian, Poisson-sampled Gaussian and two-stage events only";
+        if (dpfl_event_support(ev[i].kind, DPFL_ACC_PLD) == DPFL_SUPPORT_RDP_FLOOR) {
+            snprintf(why, len, "PLD does not compute %s events; RDP's bound answers",
+                     dpfl_event_kind_name(ev[i].kind));
+            return why;
+        }
         if (ev[i].kind == DPFL_EV_POISSON && ev[i].q < 1 && ev[i].adjacency == DPFL_ADJ_REPLACE_ONE)
             return "PLD does not cover Poisson sampling under replace-one";
     }
@@ -120,7 +131,8 @@ static const char *pld_unsupported(const dpfl_event *ev, size_t nev)
 static dpfl_status pld_or_rdp(const dpfl_event *ev, size_t nev, double x, int want_delta, const dpfl_account_opts *opts,
                               dpfl_guarantee *out, dpfl_error *err)
 {
-    const char *why = pld_unsupported(ev, nev);
+    char whybuf[96];
+    const char *why = pld_unsupported(ev, nev, whybuf, sizeof whybuf);
     double v = INFINITY, lower = 0;
     dpfl_error perr;
     dpfl_status s = DPFL_ENUM;
@@ -157,13 +169,20 @@ static dpfl_status pld_or_rdp(const dpfl_event *ev, size_t nev, double x, int wa
     return DPFL_OK;
 }
 
-dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
-                                 const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
+/* The one body of dpfl_account_epsilon (want_delta = 0: x is delta, *out gets epsilon) and dpfl_account_delta
+ * (want_delta = 1: x is epsilon, *out gets delta). */
+static dpfl_status account(const dpfl_event *ev, size_t nev, double x, int want_delta, dpfl_accountant acc,
+                           const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
 {
-    if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
+    if (want_delta && (!(x >= 0) || isinf(x)))
+        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", x);
+    if (!want_delta && !(x > 0 && x < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", x);
+    if ((unsigned)acc > (unsigned)DPFL_ACC_GDP) return dpfl_fail(err, DPFL_EINVAL, "unknown accountant %d", (int)acc);
     dpfl_status s = dpfl_events_check(ev, nev, err);
     if (s) return s;
-    out->delta = delta;
+    if ((s = dpfl_events_supported(ev, nev, acc, 0, err))) return s;
+    double *val = want_delta ? &out->delta : &out->epsilon; /* what is asked; the other is x */
+    *(want_delta ? &out->epsilon : &out->delta) = x;
     out->epsilon_lower = 0;
     out->order = 0;
     out->mu = 0;
@@ -172,78 +191,45 @@ dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta,
     out->fallback[0] = '\0';
     switch (acc) {
     case DPFL_ACC_RDP: {
-        const double *orders;
-        size_t n;
-        double *rdp;
+        double *orders = NULL, *rdp = NULL;
+        size_t n = 0;
         s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
         if (s) return s;
         dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
-        out->epsilon = dpfl_rdp_to_epsilon(orders, rdp, n, delta, conv, &out->order);
-        free(rdp);
-        if (!(opts && opts->orders) && out->order > 0 && out->order < 128) {
+        *val = want_delta ? dpfl_rdp_to_delta(orders, rdp, n, x, conv, &out->order)
+                          : dpfl_rdp_to_epsilon(orders, rdp, n, x, conv, &out->order);
+        free(orders);
+        if (!(opts && opts->orders) && out->order > 0 && out->order < 128 && (!want_delta || *val > 0)) {
             rdp_ctx c = {ev, nev};
-            out->epsilon = dpfl_rdp_refine(rdp_at, &c, out->order, out->epsilon, delta, 0, conv, &out->order);
+            *val = dpfl_rdp_refine(rdp_at, &c, out->order, *val, x, want_delta, conv, &out->order);
         }
         /* sampled DDP: the binomial mixture over participations where smaller (skellam_visible.c) */
-        if (!(opts && opts->orders)) dpfl_skellam_mixture_tighten(ev, nev, delta, 0, conv, &out->epsilon, &out->order);
+        if (!(opts && opts->orders)) dpfl_skellam_mixture_tighten(ev, nev, x, want_delta, conv, val, &out->order);
         return DPFL_OK;
     }
-    case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, delta, 0, opts, out, err);
+    case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, x, want_delta, opts, out, err);
     case DPFL_ACC_GDP:
         if (gdp_visible(ev, nev, &out->mu)) {
-            out->epsilon = dpfl_gdp_visible_epsilon(out->mu, ev->lambda, ev->count, delta);
+            *val = want_delta ? dpfl_gdp_visible_delta(out->mu, ev->lambda, ev->count, x)
+                              : dpfl_gdp_visible_epsilon(out->mu, ev->lambda, ev->count, x);
             return DPFL_OK;
         }
         s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
         if (s) return s;
-        out->epsilon = dpfl_gdp_epsilon(out->mu, delta);
+        *val = want_delta ? dpfl_gdp_delta(out->mu, x) : dpfl_gdp_epsilon(out->mu, x);
         return DPFL_OK;
     }
     return dpfl_fail(err, DPFL_EINVAL, "unknown accountant %d", (int)acc);
 }
 
+dpfl_status dpfl_account_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_accountant acc,
+                                 const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
+{
+    return account(ev, nev, delta, 0, acc, opts, out, err);
+}
+
 dpfl_status dpfl_account_delta(const dpfl_event *ev, size_t nev, double epsilon, dpfl_accountant acc,
                                const dpfl_account_opts *opts, dpfl_guarantee *out, dpfl_error *err)
 {
-    if (!(epsilon >= 0) || isinf(epsilon))
-        return dpfl_fail(err, DPFL_EINVAL, "epsilon (%g) must be finite and >= 0", epsilon);
-    dpfl_status s = dpfl_events_check(ev, nev, err);
-    if (s) return s;
-    out->epsilon = epsilon;
-    out->epsilon_lower = 0;
-    out->order = 0;
-    out->mu = 0;
-    out->asymptotic = 0;
-    out->answered = acc;
-    out->fallback[0] = '\0';
-    switch (acc) {
-    case DPFL_ACC_RDP: {
-        const double *orders;
-        size_t n;
-        double *rdp;
-        s = rdp_curve(ev, nev, opts, &orders, &n, &rdp, err);
-        if (s) return s;
-        dpfl_conversion conv = opts ? opts->conversion : DPFL_CONV_TIGHT;
-        out->delta = dpfl_rdp_to_delta(orders, rdp, n, epsilon, conv, &out->order);
-        free(rdp);
-        if (!(opts && opts->orders) && out->order > 0 && out->order < 128 && out->delta > 0) {
-            rdp_ctx c = {ev, nev};
-            out->delta = dpfl_rdp_refine(rdp_at, &c, out->order, out->delta, epsilon, 1, conv, &out->order);
-        }
-        /* sampled DDP: the binomial mixture over participations where smaller (skellam_visible.c) */
-        if (!(opts && opts->orders)) dpfl_skellam_mixture_tighten(ev, nev, epsilon, 1, conv, &out->delta, &out->order);
-        return DPFL_OK;
-    }
-    case DPFL_ACC_PLD: return pld_or_rdp(ev, nev, epsilon, 1, opts, out, err);
-    case DPFL_ACC_GDP:
-        if (gdp_visible(ev, nev, &out->mu)) {
-            out->delta = dpfl_gdp_visible_delta(out->mu, ev->lambda, ev->count, epsilon);
-            return DPFL_OK;
-        }
-        s = gdp_mu(ev, nev, &out->mu, &out->asymptotic, err);
-        if (s) return s;
-        out->delta = dpfl_gdp_delta(out->mu, epsilon);
-        return DPFL_OK;
-    }
-    return dpfl_fail(err, DPFL_EINVAL, "unknown accountant %d", (int)acc);
+    return account(ev, nev, epsilon, 1, acc, opts, out, err);
 }

@@ -1,5 +1,6 @@
 /* Calibration by bracketing and bisection on the safe side: the returned value always satisfies the target
- * (it is the end of the final bracket that was evaluated and found <= target). */
+ * (it is the end of the final bracket that was evaluated and found <= target).  One bisection serves the noise
+ * multiplier, the step count and the sampling rate. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
@@ -42,13 +43,52 @@ static dpfl_status check_target(double target, double delta, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* One calibration: the events, the value it sets and the target. */
+typedef struct {
+    const dpfl_event *ev;
+    size_t nev;
+    what w;
+    double target, delta;
+    const dpfl_calibrate_opts *o;
+} probe;
+
+/* *ok = 1 if the events with x in place reach epsilon <= target */
+static dpfl_status fits(const probe *p, double x, int *ok, dpfl_error *err)
+{
+    double e;
+    dpfl_status s = eps_with(p->ev, p->nev, p->w, x, p->delta, p->o, &e, err);
+    *ok = !s && e <= p->target;
+    return s;
+}
+
+/* The one bisection: lo < hi, exactly one of them fits (good_hi: hi does, else lo); halve until hi - lo <= tol * hi
+ * (integer: until hi - lo <= 1, midpoints rounded down), keeping the end that fits in its place.  The caller
+ * answers that end, so the answer always satisfies the target. */
+static dpfl_status bisect(const probe *p, double *lo, double *hi, int good_hi, int integer, double tol,
+                          dpfl_error *err)
+{
+    while (integer ? *hi - *lo > 1 : *hi - *lo > tol * *hi) {
+        double m = integer ? *lo + floor((*hi - *lo) / 2) : 0.5 * (*lo + *hi);
+        int ok;
+        dpfl_status s = fits(p, m, &ok, err);
+        if (s) return s;
+        if (ok == good_hi)
+            *hi = m;
+        else
+            *lo = m;
+    }
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_calibrate_noise(const dpfl_event *ev, size_t nev, double target, double delta,
                                  const dpfl_calibrate_opts *o, double *z, dpfl_error *err)
 {
     dpfl_status s = check_target(target, delta, err);
     if (s) return s;
+    const probe p = {ev, nev, SET_Z, target, delta, o};
     double tol = o && o->tol > 0 ? o->tol : (o && o->accountant == DPFL_ACC_PLD ? 1e-4 : 1e-6);
-    double lo, hi, e;
+    double lo, hi;
+    int ok;
     /* PLD is never looser than RDP, so the RDP answer is a valid upper end of the bracket */
     double start = 1.0;
     if (o && o->accountant == DPFL_ACC_PLD) {
@@ -59,9 +99,8 @@ dpfl_status dpfl_calibrate_noise(const dpfl_event *ev, size_t nev, double target
         if (s) return s;
     }
     hi = start;
-    s = eps_with(ev, nev, SET_Z, hi, delta, o, &e, err);
-    if (s) return s;
-    if (e <= target) {
+    if ((s = fits(&p, hi, &ok, err))) return s;
+    if (ok) { /* smaller until it does not fit */
         lo = hi;
         for (;;) {
             lo *= o && o->accountant == DPFL_ACC_PLD ? 0.9 : 0.5;
@@ -69,32 +108,22 @@ dpfl_status dpfl_calibrate_noise(const dpfl_event *ev, size_t nev, double target
                 *z = hi;
                 return DPFL_OK; /* essentially no noise needed at this resolution */
             }
-            s = eps_with(ev, nev, SET_Z, lo, delta, o, &e, err);
-            if (s) return s;
-            if (e > target) break;
+            if ((s = fits(&p, lo, &ok, err))) return s;
+            if (!ok) break;
             hi = lo;
         }
-    } else {
+    } else { /* larger until it fits */
         lo = hi;
         for (;;) {
             hi *= 2;
             if (hi > 1e7)
                 return dpfl_fail(err, DPFL_ENUM, "no noise multiplier up to 1e7 reaches epsilon %g", target);
-            s = eps_with(ev, nev, SET_Z, hi, delta, o, &e, err);
-            if (s) return s;
-            if (e <= target) break;
+            if ((s = fits(&p, hi, &ok, err))) return s;
+            if (ok) break;
             lo = hi;
         }
     }
-    while (hi - lo > tol * hi) {
-        double m = 0.5 * (lo + hi);
-        s = eps_with(ev, nev, SET_Z, m, delta, o, &e, err);
-        if (s) return s;
-        if (e <= target)
-            hi = m;
-        else
-            lo = m;
-    }
+    if ((s = bisect(&p, &lo, &hi, 1, 0, tol, err))) return s;
     *z = hi;
     return DPFL_OK;
 }
@@ -104,35 +133,26 @@ dpfl_status dpfl_calibrate_steps(const dpfl_event *ev, size_t nev, double target
 {
     dpfl_status s = check_target(target, delta, err);
     if (s) return s;
-    double e;
-    s = eps_with(ev, nev, SET_T, 1, delta, o, &e, err);
-    if (s) return s;
-    if (e > target) {
+    const probe p = {ev, nev, SET_T, target, delta, o};
+    int ok;
+    if ((s = fits(&p, 1, &ok, err))) return s;
+    if (!ok) {
         *T = 0;
         return DPFL_OK;
     }
-    int64_t lo = 1, hi = 2; /* eps(lo) <= target */
+    double lo = 1, hi = 2; /* lo fits; doubled until hi does not */
     for (;;) {
-        s = eps_with(ev, nev, SET_T, (double)hi, delta, o, &e, err);
-        if (s) return s;
-        if (e > target) break;
+        if ((s = fits(&p, hi, &ok, err))) return s;
+        if (!ok) break;
         lo = hi;
-        if (hi > ((int64_t)1 << 40)) {
-            *T = hi;
+        if (hi > (double)((int64_t)1 << 40)) {
+            *T = (int64_t)hi;
             return DPFL_OK;
         }
         hi *= 2;
     }
-    while (hi - lo > 1) {
-        int64_t m = lo + (hi - lo) / 2;
-        s = eps_with(ev, nev, SET_T, (double)m, delta, o, &e, err);
-        if (s) return s;
-        if (e <= target)
-            lo = m;
-        else
-            hi = m;
-    }
-    *T = lo;
+    if ((s = bisect(&p, &lo, &hi, 0, 1, 0, err))) return s;
+    *T = (int64_t)lo;
     return DPFL_OK;
 }
 
@@ -141,24 +161,16 @@ dpfl_status dpfl_calibrate_rate(const dpfl_event *ev, size_t nev, double target,
 {
     dpfl_status s = check_target(target, delta, err);
     if (s) return s;
+    const probe p = {ev, nev, SET_Q, target, delta, o};
     double tol = o && o->tol > 0 ? o->tol : 1e-6;
-    double e;
-    s = eps_with(ev, nev, SET_Q, 1.0, delta, o, &e, err);
-    if (s) return s;
-    if (e <= target) {
+    int ok;
+    if ((s = fits(&p, 1.0, &ok, err))) return s;
+    if (ok) {
         *q = 1.0;
         return DPFL_OK;
     }
-    double lo = 0, hi = 1; /* eps(lo) <= target < eps(hi) */
-    while (hi - lo > tol * hi) {
-        double m = 0.5 * (lo + hi);
-        s = eps_with(ev, nev, SET_Q, m, delta, o, &e, err);
-        if (s) return s;
-        if (e <= target)
-            lo = m;
-        else
-            hi = m;
-    }
+    double lo = 0, hi = 1; /* lo fits (no sampling, nothing released), hi does not */
+    if ((s = bisect(&p, &lo, &hi, 0, 0, tol, err))) return s;
     *q = lo;
     return DPFL_OK;
 }

@@ -66,6 +66,14 @@ dpfl_event dpfl_event_skellam(double q, double d1, double d2, double mu, int64_t
     return e;
 }
 
+dpfl_event dpfl_event_rdp_filter(double alpha, double cap, int64_t count)
+{
+    dpfl_event e = blank(DPFL_EV_RDP_FILTER, count);
+    e.alpha = alpha;
+    e.cap = cap;
+    return e;
+}
+
 dpfl_event dpfl_event_not_private(int64_t count)
 {
     return blank(DPFL_EV_NOT_PRIVATE, count);
@@ -83,7 +91,7 @@ const char *dpfl_adjacency_name(dpfl_adjacency a)
 
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
 {
-    if ((unsigned)e->kind > (unsigned)DPFL_EV_SKELLAM)
+    if ((unsigned)e->kind >= (unsigned)DPFL_EV_NKINDS)
         return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
     if ((unsigned)e->adjacency > (unsigned)DPFL_ADJ_ZERO_OUT)
         return dpfl_fail(err, DPFL_EINVAL, "unknown adjacency %d", (int)e->adjacency);
@@ -92,7 +100,7 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
                                            "when participation is visible", (int)e->bound);
     if (e->count < 0) return dpfl_fail(err, DPFL_EINVAL, "event count (%lld) is negative", (long long)e->count);
     if (e->kind == DPFL_EV_NOT_PRIVATE) return DPFL_OK;
-    if (!(e->z >= 0) || isinf(e->z))
+    if (!(e->z >= 0) || isinf(e->z)) /* the filter has no z of its own: 0 */
         return dpfl_fail(err, DPFL_EINVAL, "noise multiplier z (%g) must be finite and >= 0", e->z);
     switch (e->kind) {
     case DPFL_EV_GAUSSIAN: return DPFL_OK;
@@ -129,6 +137,15 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "the Skellam (distributed DP) event is accounted under zero-out "
                                                "adjacency only; got %s", dpfl_adjacency_name(e->adjacency));
         return DPFL_OK;
+    case DPFL_EV_RDP_FILTER:
+        if (!(e->alpha > 1) || isinf(e->alpha))
+            return dpfl_fail(err, DPFL_EINVAL, "filter order alpha (%g) must be finite and > 1", e->alpha);
+        if (!(e->cap >= 0) || isinf(e->cap))
+            return dpfl_fail(err, DPFL_EINVAL, "filter cap (%g) must be finite and >= 0", e->cap);
+        if (e->adjacency != DPFL_ADJ_ADD_REMOVE)
+            return dpfl_fail(err, DPFL_EINVAL, "the Renyi filter's losses are for add-remove adjacency; got %s",
+                             dpfl_adjacency_name(e->adjacency));
+        return DPFL_OK;
     }
     return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
 }
@@ -156,6 +173,9 @@ void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
     case DPFL_EV_SKELLAM:
         snprintf(buf, len, "skellam(q=%g, L1=%g, L2=%g, variance=%.6g) x %lld [%s]", e->q, e->d1, e->d2,
                  (e->z * e->d2) * (e->z * e->d2), (long long)e->count, adj);
+        break;
+    case DPFL_EV_RDP_FILTER:
+        snprintf(buf, len, "rdp-filter(alpha=%g, cap=%g) x %lld [%s]", e->alpha, e->cap, (long long)e->count, adj);
         break;
     }
 }

@@ -1,7 +1,7 @@
 /* A run's privacy event as JSON, and back: the composition an accountant turned into the run's epsilon, written
  * into summary.json so that `dpfl account --event` -- or Google dp_accounting, through the DpEvent expression
  * written beside each event -- recomputes it.  The fields come from the event schema (DPFL_EVENT_FIELDS in
- * dpfl/privacy.h): each kind writes and requires exactly the fields it uses, enums by name.  Events compress as
+ * dpfl/privacy.h, with the report-only fields): each kind writes and requires exactly the fields it uses, enums by name.  Events compress as
  * self-compositions ("count"), so 10^5 steps stay one object. */
 #include "dpfl/privacy.h"
 
@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"gaussian", "poisson", "fixed", "two-stage", "not-private", "skellam"};
+#define KIND_NAME(e, name, rdp, pld, gdp) name,
+static const char *const kind_names[] = {DPFL_EVENT_KINDS(KIND_NAME)};
 static const char *const adj_names[] = {"add-remove", "replace-one", "zero-out"};
 static const char *const bound_names[] = {"rpdp"};
 static const char *const orders_names[] = {"default", "integer", "rpdp"};
@@ -55,7 +56,8 @@ static void dp_accounting_expr(const dpfl_event *e, char *buf, size_t len)
         return;
     case DPFL_EV_NOT_PRIVATE: snprintf(buf, len, "NonPrivateDpEvent()"); return;
     case DPFL_EV_TWO_STAGE:
-    case DPFL_EV_SKELLAM: break;
+    case DPFL_EV_SKELLAM:
+    case DPFL_EV_RDP_FILTER: break;
     }
     buf[0] = '\0'; /* no class there: docs/privacy.md says how to recompute these */
 }
@@ -69,7 +71,7 @@ static void dp_accounting_expr(const dpfl_event *e, char *buf, size_t len)
 static cJSON *event_json(const dpfl_event *e)
 {
     cJSON *o = cJSON_CreateObject();
-    DPFL_EVENT_FIELDS(WRITE_FIELD)
+    DPFL_EVENT_ALL_FIELDS(WRITE_FIELD)
     char d[320];
     dp_accounting_expr(e, d, sizeof d);
     if (d[0]) cJSON_AddStringToObject(o, "dp_accounting", d);
@@ -126,7 +128,7 @@ static dpfl_status event_read(const cJSON *o, const char *what, size_t i, dpfl_e
     *e = dpfl_event_not_private(0); /* the constructors' defaults for the fields a kind does not use */
     e->q = e->lambda = 1.0;
     e->kind = (dpfl_event_kind)kind;
-    DPFL_EVENT_FIELDS(READ_FIELD)
+    DPFL_EVENT_ALL_FIELDS(READ_FIELD)
     dpfl_error cerr;
     if (dpfl_event_check(e, &cerr)) return dpfl_fail(err, DPFL_EFORMAT, "%s: event %zu: %s", what, i, cerr.msg);
     return DPFL_OK;

@@ -230,6 +230,7 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
                            dpfl_error *err)
 {
     dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (!s) s = dpfl_events_supported(ev, nev, DPFL_ACC_PLD, 1, err);
     if (s) return s;
     sgm_ev *v = malloc((nev ? nev : 1) * sizeof *v);
     if (!v) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD events)");
@@ -251,15 +252,13 @@ static dpfl_status collect(const dpfl_event *ev, size_t nev, sgm_ev **out, size_
             q = e->q;
             if (q < 1 && e->adjacency == DPFL_ADJ_REPLACE_ONE) {
                 free(v);
-                return dpfl_fail(err, DPFL_EINVAL, "PLD accountant: Poisson sampling under replace-one adjacency "
-                                                   "is not supported; use the rdp accountant");
+                return dpfl_fail(err, DPFL_EINVAL, "pld accountant does not support poisson events under replace-one "
+                                                   "adjacency (event %zu); use rdp", i);
             }
-        } else {
+        } else { /* the table gave PLD a kind this function does not compute */
             free(v);
-            char d[160];
-            dpfl_event_describe(e, d, sizeof d);
-            return dpfl_fail(err, DPFL_EINVAL, "PLD accountant supports Gaussian, Poisson-sampled Gaussian and "
-                                               "two-stage events only (got %s); use the rdp accountant", d);
+            return dpfl_fail(err, DPFL_EINVAL, "pld accountant: no PLD of %s events is implemented (event %zu)",
+                             dpfl_event_kind_name(e->kind), i);
         }
         if (q <= 0) continue;
         if (e->z <= 0) {

@@ -8,6 +8,12 @@
 /* Validate a list: ranges, and DPFL_ENOTPRIVATE if any not-private event has count > 0. */
 dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err);
 
+/* DPFL_EINVAL, one line naming the kind, the event and the accountant, if an event that happened (count > 0) is of
+ * a kind the accountant does not support (support.c, the table DPFL_EVENT_KINDS); pld_itself: the PLD computation
+ * itself, which refuses the kinds the table gives RDP's floor as well. */
+dpfl_status dpfl_events_supported(const dpfl_event *ev, size_t nev, dpfl_accountant acc, int pld_itself,
+                                  dpfl_error *err);
+
 /* The integer orders 2 .. 994 of rPDP-FL's published accountant. */
 const double *dpfl_rpdp_orders(size_t *n);
 

@@ -311,6 +311,7 @@ static double event_rdp(const dpfl_event *e, double alpha)
         double base = dpfl_skellam_rdp((int)a, e->d1, e->d2, mu) * (1 + 8 * DBL_EPSILON);
         return e->q < 1 ? two_stage_rpdp(e->q, base, alpha) : base;
     }
+    case DPFL_EV_RDP_FILTER: return alpha <= e->alpha ? e->cap : INFINITY; /* monotone in the order */
     }
     return INFINITY;
 }
@@ -319,6 +320,7 @@ dpfl_status dpfl_rdp_compose(const dpfl_event *ev, size_t nev, const double *ord
                              dpfl_error *err)
 {
     dpfl_status s = dpfl_events_check(ev, nev, err);
+    if (!s) s = dpfl_events_supported(ev, nev, DPFL_ACC_RDP, 0, err);
     if (s) return s;
     for (size_t j = 0; j < norders; j++) {
         if (!(orders[j] > 1)) return dpfl_fail(err, DPFL_EINVAL, "RDP order %g must be > 1", orders[j]);

@@ -1,7 +1,8 @@
 /* summary.json's "events": for each epsilon the run reports, the composition it was computed from, as the mechanisms
  * returned it (dpfl_run_event, privacy/event_json.c), so that `dpfl account --event summary.json` recomputes every
  * number and any other accountant can check it.  The record: the worst record's events (its client's DP-SGD steps,
- * over every copy of a replicated record; rPDP-FL's worst level); the clients: the ledger's per-round events
+ * over every copy of a replicated record; rPDP-FL's worst level; the filter's worst cap, an rdp-filter event); the
+ * clients: the ledger's per-round events
  * (client-level DP, distributed DP) or the end-to-end client event implied by the record-level noise. */
 #include "run_internal.h"
 
@@ -42,8 +43,7 @@ static dpfl_status record_event(const run_ctx *c, cJSON *events, dpfl_error *err
 {
     const dpfl_config *cfg = c->cfg;
     dpfl_event ev = c->report.event;
-    if (c->rpdp.on) {
-        if (c->rpdp.filter) return DPFL_OK; /* per-record Renyi charges: record_budgets says how */
+    if (c->rpdp.on) { /* the level with the largest epsilon, or under the filter the record with the largest cap */
         dpfl_run_event r = run_event("record", DPFL_ACC_RDP, cfg->record_dp.delta, NAN, &ev, 1);
         dpfl_status st = fl_rpdp_max_event(&c->rpdp, cfg, &r, err);
         return st ? st : add_event(events, "record", &r, err);

@@ -26,6 +26,12 @@ Specs (what happened, named as plain tuples; the test builds them next to the dp
                                 noise Sk(mu/2, mu/2) (difference of two Poisson(mu/2): pmf e^{-mu} I_j(mu), variance
                                 mu); zero-out: P = k + Sk, Q = Sk per coordinate; the client is in the round w.p. q,
                                 visibly (so a round it sits out has loss exactly 0).
+  E2eServer(z, batch, n, k, lam, rounds, server_z, adjacency)  dpfl_e2e's client level with server noise (a client
+                                runs k DP-SGD steps -- Poisson(batch/n) records, the clipped sum projected onto the ball
+                                of radius batch C, noise std z C, divided by batch -- takes part in a round w.p. lam,
+                                visibly; the server clips its update to S and adds std server_z S to the sum).  Not an
+                                event list: e2e_server_reference builds two concrete instances (below) and takes the
+                                larger of their lower bounds.
 A list is composed with one ordered pair (D, D') for all its events: per direction the losses add up.  Where a
 replace-one event offers two configurations the list is computed in each (the same one for all events) and both
 directions; every one of them is a valid pair, so the max is a lower bound.
@@ -71,6 +77,7 @@ Poisson = collections.namedtuple("Poisson", "q z count adjacency", defaults=("ad
 Fixed = collections.namedtuple("Fixed", "n batch z count")
 TwoStage = collections.namedtuple("TwoStage", "lam q z inner count")
 Skellam = collections.namedtuple("Skellam", "q k dims mu count")
+E2eServer = collections.namedtuple("E2eServer", "z batch n k lam rounds server_z adjacency")
 
 Block = collections.namedtuple("Block", "pair inner lam count")  # count rounds of: w.p. lam, `inner` steps of pair
 
@@ -296,6 +303,11 @@ def grid_reference(specs, delta, points=FINE_POINTS, stop_above=None):
         blocks = [b for b in (spec_block(s, c) for s in specs) if b is not None]
         if blocks:
             lists.append(blocks)
+    return blocks_reference(lists, delta, points, stop_above)
+
+
+def blocks_reference(lists, delta, points=FINE_POINTS, stop_above=None):
+    """The PMF reference of lists of blocks (each list one configuration; the max over them and both directions)."""
     if not lists:
         return Reference(0.0, 0.0, lambda e: 0.0, what="nothing released")
     h1 = max(b.pair.span() for blocks in lists for b in blocks) / COARSE_BINS
@@ -366,6 +378,91 @@ def reference(specs, delta, stop_above=None):
     return grid_reference(specs, delta, stop_above=stop_above)
 
 
+# ---------------------------------------------------------------------------------------------- e2e with server noise
+# dpfl_e2e's client level when the server also clips each update to S and adds std server_z S.  The instances: a
+# one-dimensional model and a loss whose clipped gradient is C (or -C) for every record, whatever the model, so
+# every round's update has the same law; the other clients contribute nothing.  A step's averaged gradient is
+# (C m_t + N(0, (z C)^2)) / B, m_t = min(c_t, B) the sampled records (c_t ~ Bin(n, B/n); the sum projected onto the
+# ball of radius B C), so k steps move the model by -lr (C / B) (sum_t m_t + N(0, k z^2)).  The zero-out neighbour
+# (the special client: no data, its noise only) has m_t = 0; the replace-one neighbour a client whose gradient is -C.
+# Units of S below; the server's noise is N(0, server_z^2).
+#   "sign": the learning rate -> infinity, so the update is clipped to +-S: +S w.p. p = E Phi(sum m_t / (sqrt(k) z)),
+#     the neighbour's w.p. 1/2 (zero-out) or 1 - p (replace-one).  A round is P = p N(1) + (1 - p) N(-1) against
+#     Q = 1/2 N(1) + 1/2 N(-1) (or (1 - p) N(1) + p N(-1)), a mixture pair for the grid engine.  The limit of valid
+#     instances in total variation, so the true delta(eps) is at least the pair's; delta grows with p (p >= 1/2:
+#     the hockey-stick is convex in p and 0 at 1/2), so p is rounded down.
+#   "small step" (only batch = n: m_t = B, no sampling): lr = a S / C with a = 1 / (k + T tau), tau = sqrt(k) z / B,
+#     so that the update leaves [-S, S] with probability P_clip (~1e-13, computed); unclipped, a round is N(a k s, .)
+#     against N(0, .) (s = 1 zero-out, 2 replace-one) with std sqrt(a^2 tau^2 + server_z^2): mu-GDP.  The clipped
+#     outputs differ from those in total variation by at most P_clip per round and world, so
+#     delta_true(eps) >= sum_j Bin(j; R, lam) delta_G(sqrt(j) mu, eps) - R (P_clip + e^eps P_clip').
+E2E_SIGMAS = 7.5            # tau multiples between the small step's mean update and the clip
+
+
+def sign_probability(z, batch, n, k):
+    """P(sum_t m_t + N(0, k z^2) > 0), m_t = min(Bin(n, batch/n), batch) i.i.d. over k steps, rounded down by 1e-12."""
+    c = stats_binom_pmf(n, batch / n)
+    m = np.zeros(batch + 1)
+    m[:batch] = c[:batch]
+    m[batch] = c[batch:].sum()
+    total = np.ones(1)
+    for _ in range(k):
+        total = np.convolve(total, m)
+    s = np.arange(len(total))
+    p = float(np.sum(total * special.ndtr(s / (math.sqrt(k) * z))))
+    return max(0.5, min(p, 1.0) - 1e-12)
+
+
+def stats_binom_pmf(n, q):
+    """Bin(n, q) pmf on 0..n (log-space, so that no term underflows before it is tiny)."""
+    j = np.arange(n + 1)
+    if q >= 1:
+        out = np.zeros(n + 1)
+        out[n] = 1.0
+        return out
+    logp = (special.gammaln(n + 1) - special.gammaln(j + 1) - special.gammaln(n - j + 1) + j * math.log(q)
+            + (n - j) * math.log1p(-q))
+    return np.exp(logp)
+
+
+def e2e_sign_pair(spec):
+    p = sign_probability(spec.z, spec.batch, spec.n, spec.k)
+    q = 0.5 if spec.adjacency == "zero-out" else 1 - p
+    return MixturePair([(p, 1.0), (1 - p, -1.0)], [(q, 1.0), (1 - q, -1.0)], spec.server_z)
+
+
+def e2e_small_step_reference(spec, delta):
+    """The "small step" instance (batch = n): None otherwise."""
+    if spec.batch != spec.n:
+        return None
+    tau = math.sqrt(spec.k) * spec.z / spec.batch
+    a = 1.0 / (spec.k + E2E_SIGMAS * tau)
+    shift = (1.0 if spec.adjacency == "zero-out" else 2.0) * a * spec.k
+    mu = shift / math.hypot(a * tau, spec.server_z)
+    # the update's (unclipped) mean is a k (the neighbour's 0 or -a k), its std a tau: outside [-1, 1] w.p.
+    clip = float(special.ndtr(-(1 / a - spec.k) / tau) + special.ndtr(-(1 / a + spec.k) / tau))
+    clip_q = clip if spec.adjacency != "zero-out" else float(2 * special.ndtr(-1 / (a * tau)))
+    w = stats_binom_pmf(spec.rounds, spec.lam)
+
+    def delta_fn(e):
+        d = sum(wj * gaussian_delta(e, math.sqrt(j) * mu) for j, wj in enumerate(w) if wj > 0)
+        return d - spec.rounds * (clip + math.exp(e) * clip_q) - EXACT_MARGIN
+    eps = _bisect_lower(lambda e: delta_fn(e) - delta)
+    return Reference(eps, math.inf, delta_fn, what="e2e small step (mu %.6g, clip %.2g)" % (mu, clip))
+
+
+def e2e_server_reference(spec, delta, stop_above=None):
+    """A lower bound on the true epsilon of dpfl_e2e's client level with server noise: the larger of the instances'
+    (its `upper` is inf: these instances need not be the worst)."""
+    block = Block(e2e_sign_pair(spec), 1, spec.lam, spec.rounds)
+    sign = blocks_reference([[block]], delta, stop_above=stop_above)
+    sign = Reference(sign.epsilon, math.inf, sign.delta_at, sign.h, sign.margin, sign.coarse, "e2e sign")
+    small = e2e_small_step_reference(spec, delta)
+    if small is None or small.epsilon <= sign.epsilon:
+        return sign
+    return small
+
+
 # ---------------------------------------------------------------------------------------------- independent checks
 def quadrature_delta(pair, eps, dps=30):
     """H_{e^eps}(P || Q) of a MixturePair by mpmath quadrature of the densities (one step, one direction)."""
@@ -421,6 +518,23 @@ def self_check(verbose=True):
         report(at >= d * (1 - 1e-6) and above <= d,
                "quadrature %s z=%g delta=%g: ref %.6f upper %.6f, delta there %.4g %.4g"
                % (pair.p, pair.z, d, g.epsilon, g.upper, at, above))
+    # e2e with server noise: the sign probability against a direct sum over the sampled counts, and the sign pair
+    # (zero-out, replace-one) against quadrature like the pairs above
+    p = sign_probability(1.3, 3, 7, 2)
+    direct = 0.0
+    for c1 in range(8):
+        for c2 in range(8):
+            w = special.comb(7, c1) * special.comb(7, c2) * (3 / 7) ** (c1 + c2) * (4 / 7) ** (14 - c1 - c2)
+            direct += w * special.ndtr((min(c1, 3) + min(c2, 3)) / (math.sqrt(2) * 1.3))
+    report(abs(p - direct) <= 2e-12, "e2e sign probability %.15f direct %.15f" % (p, direct))
+    for adj in ("zero-out", "replace-one"):
+        pair, d = e2e_sign_pair(E2eServer(1.1, 20, 200, 3, 1.0, 1, 0.7, adj)), 1e-5
+        g = _grid_reference([[Block(pair, 1, 1.0, 1)]], d, pair.span() / FINE_POINTS, False)[0]
+        both = (pair, pair.reversed())
+        at = max(quadrature_delta(q, g.epsilon) for q in both)
+        above = max(quadrature_delta(q, g.upper + 1e-9) for q in both)
+        report(at >= d * (1 - 1e-6) and above <= d, "e2e sign pair [%s]: ref %.6f upper %.6f, delta there %.4g %.4g"
+               % (adj, g.epsilon, g.upper, at, above))
     # two-stage rounds against twostage_ref.py (its own SGM-specific cells): the two brackets overlap
     import twostage_ref
     for z, lam, q, K, n, d in [(1.2, 0.3, 0.05, 3, 10, 1e-5), (0.8, 1.0, 0.5, 2, 4, 1e-6)]:
