@@ -90,6 +90,10 @@ static const arch small_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},    /* a block of linear layers */
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,tanh,fc3", 1, 6, 6, 3}, /* pool after ReLU opening a block */
     {"net:conv4k3p1nb,gn2,relu,block4*2,block6s2g3,gap,fc3", 2, 6, 6, 3}, /* the ResNet macro */
+    /* the mean squared error loss */
+    {"net:fc6,tanh,fc3,mse", 1, 1, 7, 3},
+    {"mse:net:fc4,tanh,fc1", 1, 1, 6, 2},                  /* one output, target 0 or 1 */
+    {"mse:net:conv3k3p1,gn3,relu,gap,fc3", 2, 5, 5, 3},
 };
 
 /* The input transform starts at the identity: a model with it computes the same logits as the model without it
@@ -249,6 +253,8 @@ static const arch ps_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,relu,fc3", 1, 6, 6, 3},
     {"net:conv8k3p1nb,gn4,relu,block8*2,block16s2,gap,fc3", 3, 8, 8, 3},
+    {"mse:mlp:12-8-4", 1, 3, 4, 4},
+    {"net:conv4k3p1,gn2,tanh,fc1,mse", 2, 5, 5, 2},
 };
 
 static void persample_equals_one_at_a_time(void **state)
@@ -498,6 +504,72 @@ static void spec_errors_are_reported(void **state)
     assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1)+pg4,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,avgpool30,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,gap,gn0,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+}
+
+/* The squared-error loss against its definition (nn.h DPFL_LOSS_MSE), computed here from the forward pass's
+ * outputs: the mean loss, the accuracy (argmax; one output: > 0.5), and a linear model's weight gradient
+ * (1/B) sum_b (2/K) (z_b - t_b) x_b^T.  Where the spec may name it: the last item, or the mse: prefix. */
+static void mse_loss_matches_its_definition(void **state)
+{
+    (void)state;
+    for (int K = 1; K <= 4; K += 3) {
+        fixture f;
+        const int B = 6, F = 5, classes = K == 1 ? 2 : K;
+        fx_make(&f, K == 1 ? "mse:net:fc1" : "net:fc4,mse", 1, 1, F, classes, B, 60 + K);
+        assert_int_equal(f.m.loss, DPFL_LOSS_MSE);
+        assert_int_equal(f.m.out_dim, K);
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, B, NULL);
+        float z[6 * 4], dz[6 * 4], *g = malloc(f.m.nparam * sizeof *g);
+        memcpy(z, dpfl_nn_forward(&f.m, f.params, ws, f.x, B, 0, NULL), sizeof(float) * B * K);
+        double want = 0;
+        int hits = 0;
+        for (int b = 0; b < B; b++) {
+            int arg = 0;
+            for (int k = 0; k < K; k++) {
+                double t = K == 1 ? f.y[b] : (k == f.y[b]), e = z[b * K + k] - t;
+                want += e * e / K / B;
+                dz[b * K + k] = (float)(2 * e / K / B);
+                if (z[b * K + k] > z[b * K + arg]) arg = k;
+            }
+            hits += K == 1 ? (z[b] > 0.5f) == (f.y[b] == 1) : arg == f.y[b];
+        }
+        double loss, acc;
+        dpfl_nn_evaluate(&f.m, f.params, ws, f.x, f.y, B, &loss, &acc);
+        assert_close(loss, want, 1e-6);
+        assert_close(acc, hits / (double)B, 1e-12);
+        int32_t correct;
+        assert_close(dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, B, NULL, g, &correct), want, 1e-6);
+        assert_int_equal(correct, hits);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < F; j++) {
+                double gw = 0;
+                for (int b = 0; b < B; b++) gw += dz[b * K + k] * f.x[b * F + j];
+                assert_close(g[k * F + j], gw, 1e-5);
+            }
+        for (int k = 0; k < K; k++) { /* the bias: the summed output gradient */
+            double gb = 0;
+            for (int b = 0; b < B; b++) gb += dz[b * K + k];
+            assert_close(g[K * F + k], gb, 1e-5);
+        }
+        free(g);
+        dpfl_nn_ws_free(ws);
+        fx_free(&f);
+    }
+    dpfl_model m;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("mse:transform:mlp:12-8-4", 1, 3, 4, 4, &m, &err), DPFL_OK);
+    assert_int_equal(m.loss, DPFL_LOSS_MSE);
+    assert_int_equal(m.layers[0].kind, DPFL_LAYER_AFFINE);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("mlp:12-8-4", 1, 3, 4, 4, &m, &err), DPFL_OK);
+    assert_int_equal(m.loss, DPFL_LOSS_CE);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("net:fc4,mse,relu", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "last item"));
+    assert_int_equal(dpfl_model_create("mse:net:fc4,mse", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:fc4,(fc4,mse)+", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:mse", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "no layers"));
 }
 
 static void param_counts(void **state)
@@ -777,6 +849,7 @@ int main(void)
         cmocka_unit_test(fused_steps_match_gradient_then_update),
         cmocka_unit_test(ws_noise_equals_chunked_noise),
         cmocka_unit_test(spec_errors_are_reported),
+        cmocka_unit_test(mse_loss_matches_its_definition),
         cmocka_unit_test(param_counts),
         cmocka_unit_test(init_is_deterministic),
         cmocka_unit_test(save_load_round_trip_and_rejects),

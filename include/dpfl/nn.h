@@ -7,7 +7,9 @@
  *
  * Shapes: inputs are B x (c*h*w) row-major, channel-major within an example (NCHW). Logits are B x classes.
  * Losses: softmax cross-entropy for classes > 2 or when the last layer has 2+ outputs; binary cross-entropy
- * with a sigmoid when the model has a single output (classes = 2, "logreg" on heart disease).
+ * with a sigmoid when the model has a single output (classes = 2, "logreg" on heart disease); or, when the spec
+ * names it (a last item "mse", or the prefix "mse:"), the mean squared error between the outputs and the label's
+ * one-hot vector (one output: the label 0 or 1 itself), an example's loss being the mean over its outputs.
  *
  * Gradient conventions:
  *  - dpfl_nn_grad: gradient of the MEAN loss over the batch (what non-private SGD uses).
@@ -58,7 +60,13 @@ typedef struct {
     int32_t in_c, in_h, in_w, in_dim;
     int32_t out_dim; /* logits per example (1 => binary cross-entropy) */
     char spec[128];  /* the spec string it was built from */
+    int32_t loss;    /* DPFL_LOSS_CE (cross-entropy, the default) or DPFL_LOSS_MSE (the spec's "mse") */
 } dpfl_model;
+
+/* The loss a model trains on.  MSE: an example's loss is (1/K) sum_k (z_k - t_k)^2 over its K outputs, t the
+ * label's one-hot vector (K = 1: t = the label, 0 or 1), as PyTorch's nn.MSELoss on one-hot targets; its
+ * prediction is the largest output (K = 1: output > 0.5). */
+enum { DPFL_LOSS_CE = 0, DPFL_LOSS_MSE = 1 };
 
 /* Build from a name or spec:
  *   "logreg"                      linear in_dim -> classes (1 output when classes == 2)
@@ -71,7 +79,9 @@ typedef struct {
  *                                 tanh, fc classes (Opacus example; 26,010 parameters on MNIST)
  *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>],
  *                                 fc<OC>[nb], relu, tanh, sigmoid, flatten, drop<p> (nb = no bias; a Flatten is
- *                                 inserted before fc after spatial layers)
+ *                                 inserted before fc after spatial layers); a last item "mse" trains on the mean
+ *                                 squared error instead of cross-entropy
+ *   "mse:SPEC"                    SPEC (any of these) with the mean squared error loss
  * The CNNs end in `classes` logits (softmax CE even for 2 classes); logreg has 1 logit for 2 classes; an mlp's
  * last size must be classes (or 1 for 2 classes).  Unknown names or sizes that do not fit the input fail with
  * the list of valid names. */

@@ -236,6 +236,9 @@ double dpfl_nn_softmax_ce(float *dlogits, const float *logits, const int32_t *y,
 /* Binary cross-entropy on one logit per example, y in {0, 1}: dlogits (B) = scale * (sigmoid(z) - y). */
 double dpfl_nn_sigmoid_bce(float *dlogits, const float *logits, const int32_t *y, int B, float scale,
                            int32_t *correct);
+/* Mean squared error against one-hot targets (DPFL_LOSS_MSE): dout (B, K) = scale * 2 (z - onehot(y)) / K; an
+ * example's loss is the mean of its K squared errors (K = 1: against y in {0, 1}). */
+double dpfl_nn_mse(float *dout, const float *out, const int32_t *y, int B, int K, float scale, int32_t *correct);
 
 /* ---------------------------------------------------------------- workspace and driver (net.c) */
 

@@ -14,7 +14,9 @@
  *   affine[<a><b>]                          PrivateFL's input transform x -> a (.) x + b, first layer only; a and b
  *                                           each n (none), c (one per channel) or p (one per pixel and channel);
  *                                           plain "affine" is "affinecp" (the paper's); identity at init
- * A spec "transform:SPEC" puts "affine" in front of SPEC's layers (see dpfl_model_create).
+ *   mse                                     the last item: train on the mean squared error (nn.h DPFL_LOSS_MSE)
+ * A spec "transform:SPEC" puts "affine" in front of SPEC's layers (see dpfl_model_create); "mse:SPEC" puts
+ * "mse" after them.
  * Each parameterised layer owns one slice of the flat vector: weights (PyTorch order, (OC, C) or
  * (OC, C, k, k)) then bias. */
 #include "layers.h"
@@ -30,8 +32,9 @@
     "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, cnn-tf-cifar, "     \
     "resnet20-gn, net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], avgpool<k>[s], gap, "        \
     "fc<OC>[nb], gn<G>, ln, relu, tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first; residual blocks "    \
-    "(LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]); prefix transform: or transform-<a><b>: for "  \
-    "an input transform; see docs/models.md"
+    "(LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; a last item mse for the mean squared error "  \
+    "loss); prefix transform: or transform-<a><b>: for an input transform, mse: for the squared-error loss; see " \
+    "docs/models.md"
 
 typedef struct {
     dpfl_model *m;
@@ -310,6 +313,12 @@ static dpfl_status add_blocks(builder *bd, const char *tok)
 static dpfl_status add_item(builder *bd, const char *item)
 {
     char t[64];
+    if (bd->m->loss == DPFL_LOSS_MSE) return bad_token(bd, item, "the loss (mse) must be the last item");
+    if (!strcmp(item, "mse")) {
+        if (bd->bstart >= 0) return bad_token(bd, item, "the loss (mse) cannot be inside a residual block");
+        bd->m->loss = DPFL_LOSS_MSE;
+        return DPFL_OK;
+    }
     if (strlen(item) >= sizeof t) return bad_token(bd, item, "token too long");
     snprintf(t, sizeof t, "%s", item);
     char *body = t, *close = strchr(t, ')');
@@ -348,6 +357,13 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
         int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
         if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
         return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
+    }
+    if (!strncmp(spec, "mse:", 4)) { /* SPEC's layers, then the loss item */
+        dpfl_status st = expand(spec + 4, in_dim, classes, out, cap, err);
+        size_t len = strlen(out);
+        if (!st && len + 5 > cap) st = dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+        if (!st) memcpy(out + len, ",mse", 5);
+        return st;
     }
     if (!strcmp(spec, "logreg")) {
         snprintf(out, cap, "fc%d", classes == 2 ? 1 : classes);

@@ -424,6 +424,7 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct)
 {
     int s = ws->out_slot[m->nlayers - 1];
+    if (m->loss == DPFL_LOSS_MSE) return dpfl_nn_mse(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
     if (m->out_dim == 1) return dpfl_nn_sigmoid_bce(ws->grad[s], ws->act[s], y, ws->B, scale, correct);
     return dpfl_nn_softmax_ce(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
 }
