@@ -64,15 +64,30 @@ dpfl_status dpfl_npz_load(const char *path, const char *x_name, const char *y_na
  * of range, fails naming the file and the byte offset. */
 dpfl_status dpfl_cifar_load(const char *dir, int hundred, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
 
+/* EMNIST (src/data/emnist.c; Cohen et al. 2017) in its IDX form, split = balanced (47 classes), byclass (62),
+ * bymerge (47), digits (10), letters (26) or mnist (10): dir holds emnist-<split>-train-images-idx3-ubyte.gz,
+ * ...-train-labels-idx1-ubyte.gz and the two test-* files, as EMNIST's gzip.zip holds them in its gzip/ folder
+ * (gzip or unpacked).  The published files store every image transposed: dpfl transposes them back, so the
+ * characters are upright like MNIST's digits.  The letters split's labels 1..26 become 0..25.  classes is the
+ * split's; a label outside the split's range fails naming the file and byte offset, like every IDX error. */
+dpfl_status dpfl_emnist_load(const char *dir, const char *split, dpfl_dataset *train, dpfl_dataset *test,
+                             dpfl_error *err);
+int32_t dpfl_emnist_classes(const char *split); /* the split's number of classes; 0 for an unknown split */
+
 /* Synthetic classification for tests: Gaussian class means (separation sep), unit noise, n examples. */
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
 
-/* By name: "mnist", "fashion-mnist", "heart", "synthetic" (or a "csv:" / "idx:" spec with default options), found as "where datasets live" below says (data_dir, may
- * be NULL or "", replaces the cache folder for mnist); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.
- * A dataset in none of its folders fails naming every folder searched and how to get it. */
+/* By name: "mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100", "emnist-<split>" (balanced,
+ * byclass, bymerge, digits, letters, mnist) (or a "csv:" / "idx:" / "npy:" spec with default options), found as
+ * "where datasets live" below says (data_dir, may be NULL or "", replaces the cache folder for the downloaded ones:
+ * mnist/, cifar10/, cifar100/, emnist/); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.  A dataset
+ * in none of its folders fails naming every folder searched and how to get it. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
+/* 1 when dpfl_dataset_load accepts name: one of the names above or a csv: / idx: / npy: spec (what a config's
+ * data.dataset may hold); 0 otherwise.  Nothing is read. */
+int dpfl_dataset_known(const char *name);
 /* Your own data (src/data/files.c): a spec "csv:SOURCES", "idx:SOURCES" or "npy:ARRAYS".
  *   npy:  X.npy,Y.npy or FILE.npz[:XNAME,YNAME] (dpfl_npy_load / dpfl_npz_load above; one source; an .npz with
  *         x_test and y_test gives the test set).
