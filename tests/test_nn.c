@@ -90,6 +90,8 @@ static const arch small_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},    /* a block of linear layers */
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,tanh,fc3", 1, 6, 6, 3}, /* pool after ReLU opening a block */
     {"net:conv4k3p1nb,gn2,relu,block4*2,block6s2g3,gap,fc3", 2, 6, 6, 3}, /* the ResNet macro */
+    {"net:conv3k3p1,tanh,pool3s2p1,fc3", 1, 7, 7, 3},      /* max pooling with padding (ResNet-18's stem) */
+    {"net:conv3k3,relu,pool2p1,fc3", 2, 5, 5, 3},          /* ... after a fused ReLU, windows off both edges */
     /* the mean squared error loss */
     {"net:fc6,tanh,fc3,mse", 1, 1, 7, 3},
     {"mse:net:fc4,tanh,fc1", 1, 1, 6, 2},                  /* one output, target 0 or 1 */
@@ -253,6 +255,7 @@ static const arch ps_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,relu,fc3", 1, 6, 6, 3},
     {"net:conv8k3p1nb,gn4,relu,block8*2,block16s2,gap,fc3", 3, 8, 8, 3},
+    {"net:conv3k3p1,relu,pool3s2p1,fc3", 2, 7, 7, 3},
     {"mse:mlp:12-8-4", 1, 3, 4, 4},
     {"net:conv4k3p1,gn2,tanh,fc1,mse", 2, 5, 5, 2},
 };
@@ -572,6 +575,37 @@ static void mse_loss_matches_its_definition(void **state)
     assert_non_null(strstr(err.msg, "no layers"));
 }
 
+/* Max pooling with padding pads with -infinity (PyTorch's MaxPool2d): on an all-negative plane every window's
+ * output is the max of the cells it covers inside the plane, never a 0 from the padding.  Padding over half the
+ * kernel is refused. */
+static void maxpool_padding_is_minus_infinity(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("net:pool3s2p1,fc2", 1, 5, 5, 2, &m, &err), DPFL_OK);
+    assert_int_equal(m.layers[0].out_h, 3);
+    assert_int_equal(m.layers[0].out_w, 3);
+    float x[25], w[9 * 2 + 2] = {0};
+    for (int i = 0; i < 25; i++) x[i] = -1.0f - (float)((i * 7) % 11);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 1, &err);
+    dpfl_nn_forward(&m, w, ws, x, 1, 0, NULL);
+    const float *o = ws->act[ws->out_slot[0]];
+    for (int oy = 0; oy < 3; oy++)
+        for (int ox = 0; ox < 3; ox++) {
+            float best = -INFINITY;
+            for (int y = 2 * oy - 1; y <= 2 * oy + 1; y++)
+                for (int c = 2 * ox - 1; c <= 2 * ox + 1; c++)
+                    if (y >= 0 && y < 5 && c >= 0 && c < 5) best = fmaxf(best, x[y * 5 + c]);
+            assert_true(o[oy * 3 + ox] == best);
+            assert_true(best < 0);
+        }
+    dpfl_nn_ws_free(ws);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("net:pool3p2,fc2", 1, 5, 5, 2, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "half"));
+}
+
 static void param_counts(void **state)
 {
     (void)state;
@@ -850,6 +884,7 @@ int main(void)
         cmocka_unit_test(ws_noise_equals_chunked_noise),
         cmocka_unit_test(spec_errors_are_reported),
         cmocka_unit_test(mse_loss_matches_its_definition),
+        cmocka_unit_test(maxpool_padding_is_minus_infinity),
         cmocka_unit_test(param_counts),
         cmocka_unit_test(init_is_deterministic),
         cmocka_unit_test(save_load_round_trip_and_rejects),

@@ -77,7 +77,14 @@ enum { DPFL_LOSS_CE = 0, DPFL_LOSS_MSE = 1 };
  *                                 relu, fc classes
  *   "cnn-small"                   conv 16 k8 s2 p3, tanh, maxpool 2 s1, conv 32 k4 s2, tanh, maxpool 2 s1, fc 32,
  *                                 tanh, fc classes (Opacus example; 26,010 parameters on MNIST)
- *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>],
+ *   "cnn-tf-cifar", "resnet20-gn", "resnet18-gn"  CIFAR models (docs/models.md): the TensorFlow tutorial's CNN,
+ *                                 ResNet-20 and ResNet-18 (torchvision's, 11,181,642 parameters for 10 classes) with
+ *                                 GroupNorm in place of BatchNorm
+ *   "privatefl-dnn"               PrivateFL's 3-layer DNN (MNIST, Fashion-MNIST, EMNIST): fc600, relu, fc100, relu,
+ *                                 fc classes, no biases
+ *   "privatefl-purchase"          PrivateFL's 4-layer DNN for Purchase-100: fc512, tanh, fc256, tanh, fc128, tanh,
+ *                                 fc classes, no biases
+ *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>][p<pad>],
  *                                 fc<OC>[nb], relu, tanh, sigmoid, flatten, drop<p> (nb = no bias; a Flatten is
  *                                 inserted before fc after spatial layers); a last item "mse" trains on the mean
  *                                 squared error instead of cross-entropy

@@ -163,13 +163,13 @@ DPFL_HIDDEN void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dc
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
- * within each input plane for the backward pass. */
+ * within each input plane for the backward pass.  pad (<= k/2): -infinity padding on every side. */
 void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
-                             int k, int stride);
+                             int k, int stride, int pad);
 /* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten), times [out > 0] when the
  * pool's output out (P, OH, OW) is given (fused backward of a ReLU feeding the pool). */
 void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
-                              int W, int OH, int OW, int k, int stride);
+                              int W, int OH, int OW, int k, int stride, int pad);
 
 /* Average pooling (P planes): out (P, OH, OW) = means of kh x kw windows at `stride`; backward spreads dout
  * evenly over each window (dinp overwritten). */

@@ -3,7 +3,7 @@
  * Every architecture is a comma-separated layer list ("net:" spec); the named models are fixed lists, so one
  * parser checks every shape.  Layer tokens:
  *   conv<OC>[k<k>][s<stride>][p<pad>][nb]   Conv2d (defaults k3 s1 p0; nb = no bias)
- *   pool<k>[s<stride>]                      MaxPool2d (stride defaults to k)
+ *   pool<k>[s<stride>][p<pad>]              MaxPool2d (stride defaults to k; pad <= k/2, -infinity padding)
  *   fc<OC>[nb]                              Linear (a Flatten is inserted before it after spatial layers)
  *   relu | tanh | sigmoid | flatten | drop<p>
  *   gn<G> | ln                              GroupNorm with G groups (Wu & He 2018) | LayerNorm (= gn1); per
@@ -28,13 +28,15 @@
 #include <string.h>
 
 #define MAX_LAYERS 256
-#define VALID_NAMES                                                                                            \
+/* the two lists an error ends with: a bad layer token gets the layers, an unknown name the models */
+#define VALID_LAYERS                                                                                           \
+    "valid layers: conv<OC>[k][s][p][nb], pool<k>[s][p], avgpool<k>[s], gap, fc<OC>[nb], gn<G>, ln, relu, "   \
+    "tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first, mse last (the squared-error loss); residual "      \
+    "blocks (LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; see docs/models.md"
+#define VALID_MODELS                                                                                           \
     "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, cnn-tf-cifar, "     \
-    "resnet20-gn, net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], avgpool<k>[s], gap, "        \
-    "fc<OC>[nb], gn<G>, ln, relu, tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first; residual blocks "    \
-    "(LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; a last item mse for the mean squared error "  \
-    "loss); prefix transform: or transform-<a><b>: for an input transform, mse: for the squared-error loss; see " \
-    "docs/models.md"
+    "resnet20-gn, resnet18-gn, privatefl-dnn, privatefl-purchase, net:LAYER,LAYER,...; prefixes transform:, " \
+    "transform-<a><b>:, mse:; see docs/models.md"
 
 typedef struct {
     dpfl_model *m;
@@ -71,7 +73,7 @@ static long read_int(const char **p)
 
 static dpfl_status bad_token(builder *bd, const char *tok, const char *why)
 {
-    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_NAMES, tok, bd->spec, why);
+    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_LAYERS, tok, bd->spec, why);
 }
 
 static dpfl_status add_flatten(builder *bd)
@@ -99,10 +101,11 @@ static dpfl_status add_token(builder *bd, const char *tok)
             k = read_int(&p);
         }
         if (*p == 's') p++, s = read_int(&p);
-        if (conv && *p == 'p') p++, pad = read_int(&p);
+        if (*p == 'p') p++, pad = read_int(&p);
         if (conv && !strcmp(p, "nb")) p += 2, nb = 1;
         if (*p || (conv && oc < 1) || k < 1 || s == 0 || s < -1 || pad < 0)
-            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>]");
+            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>][p<p>]");
+        if (!conv && 2 * pad > k) return bad_token(bd, tok, "a pool's padding must be at most half its kernel");
         if (s == -1) s = conv ? 1 : k;
         if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
             return bad_token(bd, tok, "spatial layer after a flat one");
@@ -375,6 +378,16 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
         snprintf(out, cap, "conv32k3,relu,pool2,conv64k3,relu,pool2,conv64k3,relu,flatten,fc64,relu,fc%d", classes);
     } else if (!strcmp(spec, "resnet20-gn")) {
         snprintf(out, cap, "conv16k3p1nb,gn16,relu,block16*3,block32s2*3,block64s2*3,gap,fc%d", classes);
+    } else if (!strcmp(spec, "resnet18-gn")) {
+        /* torchvision's resnet18 (He et al. 2016, table 1: 7x7/2 stem, 3x3/2 max pool, 2 basic blocks per stage),
+         * as rPDP-FL trains it on CIFAR-10 (11,181,642 parameters for 10 classes); GroupNorm replaces BatchNorm
+         * with the same per-channel scale and shift, so the count is unchanged */
+        snprintf(out, cap, "conv64k7s2p3nb,gn32,relu,pool3s2p1,block64*2,block128s2*2,block256s2*2,block512s2*2,gap,"
+                           "fc%d", classes);
+    } else if (!strcmp(spec, "privatefl-dnn")) { /* PrivateFL's mnist_fully_connected (MNIST, FMNIST, EMNIST) */
+        snprintf(out, cap, "fc600nb,relu,fc100nb,relu,fc%dnb", classes);
+    } else if (!strcmp(spec, "privatefl-purchase")) { /* PrivateFL's purchase_fully_connected */
+        snprintf(out, cap, "fc512nb,tanh,fc256nb,tanh,fc128nb,tanh,fc%dnb", classes);
     } else if (!strcmp(spec, "cnn-small")) {
         snprintf(out, cap, "conv16k8s2p3,tanh,pool2s1,conv32k4s2,tanh,pool2s1,flatten,fc32,tanh,fc%d", classes);
     } else if (!strncmp(spec, "net:", 4)) {
@@ -415,7 +428,7 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
                                     nobias ? "nb" : "");
         if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
     } else {
-        return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_NAMES, spec);
+        return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_MODELS, spec);
     }
     return DPFL_OK;
 }

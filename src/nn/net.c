@@ -98,10 +98,10 @@ static void pool_job(void *ctx, int64_t lo, int64_t hi)
     size_t is = (size_t)L->in_h * L->in_w, os = (size_t)L->out_h * L->out_w;
     if (j->gout)
         dpfl_nn_maxpool_backward(j->out + lo * is, j->gout + lo * os, j->idx + lo * os, j->act ? j->act + lo * os : NULL,
-                                 (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
+                                 (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride, L->pad);
     else
         dpfl_nn_maxpool_forward(j->out + lo * os, j->idx + lo * os, j->in + lo * is, (size_t)(hi - lo), L->in_h,
-                                L->in_w, L->out_h, L->out_w, L->k, L->stride);
+                                L->in_w, L->out_h, L->out_w, L->k, L->stride, L->pad);
 }
 
 static void avgpool_job(void *ctx, int64_t lo, int64_t hi)
