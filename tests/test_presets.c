@@ -50,7 +50,7 @@ static void preset_shapes_and_parameter_counts(void **state)
     dpfl_model_free(&m);
     assert_int_equal(dpfl_model_create("privatefl-dnn", 1, 28, 28, 10, &m, &err), DPFL_OK);
     assert_int_equal(m.nparam, 784 * 600 + 600 * 100 + 100 * 10);
-    assert_int_equal(m.nlayers, 6); /* flatten is not needed: fc600 on a 1x28x28 input flattens it */
+    assert_int_equal(m.nlayers, 6); /* a Flatten in front of fc600 on the 1x28x28 input, then 5 layers */
     dpfl_model_free(&m);
     assert_int_equal(dpfl_model_create("privatefl-dnn", 1, 28, 28, 47, &m, &err), DPFL_OK); /* EMNIST balanced */
     assert_int_equal(m.nparam, 784 * 600 + 600 * 100 + 100 * 47);
