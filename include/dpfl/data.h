@@ -185,7 +185,14 @@ typedef enum {
     DPFL_PART_SHARDS,    /* sort by label, cut into clients*shards shards, deal S to each client (McMahan) */
     DPFL_PART_DIRICHLET, /* each class divided among clients ~ Dir(beta) (replicated: client mix ~ Dir(beta)) */
     DPFL_PART_CLASSES,   /* each client holds N classes; each class split evenly among its holders (PrivateFL) */
-    DPFL_PART_NATURAL    /* one client per source group (heart-disease centres) */
+    DPFL_PART_NATURAL,   /* one client per source group (heart-disease centres) */
+    /* PriFedSync sec. 4.2: each client its own mix q_k ~ Dir(beta), then samples_per_client training examples
+     * ~ Multinomial(q_k) drawn without replacement within the client (clients may share examples), and
+     * test_per_client test examples ~ Multinomial(q_k) likewise; samples_per_client is required */
+    DPFL_PART_DIRICHLET_CLIENT,
+    /* PrivateFL sec. 5 as stated: N distinct random classes per client, every class with N K / C holders; class c's
+     * examples split among its holders in proportion to weights ~ U(0.4, 0.6).  Disjoint, no replication */
+    DPFL_PART_CLASSES_RANDOM
 } dpfl_partition_kind;
 
 typedef struct {
@@ -198,8 +205,9 @@ typedef struct {
      * from the partition's recipe over the training set repeated as often as needed (copies share storage). */
     int32_t samples_per_client;
     /* Size of each client's test set (0 = none), drawn without replacement from the test set with the client's
-     * training label mix (the PriFedSync protocol; any kind).  NATURAL with a grouped test set (heart) instead
-     * gives each client its own source's test examples, whatever this is. */
+     * training label mix (any kind), or with the client's own Dirichlet proportions q_k for DIRICHLET_CLIENT (the
+     * PriFedSync protocol).  NATURAL with a grouped test set (heart) instead gives each client its own source's test
+     * examples, whatever this is. */
     int32_t test_per_client;
 } dpfl_partition_spec;
 
