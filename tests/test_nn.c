@@ -283,7 +283,7 @@ static void persample_equals_one_at_a_time(void **state)
         double c = 0.5 * (lo + hi);
         for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++)
             for (int per_layer = 0; per_layer < 2; per_layer++) {
-                dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
                 dpfl_vec_zero(want, n);
                 for (int b = 0; b < B; b++) {
                     one_grad(&f, ws1, b, g);
@@ -318,7 +318,7 @@ static void clipped_norms_bounded(void **state)
             for (int per_layer = 0; per_layer < 2; per_layer++)
                 for (int ci = 0; ci < 3; ci++)
                     for (int b = 0; b < f.B; b++) {
-                        dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                        assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
                         dpfl_clip_spec cs = {clips[ci], per_layer, NULL};
                         dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x + (size_t)b * f.m.in_dim, f.y + b, 1, &cs,
                                                  NULL, g, NULL);
@@ -405,7 +405,7 @@ static void fused_steps_match_gradient_then_update(void **state)
         assert_true(dpfl_vec_norm2(want, n) > 0.0);
         /* DP-SGD: params += alpha * clipped sum, both conv-norm paths */
         for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++) {
-            dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+            assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
             dpfl_clip_spec cs = {0.05, 0, NULL};
             const float alpha = -lr / B;
             dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, NULL, g, norms);

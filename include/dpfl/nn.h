@@ -189,7 +189,10 @@ double dpfl_nn_clipped_grad_sum_axpy(const dpfl_model *m, float *params, dpfl_nn
  * materialized per-example weight gradients (cost ~T K OC, K = in_c k^2).  Results agree up to float rounding;
  * the others exist so that tests can check both paths. */
 typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_CONV_NORMS_GHOST = 2 } dpfl_conv_norms;
-void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode);
+/* The workspace keeps room for the per-example gradients of the convs that materialize them in the current mode
+ * only (a ResNet-18 under AUTO: its first five convs), so changing the mode may allocate: DPFL_ENOMEM, the
+ * workspace unchanged, when that fails. */
+dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err);
 
 /* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions when
  * the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8 input and output channels, and

@@ -104,6 +104,19 @@ typedef struct {
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
 } dpfl_conv_direct;
+/* Direct convs sum a batch's weight gradient in fixed groups of DPFL_NN_DW_GROUP examples, then over the groups
+ * in order (the same bits on any number of threads): partial sums for this many groups. */
+#define DPFL_NN_DW_GROUP 4
+static inline size_t dpfl_nn_direct_groups(int B) { return (size_t)(B + DPFL_NN_DW_GROUP - 1) / DPFL_NN_DW_GROUP; }
+/* Whether a Conv2d gets its per-example norms as ghost norms (T x T Gram matrices, no per-example gradient) rather
+ * than from materialized per-example gradients: forced by the mode, or under AUTO when T^2 (K + OC) < T K OC. */
+static inline int dpfl_nn_conv_uses_ghost(dpfl_conv_norms mode, const dpfl_layer *L)
+{
+    if (mode == DPFL_CONV_NORMS_GHOST) return 1;
+    if (mode == DPFL_CONV_NORMS_MATERIALIZE) return 0;
+    double T = (double)L->out_h * L->out_w, K = (double)L->in_c * L->k * L->k, OC = L->out_c;
+    return T * T * (K + OC) < T * K * OC;
+}
 /* 1 when this CPU runs the direct kernels (dpfl_cpu_avx512(): compiled in, the CPU has AVX-512 and the portable
  * code is not forced) and layer L can use them (Conv2d with stride 1).  Asked once, when a workspace is made. */
 static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
@@ -266,8 +279,10 @@ struct dpfl_nn_ws {
     uint8_t *ghost;              /* per layer: conv uses ghost norms in the last clipped pass */
     double *sq;                  /* (nlayers, max_batch) squared per-example norms per layer */
     float *scale;                /* (nlayers, max_batch) clipping factors */
-    float *ps;                   /* materialized per-example conv gradients */
+    float *ps;                   /* per-example gradients: GroupNorm, input transform, and the Conv2d layers that
+                                    materialize theirs in conv_mode (ghost ones have no room here) */
     size_t *ps_off;              /* per layer offset into ps (per example stride = layer nparam) */
+    float *dw_part;              /* direct convs' partial batch weight gradients, one per group of examples */
     float *dscaled;              /* scratch: per-example-scaled output gradient */
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
     dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
