@@ -764,6 +764,30 @@ static void direct_conv_matches_im2col(void **state)
 }
 
 /* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */
+/* AUTO runs a stride-1 conv on the direct kernels only when its output has 64 or more positions: below that one
+ * im2col GEMM over the batch is faster (dpfl_nn_conv_direct_pays); DIRECT still forces them everywhere. */
+static void direct_kernels_only_where_they_pay(void **state)
+{
+    (void)state;
+    if (!dpfl_cpu_avx512()) skip(); /* no direct kernels in this build or on this CPU */
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("net:conv8k3p1,relu,pool2,conv8k3p1,relu,conv8k3s2p1,fc3", 4, 8, 8, 3, &m, NULL),
+                     DPFL_OK);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 2, NULL);
+    const int l8 = 0, l4 = 3, strided = 5; /* 8 x 8 output, 4 x 4 output, stride 2 */
+    assert_int_equal(m.layers[l4].out_h, 4);
+    assert_true(ws->direct[l8] > 0);
+    assert_int_equal(ws->direct[l4], 0);
+    assert_int_equal(ws->direct[strided], 0);
+    dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_DIRECT);
+    assert_int_equal(ws->direct[l4], 1);
+    assert_int_equal(ws->direct[strided], 0);
+    dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_AUTO);
+    assert_int_equal(ws->direct[l4], 0);
+    dpfl_nn_ws_free(ws);
+    dpfl_model_free(&m);
+}
+
 static void threads_case(const char *spec, int c, int h, int w);
 static void results_independent_of_threads(void **state)
 {
@@ -891,6 +915,7 @@ int main(void)
         cmocka_unit_test(evaluate_matches_forward_and_ignores_dropout),
         cmocka_unit_test(results_independent_of_threads),
         cmocka_unit_test(direct_conv_matches_im2col),
+        cmocka_unit_test(direct_kernels_only_where_they_pay),
         cmocka_unit_test(tanh_within_two_ulp),
         cmocka_unit_test(groupnorm_matches_reference),
     };

@@ -194,9 +194,10 @@ typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_C
  * workspace unchanged, when that fails. */
 dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err);
 
-/* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions when
- * the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8 input and output channels, and
- * im2col + SGEMM otherwise; DIRECT never uses Winograd; IM2COL forces im2col (tests compare the three). */
+/* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions with
+ * outputs of at least 8 x 8 when the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8
+ * input and output channels, and im2col + SGEMM otherwise; DIRECT runs every stride-1 layer on the direct kernels,
+ * never Winograd; IM2COL forces im2col (tests compare the three). */
 typedef enum { DPFL_CONV_IMPL_AUTO = 0, DPFL_CONV_IMPL_IM2COL = 1, DPFL_CONV_IMPL_DIRECT = 2 } dpfl_conv_impl;
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl);
 

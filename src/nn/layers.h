@@ -123,6 +123,10 @@ static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
 {
     return L->kind == DPFL_LAYER_CONV2D && L->stride == 1 && dpfl_cpu_avx512();
 }
+/* Whether AUTO runs a usable layer on the direct kernels: only when its output plane has at least 64 positions
+ * (8 x 8).  Below that, per-example direct kernels lose to one im2col GEMM over the whole batch, by 2x (4 x 4,
+ * 128-256 channels) to 30x (1 x 1, 512 channels: ResNet-18's last stage) on this project's AVX-512 machine. */
+static inline int dpfl_nn_conv_direct_pays(const dpfl_layer *L) { return L->out_h * L->out_w >= 64; }
 DPFL_HIDDEN void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
 /* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
  * backward pass (Winograd reads inp again). */

@@ -304,7 +304,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
                 ALLOC(ws->xpad[l], mb * d->C * d->xpl);
                 if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
                 if (d->weight_floats > cdw) cdw = d->weight_floats;
-                ws->direct[l] = d->wino ? 2 : 1;
+                ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
                 const size_t parts = dpfl_nn_direct_groups(max_batch) * L->nparam;
                 if (parts > dwp) dwp = parts;
             }
@@ -369,9 +369,10 @@ dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
 {
     for (int l = 0; l < ws->m->nlayers; l++)
-        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL ? 0
-                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino ? 2
-                                                                          : 1;
+        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL                             ? 0
+                        : impl == DPFL_CONV_IMPL_AUTO && !dpfl_nn_conv_direct_pays(&ws->m->layers[l]) ? 0
+                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino                             ? 2
+                                                                                                    : 1;
 }
 
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
