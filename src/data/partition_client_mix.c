@@ -9,18 +9,24 @@
  * that came out of the draw. */
 #include "partition_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* cnt (C) ~ Multinomial(q, n): n categorical draws from the cumulative weights cum (C, cum[C-1] = 1). */
+/* cnt (C) ~ Multinomial(q, n): n categorical draws from the cumulative weights cum (C, cum[C-1] = 1), each the
+ * first class c with u < cum[c] (binary search). */
 static void multinomial(dpfl_rng *rng, const double *cum, int32_t C, int32_t n, int64_t *cnt)
 {
     memset(cnt, 0, (size_t)C * sizeof *cnt);
     for (int32_t i = 0; i < n; i++) {
         double u = dpfl_rng_uniform(rng);
-        int32_t c = 0;
-        while (c < C - 1 && !(u < cum[c])) c++;
-        cnt[c]++;
+        int32_t lo = 0, hi = C - 1;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (u < cum[mid]) hi = mid;
+            else lo = mid + 1;
+        }
+        cnt[lo]++;
     }
 }
 
@@ -55,6 +61,9 @@ dpfl_status dpfl__partition_client_mix(const dpfl_dataset *train, const dpfl_dat
     int64_t *cnt = malloc((size_t)C * sizeof *cnt);
     int32_t *present = calloc((size_t)C, sizeof *present);
     dpfl_status r = cum && cnt && present ? DPFL_OK : dpfl_fail(err, DPFL_ENOMEM, "out of memory (partition)");
+    if (!r && (int64_t)K * t > INT32_MAX)
+        r = dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: %d clients x %d test examples is more than 2^31 "
+                      "indices", K, t);
     if (!r) r = dpfl__by_class(train, NULL, &off, &idx, err);
     if (!r && t > 0) r = dpfl__by_class(test, NULL, &toff, &tidx, err);
     if (!r) r = dpfl__part_alloc(p, K, (int64_t)K * s, err);
