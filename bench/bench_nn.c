@@ -1,7 +1,8 @@
 /* Training throughput of the nn engine (examples/s) against the machine's SGEMM rate.
  *
- * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64 on synthetic MNIST-shaped data, and for
- * cnn-tf-cifar and resnet20-gn at batch 64 on synthetic CIFAR-shaped (3 x 32 x 32) data:
+ * For logreg, mlp:784-512-256-10 and cnn-mnist at batch 16 and 64 on synthetic MNIST-shaped data, for
+ * cnn-tf-cifar and resnet20-gn at batch 64 and resnet18-gn (11.2M parameters) at batch 32 on synthetic
+ * CIFAR-shaped (3 x 32 x 32) data:
  *   nonprivate: one SGD step on the mean gradient (dpfl_nn_sgd_step: the update inside the backward GEMMs);
  *   dpsgd:      params -= lr / B * (clipped sum, flat clip C = 1) (dpfl_nn_clipped_grad_sum_axpy, fused the same
  *               way), then Gaussian noise of std lr / B * z C (z = 1) added to params on the workspace's threads,
@@ -9,15 +10,18 @@
  * The two modes of a model and batch warm up, then alternate in blocks of about 50 ms until each has run for at
  * least DPFL_BENCH_SECONDS (default 2) and 5 steps, so that a drifting host (other tenants) slows both alike and
  * their ratio, what the DP-SGD target is stated in, is measured under the same conditions.  Prints a
- * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second} plus
- * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
- * gradient-and-update call, so the cost of the noise is visible separately. */
+ * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb}
+ * plus {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
+ * gradient-and-update call, so the cost of the noise is visible separately.  peak_rss_mb is the process's peak
+ * resident memory when the row is done (models run in order, the largest last: for resnet18-gn it is that
+ * model's peak, its two workspaces, parameter copies and the data included). */
 #include "dpfl/nn.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define NDATA 2048
@@ -58,8 +62,14 @@ static double gemm_gflops(double secs)
 typedef struct {
     const char *model, *mode;
     int batch;
-    double eps, grad_eps;
+    double eps, grad_eps, rss_mb;
 } row;
+
+static double peak_rss_mb(void)
+{
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) ? 0.0 : u.ru_maxrss / 1024.0; /* Linux: kilobytes */
+}
 
 /* One model and batch, both modes: each has its own model copy, workspace and generators; the two alternate in
  * blocks of about 50 ms until each has run for secs (and at least 5 steps), so that a host whose speed drifts
@@ -162,20 +172,21 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)NDATA * 3072; i++) x[i] = (float)dpfl_rng_uniform(&r);
     for (int i = 0; i < NDATA; i++) y[i] = (int32_t)dpfl_rng_below(&r, 10);
 
-    /* MNIST-shaped models at batch 16 and 64; CIFAR-shaped (3 x 32 x 32) ones at batch 64 */
-    const char *models[] = {"logreg", "mlp:784-512-256-10", "cnn-mnist", "cnn-tf-cifar", "resnet20-gn"};
-    const int batches[] = {16, 64};
-    row rows[20];
+    /* MNIST-shaped models at batch 16 and 64; CIFAR-shaped (3 x 32 x 32) ones at batch 64, ResNet-18 at 32 */
+    const char *models[] = {"logreg", "mlp:784-512-256-10", "cnn-mnist", "cnn-tf-cifar", "resnet20-gn", "resnet18-gn"};
+    const int batches[] = {16, 64, 32};
+    row rows[24];
     int nr = 0;
     printf("%-20s %6s %-11s %14s %18s\n", "model", "batch", "mode", "examples/s", "grad-only ex/s");
-    for (int mi = 0; mi < 5; mi++) {
+    for (int mi = 0; mi < 6; mi++) {
         if (only && strcmp(only, models[mi])) continue;
         shape_c = mi >= 3 ? 3 : 1, shape_hw = mi >= 3 ? 32 : 28;
-        for (int bi = mi >= 3 ? 1 : 0; bi < 2; bi++) {
+        for (int bi = mi == 5 ? 2 : mi >= 3 ? 1 : 0; bi < (mi == 5 ? 3 : 2); bi++) {
             row *rw = &rows[nr];
             run_pair(models[mi], batches[bi], x, y, secs, rw);
             for (int dp = 0; dp < 2; dp++, rw++, nr++) {
                 rw->model = models[mi], rw->batch = batches[bi], rw->mode = dp ? "dpsgd" : "nonprivate";
+                rw->rss_mb = peak_rss_mb();
                 printf("%-20s %6d %-11s %14.0f %18.0f\n", rw->model, rw->batch, rw->mode, rw->eps, rw->grad_eps);
             }
             fflush(stdout);
@@ -193,8 +204,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nr; i++)
         fprintf(f,
                 "  {\"model\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"examples_per_second\": %.1f, "
-                "\"grad_examples_per_second\": %.1f},\n",
-                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps);
+                "\"grad_examples_per_second\": %.1f, \"peak_rss_mb\": %.0f},\n",
+                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb);
     fprintf(f, "  {\"gemm_gflops\": %.1f}\n]\n", gf);
     fclose(f);
     free(x), free(y);

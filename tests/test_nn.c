@@ -90,6 +90,12 @@ static const arch small_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},    /* a block of linear layers */
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,tanh,fc3", 1, 6, 6, 3}, /* pool after ReLU opening a block */
     {"net:conv4k3p1nb,gn2,relu,block4*2,block6s2g3,gap,fc3", 2, 6, 6, 3}, /* the ResNet macro */
+    {"net:conv3k3p1,tanh,pool3s2p1,fc3", 1, 7, 7, 3},      /* max pooling with padding (ResNet-18's stem) */
+    {"net:conv3k3,relu,pool2p1,fc3", 2, 5, 5, 3},          /* ... after a fused ReLU, windows off both edges */
+    /* the mean squared error loss */
+    {"net:fc6,tanh,fc3,mse", 1, 1, 7, 3},
+    {"mse:net:fc4,tanh,fc1", 1, 1, 6, 2},                  /* one output, target 0 or 1 */
+    {"mse:net:conv3k3p1,gn3,relu,gap,fc3", 2, 5, 5, 3},
 };
 
 /* The input transform starts at the identity: a model with it computes the same logits as the model without it
@@ -249,6 +255,9 @@ static const arch ps_archs[] = {
     {"net:fc6,tanh,(fc6,tanh,fc6)+,tanh,fc3", 1, 1, 5, 3},
     {"net:conv4k3p1,relu,(pool2,conv4k3p1)+p,relu,fc3", 1, 6, 6, 3},
     {"net:conv8k3p1nb,gn4,relu,block8*2,block16s2,gap,fc3", 3, 8, 8, 3},
+    {"net:conv3k3p1,relu,pool3s2p1,fc3", 2, 7, 7, 3},
+    {"mse:mlp:12-8-4", 1, 3, 4, 4},
+    {"net:conv4k3p1,gn2,tanh,fc1,mse", 2, 5, 5, 2},
 };
 
 static void persample_equals_one_at_a_time(void **state)
@@ -274,7 +283,7 @@ static void persample_equals_one_at_a_time(void **state)
         double c = 0.5 * (lo + hi);
         for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++)
             for (int per_layer = 0; per_layer < 2; per_layer++) {
-                dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
                 dpfl_vec_zero(want, n);
                 for (int b = 0; b < B; b++) {
                     one_grad(&f, ws1, b, g);
@@ -309,7 +318,7 @@ static void clipped_norms_bounded(void **state)
             for (int per_layer = 0; per_layer < 2; per_layer++)
                 for (int ci = 0; ci < 3; ci++)
                     for (int b = 0; b < f.B; b++) {
-                        dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+                        assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
                         dpfl_clip_spec cs = {clips[ci], per_layer, NULL};
                         dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x + (size_t)b * f.m.in_dim, f.y + b, 1, &cs,
                                                  NULL, g, NULL);
@@ -396,7 +405,7 @@ static void fused_steps_match_gradient_then_update(void **state)
         assert_true(dpfl_vec_norm2(want, n) > 0.0);
         /* DP-SGD: params += alpha * clipped sum, both conv-norm paths */
         for (int mode = DPFL_CONV_NORMS_MATERIALIZE; mode <= DPFL_CONV_NORMS_GHOST; mode++) {
-            dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode);
+            assert_int_equal(dpfl_nn_ws_set_conv_norms(ws, (dpfl_conv_norms)mode, NULL), DPFL_OK);
             dpfl_clip_spec cs = {0.05, 0, NULL};
             const float alpha = -lr / B;
             dpfl_nn_clipped_grad_sum(&f.m, f.params, ws, f.x, f.y, B, &cs, NULL, g, norms);
@@ -498,6 +507,103 @@ static void spec_errors_are_reported(void **state)
     assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1)+pg4,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,avgpool30,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,gap,gn0,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+}
+
+/* The squared-error loss against its definition (nn.h DPFL_LOSS_MSE), computed here from the forward pass's
+ * outputs: the mean loss, the accuracy (argmax; one output: > 0.5), and a linear model's weight gradient
+ * (1/B) sum_b (2/K) (z_b - t_b) x_b^T.  Where the spec may name it: the last item, or the mse: prefix. */
+static void mse_loss_matches_its_definition(void **state)
+{
+    (void)state;
+    for (int K = 1; K <= 4; K += 3) {
+        fixture f;
+        const int B = 6, F = 5, classes = K == 1 ? 2 : K;
+        fx_make(&f, K == 1 ? "mse:net:fc1" : "net:fc4,mse", 1, 1, F, classes, B, 60 + K);
+        assert_int_equal(f.m.loss, DPFL_LOSS_MSE);
+        assert_int_equal(f.m.out_dim, K);
+        dpfl_nn_ws *ws = dpfl_nn_ws_create(&f.m, B, NULL);
+        float z[6 * 4], dz[6 * 4], *g = malloc(f.m.nparam * sizeof *g);
+        memcpy(z, dpfl_nn_forward(&f.m, f.params, ws, f.x, B, 0, NULL), sizeof(float) * B * K);
+        double want = 0;
+        int hits = 0;
+        for (int b = 0; b < B; b++) {
+            int arg = 0;
+            for (int k = 0; k < K; k++) {
+                double t = K == 1 ? f.y[b] : (k == f.y[b]), e = z[b * K + k] - t;
+                want += e * e / K / B;
+                dz[b * K + k] = (float)(2 * e / K / B);
+                if (z[b * K + k] > z[b * K + arg]) arg = k;
+            }
+            hits += K == 1 ? (z[b] > 0.5f) == (f.y[b] == 1) : arg == f.y[b];
+        }
+        double loss, acc;
+        dpfl_nn_evaluate(&f.m, f.params, ws, f.x, f.y, B, &loss, &acc);
+        assert_close(loss, want, 1e-6);
+        assert_close(acc, hits / (double)B, 1e-12);
+        int32_t correct;
+        assert_close(dpfl_nn_grad(&f.m, f.params, ws, f.x, f.y, B, NULL, g, &correct), want, 1e-6);
+        assert_int_equal(correct, hits);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < F; j++) {
+                double gw = 0;
+                for (int b = 0; b < B; b++) gw += dz[b * K + k] * f.x[b * F + j];
+                assert_close(g[k * F + j], gw, 1e-5);
+            }
+        for (int k = 0; k < K; k++) { /* the bias: the summed output gradient */
+            double gb = 0;
+            for (int b = 0; b < B; b++) gb += dz[b * K + k];
+            assert_close(g[K * F + k], gb, 1e-5);
+        }
+        free(g);
+        dpfl_nn_ws_free(ws);
+        fx_free(&f);
+    }
+    dpfl_model m;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("mse:transform:mlp:12-8-4", 1, 3, 4, 4, &m, &err), DPFL_OK);
+    assert_int_equal(m.loss, DPFL_LOSS_MSE);
+    assert_int_equal(m.layers[0].kind, DPFL_LAYER_AFFINE);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("mlp:12-8-4", 1, 3, 4, 4, &m, &err), DPFL_OK);
+    assert_int_equal(m.loss, DPFL_LOSS_CE);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("net:fc4,mse,relu", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "last item"));
+    assert_int_equal(dpfl_model_create("mse:net:fc4,mse", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:fc4,(fc4,mse)+", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_model_create("net:mse", 1, 3, 4, 4, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "no layers"));
+}
+
+/* Max pooling with padding pads with -infinity (PyTorch's MaxPool2d): on an all-negative plane every window's
+ * output is the max of the cells it covers inside the plane, never a 0 from the padding.  Padding over half the
+ * kernel is refused. */
+static void maxpool_padding_is_minus_infinity(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    dpfl_error err;
+    assert_int_equal(dpfl_model_create("net:pool3s2p1,fc2", 1, 5, 5, 2, &m, &err), DPFL_OK);
+    assert_int_equal(m.layers[0].out_h, 3);
+    assert_int_equal(m.layers[0].out_w, 3);
+    float x[25], w[9 * 2 + 2] = {0};
+    for (int i = 0; i < 25; i++) x[i] = -1.0f - (float)((i * 7) % 11);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 1, &err);
+    dpfl_nn_forward(&m, w, ws, x, 1, 0, NULL);
+    const float *o = ws->act[ws->out_slot[0]];
+    for (int oy = 0; oy < 3; oy++)
+        for (int ox = 0; ox < 3; ox++) {
+            float best = -INFINITY;
+            for (int y = 2 * oy - 1; y <= 2 * oy + 1; y++)
+                for (int c = 2 * ox - 1; c <= 2 * ox + 1; c++)
+                    if (y >= 0 && y < 5 && c >= 0 && c < 5) best = fmaxf(best, x[y * 5 + c]);
+            assert_true(o[oy * 3 + ox] == best);
+            assert_true(best < 0);
+        }
+    dpfl_nn_ws_free(ws);
+    dpfl_model_free(&m);
+    assert_int_equal(dpfl_model_create("net:pool3p2,fc2", 1, 5, 5, 2, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "half"));
 }
 
 static void param_counts(void **state)
@@ -658,6 +764,30 @@ static void direct_conv_matches_im2col(void **state)
 }
 
 /* Same seed, same gradients, whatever the number of nn threads (dropout masks included). */
+/* AUTO runs a stride-1 conv on the direct kernels only when its output has 64 or more positions: below that one
+ * im2col GEMM over the batch is faster (dpfl_nn_conv_direct_pays); DIRECT still forces them everywhere. */
+static void direct_kernels_only_where_they_pay(void **state)
+{
+    (void)state;
+    if (!dpfl_cpu_avx512()) skip(); /* no direct kernels in this build or on this CPU */
+    dpfl_model m;
+    assert_int_equal(dpfl_model_create("net:conv8k3p1,relu,pool2,conv8k3p1,relu,conv8k3s2p1,fc3", 4, 8, 8, 3, &m, NULL),
+                     DPFL_OK);
+    dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 2, NULL);
+    const int l8 = 0, l4 = 3, strided = 5; /* 8 x 8 output, 4 x 4 output, stride 2 */
+    assert_int_equal(m.layers[l4].out_h, 4);
+    assert_true(ws->direct[l8] > 0);
+    assert_int_equal(ws->direct[l4], 0);
+    assert_int_equal(ws->direct[strided], 0);
+    dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_DIRECT);
+    assert_int_equal(ws->direct[l4], 1);
+    assert_int_equal(ws->direct[strided], 0);
+    dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_AUTO);
+    assert_int_equal(ws->direct[l4], 0);
+    dpfl_nn_ws_free(ws);
+    dpfl_model_free(&m);
+}
+
 static void threads_case(const char *spec, int c, int h, int w);
 static void results_independent_of_threads(void **state)
 {
@@ -777,12 +907,15 @@ int main(void)
         cmocka_unit_test(fused_steps_match_gradient_then_update),
         cmocka_unit_test(ws_noise_equals_chunked_noise),
         cmocka_unit_test(spec_errors_are_reported),
+        cmocka_unit_test(mse_loss_matches_its_definition),
+        cmocka_unit_test(maxpool_padding_is_minus_infinity),
         cmocka_unit_test(param_counts),
         cmocka_unit_test(init_is_deterministic),
         cmocka_unit_test(save_load_round_trip_and_rejects),
         cmocka_unit_test(evaluate_matches_forward_and_ignores_dropout),
         cmocka_unit_test(results_independent_of_threads),
         cmocka_unit_test(direct_conv_matches_im2col),
+        cmocka_unit_test(direct_kernels_only_where_they_pay),
         cmocka_unit_test(tanh_within_two_ulp),
         cmocka_unit_test(groupnorm_matches_reference),
     };

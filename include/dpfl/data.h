@@ -66,15 +66,30 @@ dpfl_status dpfl_npz_load(const char *path, const char *x_name, const char *y_na
  * of range, fails naming the file and the byte offset. */
 dpfl_status dpfl_cifar_load(const char *dir, int hundred, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
 
+/* EMNIST (src/data/emnist.c; Cohen et al. 2017) in its IDX form, split = balanced (47 classes), byclass (62),
+ * bymerge (47), digits (10), letters (26) or mnist (10): dir holds emnist-<split>-train-images-idx3-ubyte.gz,
+ * ...-train-labels-idx1-ubyte.gz and the two test-* files, as EMNIST's gzip.zip holds them in its gzip/ folder
+ * (gzip or unpacked).  The published files store every image transposed: dpfl transposes them back, so the
+ * characters are upright like MNIST's digits.  The letters split's labels 1..26 become 0..25.  classes is the
+ * split's; a label outside the split's range fails naming the file and byte offset, like every IDX error. */
+dpfl_status dpfl_emnist_load(const char *dir, const char *split, dpfl_dataset *train, dpfl_dataset *test,
+                             dpfl_error *err);
+int32_t dpfl_emnist_classes(const char *split); /* the split's number of classes; 0 for an unknown split */
+
 /* Synthetic classification for tests: Gaussian class means (separation sep), unit noise, n examples. */
 dpfl_status dpfl_synthetic(int32_t n, int32_t dim, int32_t classes, double sep, uint64_t seed, dpfl_dataset *out,
                            dpfl_error *err);
 
-/* By name: "mnist", "fashion-mnist", "heart", "synthetic" (or a "csv:" / "idx:" spec with default options), found as "where datasets live" below says (data_dir, may
- * be NULL or "", replaces the cache folder for mnist); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.
- * A dataset in none of its folders fails naming every folder searched and how to get it. */
+/* By name: "mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100", "emnist-<split>" (balanced,
+ * byclass, bymerge, digits, letters, mnist) (or a "csv:" / "idx:" / "npy:" spec with default options), found as
+ * "where datasets live" below says (data_dir, may be NULL or "", replaces the cache folder for the downloaded ones:
+ * mnist/, cifar10/, cifar100/, emnist/); Fashion-MNIST is read from /usr/share/datasets/fashion-mnist.  A dataset
+ * in none of its folders fails naming every folder searched and how to get it. */
 dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t seed, dpfl_dataset *train,
                               dpfl_dataset *test, dpfl_error *err);
+/* 1 when dpfl_dataset_load accepts name: one of the names above or a csv: / idx: / npy: spec (what a config's
+ * data.dataset may hold); 0 otherwise.  Nothing is read. */
+int dpfl_dataset_known(const char *name);
 /* Your own data (src/data/files.c): a spec "csv:SOURCES", "idx:SOURCES" or "npy:ARRAYS".
  *   npy:  X.npy,Y.npy or FILE.npz[:XNAME,YNAME] (dpfl_npy_load / dpfl_npz_load above; one source; an .npz with
  *         x_test and y_test gives the test set).
@@ -172,7 +187,14 @@ typedef enum {
     DPFL_PART_SHARDS,    /* sort by label, cut into clients*shards shards, deal S to each client (McMahan) */
     DPFL_PART_DIRICHLET, /* each class divided among clients ~ Dir(beta) (replicated: client mix ~ Dir(beta)) */
     DPFL_PART_CLASSES,   /* each client holds N classes; each class split evenly among its holders (PrivateFL) */
-    DPFL_PART_NATURAL    /* one client per source group (heart-disease centres) */
+    DPFL_PART_NATURAL,   /* one client per source group (heart-disease centres) */
+    /* PriFedSync sec. 4.2: each client its own mix q_k ~ Dir(beta), then samples_per_client training examples
+     * ~ Multinomial(q_k) drawn without replacement within the client (clients may share examples), and
+     * test_per_client test examples ~ Multinomial(q_k) likewise; samples_per_client is required */
+    DPFL_PART_DIRICHLET_CLIENT,
+    /* PrivateFL sec. 5 as stated: N distinct random classes per client, every class with N K / C holders; class c's
+     * examples split among its holders in proportion to weights ~ U(0.4, 0.6).  Disjoint, no replication */
+    DPFL_PART_CLASSES_RANDOM
 } dpfl_partition_kind;
 
 typedef struct {
@@ -185,8 +207,9 @@ typedef struct {
      * from the partition's recipe over the training set repeated as often as needed (copies share storage). */
     int32_t samples_per_client;
     /* Size of each client's test set (0 = none), drawn without replacement from the test set with the client's
-     * training label mix (the PriFedSync protocol; any kind).  NATURAL with a grouped test set (heart) instead
-     * gives each client its own source's test examples, whatever this is. */
+     * training label mix (any kind), or with the client's own Dirichlet proportions q_k for DIRICHLET_CLIENT (the
+     * PriFedSync protocol).  NATURAL with a grouped test set (heart) instead gives each client its own source's test
+     * examples, whatever this is. */
     int32_t test_per_client;
 } dpfl_partition_spec;
 

@@ -7,7 +7,9 @@
  *
  * Shapes: inputs are B x (c*h*w) row-major, channel-major within an example (NCHW). Logits are B x classes.
  * Losses: softmax cross-entropy for classes > 2 or when the last layer has 2+ outputs; binary cross-entropy
- * with a sigmoid when the model has a single output (classes = 2, "logreg" on heart disease).
+ * with a sigmoid when the model has a single output (classes = 2, "logreg" on heart disease); or, when the spec
+ * names it (a last item "mse", or the prefix "mse:"), the mean squared error between the outputs and the label's
+ * one-hot vector (one output: the label 0 or 1 itself), an example's loss being the mean over its outputs.
  *
  * Gradient conventions:
  *  - dpfl_nn_grad: gradient of the MEAN loss over the batch (what non-private SGD uses).
@@ -60,7 +62,13 @@ typedef struct {
     int32_t in_c, in_h, in_w, in_dim;
     int32_t out_dim; /* logits per example (1 => binary cross-entropy) */
     char spec[128];  /* the spec string it was built from */
+    int32_t loss;    /* DPFL_LOSS_CE (cross-entropy, the default) or DPFL_LOSS_MSE (the spec's "mse") */
 } dpfl_model;
+
+/* The loss a model trains on.  MSE: an example's loss is (1/K) sum_k (z_k - t_k)^2 over its K outputs, t the
+ * label's one-hot vector (K = 1: t = the label, 0 or 1), as PyTorch's nn.MSELoss on one-hot targets; its
+ * prediction is the largest output (K = 1: output > 0.5). */
+enum { DPFL_LOSS_CE = 0, DPFL_LOSS_MSE = 1 };
 
 /* Build from a name or spec:
  *   "logreg"                      linear in_dim -> classes (1 output when classes == 2)
@@ -71,9 +79,18 @@ typedef struct {
  *                                 relu, fc classes
  *   "cnn-small"                   conv 16 k8 s2 p3, tanh, maxpool 2 s1, conv 32 k4 s2, tanh, maxpool 2 s1, fc 32,
  *                                 tanh, fc classes (Opacus example; 26,010 parameters on MNIST)
- *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>],
+ *   "cnn-tf-cifar", "resnet20-gn", "resnet18-gn"  CIFAR models (docs/models.md): the TensorFlow tutorial's CNN,
+ *                                 ResNet-20 and ResNet-18 (torchvision's, 11,181,642 parameters for 10 classes) with
+ *                                 GroupNorm in place of BatchNorm
+ *   "privatefl-dnn"               PrivateFL's 3-layer DNN (MNIST, Fashion-MNIST, EMNIST): fc600, relu, fc100, relu,
+ *                                 fc classes, no biases
+ *   "privatefl-purchase"          PrivateFL's 4-layer DNN for Purchase-100: fc512, tanh, fc256, tanh, fc128, tanh,
+ *                                 fc classes, no biases
+ *   "net:conv8k3p1,relu,pool2,fc10"  any layer list: conv<OC>[k<k>][s<stride>][p<pad>][nb], pool<k>[s<stride>][p<pad>],
  *                                 fc<OC>[nb], relu, tanh, sigmoid, flatten, drop<p> (nb = no bias; a Flatten is
- *                                 inserted before fc after spatial layers)
+ *                                 inserted before fc after spatial layers); a last item "mse" trains on the mean
+ *                                 squared error instead of cross-entropy
+ *   "mse:SPEC"                    SPEC (any of these) with the mean squared error loss
  * The CNNs end in `classes` logits (softmax CE even for 2 classes); logreg has 1 logit for 2 classes; an mlp's
  * last size must be classes (or 1 for 2 classes).  Unknown names or sizes that do not fit the input fail with
  * the list of valid names. */
@@ -174,11 +191,15 @@ double dpfl_nn_clipped_grad_sum_axpy(const dpfl_model *m, float *params, dpfl_nn
  * materialized per-example weight gradients (cost ~T K OC, K = in_c k^2).  Results agree up to float rounding;
  * the others exist so that tests can check both paths. */
 typedef enum { DPFL_CONV_NORMS_AUTO = 0, DPFL_CONV_NORMS_MATERIALIZE = 1, DPFL_CONV_NORMS_GHOST = 2 } dpfl_conv_norms;
-void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode);
+/* The workspace keeps room for the per-example gradients of the convs that materialize them in the current mode
+ * only (a ResNet-18 under AUTO: its first five convs), so changing the mode may allocate: DPFL_ENOMEM, the
+ * workspace unchanged, when that fails. */
+dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err);
 
-/* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions when
- * the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8 input and output channels, and
- * im2col + SGEMM otherwise; DIRECT never uses Winograd; IM2COL forces im2col (tests compare the three). */
+/* How Conv2d layers compute: AUTO (the default) uses the direct AVX-512 kernels for stride-1 convolutions with
+ * outputs of at least 8 x 8 when the build has them, with Winograd F(2x2, 3x3) for 3x3 layers with at least 8
+ * input and output channels, and im2col + SGEMM otherwise; DIRECT runs every stride-1 layer on the direct kernels,
+ * never Winograd; IM2COL forces im2col (tests compare the three). */
 typedef enum { DPFL_CONV_IMPL_AUTO = 0, DPFL_CONV_IMPL_IM2COL = 1, DPFL_CONV_IMPL_DIRECT = 2 } dpfl_conv_impl;
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl);
 

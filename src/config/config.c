@@ -166,7 +166,7 @@ static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, c
                               dpfl_error *err)
 {
     int idx = choice_index(k->choices, value);
-    if (idx < 0 && field == c->data.dataset && dpfl_dataset_is_files(value)) idx = 0; /* csv:... / idx:... */
+    if (idx < 0 && field == c->data.dataset && dpfl_dataset_known(value)) idx = 0; /* csv:, idx:, npy: ... */
     if (idx < 0 && field == (void *)&c->record_dp.two_stage_bound && !strcmp(value, "zhu-wang"))
         return dpfl_fail(err, DPFL_EINVAL, "%s: 'zhu-wang' was removed: Zhu-Wang 2019 assumes a client that sits a "
                                            "round out is indistinguishable from one that took part, and in dpfl it is "

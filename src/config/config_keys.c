@@ -15,8 +15,14 @@ static int poisson_sampling(const dpfl_config *c) { return c->fl.sampling == DPF
 static int fixed_sampling(const dpfl_config *c) { return c->fl.sampling == DPFL_SAMPLE_FIXED; }
 static int adaptive_clipping(const dpfl_config *c) { return c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE; }
 static int shards_partition(const dpfl_config *c) { return c->data.partition == DPFL_PART_SHARDS; }
-static int dirichlet_partition(const dpfl_config *c) { return c->data.partition == DPFL_PART_DIRICHLET; }
-static int classes_partition(const dpfl_config *c) { return c->data.partition == DPFL_PART_CLASSES; }
+static int dirichlet_partition(const dpfl_config *c)
+{
+    return c->data.partition == DPFL_PART_DIRICHLET || c->data.partition == DPFL_PART_DIRICHLET_CLIENT;
+}
+static int classes_partition(const dpfl_config *c)
+{
+    return c->data.partition == DPFL_PART_CLASSES || c->data.partition == DPFL_PART_CLASSES_RANDOM;
+}
 static int not_natural_partition(const dpfl_config *c) { return c->data.partition != DPFL_PART_NATURAL; }
 static int sgd_optimizer(const dpfl_config *c) { return c->fl.optimizer == DPFL_OPT_SGD; }
 static int varying_lr(const dpfl_config *c) { return c->fl.schedule != DPFL_SCHED_CONSTANT; }
@@ -53,21 +59,22 @@ const fl_switched_section fl_config_switched[FL_CONFIG_NSWITCHED] = {
 #define F(field) .off = offsetof(dpfl_config, field), .size = sizeof(((dpfl_config *)0)->field)
 #define WHEN(pred, why) .applies = pred, .ignored_because = why
 const fl_keydef fl_config_keys[] = {
-    {"data", "dataset", FL_KEY_NAME, F(data.dataset), .choices = "mnist|fashion-mnist|heart|synthetic", .dflt = "mnist",
-     .help = "dataset, or your own files: csv:FILES (files, folders, glob patterns; one source per file) or idx:FOLDER / idx:IMAGES,LABELS"},
-    {"data", "partition", FL_KEY_CHOICE, F(data.partition), .choices = "iid|shards|dirichlet|classes|natural", .dflt = "iid",
-     .help = "how the training set is split into clients"},
+    {"data", "dataset", FL_KEY_NAME, F(data.dataset), .choices = "mnist|fashion-mnist|heart|synthetic|cifar10|cifar100|emnist-balanced|emnist-byclass|emnist-bymerge|"
+                                                             "emnist-digits|emnist-letters|emnist-mnist", .dflt = "mnist",
+     .help = "dataset, or your own files: csv:FILES (files, folders, glob patterns; one source per file) or idx:FOLDER / idx:IMAGES,LABELS or npy:X.npy,Y.npy / npz:FILE.npz"},
+    {"data", "partition", FL_KEY_CHOICE, F(data.partition), .choices = "iid|shards|dirichlet|classes|natural|dirichlet-client|classes-random",
+     .dflt = "iid", .help = "how the training set is split into clients (dirichlet-client: PriFedSync sec. 4.2, each client its own Dir(beta) mix of samples_per_client examples and test_per_client test examples; classes-random: PrivateFL sec. 5)"},
     {"data", "clients", FL_KEY_INT, F(data.clients), .lo = 1, .hi = 1000000, .dflt = "10",
      .help = "number of clients"},
     {"data", "shards", FL_KEY_INT, F(data.shards), .lo = 1, .hi = 100000, .dflt = "2",
      .help = "shards per client (partition = shards)",
      WHEN(shards_partition, "it applies to partition = shards")},
     {"data", "beta", FL_KEY_DOUBLE, F(data.beta), .lo = 1e-6, .hi = 1e6, .dflt = "0.5",
-     .help = "Dirichlet concentration (partition = dirichlet)",
-     WHEN(dirichlet_partition, "it applies to partition = dirichlet")},
+     .help = "Dirichlet concentration (partition = dirichlet or dirichlet-client)",
+     WHEN(dirichlet_partition, "it applies to partition = dirichlet or dirichlet-client")},
     {"data", "classes_per_client", FL_KEY_INT, F(data.classes_per_client), .lo = 1, .hi = 1000, .dflt = "2",
-     .help = "classes per client (partition = classes)",
-     WHEN(classes_partition, "it applies to partition = classes")},
+     .help = "classes per client (partition = classes or classes-random)",
+     WHEN(classes_partition, "it applies to partition = classes or classes-random")},
     {"data", "samples_per_client", FL_KEY_INT, F(data.samples_per_client), .lo = 0, .hi = 100000000, .dflt = "0",
      .help = "replicate to exactly this many examples per client (0 = split the data)"},
     {"data", "test_per_client", FL_KEY_INT, F(data.test_per_client), .lo = 0, .hi = 100000000, .dflt = "0",

@@ -99,42 +99,58 @@ static dpfl_status load_synthetic(uint64_t seed, dpfl_dataset *train, dpfl_datas
 }
 
 /* ------------------------------------------------------------------------------------------ the registry */
-static dpfl_status load_mnist(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
+static dpfl_status load_mnist(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                              dpfl_dataset *test, dpfl_error *err)
 {
+    (void)name;
     (void)seed;
     return load_idx_dataset(dir, "", "run 'dpfl data fetch' or 'make setup' to download MNIST", train, test, err);
 }
 
-static dpfl_status load_fashion(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
-                                dpfl_error *err)
+static dpfl_status load_fashion(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                                dpfl_dataset *test, dpfl_error *err)
 {
+    (void)name;
     (void)seed;
     return load_idx_dataset(dir, ".gz", "install the Debian package dataset-fashion-mnist ('make setup')", train, test,
                             err);
 }
 
-static dpfl_status load_cifar10(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
-                                dpfl_error *err)
+static dpfl_status load_cifar10(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                                dpfl_dataset *test, dpfl_error *err)
 {
+    (void)name;
     (void)seed;
     return dpfl_cifar_load(dir, 0, train, test, err);
 }
 
-static dpfl_status load_cifar100(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
-                                 dpfl_error *err)
+static dpfl_status load_cifar100(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                                 dpfl_dataset *test, dpfl_error *err)
 {
+    (void)name;
     (void)seed;
     return dpfl_cifar_load(dir, 1, train, test, err);
 }
 
-static dpfl_status load_heart(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err)
+/* emnist-<split>: the registry's name after "emnist-" is the split */
+static dpfl_status load_emnist(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                               dpfl_dataset *test, dpfl_error *err)
 {
+    (void)seed;
+    return dpfl_emnist_load(dir, name + 7, train, test, err);
+}
+
+static dpfl_status load_heart(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                              dpfl_dataset *test, dpfl_error *err)
+{
+    (void)name;
     return dpfl_heart_load(dir, seed, train, test, err);
 }
 
-static dpfl_status load_generated(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
-                                  dpfl_error *err)
+static dpfl_status load_generated(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train,
+                                  dpfl_dataset *test, dpfl_error *err)
 {
+    (void)name;
     (void)dir;
     return load_synthetic(seed, train, test, err);
 }
@@ -146,32 +162,46 @@ static const struct {
     const char *name;
     where_kind where;
     const char *dir;   /* cache, shipped: subfolder of the data folders; fixed: absolute */
-    const char *probe; /* cache, shipped: the file whose presence says the folder holds the dataset */
+    const char *probe; /* cache, shipped: the file whose presence says the folder holds the dataset (gzipped:
+                          the name + ".gz" also does) */
+    int gz;
     const char *hint;  /* cache, shipped: how to get the dataset */
-    dpfl_status (*load)(const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test, dpfl_error *err);
+    dpfl_status (*load)(const char *name, const char *dir, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
+                        dpfl_error *err);
     double mean, sd;
     double cmean[3], csd[3]; /* per channel (RGB datasets), used when csd[0] > 0 */
 } registry[] = {
-    {"mnist", WHERE_CACHE, "mnist", "train-images-idx3-ubyte",
+    {"mnist", WHERE_CACHE, "mnist", "train-images-idx3-ubyte", 0,
      "run 'dpfl data fetch' to download it into the first of them (DPFL_DATA, else XDG_CACHE_HOME, else HOME "
      "chooses that folder; from a dpfl checkout: export DPFL_DATA=<checkout>/data)",
      load_mnist, 0.1307, 0.3081, {0}, {0}},
-    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, NULL, load_fashion, 0.2860, 0.3530, {0}, {0}},
-    {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data",
+    {"fashion-mnist", WHERE_FIXED, DPFL_FASHION_MNIST_DIR, NULL, 0, NULL, load_fashion, 0.2860, 0.3530, {0}, {0}},
+    {"heart", WHERE_SHIPPED, "heart-disease", "processed.cleveland.data", 0,
      "the heart-disease files ship with dpfl: 'make install' copies them into the installed data folder; from a dpfl "
      "checkout: export DPFL_DATA=<checkout>/data",
      load_heart, 0, 0, {0}, {0}},
-    {"synthetic", WHERE_NONE, "(generated)", NULL, NULL, load_generated, 0, 0, {0}, {0}},
+    {"synthetic", WHERE_NONE, "(generated)", NULL, 0, NULL, load_generated, 0, 0, {0}, {0}},
     /* per-channel constants: the training set's RGB means and standard deviations (the values every CIFAR
      * training script uses), not recomputed from the data */
-    {"cifar10", WHERE_CACHE, "cifar10", "cifar-10-batches-bin/test_batch.bin",
+    {"cifar10", WHERE_CACHE, "cifar10", "cifar-10-batches-bin/test_batch.bin", 0,
      "run 'dpfl data fetch cifar10' to download it (the official binary archive, MD5 checked) into the first of "
      "them, or unpack cifar-10-binary.tar.gz there yourself",
      load_cifar10, 0, 0, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}},
-    {"cifar100", WHERE_CACHE, "cifar100", "cifar-100-binary/test.bin",
+    {"cifar100", WHERE_CACHE, "cifar100", "cifar-100-binary/test.bin", 0,
      "run 'dpfl data fetch cifar100' to download it (the official binary archive, MD5 checked) into the first of "
      "them, or unpack cifar-100-binary.tar.gz there yourself",
      load_cifar100, 0, 0, {0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762}},
+    /* EMNIST's splits share one folder, emnist/, holding the files of the published gzip.zip (emnist.c); no
+     * published standardization constants */
+#define EMNIST(split)                                                                                                \
+    {"emnist-" split, WHERE_CACHE, "emnist", "emnist-" split "-test-labels-idx1-ubyte", 1, EMNIST_HINT, load_emnist, \
+     0, 0, {0}, {0}}
+#define EMNIST_HINT                                                                                                  \
+    "download gzip.zip from https://www.nist.gov/itl/products-and-services/emnist-dataset (Cohen et al. 2017) and "  \
+    "put the files of its gzip/ folder (emnist-<split>-*-ubyte.gz) into the first of them"
+    EMNIST("balanced"), EMNIST("byclass"), EMNIST("bymerge"), EMNIST("digits"), EMNIST("letters"), EMNIST("mnist"),
+#undef EMNIST
+#undef EMNIST_HINT
 };
 #define NREGISTRY (sizeof registry / sizeof registry[0])
 
@@ -184,7 +214,7 @@ static int find_dataset(const char *name)
 
 static dpfl_status unknown(const char *name, dpfl_error *err)
 {
-    char valid[256] = "";
+    char valid[512] = "";
     for (size_t i = 0; i < NREGISTRY; i++) {
         if (i) strncat(valid, ", ", sizeof valid - strlen(valid) - 1);
         strncat(valid, registry[i].name, sizeof valid - strlen(valid) - 1);
@@ -210,10 +240,12 @@ static dpfl_status locate(int i, const char *data_dir, char *buf, size_t len, in
     if (s) return s;
     *found = 0;
     for (int j = 0; j < n && !*found; j++) {
-        int w = snprintf(probe, sizeof probe, "%s/%s", dirs[j], registry[i].probe);
-        if (w > 0 && (size_t)w < sizeof probe && access(probe, R_OK) == 0) {
-            snprintf(buf, len, "%s", dirs[j]);
-            *found = 1;
+        for (int gz = 0; gz <= registry[i].gz && !*found; gz++) {
+            int w = snprintf(probe, sizeof probe, "%s/%s%s", dirs[j], registry[i].probe, gz ? ".gz" : "");
+            if (w > 0 && (size_t)w < sizeof probe && access(probe, R_OK) == 0) {
+                snprintf(buf, len, "%s", dirs[j]);
+                *found = 1;
+            }
         }
     }
     if (!*found) snprintf(buf, len, "%s", dirs[0]);
@@ -245,10 +277,12 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     dpfl_status s = locate(i, data_dir, dir, sizeof dir, &found, searched, sizeof searched, err);
     if (s) return s;
     if (!found)
-        return dpfl_fail(err, DPFL_EIO, "dataset not found (%s): no %s in %s; %s", name, registry[i].probe, searched,
-                         registry[i].hint);
-    return registry[i].load(dir, seed, train, test, err);
+        return dpfl_fail(err, DPFL_EIO, "dataset not found (%s): no %s%s in %s; %s", name, registry[i].probe,
+                         registry[i].gz ? "[.gz]" : "", searched, registry[i].hint);
+    return registry[i].load(name, dir, seed, train, test, err);
 }
+
+int dpfl_dataset_known(const char *name) { return dpfl_dataset_is_files(name) || find_dataset(name) >= 0; }
 
 /* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:
  * that would itself be a release).  Only the image datasets have them. */

@@ -1,6 +1,7 @@
 /* IDX files (LeCun's MNIST format), plain or gzip: zlib's gzread detects gzip by its magic bytes and reads
  * anything else as is, so one reader serves both.  Header: 0x00 0x00 <type> <ndims>, then ndims big-endian
- * u32 sizes, then the data.  Only unsigned-byte data (type 0x08) occurs in the datasets we use. */
+ * u32 sizes, then the data.  Only unsigned-byte data (type 0x08) occurs in the datasets we use (MNIST,
+ * Fashion-MNIST, EMNIST).  Errors name the file and the byte offset (of the uncompressed stream for gzip). */
 #include "internal.h"
 
 #include <errno.h>
@@ -12,7 +13,9 @@
 typedef struct {
     const char *path;
     gzFile f;
-    int gz; /* 1 if the file is gzip-compressed */
+    int gz;     /* 1 if the file is gzip-compressed */
+    size_t pos; /* bytes read so far (of the uncompressed stream): the offset errors name */
+    size_t hdr; /* header length */
 } idx_file;
 
 static dpfl_status idx_open(idx_file *f, const char *path, dpfl_error *err)
@@ -25,6 +28,7 @@ static dpfl_status idx_open(idx_file *f, const char *path, dpfl_error *err)
                          errno ? strerror(errno) : "out of memory");
     gzbuffer(f->f, 1 << 17);
     f->gz = 0;
+    f->pos = f->hdr = 0;
     return DPFL_OK;
 }
 
@@ -39,13 +43,14 @@ static dpfl_status idx_read(idx_file *f, void *buf, size_t len, size_t *got, dpf
         if (r < 0) {
             int code;
             const char *msg = gzerror(f->f, &code);
-            return dpfl_fail(err, DPFL_EFORMAT, "corrupt %sIDX file (%s): %s", f->gz ? "gzip " : "", f->path,
-                             code == Z_ERRNO ? strerror(errno) : msg);
+            return dpfl_fail(err, DPFL_EFORMAT, "corrupt %sIDX file (%s, %sbyte %zu): %s", f->gz ? "gzip " : "",
+                             f->path, f->gz ? "uncompressed " : "", f->pos + n, code == Z_ERRNO ? strerror(errno) : msg);
         }
         if (r == 0) break;
         n += (size_t)r;
     }
     *got = n;
+    f->pos += n;
     return DPFL_OK;
 }
 
@@ -58,28 +63,30 @@ static dpfl_status idx_header(idx_file *f, int want_ndims, const char *kind, uin
     if (s) return s;
     f->gz = !gzdirect(f->f);
     if (got < 4)
-        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): %zu bytes, too short for the 4-byte magic "
-                         "number", f->path, got);
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s, byte %zu): %zu bytes, too short for the "
+                         "4-byte magic number", f->path, got, got);
     if (h[0] != 0 || h[1] != 0)
-        return dpfl_fail(err, DPFL_EFORMAT, "not an IDX file (%s): magic number starts 0x%02x%02x, expected "
+        return dpfl_fail(err, DPFL_EFORMAT, "not an IDX file (%s, byte 0): magic number starts 0x%02x%02x, expected "
                          "0x0000", f->path, h[0], h[1]);
     if (h[2] != 0x08)
-        return dpfl_fail(err, DPFL_EFORMAT, "unsupported IDX data type (%s): 0x%02x, expected 0x08 (unsigned "
-                         "byte)", f->path, h[2]);
+        return dpfl_fail(err, DPFL_EFORMAT, "unsupported IDX data type (%s, byte 2): 0x%02x, expected 0x08 "
+                         "(unsigned byte)", f->path, h[2]);
     if (h[3] != want_ndims)
-        return dpfl_fail(err, DPFL_EFORMAT, "wrong IDX dimension count (%s): %d, expected %d for %s", f->path,
-                         h[3], want_ndims, kind);
+        return dpfl_fail(err, DPFL_EFORMAT, "wrong IDX dimension count (%s, byte 3): %d, expected %d for %s",
+                         f->path, h[3], want_ndims, kind);
     s = idx_read(f, h + 4, need - 4, &got, err);
     if (s) return s;
     if (got < need - 4)
-        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header ends after %zu of %zu bytes", f->path,
-                         4 + got, need);
+        return dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s, byte %zu): header ends after %zu of %zu bytes",
+                         f->path, 4 + got, 4 + got, need);
     for (int i = 0; i < want_ndims; i++) {
         const uint8_t *p = h + 4 + 4 * i;
         dims[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
         if (dims[i] == 0 || dims[i] > INT32_MAX)
-            return dpfl_fail(err, DPFL_EFORMAT, "bad IDX size (%s): dimension %d is %u", f->path, i, dims[i]);
+            return dpfl_fail(err, DPFL_EFORMAT, "bad IDX size (%s, byte %d): dimension %d is %u", f->path, 4 + 4 * i,
+                             i, dims[i]);
     }
+    f->hdr = need;
     return DPFL_OK;
 }
 
@@ -101,13 +108,13 @@ static dpfl_status idx_payload(idx_file *f, size_t len, const char *what, uint8_
         else buf = nb, cap = nc;
     }
     if (!s && n < len)
-        s = dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s): header promises %zu bytes of %s, only %zu "
-                      "present", f->path, len, what, n);
+        s = dpfl_fail(err, DPFL_EFORMAT, "truncated IDX file (%s, byte %zu): header promises %zu bytes of %s, only "
+                      "%zu present", f->path, f->hdr + n, len, what, n);
     uint8_t extra;
     if (!s) s = idx_read(f, &extra, 1, &got, err);
     if (!s && got)
-        s = dpfl_fail(err, DPFL_EFORMAT, "IDX file longer than its header says (%s): extra bytes after %zu "
-                      "bytes of %s", f->path, len, what);
+        s = dpfl_fail(err, DPFL_EFORMAT, "IDX file longer than its header says (%s, byte %zu): extra bytes after "
+                      "%zu bytes of %s", f->path, f->hdr + len, len, what);
     if (s) {
         free(buf);
         return s;
@@ -127,13 +134,13 @@ dpfl_status dpfl_idx_load(const char *images_path, const char *labels_path, dpfl
     if (!s) s = idx_open(&fl, labels_path, err);
     if (!s) s = idx_header(&fl, 1, "labels", dl, err);
     if (!s && di[0] != dl[0])
-        s = dpfl_fail(err, DPFL_EFORMAT, "image and label counts differ (%s): %u images but %u labels in %s",
+        s = dpfl_fail(err, DPFL_EFORMAT, "image and label counts differ (%s, byte 4): %u images but %u labels in %s",
                       images_path, di[0], dl[0], labels_path);
     if (!s && (uint64_t)di[1] * di[2] > (1u << 24))
-        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX image size (%s): %ux%u", images_path, di[1], di[2]);
+        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX image size (%s, byte 8): %ux%u", images_path, di[1], di[2]);
     if (!s && (uint64_t)di[0] * di[1] * di[2] > (uint64_t)1 << 40)
-        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX file size (%s): %u images of %ux%u", images_path, di[0],
-                      di[1], di[2]);
+        s = dpfl_fail(err, DPFL_EFORMAT, "implausible IDX file size (%s, byte 4): %u images of %ux%u", images_path,
+                      di[0], di[1], di[2]);
     size_t n = di[0], dim = (size_t)di[1] * di[2];
     if (!s) s = idx_payload(&fi, n * dim, "pixels", &pix, err);
     if (!s) s = idx_payload(&fl, n, "labels", &lab, err);

@@ -1,6 +1,7 @@
 /* Partitions: validation, the shared pieces (labels grouped by class, apportionment, per-client test sets) and
- * dispatch to the recipes in partition_split.c (each example used once) and partition_replicate.c (every
- * client gets exactly samples_per_client examples from the training set repeated as often as needed). */
+ * dispatch to the recipes in partition_split.c (each example used once), partition_replicate.c (every
+ * client gets exactly samples_per_client examples from the training set repeated as often as needed) and
+ * partition_client_mix.c (PriFedSync: each client draws its own examples, training and test, from its own mix). */
 #include "partition_internal.h"
 
 #include <sodium.h>
@@ -142,6 +143,21 @@ static dpfl_status check_spec(const dpfl_dataset *train, const dpfl_partition_sp
             return dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: must be in 1..%d (the dataset's "
                              "classes), got %d", train->classes, sp->classes_per_client);
         return DPFL_OK;
+    case DPFL_PART_DIRICHLET_CLIENT:
+        if (!(sp->beta > 0) || !isfinite(sp->beta))
+            return dpfl_fail(err, DPFL_EINVAL, "data.beta: must be a finite number > 0, got %g", sp->beta);
+        if (sp->samples_per_client < 1)
+            return dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: partition dirichlet-client draws each "
+                             "client's training examples and needs their number (PriFedSync: 500)");
+        return DPFL_OK;
+    case DPFL_PART_CLASSES_RANDOM:
+        if (sp->classes_per_client < 1 || sp->classes_per_client > train->classes)
+            return dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: must be in 1..%d (the dataset's "
+                             "classes), got %d", train->classes, sp->classes_per_client);
+        if (sp->samples_per_client > 0)
+            return dpfl_fail(err, DPFL_EINVAL, "data.samples_per_client: replication is not supported with "
+                             "the classes-random partition");
+        return DPFL_OK;
     case DPFL_PART_NATURAL:
         if (!train->group || train->groups < 1)
             return dpfl_fail(err, DPFL_EINVAL, "partition: natural needs a dataset with sources (e.g. heart); "
@@ -155,7 +171,7 @@ static dpfl_status check_spec(const dpfl_dataset *train, const dpfl_partition_sp
         return DPFL_OK;
     }
     return dpfl_fail(err, DPFL_EINVAL, "partition: unknown kind %d; valid: iid, shards, dirichlet, classes, "
-                     "natural", (int)sp->kind);
+                     "natural, dirichlet-client, classes-random", (int)sp->kind);
 }
 
 /* Test sets that are the test examples of each source group (natural partition). */
@@ -233,7 +249,13 @@ dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *t
                       "%d vs %d", train->classes, test->classes);
     if (!s) s = check_spec(train, spec, err);
     if (s) return s;
-    if (spec->samples_per_client > 0)
+    const int mix = spec->kind == DPFL_PART_DIRICHLET_CLIENT; /* draws its own test sets */
+    if (mix && spec->test_per_client > 0 && (!test || test->n < 1))
+        s = dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: %d asked for, but there is no test set",
+                      spec->test_per_client);
+    else if (mix)
+        s = dpfl__partition_client_mix(train, test, spec, rng, out, err);
+    else if (spec->samples_per_client > 0)
         s = dpfl__partition_replicate(train, spec, rng, out, err);
     else
         s = dpfl__partition_split(train, spec, rng, out, err);
@@ -245,7 +267,7 @@ dpfl_status dpfl_partition_make(const dpfl_dataset *train, const dpfl_dataset *t
     }
     if (!s && spec->kind == DPFL_PART_NATURAL && test && test->group && test->groups == train->groups)
         s = test_by_group(test, out, err);
-    else if (!s && spec->test_per_client > 0) {
+    else if (!s && spec->test_per_client > 0 && !mix) {
         if (!test || test->n < 1)
             s = dpfl_fail(err, DPFL_EINVAL, "data.test_per_client: %d asked for, but there is no test set",
                           spec->test_per_client);

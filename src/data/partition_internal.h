@@ -11,6 +11,10 @@ dpfl_status dpfl__part_alloc(dpfl_partition *p, int32_t clients, int64_t total, 
 /* The recipes; the spec has been validated against train. */
 dpfl_status dpfl__partition_split(const dpfl_dataset *train, const dpfl_partition_spec *sp, dpfl_rng *rng,
                                   dpfl_partition *p, dpfl_error *err);
+/* DIRICHLET_CLIENT (partition_client_mix.c): the training sets and, when test is given and sp->test_per_client > 0,
+ * the per-client test sets. */
+dpfl_status dpfl__partition_client_mix(const dpfl_dataset *train, const dpfl_dataset *test,
+                                       const dpfl_partition_spec *sp, dpfl_rng *rng, dpfl_partition *p, dpfl_error *err);
 dpfl_status dpfl__partition_replicate(const dpfl_dataset *train, const dpfl_partition_spec *sp, dpfl_rng *rng,
                                       dpfl_partition *p, dpfl_error *err);
 #endif

@@ -138,6 +138,99 @@ static dpfl_status split_classes(const dpfl_dataset *d, int32_t K, int32_t N, dp
     return s;
 }
 
+/* PrivateFL exactly as its paper states it (Yang et al. 2023, sec. 5, following pFedHN, Shamsian et al. 2021): every
+ * client chooses N distinct classes at random, each class getting the same number of holders N K / C (when C does not
+ * divide N K, a random N K mod C classes get one more): client after client takes, N times, a class drawn uniformly
+ * among those it does not hold yet that have the most free holder places.  Each holder of class c then gets a weight
+ * p ~ U(0.4, 0.6), and class c's examples (shuffled) are split among its holders in proportion p / sum p (largest
+ * remainder, so every example is placed).  The authors' published code draws the classes this way but splits
+ * each class evenly among its holders (p = 1 / holders).  Disjoint; complete when every class has a holder
+ * (N K >= C). */
+static dpfl_status split_classes_random(const dpfl_dataset *d, int32_t K, int32_t N, dpfl_rng *rng, dpfl_partition *p,
+                                        dpfl_error *err)
+{
+    const int32_t C = d->classes;
+    const size_t KN = (size_t)K * N;
+    int32_t *off = NULL, *idx = NULL;
+    int64_t *places = calloc((size_t)C, sizeof *places), *cnt = calloc(KN, sizeof *cnt), *take = NULL;
+    int32_t *choice = malloc(KN * sizeof *choice), *order = malloc((size_t)C * sizeof *order);
+    double *wt = malloc(KN * sizeof *wt), *hw = malloc(KN * sizeof *hw);
+    int32_t *who = malloc(KN * sizeof *who);
+    take = malloc(KN * sizeof *take);
+    dpfl_status s = places && cnt && choice && order && wt && hw && who && take
+                        ? DPFL_OK
+                        : dpfl_fail(err, DPFL_ENOMEM, "out of memory (classes-random partition)");
+    if (!s) s = dpfl__by_class(d, rng, &off, &idx, err);
+    if (!s) {
+        for (int32_t c = 0; c < C; c++) order[c] = c;
+        dpfl_rng_shuffle(rng, order, (size_t)C);
+        for (int32_t c = 0; c < C; c++) places[order[c]] = (int64_t)(KN / (size_t)C) + ((size_t)c < KN % (size_t)C);
+    }
+    for (int32_t k = 0; k < K && !s; k++)
+        for (int32_t j = 0; j < N && !s; j++) {
+            int32_t *mine = choice + (size_t)k * N;
+            int64_t most = 0;
+            int32_t ties = 0;
+            for (int32_t c = 0; c < C; c++) {
+                int held = 0;
+                for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
+                if (held || places[c] < most || places[c] == 0) continue;
+                if (places[c] > most) most = places[c], ties = 0;
+                ties++;
+            }
+            if (!ties) {
+                s = dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: client %d cannot get %d distinct classes "
+                              "with free places (%d clients, %d classes)", k, N, K, C);
+                break;
+            }
+            int32_t pick = (int32_t)dpfl_rng_below(rng, (uint64_t)ties), c = 0;
+            for (;; c++) {
+                int held = 0;
+                for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
+                if (!held && places[c] == most && pick-- == 0) break;
+            }
+            mine[j] = c;
+            places[c]--;
+            wt[(size_t)k * N + j] = 0.4 + 0.2 * dpfl_rng_uniform(rng);
+        }
+    for (int32_t c = 0; c < C && !s; c++) { /* class c among its holders, in client order */
+        int32_t h = 0, m = off[c + 1] - off[c];
+        for (size_t i = 0; i < KN; i++)
+            if (choice[i] == c) who[h] = (int32_t)i, hw[h++] = wt[i];
+        if (h > m) {
+            s = dpfl_fail(err, DPFL_EINVAL, "data.clients: class %d has %d examples for %d holders; use fewer "
+                          "clients or data.classes_per_client", c, m, h);
+            break;
+        }
+        if (h == 0) continue;
+        dpfl__apportion(m, hw, h, take);
+        for (int32_t i = 0; i < h; i++) cnt[who[i]] = take[i];
+    }
+    int64_t total = 0;
+    for (size_t i = 0; !s && i < KN; i++) total += cnt[i];
+    if (!s) s = dpfl__part_alloc(p, K, total, err);
+    if (!s) {
+        for (int32_t k = 0; k < K; k++) {
+            int64_t n = 0;
+            for (int32_t j = 0; j < N; j++) n += cnt[(size_t)k * N + j];
+            p->offset[k + 1] = p->offset[k] + (int32_t)n;
+        }
+        int32_t *next = order; /* reused: the next unplaced example of each class */
+        for (int32_t c = 0; c < C; c++) next[c] = off[c];
+        for (int32_t k = 0; k < K; k++) {
+            int32_t m = p->offset[k];
+            for (int32_t j = 0; j < N; j++) {
+                int32_t c = choice[(size_t)k * N + j];
+                for (int64_t i = 0; i < cnt[(size_t)k * N + j]; i++) p->index[m++] = idx[next[c]++];
+            }
+        }
+    }
+    free(places), free(cnt), free(choice), free(order), free(wt), free(hw), free(who), free(take);
+    dpfl_free(off);
+    dpfl_free(idx);
+    return s;
+}
+
 /* One client per source group, examples in file order. Disjoint and complete. */
 static dpfl_status split_natural(const dpfl_dataset *d, int32_t K, dpfl_partition *p, dpfl_error *err)
 {
@@ -164,6 +257,8 @@ dpfl_status dpfl__partition_split(const dpfl_dataset *train, const dpfl_partitio
     case DPFL_PART_DIRICHLET: return split_dirichlet(train, sp->clients, sp->beta, rng, p, err);
     case DPFL_PART_CLASSES: return split_classes(train, sp->clients, sp->classes_per_client, rng, p, err);
     case DPFL_PART_NATURAL: return split_natural(train, sp->clients, p, err);
+    case DPFL_PART_CLASSES_RANDOM: return split_classes_random(train, sp->clients, sp->classes_per_client, rng, p, err);
+    case DPFL_PART_DIRICHLET_CLIENT: break; /* partition_client_mix.c */
     }
     return dpfl_fail(err, DPFL_EINVAL, "partition: unknown kind %d", (int)sp->kind);
 }

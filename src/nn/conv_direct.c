@@ -33,7 +33,7 @@
 #include <immintrin.h>
 #endif
 
-#define DW_GROUP 4 /* examples per partial weight-gradient sum */
+#define DW_GROUP DPFL_NN_DW_GROUP /* examples per partial weight-gradient sum (layers.h) */
 
 static int up16(int n) { return (n + 15) & ~15; }
 
@@ -519,7 +519,7 @@ void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *d
     direct_job j = {.d = d, .g = &g, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
                     .dinp = dinp, .dout = dout, .w = ws->cdir_w, .B = ws->B, .nthreads = nt, .bias_on = L->bias,
                     .np = L->nparam, .persample = persample, .sq = sq, .ps = ws->ps + ws->ps_off[l],
-                    .dw_part = dw ? ws->ps + ws->ps_off[l] : NULL, .U = Ut, .inp = inp};
+                    .dw_part = dw ? ws->dw_part : NULL, .U = Ut, .inp = inp};
     dpfl_par_for(ws->par, nt, wino ? wino_backward_job : backward_job, &j);
     if (dw && !persample) {
         sum_job s = {.dw = dw, .part = j.dw_part, .np = L->nparam, .ngroups = (ws->B + DW_GROUP - 1) / DW_GROUP};

@@ -104,12 +104,29 @@ typedef struct {
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
 } dpfl_conv_direct;
+/* Direct convs sum a batch's weight gradient in fixed groups of DPFL_NN_DW_GROUP examples, then over the groups
+ * in order (the same bits on any number of threads): partial sums for this many groups. */
+#define DPFL_NN_DW_GROUP 4
+static inline size_t dpfl_nn_direct_groups(int B) { return (size_t)(B + DPFL_NN_DW_GROUP - 1) / DPFL_NN_DW_GROUP; }
+/* Whether a Conv2d gets its per-example norms as ghost norms (T x T Gram matrices, no per-example gradient) rather
+ * than from materialized per-example gradients: forced by the mode, or under AUTO when T^2 (K + OC) < T K OC. */
+static inline int dpfl_nn_conv_uses_ghost(dpfl_conv_norms mode, const dpfl_layer *L)
+{
+    if (mode == DPFL_CONV_NORMS_GHOST) return 1;
+    if (mode == DPFL_CONV_NORMS_MATERIALIZE) return 0;
+    double T = (double)L->out_h * L->out_w, K = (double)L->in_c * L->k * L->k, OC = L->out_c;
+    return T * T * (K + OC) < T * K * OC;
+}
 /* 1 when this CPU runs the direct kernels (dpfl_cpu_avx512(): compiled in, the CPU has AVX-512 and the portable
  * code is not forced) and layer L can use them (Conv2d with stride 1).  Asked once, when a workspace is made. */
 static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
 {
     return L->kind == DPFL_LAYER_CONV2D && L->stride == 1 && dpfl_cpu_avx512();
 }
+/* Whether AUTO runs a usable layer on the direct kernels: only when its output plane has at least 64 positions
+ * (8 x 8).  Below that, per-example direct kernels lose to one im2col GEMM over the whole batch, by 2x (4 x 4,
+ * 128-256 channels) to 30x (1 x 1, 512 channels: ResNet-18's last stage) on this project's AVX-512 machine. */
+static inline int dpfl_nn_conv_direct_pays(const dpfl_layer *L) { return L->out_h * L->out_w >= 64; }
 DPFL_HIDDEN void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
 /* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
  * backward pass (Winograd reads inp again). */
@@ -163,13 +180,13 @@ DPFL_HIDDEN void dpfl_nn_wino_dw(float *dst, int add, const float *dy, size_t dc
 
 /* ---------------------------------------------------------------- pool.c */
 /* Max pooling over P = B*C planes: inp (P, H, W) -> out (P, OH, OW); idx (P*OH*OW) records the argmax offset
- * within each input plane for the backward pass. */
+ * within each input plane for the backward pass.  pad (<= k/2): -infinity padding on every side. */
 void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
-                             int k, int stride);
+                             int k, int stride, int pad);
 /* dinp (P, H, W) = scatter of dout (P, OH, OW) to the argmax positions (overwritten), times [out > 0] when the
  * pool's output out (P, OH, OW) is given (fused backward of a ReLU feeding the pool). */
 void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
-                              int W, int OH, int OW, int k, int stride);
+                              int W, int OH, int OW, int k, int stride, int pad);
 
 /* Average pooling (P planes): out (P, OH, OW) = means of kh x kw windows at `stride`; backward spreads dout
  * evenly over each window (dinp overwritten). */
@@ -236,6 +253,9 @@ double dpfl_nn_softmax_ce(float *dlogits, const float *logits, const int32_t *y,
 /* Binary cross-entropy on one logit per example, y in {0, 1}: dlogits (B) = scale * (sigmoid(z) - y). */
 double dpfl_nn_sigmoid_bce(float *dlogits, const float *logits, const int32_t *y, int B, float scale,
                            int32_t *correct);
+/* Mean squared error against one-hot targets (DPFL_LOSS_MSE): dout (B, K) = scale * 2 (z - onehot(y)) / K; an
+ * example's loss is the mean of its K squared errors (K = 1: against y in {0, 1}). */
+double dpfl_nn_mse(float *dout, const float *out, const int32_t *y, int B, int K, float scale, int32_t *correct);
 
 /* ---------------------------------------------------------------- workspace and driver (net.c) */
 
@@ -263,8 +283,10 @@ struct dpfl_nn_ws {
     uint8_t *ghost;              /* per layer: conv uses ghost norms in the last clipped pass */
     double *sq;                  /* (nlayers, max_batch) squared per-example norms per layer */
     float *scale;                /* (nlayers, max_batch) clipping factors */
-    float *ps;                   /* materialized per-example conv gradients */
+    float *ps;                   /* per-example gradients: GroupNorm, input transform, and the Conv2d layers that
+                                    materialize theirs in conv_mode (ghost ones have no room here) */
     size_t *ps_off;              /* per layer offset into ps (per example stride = layer nparam) */
+    float *dw_part;              /* direct convs' partial batch weight gradients, one per group of examples */
     float *dscaled;              /* scratch: per-example-scaled output gradient */
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
     dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */

@@ -3,7 +3,7 @@
  * Every architecture is a comma-separated layer list ("net:" spec); the named models are fixed lists, so one
  * parser checks every shape.  Layer tokens:
  *   conv<OC>[k<k>][s<stride>][p<pad>][nb]   Conv2d (defaults k3 s1 p0; nb = no bias)
- *   pool<k>[s<stride>]                      MaxPool2d (stride defaults to k)
+ *   pool<k>[s<stride>][p<pad>]              MaxPool2d (stride defaults to k; pad <= k/2, -infinity padding)
  *   fc<OC>[nb]                              Linear (a Flatten is inserted before it after spatial layers)
  *   relu | tanh | sigmoid | flatten | drop<p>
  *   gn<G> | ln                              GroupNorm with G groups (Wu & He 2018) | LayerNorm (= gn1); per
@@ -14,7 +14,9 @@
  *   affine[<a><b>]                          PrivateFL's input transform x -> a (.) x + b, first layer only; a and b
  *                                           each n (none), c (one per channel) or p (one per pixel and channel);
  *                                           plain "affine" is "affinecp" (the paper's); identity at init
- * A spec "transform:SPEC" puts "affine" in front of SPEC's layers (see dpfl_model_create).
+ *   mse                                     the last item: train on the mean squared error (nn.h DPFL_LOSS_MSE)
+ * A spec "transform:SPEC" puts "affine" in front of SPEC's layers (see dpfl_model_create); "mse:SPEC" puts
+ * "mse" after them.
  * Each parameterised layer owns one slice of the flat vector: weights (PyTorch order, (OC, C) or
  * (OC, C, k, k)) then bias. */
 #include "layers.h"
@@ -26,12 +28,15 @@
 #include <string.h>
 
 #define MAX_LAYERS 256
-#define VALID_NAMES                                                                                            \
+/* the two lists an error ends with: a bad layer token gets the layers, an unknown name the models */
+#define VALID_LAYERS                                                                                           \
+    "valid layers: conv<OC>[k][s][p][nb], pool<k>[s][p], avgpool<k>[s], gap, fc<OC>[nb], gn<G>, ln, relu, "   \
+    "tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first, mse last (the squared-error loss); residual "      \
+    "blocks (LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; see docs/models.md"
+#define VALID_MODELS                                                                                           \
     "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, cnn-tf-cifar, "     \
-    "resnet20-gn, net:LAYER,LAYER,... (layers conv<OC>[k][s][p][nb], pool<k>[s], avgpool<k>[s], gap, "        \
-    "fc<OC>[nb], gn<G>, ln, relu, tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first; residual blocks "    \
-    "(LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]); prefix transform: or transform-<a><b>: for "  \
-    "an input transform; see docs/models.md"
+    "resnet20-gn, resnet18-gn, privatefl-dnn, privatefl-purchase, net:LAYER,LAYER,...; prefixes transform:, " \
+    "transform-<a><b>:, mse:; see docs/models.md"
 
 typedef struct {
     dpfl_model *m;
@@ -68,7 +73,7 @@ static long read_int(const char **p)
 
 static dpfl_status bad_token(builder *bd, const char *tok, const char *why)
 {
-    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_NAMES, tok, bd->spec, why);
+    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_LAYERS, tok, bd->spec, why);
 }
 
 static dpfl_status add_flatten(builder *bd)
@@ -96,10 +101,11 @@ static dpfl_status add_token(builder *bd, const char *tok)
             k = read_int(&p);
         }
         if (*p == 's') p++, s = read_int(&p);
-        if (conv && *p == 'p') p++, pad = read_int(&p);
+        if (*p == 'p') p++, pad = read_int(&p);
         if (conv && !strcmp(p, "nb")) p += 2, nb = 1;
         if (*p || (conv && oc < 1) || k < 1 || s == 0 || s < -1 || pad < 0)
-            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>]");
+            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>][p<p>]");
+        if (!conv && 2 * pad > k) return bad_token(bd, tok, "a pool's padding must be at most half its kernel");
         if (s == -1) s = conv ? 1 : k;
         if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
             return bad_token(bd, tok, "spatial layer after a flat one");
@@ -310,6 +316,12 @@ static dpfl_status add_blocks(builder *bd, const char *tok)
 static dpfl_status add_item(builder *bd, const char *item)
 {
     char t[64];
+    if (bd->m->loss == DPFL_LOSS_MSE) return bad_token(bd, item, "the loss (mse) must be the last item");
+    if (!strcmp(item, "mse")) {
+        if (bd->bstart >= 0) return bad_token(bd, item, "the loss (mse) cannot be inside a residual block");
+        bd->m->loss = DPFL_LOSS_MSE;
+        return DPFL_OK;
+    }
     if (strlen(item) >= sizeof t) return bad_token(bd, item, "token too long");
     snprintf(t, sizeof t, "%s", item);
     char *body = t, *close = strchr(t, ')');
@@ -349,6 +361,13 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
         if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
         return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
     }
+    if (!strncmp(spec, "mse:", 4)) { /* SPEC's layers, then the loss item */
+        dpfl_status st = expand(spec + 4, in_dim, classes, out, cap, err);
+        size_t len = strlen(out);
+        if (!st && len + 5 > cap) st = dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+        if (!st) memcpy(out + len, ",mse", 5);
+        return st;
+    }
     if (!strcmp(spec, "logreg")) {
         snprintf(out, cap, "fc%d", classes == 2 ? 1 : classes);
     } else if (!strcmp(spec, "cnn-mnist")) {
@@ -359,6 +378,16 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
         snprintf(out, cap, "conv32k3,relu,pool2,conv64k3,relu,pool2,conv64k3,relu,flatten,fc64,relu,fc%d", classes);
     } else if (!strcmp(spec, "resnet20-gn")) {
         snprintf(out, cap, "conv16k3p1nb,gn16,relu,block16*3,block32s2*3,block64s2*3,gap,fc%d", classes);
+    } else if (!strcmp(spec, "resnet18-gn")) {
+        /* torchvision's resnet18 (He et al. 2016, table 1: 7x7/2 stem, 3x3/2 max pool, 2 basic blocks per stage),
+         * as rPDP-FL trains it on CIFAR-10 (11,181,642 parameters for 10 classes); GroupNorm replaces BatchNorm
+         * with the same per-channel scale and shift, so the count is unchanged */
+        snprintf(out, cap, "conv64k7s2p3nb,gn32,relu,pool3s2p1,block64*2,block128s2*2,block256s2*2,block512s2*2,gap,"
+                           "fc%d", classes);
+    } else if (!strcmp(spec, "privatefl-dnn")) { /* PrivateFL's mnist_fully_connected (MNIST, FMNIST, EMNIST) */
+        snprintf(out, cap, "fc600nb,relu,fc100nb,relu,fc%dnb", classes);
+    } else if (!strcmp(spec, "privatefl-purchase")) { /* PrivateFL's purchase_fully_connected */
+        snprintf(out, cap, "fc512nb,tanh,fc256nb,tanh,fc128nb,tanh,fc%dnb", classes);
     } else if (!strcmp(spec, "cnn-small")) {
         snprintf(out, cap, "conv16k8s2p3,tanh,pool2s1,conv32k4s2,tanh,pool2s1,flatten,fc32,tanh,fc%d", classes);
     } else if (!strncmp(spec, "net:", 4)) {
@@ -399,7 +428,7 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
                                     nobias ? "nb" : "");
         if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
     } else {
-        return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_NAMES, spec);
+        return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_MODELS, spec);
     }
     return DPFL_OK;
 }

@@ -98,10 +98,10 @@ static void pool_job(void *ctx, int64_t lo, int64_t hi)
     size_t is = (size_t)L->in_h * L->in_w, os = (size_t)L->out_h * L->out_w;
     if (j->gout)
         dpfl_nn_maxpool_backward(j->out + lo * is, j->gout + lo * os, j->idx + lo * os, j->act ? j->act + lo * os : NULL,
-                                 (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride);
+                                 (size_t)(hi - lo), L->in_h, L->in_w, L->out_h, L->out_w, L->k, L->stride, L->pad);
     else
         dpfl_nn_maxpool_forward(j->out + lo * os, j->idx + lo * os, j->in + lo * is, (size_t)(hi - lo), L->in_h,
-                                L->in_w, L->out_h, L->out_w, L->k, L->stride);
+                                L->in_w, L->out_h, L->out_w, L->k, L->stride, L->pad);
 }
 
 static void avgpool_job(void *ctx, int64_t lo, int64_t hi)
@@ -164,7 +164,7 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
     dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
-    dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off);
+    dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off), dpfl_free(ws->dw_part);
     dpfl_free(ws->dscaled), dpfl_free(ws->gram), dpfl_free(ws->step_buf);
     if (ws->xpad)
         for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->xpad[l]);
@@ -189,6 +189,28 @@ static int default_threads(void)
     pthread_once(&once, init_threads);
     openblas_set_num_threads(1); /* every time: a caller may have raised it since */
     return initial_threads;
+}
+
+/* Room for every example's own gradient, ws->ps: GroupNorm and input-transform layers always keep them; a Conv2d
+ * only when `mode` materializes them there (dpfl_nn_conv_uses_ghost says no).  Ghost-norm convs need none, which
+ * keeps a ResNet-18's workspace from holding max_batch copies of its 11 million weights. */
+static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err)
+{
+    const dpfl_model *m = ws->m;
+    size_t ps = 0, mb = (size_t)ws->max_batch;
+    for (int l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        int keep = L->kind == DPFL_LAYER_AFFINE || L->kind == DPFL_LAYER_GROUPNORM ||
+                   (L->kind == DPFL_LAYER_CONV2D && !dpfl_nn_conv_uses_ghost(mode, L));
+        ws->ps_off[l] = ps;
+        if (keep) ps += mb * L->nparam;
+    }
+    float *buf = dpfl_calloc(ps ? ps : 1, sizeof *buf, err);
+    if (!buf) return DPFL_ENOMEM;
+    dpfl_free(ws->ps);
+    ws->ps = buf;
+    ws->conv_mode = mode;
+    return DPFL_OK;
 }
 
 dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
@@ -231,7 +253,7 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     int cur = 0;
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
-    size_t col = 0, dsc = 0, gram = 0, ps = 0, cdw = 0, stepn = 0;
+    size_t col = 0, dsc = 0, gram = 0, cdw = 0, stepn = 0, dwp = 0;
     for (int l = 0; l < nl; l++) ws->res_end[l] = -1;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].kind == DPFL_LAYER_ADD) ws->res_end[m->layers[l].from - 1] = l;
@@ -271,24 +293,20 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
         if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
         if (L->kind == DPFL_LAYER_ADD && L->shortcut)
             ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
-        if (L->kind == DPFL_LAYER_AFFINE || L->kind == DPFL_LAYER_GROUPNORM) {
-            ws->ps_off[l] = ps;
-            ps += mb * L->nparam;
-        }
         if (L->kind == DPFL_LAYER_CONV2D) {
             size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
             size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
             if (c > col) col = c;
             if (2 * T * T > gram) gram = 2 * T * T;
-            ws->ps_off[l] = ps;
-            ps += mb * L->nparam;
             if (dpfl_nn_conv_direct_usable(L)) {
                 dpfl_conv_direct *d = &ws->cdir[l];
                 dpfl_nn_conv_direct_geom(L, d);
                 ALLOC(ws->xpad[l], mb * d->C * d->xpl);
                 if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
                 if (d->weight_floats > cdw) cdw = d->weight_floats;
-                ws->direct[l] = d->wino ? 2 : 1;
+                ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
+                const size_t parts = dpfl_nn_direct_groups(max_batch) * L->nparam;
+                if (parts > dwp) dwp = parts;
             }
         }
         if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
@@ -309,13 +327,13 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) ws->pool_relu[l] = 0;
     ALLOC(ws->col, col ? col : 1);
     ALLOC(ws->gram, gram ? gram : 1);
-    ALLOC(ws->ps, ps ? ps : 1);
+    ALLOC(ws->dw_part, dwp ? dwp : 1);
     ALLOC(ws->dscaled, dsc ? dsc : 1);
     ALLOC(ws->cdir_w, cdw ? cdw : 1);
     ALLOC(ws->step_buf, stepn ? stepn : 1);
     ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
 #undef ALLOC
-    if (!ok) goto fail;
+    if (!ok || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
     if (dpfl_nn_ws_set_threads(ws, default_threads(), err)) goto fail;
     return ws;
 fail:
@@ -342,12 +360,19 @@ dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err
     return DPFL_OK;
 }
 
+dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err)
+{
+    if (mode == ws->conv_mode) return DPFL_OK;
+    return plan_persample(ws, mode, err);
+}
+
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
 {
     for (int l = 0; l < ws->m->nlayers; l++)
-        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL ? 0
-                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino ? 2
-                                                                          : 1;
+        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL                             ? 0
+                        : impl == DPFL_CONV_IMPL_AUTO && !dpfl_nn_conv_direct_pays(&ws->m->layers[l]) ? 0
+                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino                             ? 2
+                                                                                                    : 1;
 }
 
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
@@ -424,6 +449,7 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct)
 {
     int s = ws->out_slot[m->nlayers - 1];
+    if (m->loss == DPFL_LOSS_MSE) return dpfl_nn_mse(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
     if (m->out_dim == 1) return dpfl_nn_sigmoid_bce(ws->grad[s], ws->act[s], y, ws->B, scale, correct);
     return dpfl_nn_softmax_ce(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
 }

@@ -22,16 +22,6 @@ static float clip_factor(double norm, double c)
     return nextafterf((float)(c / norm * (1.0 - 1e-7)), 0.0f);
 }
 
-void dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode) { ws->conv_mode = mode; }
-
-static int use_ghost(const dpfl_nn_ws *ws, const dpfl_layer *L)
-{
-    if (ws->conv_mode == DPFL_CONV_NORMS_GHOST) return 1;
-    if (ws->conv_mode == DPFL_CONV_NORMS_MATERIALIZE) return 0;
-    double T = (double)L->out_h * L->out_w, K = (double)L->in_c * L->k * L->k, OC = L->out_c;
-    return T * T * (K + OC) < T * K * OC;
-}
-
 /* out = the clipped sum (beta = 0, alpha = 1), or out += alpha * the clipped sum (beta = 1; out may be params:
  * the forward and backward passes are done before the first write). */
 static double clipped_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
@@ -46,7 +36,8 @@ static double clipped_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *
     }
     const int nl = m->nlayers;
     const size_t mb = (size_t)ws->max_batch;
-    for (int l = 0; l < nl; l++) ws->ghost[l] = m->layers[l].kind == DPFL_LAYER_CONV2D && use_ghost(ws, &m->layers[l]);
+    for (int l = 0; l < nl; l++)
+        ws->ghost[l] = m->layers[l].kind == DPFL_LAYER_CONV2D && dpfl_nn_conv_uses_ghost(ws->conv_mode, &m->layers[l]);
     memset(ws->sq, 0, (size_t)nl * mb * sizeof *ws->sq);
 
     dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);

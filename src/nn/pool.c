@@ -4,15 +4,17 @@
 #include <float.h>
 #include <string.h>
 
-/* inp (P, H, W) -> out (P, OH, OW), idx (P, OH, OW) = argmax offset y*W+x in the plane */
+/* inp (P, H, W) -> out (P, OH, OW), idx (P, OH, OW) = argmax offset y*W+x in the plane.  Window (oy, ox) covers
+ * rows oy*stride - pad .. + k-1 (likewise columns); with padding its max is over the cells inside the plane (the
+ * padding is -infinity, as in PyTorch's MaxPool2d), and pad <= k/2 leaves every window at least one cell. */
 void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t P, int H, int W, int OH, int OW,
-                             int k, int stride)
+                             int k, int stride, int pad)
 {
     for (size_t p = 0; p < P; p++) {
         const float *in = inp + p * H * W;
         float *o = out + p * OH * OW;
         int32_t *ix = idx + p * OH * OW;
-        if (k == 2 && stride == 2) {
+        if (k == 2 && stride == 2 && pad == 0) {
             for (int oy = 0; oy < OH; oy++) {
                 const float *r0 = in + 2 * oy * W, *r1 = r0 + W;
                 for (int ox = 0; ox < OW; ox++) {
@@ -30,11 +32,14 @@ void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t 
         }
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
+                const int y0 = oy * stride - pad, x0 = ox * stride - pad;
+                const int ya = y0 > 0 ? y0 : 0, yb = y0 + k < H ? y0 + k : H;
+                const int xa = x0 > 0 ? x0 : 0, xb = x0 + k < W ? x0 + k : W;
                 float best = -FLT_MAX;
-                int bi = (oy * stride) * W + ox * stride;
-                for (int i = 0; i < k; i++)
-                    for (int j = 0; j < k; j++) {
-                        int off = (oy * stride + i) * W + ox * stride + j;
+                int bi = ya * W + xa;
+                for (int y = ya; y < yb; y++)
+                    for (int x = xa; x < xb; x++) {
+                        int off = y * W + x;
                         if (in[off] > best) best = in[off], bi = off;
                     }
                 o[oy * OW + ox] = best;
@@ -48,9 +53,9 @@ void dpfl_nn_maxpool_forward(float *out, int32_t *idx, const float *inp, size_t 
  * (zero where its output is 0) is then applied in the same pass: the value at the argmax is the window's max,
  * so the test reads the small pooled tensor instead of the ReLU output. */
 void dpfl_nn_maxpool_backward(float *dinp, const float *dout, const int32_t *idx, const float *out, size_t P, int H,
-                              int W, int OH, int OW, int k, int stride)
+                              int W, int OH, int OW, int k, int stride, int pad)
 {
-    if (k == stride && OH * k == H && OW * k == W) {
+    if (k == stride && pad == 0 && OH * k == H && OW * k == W) {
         /* windows tile the plane: every input cell is written exactly once, no zeroing pass */
         for (size_t p = 0; p < P; p++) {
             float *d = dinp + p * H * W;
