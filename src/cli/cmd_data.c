@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const names[] = {"mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100"};
+static const char *const names[] = {"mnist",          "fashion-mnist",  "heart",         "synthetic",
+                                     "cifar10",        "cifar100",       "emnist-balanced", "emnist-byclass",
+                                     "emnist-bymerge", "emnist-digits",  "emnist-letters", "emnist-mnist"};
 
 /* the last paragraph of the help: where the datasets are read from (the installed folder is known at run time) */
 static void data_help_folders(FILE *f)
@@ -30,6 +32,12 @@ static int present(const char *name, const char *data_dir)
     if (dpfl_dataset_path(name, data_dir, dir, sizeof dir, NULL)) return 0;
     if (!strcmp(name, "mnist")) return dpfl_mnist_present(data_dir);
     if (!strncmp(name, "cifar", 5)) return dpfl_cifar_present(name, data_dir);
+    if (!strncmp(name, "emnist-", 7)) { /* the split's test labels, as published (gzipped) or unpacked */
+        snprintf(f, sizeof f, "%s/%s-test-labels-idx1-ubyte.gz", dir, name);
+        if (access(f, R_OK) == 0) return 1;
+        snprintf(f, sizeof f, "%s/%s-test-labels-idx1-ubyte", dir, name);
+        return access(f, R_OK) == 0;
+    }
     if (!strcmp(name, "fashion-mnist")) {
         const char *want[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                               "t10k-labels-idx1-ubyte.gz"};

@@ -94,8 +94,8 @@ static dpfl_status setup_data_model(run_ctx *c, dpfl_error *err)
                          "client needs them all (only dpfl serve, which trains none, and dpfl join --client K, which "
                          "trains K, run without the others')", path, nabsent, c->train.groups);
     }
-    if (nabsent && (cfg->data.partition == DPFL_PART_SHARDS || cfg->data.partition == DPFL_PART_DIRICHLET ||
-                    cfg->data.partition == DPFL_PART_CLASSES || cfg->data.test_per_client > 0))
+    if (nabsent && ((cfg->data.partition != DPFL_PART_IID && cfg->data.partition != DPFL_PART_NATURAL) ||
+                    cfg->data.test_per_client > 0))
         return dpfl_fail(err, DPFL_EINVAL, "data.%s draws by label, which needs every record's label, and %d files of "
                          "data.dataset are not here; use partition = natural or iid",
                          cfg->data.test_per_client > 0 ? "test_per_client" : "partition", nabsent);
