@@ -78,6 +78,7 @@ class EventKind(enum.IntEnum):
     TWO_STAGE = 3
     NOT_PRIVATE = 4
     SKELLAM = 5
+    RDP_FILTER = 6  # rPDP-FL's Renyi filter: cap at every order <= alpha (RDP only)
 
 
 class Adjacency(enum.IntEnum):
