@@ -178,6 +178,9 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
         if (c->cdp_on && c->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds, sampled as configured, stay within the target */
             dpfl_event ev = fl_client_round_event(cfg, c->part.clients, 1.0, 1);
+            /* the event's multiplier per unit of the mechanism's (mech/round.c: fixed-size client sampling is
+             * analysed replace-one, z / 2): the calibrated event multiplier is converted back by it */
+            const double event_per_unit = ev.z;
             if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) { /* ddp: the sensitivities do not depend on z (bits: any) */
                 dpfl_ddp_plan p;
                 if ((st = dpfl_ddp_plan_make(c->model.nparam, cfg->client_dp.clip, 1.0, cfg->client_dp.ddp_inflation, 32,
@@ -191,7 +194,7 @@ static dpfl_status setup_noise(run_ctx *c, dpfl_error *err)
             co.tol = 1e-4;
             if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, &c->rs.client_z, err)))
                 return st;
-            if ((cfg->fl.sampling == DPFL_SAMPLE_FIXED)) c->rs.client_z *= 2.0; /* the event carries z / 2 (replace-one) */
+            c->rs.client_z /= event_per_unit;
         }
     }
     if (c->rdp_on && cfg->record_dp.secure_mode && !dpfl_mech_discrete_in_range(c->model.nparam, c->rs.record_z))
