@@ -42,6 +42,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
 #include "dpfl/transport.h"
 
 #include "dpfl/secagg.h"
+#include "zap.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -59,22 +60,11 @@ typedef struct {
 } peer;
 
 typedef struct {
-    char name[65];
-    uint8_t key[32];
-} allowed_key;
-
-typedef struct {
     dpfl_transport t;
     dpfl_serve_options o;
-    char allow_dir[1024];
-    void *zctx, *sock, *zap;
-    pthread_t zap_thread;
-    int zap_started;
+    net_zap zap;   /* the allow-list's authentication thread (zap.c) */
+    void *zctx, *sock;
     uint8_t sk[32], pk[32];
-    /* the ZAP thread's own: the allow-list as last read */
-    allowed_key *allowed;
-    int nallowed;
-    double allowed_at;
     /* the run */
     const dpfl_config *cfg;
     dpfl_round_job *job; /* the round in progress (its last between rounds) */
@@ -93,124 +83,6 @@ typedef struct {
 
 #define LOG(...) net_log("serve", __VA_ARGS__)
 #define INFO(sv, ...) ((sv)->o.quiet ? (void)0 : net_log("serve", __VA_ARGS__))
-
-/* ------------------------------------------------------------------------------------------ ZAP handler */
-/* Read every NAME.pub of the allow-list folder (NAME a valid key name); files that do not hold a key are logged
- * and skipped. */
-static void allow_list_read(server *sv)
-{
-    free(sv->allowed);
-    sv->allowed = NULL;
-    sv->nallowed = 0;
-    sv->allowed_at = dpfl_now();
-    DIR *d = opendir(sv->allow_dir);
-    if (!d) {
-        LOG("cannot read the allow-list folder %s: %s (no client can connect)", sv->allow_dir, strerror(errno));
-        return;
-    }
-    int cap = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 4, ".pub") || l - 4 > 64) continue;
-        char name[65], path[1400];
-        memcpy(name, e->d_name, l - 4);
-        name[l - 4] = '\0';
-        if (!dpfl_net_key_name_ok(name)) continue;
-        snprintf(path, sizeof path, "%s/%s", sv->allow_dir, e->d_name);
-        uint8_t key[32];
-        dpfl_error err;
-        if (dpfl_net_key_read(path, key, &err)) {
-            LOG("allow-list: skipped %s", err.msg);
-            continue;
-        }
-        if (sv->nallowed == cap) {
-            cap = cap ? 2 * cap : 16;
-            allowed_key *more = realloc(sv->allowed, (size_t)cap * sizeof *more);
-            if (!more) break;
-            sv->allowed = more;
-        }
-        memcpy(sv->allowed[sv->nallowed].name, name, l - 3);
-        memcpy(sv->allowed[sv->nallowed].key, key, 32);
-        sv->nallowed++;
-    }
-    closedir(d);
-}
-
-static const char *allow_list_find(server *sv, const uint8_t *key)
-{
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < sv->nallowed; i++)
-            if (sodium_memcmp(sv->allowed[i].key, key, 32) == 0) return sv->allowed[i].name;
-        /* a key added to the folder while the server runs is admitted without a restart (re-read at most once a
-         * second, so that a flood of strangers cannot keep the folder busy) */
-        if (pass == 0 && dpfl_now() - sv->allowed_at > 1.0) allow_list_read(sv);
-        else break;
-    }
-    return NULL;
-}
-
-static int send_str(void *s, const char *str, int more)
-{
-    return zmq_send(s, str, strlen(str), more ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
-}
-
-/* ZeroMQ's authentication protocol (ZMTP RFC 27): libzmq asks, for every CURVE handshake, whether the client's
- * long-term public key may connect; the reply's user id (the key's name) is attached to every message that
- * connection delivers ("User-Id"). */
-static void *zap_main(void *arg)
-{
-    server *sv = arg;
-    for (;;) {
-        zmq_msg_t part[8];
-        int n = 0, more = 1, fail = 0;
-        while (more) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, sv->zap, 0) < 0) {
-                zmq_msg_close(&m);
-                for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
-                if (errno == EINTR) {
-                    fail = 1;
-                    break;
-                }
-                return NULL; /* ETERM: the server is closing */
-            }
-            more = zmq_msg_more(&m);
-            if (n < 8) part[n++] = m;
-            else zmq_msg_close(&m);
-        }
-        if (fail) continue;
-        const char *status = "400", *text = "key not in the allow-list", *user = "";
-        char who[64] = "?";
-        if (n >= 7 && zmq_msg_size(&part[5]) == 5 && !memcmp(zmq_msg_data(&part[5]), "CURVE", 5) &&
-            zmq_msg_size(&part[6]) == 32) {
-            const char *name = allow_list_find(sv, zmq_msg_data(&part[6]));
-            if (name) {
-                status = "200", text = "OK", user = name;
-            } else {
-                char z[41];
-                size_t al = zmq_msg_size(&part[3]) < sizeof who - 1 ? zmq_msg_size(&part[3]) : sizeof who - 1;
-                memcpy(who, zmq_msg_data(&part[3]), al);
-                who[al] = '\0';
-                dpfl_z85_encode(zmq_msg_data(&part[6]), 32, z, NULL);
-                LOG("rejected a connection from %s: its key %s is not in the allow-list (%s)", who, z, sv->allow_dir);
-            }
-        } else {
-            text = "CURVE only";
-            LOG("rejected a connection: not a CURVE handshake");
-        }
-        /* version, request id, status code, status text, user id, metadata */
-        if (n >= 2) {
-            zmq_send(sv->zap, "1.0", 3, ZMQ_SNDMORE);
-            zmq_send(sv->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
-            send_str(sv->zap, status, 1);
-            send_str(sv->zap, text, 1);
-            send_str(sv->zap, user, 1);
-            zmq_send(sv->zap, "", 0, 0);
-        }
-        for (int i = 0; i < n; i++) zmq_msg_close(&part[i]);
-    }
-}
 
 /* ------------------------------------------------------------------------------------------ frames */
 static int send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
@@ -732,15 +604,11 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
     /* the largest frame a client may send is an update; anything much larger is cut by ZeroMQ before it is read */
     sv->max_frame = DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER + 128 + 4 * sv->P;
-    allow_list_read(sv);
-    const int nallowed = sv->nallowed; /* the ZAP thread owns the list from now on */
     if (!(sv->zctx = zmq_ctx_new()))
         return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start ZeroMQ: %s", zmq_strerror(errno));
-    if (!(sv->zap = zmq_socket(sv->zctx, ZMQ_REP)) || zmq_bind(sv->zap, "inproc://zeromq.zap.01") != 0)
-        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start the authentication handler: %s", zmq_strerror(errno));
-    if (pthread_create(&sv->zap_thread, NULL, zap_main, sv) != 0)
-        return dpfl_fail(err, DPFL_EIO, "dpfl serve: cannot start the authentication thread");
-    sv->zap_started = 1;
+    int nallowed;
+    dpfl_status st = net_zap_start(&sv->zap, sv->zctx, &nallowed, err);
+    if (st) return st;
     const int one = 1, linger = 2000;
     const int64_t maxmsg = (int64_t)(2 * sv->max_frame + 65536);
     if (!(sv->sock = zmq_socket(sv->zctx, ZMQ_ROUTER)) || zmq_setsockopt(sv->sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
@@ -755,9 +623,9 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
     char pkz[41];
     dpfl_z85_encode(sv->pk, 32, pkz, NULL);
     LOG("listening on %s (server key %s), %d client keys in the allow-list %s; %d rounds released, waiting for "
-        "%d of %d clients", sv->o.bind, pkz, nallowed, sv->allow_dir, setup->released,
+        "%d of %d clients", sv->o.bind, pkz, nallowed, sv->zap.dir, setup->released,
         sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients, sv->K);
-    dpfl_status st = serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
+    st = serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
     if (st) return st;
     if (!all_joined(sv))
         LOG("%d of %d clients joined within %g s: starting without the others (they may join later)", joined(sv),
@@ -785,10 +653,8 @@ static void server_close(server *sv)
 {
     if (sv->sock) zmq_close(sv->sock); /* lingers up to 2 s for the byes */
     if (sv->zctx) zmq_ctx_shutdown(sv->zctx); /* the ZAP thread's recv returns ETERM */
-    if (sv->zap_started) pthread_join(sv->zap_thread, NULL);
-    if (sv->zap) zmq_close(sv->zap);
+    net_zap_stop(&sv->zap);
     if (sv->zctx) zmq_ctx_term(sv->zctx);
-    free(sv->allowed);
     free(sv->peers);
     sodium_memzero(sv->sk, sizeof sv->sk);
 }
@@ -805,8 +671,8 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     server *sv = calloc(1, sizeof *sv);
     if (!sv) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     sv->o = *o;
-    if (o->allow_dir) snprintf(sv->allow_dir, sizeof sv->allow_dir, "%s", o->allow_dir);
-    else snprintf(sv->allow_dir, sizeof sv->allow_dir, "%s/clients", o->keys_dir);
+    if (o->allow_dir) snprintf(sv->zap.dir, sizeof sv->zap.dir, "%s", o->allow_dir);
+    else snprintf(sv->zap.dir, sizeof sv->zap.dir, "%s/clients", o->keys_dir);
     char path[1100];
     snprintf(path, sizeof path, "%s/server.key", o->keys_dir);
     if ((st = dpfl_net_key_read(path, sv->sk, err))) {
