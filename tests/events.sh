@@ -91,6 +91,15 @@ if name == "replicated" and not (ev["record"]["held_by"] > 1 and s.get("worst_re
     sys.exit("%s: a replicated record must be held by several clients (held_by %r)" % (name, ev["record"]["held_by"]))
 PY
   then fail=1; continue; fi
+  # the tree alone (dp_accounting's DpEvent algebra: sampled leaves, self_composed, composed, held_by) gives the
+  # same epsilons: every entry's "composed" list removed, the tree normalized by the library
+  "$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+for e in s["events"].values(): del e["composed"]
+json.dump(s, open(sys.argv[2], "w"))' "$tmp/$name/summary.json" "$tmp/$name-tree.json"
+  if ! "$DPFL" account --event "$tmp/$name-tree.json" >"$tmp/$name.tacc" 2>&1; then
+    echo "FAIL events $name: the tree alone"; cat "$tmp/$name.tacc"; fail=1; continue
+  fi
   echo "ok   events $name: $(tr '\n' ' ' <"$tmp/$name.acc")"
 done
 # tampering: a lower noise in the recorded event makes the recomputed epsilon disagree (exit 1, one line)
@@ -98,16 +107,31 @@ done
 import json, sys
 s = json.load(open(sys.argv[1]))
 s["events"]["record"]["composed"][0]["z"] *= 0.9
+del s["events"]["record"]["tree"]
 json.dump(s, open(sys.argv[2], "w"))
+# the same noise lowered in the tree alone, and in the tree beside an untouched list
+s = json.load(open(sys.argv[1]))
+e = s["events"]["record"]
+e["tree"]["composed"][0]["self_composed"]["event"]["poisson_sampled"]["event"]["gaussian"]["z"] *= 0.9
+json.dump(s, open(sys.argv[2].replace("tampered", "tampered-both"), "w"))
+del e["composed"]
+json.dump(s, open(sys.argv[2].replace("tampered", "tampered-tree"), "w"))
 PY
 if "$DPFL" account --event "$tmp/tampered.json" >"$tmp/t.out" 2>&1 || ! grep -q "differs from the reported" "$tmp/t.out"; then
   echo "FAIL events tampered: a changed event was not caught"; cat "$tmp/t.out"; fail=1
 else echo "ok   events tampered: caught"; fi
+if "$DPFL" account --event "$tmp/tampered-tree.json" >"$tmp/t.out" 2>&1 || ! grep -q "differs from the reported" "$tmp/t.out"; then
+  echo "FAIL events tampered tree: a changed tree was not caught"; cat "$tmp/t.out"; fail=1
+else echo "ok   events tampered tree: caught"; fi
+if "$DPFL" account --event "$tmp/tampered-both.json" >"$tmp/t.out" 2>&1 || ! grep -q '"tree" and "composed" differ at event 0' "$tmp/t.out"; then
+  echo "FAIL events tree vs list: a tree that disagrees with its list was not refused"; cat "$tmp/t.out"; fail=1
+else echo "ok   events tree vs list: $(cat "$tmp/t.out")"; fi
 # the filter's cap lowered: caught; the filter's event given to PLD: refused in one line naming both
 "$PY" - "$tmp/rpdp-filter/summary.json" "$tmp/filter-cap.json" "$tmp/filter-pld.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s["events"]["record"]["composed"][0]["cap"] *= 0.9
+del s["events"]["record"]["tree"]
 json.dump(s, open(sys.argv[2], "w"))
 s = json.load(open(sys.argv[1]))
 s["events"]["record"]["accountant"] = "pld"
@@ -125,6 +149,7 @@ else echo "ok   events filter pld: $(cat "$tmp/fp.out")"; fi
 import json, sys
 s = json.load(open(sys.argv[1]))
 del s["events"]["record"]["composed"][0]["q"]
+del s["events"]["record"]["tree"]
 json.dump(s, open(sys.argv[2], "w"))
 PY
 if "$DPFL" account --event "$tmp/bad.json" >"$tmp/b.out" 2>&1 || [ "$(wc -l <"$tmp/b.out")" -ne 1 ] ||

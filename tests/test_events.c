@@ -120,6 +120,131 @@ static void json_refuses_malformed(void **state)
                    "add-remove adjacency");
 }
 
+
+/* ---------------------------------------------------------------- the tree form (dp_accounting's DpEvent algebra) */
+static dpfl_run_event parse_ok(const char *json)
+{
+    dpfl_run_event r;
+    dpfl_error err;
+    dpfl_status st = dpfl_run_event_parse(json, "t.json", &r, &err);
+    if (st) print_error("%s -> %s\n", json, err.msg);
+    assert_int_equal(st, DPFL_OK);
+    return r;
+}
+
+/* every kind written as a tree and read back alone is the same composition, with and without a held_by node */
+static void tree_roundtrip_every_kind(void **state)
+{
+    (void)state;
+    dpfl_event ev[DPFL_EV_NKINDS];
+    for (int i = 0; i < DPFL_EV_NKINDS; i++) ev[i] = every_kind(i);
+    ev[1].adjacency = DPFL_ADJ_ZERO_OUT; /* a leaf's own adjacency, not its combinator's, survives */
+    for (int held = 1; held <= 3; held += 2) {
+        for (int i = 0; i < DPFL_EV_NKINDS; i++) ev[i].count = every_kind(i).count * held;
+        dpfl_run_event r = run_of(ev, DPFL_EV_NKINDS, DPFL_ACC_RDP);
+        r.held_by = held;
+        char *text;
+        dpfl_error err;
+        assert_int_equal(dpfl_run_event_json(&r, &text, &err), DPFL_OK);
+        assert_true((strstr(text, "\"held_by\":{\"clients\":3") != NULL) == (held == 3));
+        char *tree = strstr(text, "\"tree\":"); /* keep the head and the tree only */
+        char *head = strstr(text, "\"composed\":[");
+        assert_non_null(tree);
+        assert_non_null(head);
+        memmove(head, tree, strlen(tree) + 1);
+        dpfl_run_event back = parse_ok(text);
+        assert_int_equal(back.nevents, DPFL_EV_NKINDS);
+        for (size_t i = 0; i < DPFL_EV_NKINDS; i++) {
+            DPFL_EVENT_ALL_FIELDS(SAME_FIELD)
+        }
+        free(text);
+        dpfl_run_event_free(&back);
+    }
+}
+
+#define TREE_HEAD "{\"unit\":\"client\",\"accountant\":\"rdp\",\"orders\":\"default\",\"delta\":1e-5,\"tree\":"
+/* hand-written trees normalize to the flat events an accountant takes: counts multiply through self_composed and
+ * held_by (a record in c clients), compose by concatenation, sampling wraps one leaf */
+static void tree_normalizes(void **state)
+{
+    (void)state;
+    dpfl_run_event r = parse_ok(
+        TREE_HEAD "{\"held_by\":{\"clients\":2,\"event\":{\"composed\":["
+                  "{\"self_composed\":{\"count\":5,\"event\":{\"composed\":["
+                  "{\"poisson_sampled\":{\"q\":0.01,\"event\":{\"gaussian\":{\"z\":1.1}}}},"
+                  "{\"sampled_without_replacement\":{\"n\":100,\"batch\":10,\"event\":{\"gaussian\":{\"z\":0.7}}}}]}}},"
+                  "{\"two_stage\":{\"lambda\":0.5,\"inner\":4,\"event\":{\"poisson_sampled\":{\"q\":0.1,"
+                  "\"event\":{\"gaussian\":{\"z\":2}}}}}},"
+                  "{\"poisson_sampled\":{\"q\":0.03,\"event\":{\"skellam\":{\"l1\":900,\"l2\":30,\"z\":3}}}},"
+                  "{\"gaussian\":{\"z\":9,\"adjacency\":\"replace-one\"}}]}}}}");
+    assert_int_equal(r.nevents, 5);
+    assert_int_equal(r.held_by, 1);
+    const dpfl_event *e = r.events;
+    assert_true(e[0].kind == DPFL_EV_POISSON && e[0].q == 0.01 && e[0].z == 1.1 && e[0].count == 10 &&
+                e[0].adjacency == DPFL_ADJ_ADD_REMOVE);
+    assert_true(e[1].kind == DPFL_EV_FIXED && e[1].n == 100 && e[1].batch == 10 && e[1].z == 0.7 &&
+                e[1].count == 10 && e[1].adjacency == DPFL_ADJ_REPLACE_ONE);
+    assert_true(e[2].kind == DPFL_EV_TWO_STAGE && e[2].lambda == 0.5 && e[2].q == 0.1 && e[2].inner == 4 &&
+                e[2].z == 2 && e[2].count == 2);
+    assert_true(e[3].kind == DPFL_EV_SKELLAM && e[3].q == 0.03 && e[3].d1 == 900 && e[3].d2 == 30 &&
+                e[3].z == 3 && e[3].count == 2 && e[3].adjacency == DPFL_ADJ_ZERO_OUT);
+    assert_true(e[4].kind == DPFL_EV_GAUSSIAN && e[4].z == 9 && e[4].adjacency == DPFL_ADJ_REPLACE_ONE &&
+                e[4].count == 2);
+    dpfl_run_event_free(&r);
+    /* a record held by 2 clients, T steps each, is the epsilon of 2T steps */
+    r = parse_ok(TREE_HEAD "{\"held_by\":{\"clients\":2,\"event\":{\"self_composed\":{\"count\":1000,\"event\":"
+                           "{\"poisson_sampled\":{\"q\":0.01,\"event\":{\"gaussian\":{\"z\":1.1}}}}}}}}}");
+    dpfl_event flat = dpfl_event_poisson(0.01, 1.1, 2000);
+    dpfl_guarantee a, b;
+    dpfl_error err;
+    assert_int_equal(dpfl_run_event_epsilon(&r, &a, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&flat, 1, 1e-5, DPFL_ACC_RDP, NULL, &b, &err), DPFL_OK);
+    assert_true(a.epsilon == b.epsilon);
+    dpfl_run_event_free(&r);
+    /* a mechanism repeated zero times happens zero times; an empty composition has no events */
+    r = parse_ok(TREE_HEAD "{\"self_composed\":{\"count\":0,\"event\":{\"gaussian\":{\"z\":1}}}}}");
+    assert_true(r.nevents == 1 && r.events[0].count == 0);
+    dpfl_run_event_free(&r);
+    r = parse_ok(TREE_HEAD "{\"composed\":[]}}");
+    assert_int_equal(r.nevents, 0);
+    assert_int_equal(dpfl_run_event_epsilon(&r, &a, &err), DPFL_OK);
+    assert_true(a.epsilon == 0.0);
+    dpfl_run_event_free(&r);
+}
+
+/* a shape with no flat form is refused with its path, never approximated */
+static void tree_refusals(void **state)
+{
+    (void)state;
+    const char *g = "{\"gaussian\":{\"z\":1}}";
+    char buf[1024];
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"composed\":[%s,{\"poisson_sampled\":{\"q\":0.1,\"event\":{\"composed\":[%s]}}}]}}", g, g);
+    expect_refused(buf, "f.json: tree.composed[1].poisson_sampled.event: \"composed\" here: a sampling node takes "
+                        "a gaussian or skellam leaf");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"poisson_sampled\":{\"q\":0.1,\"event\":{\"poisson_sampled\":{\"q\":0.1,"
+                              "\"event\":%s}}}}}", g);
+    expect_refused(buf, "tree.poisson_sampled.event: \"poisson_sampled\" here");
+    expect_refused(TREE_HEAD "{\"laplace\":{\"b\":1}}}", "tree: unknown node \"laplace\"");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"gaussian\":{\"z\":1},\"composed\":[]}}");
+    expect_refused(buf, "tree: a node is an object with one key, its kind");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"self_composed\":{\"count\":-1,\"event\":%s}}}", g);
+    expect_refused(buf, "tree: \"count\" must be an integer >= 0");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"held_by\":{\"clients\":0,\"event\":%s}}}", g);
+    expect_refused(buf, "tree: \"clients\" must be an integer >= 1");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"two_stage\":{\"lambda\":0.5,\"inner\":3,\"event\":%s}}}", g);
+    expect_refused(buf, "tree.two_stage.event: a two-stage round takes a poisson_sampled gaussian");
+    expect_refused(TREE_HEAD "{\"sampled_without_replacement\":{\"n\":10,\"batch\":2,\"event\":"
+                             "{\"skellam\":{\"l1\":1,\"l2\":1,\"z\":1}}}}}",
+                   "sampling without replacement takes a gaussian leaf");
+    expect_refused(TREE_HEAD "{\"gaussian\":{\"z\":1,\"adjacency\":\"swap\"}}}", "\"adjacency\" is add-remove");
+    expect_refused(TREE_HEAD "{\"poisson_sampled\":{\"q\":1.5,\"event\":{\"gaussian\":{\"z\":1}}}}}",
+                   "tree: sampling rate q (1.5)");
+    expect_refused(TREE_HEAD "{\"gaussian\":{}}}", "tree: \"z\" must be a number");
+    snprintf(buf, sizeof buf, TREE_HEAD "{\"self_composed\":{\"count\":4000000000000000,\"event\":"
+                              "{\"self_composed\":{\"count\":4000000000000000,\"event\":%s}}}}}", g);
+    expect_refused(buf, "the count overflows");
+}
+
 /* the recomputation is the accountant on the events, with the orders the run used */
 static void recompute_matches_accountant(void **state)
 {
@@ -401,6 +526,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(json_roundtrip_every_kind),   cmocka_unit_test(json_refuses_malformed),
+        cmocka_unit_test(tree_roundtrip_every_kind),   cmocka_unit_test(tree_normalizes),
+        cmocka_unit_test(tree_refusals),
         cmocka_unit_test(recompute_matches_accountant), cmocka_unit_test(two_stage_visible_gaussian),
         cmocka_unit_test(schema_lists_every_field),     cmocka_unit_test(mechanism_counts),
         cmocka_unit_test(gdp_refusals),                 cmocka_unit_test(pld_refusals_and_rdp_floor),

@@ -4,6 +4,7 @@
  * dpfl/privacy.h, with the report-only fields): each kind writes and requires exactly the fields it uses, enums by name.  Events compress as
  * self-compositions ("count"), so 10^5 steps stay one object. */
 #include "dpfl/privacy.h"
+#include "privacy_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -89,6 +90,7 @@ dpfl_status dpfl_run_event_json(const dpfl_run_event *r, char **json, dpfl_error
     cJSON_AddNumberToObject(o, "held_by", (double)r->held_by);
     cJSON *a = cJSON_AddArrayToObject(o, "composed");
     for (size_t i = 0; i < r->nevents; i++) cJSON_AddItemToArray(a, event_json(&r->events[i]));
+    cJSON_AddItemToObject(o, "tree", dpfl_event_tree_build(r->events, r->nevents, r->held_by));
     *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return *json ? DPFL_OK : dpfl_fail(err, DPFL_ENOMEM, "out of memory (event JSON)");
@@ -134,6 +136,12 @@ static dpfl_status event_read(const cJSON *o, const char *what, size_t i, dpfl_e
     return DPFL_OK;
 }
 
+#define SAME_FIELD(codec, ctype, name, key, kinds) &&a->name == b->name
+static int same_event(const dpfl_event *a, const dpfl_event *b)
+{
+    return 1 DPFL_EVENT_ALL_FIELDS(SAME_FIELD);
+}
+
 static dpfl_status run_event_read(const cJSON *o, const char *what, dpfl_run_event *r, dpfl_error *err)
 {
     const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "unit"));
@@ -157,17 +165,35 @@ static dpfl_status run_event_read(const cJSON *o, const char *what, dpfl_run_eve
         return dpfl_fail(err, DPFL_EFORMAT, "%s: \"delta\" must be a number in (0, 1)", what);
     r->delta = delta->valuedouble;
     r->epsilon = cJSON_IsNumber(eps) ? eps->valuedouble : NAN;
-    if (!get_i64(held, &r->held_by) || r->held_by < 1)
+    r->held_by = 1; /* optional: the tree's held_by nodes are in its counts already */
+    if (held && (!get_i64(held, &r->held_by) || r->held_by < 1))
         return dpfl_fail(err, DPFL_EFORMAT, "%s: \"held_by\" must be an integer >= 1", what);
-    if (!cJSON_IsArray(a)) return dpfl_fail(err, DPFL_EFORMAT, "%s: no \"composed\" array of events", what);
-    r->nevents = (size_t)cJSON_GetArraySize(a);
-    r->events = calloc(r->nevents + 1, sizeof *r->events);
-    if (!r->events) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (event JSON)");
-    size_t i = 0;
-    for (const cJSON *e = a->child; e; e = e->next, i++) {
-        dpfl_status st = event_read(e, what, i, &r->events[i], err);
-        if (st) return st;
+    const cJSON *tree = cJSON_GetObjectItemCaseSensitive(o, "tree");
+    if (!cJSON_IsArray(a) && !tree)
+        return dpfl_fail(err, DPFL_EFORMAT, "%s: no \"composed\" array of events and no \"tree\"", what);
+    dpfl_status st;
+    if (cJSON_IsArray(a)) {
+        r->nevents = (size_t)cJSON_GetArraySize(a);
+        r->events = calloc(r->nevents + 1, sizeof *r->events);
+        if (!r->events) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (event JSON)");
+        size_t i = 0;
+        for (const cJSON *e = a->child; e; e = e->next, i++)
+            if ((st = event_read(e, what, i, &r->events[i], err))) return st;
     }
+    if (!tree) return DPFL_OK;
+    dpfl_event *ev;
+    size_t nev;
+    if ((st = dpfl_event_tree_read(tree, what, &ev, &nev, err))) return st;
+    if (!r->events) { /* the tree alone */
+        r->events = ev;
+        r->nevents = nev;
+        return DPFL_OK;
+    }
+    size_t i = 0; /* both: they must be one composition */
+    while (i < nev && i < r->nevents && same_event(&ev[i], &r->events[i])) i++;
+    free(ev);
+    if (i < nev || i < r->nevents)
+        return dpfl_fail(err, DPFL_EFORMAT, "%s: \"tree\" and \"composed\" differ at event %zu", what, i);
     return DPFL_OK;
 }
 

@@ -14,6 +14,14 @@ dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err)
 dpfl_status dpfl_events_supported(const dpfl_event *ev, size_t nev, dpfl_accountant acc, int pld_itself,
                                   dpfl_error *err);
 
+/* event_tree.c: a DpEvent-style tree (JSON) normalized to the flat composition (*ev malloc'd, never NULL on
+ * success; errors name `what` and the node's path), and a flat composition as a tree (held_by > 1 wraps it in a
+ * held_by node when it divides every count, which are sums over the copies). */
+struct cJSON;
+dpfl_status dpfl_event_tree_read(const struct cJSON *tree, const char *what, dpfl_event **ev, size_t *nev,
+                                 dpfl_error *err);
+struct cJSON *dpfl_event_tree_build(const dpfl_event *ev, size_t nev, int64_t held_by);
+
 /* The integer orders 2 .. 994 of rPDP-FL's published accountant. */
 const double *dpfl_rpdp_orders(size_t *n);
 
