@@ -307,6 +307,11 @@ dpfl_status dpfl_run_event_json(const dpfl_run_event *r, char **json, dpfl_error
 /* The inverse; every error names `what` (e.g. the file) and the event.  r->events is malloc'd. */
 dpfl_status dpfl_run_event_parse(const char *json, const char *what, dpfl_run_event *r, dpfl_error *err);
 void dpfl_run_event_free(dpfl_run_event *r);
+/* An event tree (JSON; the nodes of docs/privacy.md "The tree": Google dp_accounting's DpEvent algebra of
+ * sampled leaves, self_composed, composed and held_by) normalized to the flat composition the accountants take;
+ * *ev is malloc'd (free()), never NULL on success.  A shape with no flat form is refused; errors name `what` and the
+ * node's path. */
+dpfl_status dpfl_event_tree_parse(const char *json, const char *what, dpfl_event **ev, size_t *nev, dpfl_error *err);
 /* epsilon at r->delta of r's composition, with r's accountant and orders. */
 dpfl_status dpfl_run_event_epsilon(const dpfl_run_event *r, dpfl_guarantee *g, dpfl_error *err);
 

@@ -203,6 +203,7 @@ def _declare(lib):
         "dpfl_event_not_private": (E, [i64]),
         "dpfl_event_skellam": (E, [d, d, d, d, i64]),
         "dpfl_event_check": (st, [PE, PErr]),
+        "dpfl_event_tree_parse": (st, [c_char_p, c_char_p, P(PE), P(c_size), PErr]),
         "dpfl_event_describe": (None, [PE, ctypes.c_char_p, c_size]),
         "dpfl_adjacency_name": (c_char_p, [c_int]),
         "dpfl_accountant_name": (c_char_p, [c_int]),

@@ -239,6 +239,17 @@ dpfl_status dpfl_event_tree_read(const cJSON *tree, const char *what, dpfl_event
     return DPFL_OK;
 }
 
+dpfl_status dpfl_event_tree_parse(const char *json, const char *what, dpfl_event **ev, size_t *nev, dpfl_error *err)
+{
+    *ev = NULL;
+    *nev = 0;
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!o) return dpfl_fail(err, DPFL_EFORMAT, "%s: not valid JSON", what);
+    dpfl_status st = dpfl_event_tree_read(o, what, ev, nev, err);
+    cJSON_Delete(o);
+    return st;
+}
+
 /* ---------------------------------------------------------------- the flat form as a tree */
 static cJSON *leaf(const char *kind, const dpfl_event *e, dpfl_adjacency dflt)
 {
