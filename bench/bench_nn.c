@@ -9,9 +9,10 @@
  *               as many as there are cores (dpfl_nn_ws_add_gaussian): the DP-SGD step, the noise in its own pass.
  * The two modes of a model and batch warm up, then alternate in blocks of about 50 ms until each has run for at
  * least DPFL_BENCH_SECONDS (default 2) and 5 steps, so that a drifting host (other tenants) slows both alike and
- * their ratio, what the DP-SGD target is stated in, is measured under the same conditions.  Prints a
- * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb}
- * plus {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
+ * their ratio, what the DP-SGD target is stated in, is measured under the same conditions.  Prints a table and
+ * writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb, nparam}
+ * (nparam: the model's parameter count, which bench/pytorch_reference.py checks its models against) plus
+ * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
  * gradient-and-update call, so the cost of the noise is visible separately.  peak_rss_mb is the process's peak
  * resident memory when the row is done (models run in order, the largest last: for resnet18-gn it is that
  * model's peak, its two workspaces, parameter copies and the data included). */
@@ -63,6 +64,7 @@ typedef struct {
     const char *model, *mode;
     int batch;
     double eps, grad_eps, rss_mb;
+    size_t nparam;
 } row;
 
 static double peak_rss_mb(void)
@@ -151,6 +153,7 @@ static void run_pair(const char *spec, int B, const float *x, const int32_t *y, 
     for (int dp = 0; dp < 2; dp++) {
         r[dp].eps = st[dp].steps * B / st[dp].t;
         r[dp].grad_eps = st[dp].steps * B / st[dp].tg;
+        r[dp].nparam = st[dp].m.nparam;
         mode_free(&st[dp]);
     }
 }
@@ -204,8 +207,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < nr; i++)
         fprintf(f,
                 "  {\"model\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"examples_per_second\": %.1f, "
-                "\"grad_examples_per_second\": %.1f, \"peak_rss_mb\": %.0f},\n",
-                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb);
+                "\"grad_examples_per_second\": %.1f, \"peak_rss_mb\": %.0f, \"nparam\": %zu},\n",
+                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb,
+                rows[i].nparam);
     fprintf(f, "  {\"gemm_gflops\": %.1f}\n]\n", gf);
     fclose(f);
     free(x), free(y);
