@@ -25,7 +25,18 @@ if has avx2; then
   cores="$cores Haswell"
   if grep -qm1 AuthenticAMD /proc/cpuinfo; then cores="$cores Zen"; fi
 fi
-echo "OpenBLAS core types tried for PyTorch on this CPU: $cores"
+# OpenBLAS's own choice, by name: a core type equal to it is not tried again
+own=$(env -u OPENBLAS_CORETYPE $PYPRE "$PY" -c 'import ctypes, torch
+torch.mm(torch.rand(8, 8), torch.rand(8, 8))
+lib = ctypes.CDLL("libopenblas.so.0")
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())' 2>/dev/null || true)
+if [ -n "$own" ]; then
+  kept="default"
+  for c in ${cores#default}; do [ "$(echo "$c" | tr A-Z a-z)" = "$(echo "$own" | tr A-Z a-z)" ] || kept="$kept $c"; done
+  cores=$kept
+fi
+echo "OpenBLAS core types tried for PyTorch on this CPU: $cores (default: OpenBLAS's own choice, ${own:-unknown})"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
