@@ -8,20 +8,29 @@ which run  python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT
 (bench/torch_env.sh): on the OpenMP build of OpenBLAS (LD_LIBRARY_PATH, this process only; dpfl keeps its own),
 on every core (torch.set_num_threads(os.cpu_count()), no OpenBLAS thread limit), with tcmalloc preloaded.  An
 earlier version of this file held OpenBLAS to one thread on its pthread build, which halved PyTorch here: its
-figures are withdrawn.  The BLAS library PyTorch actually loaded is printed and saved with the results.  A
-nonprivate row is one SGD step per batch (forward, cross-entropy, backward, update) on random MNIST-shaped data,
-warm-up first, best of three timed windows.
-Opacus is not packaged in Debian.  For the MLP the `dpsgd` row runs the algorithm of Opacus's fastest mode, ghost
-clipping, written here in plain PyTorch: forward and backward hooks record each Linear layer's input a_i and output
-gradient g_i, the per-example norm is sqrt(sum over layers of |a_i|^2 |g_i|^2 + |g_i|^2) without materializing a
-per-example gradient, and a second backward pass of the loss reweighted by min(1, C / norm) gives the clipped sum;
-then Gaussian noise (z = 1, C = 1, torch.normal: not a CSPRNG) and the SGD step, as bench_nn's dpsgd rows.  It is
-this file's implementation, not Opacus itself.  For cnn-mnist the `dpsgd` row is Opacus's default mode instead,
-per-example gradients materialized from hooked inputs (unfolded for convolutions) and output gradients (ghost
-norms of a convolution need T x T Gram matrices per example), then clipping, the clipped sum, noise and the step.
-The models match dpfl's specs: mlp:784-512-256-10 and cnn-mnist (conv 3x3 32, ReLU, conv 3x3 64, ReLU,
-maxpool 2, dropout 0.25, fc 128, ReLU, dropout 0.5, fc 10).  With a dpfl results file (bench/results.json) it also
-prints dpfl / PyTorch for every row both have."""
+figures are withdrawn.  The BLAS library PyTorch actually loaded, and OPENBLAS_CORETYPE, are printed and saved with
+the results (compare_pytorch.sh runs this file under every core type the CPU can run).  A nonprivate row is one
+SGD step per batch (forward, cross-entropy, backward, update) on random data of the model's input shape, warm-up
+first, best of DPFL_BENCH_WINDOWS (3) timed windows of SECONDS each (at least one step).
+Opacus is not packaged in Debian; its two modes are written here in plain PyTorch, as this file's implementation,
+not Opacus itself.  Both record each parameterised layer's input a and output gradient g with forward and
+backward hooks.  Hooks mode (Opacus's default): every per-example gradient materialized (Linear g a^T; Conv2d from
+the unfolded input; GroupNorm sum over positions of g * xhat and of g), clipped to C, summed.  Ghost clipping
+(Opacus's fastest mode): the per-example norms without the per-example gradients where it can -- Linear
+|a|^2 |g|^2 (+ |g|^2), Conv2d sum_{t,t'} (g_t . g_t')(a_t . a_t') over the T output positions when T^2 is below
+the weight's size, else materialized, GroupNorm materialized (2C numbers) -- then a second backward pass of the
+loss reweighted by min(1, C / norm) gives the clipped sum.  Then Gaussian noise (z = 1, C = 1, torch.normal: not
+a CSPRNG) and the SGD step, as bench_nn's dpsgd rows.  The `dpsgd` row is ghost clipping for the MLP and hooks
+for the CNNs; the CIFAR models also have a `dpsgd-ghost` row.  Both modes were checked against one-example
+backward passes (squared norms equal to 3e-7 relative).
+The models match dpfl's specs (src/nn/model.c); their parameter counts are printed and, given a bench_nn results
+file with nparam, asserted equal: mlp:784-512-256-10; cnn-mnist (conv 3x3 32, ReLU, conv 3x3 64, ReLU,
+maxpool 2, dropout 0.25, fc 128, ReLU, dropout 0.5, fc 10); cnn-tf-cifar (valid 3x3 convs 32, 64, 64 with ReLU,
+2x2 max pools after the first two, fc 64, ReLU, fc 10: 122,570 parameters); resnet20-gn (bias-free conv 3x3 16,
+GroupNorm(16), ReLU, then 3 x 3 basic blocks of 16, 32, 64 channels with GroupNorm(min(32, C)), the first of the
+32 and 64 stages of stride 2 with a bias-free 1x1 projection + GroupNorm shortcut, global average pooling, fc 10:
+272,474 parameters).  DPFL_BENCH_MODELS=a,b selects models.  With a dpfl results file (bench/results.json) it
+also prints dpfl / PyTorch for every row both have."""
 import json
 import os
 import sys
