@@ -39,24 +39,8 @@ fi
 echo "OpenBLAS core types tried for PyTorch on this CPU: $cores (default: OpenBLAS's own choice, ${own:-unknown})"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-for i in $(seq "$N"); do
-  for m in ${MODELS//,/ }; do
-    echo "run $i dpfl $m: load average $(load)" | tee -a "$tmp/loads"
-    DPFL_BENCH_MODEL=$m "$BUILD/bench/bench_nn" "$tmp/dpfl-$i-${m%%:*}.json" >/dev/null
-  done
-  "$PY" -c 'import glob, json, sys; print(json.dumps([r for p in sorted(glob.glob(sys.argv[1])) for r in json.load(open(p))]))' \
-    "$tmp/dpfl-$i-*.json" > "$tmp/dpfl-run$i.all"
-  for ct in $cores; do # PyTorch checks its parameter counts against this run's dpfl rows
-    echo "run $i PyTorch (OPENBLAS_CORETYPE=$ct): load average $(load)" | tee -a "$tmp/loads"
-    if [ "$ct" = default ]; then env -u OPENBLAS_CORETYPE $PYPRE DPFL_BENCH_MODELS="$MODELS" "$PY" -W ignore \
-        bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" "$tmp/dpfl-run$i.all" "$tmp/torch-$i-$ct.json" >"$tmp/log"
-    else $PYPRE OPENBLAS_CORETYPE="$ct" DPFL_BENCH_MODELS="$MODELS" "$PY" -W ignore \
-        bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" "$tmp/dpfl-run$i.all" "$tmp/torch-$i-$ct.json" >"$tmp/log"
-    fi
-    if [ "$i" = 1 ]; then sed -n '1,/^model/p' "$tmp/log" | grep -v '^model'; fi
-  done
-done
+# the table of the runs done so far: at the end, or when the script is interrupted (a long run on a loaded machine)
+summary() {
 "$PY" - "$tmp" <<'PYEOF'
 import glob, json, re, statistics, sys
 runs, cores = {}, {}
@@ -95,3 +79,24 @@ for k in keys:
               " ".join(f"{statistics.median(cores[k][c]):>9.0f}" if c in cores[k] else f"{'-':>9}" for c in cts))
 PYEOF
 echo "load averages (1, 5, 15 min) before each run:"; cat "$tmp/loads"
+}
+trap 'echo "interrupted: the runs done so far"; summary; exit 130' INT TERM
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+for i in $(seq "$N"); do
+  for m in ${MODELS//,/ }; do
+    echo "run $i dpfl $m: load average $(load)" | tee -a "$tmp/loads"
+    DPFL_BENCH_MODEL=$m "$BUILD/bench/bench_nn" "$tmp/dpfl-$i-${m%%:*}.json" >/dev/null
+  done
+  "$PY" -c 'import glob, json, sys; print(json.dumps([r for p in sorted(glob.glob(sys.argv[1])) for r in json.load(open(p))]))' \
+    "$tmp/dpfl-$i-*.json" > "$tmp/dpfl-run$i.all"
+  for ct in $cores; do # PyTorch checks its parameter counts against this run's dpfl rows
+    echo "run $i PyTorch (OPENBLAS_CORETYPE=$ct): load average $(load)" | tee -a "$tmp/loads"
+    if [ "$ct" = default ]; then env -u OPENBLAS_CORETYPE $PYPRE DPFL_BENCH_MODELS="$MODELS" "$PY" -W ignore \
+        bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" "$tmp/dpfl-run$i.all" "$tmp/torch-$i-$ct.json" >"$tmp/log"
+    else $PYPRE OPENBLAS_CORETYPE="$ct" DPFL_BENCH_MODELS="$MODELS" "$PY" -W ignore \
+        bench/pytorch_reference.py "${DPFL_BENCH_SECONDS:-2}" "$tmp/dpfl-run$i.all" "$tmp/torch-$i-$ct.json" >"$tmp/log"
+    fi
+    if [ "$i" = 1 ]; then sed -n '1,/^model/p' "$tmp/log" | grep -v '^model'; fi
+  done
+done
+summary
