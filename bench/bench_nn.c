@@ -9,9 +9,11 @@
  *               as many as there are cores (dpfl_nn_ws_add_gaussian): the DP-SGD step, the noise in its own pass.
  * The two modes of a model and batch warm up, then alternate in blocks of about 50 ms until each has run for at
  * least DPFL_BENCH_SECONDS (default 2) and 5 steps, so that a drifting host (other tenants) slows both alike and
- * their ratio, what the DP-SGD target is stated in, is measured under the same conditions.  Prints a
- * table and writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb}
- * plus {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
+ * their ratio, what the DP-SGD target is stated in, is measured under the same conditions.  Prints a table and
+ * writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb, nparam,
+ * train_mflop_per_example} (nparam: the model's parameter count, which bench/pytorch_reference.py checks its
+ * models against; train_mflop_per_example: train_flop below, so examples/s x it is the GEMM rate reached) plus
+ * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
  * gradient-and-update call, so the cost of the noise is visible separately.  peak_rss_mb is the process's peak
  * resident memory when the row is done (models run in order, the largest last: for resnet18-gn it is that
  * model's peak, its two workspaces, parameter copies and the data included). */
@@ -63,7 +65,28 @@ typedef struct {
     const char *model, *mode;
     int batch;
     double eps, grad_eps, rss_mb;
+    size_t nparam;
+    double mflop; /* multiply-add FLOPs of one example's training step (train_flop) / 1e6 */
 } row;
+
+/* 2 x the multiply-adds of one example's SGD step in the convolutions and linear layers: forward, weight gradient,
+ * and input gradient except for the first such layer (no gradient is taken for the input).  GroupNorm, pooling,
+ * activations and the update are left out: this is the GEMM-shaped work the FMA peak bounds. */
+static double train_flop(const dpfl_model *m)
+{
+    double f = 0.0, first = -1.0;
+    for (int l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        double mac = 0.0;
+        if (L->kind == DPFL_LAYER_CONV2D)
+            mac = (double)L->out_c * L->out_h * L->out_w * L->in_c * L->k * L->k;
+        else if (L->kind == DPFL_LAYER_LINEAR)
+            mac = (double)L->in_c * L->in_h * L->in_w * L->out_c * L->out_h * L->out_w;
+        if (mac > 0 && first < 0) first = mac;
+        f += 3.0 * mac;
+    }
+    return 2.0 * (f - (first > 0 ? first : 0.0));
+}
 
 static double peak_rss_mb(void)
 {
@@ -151,6 +174,8 @@ static void run_pair(const char *spec, int B, const float *x, const int32_t *y, 
     for (int dp = 0; dp < 2; dp++) {
         r[dp].eps = st[dp].steps * B / st[dp].t;
         r[dp].grad_eps = st[dp].steps * B / st[dp].tg;
+        r[dp].nparam = st[dp].m.nparam;
+        r[dp].mflop = train_flop(&st[dp].m) / 1e6;
         mode_free(&st[dp]);
     }
 }
@@ -177,7 +202,7 @@ int main(int argc, char **argv)
     const int batches[] = {16, 64, 32};
     row rows[24];
     int nr = 0;
-    printf("%-20s %6s %-11s %14s %18s\n", "model", "batch", "mode", "examples/s", "grad-only ex/s");
+    printf("%-20s %6s %-11s %14s %18s %13s\n", "model", "batch", "mode", "examples/s", "grad-only ex/s", "GEMM GFLOP/s");
     for (int mi = 0; mi < 6; mi++) {
         if (only && strcmp(only, models[mi])) continue;
         shape_c = mi >= 3 ? 3 : 1, shape_hw = mi >= 3 ? 32 : 28;
@@ -187,7 +212,8 @@ int main(int argc, char **argv)
             for (int dp = 0; dp < 2; dp++, rw++, nr++) {
                 rw->model = models[mi], rw->batch = batches[bi], rw->mode = dp ? "dpsgd" : "nonprivate";
                 rw->rss_mb = peak_rss_mb();
-                printf("%-20s %6d %-11s %14.0f %18.0f\n", rw->model, rw->batch, rw->mode, rw->eps, rw->grad_eps);
+                printf("%-20s %6d %-11s %14.0f %18.0f %13.1f\n", rw->model, rw->batch, rw->mode, rw->eps, rw->grad_eps,
+                       rw->eps * rw->mflop / 1e3);
             }
             fflush(stdout);
         }
@@ -204,8 +230,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < nr; i++)
         fprintf(f,
                 "  {\"model\": \"%s\", \"batch\": %d, \"mode\": \"%s\", \"examples_per_second\": %.1f, "
-                "\"grad_examples_per_second\": %.1f, \"peak_rss_mb\": %.0f},\n",
-                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb);
+                "\"grad_examples_per_second\": %.1f, \"peak_rss_mb\": %.0f, \"nparam\": %zu, "
+                "\"train_mflop_per_example\": %.2f},\n",
+                rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb,
+                rows[i].nparam, rows[i].mflop);
     fprintf(f, "  {\"gemm_gflops\": %.1f}\n]\n", gf);
     fclose(f);
     free(x), free(y);

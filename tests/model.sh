@@ -117,11 +117,32 @@ if [ -z "$py" ]; then
     echo "numpy checks of dpfl export: SKIPPED: no python3 that imports numpy (apt-get install python3-numpy, or make setup)"
   fi
 else
-  t_begin "numpy.load reads the export; a NumPy forward pass reproduces dpfl eval (mlp and conv on MNIST)"
+  t_begin "numpy.load reads the export; a NumPy forward pass from its graph reproduces dpfl eval (mlp and conv on MNIST, resnet20-gn and cnn-tf-cifar on CIFAR-format data)"
+  # CIFAR-10's binary format, generated (the official archive cannot be downloaded here): 5 x 40 training records
+  # and 200 test records whose colour depends on the label, under a data folder of their own
+  cifar=$tmp/cifar_data/cache/cifar10/cifar-10-batches-bin
+  mkdir -p "$cifar"
+  "$py" - "$cifar" <<'PYEOF'
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+for name, n in [("data_batch_%d.bin" % i, 40) for i in range(1, 6)] + [("test_batch.bin", 200)]:
+    y = rng.integers(0, 10, n).astype(np.uint8)
+    x = rng.integers(0, 120, (n, 3, 32, 32))
+    x[np.arange(n), y % 3] += 12 * y[:, None, None] # the label in one channel's brightness
+    np.concatenate([y[:, None], x.reshape(n, -1).astype(np.uint8)], axis=1).tofile(sys.argv[1] + "/" + name)
+PYEOF
+  for r in resnet:resnet20-gn tfcifar:cnn-tf-cifar; do
+    config "${r%%:*}" cifar10 "${r#*:}" data.normalize=none fl.rounds=1 fl.local_steps=3 fl.batch=16 data.clients=2
+    DPFL_DATA=$tmp/cifar_data train "${r%%:*}" || t_fail "dpfl train ${r#*:}: $(cat "$tmp/${r%%:*}.log")"
+    DPFL_DATA=$tmp/cifar_data "$dpfl" export "$tmp/${r%%:*}" 2>/dev/null || t_fail "export of ${r#*:} failed"
+  done
   mnist=$DPFL_DATA/cache/mnist
-  for r in raw conv; do
-    if ! got=$("$py" tests/npz_forward.py "$tmp/$r/model.npz" "$mnist" 2>&1); then t_fail "$r: $got"; continue; fi
-    want=$("$dpfl" eval "$tmp/$r" --json)
+  for r in raw conv resnet tfcifar; do
+    dir=$mnist data=$DPFL_DATA
+    case $r in resnet | tfcifar) dir=$cifar data=$tmp/cifar_data ;; esac
+    if ! got=$("$py" tests/npz_forward.py "$tmp/$r/model.npz" "$dir" 2>&1); then t_fail "$r: $got"; continue; fi
+    want=$(DPFL_DATA=$data "$dpfl" eval "$tmp/$r" --json)
     # float32 sums in another order: a prediction may flip on a near tie, the loss agrees to float precision
     awk -v a="$(num accuracy <<<"$want")" -v b="$(sed -n 's/^accuracy \([^ ]*\) .*/\1/p' <<<"$got")" \
       'BEGIN { d = a - b; exit !(b != "" && d <= 3e-4 && d >= -3e-4) }' || t_fail "$r: numpy '$got', dpfl eval $want"

@@ -216,7 +216,7 @@ static void npz_arrays_give_the_models_forward_pass(void **state)
     uint8_t *z = export_and_read(&m, p, CLS, "cnn.npz", &len);
     member mb[16];
     int n = parse_zip(z, len, mb, 16);
-    assert_int_equal(n, 2 + 2 + 2 + 3); /* scale, shift, conv weight + bias, fc weight + bias, three dpfl_* */
+    assert_int_equal(n, 2 + 2 + 2 + 6); /* scale, shift, conv weight + bias, fc weight + bias, six dpfl_* */
     const member *sc = find(mb, n, "0.scale"), *sh = find(mb, n, "0.shift"), *cw = find(mb, n, "1.weight"),
                  *cb = find(mb, n, "1.bias"), *fw = find(mb, n, "5.weight"), *fb = find(mb, n, "5.bias");
     assert_int_equal(sc->ndim, 1);
@@ -306,6 +306,43 @@ static void npz_arrays_give_the_models_forward_pass(void **state)
     dpfl_model_free(&m);
 }
 
+/* The graph of a residual model: dpfl_layers holds every layer's row (kind, shapes, k, stride, pad, bias, groups,
+ * from, shortcut) as the model has it, under the column and kind names the archive gives. */
+static void npz_layers_table_is_the_graph(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    float *p = random_model("net:conv4k3p1nb,gn2,relu,(conv8k3s2p1nb,gn2,relu,conv8k3p1nb,gn2)+pg2,relu,"
+                            "(conv8k3p1nb,gn2)+,gap,fc3", 2, 6, 6, 3, &m, 5);
+    size_t len;
+    uint8_t *z = export_and_read(&m, p, 3, "res.npz", &len);
+    member mb[64];
+    int n = parse_zip(z, len, mb, 64);
+    const member *t = find(mb, n, "dpfl_layers"), *cols = find(mb, n, "dpfl_layer_columns"),
+                 *kinds = find(mb, n, "dpfl_layer_kinds");
+    assert_string_equal(t->descr, "<i4");
+    assert_true(t->ndim == 2 && t->shape[0] == m.nlayers && t->shape[1] == 14);
+    const char *want_cols = "kind,in_c,in_h,in_w,out_c,out_h,out_w,k,stride,pad,bias,groups,from,shortcut";
+    assert_true(cols->ndim == 0 && cols->nbytes == 4 * strlen(want_cols));
+    for (size_t i = 0; i < strlen(want_cols); i++) assert_int_equal(rd32(cols->data + 4 * i), (uint32_t)want_cols[i]);
+    char kn[256] = {0};
+    for (size_t i = 0; i < kinds->nbytes / 4 && i + 1 < sizeof kn; i++) kn[i] = (char)rd32(kinds->data + 4 * i);
+    assert_string_equal(kn, "linear,conv2d,maxpool2d,relu,tanh,sigmoid,flatten,dropout,affine,groupnorm,avgpool2d,add");
+    int adds = 0, proj = 0;
+    for (int l = 0; l < m.nlayers; l++) {
+        const dpfl_layer *L = &m.layers[l];
+        const int32_t want[14] = {(int32_t)L->kind, L->in_c, L->in_h, L->in_w, L->out_c, L->out_h, L->out_w, L->k,
+                                  L->stride, L->pad, L->bias, L->groups, L->from, L->shortcut};
+        for (int c = 0; c < 14; c++) assert_int_equal((int32_t)rd32(t->data + ((size_t)l * 14 + c) * 4), want[c]);
+        adds += L->kind == DPFL_LAYER_ADD;
+        proj += L->kind == DPFL_LAYER_ADD && L->shortcut == 2;
+    }
+    assert_true(adds == 2 && proj == 1); /* the model has the residual structure the table must carry */
+    free(z);
+    free(p);
+    dpfl_model_free(&m);
+}
+
 /* An mlp on tabular data: fc weights (out, in), biases, a one-logit output for two classes; ":nobias" has no
  * bias arrays. */
 static void npz_mlp_shapes_and_values(void **state)
@@ -319,7 +356,7 @@ static void npz_mlp_shapes_and_values(void **state)
         uint8_t *z = export_and_read(&m, p, 2, "mlp.npz", &len);
         member mb[16];
         int n = parse_zip(z, len, mb, 16);
-        assert_int_equal(n, (s ? 2 : 4) + 3);
+        assert_int_equal(n, (s ? 2 : 4) + 6);
         const member *w0 = find(mb, n, "0.weight"), *w2 = find(mb, n, "2.weight");
         assert_true(w0->ndim == 2 && w0->shape[0] == 7 && w0->shape[1] == 5);
         assert_true(w2->ndim == 2 && w2->shape[0] == 1 && w2->shape[1] == 7);
@@ -380,6 +417,7 @@ int main(void)
         cmocka_unit_test(file_read_returns_spec_and_params),
         cmocka_unit_test(npz_arrays_give_the_models_forward_pass),
         cmocka_unit_test(npz_mlp_shapes_and_values),
+        cmocka_unit_test(npz_layers_table_is_the_graph),
         cmocka_unit_test(evaluate_whole_dataset),
     };
     return cmocka_run_group_tests_name("model_file", tests, setup, teardown);

@@ -7,7 +7,15 @@
  * The parameters are already in PyTorch's memory order (Linear (out, in), Conv2d (out, in, k, k), weights then
  * bias: src/nn/model.c), so each array is a straight copy of its slice of the flat vector; only the shapes are
  * added.  Header fields and the int32 arrays are written little-endian, as the '<' in their descr says; the float
- * parameters are copied as they lie in memory, little-endian on the x86-64 targets dpfl builds for (as in model.bin). */
+ * parameters are copied as they lie in memory, little-endian on the x86-64 targets dpfl builds for (as in model.bin).
+ *
+ * The graph goes with the parameters, so that a model with residual blocks (He et al. 2016) can be run from the
+ * archive without dpfl's spec parser: dpfl_layers is an int32 (layers, 14) table, one row per layer index, whose
+ * columns dpfl_layer_columns names (kind, the per-example input and output shapes, k, stride, pad, bias, groups,
+ * from, shortcut: the dpfl_layer fields of include/dpfl/nn.h), and dpfl_layer_kinds names the kinds in order.  A
+ * layer with from > 0 that is not an add reads the input of layer from - 1 (a projection shortcut's first layer);
+ * an add sums the output of the layer before its shortcut (the block's last) and either the input of layer
+ * from - 1 (shortcut = 0: identity) or the output of the layer before it (the shortcut's last). */
 #include "layers.h"
 #include "core/bytes.h"
 
@@ -16,7 +24,12 @@
 #include <string.h>
 #include <zlib.h>
 
-enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 3 + 2 * MAX_LAYERS_NPZ }; /* the three dpfl_* arrays, two tensors per layer */
+/* the six dpfl_* arrays, two tensors per layer */
+enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 6 + 2 * MAX_LAYERS_NPZ, LAYER_COLUMNS = 14 };
+
+static const char layer_columns[] = "kind,in_c,in_h,in_w,out_c,out_h,out_w,k,stride,pad,bias,groups,from,shortcut";
+/* in dpfl_layer_kind's order */
+static const char layer_kinds[] = "linear,conv2d,maxpool2d,relu,tanh,sigmoid,flatten,dropout,affine,groupnorm,avgpool2d,add";
 
 typedef struct {
     char name[48];     /* member name without ".npy" */
@@ -202,6 +215,20 @@ static npy_array *add(npy_array *arr, int *n, const char *name, const char *desc
     return a;
 }
 
+/* an ASCII string as a 0-d '<U' array: UTF-32LE code units in buf (4 bytes per character, at least 4) */
+static void add_string(npy_array *arr, int *n, const char *name, const char *str, uint8_t *buf)
+{
+    const size_t len = strlen(str);
+    for (size_t i = 0; i < len; i++) {
+        buf[4 * i] = (uint8_t)str[i];
+        buf[4 * i + 1] = buf[4 * i + 2] = buf[4 * i + 3] = 0;
+    }
+    if (!len) memset(buf, 0, 4);
+    char descr[32];
+    snprintf(descr, sizeof descr, "<U%zu", len ? len : 1);
+    add(arr, n, name, descr, buf, (len ? len : 1) * 4)->ndim = 0;
+}
+
 dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
                                   dpfl_error *err)
 {
@@ -254,17 +281,23 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
             return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path, (int)l);
         }
     }
-    /* the spec as a 0-d '<U' array: UTF-32LE code units (the spec is ASCII) */
-    const size_t slen = strlen(m->spec);
-    uint8_t spec32[sizeof m->spec * 4];
-    for (size_t i = 0; i < slen; i++) {
-        spec32[4 * i] = (uint8_t)m->spec[i];
-        spec32[4 * i + 1] = spec32[4 * i + 2] = spec32[4 * i + 3] = 0;
+    uint8_t spec32[sizeof m->spec * 4], cols32[sizeof layer_columns * 4], kinds32[sizeof layer_kinds * 4];
+    add_string(arr, &n, "dpfl_spec", m->spec, spec32);
+    add_string(arr, &n, "dpfl_layer_columns", layer_columns, cols32);
+    add_string(arr, &n, "dpfl_layer_kinds", layer_kinds, kinds32);
+    /* the graph: one row of int32 per layer, little-endian */
+    uint8_t *table = malloc((size_t)m->nlayers * LAYER_COLUMNS * 4);
+    if (!table) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    for (int32_t l = 0; l < m->nlayers; l++) {
+        const dpfl_layer *L = &m->layers[l];
+        const int32_t row[LAYER_COLUMNS] = {(int32_t)L->kind, L->in_c,   L->in_h, L->in_w, L->out_c,
+                                            L->out_h,         L->out_w,  L->k,    L->stride, L->pad,
+                                            L->bias,          L->groups, L->from, L->shortcut};
+        for (int c = 0; c < LAYER_COLUMNS; c++)
+            for (int b = 0; b < 4; b++) table[((size_t)l * LAYER_COLUMNS + c) * 4 + b] = (uint8_t)((uint32_t)row[c] >> (8 * b));
     }
-    char descr[32];
-    snprintf(descr, sizeof descr, "<U%zu", slen ? slen : 1);
-    if (!slen) memset(spec32, 0, 4);
-    add(arr, &n, "dpfl_spec", descr, spec32, (slen ? slen : 1) * 4)->ndim = 0;
+    npy_array *t = add(arr, &n, "dpfl_layers", "<i4", table, (size_t)m->nlayers * LAYER_COLUMNS * 4);
+    t->ndim = 2, t->shape[0] = m->nlayers, t->shape[1] = LAYER_COLUMNS;
     uint8_t shape[12], cls[4];
     const int32_t dims[3] = {m->in_c, m->in_h, m->in_w};
     for (int d = 0; d < 3; d++)
@@ -273,5 +306,7 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
     npy_array *a = add(arr, &n, "dpfl_input_shape", "<i4", shape, sizeof shape);
     a->ndim = 1, a->shape[0] = 3;
     add(arr, &n, "dpfl_classes", "<i4", cls, sizeof cls)->ndim = 0;
-    return write_zip(arr, n, path, err);
+    dpfl_status st = write_zip(arr, n, path, err);
+    free(table);
+    return st;
 }
