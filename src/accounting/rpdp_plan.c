@@ -128,8 +128,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
-static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
+/* Assign levels: each record's effective budget (the policy applied), the levels' budgets (exact, or a geometric
+ * lattice), each record's level (the largest not above its budget). */
+static dpfl_status assign_levels(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err)
 {
     const int64_t n = rp->n;
     double *eff = malloc((size_t)n * sizeof *eff), *sorted = malloc((size_t)n * sizeof *sorted);
@@ -162,7 +163,6 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
         lo = fmin(lo, sorted[i]);
         hi = fmax(hi, sorted[i]);
     }
-    dpfl_status st = DPFL_OK;
     const int exact = distinct <= FL_RPDP_LEVELS;
     rp->nlevels = 0;
     if (exact) {
@@ -190,7 +190,13 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
     }
     free(eff);
     free(sorted);
-    /* rates: the SCF fit once, then each level made safe on the exact accountant */
+    return DPFL_OK;
+}
+
+/* The levels' rates: the SCF fit once, then each level made safe on the exact accountant. */
+static dpfl_status level_rates(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err)
+{
+    dpfl_status st = DPFL_OK;
     dpfl_rpdp_params pp = params_of(cfg, rp->z);
     pp.rounds = rp->planned_rounds;
     dpfl_error fe;
@@ -207,7 +213,14 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
             st = dpfl_rpdp_epsilon(&pp, safe, &eps_safe, err);
         }
     }
-    if (st) return st;
+    return st;
+}
+
+/* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
+static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
+{
+    dpfl_status st;
+    if ((st = assign_levels(rp, cfg, err)) || (st = level_rates(rp, cfg, err))) return st;
     return fl_rpdp_rates(rp, part, err);
 }
 
