@@ -1,12 +1,13 @@
 /* `mpirun -np R dpfl train CONFIG.ini`: the simulation's clients spread over R - 1 worker ranks, rank 0 the server.
  *
  * Rank 0 runs dpfl train's own run (dpfl_run_with_transport: sampling, dropouts, client-level DP, ledger,
- * checkpoints, outputs) with this file's transport: each round it broadcasts the round (number, update clip, the sampled clients and who drops
- * out) and the global model, and receives every surviving client's update and report from the rank that holds it
- * (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same run's node without its files
- * (fl_node_setup: the same data, model, noise and partition -- drawn from the key rank 0 broadcasts) and trains its
- * clients with the simulation's own local training (dpfl_sim_client_round).  With a seed the model bytes and epsilons
- * equal the single-process run's: every stream is derived from the root key by (round, client, purpose) and the
+ * checkpoints, outputs) with this file's transport: each round it broadcasts the round (number, update clip, the
+ * sampled clients and who drops out) and the global model, and receives every surviving client's update and report
+ * from the rank that holds it (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same
+ * run's node without its files (fl_node_setup, run/node.h: the same data, model, noise and partition -- drawn from
+ * the key rank 0 broadcasts) and trains its clients with the simulation's own local training
+ * (dpfl_sim_client_round).  With a seed the model bytes and epsilons equal the single-process run's: every stream is
+ * derived from the root key by (round, client, purpose) and the
  * server adds the updates in client order whatever the transport.
  *
  * Not covered: per-client state (fl.client_state = keep, personalization, model.transform: it would live on the

@@ -39,40 +39,40 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
 
 #define HEARTBEAT_S 1.0
 
-int net_client_send(client *cl, const dpfl_wire_msg *m)
+int net_client_send(client_link *l, const dpfl_wire_msg *m)
 {
     uint8_t *buf;
     size_t len;
     dpfl_error err;
     if (dpfl_wire_encode(m, &buf, &len, &err)) {
-        LOG(cl, "cannot encode a %s frame: %s", dpfl_wire_type_name(m->type), err.msg);
+        LOG(l, "cannot encode a %s frame: %s", dpfl_wire_type_name(m->type), err.msg);
         return -1;
     }
-    int rc = zmq_send(cl->sock, buf, len, ZMQ_DONTWAIT);
+    int rc = zmq_send(l->sock, buf, len, ZMQ_DONTWAIT);
     free(buf);
     return rc < 0 ? -1 : 0;
 }
 
-void net_client_send_simple(client *cl, dpfl_wire_type type, uint32_t code, uint32_t round, const char *text)
+void net_client_send_simple(client_link *l, dpfl_wire_type type, uint32_t code, uint32_t round, const char *text)
 {
     dpfl_wire_msg m;
     memset(&m, 0, sizeof m);
     m.type = type;
-    m.sender = (uint32_t)cl->k;
+    m.sender = (uint32_t)l->k;
     m.code = code;
     m.round = round;
     if (text) dpfl_wire_set_text(&m, "%s", text);
-    net_client_send(cl, &m);
+    net_client_send(l, &m);
 }
 
-static void send_hello(client *cl)
+static void send_hello(client_link *l, const uint8_t config_digest[32])
 {
     dpfl_wire_msg m;
     memset(&m, 0, sizeof m);
     m.type = DPFL_WIRE_HELLO;
-    m.sender = (uint32_t)cl->k;
-    memcpy(m.config_digest, cl->config_digest, 32);
-    net_client_send(cl, &m);
+    m.sender = (uint32_t)l->k;
+    memcpy(m.config_digest, config_digest, 32);
+    net_client_send(l, &m);
 }
 
 /* ------------------------------------------------------------------------------------------ the run */
@@ -80,14 +80,14 @@ static void send_hello(client *cl)
 static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
 {
     char a[17], b[17];
-    if (memcmp(m->config_digest, cl->config_digest, 32))
+    if (memcmp(m->config_digest, cl->own.config_digest, 32))
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join: the server runs another config (digest %s, this client's %s): "
                                            "give the client the run's config.ini",
-                         net_short_hex(m->config_digest, a), net_short_hex(cl->config_digest, b));
-    if (!cl->node) {
+                         net_short_hex(m->config_digest, a), net_short_hex(cl->own.config_digest, b));
+    if (!cl->own.node) {
         fl_node *n = calloc(1, sizeof *n);
         if (!n) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
-        cl->node = n;
+        cl->own.node = n;
         /* the other sites' files need not be here; this client's own must (below) */
         dpfl_status st = fl_node_setup(n, cl->cfg, m->partition_key, err);
         if (st) return st;
@@ -97,34 +97,38 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "dpfl join: data.samples_per_client puts records in several clients; a "
                                                "deployed client could not charge the other copies: replicate in "
                                                "simulation only");
-        cl->P = n->in.model.nparam;
-        if (cl->k >= n->in.part.clients)
-            return dpfl_fail(err, DPFL_EINVAL, "dpfl join: --client %d, but the run has clients 0 to %d", cl->k,
+        cl->own.P = n->in.model.nparam;
+        if (cl->own.k >= n->in.part.clients)
+            return dpfl_fail(err, DPFL_EINVAL, "dpfl join: --client %d, but the run has clients 0 to %d", cl->own.k,
                              n->in.part.clients - 1);
-        if ((st = fl_node_data_here(n, cl->k, "dpfl join", err))) return st;
-        if (!(cl->update = dpfl_alloc(cl->P * sizeof(float), err))) return DPFL_ENOMEM;
-        if ((st = net_client_state_load(cl, err))) return st;
+        if ((st = fl_node_data_here(n, cl->own.k, "dpfl join", err))) return st;
+        if (!(cl->update = dpfl_alloc(cl->own.P * sizeof(float), err))) return DPFL_ENOMEM;
+        int carried_on;
+        if ((st = net_client_state_load(&cl->own, &carried_on, err))) return st;
+        if (carried_on)
+            INFO(&cl->link, "carrying on from %s/client.bin: %lld rounds trained, last answer round %d",
+                 cl->own.state_dir, (long long)cl->own.rounds_trained, cl->own.last_round);
     }
-    if (memcmp(m->partition_digest, cl->node->acct.rs.partition_digest, 32) || m->nparam != cl->P)
+    if (memcmp(m->partition_digest, cl->own.node->acct.rs.partition_digest, 32) || m->nparam != cl->own.P)
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join: this client's partition or model (%zu parameters) is not the "
                                            "server's (%llu): the same dataset files and config are needed",
-                         cl->P, (unsigned long long)m->nparam);
-    INFO(cl, "joined: the server has released %u of %u rounds; %d records here", m->released, m->rounds,
-         dpfl_partition_size(&cl->node->in.part, cl->k));
+                         cl->own.P, (unsigned long long)m->nparam);
+    INFO(&cl->link, "joined: the server has released %u of %u rounds; %d records here", m->released, m->rounds,
+         dpfl_partition_size(&cl->own.node->in.part, cl->own.k));
     return DPFL_OK;
 }
 
 /* The mechanism the server asks for must be the one this client runs; "" if it is. */
-static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, size_t cap)
+static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *why, size_t cap)
 {
-    fl_node *n = cl->node;
+    fl_node *n = own->node;
     dpfl_sim *s = n->in.sim;
     const double lr = dpfl_sim_round_lr(s, (int32_t)m->round);
     const double z = n->in.rdp_on ? n->acct.rs.record_z : 0.0;
     uint8_t rd[32], md[32];
     why[0] = '\0';
-    if (m->nparam != cl->P)
-        snprintf(why, cap, "%llu parameters, this client's model has %zu", (unsigned long long)m->nparam, cl->P);
+    if (m->nparam != own->P)
+        snprintf(why, cap, "%llu parameters, this client's model has %zu", (unsigned long long)m->nparam, own->P);
     else if (m->lr != lr) snprintf(why, cap, "learning rate %.17g, this client's schedule gives %.17g", m->lr, lr);
     else if (m->record_z != z)
         snprintf(why, cap, "record-level noise multiplier %.17g, this client's is %.17g (same config and fl.rounds?)",
@@ -132,89 +136,90 @@ static const char *check_round(client *cl, const dpfl_wire_msg *m, char *why, si
     if (why[0]) return why;
     if (n->acct.rpdp.on) {
         dpfl_error err;
-        if ((int32_t)m->released < cl->replayed) {
+        if ((int32_t)m->released < own->replayed) {
             snprintf(why, cap, "the server has released %u rounds, this client has already charged %d (a server "
-                               "resumed from an older checkpoint than its last round)", m->released, cl->replayed);
+                               "resumed from an older checkpoint than its last round)", m->released, own->replayed);
             return why;
         }
         int changed;
-        if (net_client_rpdp_catch_up(cl, (int32_t)m->released, &err) ||
+        if (net_client_rpdp_catch_up(own, (int32_t)m->released, &err) ||
             fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, &err)) {
             snprintf(why, cap, "rPDP-FL ledger: %.300s", err.msg);
             return why;
         }
     }
-    dpfl_sim_rates_digest(s, cl->k, rd);
+    dpfl_sim_rates_digest(s, own->k, rd);
     if (memcmp(rd, m->rates_digest, 32)) {
         snprintf(why, cap, "per-record sampling rates differ from this client's (rPDP-FL budgets or plan)");
         return why;
     }
-    dpfl_wire_model_digest(n->in.global, cl->P, md);
+    dpfl_wire_model_digest(n->in.global, own->P, md);
     if (memcmp(md, m->model_digest, 32)) snprintf(why, cap, "the model does not match its digest");
     return why;
 }
 
 /* Charged before anything of the round's training leaves: the steps the server's ledger charges for this client,
  * and with rPDP-FL the round itself (released with this client's contribution in it). */
-void net_client_charge_own(client *cl, int32_t round)
+void net_client_charge_own(client_own *own, int32_t round)
 {
-    fl_node *n = cl->node;
-    const int64_t steps = dpfl_sim_client_steps(n->in.sim, cl->k);
-    dpfl_ledger_charge(&n->acct.ledger, &cl->k, 1, &steps);
-    cl->rounds_trained++;
-    if (n->acct.rpdp.on && cl->replayed < round) {
+    fl_node *n = own->node;
+    const int64_t steps = dpfl_sim_client_steps(n->in.sim, own->k);
+    dpfl_ledger_charge(&n->acct.ledger, &own->k, 1, &steps);
+    own->rounds_trained++;
+    if (n->acct.rpdp.on && own->replayed < round) {
         fl_rpdp_charge(&n->acct.rpdp);
-        cl->replayed = round;
+        own->replayed = round;
     }
 }
 
-void net_client_pause(const client *cl)
+void net_client_pause(double delay)
 {
-    if (cl->o.delay > 0) { /* a slow link */
-        struct timespec ts = {(time_t)cl->o.delay, (long)((cl->o.delay - floor(cl->o.delay)) * 1e9)};
+    if (delay > 0) { /* a slow link */
+        struct timespec ts = {(time_t)delay, (long)((delay - floor(delay)) * 1e9)};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
 }
 
-void net_client_refuse(client *cl, uint32_t round, const char *why)
+void net_client_refuse(client_link *l, uint32_t round, const char *why)
 {
-    LOG(cl, "round %u refused: %s", round, why);
-    net_client_send_simple(cl, DPFL_WIRE_ERROR, 5, round, why);
+    LOG(l, "round %u refused: %s", round, why);
+    net_client_send_simple(l, DPFL_WIRE_ERROR, 5, round, why);
 }
 
 static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
 {
-    if (!cl->node) {
-        LOG(cl, "round %u before the server's hello: ignored", m->round);
+    if (!cl->own.node) {
+        LOG(&cl->link, "round %u before the server's hello: ignored", m->round);
         return DPFL_OK;
     }
-    fl_node *n = cl->node;
-    if (!cl->ddp && (int32_t)m->round == cl->last_round && cl->last_frame &&
-        !memcmp(m->model_digest, cl->last_digest, 32)) {
+    fl_node *n = cl->own.node;
+    if (!cl->ddp && (int32_t)m->round == cl->own.last_round && cl->own.last_frame &&
+        !memcmp(m->model_digest, cl->own.last_digest, 32)) {
         /* asked again (a resumed server): the same answer, charged once */
-        INFO(cl, "round %u: asked again for the same model; the same answer", m->round);
-        if (zmq_send(cl->sock, cl->last_frame, cl->last_len, ZMQ_DONTWAIT) < 0) /* the server asks again */
-            LOG(cl, "round %u: could not send now: %s", m->round, zmq_strerror(errno));
+        INFO(&cl->link, "round %u: asked again for the same model; the same answer", m->round);
+        if (zmq_send(cl->link.sock, cl->own.last_frame, cl->own.last_len, ZMQ_DONTWAIT) < 0) /* the server asks again */
+            LOG(&cl->link, "round %u: could not send now: %s", m->round, zmq_strerror(errno));
         return DPFL_OK;
     }
-    if (!cl->ddp && (int32_t)m->round <= cl->last_round)
-        LOG(cl, "round %u again, from another model than this client answered (its state has moved on): trains and "
-                "is charged again", m->round);
-    if (m->nparam == cl->P) dpfl_wire_floats(m, n->in.global);
+    if (!cl->ddp && (int32_t)m->round <= cl->own.last_round)
+        LOG(&cl->link, "round %u again, from another model than this client answered (its state has moved on): "
+                       "trains and is charged again", m->round);
+    if (m->nparam == cl->own.P) dpfl_wire_floats(m, n->in.global);
     char why[512];
-    if (check_round(cl, m, why, sizeof why)[0]) {
-        net_client_refuse(cl, m->round, why);
+    if (check_round(&cl->own, m, why, sizeof why)[0]) {
+        net_client_refuse(&cl->link, m->round, why);
         return DPFL_OK;
     }
     if (cl->ddp) return net_client_ddp_round(cl, m, err);
     dpfl_client_report res;
-    dpfl_status st = dpfl_sim_client_round(n->in.sim, (int32_t)m->round, m->update_clip, cl->k, cl->update, &res, err);
+    dpfl_status st =
+        dpfl_sim_client_round(n->in.sim, (int32_t)m->round, m->update_clip, cl->own.k, cl->update, &res, err);
     if (st) return st;
-    net_client_charge_own(cl, (int32_t)m->round);
+    net_client_charge_own(&cl->own, (int32_t)m->round);
     dpfl_wire_msg u;
     memset(&u, 0, sizeof u);
     u.type = DPFL_WIRE_UPDATE;
-    u.sender = (uint32_t)cl->k;
+    u.sender = (uint32_t)cl->own.k;
     u.round = m->round;
     memcpy(u.model_digest, m->model_digest, 32);
     u.steps = res.steps;
@@ -224,62 +229,62 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         u.loss_sum = res.loss_sum;
         u.clipped = res.clipped;
     }
-    u.nparam = cl->P;
+    u.nparam = cl->own.P;
     u.fvec = cl->update;
     uint8_t *frame;
     size_t flen;
     if (dpfl_wire_encode(&u, &frame, &flen, err)) {
-        LOG(cl, "round %u: cannot send its update: %s", m->round, err->msg);
-        net_client_send_simple(cl, DPFL_WIRE_ERROR, 6, m->round, err->msg);
+        LOG(&cl->link, "round %u: cannot send its update: %s", m->round, err->msg);
+        net_client_send_simple(&cl->link, DPFL_WIRE_ERROR, 6, m->round, err->msg);
         return DPFL_OK;
     }
-    free(cl->last_frame);
-    cl->last_frame = frame;
-    cl->last_len = flen;
-    cl->last_round = (int32_t)m->round;
-    memcpy(cl->last_digest, m->model_digest, 32);
-    if ((st = net_client_state_save(cl, err))) return st;
-    net_client_pause(cl);
+    free(cl->own.last_frame);
+    cl->own.last_frame = frame;
+    cl->own.last_len = flen;
+    cl->own.last_round = (int32_t)m->round;
+    memcpy(cl->own.last_digest, m->model_digest, 32);
+    if ((st = net_client_state_save(&cl->own, err))) return st;
+    net_client_pause(cl->o.delay);
     /* never blocks: a server that has gone asks again when it is back, and gets the same bytes */
-    if (zmq_send(cl->sock, frame, flen, ZMQ_DONTWAIT) < 0)
-        LOG(cl, "round %u: could not send the update now (%s); it goes when the server asks again", m->round,
+    if (zmq_send(cl->link.sock, frame, flen, ZMQ_DONTWAIT) < 0)
+        LOG(&cl->link, "round %u: could not send the update now (%s); it goes when the server asks again", m->round,
             zmq_strerror(errno));
     double eps = NAN;
-    net_client_own_epsilon(cl, &eps, NULL);
-    if (n->in.rdp_on) INFO(cl, "round %u: update sent (%lld rounds trained, epsilon %.4g for its records)", m->round,
-                        (long long)cl->rounds_trained, eps);
-    else INFO(cl, "round %u: update sent", m->round);
+    net_client_own_epsilon(&cl->own, &eps, NULL);
+    if (n->in.rdp_on) INFO(&cl->link, "round %u: update sent (%lld rounds trained, epsilon %.4g for its records)", m->round,
+                        (long long)cl->own.rounds_trained, eps);
+    else INFO(&cl->link, "round %u: update sent", m->round);
     return DPFL_OK;
 }
 
 /* Monitor events of the socket: handshakes (a restarted server is greeted again), refusals. */
-static dpfl_status on_event(client *cl, dpfl_error *err)
+static dpfl_status on_event(client_link *l, const uint8_t config_digest[32], dpfl_error *err)
 {
     zmq_msg_t a, b;
     zmq_msg_init(&a);
     zmq_msg_init(&b);
-    int ok = zmq_msg_recv(&a, cl->mon, 0) >= 0 && zmq_msg_more(&a) && zmq_msg_recv(&b, cl->mon, 0) >= 0;
+    int ok = zmq_msg_recv(&a, l->mon, 0) >= 0 && zmq_msg_more(&a) && zmq_msg_recv(&b, l->mon, 0) >= 0;
     uint16_t ev = 0;
     if (ok && zmq_msg_size(&a) >= 2) memcpy(&ev, zmq_msg_data(&a), 2);
     zmq_msg_close(&a);
     zmq_msg_close(&b);
     switch (ev) {
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-        cl->handshake_failures = 0;
-        INFO(cl, "connected to %s", cl->o.server);
-        send_hello(cl);
+        l->handshake_failures = 0;
+        INFO(l, "connected to %s", l->server);
+        send_hello(l, config_digest);
         return DPFL_OK;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join: the server refused this client's key (%s): %s.pub is not in its "
-                                           "allow-list", cl->name, cl->name);
+                                           "allow-list", l->name, l->name);
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
     case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        if (++cl->handshake_failures >= 5)
+        if (++l->handshake_failures >= 5)
             return dpfl_fail(err, DPFL_EIO, "dpfl join: no secure handshake with %s after 5 tries (is server.pub the "
-                                            "server's key?)", cl->o.server);
+                                            "server's key?)", l->server);
         return DPFL_OK;
     case ZMQ_EVENT_DISCONNECTED:
-        INFO(cl, "lost the server; reconnecting");
+        INFO(l, "lost the server; reconnecting");
         return DPFL_OK;
     default:
         return DPFL_OK;
@@ -294,21 +299,22 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         if (now - heard > cl->o.idle_timeout)
             return dpfl_fail(err, DPFL_EIO, "dpfl join: no word from the server (%s) for %g s", cl->o.server,
                              cl->o.idle_timeout);
-        if (now - beat >= HEARTBEAT_S && cl->node) {
-            net_client_send_simple(cl, DPFL_WIRE_HEARTBEAT, 0, (uint32_t)(cl->last_round > 0 ? cl->last_round : 0), NULL);
+        if (now - beat >= HEARTBEAT_S && cl->own.node) {
+            net_client_send_simple(&cl->link, DPFL_WIRE_HEARTBEAT, 0,
+                                   (uint32_t)(cl->own.last_round > 0 ? cl->own.last_round : 0), NULL);
             beat = now;
         }
-        zmq_pollitem_t it[2] = {{cl->sock, 0, ZMQ_POLLIN, 0}, {cl->mon, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t it[2] = {{cl->link.sock, 0, ZMQ_POLLIN, 0}, {cl->link.mon, 0, ZMQ_POLLIN, 0}};
         if (zmq_poll(it, 2, (long)(HEARTBEAT_S * 1000)) < 0) {
             if (errno == EINTR) continue;
             return dpfl_fail(err, DPFL_EIO, "dpfl join: poll: %s", zmq_strerror(errno));
         }
         dpfl_status st;
-        if ((it[1].revents & ZMQ_POLLIN) && (st = on_event(cl, err))) return st;
+        if ((it[1].revents & ZMQ_POLLIN) && (st = on_event(&cl->link, cl->own.config_digest, err))) return st;
         if (!(it[0].revents & ZMQ_POLLIN)) continue;
         zmq_msg_t msg;
         zmq_msg_init(&msg);
-        if (zmq_msg_recv(&msg, cl->sock, 0) < 0) {
+        if (zmq_msg_recv(&msg, cl->link.sock, 0) < 0) {
             zmq_msg_close(&msg);
             continue;
         }
@@ -319,12 +325,12 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         else if (dpfl_wire_decode(zmq_msg_data(&msg), zmq_msg_size(&msg), &m, &e)) bad = e.msg;
         else if (m.sender != DPFL_WIRE_SERVER) bad = "not sent by the server";
         if (bad) {
-            LOG(cl, "dropped a frame from the server: %s", bad);
+            LOG(&cl->link, "dropped a frame from the server: %s", bad);
             int more = zmq_msg_more(&msg);
             while (more) { /* the rest of a multipart message */
                 zmq_msg_t x;
                 zmq_msg_init(&x);
-                more = zmq_msg_recv(&x, cl->sock, 0) >= 0 && zmq_msg_more(&x);
+                more = zmq_msg_recv(&x, cl->link.sock, 0) >= 0 && zmq_msg_more(&x);
                 zmq_msg_close(&x);
             }
             zmq_msg_close(&msg);
@@ -337,17 +343,18 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         case DPFL_WIRE_ROUND: st = on_round(cl, &m, err); break;
         case DPFL_WIRE_SECAGG: st = net_client_on_secagg(cl, &m, err); break;
         case DPFL_WIRE_ERROR:
-            LOG(cl, "the server says (round %u): %s", m.round, m.text);
+            LOG(&cl->link, "the server says (round %u): %s", m.round, m.text);
             if (m.code == 3 || m.code == 4) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: %s", m.text);
             break;
         case DPFL_WIRE_BYE:
             zmq_msg_close(&msg);
             if (m.code) return dpfl_fail(err, DPFL_EIO, "dpfl join: %s", m.text);
             /* the rounds released after this client's last one still charged its records (rPDP-FL) */
-            if (cl->node && (int32_t)m.round > cl->replayed && cl->node->acct.rpdp.on &&
-                ((st = net_client_rpdp_catch_up(cl, (int32_t)m.round, err)) || (st = net_client_state_save(cl, err))))
+            if (cl->own.node && (int32_t)m.round > cl->own.replayed && cl->own.node->acct.rpdp.on &&
+                ((st = net_client_rpdp_catch_up(&cl->own, (int32_t)m.round, err)) ||
+                 (st = net_client_state_save(&cl->own, err))))
                 return st;
-            INFO(cl, "the server says bye: %s", m.text);
+            INFO(&cl->link, "the server says bye: %s", m.text);
             return DPFL_OK;
         default: break; /* HEARTBEAT: the server is there */
         }
@@ -359,19 +366,19 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
 static void client_close(client *cl)
 {
     /* monitoring stops first: libzmq's I/O thread blocks sending an event to a monitor socket nobody reads */
-    if (cl->sock) zmq_socket_monitor(cl->sock, NULL, 0);
-    if (cl->mon) zmq_close(cl->mon);
-    if (cl->sock) zmq_close(cl->sock);
-    if (cl->zctx) zmq_ctx_term(cl->zctx);
-    if (cl->node) {
-        fl_node_free(cl->node);
-        free(cl->node);
+    if (cl->link.sock) zmq_socket_monitor(cl->link.sock, NULL, 0);
+    if (cl->link.mon) zmq_close(cl->link.mon);
+    if (cl->link.sock) zmq_close(cl->link.sock);
+    if (cl->link.zctx) zmq_ctx_term(cl->link.zctx);
+    if (cl->own.node) {
+        fl_node_free(cl->own.node);
+        free(cl->own.node);
     }
     dpfl_free(cl->update);
-    dpfl_free(cl->enc);
-    dpfl_secagg_client_free(cl->sa);
-    free(cl->last_frame);
-    sodium_memzero(cl->sk, sizeof cl->sk);
+    dpfl_free(cl->dd.enc);
+    dpfl_secagg_client_free(cl->dd.sa);
+    free(cl->own.last_frame);
+    sodium_memzero(cl->link.sk, sizeof cl->link.sk);
 }
 
 /* --data PATH: the config with entry k of its data.dataset list replaced by PATH (only a list of plain files whose
@@ -418,61 +425,66 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     if (!cl) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     cl->o = *o;
     cl->cfg = cfg;
-    cl->k = o->client;
+    cl->own.k = cl->link.k = o->client;
+    cl->own.state_dir = o->state_dir;
+    cl->link.server = o->server;
+    cl->link.quiet = o->quiet;
     cl->ddp = cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP;
-    cl->enc_round = -1;
-    snprintf(cl->who, sizeof cl->who, "join %d", o->client);
-    if (o->name) snprintf(cl->name, sizeof cl->name, "%s", o->name);
-    else snprintf(cl->name, sizeof cl->name, "client%d", o->client);
-    net_config_digest(cfg, cl->config_digest); /* the run's config, whatever path --data gives */
+    cl->dd.enc_round = -1;
+    snprintf(cl->link.who, sizeof cl->link.who, "join %d", o->client);
+    if (o->name) snprintf(cl->link.name, sizeof cl->link.name, "%s", o->name);
+    else snprintf(cl->link.name, sizeof cl->link.name, "client%d", o->client);
+    net_config_digest(cfg, cl->own.config_digest); /* the run's config, whatever path --data gives */
     if (o->data && (st = own_file(cfg, o->client, o->data, &cl->own_cfg, err))) {
         free(cl);
         return st;
     }
     if (o->data) cl->cfg = &cl->own_cfg;
     char path[1100];
-    snprintf(path, sizeof path, "%s/%s.key", o->keys_dir, cl->name);
-    if (!dpfl_net_key_name_ok(cl->name)) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: bad key name '%s'", cl->name);
-    if (!st) st = dpfl_net_key_read(path, cl->sk, err);
+    snprintf(path, sizeof path, "%s/%s.key", o->keys_dir, cl->link.name);
+    if (!dpfl_net_key_name_ok(cl->link.name))
+        st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: bad key name '%s'", cl->link.name);
+    if (!st) st = dpfl_net_key_read(path, cl->link.sk, err);
     snprintf(path, sizeof path, "%s/server.pub", o->keys_dir);
-    if (!st) st = dpfl_net_key_read(path, cl->server_pk, err);
+    if (!st) st = dpfl_net_key_read(path, cl->link.server_pk, err);
     if (!st) st = dpfl_file_make_dirs(o->state_dir, 0700, err);
     if (!st) {
-        crypto_scalarmult_base(cl->pk, cl->sk);
+        crypto_scalarmult_base(cl->link.pk, cl->link.sk);
         const int linger = 2000, ivl = 200, ivl_max = 2000;
         const int64_t maxmsg = (int64_t)(DPFL_WIRE_MAX_PAYLOAD + DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER);
         char mon[64];
         snprintf(mon, sizeof mon, "inproc://dpfl-join-monitor-%d", o->client);
-        if (!(cl->zctx = zmq_ctx_new()) || !(cl->sock = zmq_socket(cl->zctx, ZMQ_DEALER)) ||
-            zmq_setsockopt(cl->sock, ZMQ_CURVE_SERVERKEY, cl->server_pk, 32) ||
-            zmq_setsockopt(cl->sock, ZMQ_CURVE_PUBLICKEY, cl->pk, 32) ||
-            zmq_setsockopt(cl->sock, ZMQ_CURVE_SECRETKEY, cl->sk, 32) ||
-            zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger) ||
-            zmq_setsockopt(cl->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl) ||
-            zmq_setsockopt(cl->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max) ||
-            zmq_setsockopt(cl->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
-            zmq_socket_monitor(cl->sock, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+        if (!(cl->link.zctx = zmq_ctx_new()) || !(cl->link.sock = zmq_socket(cl->link.zctx, ZMQ_DEALER)) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_CURVE_SERVERKEY, cl->link.server_pk, 32) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_CURVE_PUBLICKEY, cl->link.pk, 32) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_CURVE_SECRETKEY, cl->link.sk, 32) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_LINGER, &linger, sizeof linger) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max) ||
+            zmq_setsockopt(cl->link.sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+            zmq_socket_monitor(cl->link.sock, mon, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) ||
-            !(cl->mon = zmq_socket(cl->zctx, ZMQ_PAIR)) || zmq_connect(cl->mon, mon) ||
-            zmq_connect(cl->sock, o->server))
+            !(cl->link.mon = zmq_socket(cl->link.zctx, ZMQ_PAIR)) || zmq_connect(cl->link.mon, mon) ||
+            zmq_connect(cl->link.sock, o->server))
             st = dpfl_fail(err, DPFL_EIO, "dpfl join: cannot connect to %s: %s", o->server, zmq_strerror(errno));
     }
     if (!st) {
-        INFO(cl, "client %d (key %s) connecting to %s", cl->k, cl->name, o->server);
+        INFO(&cl->link, "client %d (key %s) connecting to %s", cl->own.k, cl->link.name, o->server);
         st = join_loop(cl, err);
-        if (st && cl->sock) { /* tell the server, so that it need not wait for the deadline (if it can hear) */
+        if (st && cl->link.sock) { /* tell the server, so that it need not wait for the deadline (if it can hear) */
             const int linger = 500;
-            net_client_send_simple(cl, DPFL_WIRE_BYE, 1, (uint32_t)(cl->last_round > 0 ? cl->last_round : 0), err->msg);
-            zmq_setsockopt(cl->sock, ZMQ_LINGER, &linger, sizeof linger);
+            net_client_send_simple(&cl->link, DPFL_WIRE_BYE, 1,
+                                   (uint32_t)(cl->own.last_round > 0 ? cl->own.last_round : 0), err->msg);
+            zmq_setsockopt(cl->link.sock, ZMQ_LINGER, &linger, sizeof linger);
         }
     }
-    if (!st && cl->node) {
+    if (!st && cl->own.node) {
         double eps = NAN;
-        if (!net_client_own_epsilon(cl, &eps, err) && cl->node->in.rdp_on && !o->quiet)
-            LOG(cl, "done: %lld rounds trained; record-level epsilon %.6g (delta %g) for this client's records%s",
-                (long long)cl->rounds_trained, eps, cfg->record_dp.delta,
-                cl->node->in.root.seeded ? " -- holds only if the seed is secret (reproducible mode)" : "");
+        if (!net_client_own_epsilon(&cl->own, &eps, err) && cl->own.node->in.rdp_on && !o->quiet)
+            LOG(&cl->link, "done: %lld rounds trained; record-level epsilon %.6g (delta %g) for this client's records%s",
+                (long long)cl->own.rounds_trained, eps, cfg->record_dp.delta,
+                cl->own.node->in.root.seeded ? " -- holds only if the seed is secret (reproducible mode)" : "");
     }
     client_close(cl);
     free(cl);

@@ -16,30 +16,30 @@
 #define STATE_MAGIC 0x4c435044u /* "DPCL" */
 #define STATE_VERSION 1u
 
-static void state_path(const client *cl, const char *file, char *buf, size_t cap)
+static void state_path(const client_own *own, const char *file, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s/%s", cl->o.state_dir, file);
+    snprintf(buf, cap, "%s/%s", own->state_dir, file);
 }
 
 /* rPDP-FL: charge the rounds the server has released up to `released`, as the server's run did (opt-outs, then the
  * round's charge). */
-dpfl_status net_client_rpdp_catch_up(client *cl, int32_t released, dpfl_error *err)
+dpfl_status net_client_rpdp_catch_up(client_own *own, int32_t released, dpfl_error *err)
 {
-    fl_node *n = cl->node;
+    fl_node *n = own->node;
     int changed;
-    for (; n->acct.rpdp.on && cl->replayed < released; cl->replayed++) {
+    for (; n->acct.rpdp.on && own->replayed < released; own->replayed++) {
         dpfl_status st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err);
         if (st) return st;
         fl_rpdp_charge(&n->acct.rpdp);
     }
-    if (!n->acct.rpdp.on && cl->replayed < released) cl->replayed = released;
+    if (!n->acct.rpdp.on && own->replayed < released) own->replayed = released;
     return DPFL_OK;
 }
 
 /* This client's record-level epsilon over what it has released (NAN without record-level DP). */
-dpfl_status net_client_own_epsilon(client *cl, double *eps, dpfl_error *err)
+dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err)
 {
-    fl_node *n = cl->node;
+    fl_node *n = own->node;
     *eps = NAN;
     if (!n->in.rdp_on) return DPFL_OK;
     if (n->acct.rpdp.on) { /* every record's level is charged every released round (the two-stage bound) */
@@ -48,8 +48,8 @@ dpfl_status net_client_own_epsilon(client *cl, double *eps, dpfl_error *err)
         dpfl_status st = fl_rpdp_epsilons(&n->acct.rpdp, n->in.cfg, e, &max, err);
         if (!st) {
             *eps = 0;
-            const int32_t *idx = n->in.part.index + n->in.part.offset[cl->k];
-            for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, cl->k); i++) {
+            const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+            for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, own->k); i++) {
                 int32_t l = n->acct.rpdp.level[idx[i]];
                 if (l >= 0 && e[l] > *eps) *eps = e[l];
             }
@@ -79,16 +79,16 @@ typedef struct {
 enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
 
 /* client.json: client.bin's ledger for people. */
-static dpfl_status write_json(client *cl, const state_head *h, dpfl_error *err)
+static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *err)
 {
-    const fl_node *n = cl->node;
+    const fl_node *n = own->node;
     double eps;
-    dpfl_status st = net_client_own_epsilon(cl, &eps, err);
+    dpfl_status st = net_client_own_epsilon(own, &eps, err);
     if (st) return st;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "client", cl->k);
+    cJSON_AddNumberToObject(o, "client", own->k);
     cJSON_AddNumberToObject(o, "rounds_trained", (double)h->participations);
-    cJSON_AddNumberToObject(o, "last_round", cl->last_round);
+    cJSON_AddNumberToObject(o, "last_round", own->last_round);
     if (n->in.rdp_on) {
         cJSON_AddNumberToObject(o, "record_steps", (double)h->record_steps);
         cJSON_AddNumberToObject(o, "epsilon", eps);
@@ -108,29 +108,29 @@ static dpfl_status write_json(client *cl, const state_head *h, dpfl_error *err)
     cJSON_Delete(o);
     if (!text) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     char path[1100];
-    state_path(cl, "client.json", path, sizeof path);
+    state_path(own, "client.json", path, sizeof path);
     st = dpfl_file_write_text(path, text, strlen(text), err);
     free(text);
     return st;
 }
 
-dpfl_status net_client_state_save(client *cl, dpfl_error *err)
+dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
 {
-    const fl_node *n = cl->node;
+    const fl_node *n = own->node;
     const float *state = NULL;
-    state_head h = {.client = cl->k, .clients = n->in.part.clients, .replayed = cl->replayed, .nparam = cl->P,
-                    .participations = n->acct.ledger.participations[cl->k],
-                    .record_steps = n->acct.ledger.record_steps[cl->k], .record_z = n->acct.rs.record_z};
-    h.t = dpfl_sim_client_state(n->in.sim, cl->k, &state);
+    state_head h = {.client = own->k, .clients = n->in.part.clients, .replayed = own->replayed, .nparam = own->P,
+                    .participations = n->acct.ledger.participations[own->k],
+                    .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z};
+    h.t = dpfl_sim_client_state(n->in.sim, own->k, &state);
     h.floats = state ? dpfl_sim_client_state_floats(n->in.sim) : 0;
-    const size_t len = HEAD_BYTES + 4 * h.floats + ANSWER_BYTES + cl->last_len;
+    const size_t len = HEAD_BYTES + 4 * h.floats + ANSWER_BYTES + own->last_len;
     uint8_t *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client.bin)");
     dpfl_bytes_writer w = dpfl_bytes_writer_over(buf, len);
     dpfl_bytes_put_i32(&w, h.client);
     dpfl_bytes_put_i32(&w, h.clients);
     dpfl_bytes_put_u64(&w, h.nparam);
-    dpfl_bytes_put(&w, cl->config_digest, 32);
+    dpfl_bytes_put(&w, own->config_digest, 32);
     dpfl_bytes_put(&w, n->acct.rs.partition_digest, 32);
     dpfl_bytes_put_i64(&w, h.participations);
     dpfl_bytes_put_i64(&w, h.record_steps);
@@ -139,17 +139,17 @@ dpfl_status net_client_state_save(client *cl, dpfl_error *err)
     dpfl_bytes_put_i64(&w, h.t);
     dpfl_bytes_put_u64(&w, h.floats);
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
-    dpfl_bytes_put_i32(&w, cl->last_round);
-    dpfl_bytes_put(&w, cl->last_digest, 32);
-    dpfl_bytes_put_u64(&w, cl->last_len);
-    dpfl_bytes_put(&w, cl->last_frame, cl->last_len);
+    dpfl_bytes_put_i32(&w, own->last_round);
+    dpfl_bytes_put(&w, own->last_digest, 32);
+    dpfl_bytes_put_u64(&w, own->last_len);
+    dpfl_bytes_put(&w, own->last_frame, own->last_len);
     DPFL_ASSERT(w.p == w.end);
     char path[1100];
-    state_path(cl, "client.bin", path, sizeof path);
+    state_path(own, "client.bin", path, sizeof path);
     const void *parts[1] = {buf};
     dpfl_status st = dpfl_file_write_parts(path, STATE_MAGIC, STATE_VERSION, parts, &len, 1, err);
     free(buf);
-    return st ? st : write_json(cl, &h, err);
+    return st ? st : write_json(own, &h, err);
 }
 
 static void head_read(dpfl_bytes_reader *r, state_head *h)
@@ -168,12 +168,12 @@ static void head_read(dpfl_bytes_reader *r, state_head *h)
 }
 
 /* NULL if the head read from r is this client's, of this run; else why not. */
-static const char *head_check(const client *cl, const state_head *h, const dpfl_bytes_reader *r)
+static const char *head_check(const client_own *own, const state_head *h, const dpfl_bytes_reader *r)
 {
-    const fl_node *n = cl->node;
+    const fl_node *n = own->node;
     if (r->short_read) return "truncated";
-    if (h->client != cl->k || h->clients != n->in.part.clients || h->nparam != cl->P ||
-        memcmp(h->config_digest, cl->config_digest, 32) || memcmp(h->partition_digest, n->acct.rs.partition_digest, 32))
+    if (h->client != own->k || h->clients != n->in.part.clients || h->nparam != own->P ||
+        memcmp(h->config_digest, own->config_digest, 32) || memcmp(h->partition_digest, n->acct.rs.partition_digest, 32))
         return "it belongs to another client or run (use another --state folder)";
     if (h->floats != (h->t > 0 ? dpfl_sim_client_state_floats(n->in.sim) : 0) || h->floats > dpfl_bytes_left(r) / 4 ||
         h->participations < 0 || h->record_steps < 0 || h->replayed < 0 ||
@@ -183,19 +183,19 @@ static const char *head_check(const client *cl, const state_head *h, const dpfl_
 }
 
 /* The per-client state (t > 0) back into the simulation; NULL, or why not (e holds the message). */
-static const char *state_read(client *cl, dpfl_bytes_reader *r, const state_head *h, dpfl_error *e)
+static const char *state_read(client_own *own, dpfl_bytes_reader *r, const state_head *h, dpfl_error *e)
 {
     const char *why = NULL;
     float *state = h->floats ? malloc(4 * h->floats) : NULL;
     if (h->floats && !state) return "out of memory";
     if (h->floats) dpfl_bytes_get_f32s(r, state, h->floats);
-    if (!r->short_read && dpfl_sim_set_client_state(cl->node->in.sim, cl->k, h->t, state, e)) why = e->msg;
+    if (!r->short_read && dpfl_sim_set_client_state(own->node->in.sim, own->k, h->t, state, e)) why = e->msg;
     free(state);
     return why;
 }
 
 /* The last answer (distributed DP keeps no frame: the round whose masked input went out); NULL, or why not. */
-static const char *answer_read(client *cl, dpfl_bytes_reader *r)
+static const char *answer_read(client_own *own, dpfl_bytes_reader *r)
 {
     int32_t last_round;
     uint8_t ld[32];
@@ -205,43 +205,43 @@ static const char *answer_read(client *cl, dpfl_bytes_reader *r)
     dpfl_bytes_get_u64(r, &flen);
     if (r->short_read || flen != dpfl_bytes_left(r)) return "truncated";
     if (flen) {
-        if (!(cl->last_frame = malloc(flen))) return "out of memory";
-        memcpy(cl->last_frame, r->p, flen), cl->last_len = flen;
+        if (!(own->last_frame = malloc(flen))) return "out of memory";
+        memcpy(own->last_frame, r->p, flen), own->last_len = flen;
     }
-    cl->last_round = last_round;
-    memcpy(cl->last_digest, ld, 32);
+    own->last_round = last_round;
+    memcpy(own->last_digest, ld, 32);
     return NULL;
 }
 
 /* A client restarted on its own folder carries on: its ledger, its state and its last answer. */
-dpfl_status net_client_state_load(client *cl, dpfl_error *err)
+dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *err)
 {
-    fl_node *n = cl->node;
+    fl_node *n = own->node;
     char path[1100];
-    state_path(cl, "client.bin", path, sizeof path);
+    state_path(own, "client.bin", path, sizeof path);
     void *payload;
     size_t len;
+    *carried_on = 0;
     if (access(path, F_OK) != 0) return DPFL_OK; /* a fresh client */
     dpfl_status st = dpfl_file_read(path, STATE_MAGIC, STATE_VERSION, &payload, &len, err);
     if (st) return st;
     dpfl_bytes_reader r = dpfl_bytes_reader_over(payload, len);
     state_head h;
     head_read(&r, &h);
-    const char *why = head_check(cl, &h, &r);
+    const char *why = head_check(own, &h, &r);
     dpfl_error e;
-    if (!why && h.t > 0) why = state_read(cl, &r, &h, &e);
-    if (!why) why = answer_read(cl, &r);
+    if (!why && h.t > 0) why = state_read(own, &r, &h, &e);
+    if (!why) why = answer_read(own, &r);
     if (!why) {
-        n->acct.ledger.participations[cl->k] = h.participations;
-        n->acct.ledger.record_steps[cl->k] = h.record_steps;
-        cl->rounds_trained = h.participations;
-        st = net_client_rpdp_catch_up(cl, h.replayed, err); /* the rPDP-FL levels as they were */
+        n->acct.ledger.participations[own->k] = h.participations;
+        n->acct.ledger.record_steps[own->k] = h.record_steps;
+        own->rounds_trained = h.participations;
+        st = net_client_rpdp_catch_up(own, h.replayed, err); /* the rPDP-FL levels as they were */
     }
     free(payload);
     if (st) return st;
     if (why) return dpfl_fail(err, DPFL_EFORMAT, "dpfl join: state file (%s): %s", path, why);
-    INFO(cl, "carrying on from %s: %lld rounds trained, last answer round %d", path, (long long)cl->rounds_trained,
-         cl->last_round);
+    *carried_on = 1;
     return DPFL_OK;
 }
 #endif
