@@ -72,8 +72,8 @@ struct cJSON;
 dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, struct cJSON *o,
                            double *eps_max, dpfl_error *err);
 
-/* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
- * report.c.  Owns everything it points to; fl_run_free releases it. */
+/* The client-level event of round `round` with K clients at noise multiplier z (the round mechanism's, mech/round.c),
+ * and the client sampling rate it is accounted at. */
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
 /* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */
