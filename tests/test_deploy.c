@@ -562,6 +562,42 @@ static void malformed_frames_do_not_stop_the_server(void **state)
 #endif
 }
 
+/* client.bin field by field (src/net/client_state.c; the format every dpfl join has written): file head (magic
+ * "DPCL", version 1, payload length), then i32 client, i32 clients, u64 nparam, the config and partition digests,
+ * i64 participations, i64 record_steps, i32 replayed, f64 record_z, i64 t, u64 floats, f32 state[floats], i32
+ * last_round, u8 last_digest[32], u64 frame_len, the frame, and the CRC-32. */
+static uint64_t le_at(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void assert_client_bin_layout(const char *path, int32_t k, int32_t clients, int64_t participations,
+                                     int32_t last_round)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t b[1 << 22];
+    const size_t len = fread(b, 1, sizeof b, f);
+    fclose(f);
+    assert_true(len >= 16 + 168 + 4 && len < sizeof b);
+    assert_memory_equal(b, "DPCL", 4);
+    assert_int_equal(le_at(b + 4, 4), 1);
+    assert_int_equal(le_at(b + 8, 8), len - 20); /* the payload: all but the head and the CRC */
+    const uint8_t *p = b + 16;
+    assert_int_equal((int32_t)le_at(p, 4), k);
+    assert_int_equal((int32_t)le_at(p + 4, 4), clients);
+    assert_true(le_at(p + 8, 8) > 0);                                /* nparam */
+    assert_int_equal((int64_t)le_at(p + 80, 8), participations);
+    assert_true((int64_t)le_at(p + 88, 8) > 0);                      /* record_steps (record-level DP) */
+    const uint64_t floats = le_at(p + 116, 8);
+    const uint8_t *a = p + 124 + 4 * floats;
+    assert_true(a + 44 <= b + len - 4);
+    assert_int_equal((int32_t)le_at(a, 4), last_round);
+    assert_int_equal(le_at(a + 36, 8), (uint64_t)(b + len - 4 - (a + 44))); /* the frame, up to the CRC */
+}
+
 /* ---------------------------------------------------------------------------------------------- 4 */
 static void a_client_killed_mid_round_is_a_dropout(void **state)
 {
@@ -585,6 +621,7 @@ static void a_client_killed_mid_round_is_a_dropout(void **state)
     assert_int_equal(access(tp("t4-state2/client.bin"), F_OK), 0);
     assert_int_equal(access(tp("t4-state2/client.json"), F_OK), 0);
     kill(cl[2], SIGKILL);
+    assert_client_bin_layout(tp("t4-state2/client.bin"), 2, 3, 1, 1);
     assert_int_equal(wait_exit(cl[2], 5), 128 + SIGKILL);
     expect_exit(srv, 0, tp("t4-server.log"), 60);
     for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t4-client%d.log", k), 10);

@@ -1,6 +1,7 @@
-/* Accounting a run beyond the ledger's own (ledger.c): rPDP-FL's per-record budgets, levels and rates
- * (rpdp_plan.c) and the client-level guarantees (client_accounting.c).  Below the run driver (src/run), above
- * the simulation (src/fl); it sees the config, the ledger and the accountants, never a run's files. */
+/* Accounting a run beyond the ledger's own (ledger.c): rPDP-FL's per-record budgets, levels and rates (rpdp_plan.c)
+ * and its report (rpdp_report.c), and the client-level guarantees (client_accounting.c).  Below the run driver
+ * (src/run), above the simulation (src/fl); it sees the config, the ledger and the accountants, never a run's
+ * files. */
 #ifndef DPFL_ACCOUNTING_H
 #define DPFL_ACCOUNTING_H
 #include "dpfl/fl.h"
@@ -49,6 +50,13 @@ dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *e
 dpfl_status fl_rpdp_before_round(fl_rpdp *rp, const dpfl_config *cfg, int *changed, dpfl_error *err);
 /* After a trained round: every active level is charged one two-stage round. */
 void fl_rpdp_charge(fl_rpdp *rp);
+/* The two-stage accountant's parameters of this run at noise z (rounds left 0: set by each question). */
+dpfl_rpdp_params fl_rpdp_params(const dpfl_config *cfg, double z);
+/* Record i's epsilon under the filter: the RDP accountant on its rdp-filter event, at most its budget; 0 for a
+ * record that cannot contribute (i < 0 included). */
+dpfl_status fl_rpdp_filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err);
+/* qsort's comparison of doubles, ascending. */
+int fl_cmp_double(const void *a, const void *b);
 dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, const fl_rpdp_level *lv, int32_t rounds,
                                   double *eps, dpfl_error *err);
 /* The largest epsilon of any record so far (a few accountant calls: what every round reports). */
@@ -64,8 +72,8 @@ struct cJSON;
 dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, struct cJSON *o,
                            double *eps_max, dpfl_error *err);
 
-/* One run of dpfl_run: set up by run.c (fl_run_setup), stepped round by round (run_round.c), reported by
- * report.c.  Owns everything it points to; fl_run_free releases it. */
+/* The client-level event of round `round` with K clients at noise multiplier z (the round mechanism's, mech/round.c),
+ * and the client sampling rate it is accounted at. */
 dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
 /* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */

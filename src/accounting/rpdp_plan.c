@@ -60,7 +60,7 @@ dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nleve
 }
 
 /* the accountant's parameters of this run (rounds filled in per question) */
-static dpfl_rpdp_params params_of(const dpfl_config *cfg, double z)
+dpfl_rpdp_params fl_rpdp_params(const dpfl_config *cfg, double z)
 {
     dpfl_rpdp_params pp;
     memset(&pp, 0, sizeof pp);
@@ -81,7 +81,7 @@ dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, con
         *eps = 0.0;
         return DPFL_OK;
     }
-    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
     pp.rounds = rounds;
     return dpfl_rpdp_epsilon(&pp, lv->p, eps, err);
 }
@@ -122,14 +122,15 @@ static dpfl_status read_budgets(const dpfl_config *cfg, const dpfl_dataset *trai
 }
 
 /* ---------------------------------------------------------------- levels and rates */
-static int cmp_double(const void *a, const void *b)
+int fl_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-/* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
-static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
+/* Assign levels: each record's effective budget (the policy applied), the levels' budgets (exact, or a geometric
+ * lattice), each record's level (the largest not above its budget). */
+static dpfl_status assign_levels(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err)
 {
     const int64_t n = rp->n;
     double *eff = malloc((size_t)n * sizeof *eff), *sorted = malloc((size_t)n * sizeof *sorted);
@@ -153,7 +154,7 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
         }
         sorted[i] = eff[i];
     }
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    qsort(sorted, (size_t)n, sizeof *sorted, fl_cmp_double);
     int32_t distinct = 0;
     double lo = INFINITY, hi = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -162,7 +163,6 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
         lo = fmin(lo, sorted[i]);
         hi = fmax(hi, sorted[i]);
     }
-    dpfl_status st = DPFL_OK;
     const int exact = distinct <= FL_RPDP_LEVELS;
     rp->nlevels = 0;
     if (exact) {
@@ -190,8 +190,14 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
     }
     free(eff);
     free(sorted);
-    /* rates: the SCF fit once, then each level made safe on the exact accountant */
-    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    return DPFL_OK;
+}
+
+/* The levels' rates: the SCF fit once, then each level made safe on the exact accountant. */
+static dpfl_status level_rates(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err)
+{
+    dpfl_status st = DPFL_OK;
+    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
     pp.rounds = rp->planned_rounds;
     dpfl_error fe;
     rp->fit_ok = dpfl_scf_fit_curve(&pp, &rp->fit, &fe) == DPFL_OK && isfinite(rp->fit.a) && rp->fit.a > 0;
@@ -207,7 +213,14 @@ static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_
             st = dpfl_rpdp_epsilon(&pp, safe, &eps_safe, err);
         }
     }
-    if (st) return st;
+    return st;
+}
+
+/* Assign levels (policy applied), their rates, and the per-record rates and per-client denominators. */
+static dpfl_status build_levels(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
+{
+    dpfl_status st;
+    if ((st = assign_levels(rp, cfg, err)) || (st = level_rates(rp, cfg, err))) return st;
     return fl_rpdp_rates(rp, part, err);
 }
 
@@ -318,7 +331,7 @@ dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset
     if ((st = read_budgets(cfg, train, rng, rp->budget, err))) return st;
     rp->planned_rounds = cfg->record_dp.budget_rounds > 0 ? cfg->record_dp.budget_rounds : cfg->fl.rounds;
     if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER) return filter_plan(rp, cfg, part, err);
-    dpfl_rpdp_params pp = params_of(cfg, 1.0);
+    dpfl_rpdp_params pp = fl_rpdp_params(cfg, 1.0);
     pp.rounds = rp->planned_rounds;
     if ((st = dpfl_rpdp_calibrate_noise(&pp, cfg->record_dp.budget_max, 1e-3, &rp->z, err))) return st;
     return build_levels(rp, cfg, part, err);
@@ -372,7 +385,7 @@ static int64_t filter_worst(const fl_rpdp *rp)
 
 /* Record i's epsilon under the filter: the RDP accountant on its event, at most its budget (= cap_i + conv, what the
  * cap was set from); 0 for a record that cannot contribute. */
-static dpfl_status filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err)
+dpfl_status fl_rpdp_filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err)
 {
     *eps = 0.0;
     if (i < 0 || !filter_charges(rp, i)) return DPFL_OK;
@@ -385,7 +398,7 @@ static dpfl_status filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int
 
 dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err)
 {
-    if (rp->filter) return filter_epsilon(rp, cfg, filter_worst(rp), max, err);
+    if (rp->filter) return fl_rpdp_filter_epsilon(rp, cfg, filter_worst(rp), max, err);
     /* epsilon rises with p at equal rounds: the active level with the largest p, and every opted-out level */
     *max = 0;
     int32_t top = -1;
@@ -419,9 +432,9 @@ dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_ru
         out->nevents = w >= 0;
         out->accountant = DPFL_ACC_RDP;
         out->orders = DPFL_ORDERS_DEFAULT;
-        return filter_epsilon(rp, cfg, w, &out->epsilon, err);
+        return fl_rpdp_filter_epsilon(rp, cfg, w, &out->epsilon, err);
     }
-    dpfl_rpdp_params pp = params_of(cfg, rp->z);
+    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
     double best = -1;
     for (int32_t k = 0; k < rp->nlevels; k++) {
         const fl_rpdp_level *lv = &rp->lv[k];
@@ -455,181 +468,4 @@ dpfl_status fl_rpdp_epsilons(const fl_rpdp *rp, const dpfl_config *cfg, double *
         if (lv->records > 0 && eps[k] > *max) *max = eps[k];
     }
     return DPFL_OK;
-}
-
-/* ---------------------------------------------------------------- report */
-static double quantile_sorted(const double *v, int64_t n, double q)
-{
-    if (n == 0) return NAN;
-    double x = q * (double)(n - 1);
-    int64_t i = (int64_t)floor(x);
-    return i + 1 < n ? v[i] + (x - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
-}
-
-static void add_dist(cJSON *o, const char *name, double *v, int64_t n)
-{
-    cJSON *d = cJSON_AddObjectToObject(o, name);
-    if (n == 0) return;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double mean = 0;
-    for (int64_t i = 0; i < n; i++) mean += v[i] / (double)n;
-    cJSON_AddNumberToObject(d, "min", v[0]);
-    cJSON_AddNumberToObject(d, "median", quantile_sorted(v, n, 0.5));
-    cJSON_AddNumberToObject(d, "max", v[n - 1]);
-    cJSON_AddNumberToObject(d, "mean", mean);
-}
-
-/* Counts and distributions over a set of records (all, or one client's). */
-/* Counts and distributions over a set of records (all, or one client's); rec_eps[i]: record i's epsilon.  Under
- * the filter, "opted_out" counts the records filtered out (their Renyi budget spent). */
-static void add_records(cJSON *o, const fl_rpdp *rp, const double *rec_eps, const int32_t *idx, int64_t m,
-                        double *tb, double *te, double *tp, double *over_max)
-{
-    int64_t unused = 0, dropped = 0, opted = 0, over = 0, used = 0;
-    for (int64_t j = 0; j < m; j++) {
-        int64_t i = idx ? idx[j] : j;
-        int32_t l = rp->level[i];
-        tb[j] = rp->budget[i];
-        double e = rec_eps[i];
-        te[j] = e;
-        if (e > rp->budget[i]) over++;
-        if (e - rp->budget[i] > *over_max) *over_max = e - rp->budget[i];
-        if (l == FL_RPDP_DROPPED) dropped++;
-        else if (!(rp->lv[l].p > 0)) unused++;
-        else {
-            if (rp->lv[l].opted_out || (rp->filter && !(rp->p[i] > 0))) opted++;
-            tp[used++] = rp->lv[l].p;
-        }
-    }
-    cJSON_AddNumberToObject(o, "records", (double)m);
-    cJSON_AddNumberToObject(o, "unused", (double)unused);
-    cJSON_AddNumberToObject(o, "dropped", (double)dropped);
-    cJSON_AddNumberToObject(o, rp->filter ? "filtered_out" : "opted_out", (double)opted);
-    cJSON_AddNumberToObject(o, "over_budget", (double)over);
-    add_dist(o, "budget", tb, m);
-    add_dist(o, "epsilon", te, m);
-    add_dist(o, "p", tp, used);
-}
-
-/* summary.json's per-record histograms (what `dpfl report` draws): every record's own budget and its realized
- * epsilon counted over one set of log-spaced bins (records that were never charged, epsilon 0, apart), and the
- * share of its budget each record used, epsilon_i / budget_i, over 20 bins of [0, 1]. */
-#define RPDP_HIST_BINS 24
-#define RPDP_USED_BINS 20
-static void add_histograms(cJSON *o, const fl_rpdp *rp, const double *rec_eps)
-{
-    double lo = INFINITY, hi = 0;
-    for (int64_t i = 0; i < rp->n; i++) {
-        const double v[2] = {rp->budget[i], rec_eps[i]};
-        for (int j = 0; j < 2; j++)
-            if (v[j] > 0 && isfinite(v[j])) lo = fmin(lo, v[j]), hi = fmax(hi, v[j]);
-    }
-    if (!(hi > 0)) return;
-    if (!(hi > lo * (1 + 1e-9))) lo /= 1.1, hi *= 1.1; /* one value: one bin around it */
-    double edges[RPDP_HIST_BINS + 1], nb[RPDP_HIST_BINS] = {0}, ne[RPDP_HIST_BINS] = {0};
-    double used[RPDP_USED_BINS] = {0}, used_edges[RPDP_USED_BINS + 1];
-    int64_t zero = 0, above = 0;
-    const double step = log(hi / lo) / RPDP_HIST_BINS;
-    for (int k = 0; k <= RPDP_HIST_BINS; k++) edges[k] = k == RPDP_HIST_BINS ? hi : lo * exp(step * k);
-    for (int k = 0; k <= RPDP_USED_BINS; k++) used_edges[k] = (double)k / RPDP_USED_BINS;
-    for (int64_t i = 0; i < rp->n; i++) {
-        const double v[2] = {rp->budget[i], rec_eps[i]};
-        double *count[2] = {nb, ne};
-        for (int j = 0; j < 2; j++) {
-            if (!(v[j] > 0 && isfinite(v[j]))) {
-                zero += j == 1;
-                continue;
-            }
-            int k = (int)floor(log(v[j] / lo) / step);
-            count[j][k < 0 ? 0 : k >= RPDP_HIST_BINS ? RPDP_HIST_BINS - 1 : k] += 1;
-        }
-        if (!(rp->budget[i] > 0)) continue;
-        double f = rec_eps[i] / rp->budget[i];
-        if (f > 1) above++;
-        else used[f >= 1 ? RPDP_USED_BINS - 1 : (int)floor(f * RPDP_USED_BINS)] += 1;
-    }
-    cJSON *h = cJSON_AddObjectToObject(o, "histogram");
-    cJSON_AddStringToObject(h, "what", "records per bin (log-spaced edges): each record's own budget, and the "
-                                       "epsilon it realized; records never charged (epsilon 0) apart");
-    cJSON_AddItemToObject(h, "edges", cJSON_CreateDoubleArray(edges, RPDP_HIST_BINS + 1));
-    cJSON_AddItemToObject(h, "budget", cJSON_CreateDoubleArray(nb, RPDP_HIST_BINS));
-    cJSON_AddItemToObject(h, "epsilon", cJSON_CreateDoubleArray(ne, RPDP_HIST_BINS));
-    cJSON_AddNumberToObject(h, "epsilon_zero", (double)zero);
-    cJSON *u = cJSON_AddObjectToObject(o, "budget_used");
-    cJSON_AddStringToObject(u, "what", "records per bin of epsilon_i / budget_i, the share of its own budget each "
-                                       "record used; above_1 counts records over their budget");
-    cJSON_AddItemToObject(u, "edges", cJSON_CreateDoubleArray(used_edges, RPDP_USED_BINS + 1));
-    cJSON_AddItemToObject(u, "records", cJSON_CreateDoubleArray(used, RPDP_USED_BINS));
-    cJSON_AddNumberToObject(u, "above_1", (double)above);
-}
-
-dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, cJSON *o,
-                           double *eps_max, dpfl_error *err)
-{
-    double *eps = malloc((size_t)rp->nlevels * sizeof *eps), mx;
-    if (!eps_max) eps_max = &mx;
-    double *tb = malloc((size_t)rp->n * sizeof *tb), *te = malloc((size_t)rp->n * sizeof *te),
-           *tp = malloc((size_t)rp->n * sizeof *tp), *re = malloc((size_t)rp->n * sizeof *re);
-    dpfl_status st = DPFL_OK;
-    if (!eps || !tb || !te || !tp || !re) st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (budget report)");
-    if (!st) st = rp->filter ? fl_rpdp_max_epsilon(rp, cfg, eps_max, err) : fl_rpdp_epsilons(rp, cfg, eps, eps_max, err);
-    if (!st && rp->filter) eps[0] = *eps_max;
-    for (int64_t i = 0; !st && i < rp->n; i++) {
-        if (!rp->filter) re[i] = rp->level[i] >= 0 ? eps[rp->level[i]] : 0.0;
-        else if (i > 0 && rp->cap[i] == rp->cap[i - 1]) re[i] = re[i - 1]; /* the same event */
-        else st = filter_epsilon(rp, cfg, i, &re[i], err);
-    }
-    if (!st && o) {
-        double over_max = -INFINITY;
-        cJSON_AddStringToObject(o, "budgets", dpfl_config_choice(cfg, "record_dp.budgets"));
-        cJSON_AddStringToObject(o, "policy", dpfl_config_choice(cfg, "record_dp.budget_policy"));
-        cJSON_AddStringToObject(o, "bound", rp->filter ? "filter" : dpfl_config_choice(cfg, "record_dp.two_stage_bound"));
-        cJSON_AddNumberToObject(o, "noise", rp->z);
-        if (rp->filter) {
-            cJSON_AddStringToObject(o, "noise_calibrated_for", "budget_max with gradient norm C at every step of the "
-                                                               "planned rounds (individual Renyi filter)");
-            cJSON_AddNumberToObject(o, "filter_order", rp->alpha);
-            cJSON_AddNumberToObject(o, "filter_conversion", rp->conv);
-        } else {
-            cJSON_AddStringToObject(o, "noise_calibrated_for", "budget_max at p = 1 over the planned rounds");
-        }
-        cJSON_AddNumberToObject(o, "budget_max", cfg->record_dp.budget_max);
-        cJSON_AddNumberToObject(o, "planned_rounds", rp->planned_rounds);
-        cJSON_AddNumberToObject(o, "client_rate", params_of(cfg, rp->z).lambda);
-        cJSON_AddNumberToObject(o, "local_steps", (double)cfg->fl.local_steps);
-        cJSON_AddNumberToObject(o, "delta", cfg->record_dp.delta);
-        if (rp->fit_ok) cJSON_AddNumberToObject(o, "scf_r2", rp->fit.r2);
-        add_records(o, rp, re, NULL, rp->n, tb, te, tp, &over_max);
-        cJSON_AddNumberToObject(o, "epsilon_minus_budget_max", over_max);
-        add_histograms(o, rp, re);
-        cJSON *lvs = cJSON_AddArrayToObject(o, "levels");
-        for (int32_t k = 0; k < rp->nlevels; k++) {
-            if (rp->lv[k].records == 0) continue;
-            cJSON *l = cJSON_CreateObject();
-            cJSON_AddNumberToObject(l, "budget", rp->lv[k].budget);
-            cJSON_AddNumberToObject(l, "p", rp->lv[k].p);
-            cJSON_AddNumberToObject(l, "records", (double)rp->lv[k].records);
-            cJSON_AddNumberToObject(l, "rounds", rp->lv[k].rounds);
-            cJSON_AddNumberToObject(l, "epsilon", eps[k]);
-            cJSON_AddBoolToObject(l, "opted_out", rp->lv[k].opted_out);
-            cJSON_AddItemToArray(lvs, l);
-        }
-        if (part->clients <= 1000) {
-            cJSON *pc = cJSON_AddArrayToObject(o, "per_client");
-            for (int32_t c = 0; c < part->clients; c++) {
-                cJSON *cl = cJSON_CreateObject();
-                double om = -INFINITY;
-                add_records(cl, rp, re, part->index + part->offset[c], part->offset[c + 1] - part->offset[c], tb, te,
-                            tp, &om);
-                cJSON_AddNumberToObject(cl, "expected_batch", rp->denom[c]);
-                cJSON_AddItemToArray(pc, cl);
-            }
-        }
-    }
-    free(eps);
-    free(tb);
-    free(te);
-    free(tp);
-    free(re);
-    return st;
 }

@@ -1,12 +1,13 @@
 /* `mpirun -np R dpfl train CONFIG.ini`: the simulation's clients spread over R - 1 worker ranks, rank 0 the server.
  *
- * Rank 0 runs dpfl train's own run (fl_run: sampling, dropouts, client-level DP, ledger, checkpoints, outputs) with
- * this file's transport: each round it broadcasts the round (number, update clip, the sampled clients and who drops
- * out) and the global model, and receives every surviving client's update and report from the rank that holds it
- * (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same run without its files
- * (fl_run_setup: the same data, model, noise and partition -- drawn from the key rank 0 broadcasts) and trains its
- * clients with the simulation's own local training (dpfl_sim_client_round).  With a seed the model bytes and epsilons
- * equal the single-process run's: every stream is derived from the root key by (round, client, purpose) and the
+ * Rank 0 runs dpfl train's own run (dpfl_run_with_transport: sampling, dropouts, client-level DP, ledger,
+ * checkpoints, outputs) with this file's transport: each round it broadcasts the round (number, update clip, the
+ * sampled clients and who drops out) and the global model, and receives every surviving client's update and report
+ * from the rank that holds it (client k on rank 1 + k mod (R - 1)), in client order.  A worker sets up the same
+ * run's node without its files (fl_node_setup, run/node.h: the same data, model, noise and partition -- drawn from
+ * the key rank 0 broadcasts) and trains its clients with the simulation's own local training
+ * (dpfl_sim_client_round).  With a seed the model bytes and epsilons equal the single-process run's: every stream is
+ * derived from the root key by (round, client, purpose) and the
  * server adds the updates in client order whatever the transport.
  *
  * Not covered: per-client state (fl.client_state = keep, personalization, model.transform: it would live on the
@@ -25,7 +26,7 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
                      "(scripts/setup.sh does) and rebuild with make");
 }
 #else
-#include "run/run_internal.h"
+#include "run/node.h"
 #include "dpfl/transport.h"
 
 #include <mpi.h>
@@ -104,36 +105,20 @@ static const dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .wh
                                            .finish = mpi_finish, .clients_hold_data = 1};
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
-static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
+static int worker_rank(const dpfl_config *cfg)
 {
     dpfl_error err = {{0}};
     uint8_t key[32];
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
-    run_ctx *c = calloc(1, sizeof *c);
-    if (!c) return cli_error("rank %d: out of memory", rank);
-    dpfl_run_options ropt = *opt;
-    ropt.resume = 0;
-    ropt.quiet = 1;
-    c->cfg = cfg;
-    c->opt = &ropt;
-    c->no_files = 1;
-    c->partition_key = key;
-    c->cprivate = 1;
-    c->absent_ok = 1; /* files of other ranks' clients need not be here; its own clients' must (below) */
-    /* the streams: the seed's (reproducible: the same as one process), else this rank's own entropy */
-    dpfl_status st = DPFL_OK;
-    if (cfg->run.seed.given) {
-        c->seed = cfg->run.seed.value;
-        dpfl_rng_init_seed(&c->root, c->seed);
-    } else {
-        st = dpfl_rng_init_os(&c->root, &err);
-    }
-    if (!st) st = fl_run_setup(c, &err);
+    fl_node *n = calloc(1, sizeof *n);
+    if (!n) return cli_error("rank %d: out of memory", rank);
+    /* files of other ranks' clients need not be here; its own clients' must (below) */
+    dpfl_status st = fl_node_setup(n, cfg, key, &err);
     char who[32];
     snprintf(who, sizeof who, "MPI rank %d", rank);
-    for (int32_t k = 0; !st && k < c->part.clients; k++)
-        if (owner(k) == rank) st = fl_client_data_here(c, k, who, &err);
-    const size_t P = st ? 0 : c->model.nparam;
+    for (int32_t k = 0; !st && k < n->in.part.clients; k++)
+        if (owner(k) == rank) st = fl_node_data_here(n, k, who, &err);
+    const size_t P = st ? 0 : n->in.model.nparam;
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL;
     uint8_t *drop = NULL;
@@ -152,7 +137,7 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
             cli_error("rank %d: %s", rank, st ? err.msg : "out of memory");
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        MPI_Bcast(c->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(n->in.global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
         for (int32_t j = 0; j < h.n; j++) {
             if (drop[j] || owner(ids[j]) != rank) continue;
             dpfl_client_report res;
@@ -161,7 +146,7 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
             client_answer a;
             memset(&a, 0, sizeof a);
             dpfl_error e = {{0}};
-            a.status = dpfl_sim_client_round(c->sim, h.round, h.S, ids[j], u, &res, &e);
+            a.status = dpfl_sim_client_round(n->in.sim, h.round, h.S, ids[j], u, &res, &e);
             if (a.status) memcpy(a.msg, e.msg, sizeof a.msg);
             a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
             a.clipped = res.clipped;
@@ -171,8 +156,8 @@ static int worker_rank(const dpfl_config *cfg, const dpfl_run_options *opt)
     }
     if (st) cli_error("rank %d: %s", rank, err.msg);
     free(u), free(ids), free(drop);
-    fl_run_free(c);
-    free(c);
+    fl_node_free(n);
+    free(n);
     return st ? 1 : 0;
 }
 
@@ -203,9 +188,9 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
                        : 1;
     } else if (rank == 0) {
         dpfl_error err = {{0}};
-        rc = fl_run(cfg, opt, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg) : 0;
+        rc = dpfl_run_with_transport(cfg, opt, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg) : 0;
     } else {
-        rc = worker_rank(cfg, opt);
+        rc = worker_rank(cfg);
     }
     MPI_Finalize();
     return rc;

@@ -156,6 +156,28 @@ static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, 
     return DPFL_OK;
 }
 
+/* head, data, model and ledger (the layout above) */
+static void put_head_model_ledger(dpfl_bytes_writer *c, const float *params, size_t nparam, const dpfl_ledger *l,
+                                  const run_state *rs, size_t line_len)
+{
+    dpfl_bytes_put_i32(c, l->rounds);
+    dpfl_bytes_put_i32(c, l->clients);
+    dpfl_bytes_put_i64(c, (int64_t)nparam);
+    dpfl_bytes_put_f64(c, rs->record_z);
+    dpfl_bytes_put_f64(c, rs->client_z);
+    dpfl_bytes_put_f64(c, rs->wall);
+    dpfl_bytes_put_i64(c, rs->examples);
+    dpfl_bytes_put_f64(c, rs->S);
+    dpfl_bytes_put_i64(c, l->nclient_events);
+    dpfl_bytes_put_i64(c, (int64_t)line_len);
+    dpfl_bytes_put(c, rs->partition_key, 32);
+    dpfl_bytes_put(c, rs->partition_digest, 32);
+    dpfl_bytes_put_f32s(c, params, nparam);
+    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(c, l->participations[k]);
+    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(c, l->record_steps[k]);
+    for (int32_t i = 0; i < l->nclient_events; i++) put_event(c, &l->client_events[i]);
+}
+
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
                                const run_state *rs, const dpfl_sim *sim, const fl_rpdp *rp, const char *line,
                                dpfl_error *err)
@@ -182,22 +204,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
     dpfl_bytes_writer c = dpfl_bytes_writer_over(buf, len);
-    dpfl_bytes_put_i32(&c, l->rounds);
-    dpfl_bytes_put_i32(&c, l->clients);
-    dpfl_bytes_put_i64(&c, (int64_t)nparam);
-    dpfl_bytes_put_f64(&c, rs->record_z);
-    dpfl_bytes_put_f64(&c, rs->client_z);
-    dpfl_bytes_put_f64(&c, rs->wall);
-    dpfl_bytes_put_i64(&c, rs->examples);
-    dpfl_bytes_put_f64(&c, rs->S);
-    dpfl_bytes_put_i64(&c, l->nclient_events);
-    dpfl_bytes_put_i64(&c, (int64_t)ll);
-    dpfl_bytes_put(&c, rs->partition_key, 32);
-    dpfl_bytes_put(&c, rs->partition_digest, 32);
-    dpfl_bytes_put_f32s(&c, params, nparam);
-    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(&c, l->participations[k]);
-    for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(&c, l->record_steps[k]);
-    for (int32_t i = 0; i < l->nclient_events; i++) put_event(&c, &l->client_events[i]);
+    put_head_model_ledger(&c, params, nparam, l, rs, ll);
     dpfl_bytes_put_i32(&c, keep | (w0 ? 2 : 0));
     dpfl_bytes_put_i32(&c, nstates);
     dpfl_bytes_put_i64(&c, (int64_t)floats);
@@ -323,6 +330,33 @@ dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* The client states' head (flags, count, floats per client), checked against the config; *nstates gets the count. */
+static dpfl_status get_states_head(dpfl_bytes_reader *c, const dpfl_sim *sim, int keep, size_t floats, int32_t clients,
+                                   const char *path, int32_t *nstates, dpfl_error *err)
+{
+    int32_t sflags;
+    uint64_t sfloats;
+    dpfl_bytes_get_i32(c, &sflags);
+    dpfl_bytes_get_i32(c, nstates);
+    dpfl_bytes_get_u64(c, &sfloats);
+    if (c->short_read || (sflags & ~3) || ((sflags & 2) && !(sflags & 1)))
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
+    const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
+    if (shelper != helper)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.personalization = %s; the config "
+                                            "says %s", path, shelper ? "helper" : "none", helper ? "helper" : "none");
+    if (skeep != keep)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config says %s",
+                         path, skeep ? "keep" : "reset", keep ? "keep" : "reset");
+    if (sfloats != floats)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): the clients' own state holds %llu floats per client, "
+                                            "the config needs %zu (fl.client_state, fl.optimizer, "
+                                            "fl.personalization)", path, (unsigned long long)sfloats, floats);
+    if (*nstates < 0 || *nstates > clients || (!keep && *nstates != 0)) /* states need keep (found by fuzzing) */
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
+    return DPFL_OK;
+}
+
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err)
 {
@@ -361,30 +395,12 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
             return st;
         }
     }
-    int32_t sflags, nstates;
-    uint64_t sfloats;
-    dpfl_bytes_get_i32(&c, &sflags);
-    dpfl_bytes_get_i32(&c, &nstates);
-    dpfl_bytes_get_u64(&c, &sfloats);
-    if (c.short_read || (sflags & ~3) || ((sflags & 2) && !(sflags & 1))) goto bad;
-    const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
-    if (shelper != helper) {
+    int32_t nstates;
+    if ((st = get_states_head(&c, sim, keep, floats, clients, path, &nstates, err))) {
         free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.personalization = %s; the config "
-                                            "says %s", path, shelper ? "helper" : "none", helper ? "helper" : "none");
+        return st;
     }
-    if (skeep != keep) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config says %s",
-                         path, skeep ? "keep" : "reset", keep ? "keep" : "reset");
-    }
-    if (sfloats != floats) {
-        free(buf);
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s): the clients' own state holds %llu floats per client, "
-                                            "the config needs %zu (fl.client_state, fl.optimizer, "
-                                            "fl.personalization)", path, (unsigned long long)sfloats, floats);
-    }
-    if (nstates < 0 || nstates > clients || (!keep && nstates != 0)) goto bad; /* states need keep (found by fuzzing) */
+    const int helper = sim && dpfl_sim_initial_model(sim);
     if ((st = load_states(&c, sim, clients, nstates, floats, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;

@@ -1,78 +1,83 @@
-/* Internals of the run driver shared by its files: the checkpoint (model + ledger + per-client optimizer state +
- * the round's metrics line, one atomic file) and the client-level accounting of a run's rounds. */
+/* Internals of the run driver shared by its files: a run is its node (node.h: inputs, accounting, set-up warnings)
+ * plus its files (run_io) and this session's progress (run_progress); functions take the parts they read.  Also
+ * the checkpoint (model + ledger + per-client optimizer state + the round's metrics line, one atomic file) and the
+ * reports.  Nothing outside src/run needs this header: a deployed client and an MPI worker use node.h. */
 #ifndef DPFL_RUN_INTERNAL_H
 #define DPFL_RUN_INTERNAL_H
-#include "dpfl/fl.h"
-#include "accounting/accounting.h"
+#include "run/node.h"
 
 #include <stdio.h>
 
-typedef struct {
-    double record_z, client_z, wall, S;
-    int64_t examples;
-    uint8_t partition_key[32];    /* the stream the client partition was drawn from: a resume draws it again */
-    uint8_t partition_digest[32]; /* SHA-256 of the partition it gave (dpfl_partition_digest) */
-} run_state;
-
-/* rPDP-FL in training (record_dp.budgets, rpdp_plan.c): records share (budget, p, rounds) levels. */
+/* How a node's inputs and accounting are set up (fl_setup_node): for dpfl train's run, or for a node without files. */
 typedef struct {
     const dpfl_config *cfg;
-    const dpfl_run_options *opt;
-    dpfl_rng root;
-    uint64_t seed;
-    dpfl_dataset train, test;
-    dpfl_partition part;
-    dpfl_model model;
-    dpfl_sim *sim;
-    float *global;
+    const char *dir;              /* the run folder: a resume reads its checkpoint */
+    int resume, quiet;
+    const uint8_t *partition_key; /* the server's (rank 0's); NULL: drawn from the root stream */
+    int absent_ok;                /* dpfl join, an MPI worker: sources absent here are other clients' */
+    const struct dpfl_transport *transport; /* NULL: the in-process threads */
+    char **ckpt_line;             /* a resume: the checkpoint's last metrics line (malloc'd) */
+} run_setup;
+
+/* The run's files. */
+typedef struct {
+    const char *dir;        /* the run folder (dpfl_run_options.out_dir) */
     FILE *metrics, *diag;   /* metrics.jsonl (what the guarantee covers), diagnostics.jsonl (not private) */
-    char *ini, *ckpt_line;
+    char *ini, *ckpt_line;  /* config.ini as written; the checkpoint's last metrics line (a resume) */
     char sha[65];           /* of config.ini */
-    dpfl_ledger ledger, trial;
-    dpfl_record_accounting ra;
-    dpfl_record_report report; /* epsilon: the record-level guarantee (fl_record_guarantee) */
-    double ledger_eps;         /* the ledger's own epsilon, when federated f-DP's bound is the smaller */
-    fl_rpdp rpdp;           /* record_dp.budgets: per-record budgets and their ledger */
-    double *per_client;     /* record-level epsilon per client (<= 1,000 clients, RDP) */
-    double t_start, wall0, ceps;
+} run_io;
+
+/* This session's progress: timing, the latest evaluation, what happened so far. */
+typedef struct {
+    double t_start, wall0;  /* dpfl_now() at the start; the wall time of earlier sessions (a resume) */
     double started_at;      /* wall-clock time (seconds since the epoch) this session started */
-    int rdp_on, cdp_on, stopped_early, cprivate;
+    int stopped_early;
     int64_t comm;
-    run_state rs;
     dpfl_round_metrics last_eval;
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */
-    int absent_ok; /* dpfl join: sources absent here are other clients' (checked: its own is here) */
-    char warnings[4][256];
-    int nwarn;
-    /* a deployed client (src/net/client.c) sets up the same run without its files, with the server's partition key */
-    int no_files;
-    const uint8_t *partition_key;
+} run_progress;
+
+typedef struct {
+    fl_node node;           /* inputs, accounting, set-up warnings */
+    run_io io;
+    run_progress pr;
+    const dpfl_run_options *opt;
     const struct dpfl_transport *transport; /* NULL: the in-process threads */
 } run_ctx;
 
+/* The inputs and the accounting of n (data, partition, model, simulation, noise, ledger), as s says. */
+dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err);
+
 /* summary.json's "events": the composition behind each reported epsilon (report_events.c). */
-dpfl_status fl_summary_events(const run_ctx *c, struct cJSON *sum, dpfl_error *err);
+dpfl_status fl_summary_events(const run_inputs *in, const run_acct *a, struct cJSON *sum, dpfl_error *err);
 
 /* dpfl_run with the clients reached through transport t (NULL: in-process threads; src/net/server.c: the network). */
 dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const struct dpfl_transport *t, dpfl_error *err);
 
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err);
-/* A process that trains client k (dpfl join, an MPI worker) must hold the files of its records (data.source_rows
- * lets the others be absent): fails naming the first missing file; who names the process for the message. */
-dpfl_status fl_client_data_here(const run_ctx *c, int32_t k, const char *who, dpfl_error *err);
 void fl_run_free(run_ctx *c);
 /* Round r: charge a copy of the ledger, stop (*stop = 1, nothing released) if that would pass a budget, else
  * train, checkpoint and release the round. */
 dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err);
 /* report.c: the round's metrics line (malloc'd) and its diagnostics line; summary.json; the final lines. */
-dpfl_status fl_report_round_line(const run_ctx *c, const dpfl_round_metrics *m, char **line, dpfl_error *err);
-dpfl_status fl_report_diagnostics(run_ctx *c, const dpfl_round_metrics *m, dpfl_error *err);
+dpfl_status fl_report_round_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *m, char **line,
+                                 dpfl_error *err);
+/* (pr: the round's count of client messages in, the EMD at evaluated rounds out) */
+dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_progress *pr, const dpfl_round_metrics *m,
+                                  dpfl_error *err);
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
-void fl_report_final_lines(const run_ctx *c);
+void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir);
+/* PriFedSync's federated f-DP of the rounds released so far into o's "federated_fdp" (or why it does not apply;
+ * nothing without record-level DP). */
+dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, struct cJSON *o, dpfl_error *err);
+/* v at key k of o, null when not finite. */
+void fl_json_num(struct cJSON *o, const char *k, double v);
 /* The terminal's progress line (on a TTY): round, test accuracy, epsilon so far against its target, elapsed time
  * and ETA; fl_report_progress_line formats it into buf. */
-void fl_report_progress_line(const run_ctx *c, const dpfl_round_metrics *m, char *buf, size_t len);
-void fl_report_progress(const run_ctx *c, const dpfl_round_metrics *m);
+void fl_report_progress_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+                             const dpfl_round_metrics *m, char *buf, size_t len);
+void fl_report_progress(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+                        const dpfl_round_metrics *m);
 
 /* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
@@ -94,7 +99,8 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
 /* The record-level guarantee of the run after l's rounds: the ledger's epsilon (the participations that happened,
  * no amplification), or PriFedSync's federated f-DP bound (sync probability p kept) where it applies and is smaller;
  * rep->epsilon is that guarantee and *ledger_eps the ledger's (NAN when the ledger's is the guarantee). */
-dpfl_status fl_record_guarantee(const run_ctx *c, const dpfl_ledger *l, dpfl_record_report *rep, double *per_client,
-                                double *ledger_eps, dpfl_error *err);
+dpfl_status fl_record_guarantee(const run_inputs *in, const dpfl_record_accounting *ra, double record_z,
+                                const dpfl_ledger *l, dpfl_record_report *rep, double *per_client, double *ledger_eps,
+                                dpfl_error *err);
 
 #endif

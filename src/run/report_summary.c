@@ -1,0 +1,433 @@
+/* What a run reports at its end: model.bin, summary.json (every guarantee, with the events behind it, apart from
+ * the values no epsilon covers) and the final lines on the terminal. */
+#include "run_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* summary.json's record-level report (with the e2e client level implied by the same noise). */
+static dpfl_status summary_record(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
+{
+    const dpfl_config *cfg = in->cfg;
+    dpfl_status st;
+    cJSON_AddStringToObject(sum, "unit", "record");
+    fl_json_num(sum, "epsilon", a->report.epsilon);
+    if (isfinite(a->ledger_eps)) { /* federated f-DP's bound is the smaller: the guarantee, and the one budgets use */
+        cJSON_AddStringToObject(sum, "epsilon_from", "federated_fdp");
+        fl_json_num(sum, "epsilon_ledger", a->ledger_eps);
+    }
+    cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
+    if (a->rpdp.on) { /* personalized: each record against its own budget; epsilon above is the largest */
+        cJSON_AddStringToObject(sum, "epsilon_is", "the largest epsilon of any record; each record's own is within its "
+                                                   "budget (record_budgets)");
+        cJSON_AddStringToObject(sum, "accountant", "rdp, two-stage (client rate lambda, then Poisson(p_i) per step)");
+        cJSON_AddStringToObject(sum, "sampler", "poisson, a rate per record");
+        cJSON_AddStringToObject(sum, "adjacency", "add-remove");
+        cJSON_AddNumberToObject(sum, "noise", a->rs.record_z);
+        cJSON_AddNumberToObject(sum, "clip", cfg->record_dp.clip);
+        return fl_rpdp_report(&a->rpdp, cfg, &in->part, cJSON_AddObjectToObject(sum, "record_budgets"), NULL, err);
+    }
+    cJSON_AddStringToObject(sum, "accountant", dpfl_config_choice(cfg, "record_dp.accountant"));
+    if (a->report.answered != cfg->record_dp.accountant) { /* PLD could not answer for the worst client */
+        cJSON_AddStringToObject(sum, "accountant_answered", dpfl_accountant_name(a->report.answered));
+        cJSON_AddStringToObject(sum, "accountant_fallback", a->report.fallback);
+    }
+    cJSON_AddStringToObject(sum, "sampler", dpfl_config_choice(cfg, "record_dp.sampler"));
+    cJSON_AddStringToObject(sum, "adjacency", a->ra.poisson ? "add-remove" : "replace-one");
+    cJSON_AddNumberToObject(sum, "noise", a->rs.record_z);
+    cJSON_AddNumberToObject(sum, "clip", cfg->record_dp.clip);
+    cJSON_AddStringToObject(sum, "noise_kind", cfg->record_dp.secure_mode
+                                                   ? "discrete Gaussian, exact (secure mode; RDP at integer orders)"
+                                                   : "Gaussian, floating point (ziggurat on ChaCha20)");
+    if (cfg->record_dp.noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
+    cJSON_AddNumberToObject(sum, "worst_client", a->report.worst_client);
+    cJSON_AddNumberToObject(sum, "worst_client_q", a->report.worst_q);
+    cJSON_AddNumberToObject(sum, "worst_client_steps", (double)a->report.worst_steps);
+    cJSON_AddNumberToObject(sum, "worst_client_n", (double)a->report.worst_n);
+    cJSON_AddNumberToObject(sum, "worst_client_batch", (double)a->report.worst_batch);
+    if (a->report.worst_copies > 1) /* replication: worst_client_steps sums the steps of every client holding it */
+        cJSON_AddNumberToObject(sum, "worst_record_copies", (double)a->report.worst_copies);
+    if (a->report.order > 0) cJSON_AddNumberToObject(sum, "order", a->report.order);
+    if (cfg->record_dp.e2e) {
+        double ce, cn;
+        if ((st = fl_e2e_client_epsilon(cfg, &in->part, &a->ledger, a->rs.record_z, in->cdp_on ? a->rs.client_z : 0.0,
+                                        &ce, &cn, NULL, err)))
+            return st;
+        fl_json_num(sum, in->cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
+        cJSON_AddNumberToObject(sum, "client_delta", cfg->record_dp.delta);
+        cJSON_AddNumberToObject(sum, "client_noise", cn);
+        cJSON_AddStringToObject(sum, "client_adjacency", (cfg->fl.sampling == DPFL_SAMPLE_FIXED)
+                                                             ? "replace-one, participation visible"
+                                                             : "zero-out, participation visible (replace-by-special)");
+    }
+    return DPFL_OK;
+}
+
+/* summary.json's client-level report. */
+static void summary_client(const run_inputs *in, const run_acct *a, cJSON *sum)
+{
+    const dpfl_config *cfg = in->cfg;
+    if (a->cprivate) {
+        fl_json_num(sum, "client_epsilon", a->ceps);
+    } else {
+        cJSON_AddNullToObject(sum, "client_epsilon");
+        cJSON_AddStringToObject(sum, "client_epsilon_reason", "median clipping is not differentially private");
+    }
+    cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
+    cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, in->part.clients, a->ledger.rounds > 0 ? a->ledger.rounds : 1));
+    cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
+    cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP ? "zero-out"
+                                                               : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one"
+                                                                                                  : "add-remove");
+    cJSON_AddNumberToObject(sum, "client_rounds_charged", a->ledger.rounds);
+    cJSON_AddNumberToObject(sum, "client_noise", a->rs.client_z);
+    cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
+    cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
+    if ((cfg->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE)) { /* the two noises whose combination was charged */
+        cJSON_AddNumberToObject(sum, "update_noise", dpfl_sim_update_noise(in->sim));
+        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(in->sim));
+    }
+    cJSON_AddNumberToObject(sum, "update_clip", a->rs.S);
+}
+
+/* Distributed DP's two guarantees and the sampling slack (docs/privacy.md, "Distributed DP"):
+ *   eps       against anyone who sees the released models but not who took part (Poisson amplification, q)
+ *   eps_srv   against the aggregation server, which sees each round's cohort: the client that took part most
+ *             (R rounds), each round at q = 1 -- participation is data-independent, so conditioning on it is sound
+ *   dsamp     the Poisson table's total variation over every draw of the run, (1 + e^eps) times it added to delta */
+typedef struct {
+    double eps_srv, dsamp;
+    int64_t rmax, draws;
+} ddp_report;
+
+static dpfl_status ddp_guarantees(const run_inputs *in, const run_acct *a, ddp_report *g, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(in->sim);
+    memset(g, 0, sizeof *g);
+    if (!p) return DPFL_OK;
+    int64_t total = 0;
+    for (int32_t k = 0; k < a->ledger.clients; k++) {
+        total += a->ledger.participations[k];
+        if (a->ledger.participations[k] > g->rmax) g->rmax = a->ledger.participations[k];
+    }
+    dpfl_event ev = dpfl_ddp_event(p, 1.0);
+    ev.count = g->rmax;
+    dpfl_guarantee gg;
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, in->cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
+    if (st) return st;
+    g->eps_srv = gg.epsilon;
+    /* the largest lambda any round uses: a round of two clients, each adding mu / 2 */
+    dpfl_poisson_table *t;
+    if ((st = dpfl_poisson_table_make(fmin(p->mu / 4, 1e9), &t, err))) return st;
+    g->draws = 2 * (int64_t)p->d * total;
+    g->dsamp = (1 + exp(fmin(700, fmax(a->ceps, g->eps_srv)))) * (double)g->draws * dpfl_poisson_table_tv(t);
+    dpfl_poisson_table_free(t);
+    return DPFL_OK;
+}
+
+static dpfl_status summary_ddp(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
+{
+    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(in->sim);
+    if (!p) return DPFL_OK;
+    ddp_report g;
+    dpfl_status st = ddp_guarantees(in, a, &g, err);
+    if (st) return st;
+    cJSON *o = cJSON_AddObjectToObject(sum, "ddp");
+    cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
+                                            "rounds conditionally and adds Skellam noise; the server learns the sum "
+                                            "modulo 2^bits only");
+    cJSON_AddStringToObject(o, "secure_aggregation", in->cfg->client_dp.ddp_secagg
+                                                         ? "in process: pairwise X25519 masks, Shamir-shared seeds, "
+                                                           "dropout recovery (docs/secagg.md)"
+                                                         : "off: the wrapped vectors are summed directly (the same "
+                                                           "sum; the server would see each one)");
+    cJSON_AddStringToObject(o, "adjacency", "zero-out: a client's data replaced by data whose update is zero");
+    fl_json_num(o, "epsilon", a->ceps);
+    cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
+                                                 "(client sampling amplifies)");
+    fl_json_num(o, "epsilon_vs_server", g.eps_srv);
+    cJSON_AddStringToObject(o, "epsilon_vs_server_covers", "the aggregation server, which sees who took part: the "
+                                                           "client that took part most, every one of its rounds at q = 1");
+    cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
+    cJSON_AddNumberToObject(o, "delta", in->cfg->client_dp.delta);
+    cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
+    cJSON_AddNumberToObject(o, "delta_total", in->cfg->client_dp.delta + g.dsamp);
+    cJSON_AddNumberToObject(o, "noise_draws", (double)g.draws);
+    cJSON_AddNumberToObject(o, "dimension", (double)p->d);
+    cJSON_AddNumberToObject(o, "bits", p->bits);
+    cJSON_AddNumberToObject(o, "grid_step", p->gamma);
+    cJSON_AddNumberToObject(o, "l2_sensitivity", p->d2);
+    cJSON_AddNumberToObject(o, "l1_sensitivity", p->d1);
+    cJSON_AddNumberToObject(o, "variance", p->mu);
+    cJSON_AddNumberToObject(o, "noise_multiplier", p->z);
+    cJSON_AddNumberToObject(o, "tolerated_dropout", p->tolerated_dropout);
+    return DPFL_OK;
+}
+
+/* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
+ * (and at least one), 0 otherwise ("NOT differentially private"). */
+static int privacy_statement(const run_inputs *in, const run_acct *a, char *buf, size_t len)
+{
+    const dpfl_config *cfg = in->cfg;
+    size_t n = 0;
+    buf[0] = 0;
+    if (!in->rdp_on && !in->cdp_on) {
+        snprintf(buf, len, "NOT differentially private: neither [record_dp] nor [client_dp] is enabled");
+        return 0;
+    }
+    if (in->cdp_on && !a->cprivate) {
+        snprintf(buf, len, "NOT differentially private at client level: median clipping has no sensitivity bound%s",
+                 in->rdp_on ? "; the record-level guarantee below still holds" : "");
+        return 0;
+    }
+    if (a->rpdp.on)
+        n += (size_t)snprintf(buf + n, len - n, "record-level personalized DP: every record (eps_i, %g)-DP within its "
+                                                "own budget, largest eps_i %.4g (%s budgets, %s policy, two-stage RDP)",
+                              cfg->record_dp.delta, a->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
+                              dpfl_config_choice(cfg, "record_dp.budget_policy"));
+    else if (in->rdp_on)
+        n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst %s; %s "
+                                                "adjacency, %s sampler, %s accountant)",
+                              a->report.epsilon, cfg->record_dp.delta,
+                              a->report.worst_copies > 1 ? "record, charged in every client that holds a copy" : "client",
+                              a->ra.poisson ? "add-remove" : "replace-one",
+                              dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
+    ddp_report g;
+    dpfl_error e;
+    if (in->cdp_on && dpfl_sim_ddp_plan(in->sim) && n < len && ddp_guarantees(in, a, &g, &e) == DPFL_OK)
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
+                                                "only the secure sum): (%.4g, %.3g)-DP for every client against "
+                                                "observers of the released models, (%.4g, %.3g)-DP against the "
+                                                "aggregation server, which sees the cohorts (%lld rounds for the client "
+                                                "that took part most)",
+                              n ? "; " : "", a->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
+                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax);
+    else if (in->cdp_on && n < len)
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
+                                                "accountant)",
+                              n ? "; " : "", a->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
+    if (cfg->run.seed.given && n < len)
+        snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
+    return 1;
+}
+
+/* The first evaluated round whose mean accuracy on the clients' test sets reached fl.target_accuracy: the global
+ * model's, and with helper models each client's own; from diagnostics.jsonl (all sessions of the run). */
+static void reached_rounds(const dpfl_config *cfg, const char *dir, const dpfl_round_metrics *last_eval, cJSON *np)
+{
+    static const char *const keys[][2] = {{"client_accuracy_mean", "client_accuracy_reached_round"},
+                                          {"personal_accuracy_mean", "personal_accuracy_reached_round"},
+                                          {"local_accuracy_mean", "local_accuracy_reached_round"}};
+    int32_t first[3] = {0, 0, 0};
+    char path[1100], *text = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/diagnostics.jsonl", dir);
+    if (dpfl_file_read_all(path, &text, &len, NULL) == DPFL_OK) {
+        for (char *line = text, *nl; *line; line = nl + 1) {
+            if (!(nl = strchr(line, '\n'))) break;
+            *nl = 0;
+            cJSON *o = cJSON_Parse(line);
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "round");
+            for (int i = 0; i < 3 && cJSON_IsNumber(r); i++) {
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, keys[i][0]);
+                if (!first[i] && cJSON_IsNumber(a) && a->valuedouble >= cfg->fl.target_accuracy)
+                    first[i] = (int32_t)r->valuedouble;
+            }
+            cJSON_Delete(o);
+        }
+        free(text);
+    }
+    cJSON_AddNumberToObject(np, "target_accuracy", cfg->fl.target_accuracy);
+    for (int i = 0; i < 3; i++) {
+        if (i >= 1 && !isfinite(last_eval->personal_acc_mean)) break;
+        if (first[i]) cJSON_AddNumberToObject(np, keys[i][1], first[i]);
+        else cJSON_AddNullToObject(np, keys[i][1]); /* not reached */
+    }
+}
+
+/* The final evaluation, when the last round released was not evaluated (the run stopped, or a resume released
+ * nothing more). */
+static void final_evaluation(const run_inputs *in, int32_t rounds, run_progress *pr)
+{
+    if (isfinite(pr->last_eval.test_accuracy) && pr->last_eval.round == rounds) return;
+    dpfl_round_metrics m;
+    memset(&m, 0, sizeof m);
+    m.client_acc_mean = m.personal_acc_mean = m.local_acc_mean = NAN;
+    dpfl_sim_evaluate(in->sim, &m);
+    m.round = rounds;
+    pr->last_eval = m;
+}
+
+/* summary.json's "not_private": values no epsilon covers (raw data, exact batch totals, participation, client test
+ * sets, timing), kept apart. */
+static void summary_not_private(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir,
+                                cJSON *sum)
+{
+    const dpfl_round_metrics *e = &pr->last_eval;
+    cJSON *np = cJSON_AddObjectToObject(sum, "not_private");
+    cJSON_AddStringToObject(np, "note", "diagnostics computed from raw data: covered by no epsilon; do not publish");
+    cJSON_AddNumberToObject(np, "examples", (double)a->rs.examples);
+    if (in->cdp_on) cJSON_AddNumberToObject(np, "communication", (double)pr->comm);
+    if (isfinite(e->client_acc_mean)) {
+        fl_json_num(np, "client_accuracy_mean", e->client_acc_mean);
+        fl_json_num(np, "client_accuracy_std", e->client_acc_std);
+        reached_rounds(in->cfg, dir, e, np);
+    }
+    if (isfinite(e->personal_acc_mean)) {
+        fl_json_num(np, "personal_accuracy_mean", e->personal_acc_mean);
+        fl_json_num(np, "personal_accuracy_std", e->personal_acc_std);
+    }
+    if (isfinite(pr->emd_mean)) { /* PrivateFL's heterogeneity of the clients' training losses */
+        fl_json_num(np, "emd_mean", pr->emd_mean);
+        fl_json_num(np, "emd_std", pr->emd_std);
+    }
+    if (isfinite(e->local_acc_mean)) {
+        fl_json_num(np, "local_accuracy_mean", e->local_acc_mean);
+        fl_json_num(np, "local_accuracy_std", e->local_acc_std);
+    }
+    /* over every session of the run (a resumed run adds its sessions) */
+    cJSON_AddNumberToObject(np, "wall_seconds_cumulative", pr->wall0 + (dpfl_now() - pr->t_start));
+}
+
+/* summary.json's guarantees: record level, client level, distributed DP, federated f-DP, the events behind them,
+ * the sentence that says what holds, and the set-up's warnings. */
+static dpfl_status summary_privacy(const run_inputs *in, const run_acct *a, const run_warnings *w, cJSON *sum,
+                                   dpfl_error *err)
+{
+    dpfl_status st;
+    if (in->rdp_on && (st = summary_record(in, a, sum, err))) return st;
+    if (in->cdp_on) summary_client(in, a, sum);
+    if ((st = summary_ddp(in, a, sum, err)) || (st = fl_report_fdp_json(in, a, sum, err)) ||
+        (st = fl_summary_events(in, a, sum, err)))
+        return st;
+    char words[1024];
+    cJSON_AddBoolToObject(sum, "private", privacy_statement(in, a, words, sizeof words));
+    cJSON_AddStringToObject(sum, "privacy", words);
+    if (w->n) {
+        cJSON *arr = cJSON_AddArrayToObject(sum, "warnings");
+        for (int i = 0; i < w->n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(w->text[i]));
+    }
+    return DPFL_OK;
+}
+
+/* summary.json's provenance: the config and partition hashes, the randomness, what was trained, when. */
+static void summary_provenance(const run_inputs *in, const run_state *rs, const char *sha, double started_at,
+                               cJSON *sum)
+{
+    const dpfl_config *cfg = in->cfg;
+    cJSON_AddStringToObject(sum, "config_sha256", sha);
+    char part[65];
+    for (int i = 0; i < 32; i++) snprintf(part + 2 * i, 3, "%02x", rs->partition_digest[i]);
+    cJSON_AddStringToObject(sum, "partition_sha256", part); /* which records each client held (kept across resumes) */
+    if (cfg->run.seed.given) {
+        cJSON_AddNumberToObject(sum, "seed", (double)in->seed);
+        cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
+                                                   "epsilon above holds only if the seed is secret");
+    } else {
+        cJSON_AddNullToObject(sum, "seed");
+        cJSON_AddStringToObject(sum, "randomness", "OS entropy (ChaCha20)");
+    }
+    cJSON_AddStringToObject(sum, "dataset", cfg->data.dataset);
+    cJSON_AddStringToObject(sum, "model", in->model.spec);
+    cJSON_AddNumberToObject(sum, "parameters", (double)in->model.nparam);
+    cJSON_AddNumberToObject(sum, "clients", in->part.clients); /* in the federation (participants: diagnostics) */
+    char when[32];
+    time_t t0 = (time_t)started_at;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t0));
+    cJSON_AddStringToObject(sum, "started_at", when); /* this session (a resume starts a new one) */
+    cJSON_AddStringToObject(sum, "dpfl_version", DPFL_VERSION);
+}
+
+/* sum as indented JSON with a final newline at path (sum is freed). */
+static dpfl_status write_json(const char *path, cJSON *sum, dpfl_error *err)
+{
+    char *text = cJSON_Print(sum);
+    cJSON_Delete(sum);
+    if (!text) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
+    size_t tl = strlen(text);
+    char *withnl = realloc(text, tl + 2);
+    if (withnl) {
+        text = withnl;
+        text[tl] = '\n';
+        text[tl + 1] = '\0';
+    }
+    dpfl_status st = dpfl_file_write_text(path, text, strlen(text), err);
+    free(text);
+    return st;
+}
+
+/* The final evaluation (if the last round was not evaluated), model.bin and summary.json. */
+dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
+{
+    const run_inputs *in = &c->node.in;
+    const run_acct *a = &c->node.acct;
+    dpfl_status st;
+    char path[1100];
+    final_evaluation(in, a->ledger.rounds, &c->pr);
+    snprintf(path, sizeof path, "%s/model.bin", c->io.dir);
+    if ((st = dpfl_model_save(&in->model, in->global, path, err))) return st;
+    cJSON *sum = cJSON_CreateObject();
+    fl_json_num(sum, "test_accuracy", c->pr.last_eval.test_accuracy);
+    fl_json_num(sum, "test_loss", c->pr.last_eval.test_loss);
+    cJSON_AddNumberToObject(sum, "rounds", a->ledger.rounds);
+    cJSON_AddNumberToObject(sum, "rounds_planned", in->cfg->fl.rounds);
+    cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
+    summary_not_private(in, a, &c->pr, c->io.dir, sum);
+    if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
+        cJSON_Delete(sum);
+        return st;
+    }
+    summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
+    snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
+    return write_json(path, sum, err);
+}
+
+void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir)
+{
+    const dpfl_config *cfg = in->cfg;
+    char acc[64];
+    if (isfinite(pr->last_eval.test_accuracy)) snprintf(acc, sizeof acc, "test accuracy %.4f", pr->last_eval.test_accuracy);
+    else snprintf(acc, sizeof acc, "no test data here"); /* a deployment's server without the sites' files */
+    fprintf(stderr, "dpfl: %d rounds%s, %s, %.1f s; run written to %s\n", a->ledger.rounds,
+            pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
+            pr->wall0 + (dpfl_now() - pr->t_start), dir);
+    /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
+    const char *seedcaveat = cfg->run.seed.given ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
+                                            "not for deployment)"
+                                          : "";
+    if (a->rpdp.on)
+        fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
+                        "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)%s\n",
+                a->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
+                dpfl_config_choice(cfg, "record_dp.budget_policy"), seedcaveat);
+    else if (in->rdp_on)
+        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler%s\n", a->report.epsilon,
+                cfg->record_dp.delta,
+                isfinite(a->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
+                : a->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
+                dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
+    dpfl_fdp_params pp;
+    dpfl_fdp_result fr;
+    if (in->rdp_on && a->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, a->rs.record_z) &&
+        fl_fdp_of_run(cfg, &in->part, a->ledger.rounds, a->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
+                        "against any observer keeping the sync probability %g (RDP bound)%s\n",
+                fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p, seedcaveat);
+    ddp_report g;
+    if (in->cdp_on && a->cprivate && dpfl_sim_ddp_plan(in->sim) && ddp_guarantees(in, a, &g, NULL) == DPFL_OK)
+        fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
+                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld rounds of the busiest "
+                        "client)%s\n",
+                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", a->ceps, cfg->client_dp.delta + g.dsamp,
+                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, seedcaveat);
+    else if (in->cdp_on && a->cprivate)
+        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", a->ceps,
+                cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
+    if (in->cdp_on && !a->cprivate)
+        fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
+    if (!in->rdp_on && !in->cdp_on)
+        fprintf(stderr, "dpfl: NOT differentially private (neither [record_dp] nor [client_dp] is enabled)\n");
+}
