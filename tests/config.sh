@@ -74,4 +74,32 @@ if ! "$dpfl" train "$tmp/continued.ini" --out "$tmp/sites_cont" --quiet >"$tmp/l
 then t_fail "continuation lines: $(cat "$tmp/log")"; fi
 cmp -s "$tmp/sites_set/model.bin" "$tmp/sites_cont/model.bin" || t_fail "--set and continuation lines train differently"
 t_end
+t_begin "strictness: a duplicated key, '[data' without ']', a too-large integer, --resume of a folder that is no run"
+printf '[data]\ndataset = heart\nclients = 4\n\n[fl]\nrounds = 2\n\n[data]\nclients = 5\n' > "$tmp/dup.ini"
+out=$("$dpfl" train "$tmp/dup.ini" --out "$tmp/x" 2>&1)
+grep -qF "data.clients ($tmp/dup.ini:9): set twice, first at line 3" <<<"$out" || t_fail "duplicate: $out"
+printf '[data\ndataset = heart\n' > "$tmp/open.ini"
+out=$("$dpfl" train "$tmp/open.ini" --out "$tmp/x" 2>&1)
+grep -qF "config ($tmp/open.ini:1): '[data' has no closing ']'" <<<"$out" || t_fail "unclosed section: $out"
+out=$("$dpfl" train examples/own_csv.ini --set fl.rounds=99999999999999999999 --out "$tmp/x" 2>&1)
+grep -qF "fl.rounds (--set): 99999999999999999999 is out of range [1, 100000000]" <<<"$out" || t_fail "large integer: $out"
+mkdir -p "$tmp/notarun"
+out=$("$dpfl" train --resume "$tmp/notarun" 2>&1)
+grep -qF -- "--resume $tmp/notarun: not a run folder (no config.ini" <<<"$out" || t_fail "resume of no run: $out"
+[ ! -e "$tmp/x" ] || t_fail "a refused command line left $tmp/x"
+t_end
+
+if command -v "${DPFL_GNUPLOT:-gnuplot}" >/dev/null 2>&1; then
+  t_begin "dpfl report -o FOLDER writes FOLDER/report.html; a run without DP says so once"
+  mkdir -p "$tmp/pages"
+  "$dpfl" report "$tmp/nodp" -o "$tmp/pages" >"$tmp/log" 2>&1 || t_fail "report -o FOLDER: $(cat "$tmp/log")"
+  [ -s "$tmp/pages/report.html" ] || t_fail "no $tmp/pages/report.html"
+  n=$(grep -oi "not differentially private" "$tmp/pages/report.html" | wc -l)
+  grep -q "Not differentially private:</strong> neither" "$tmp/pages/report.html" || t_fail "banner: $(grep -o 'statement[^.]*' "$tmp/pages/report.html")"
+  grep -q "private:</strong> NOT differentially private" "$tmp/pages/report.html" && t_fail "the banner says it twice"
+  [ "$n" -ge 1 ] || t_fail "no banner"
+  t_end
+else
+  echo "dpfl report checks: SKIPPED: no gnuplot (apt-get install gnuplot-nox)"
+fi
 t_summary
