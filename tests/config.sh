@@ -74,7 +74,7 @@ if ! "$dpfl" train "$tmp/continued.ini" --out "$tmp/sites_cont" --quiet >"$tmp/l
 then t_fail "continuation lines: $(cat "$tmp/log")"; fi
 cmp -s "$tmp/sites_set/model.bin" "$tmp/sites_cont/model.bin" || t_fail "--set and continuation lines train differently"
 t_end
-t_begin "strictness: a duplicated key, '[data' without ']', a too-large integer, --resume of a folder that is no run"
+t_begin "strictness: a duplicated key, '[data' without ']', a too-large integer, a glob matching nothing, an empty data.test folder, --resume of a folder that is no run"
 printf '[data]\ndataset = heart\nclients = 4\n\n[fl]\nrounds = 2\n\n[data]\nclients = 5\n' > "$tmp/dup.ini"
 out=$("$dpfl" train "$tmp/dup.ini" --out "$tmp/x" 2>&1)
 grep -qF "data.clients ($tmp/dup.ini:9): set twice, first at line 3" <<<"$out" || t_fail "duplicate: $out"
@@ -83,6 +83,11 @@ out=$("$dpfl" train "$tmp/open.ini" --out "$tmp/x" 2>&1)
 grep -qF "config ($tmp/open.ini:1): '[data' has no closing ']'" <<<"$out" || t_fail "unclosed section: $out"
 out=$("$dpfl" train examples/own_csv.ini --set fl.rounds=99999999999999999999 --out "$tmp/x" 2>&1)
 grep -qF "fl.rounds (--set): 99999999999999999999 is out of range [1, 100000000]" <<<"$out" || t_fail "large integer: $out"
+out=$("$dpfl" train examples/own_csv.ini --set "data.dataset=csv:$tmp/zzz/*.csv" --unset data.source_rows --out "$tmp/x" 2>&1)
+grep -qF "no file matches ($tmp/zzz/*.csv): a glob pattern in data.dataset" <<<"$out" || t_fail "glob matching nothing: $out"
+mkdir -p "$tmp/emptytest"
+out=$("$dpfl" train examples/own_csv.ini --set "data.test=csv:$tmp/emptytest" --out "$tmp/x" 2>&1)
+grep -qF "data.test names a folder, and it holds no .csv file" <<<"$out" || t_fail "empty data.test folder: $out"
 mkdir -p "$tmp/notarun"
 out=$("$dpfl" train --resume "$tmp/notarun" 2>&1)
 grep -qF -- "--resume $tmp/notarun: not a run folder (no config.ini" <<<"$out" || t_fail "resume of no run: $out"
