@@ -69,9 +69,12 @@ if ! "$dpfl" train "$tmp/noset.ini" --set "data.dataset=csv:$files" --out "$tmp/
 then t_fail "--set of 100 files: $(cat "$tmp/log")"; fi
 { echo '[data]'; echo "dataset = csv:$(printf '%s/sites/site_001.csv' "$tmp"),"
   for i in $(seq 2 100); do printf '    %s/sites/site_%03d.csv%s\n' "$tmp" "$i" "$([ "$i" -lt 100 ] && echo ,)"; done
-  sed -n '/^source_rows/,$p' "$tmp/sites.ini"; } > "$tmp/continued.ini"
+  sed -n '/^source_rows/,$p' "$tmp/sites.ini" | grep -v '^clients = '; } > "$tmp/continued.ini"
+# and without data.clients: the natural partition of 100 files makes 100 clients
 if ! "$dpfl" train "$tmp/continued.ini" --out "$tmp/sites_cont" --quiet >"$tmp/log" 2>&1
 then t_fail "continuation lines: $(cat "$tmp/log")"; fi
+grep -q "note: data.clients = 100: one client per file" "$tmp/log" || t_fail "no note of the inferred clients: $(cat "$tmp/log")"
+grep -q '^clients = 100$' "$tmp/sites_cont/config.ini" 2>/dev/null || t_fail "config.ini does not say clients = 100"
 cmp -s "$tmp/sites_set/model.bin" "$tmp/sites_cont/model.bin" || t_fail "--set and continuation lines train differently"
 t_end
 t_begin "strictness: a duplicated key, '[data' without ']', a too-large integer, a glob matching nothing, an empty data.test folder, --resume of a folder that is no run"
@@ -92,6 +95,20 @@ mkdir -p "$tmp/notarun"
 out=$("$dpfl" train --resume "$tmp/notarun" 2>&1)
 grep -qF -- "--resume $tmp/notarun: not a run folder (no config.ini" <<<"$out" || t_fail "resume of no run: $out"
 [ ! -e "$tmp/x" ] || t_fail "a refused command line left $tmp/x"
+t_end
+
+t_begin "raw-scale CSV features without normalize: one warning; --help shows the net: layer syntax"
+awk 'BEGIN { for (r = 0; r < 200; r++) { x = (r * 37) % 100; printf "%d,%d,%d\n", 1000 + x * 10, x, (x >= 50 ? 1 : 0) } }' > "$tmp/raw.csv"
+printf '[data]\ndataset = csv:%s\nheader = no\n\n[model]\narch = logreg\n\n[fl]\nrounds = 1\nlocal_steps = 1\n\n[run]\nseed = 1\n' \
+  "$tmp/raw.csv" > "$tmp/raw.ini"
+if ! "$dpfl" train "$tmp/raw.ini" --set data.clients=2 --out "$tmp/raw_run" >"$tmp/log" 2>&1; then t_fail "raw: $(cat "$tmp/log")"; fi
+[ "$(grep -c 'far from unit scale' "$tmp/log")" = 1 ] || t_fail "not one scale warning: $(cat "$tmp/log")"
+grep -q "warning: data: feature 0 of the CSV files is far from unit scale.*data.normalize = standard" "$tmp/log" ||
+  t_fail "the warning does not name the feature and the fix: $(cat "$tmp/log")"
+"$dpfl" train "$tmp/raw.ini" --set data.clients=2 --set data.normalize=standard --set data.feature_mean=1500,50 \
+  --set data.feature_std=300,30 --out "$tmp/raw_std" >"$tmp/log" 2>&1 || t_fail "standardized: $(cat "$tmp/log")"
+grep -q 'far from unit scale' "$tmp/log" && t_fail "warned with normalize = standard: $(cat "$tmp/log")"
+"$dpfl" train --help | grep -q 'net:conv8k3p1,relu,pool2,fc10 from convN\[kK\]' || t_fail "--help shows no net: syntax"
 t_end
 
 if command -v "${DPFL_GNUPLOT:-gnuplot}" >/dev/null 2>&1; then

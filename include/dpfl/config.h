@@ -231,6 +231,12 @@ void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
  * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
                                   dpfl_error *err);
+/* With partition = natural and data.dataset = csv:FILES, a data.clients the user did not set is the number of
+ * files (one client per file): *inferred = 1 when that changed it.  A no-op otherwise. */
+dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err);
+/* 1, with a one-line warning in msg, when your own CSV features are far from unit scale (some feature's root mean
+ * square above 10 over the training rows here) while data.normalize = none: such runs tend to train to chance. */
+int dpfl_config_scale_hint(const dpfl_config *c, const dpfl_dataset *train, char *msg, size_t cap);
 /* The partition the [data] section asks for (partition, clients and that partition's parameters), for
  * dpfl_partition_make; every other field zero. */
 void dpfl_config_partition_spec(const dpfl_config *cfg, dpfl_partition_spec *sp);

@@ -34,6 +34,9 @@ int cli_train_resumable_set(const char *kv);
  * set.  0, or the exit status after printing the error. */
 int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unsets, const cli_strings *sets,
                     int resume);
+/* config_cli.c: "dpfl: warning: ..." on stderr when cfg's own CSV features are far from unit scale and
+ * data.normalize = none (reads the files once more; says nothing when they cannot be read) */
+void cli_scale_hint(const dpfl_config *cfg);
 /* config_cli.c: dir/config.ini into config_path, or an error naming what dir is not (a folder, a run's) */
 int cli_resume_config(const char *dir, char *config_path, size_t cap);
 

@@ -53,6 +53,7 @@ static int train(const char *config_path, const char *resume, const cli_strings 
         snprintf(outbuf, sizeof outbuf, "runs/%.*s", (int)n, base);
         out = outbuf;
     }
+    if (!resume && !quiet) cli_scale_hint(&cfg);
     dpfl_run_options opt = {out, quiet, resume != NULL, force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);

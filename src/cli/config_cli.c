@@ -1,6 +1,7 @@
 /* The config of a command that trains (train, serve, join, audit): the file, then --unset, then each --set in its
  * order, and a note on stderr for each key of the file a --set dropped (include/dpfl/config.h: the command line
- * wins over the file); and the run folder a --resume names, refused unless it holds a run's config.ini. */
+ * wins over the file), data.clients inferred from the files of a natural partition; the warning on raw-scale CSV
+ * features; and the run folder a --resume names, refused unless it holds a run's config.ini. */
 #include "cli.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unsets, const cli_strings *sets,
                     int resume)
 {
+    const int quiet_notes = resume; /* a run's own config.ini: its clients were inferred when it started */
     dpfl_config_defaults(cfg);
     dpfl_error err;
     if (dpfl_config_load(cfg, path, &err)) return cli_error("%s", err.msg);
@@ -27,7 +29,26 @@ int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unset
         if (dpfl_config_set_noted(cfg, sets->v[i], note, sizeof note, &err)) return cli_error("%s", err.msg);
         if (note[0]) fprintf(stderr, "dpfl: note: %s\n", note);
     }
+    int inferred = 0;
+    if (dpfl_config_infer_clients(cfg, &inferred, &err)) return cli_error("%s", err.msg);
+    if (inferred && !quiet_notes)
+        fprintf(stderr, "dpfl: note: data.clients = %d: one client per file of data.dataset (partition = natural)\n",
+                (int)cfg->data.clients);
     return 0;
+}
+
+void cli_scale_hint(const dpfl_config *cfg)
+{
+    if (cfg->data.normalize != DPFL_NORM_NONE || strncmp(cfg->data.dataset, "csv:", 4)) return;
+    dpfl_dataset train, test;
+    dpfl_error err;
+    memset(&train, 0, sizeof train);
+    memset(&test, 0, sizeof test);
+    if (dpfl_config_load_data(cfg, cfg->run.seed.value, &train, &test, &err)) return; /* the run says what is wrong */
+    char msg[512];
+    if (dpfl_config_scale_hint(cfg, &train, msg, sizeof msg)) fprintf(stderr, "dpfl: warning: %s\n", msg);
+    dpfl_dataset_free(&train);
+    dpfl_dataset_free(&test);
 }
 
 int cli_resume_config(const char *dir, char *config_path, size_t cap)
