@@ -259,10 +259,16 @@ uninstall:
 	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) \
 	       $(DESTDIR)$(LIBEXECDIR)/dpfl 2>/dev/null || true
 
+# The demo: FedAvg on MNIST without DP (runs/demo), the same config with record-level DP-SGD at epsilon = 3 from the
+# command line (runs/demo_dp: --set switches the DP section on, local_steps replaces local_epochs), and one report
+# that compares them (runs/demo/report.html: accuracy next to epsilon).  About 30 s of training on 2 cores.
+DEMO_DP := --set record_dp.enabled=yes --set record_dp.clip=1 --set record_dp.target_epsilon=3 \
+           --set record_dp.delta=1e-6 --set fl.local_steps=40 --set fl.batch=64 --set fl.lr=0.5
 demo: setup
 	@$(MAKE) --no-print-directory all
 	./$(BIN) train examples/demo.ini --out runs/demo --force
-	./$(BIN) report runs/demo
+	./$(BIN) train examples/demo.ini $(DEMO_DP) --out runs/demo_dp --force
+	./$(BIN) report runs/demo_dp runs/demo -o runs/demo/report.html
 
 # The C suites, then tests/exports.sh (libdpfl.so exports what include/dpfl/ declares, nothing else),
 # tests/cli.sh (every subcommand's option table: --help, one-line errors with status 2), tests/layering.sh (every
