@@ -9,8 +9,9 @@
 #   NATIVE=1              -march=native for everything, into build/native: for this machine's CPU only.
 #   MARCH=m DISPATCH=0    -march=m and no kernel it lacks, into build/m-nodispatch (CI: MARCH=x86-64-v2).
 # A change of compiler or flags within one build directory rebuilds everything (BUILD/flags).
+# The build prints one short line per step ("  CC     build/src/core/rng.o"); V=1 prints the full commands.
 CC      ?= gcc
-PKGS    := openblas gsl fftw3 libsodium inih libcjson zlib
+PKGS    := openblas gsl fftw3 libsodium libcjson zlib
 # Installation (make install / uninstall).  PKGDATADIR, where the files that ship with dpfl go (heart-disease/), is
 # compiled into src/data/paths.c, and LIBEXECDIR/dpfl, where dpfl-deploy goes, into src/cli/front.c: `make install
 # PREFIX=...` rebuilds those objects when PREFIX changes.
@@ -48,6 +49,9 @@ endif
 # commands to it (src/cli/front.c), so that every other command starts without loading their ~25 libraries.
 DEPLOY  := $(if $(filter 1,$(ZMQ) $(MPI)),1,0)
 SAN     ?= 0
+V       ?= 0
+# $(call quiet,WHAT,TARGET) in front of a recipe's command: its short line, and the command not echoed (V=0)
+quiet    = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' '$(1)' '$(2)';)
 NATIVE  ?= 0
 DISPATCH ?= 1
 X86     := $(filter x86_64%,$(shell $(CC) -dumpmachine))
@@ -160,26 +164,26 @@ endif
 
 $(BUILD)/%.o: %.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(KFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(CFLAGS) $(KFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call quiet,AR,$@)ar rcs $@ $^
 
 # libdpfl.so.VERSION, with the links SONAME and libdpfl.so
 $(SO).$(VERSION): $(LIB_OBJ)
-	$(CC) -shared $(LDSAN) -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -shared $(LDSAN) -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
 $(SO): $(SO).$(VERSION)
-	ln -sf libdpfl.so.$(VERSION) $(BUILD)/$(SONAME)
-	ln -sf libdpfl.so.$(VERSION) $@
+	$(call quiet,LN,$@)ln -sf libdpfl.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(if $(filter 1,$(V)),,@)ln -sf libdpfl.so.$(VERSION) $@
 
 # dpfl: --as-needed drops the libraries only the deployment code calls (libzmq); dpfl-deploy comes with it.
 $(BIN): $(FRONT_OBJ) $(LIB) | $(DEPLOY_BIN)
-	$(CC) $(LDSAN) -o $@ $(FRONT_OBJ) $(LIB) -Wl,--as-needed $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) $(LDSAN) -o $@ $(FRONT_OBJ) $(LIB) -Wl,--as-needed $(LDLIBS)
 
 $(DEPLOY_BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(MPI_LIBS)
+	$(call quiet,LD,$@)$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(MPI_LIBS)
 
 # The test binaries link TEST_HOOKS ahead of the library: src/mech/noise.c built with -DDPFL_TEST_HOOKS, which adds
 # dpfl_test_noise_divisor (a deliberately broken mechanism for the audit tests).  It defines every symbol of the
@@ -187,33 +191,33 @@ $(DEPLOY_BIN): $(CLI_OBJ) $(LIB)
 TEST_HOOKS := $(BUILD)/tests/hooks/noise.o
 $(TEST_HOOKS): src/mech/noise.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DDPFL_TEST_HOOKS -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(CFLAGS) -DDPFL_TEST_HOOKS -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/fixtures.h $(TEST_HOOKS) $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(TEST_HOOKS) $(LIB) $(LDLIBS) $(TEST_LDLIBS)
+	$(call quiet,CC,$@)$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(TEST_HOOKS) $(LIB) $(LDLIBS) $(TEST_LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB) $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+	$(call quiet,CC,$@)$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
 # The C examples (examples/c/), built the way a program using dpfl is: public headers only (-Iinclude, no
 # -D_DEFAULT_SOURCE), linked to the shared library of this build (found through its rpath).
 EXAMPLE_CFLAGS := -std=c11 -pedantic -Wall -Wextra -Werror -O2 -Iinclude $(LDSAN) $(ARCH)
 $(BUILD)/examples/%: examples/c/%.c $(SO) $(HEADERS) $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(CC) $(EXAMPLE_CFLAGS) -o $@ $< -L$(BUILD) -ldpfl -Wl,-rpath,$(abspath $(BUILD)) -lm
+	$(call quiet,CC,$@)$(CC) $(EXAMPLE_CFLAGS) -o $@ $< -L$(BUILD) -ldpfl -Wl,-rpath,$(abspath $(BUILD)) -lm
 
 examples: $(EXAMPLES)
 
 # Man pages: scripts/manpage.sh renders `dpfl --help` and `dpfl NAME --help` (one source for both).
 $(BUILD)/man/dpfl.1: $(BIN) scripts/manpage.sh
 	@mkdir -p $(dir $@)
-	scripts/manpage.sh $(BIN) > $@.tmp && mv $@.tmp $@
+	$(call quiet,MAN,$@)scripts/manpage.sh $(BIN) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/man/dpfl-%.1: $(BIN) scripts/manpage.sh
 	@mkdir -p $(dir $@)
-	scripts/manpage.sh $(BIN) $* > $@.tmp && mv $@.tmp $@
+	$(call quiet,MAN,$@)scripts/manpage.sh $(BIN) $* > $@.tmp && mv $@.tmp $@
 
 man: $(MANPAGES)
 
@@ -255,22 +259,29 @@ uninstall:
 	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) \
 	       $(DESTDIR)$(LIBEXECDIR)/dpfl 2>/dev/null || true
 
+# The demo: FedAvg on MNIST without DP (runs/demo), the same config with record-level DP-SGD at epsilon = 3 from the
+# command line (runs/demo_dp: --set switches the DP section on, local_steps replaces local_epochs), and one report
+# that compares them (runs/demo/report.html: accuracy next to epsilon).  About 30 s of training on 2 cores.
+DEMO_DP := --set record_dp.enabled=yes --set record_dp.clip=1 --set record_dp.target_epsilon=3 \
+           --set record_dp.delta=1e-6 --set fl.local_steps=40 --set fl.batch=64 --set fl.lr=0.5
 demo: setup
 	@$(MAKE) --no-print-directory all
 	./$(BIN) train examples/demo.ini --out runs/demo --force
-	./$(BIN) report runs/demo
+	./$(BIN) train examples/demo.ini $(DEMO_DP) --out runs/demo_dp --force
+	./$(BIN) report runs/demo_dp runs/demo -o runs/demo/report.html
 
 # The C suites, then tests/exports.sh (libdpfl.so exports what include/dpfl/ declares, nothing else),
 # tests/cli.sh (every subcommand's option table: --help, one-line errors with status 2), tests/layering.sh (every
 # include points down),
 # tests/examples.sh (the C examples against this build, checked against `dpfl account`),
+# tests/config.sh (the command line over a config file: with/without DP, --unset; a 100-site config),
 # tests/model.sh (dpfl eval against summary.json, dpfl export read back by numpy), the
 # Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
 # or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
 # against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh
@@ -339,7 +350,7 @@ $(FUZZ_BUILD)/%.o: %.c
 
 $(FUZZ_BUILD)/libdpfl.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call quiet,AR,$@)ar rcs $@ $^
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_BUILD)/libdpfl.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libdpfl.a $(LDLIBS)

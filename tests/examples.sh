@@ -57,6 +57,8 @@ if out=$("$ex/federated" 2>&1); then
   t_le 0.85 "$acc" || t_fail "final test accuracy $acc"
   q=$(sed -n 's/.*: q \([^,]*\), .*/\1/p' <<<"$last") steps=$(sed -n 's/.*, \([0-9]*\) steps).*/\1/p' <<<"$last")
   z=$(sed -n 's/.*noise multiplier \([^,]*\),.*/\1/p' <<<"$out") d=$(sed -n 's/.*, delta \(.*\)$/\1/p' <<<"$out")
+  # numbers in the shortest form that reads back as the same double, not 17 digits (0.080000000000000002)
+  [ "$z" = 1.2 ] && [ "$q" = 0.08 ] || t_fail "noise multiplier '$z' and q '$q', not 1.2 and 0.08"
   cli=$("$dpfl" account --noise "$z" --q "$q" --steps "$steps" --delta "$d" --json | json_num epsilon)
   t_close "$(sed -n 's/.* record-level epsilon \([^ ]*\) .*/\1/p' <<<"$last")" "$cli" 1e-9 ||
     t_fail "final epsilon != dpfl account --noise $z --q $q --steps $steps: $cli"

@@ -47,16 +47,16 @@ t_begin "eval RUN_DIR --json: summary.json's test_accuracy and test_loss to the 
 for r in $runs; do
   if ! out=$("$dpfl" eval "$tmp/$r" --json 2>&1); then t_fail "$r: eval failed: $out"; continue; fi
   for k in accuracy loss; do
-    want=$(num "test_$k" < "$tmp/$r/summary.json") got=$(num "$k" <<<"$out")
+    want=$(num "test_$k" < "$tmp/$r/summary.json") got=$(num "test_$k" <<<"$out")
     [ -n "$want" ] && [ "$got" = "$want" ] || t_fail "$r: eval $k '$got', summary.json test_$k '$want'"
   done
 done
 # the test is able to fail: another seed reshuffles heart's split (and the run's standardization matters)
-a=$("$dpfl" eval "$tmp/heart" --json --seed 99 | num accuracy)
+a=$("$dpfl" eval "$tmp/heart" --json --seed 99 | num test_accuracy)
 [ "$a" != "$(num test_accuracy < "$tmp/heart/summary.json")" ] || t_fail "heart: --seed 99 changed nothing ($a)"
-a=$("$dpfl" eval "$tmp/own" --json --normalize none | num loss)
+a=$("$dpfl" eval "$tmp/own" --json --normalize none | num test_loss)
 [ "$a" != "$(num test_loss < "$tmp/own/summary.json")" ] || t_fail "own: --normalize none changed nothing ($a)"
-a=$("$dpfl" eval "$tmp/mnist" --json --normalize none | num accuracy)
+a=$("$dpfl" eval "$tmp/mnist" --json --normalize none | num test_accuracy)
 [ "$a" != "$(num test_accuracy < "$tmp/mnist/summary.json")" ] || t_fail "mnist: --normalize none changed nothing ($a)"
 t_end
 
@@ -68,7 +68,7 @@ out=$("$dpfl" eval "$tmp/mnist" --split train 2>&1)
 grep -q "examples 60000  (mnist train split)" <<<"$out" || t_fail "--split train: $out"
 cp "$tmp/raw/model.bin" "$tmp/bare.bin"
 out=$("$dpfl" eval "$tmp/bare.bin" --data mnist --json 2>&1)
-[ "$(num accuracy <<<"$out")" = "$(num test_accuracy < "$tmp/raw/summary.json")" ] || t_fail "bare model.bin --data mnist: $out"
+[ "$(num test_accuracy <<<"$out")" = "$(num test_accuracy < "$tmp/raw/summary.json")" ] || t_fail "bare model.bin --data mnist: $out"
 t_end
 
 # err NAME EXPECTED-TEXT CMD...: fails with one line on stderr holding the text
@@ -79,6 +79,19 @@ err() {
   [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || t_fail "$what: not one line: $out"
   grep -qF -- "$text" <<<"$out" || t_fail "$what: no '$text' in: $out"
 }
+t_begin "a CSV-trained model exports and evaluates on other data with its training data folder gone (shape in model.bin)"
+mkdir -p "$tmp/elsewhere" && cp -r "$tmp/own" "$tmp/elsewhere/own" && cp data/heart-disease/processed.va.data "$tmp/va.csv"
+# the run's config.ini names data/heart-disease/... relative to the checkout: from elsewhere none of it is there
+if ! out=$(cd "$tmp/elsewhere" && "$dpfl" export own -o "$tmp/own_gone.npz" 2>&1); then t_fail "export without the data: $out"; fi
+"$dpfl" export "$tmp/own" -o "$tmp/own_here.npz" 2>/dev/null || t_fail "export with the data failed"
+cmp -s "$tmp/own_gone.npz" "$tmp/own_here.npz" || t_fail "the export without the data differs from the one with it"
+if ! out=$(cd "$tmp/elsewhere" && "$dpfl" eval own --data "csv:$tmp/va.csv" --split train --json 2>&1); then
+  t_fail "eval --data OTHER without the run's data: $out"
+fi
+grep -q '"train_accuracy":' <<<"$out" || t_fail "eval --split train --json has no train_accuracy: $out"
+grep -q '"examples":110' <<<"$out" || t_fail "eval --data va.csv --split train: not the 110 training rows of the file: $out"
+t_end
+
 t_begin "eval and export errors: one line, non-zero status, naming the file"
 err "missing file" "$tmp/none.bin" "$dpfl" eval "$tmp/none.bin" --data mnist
 printf 'not a model, but long enough to be read as one' > "$tmp/junk.bin"
@@ -144,9 +157,9 @@ PYEOF
     if ! got=$("$py" tests/npz_forward.py "$tmp/$r/model.npz" "$dir" 2>&1); then t_fail "$r: $got"; continue; fi
     want=$(DPFL_DATA=$data "$dpfl" eval "$tmp/$r" --json)
     # float32 sums in another order: a prediction may flip on a near tie, the loss agrees to float precision
-    awk -v a="$(num accuracy <<<"$want")" -v b="$(sed -n 's/^accuracy \([^ ]*\) .*/\1/p' <<<"$got")" \
+    awk -v a="$(num test_accuracy <<<"$want")" -v b="$(sed -n 's/^accuracy \([^ ]*\) .*/\1/p' <<<"$got")" \
       'BEGIN { d = a - b; exit !(b != "" && d <= 3e-4 && d >= -3e-4) }' || t_fail "$r: numpy '$got', dpfl eval $want"
-    t_close "$(sed -n 's/.* loss \([^ ]*\) .*/\1/p' <<<"$got")" "$(num loss <<<"$want")" 1e-4 || t_fail "$r: numpy '$got', dpfl eval $want"
+    t_close "$(sed -n 's/.* loss \([^ ]*\) .*/\1/p' <<<"$got")" "$(num test_loss <<<"$want")" 1e-4 || t_fail "$r: numpy '$got', dpfl eval $want"
     echo "$r: numpy: $got; dpfl eval: $want"
   done
   # the transform run: the archive holds the global transform's scale and shift, shaped (C,) and (C, H, W)

@@ -146,11 +146,119 @@ static void config_values_are_typed_once(void **state)
     assert_false(c.run.seed.given);
     assert_int_equal(c.fl.client_rate_schedule.n, 0);
     assert_close(dpfl_round_client_rate(&c, 5), c.fl.client_rate, 0);
-    /* a list whose canonical text would not fit a config line is refused when read (config.ini must load back) */
-    char a[260] = "data.feature_mean=";
-    for (int i = 0; i < 45; i++) strcat(a, "1.5,");
+    /* a list past the old 198-character line (150 values) round-trips through config.ini; past
+     * DPFL_NUMBER_LIST_MAX values it is refused when read */
+    char a[8200] = "data.feature_mean=";
+    for (int i = 0; i < 150; i++) strcat(a, "1.25,");
+    strcat(a, "0.1");
+    assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_OK);
+    assert_int_equal(c.data.feature_mean.n, 151);
+    char *ini2 = dpfl_config_to_ini(&c);
+    assert_non_null(ini2);
+    write_file(path, ini2);
+    free(ini2);
+    dpfl_config_defaults(&d);
+    assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
+    assert_int_equal(d.data.feature_mean.n, 151);
+    assert_true(d.data.feature_mean.v[150] == 0.1);
+    strcpy(a, "data.feature_mean=");
+    for (int i = 0; i <= DPFL_NUMBER_LIST_MAX; i++) strcat(a, "1,");
+    strcat(a, "1");
     assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "data.feature_mean (--set): value is too long"));
+    assert_non_null(strstr(err.msg, "data.feature_mean (--set): more than 1024 values"));
+    unlink(path);
+}
+
+/* The command line wins over the file (issue 37 item 1): --set record_dp.enabled=no drops the file's record_dp keys
+ * with a note (a baseline without DP from the same file), --set fl.local_steps drops the file's local_epochs,
+ * --unset puts a key back to its default; two --set that conflict are still refused, saying so. */
+static void command_line_wins_over_the_file(void **state)
+{
+    (void)state;
+    const char *path = "/tmp/dpfl_test_cfg_wins.ini";
+    write_file(path, "[data]\ndataset = heart\n\n[fl]\nlocal_epochs = 2\nsampling = poisson\nclient_rate = 0.5\n\n"
+                     "[record_dp]\nenabled = yes\nclip = 0.5\ntarget_epsilon = 2\ndelta = 1e-3\n");
+    dpfl_config c;
+    dpfl_error err;
+    char note[512];
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK);
+    assert_int_equal(dpfl_config_set_noted(&c, "record_dp.enabled=no", note, sizeof note, &err), DPFL_OK);
+    assert_non_null(strstr(note, "record_dp.clip, record_dp.target_epsilon, record_dp.delta no longer apply"));
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK);
+    assert_true(c.record_dp.clip == 1.0 && c.record_dp.target_epsilon == 0); /* back to the defaults */
+    assert_int_equal(dpfl_config_set_noted(&c, "fl.local_steps=20", note, sizeof note, &err), DPFL_OK);
+    assert_non_null(strstr(note, "the config's fl.local_epochs no longer applies and is dropped"));
+    assert_int_equal(dpfl_config_set_noted(&c, "fl.sampling=all", note, sizeof note, &err), DPFL_OK);
+    assert_non_null(strstr(note, "fl.client_rate"));
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK);
+    assert_int_equal(c.fl.local_steps, 20);
+    /* a key switched off again by the command line itself is refused, naming the command line */
+    assert_int_equal(dpfl_config_set(&c, "fl.local_epochs=3", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.local_epochs (--set) would be ignored: local_steps > 0 takes precedence"));
+    /* --unset: back to the default, no longer the user's; a whole section; the escape named in the errors */
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_config_set(&c, "record_dp.clip=", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "use --unset record_dp.clip"));
+    assert_int_equal(dpfl_config_set(&c, "fl.local_steps=20", &err), DPFL_OK);
+    assert_int_equal(dpfl_config_unset(&c, "record_dp", &err), DPFL_OK);
+    assert_false(c.record_dp.enabled);
+    assert_true(c.record_dp.delta == 1e-5);
+    assert_int_equal(dpfl_config_unset(&c, "fl.client_rate", &err), DPFL_OK);
+    assert_true(c.fl.client_rate == 0.1);
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_OK);
+    assert_int_equal(dpfl_config_unset(&c, "fl.algorithm", &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_config_unset(&c, "fl.nokey", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown key fl.nokey (--unset)"));
+    /* the file alone with the conflict: the error names the way out */
+    write_file(path, "[fl]\nlocal_epochs = 2\nlocal_steps = 5\n");
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_config_check_ignored(&c, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "--unset fl.local_epochs"));
+    unlink(path);
+}
+
+/* Issue 37 item 7: a key given twice names both lines; "[data" without "]" at its own line; a too-large integer is
+ * "out of range"; item 9: config.ini holds the shortest text of each number that reads back to the same double. */
+static void config_strictness_and_shortest_numbers(void **state)
+{
+    (void)state;
+    const char *path = "/tmp/dpfl_test_cfg_strict.ini";
+    dpfl_config c;
+    dpfl_error err;
+    write_file(path, "[data]\nclients = 4\n\n[fl]\nrounds = 3\n\n[data]\nclients = 5\n");
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.clients (/tmp/dpfl_test_cfg_strict.ini:8): set twice, first at line 2"));
+    write_file(path, "[data]\nclients = 4\n\n[fl\nrounds = 3\n");
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "dpfl_test_cfg_strict.ini:4): '[fl' has no closing ']'"));
+    write_file(path, "[fl]\nrounds = 99999999999999999999\n");
+    dpfl_config_defaults(&c);
+    assert_int_equal(dpfl_config_load(&c, path, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "99999999999999999999 is out of range [1, 100000000]"));
+    assert_int_equal(dpfl_config_set(&c, "fl.lr=1e999", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "1e999 is out of range"));
+    dpfl_config_defaults(&c);
+    fixture_set(&c, "fl.lr", "0.1");
+    fixture_set(&c, "record_dp.delta", "1e-05");
+    fixture_set(&c, "fl.momentum", "0.30000000000000004"); /* 0.1 + 0.2: needs all 17 digits */
+    char *ini = dpfl_config_to_ini(&c);
+    assert_non_null(ini);
+    assert_non_null(strstr(ini, "\nlr = 0.1\n"));
+    assert_non_null(strstr(ini, "\ndelta = 1e-05\n"));
+    assert_non_null(strstr(ini, "\nmomentum = 0.30000000000000004\n"));
+    write_file(path, ini);
+    free(ini);
+    dpfl_config d;
+    dpfl_config_defaults(&d);
+    assert_int_equal(dpfl_config_load(&d, path, &err), DPFL_OK);
+    assert_memory_equal(&c, &d, offsetof(dpfl_config, user_set));
     unlink(path);
 }
 
@@ -249,7 +357,7 @@ static void ignored_keys_are_errors(void **state)
     struct { const char *sets[3]; const char *want; } cases[] = {
         {{"record_dp.noise=1.1", "record_dp.clip=1.0", NULL}, "is set but record_dp.enabled = no: this run would NOT be differentially private"},
         {{"client_dp.clip=2", NULL, NULL}, "client_dp.clip is set but client_dp.enabled = no"},
-        {{"fl.client_rate=0.2", NULL, NULL}, "fl.client_rate is set but would be ignored"},
+        {{"fl.client_rate=0.2", NULL, NULL}, "fl.client_rate (--set) would be ignored"},
         {{"fl.sampling=poisson", "fl.clients_per_round=5", NULL}, "fl.clients_per_round"},
         {{"client_dp.enabled=yes", "client_dp.quantile_noise=3", NULL}, "client_dp.quantile_noise"},
         {{"data.beta=0.3", NULL, NULL}, "data.beta"},
@@ -846,6 +954,8 @@ int main(void)
         cmocka_unit_test(config_choices_are_typed_and_round_trip),
         cmocka_unit_test(config_path_and_section_errors_are_exact),
         cmocka_unit_test(ignored_keys_are_errors),
+        cmocka_unit_test(command_line_wins_over_the_file),
+        cmocka_unit_test(config_strictness_and_shortest_numbers),
         cmocka_unit_test(config_values_are_typed_once),
         cmocka_unit_test(train_refuses_bad_values_on_one_line),
         cmocka_unit_test(algorithm_presets_expand_into_settings),

@@ -79,6 +79,60 @@ static void file_read_returns_spec_and_params(void **state)
     dpfl_model_free(&m);
 }
 
+/* model.bin version 2 holds the shape the model was built for (dpfl export needs no data); a version 1 file (spec
+ * and parameters only) still reads, with shape 0s; version 3 is refused. */
+static void file_holds_the_shape_and_old_files_still_read(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    float *p = random_model("logreg", 1, 1, 6, 2, &m, 3); /* 2 classes: 1 logit */
+    char path[128];
+    snprintf(path, sizeof path, "%s/shape.bin", tmpdir);
+    dpfl_error err;
+    assert_int_equal(dpfl_model_save(&m, p, path, &err), DPFL_OK);
+    char spec[128];
+    float *q;
+    size_t n;
+    int32_t shape[4];
+    assert_int_equal(dpfl_model_file_read_shape(path, spec, sizeof spec, &q, &n, shape, &err), DPFL_OK);
+    assert_int_equal(shape[0], 1);
+    assert_int_equal(shape[1], 1);
+    assert_int_equal(shape[2], 6);
+    assert_int_equal(shape[3], 1);
+    dpfl_free(q);
+    dpfl_model m2;
+    float *p2 = calloc(m.nparam, sizeof(float));
+    assert_int_equal(dpfl_model_create("logreg", 1, 1, 6, 2, &m2, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_load(&m2, p2, path, &err), DPFL_OK);
+    assert_memory_equal(p2, p, m.nparam * sizeof(float));
+    /* a version 1 file: u32 spec length, spec, u64 nparam, the floats */
+    const uint32_t slen = 6;
+    const uint64_t np = m.nparam;
+    size_t len = 4 + slen + 8 + np * sizeof(float);
+    uint8_t *v1 = malloc(len);
+    memcpy(v1, &slen, 4);
+    memcpy(v1 + 4, "logreg", slen);
+    memcpy(v1 + 4 + slen, &np, 8);
+    memcpy(v1 + 12 + slen, p, np * sizeof(float));
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 1, v1, len, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_shape(path, spec, sizeof spec, &q, &n, shape, &err), DPFL_OK);
+    assert_int_equal(shape[0] | shape[1] | shape[2] | shape[3], 0);
+    assert_memory_equal(q, p, n * sizeof(float));
+    dpfl_free(q);
+    memset(p2, 0, m.nparam * sizeof(float));
+    assert_int_equal(dpfl_model_load(&m2, p2, path, &err), DPFL_OK);
+    assert_memory_equal(p2, p, m.nparam * sizeof(float));
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 3, v1, len, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_shape(path, spec, sizeof spec, &q, &n, shape, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "unsupported version 3"));
+    unlink(path);
+    free(v1);
+    free(p2);
+    free(p);
+    dpfl_model_free(&m);
+    dpfl_model_free(&m2);
+}
+
 /* ------------------------------------------------------------------ an independent .npz reader */
 typedef struct {
     char name[64];
@@ -415,6 +469,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(file_read_returns_spec_and_params),
+        cmocka_unit_test(file_holds_the_shape_and_old_files_still_read),
         cmocka_unit_test(npz_arrays_give_the_models_forward_pass),
         cmocka_unit_test(npz_mlp_shapes_and_values),
         cmocka_unit_test(npz_layers_table_is_the_graph),

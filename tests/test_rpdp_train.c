@@ -155,11 +155,13 @@ static void write_config(const char *path, int rounds, const char *extra)
 {
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
+    /* extra's own budgets line replaces the default one (a key given twice is an error) */
+    const int own_budgets = !strncmp(extra, "budgets = ", 10) || strstr(extra, "\nbudgets = ");
     fprintf(fp, "[data]\ndataset = synthetic\npartition = iid\nclients = 4\n\n[model]\narch = logreg\n\n"
                 "[fl]\nrounds = %d\nsampling = poisson\nclient_rate = 0.5\nlocal_steps = 4\nlr = 0.1\n\n"
-                "[record_dp]\nenabled = yes\nclip = 1\ndelta = 1e-5\nbudgets = threelevels\n%s\n"
+                "[record_dp]\nenabled = yes\nclip = 1\ndelta = 1e-5\n%s%s\n"
                 "[run]\nseed = 3\nthreads = 2\n",
-            rounds, extra);
+            rounds, own_budgets ? "" : "budgets = threelevels\n", extra);
     fclose(fp);
 }
 

@@ -20,6 +20,16 @@
 
 enum { DIM = 10, CLASSES = 3, NTRAIN = 3000, NTEST = 1500, BATCH = 64 };
 
+/* x in the shortest "%g" form that reads back as the same double (0.1, not 0.10000000000000001) */
+static const char *shortest(double x, char *buf, size_t cap)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 /* The caller's data: example i of class i % 3 is N(mean of its class, I), class means 1.5 apart per axis. */
 static void make_data(dpfl_rng *r, float *x, int32_t *y, int n)
 {
@@ -80,7 +90,9 @@ int main(int argc, char **argv)
     dpfl_guarantee g;
     if (dpfl_account_epsilon(&ev, 1, delta, DPFL_ACC_RDP, NULL, &g, &err)) goto fail;
     printf("model: %s, %zu parameters\n", model.spec, P);
-    printf("steps: %lld, q: %.17g, noise: %.17g, clip: %g\n", steps, d.q, d.z, clip);
+    char qs[32], zs[32];
+    printf("steps: %lld, q: %s, noise: %s, clip: %g\n", steps, shortest(d.q, qs, sizeof qs),
+           shortest(d.z, zs, sizeof zs), clip);
     printf("test accuracy: %.4f (loss %.4f)\n", acc, loss);
     printf("record-level epsilon: %.12g at delta %g (rdp, order %.4g)\n", g.epsilon, delta, g.order);
     dpfl_optim_free(&opt);

@@ -24,14 +24,25 @@ static const char *const settings[] = {
     "record_dp.clip=1",     "record_dp.noise=1.2",    "record_dp.delta=1e-5",  "run.threads=2",
 };
 
+/* x in the shortest "%g" form that reads back as the same double (0.1, not 0.10000000000000001) */
+static const char *shortest(double x, char *buf, size_t cap)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 /* The per-round function: here it prints; a program could log, checkpoint or stop (non-zero). */
 static int on_round(void *ctx, const dpfl_round_metrics *m, const dpfl_record_report *rec)
 {
     (void)ctx;
-    printf("round %d: clients %d, test accuracy %.4f, record-level epsilon %.12g (worst client %d: q %.17g, "
+    char q[32];
+    printf("round %d: clients %d, test accuracy %.4f, record-level epsilon %.12g (worst client %d: q %s, "
            "%lld steps)\n",
-           m->round, m->clients, m->test_accuracy, rec->epsilon, rec->worst_client, rec->worst_q,
-           (long long)rec->worst_steps);
+           m->round, m->clients, m->test_accuracy, rec->epsilon, rec->worst_client,
+           shortest(rec->worst_q, q, sizeof q), (long long)rec->worst_steps);
     return 0;
 }
 
@@ -111,8 +122,9 @@ int main(int argc, char **argv)
     dpfl_model_init(&model, global, &irng);
     if (dpfl_sim_create(&cfg, &model, &train, &test, &part, &root, global, &sim, &err)) goto out;
     if (run_rounds(sim, &part, cfg.fl.rounds, budget, on_round, NULL, &err)) goto out;
-    printf("record-level DP-SGD: noise multiplier %.17g, clip %g, delta %g\n", cfg.record_dp.noise, cfg.record_dp.clip,
-           cfg.record_dp.delta);
+    char z[32];
+    printf("record-level DP-SGD: noise multiplier %s, clip %g, delta %g\n", shortest(cfg.record_dp.noise, z, sizeof z),
+           cfg.record_dp.clip, cfg.record_dp.delta);
     rc = 0;
 out:
     if (rc) fprintf(stderr, "federated: %s\n", err.msg);

@@ -55,9 +55,9 @@ typedef struct {
     double value[DPFL_SCHEDULE_MAX];
 } dpfl_schedule;
 
-/* A comma-separated list of numbers, parsed when the key is read (n = 0: empty).  A config line holds fewer than
- * 100 values (inih reads 200 characters), so the bound is the file's, not a new one. */
-#define DPFL_NUMBER_LIST_MAX 96
+/* A comma-separated list of numbers, parsed when the key is read (n = 0: empty); at most DPFL_NUMBER_LIST_MAX
+ * values (config lines themselves have no length limit). */
+#define DPFL_NUMBER_LIST_MAX 1024
 typedef struct {
     int32_t n;
     double v[DPFL_NUMBER_LIST_MAX];
@@ -71,7 +71,7 @@ typedef struct {
 } dpfl_seed;
 
 typedef struct {                  /* [data] */
-    char dataset[256];            /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
+    char dataset[16384];          /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
     dpfl_partition_kind partition;
     int32_t clients;
     int32_t shards;
@@ -83,10 +83,10 @@ typedef struct {                  /* [data] */
     dpfl_normalize normalize;     /* standard: (x - mean) / std with the dataset's published constants */
     /* own data (csv: / idx:, include/dpfl/data.h) */
     char label_column[64];        /* csv: header name or 0-based index; "" the last column */
-    char feature_columns[192];    /* csv: names or indices; "" every other column */
+    char feature_columns[4096];     /* csv: names or indices; "" every other column */
     dpfl_csv_header header;
     dpfl_csv_missing missing;
-    char test[192];               /* a separate test set (csv: / idx:), "" none */
+    char test[16384];             /* a separate test set (csv: / idx:), "" none */
     double test_fraction;         /* held out of each source without a separate test set */
     dpfl_number_list feature_mean; /* normalize = standard with own data: public constants, 1 or one per feature */
     dpfl_number_list feature_std;
@@ -207,11 +207,23 @@ typedef struct {
 const char *dpfl_config_choice(const dpfl_config *c, const char *section_key);
 /* Every key's default, from the key table (src/config/config_keys.c: the one place defaults are written). */
 void dpfl_config_defaults(dpfl_config *c);
-/* Load an INI file over the defaults. Unknown sections or keys and bad values fail naming file:line, the key
- * and the valid choices or range. */
+/* Load an INI file over the defaults (lines of any length; a value may continue on the following lines that start
+ * with a blank).  Unknown sections or keys, a key set twice and bad values fail naming file:line, the key and the
+ * valid choices or range. */
 dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err);
-/* Apply one "section.key=value" override (same validation). */
+/* Apply one "section.key=value" override (same validation).
+ * The command line wins over the file: a key the file set that this override makes inapplicable -- its section
+ * switched off (record_dp.enabled=no), or e.g. fl.local_epochs once fl.local_steps > 0 -- goes back to its default
+ * and is no longer the user's; keys set by two overrides that conflict are still refused by
+ * dpfl_config_check_ignored.  dpfl_config_set_noted also writes into note (note_cap bytes; "" when none) one line
+ * naming the keys it dropped. */
 dpfl_status dpfl_config_set(dpfl_config *c, const char *assignment, dpfl_error *err);
+dpfl_status dpfl_config_set_noted(dpfl_config *c, const char *assignment, char *note, size_t note_cap,
+                                  dpfl_error *err);
+/* "section.key" back to its default, as if the file had not set it; "section": every key of it (fl.algorithm, a
+ * preset already expanded, is refused / kept).  The command line's --unset, applied after the file and before any
+ * --set. */
+dpfl_status dpfl_config_unset(dpfl_config *c, const char *name, dpfl_error *err);
 /* The model spec of [model]: arch, behind the input transform when transform = affine ("transform-cp:arch"). */
 void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
 /* The [data] section's training and test sets (src/config/config_data.c): the named dataset, or your own csv:/idx:
@@ -219,6 +231,12 @@ void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
  * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
                                   dpfl_error *err);
+/* With partition = natural and data.dataset = csv:FILES, a data.clients the user did not set is the number of
+ * files (one client per file): *inferred = 1 when that changed it.  A no-op otherwise. */
+dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err);
+/* 1, with a one-line warning in msg, when your own CSV features are far from unit scale (some feature's root mean
+ * square above 10 over the training rows here) while data.normalize = none: such runs tend to train to chance. */
+int dpfl_config_scale_hint(const dpfl_config *c, const dpfl_dataset *train, char *msg, size_t cap);
 /* The partition the [data] section asks for (partition, clients and that partition's parameters), for
  * dpfl_partition_make; every other field zero. */
 void dpfl_config_partition_spec(const dpfl_config *cfg, dpfl_partition_spec *sp);

@@ -115,6 +115,11 @@ dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path
  * the input size. */
 dpfl_status dpfl_model_file_read(const char *path, char *spec, size_t spec_cap, float **params, size_t *nparam,
                                  dpfl_error *err);
+/* The same, and the shape the model was built for: shape = {in_c, in_h, in_w, out_dim} (its logits: the classes,
+ * or 1 for a 2-class logreg), all 0 for a file written before dpfl stored it (model.bin version 1).  With it the
+ * model is rebuilt without its data: dpfl_model_create(spec, in_c, in_h, in_w, classes). */
+dpfl_status dpfl_model_file_read_shape(const char *path, char *spec, size_t spec_cap, float **params,
+                                       size_t *nparam, int32_t shape[4], dpfl_error *err);
 
 /* A NumPy .npz archive of the parameters (src/nn/model_npz.c), readable by numpy.load without dpfl: an uncompressed
  * ZIP of NPY 1.0 arrays, '<f4', C order, one per parameter tensor, named after PyTorch's nn.Sequential state_dict

@@ -5,6 +5,8 @@
 #include "dpfl/core.h"
 #include "dpfl/fl.h"
 
+#include "args.h"
+
 int cli_train(int argc, char **argv);
 int cli_data(int argc, char **argv);
 int cli_account(int argc, char **argv);
@@ -26,6 +28,17 @@ int cli_mpi_size(void);
 int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt);
 /* cmd_train.c: 1 if `--set kv` may change a resumed run (fl.rounds, run.threads, run.eval_every) */
 int cli_train_resumable_set(const char *kv);
+
+/* config_cli.c: the defaults, the config file at path, --unset (may be NULL) and --set over it, with a note on
+ * stderr for each key of the file a --set dropped; with resume only fl.rounds, run.threads, run.eval_every may be
+ * set.  0, or the exit status after printing the error. */
+int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unsets, const cli_strings *sets,
+                    int resume);
+/* config_cli.c: "dpfl: warning: ..." on stderr when cfg's own CSV features are far from unit scale and
+ * data.normalize = none (reads the files once more; says nothing when they cannot be read) */
+void cli_scale_hint(const dpfl_config *cfg);
+/* config_cli.c: dir/config.ini into config_path, or an error naming what dir is not (a folder, a run's) */
+int cli_resume_config(const char *dir, char *config_path, size_t cap);
 
 /* The command line main() was given.  Where ZeroMQ or OpenMPI is built in, the dpfl binary links neither: its
  * cli_serve, cli_join, cli_keygen and cli_mpi_train (front.c) run this whole command line again in dpfl-deploy,

@@ -42,11 +42,9 @@ static void add_bound(cJSON *j, const char *name, const dpfl_audit_bound *b)
 static int audit(const char *config_path, const cli_strings *sets, dpfl_audit_options opt, int seed_given, int json)
 {
     dpfl_config cfg;
-    dpfl_config_defaults(&cfg);
+    int rc = cli_config_read(&cfg, config_path, NULL, sets, 0);
+    if (rc) return rc;
     dpfl_error err;
-    if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (size_t i = 0; i < sets->n; i++)
-        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
     if (dpfl_config_validate(&cfg, &err) || dpfl_config_check_ignored(&cfg, &err)) return cli_error("%s", err.msg);
     if (!seed_given && cfg.run.seed.given) opt.seed = cfg.run.seed.value;
     dpfl_dataset train, test;

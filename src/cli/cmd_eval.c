@@ -26,7 +26,10 @@ static int eval(const char *arg, const cli_data_opts *from, const char *split, i
     dpfl_model m;
     double loss = 0, acc = 0;
     dpfl_error err;
-    const int32_t classes = train.classes > test.classes ? train.classes : test.classes;
+    int32_t classes = train.classes > test.classes ? train.classes : test.classes;
+    /* the classes the model was trained for (stored in model.bin), though other data may lack the last ones */
+    const int32_t stored = cm.shape[3] == 1 ? 2 : cm.shape[3];
+    if (stored > classes) classes = stored;
     if (!(rc = cli_model_build(&cm, d, classes, dname, &m))) {
         if (dpfl_evaluate(&m, cm.params, d, dpfl_eval_batch(cm.have_config ? &cm.cfg : NULL), &loss, &acc, &err))
             rc = cli_error("%s (%s on %s)", err.msg, cm.model_path, dname);
@@ -34,8 +37,11 @@ static int eval(const char *arg, const cli_data_opts *from, const char *split, i
     }
     if (!rc && json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "accuracy", acc);
-        cJSON_AddNumberToObject(o, "loss", loss);
+        char key[32]; /* summary.json's names: test_accuracy, test_loss (train_... for --split train) */
+        snprintf(key, sizeof key, "%s_accuracy", split);
+        cJSON_AddNumberToObject(o, key, acc);
+        snprintf(key, sizeof key, "%s_loss", split);
+        cJSON_AddNumberToObject(o, key, loss);
         cJSON_AddNumberToObject(o, "examples", d->n);
         cJSON_AddStringToObject(o, "dataset", dname);
         cJSON_AddStringToObject(o, "split", split);
@@ -73,7 +79,8 @@ int cli_eval(int argc, char **argv)
         {.name = "--normalize", .type = CLI_STRING, .out = &d.normalize, .value = "none|standard",
          .help = "the preprocessing (default: the run's data.normalize, else none)"},
         {.name = "--json", .type = CLI_FLAG, .out = &json,
-         .help = "one JSON object: accuracy, loss, examples, dataset, split, model, spec"},
+         .help = "one JSON object: test_accuracy, test_loss (summary.json's names; train_accuracy,\n"
+                 "train_loss with --split train), examples, dataset, split, standardized, model, spec"},
     };
     cli_command cmd = {
         .name = "eval",
@@ -86,7 +93,8 @@ int cli_eval(int argc, char **argv)
                  "data) and data.normalize (standard: the run's dataset's published constants, also when --data names\n"
                  "another dataset); the options below override them.  On the run's own test set the numbers are\n"
                  "summary.json's test_accuracy and test_loss, computed by the same code (with --json, to the last digit).\n"
-                 "A bare model.bin with no config.ini beside it needs --data.\n\n"
+                 "A bare model.bin with no config.ini beside it needs --data.  The model's input shape and classes are\n"
+                 "stored in model.bin: --data reads only that data, never the run's (which may be elsewhere).\n\n"
                  "model.bin holds the global model only, and eval evaluates it, as summary.json's test_accuracy does.  With\n"
                  "a PrivateFL input transform (model.transform) that is the global model behind the global copy of the\n"
                  "transform; each client's own transform stays with the client and is not evaluated.  With PriFedSync's\n"

@@ -7,7 +7,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* write the model at arg as an .npz archive at out (NULL: beside it), shaped by the data `from` says */
+/* the .npz of m (model cm) at out; frees m */
+static int write_npz(const cli_model *cm, dpfl_model *m, int32_t classes, const char *out)
+{
+    dpfl_error err;
+    int rc = 0;
+    if (dpfl_model_export_npz(m, cm->params, classes, out, &err)) rc = cli_error("%s", err.msg);
+    else fprintf(stderr, "dpfl: %s (%zu parameters) exported to %s\n", cm->spec, cm->nparam, out);
+    dpfl_model_free(m);
+    return rc;
+}
+
+/* write the model at arg as an .npz archive at out (NULL: beside it), shaped as model.bin says (or by the data
+ * `from` names) */
 static int export_model(const char *arg, cli_data_opts from, const char *format, const char *out, int force)
 {
     if (strcmp(format, "npz")) return cli_usage_error("export", "--format: '%s' is not a format (npz is)", format);
@@ -26,6 +38,14 @@ static int export_model(const char *arg, cli_data_opts from, const char *format,
         cli_model_close(&cm);
         return cli_error("%s exists: use --force to replace it, or -o for another file", out);
     }
+    dpfl_model m;
+    int32_t classes = 0;
+    /* the shape stored in model.bin, unless --data names the data to shape it by (or the file predates it) */
+    if (!from.data && (rc = cli_model_build_stored(&cm, &m, &classes)) >= 0) {
+        if (!rc) rc = write_npz(&cm, &m, classes, out);
+        cli_model_close(&cm);
+        return rc;
+    }
     dpfl_dataset train, test;
     const char *dname;
     int standardized;
@@ -34,13 +54,9 @@ static int export_model(const char *arg, cli_data_opts from, const char *format,
         cli_model_close(&cm);
         return rc;
     }
-    dpfl_model m;
-    const int32_t classes = train.classes > test.classes ? train.classes : test.classes;
+    classes = train.classes > test.classes ? train.classes : test.classes;
     if (!(rc = cli_model_build(&cm, &test, classes, dname, &m))) {
-        dpfl_error err;
-        if (dpfl_model_export_npz(&m, cm.params, classes, out, &err)) rc = cli_error("%s", err.msg);
-        else fprintf(stderr, "dpfl: %s (%zu parameters) exported to %s\n", cm.spec, cm.nparam, out);
-        dpfl_model_free(&m);
+        rc = write_npz(&cm, &m, classes, out);
     }
     dpfl_dataset_free(&train);
     dpfl_dataset_free(&test);
@@ -60,7 +76,8 @@ int cli_export(int argc, char **argv)
                  "written atomically, an existing file only replaced with --force"},
         {.name = "--force", .type = CLI_FLAG, .out = &force, .help = "replace an existing archive"},
         {.name = "--data", .type = CLI_STRING, .out = &d.data, .value = "DATASET",
-         .help = "the dataset that fixes the input shape (needed without a config.ini)"},
+         .help = "the dataset that fixes the input shape (needed only for a model.bin written before\n"
+                 "dpfl stored the shape in it)"},
         {.name = "--data-dir", .type = CLI_STRING, .out = &d.data_dir, .value = "DIR",
          .help = "where that dataset is read (as for dpfl eval)"},
         {.name = "--seed", .type = CLI_STRING, .out = &d.seed, .value = "N",
@@ -79,7 +96,9 @@ int cli_export(int argc, char **argv)
                  "  dpfl_spec              the architecture spec, a 0-d unicode string: str(npz['dpfl_spec'])\n"
                  "  dpfl_input_shape       C, H, W of one example (int32); dpfl_classes: the number of classes (int32)\n"
                  "Inputs are NCHW and flattened channel-major, as in dpfl; logits = x @ weight.T + bias for Linear.  The\n"
-                 "architecture's input size comes from the dataset of the run's config.ini (beside model.bin), or --data.\n",
+                 "input shape and classes are stored in model.bin: no data is read (a model trained on CSV files exports\n"
+                 "where the files are not).  A model.bin written before dpfl stored them takes the shape from the dataset\n"
+                 "of the run's config.ini (beside model.bin), or --data.\n",
         .after = "The bytes depend only on the model (fixed ZIP timestamps).\n",
         .opts = o,
         .nopts = sizeof o / sizeof o[0],

@@ -53,21 +53,16 @@ static int serve(const char *config_path, const char *resume, const cli_strings 
         if (config_path) return cli_usage_error("serve", "give either CONFIG.ini or --resume RUN_DIR, not both");
         if (out) return cli_usage_error("serve", "--out cannot be used with --resume");
         if (force) return cli_usage_error("serve", "--force cannot be used with --resume");
-        snprintf(resume_cfg, sizeof resume_cfg, "%s/config.ini", resume);
+        int rc = cli_resume_config(resume, resume_cfg, sizeof resume_cfg);
+        if (rc) return rc;
         config_path = resume_cfg;
         out = resume;
     }
     if (!config_path) return cli_usage_error("serve", "missing CONFIG.ini");
     dpfl_config cfg;
-    dpfl_config_defaults(&cfg);
+    int rc = cli_config_read(&cfg, config_path, NULL, sets, resume != NULL);
+    if (rc) return rc;
     dpfl_error err;
-    if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (size_t i = 0; i < sets->n; i++) {
-        if (resume && !cli_train_resumable_set(sets->v[i]))
-            return cli_error("--set %s: a resumed run keeps its config; only fl.rounds, run.threads and "
-                             "run.eval_every may change", sets->v[i]);
-        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
-    }
     char outbuf[512];
     if (!out) {
         const char *base = strrchr(config_path, '/');
@@ -149,11 +144,9 @@ static int join(const char *config_path, const cli_strings *sets, const char *st
     else snprintf(state_buf, sizeof state_buf, "runs/join-client%d", jo.client);
     jo.state_dir = state_buf;
     dpfl_config cfg;
-    dpfl_config_defaults(&cfg);
+    int rc = cli_config_read(&cfg, config_path, NULL, sets, 0);
+    if (rc) return rc;
     dpfl_error err;
-    if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (size_t i = 0; i < sets->n; i++)
-        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
     if (dpfl_net_join(&cfg, &jo, &err)) return cli_error("%s", err.msg);
     return 0;
 }

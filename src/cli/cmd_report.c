@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* the page of the n run directories dirs at out (NULL: the default) */
 static int report(const char *const *dirs, int n, const char *out)
@@ -18,6 +19,16 @@ static int report(const char *const *dirs, int n, const char *out)
             out = outbuf;
         } else {
             out = "report.html";
+        }
+    } else {
+        /* -o FOLDER (an existing one, or a name ending in '/'): the page is FOLDER/report.html */
+        struct stat sb;
+        size_t len = strlen(out);
+        if ((stat(out, &sb) == 0 && S_ISDIR(sb.st_mode)) || (len && out[len - 1] == '/')) {
+            while (len > 1 && out[len - 1] == '/') len--;
+            if ((size_t)snprintf(outbuf, sizeof outbuf, "%.*s/report.html", (int)len, out) >= sizeof outbuf)
+                return cli_error("-o %s: path too long", out);
+            out = outbuf;
         }
     }
     dpfl_error err;
@@ -33,11 +44,11 @@ int cli_report(int argc, char **argv)
     cli_opt o[] = {
         {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "FILE",
          .help = "the page (default: RUN_DIR/report.html for one run, report.html for several);\n"
-                 "written atomically"},
+                 "a folder: FOLDER/report.html; written atomically"},
     };
     cli_command cmd = {
         .name = "report",
-        .usage = "dpfl report RUN_DIR [RUN_DIR...] [-o FILE.html]",
+        .usage = "dpfl report RUN_DIR [RUN_DIR...] [-o FILE.html|FOLDER]",
         .about = "Writes one self-contained HTML page (inline SVG plots; no script, nothing fetched) about one or several\n"
                  "run directories of dpfl train: per run, accuracy and loss per round (the global model, and the clients'\n"
                  "mean and spread where the run has them), epsilon per round against its target with its delta, clip\n"

@@ -27,29 +27,24 @@ int cli_mpi_size(void)
 }
 
 /* the training of the config at config_path (or of the run directory resume) with the --set values over it */
-static int train(const char *config_path, const char *resume, const cli_strings *sets, const char *out, int quiet,
-                 int force)
+static int train(const char *config_path, const char *resume, const cli_strings *unsets, const cli_strings *sets,
+                 const char *out, int quiet, int force)
 {
     char resume_cfg[1100];
     if (resume) {
         if (config_path) return cli_usage_error("train", "give either CONFIG.ini or --resume RUN_DIR, not both");
         if (out) return cli_usage_error("train", "--out cannot be used with --resume");
         if (force) return cli_usage_error("train", "--force cannot be used with --resume");
-        snprintf(resume_cfg, sizeof resume_cfg, "%s/config.ini", resume);
+        int rc = cli_resume_config(resume, resume_cfg, sizeof resume_cfg);
+        if (rc) return rc;
         config_path = resume_cfg;
         out = resume;
     }
     if (!config_path) return cli_usage_error("train", "missing CONFIG.ini");
     dpfl_config cfg;
-    dpfl_config_defaults(&cfg);
+    int rc = cli_config_read(&cfg, config_path, unsets, sets, resume != NULL);
+    if (rc) return rc;
     dpfl_error err;
-    if (dpfl_config_load(&cfg, config_path, &err)) return cli_error("%s", err.msg);
-    for (size_t i = 0; i < sets->n; i++) { /* over the config, whatever their place on the command line */
-        if (resume && !cli_train_resumable_set(sets->v[i]))
-            return cli_error("--set %s: a resumed run keeps its config; only fl.rounds, run.threads and "
-                             "run.eval_every may change", sets->v[i]);
-        if (dpfl_config_set(&cfg, sets->v[i], &err)) return cli_error("%s", err.msg);
-    }
     char outbuf[512];
     if (!out) {
         const char *base = strrchr(config_path, '/');
@@ -58,6 +53,7 @@ static int train(const char *config_path, const char *resume, const cli_strings 
         snprintf(outbuf, sizeof outbuf, "runs/%.*s", (int)n, base);
         out = outbuf;
     }
+    if (!resume && !quiet) cli_scale_hint(&cfg);
     dpfl_run_options opt = {out, quiet, resume != NULL, force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
@@ -67,11 +63,16 @@ static int train(const char *config_path, const char *resume, const cli_strings 
 int cli_train(int argc, char **argv)
 {
     const char *out = NULL, *resume = NULL;
-    cli_strings sets = {NULL, 0};
+    cli_strings sets = {NULL, 0}, unsets = {NULL, 0};
     int quiet = 0, force = 0;
     cli_opt o[] = {
         {.name = "--set", .type = CLI_STRINGS, .out = &sets, .value = "section.key=value",
-         .help = "override a key of the config (any number of times, applied in order after the file)"},
+         .help = "override a key of the config (any number of times, applied in order after the file);\n"
+                 "a key of the file this makes inapplicable is dropped, with a note (e.g.\n"
+                 "--set record_dp.enabled=no drops the file's record_dp keys: a baseline without DP)"},
+        {.name = "--unset", .type = CLI_STRINGS, .out = &unsets, .value = "section.key",
+         .help = "put a key of the config back to its default, as if the file did not set it\n"
+                 "(\"section\" alone: all its keys); applied after the file, before any --set"},
         {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
          .help = "the run directory (default runs/<config name>)"},
         {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
@@ -82,7 +83,8 @@ int cli_train(int argc, char **argv)
     };
     cli_command cmd = {
         .name = "train",
-        .usage = "dpfl train CONFIG.ini [--set section.key=value]... [--out DIR] [--force] [--quiet]\n"
+        .usage = "dpfl train CONFIG.ini [--set section.key=value]... [--unset section.key]... [--out DIR] [--force]\n"
+                 "                  [--quiet]\n"
                  "       dpfl train --resume RUN_DIR [--set fl.rounds=N] [--set run.threads=N] [--quiet]",
         .about = "Trains a model across simulated clients and writes a run directory (default runs/<config name>):\n"
                  "config.ini (resolved), metrics.jsonl (one object per round), summary.json, model.bin, and\n"
@@ -103,7 +105,7 @@ int cli_train(int argc, char **argv)
     };
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != CLI_RUN) return rc;
-    rc = train(cmd.arg.n ? cmd.arg.v[0] : NULL, resume, &sets, out, quiet, force);
+    rc = train(cmd.arg.n ? cmd.arg.v[0] : NULL, resume, &unsets, &sets, out, quiet, force);
     cli_done(&cmd);
     return rc;
 }

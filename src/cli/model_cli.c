@@ -22,7 +22,8 @@ int cli_model_open(const char *arg, cli_model *cm)
         else snprintf(cm->config_path, sizeof cm->config_path, "config.ini");
     }
     dpfl_error err;
-    if (dpfl_model_file_read(cm->model_path, cm->spec, sizeof cm->spec, &cm->params, &cm->nparam, &err))
+    if (dpfl_model_file_read_shape(cm->model_path, cm->spec, sizeof cm->spec, &cm->params, &cm->nparam, cm->shape,
+                                   &err))
         return cli_error("%s", err.msg);
     if (stat(cm->config_path, &sb) == 0) {
         if (dpfl_config_load(&cm->cfg, cm->config_path, &err)) {
@@ -111,4 +112,23 @@ int cli_model_build(const cli_model *cm, const dpfl_dataset *d, int32_t classes,
         return 1;
     }
     return 0;
+}
+
+int cli_model_build_stored(const cli_model *cm, dpfl_model *m, int32_t *classes)
+{
+    if (!cm->shape[0]) return -1;
+    /* the logits are the classes, but for the 1 logit of a 2-class model */
+    const int32_t tries[2] = {cm->shape[3], cm->shape[3] == 1 ? 2 : 0};
+    dpfl_error err;
+    for (int i = 0; i < 2 && tries[i]; i++) {
+        if (dpfl_model_create(cm->spec, cm->shape[0], cm->shape[1], cm->shape[2], tries[i], m, &err)) continue;
+        if (m->nparam == cm->nparam && m->out_dim == cm->shape[3]) {
+            *classes = tries[i];
+            return 0;
+        }
+        dpfl_model_free(m);
+    }
+    return cli_error("model %s: '%s' for input %dx%dx%d and %d outputs (stored in the file) does not have the file's "
+                     "%zu parameters", cm->model_path, cm->spec, (int)cm->shape[0], (int)cm->shape[1],
+                     (int)cm->shape[2], (int)cm->shape[3], cm->nparam);
 }

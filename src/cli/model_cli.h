@@ -14,6 +14,7 @@ typedef struct {
     char spec[128];         /* the architecture the file was saved with */
     float *params;
     size_t nparam;
+    int32_t shape[4];       /* in_c, in_h, in_w, logits the model was built for; 0s: a file older than that */
 } cli_model;
 
 /* Open MODEL.bin or RUN_DIR (then RUN_DIR/model.bin) and the config.ini in the model file's folder, if any.
@@ -38,4 +39,7 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
 /* Build the model of cm's spec for examples shaped like d with `classes` classes and check that it has the file's
  * number of parameters.  Returns 0 or the exit status (error printed, naming the file and the dataset). */
 int cli_model_build(const cli_model *cm, const dpfl_dataset *d, int32_t classes, const char *dname, dpfl_model *m);
+/* Build the model of cm's spec from the shape stored in its file (no data needed); *classes gets its classes.
+ * Returns 0, or -1 when the file predates stored shapes, or the exit status (error printed). */
+int cli_model_build_stored(const cli_model *cm, dpfl_model *m, int32_t *classes);
 #endif

@@ -6,7 +6,6 @@
 #include "config_internal.h"
 
 #include <errno.h>
-#include <ini.h>
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -18,8 +17,6 @@
 static const fl_keydef *const keys = fl_config_keys;
 /* first line of a config written by dpfl_config_to_ini (a run's config.ini) */
 #define RESOLVED_MARK "# dpfl resolved config: every key, as the run used it"
-/* longest "key = value" line of a value, so that inih (INI_MAX_LINE bytes with "\r\n\0") reads it whole */
-#define LINE_MAX_CHARS ((size_t)INI_MAX_LINE - 3)
 
 /* position of value in "a|b|c", or -1 */
 static int choice_index(const char *choices, const char *value)
@@ -121,7 +118,10 @@ static dpfl_status set_int(const fl_keydef *k, void *field, const char *name, co
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    if (end == value || *end || errno) return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not an integer", name, value);
+    if (end == value || *end || (errno && errno != ERANGE))
+        return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not an integer", name, value);
+    if (errno == ERANGE)
+        return dpfl_fail(err, DPFL_EINVAL, "%s: %s is out of range [%.0f, %.0f]", name, value, k->lo, k->hi);
     if (v < k->lo || v > k->hi)
         return dpfl_fail(err, DPFL_EINVAL, "%s: %ld is out of range [%.0f, %.0f]", name, v, k->lo, k->hi);
     *(int32_t *)field = (int32_t)v;
@@ -133,19 +133,23 @@ static dpfl_status set_double(const fl_keydef *k, void *field, const char *name,
     char *end;
     errno = 0;
     double v = strtod(value, &end);
-    if (end == value || *end || errno || isnan(v) || (isinf(v) && !(v > 0 && isinf(k->hi))))
+    if (end == value || *end || (errno && errno != ERANGE) || isnan(v) ||
+        (isinf(v) && !errno && !(v > 0 && isinf(k->hi))))
         return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not a number", name, value);
+    if (errno == ERANGE && isinf(v)) /* beyond a double (an underflow is checked against the range as it is) */
+        return dpfl_fail(err, DPFL_EINVAL, "%s: %s is out of range [%g, %g]", name, value, k->lo, k->hi);
     if (v < k->lo || v > k->hi)
         return dpfl_fail(err, DPFL_EINVAL, "%s: %g is out of range [%g, %g]", name, v, k->lo, k->hi);
     *(double *)field = v;
     return DPFL_OK;
 }
 
-/* Text kept as text must read back from the run directory's config.ini as the same value (a resume loads it): one
- * line that inih reads whole, no surrounding blanks (stripped) and no blank before ';' (an inline comment). */
+/* Text kept as text must read back from the run directory's config.ini as the same value (a resume loads it): no
+ * control character (one line), no surrounding blanks (stripped) and no blank before ';' (an inline comment); its
+ * length is the field's (lines themselves have no limit). */
 static dpfl_status set_text(const fl_keydef *k, void *field, const char *name, const char *value, dpfl_error *err)
 {
-    const size_t room = LINE_MAX_CHARS - strlen(k->key) - 3, max = k->size - 1 < room ? k->size - 1 : room;
+    const size_t max = k->size - 1;
     for (const char *p = value; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return dpfl_fail(err, DPFL_EINVAL, "%s: value contains a control character (0x%02x at position %d)", name,
@@ -216,12 +220,6 @@ static dpfl_status set_typed(const fl_keydef *k, void *field, const char *name, 
         if (!value_in_range(k, v.list.v[i]))
             return dpfl_fail(err, DPFL_EINVAL, "%s: value %d (%g) is not %s in %s", name, (int)i + 1, v.list.v[i],
                              k->whole ? "an integer" : "a number", range_text(k, range, sizeof range));
-    /* config.ini holds the canonical text: it must fit the line inih reads */
-    const size_t room = LINE_MAX_CHARS - strlen(k->key) - 3;
-    char text[64];
-    if (typed_text(k, &v, text, sizeof text) > room)
-        return dpfl_fail(err, DPFL_EINVAL, "%s: value is too long (written back it needs more than the %zu "
-                                           "characters a config line holds)", name, room);
     DPFL_ASSERT(k->size <= sizeof v);
     memcpy(field, &v, k->size);
     return DPFL_OK;
@@ -233,7 +231,7 @@ static dpfl_status set_key(dpfl_config *c, const fl_keydef *k, const char *where
     snprintf(name, sizeof name, "%s.%s (%s)", k->section, k->key, where);
     void *field = (char *)c + k->off;
     DPFL_ASSERT((size_t)(k - keys) < sizeof c->user_set);
-    c->user_set[k - keys] = 1;
+    c->user_set[k - keys] = FL_SET_FILE;
     switch (k->type) {
     case FL_KEY_INT: return set_int(k, field, name, value, err);
     case FL_KEY_DOUBLE: return set_double(k, field, name, value, err);
@@ -285,32 +283,25 @@ typedef struct {
     dpfl_config *c;
     const char *path;
     dpfl_error *err;
-    dpfl_status status;
-    FILE *f;
-    int line; /* Debian's inih does not pass line numbers to handlers: count them in the reader */
+    int line_of[FL_CONFIG_NKEYS]; /* the line that set each key, 0 none */
 } ini_ctx;
 
-static char *read_line(char *str, int num, void *stream)
-{
-    ini_ctx *x = stream;
-    char *r = fgets(str, num, x->f);
-    if (r) x->line++;
-    if (r && !x->status && !strchr(r, '\n') && !feof(x->f)) { /* inih would read the rest as another line */
-        x->status = dpfl_fail(x->err, DPFL_EFORMAT, "config line too long (%s:%d): more than %d characters", x->path,
-                              x->line, num - 2);
-        return NULL;
-    }
-    return r;
-}
-
-static int on_key(void *user, const char *section, const char *name, const char *value)
+static dpfl_status on_key(void *user, const char *section, const char *name, const char *value, int line)
 {
     ini_ctx *x = user;
-    if (x->status) return 0;
-    char where[300];
-    snprintf(where, sizeof where, "%s:%d", x->path, x->line);
-    x->status = set_value(x->c, where, section, name, value, x->err);
-    return x->status == DPFL_OK;
+    char where[1100];
+    snprintf(where, sizeof where, "%s:%d", x->path, line);
+    const fl_keydef *k = find_key(section, name);
+    if (k && x->line_of[k - keys])
+        return dpfl_fail(x->err, DPFL_EINVAL, "%s.%s (%s): set twice, first at line %d; keep one of them (on the "
+                                              "command line, --set replaces a value of the file)", section, name,
+                         where, x->line_of[k - keys]);
+    dpfl_status st = set_value(x->c, where, section, name, value, x->err);
+    if (!st) {
+        x->line_of[k - keys] = line;
+        x->c->user_set[k - keys] = FL_SET_FILE;
+    }
+    return st;
 }
 
 dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err)
@@ -325,29 +316,111 @@ dpfl_status dpfl_config_load(dpfl_config *c, const char *path, dpfl_error *err)
     char first[128] = "";
     int resolved = fgets(first, sizeof first, f) && !strncmp(first, RESOLVED_MARK, strlen(RESOLVED_MARK));
     rewind(f);
-    ini_ctx x = {c, path, err, DPFL_OK, f, 0};
-    int r = ini_parse_stream(read_line, &x, on_key, &x);
+    ini_ctx x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.path = path;
+    x.err = err;
+    dpfl_status st = fl_ini_parse(f, path, on_key, &x, err);
     fclose(f);
-    if (x.status) return x.status;
+    if (st) return st;
     /* a run's own config.ini lists every key: none of them is a user's choice to be checked for being ignored */
     if (resolved) memset(c->user_set, 0, sizeof c->user_set);
-    if (r != 0) return dpfl_fail(err, DPFL_EFORMAT, "syntax error in config (%s:%d)", path, r);
+    return DPFL_OK;
+}
+
+/* 1 if key i acts in c: its section is switched on (or it is that section's `enabled`) and its rule applies */
+static int key_active(const dpfl_config *c, size_t i)
+{
+    for (size_t s = 0; s < FL_CONFIG_NSWITCHED; s++)
+        if (!strcmp(keys[i].section, fl_config_switched[s].section) && strcmp(keys[i].key, "enabled") &&
+            !fl_config_switched[s].on(c))
+            return 0;
+    return !keys[i].applies || keys[i].applies(c);
+}
+
+/* key i back to its default, set by no one */
+static void reset_key(dpfl_config *c, size_t i)
+{
+    dpfl_error e;
+    const dpfl_status st = set_key(c, &keys[i], "default", keys[i].dflt, &e);
+    DPFL_ASSERT(st == DPFL_OK);
+    c->user_set[i] = 0;
+}
+
+/* "section.key" of a --set or --unset into its parts; key "" when name has no '.' and may be a section */
+static dpfl_status split_name(const char *opt, const char *a, size_t len, int section_ok, char *section, char *key,
+                              dpfl_error *err)
+{
+    const char *dot = memchr(a, '.', len);
+    if (!dot && !section_ok) return dpfl_fail(err, DPFL_EINVAL, "%s '%s': expected section.key=value", opt, a);
+    size_t ls = dot ? (size_t)(dot - a) : len, lk = dot ? len - ls - 1 : 0;
+    if (ls >= 64 || lk >= 64) return dpfl_fail(err, DPFL_EINVAL, "%s '%.80s': name too long", opt, a);
+    memcpy(section, a, ls);
+    section[ls] = '\0';
+    memcpy(key, dot ? dot + 1 : "", lk);
+    key[lk] = '\0';
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_config_set_noted(dpfl_config *c, const char *a, char *note, size_t note_cap, dpfl_error *err)
+{
+    if (note_cap) note[0] = '\0';
+    const char *eq = strchr(a, '=');
+    if (!eq) return dpfl_fail(err, DPFL_EINVAL, "--set '%s': expected section.key=value", a);
+    char section[64], key[64];
+    dpfl_status st = split_name("--set", a, (size_t)(eq - a), 0, section, key, err);
+    if (st) return st;
+    const fl_keydef *k = find_key(section, key);
+    const char *value = eq + 1;
+    if (k && !value[0] && k->dflt[0] && (k->type == FL_KEY_INT || k->type == FL_KEY_DOUBLE || k->type == FL_KEY_CHOICE))
+        return dpfl_fail(err, DPFL_EINVAL, "%s.%s (--set): an empty value; to drop the config's %s.%s (back to its "
+                                           "default, %s) use --unset %s.%s", section, key, section, key, k->dflt,
+                         section, key);
+    /* the keys of the file that act now: those this --set switches off are dropped, with a note */
+    unsigned char acted[FL_CONFIG_NKEYS];
+    for (size_t i = 0; i < NKEYS; i++) acted[i] = c->user_set[i] == FL_SET_FILE && key_active(c, i);
+    if ((st = set_value(c, "--set", section, key, value, err))) return st;
+    c->user_set[k - keys] = FL_SET_CLI;
+    size_t n = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!acted[i] || key_active(c, i) || c->user_set[i] != FL_SET_FILE) continue;
+        reset_key(c, i);
+        if (note_cap)
+            n += (size_t)snprintf(note + (n < note_cap ? n : note_cap), n < note_cap ? note_cap - n : 0, "%s%s.%s",
+                                  n ? ", " : "", keys[i].section, keys[i].key);
+    }
+    if (n && note_cap) {
+        char *list = strdup(note);
+        if (list)
+            snprintf(note, note_cap, "--set %s.%s=%s: the config's %s no longer appl%s and %s dropped (back to the "
+                                     "default)", section, key, value, list, strchr(list, ',') ? "y" : "ies",
+                     strchr(list, ',') ? "are" : "is");
+        free(list);
+    }
     return DPFL_OK;
 }
 
 dpfl_status dpfl_config_set(dpfl_config *c, const char *a, dpfl_error *err)
 {
-    const char *dot = strchr(a, '.'), *eq = strchr(a, '=');
-    if (!dot || !eq || dot > eq)
-        return dpfl_fail(err, DPFL_EINVAL, "--set '%s': expected section.key=value", a);
+    return dpfl_config_set_noted(c, a, NULL, 0, err);
+}
+
+dpfl_status dpfl_config_unset(dpfl_config *c, const char *name, dpfl_error *err)
+{
     char section[64], key[64];
-    size_t ls = (size_t)(dot - a), lk = (size_t)(eq - dot - 1);
-    if (ls >= sizeof section || lk >= sizeof key) return dpfl_fail(err, DPFL_EINVAL, "--set '%s': name too long", a);
-    memcpy(section, a, ls);
-    section[ls] = '\0';
-    memcpy(key, dot + 1, lk);
-    key[lk] = '\0';
-    return set_value(c, "--set", section, key, eq + 1, err);
+    dpfl_status st = split_name("--unset", name, strlen(name), 1, section, key, err);
+    if (st) return st;
+    if (!section_exists(section) || (key[0] && !find_key(section, key)))
+        return set_value(c, "--unset", section, key[0] ? key : "?", "", err); /* its unknown-name error */
+    if (!strcmp(section, "fl") && !strcmp(key, "algorithm"))
+        return dpfl_fail(err, DPFL_EINVAL, "--unset fl.algorithm: a preset is expanded into its settings when it is "
+                                           "read; --set fl.algorithm=custom does not expand one, and --unset or --set "
+                                           "the keys it set");
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section) && (key[0] ? !strcmp(keys[i].key, key) : strcmp(keys[i].key, "algorithm")))
+            reset_key(c, i);
+    return DPFL_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ writing */
@@ -357,7 +430,11 @@ static const char *value_text(const dpfl_config *c, const fl_keydef *k, char *bu
     const void *field = (const char *)c + k->off;
     switch (k->type) {
     case FL_KEY_INT: snprintf(buf, cap, "%d", (int)*(const int32_t *)field); break;
-    case FL_KEY_DOUBLE: snprintf(buf, cap, "%.17g", *(const double *)field); break;
+    case FL_KEY_DOUBLE: { /* the shortest text that reads back as the same double: "0.1", not 0.10000000000000001 */
+        char num[FL_NUMBER_TEXT];
+        snprintf(buf, cap, "%s", fl_number_text(*(const double *)field, num));
+        break;
+    }
     case FL_KEY_CHOICE: {
         char name[32];
         snprintf(buf, cap, "%s", choice_name(k->choices, *(const int *)field, name, sizeof name));
@@ -374,21 +451,19 @@ static const char *value_text(const dpfl_config *c, const fl_keydef *k, char *bu
 
 char *dpfl_config_to_ini(const dpfl_config *c)
 {
+    /* the longest value: a text field, or a list of numbers each FL_NUMBER_TEXT with ", " */
+    const size_t vcap = sizeof c->data.dataset + (size_t)DPFL_NUMBER_LIST_MAX * (FL_NUMBER_TEXT + 2);
     size_t cap = 16384, n = 0;
-    char *s = malloc(cap);
-    if (!s) return NULL;
+    char *s = malloc(cap), *value = malloc(vcap);
+    if (!s || !value) goto fail;
     n += (size_t)snprintf(s, cap, "%s\n", RESOLVED_MARK);
     const char *cur = "";
     for (size_t i = 0; i < NKEYS; i++) {
         const fl_keydef *k = &keys[i];
-        char value[1024]; /* the longest text field, whatever a library caller copied into it */
-        value_text(c, k, value, sizeof value);
-        if (n + strlen(k->section) + strlen(k->key) + strlen(value) + 16 > cap) {
+        value_text(c, k, value, vcap);
+        while (n + strlen(k->section) + strlen(k->key) + strlen(value) + 16 > cap) {
             char *t = realloc(s, cap *= 2);
-            if (!t) {
-                free(s);
-                return NULL;
-            }
+            if (!t) goto fail;
             s = t;
         }
         if (strcmp(cur, k->section)) {
@@ -397,7 +472,12 @@ char *dpfl_config_to_ini(const dpfl_config *c)
         }
         n += (size_t)snprintf(s + n, cap - n, "%s = %s\n", k->key, value);
     }
+    free(value);
     return s;
+fail:
+    free(s);
+    free(value);
+    return NULL;
 }
 
 /* the type of key k as --help and docs/config.md show it */
@@ -475,13 +555,20 @@ dpfl_status dpfl_config_check_ignored(const dpfl_config *c, dpfl_error *err)
             if (c->user_set[i] && !strcmp(keys[i].section, sw->section) && strcmp(keys[i].key, "enabled"))
                 return dpfl_fail(err, DPFL_EINVAL, "%s.%s is set but %s.enabled = no: this run would NOT be "
                                                    "differentially private at %s level; set %s.enabled = yes, or "
-                                                   "remove %s.%s", keys[i].section, keys[i].key, keys[i].section,
-                                 sw->level, keys[i].section, keys[i].section, keys[i].key);
+                                                   "remove %s.%s (on the command line: --unset %s.%s)",
+                                 keys[i].section, keys[i].key, keys[i].section, sw->level, keys[i].section,
+                                 keys[i].section, keys[i].key, keys[i].section, keys[i].key);
     }
     for (size_t i = 0; i < NKEYS; i++)
+        if (c->user_set[i] == FL_SET_CLI && keys[i].applies && !keys[i].applies(c))
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s (--set) would be ignored: %s; change that setting on the "
+                                               "command line too", keys[i].section, keys[i].key,
+                             keys[i].ignored_because);
+    for (size_t i = 0; i < NKEYS; i++)
         if (c->user_set[i] && keys[i].applies && !keys[i].applies(c))
-            return dpfl_fail(err, DPFL_EINVAL, "%s.%s is set but would be ignored: %s; remove it or change that setting",
-                             keys[i].section, keys[i].key, keys[i].ignored_because);
+            return dpfl_fail(err, DPFL_EINVAL, "%s.%s is set but would be ignored: %s; remove it (on the command "
+                                               "line: --unset %s.%s) or change that setting",
+                             keys[i].section, keys[i].key, keys[i].ignored_because, keys[i].section, keys[i].key);
     return DPFL_OK;
 }
 

@@ -1,8 +1,10 @@
 /* The [data] section made into datasets: the named dataset or your own files, then the standardization asked
  * for (published constants for the image datasets, the config's given constants for your own data); and the
  * partition among clients the section asks for. */
-#include "dpfl/config.h"
+#include "config_internal.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static dpfl_status standardize_given(const dpfl_data_config *dc, dpfl_dataset *train, dpfl_dataset *test,
@@ -59,4 +61,52 @@ dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_da
         dpfl_dataset_free(test);
     }
     return s;
+}
+
+dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err)
+{
+    *inferred = 0;
+    size_t k = 0;
+    while (k < FL_CONFIG_NKEYS && strcmp(fl_config_keys[k].key, "clients")) k++;
+    DPFL_ASSERT(k < FL_CONFIG_NKEYS && !strcmp(fl_config_keys[k].section, "data"));
+    if (c->data.partition != DPFL_PART_NATURAL || c->user_set[k] || strncmp(c->data.dataset, "csv:", 4)) return DPFL_OK;
+    /* the sources of the list, as the data module reads them (globs and folders expanded) */
+    char path[8];
+    int32_t n = 0;
+    dpfl_error e;
+    while (n < 1000000 && dpfl_dataset_source_path(c->data.dataset, n, path, sizeof path, &e) == DPFL_OK) n++;
+    if (n == 0) return DPFL_OK; /* no file: the data load says so */
+    (void)err;
+    if (c->data.clients != n) *inferred = 1;
+    c->data.clients = n;
+    return DPFL_OK;
+}
+
+int dpfl_config_scale_hint(const dpfl_config *c, const dpfl_dataset *train, char *msg, size_t cap)
+{
+    if (c->data.normalize != DPFL_NORM_NONE || strncmp(c->data.dataset, "csv:", 4) || train->n < 1) return 0;
+    const int64_t dim = (int64_t)train->c * train->h * train->w;
+    int64_t worst = -1;
+    double worst_mag = 0;
+    for (int64_t j = 0; j < dim; j++) { /* each feature's root mean square over the rows that are here */
+        double ss = 0;
+        int64_t rows = 0;
+        for (int64_t i = 0; i < train->n; i++) {
+            if (train->absent && train->group && train->absent[train->group[i]]) continue;
+            const double v = train->x[i * dim + j];
+            ss += v * v;
+            rows++;
+        }
+        const double rms = rows ? sqrt(ss / (double)rows) : 0;
+        if (rms > worst_mag) {
+            worst_mag = rms;
+            worst = j;
+        }
+    }
+    if (worst < 0 || !(worst_mag > 10)) return 0;
+    snprintf(msg, cap, "data: feature %lld of the CSV files is far from unit scale (root mean square %.3g) and "
+                       "data.normalize = none: gradient steps on raw features often train to chance; set "
+                       "data.normalize = standard with public data.feature_mean and data.feature_std",
+             (long long)worst, worst_mag);
+    return 1;
 }

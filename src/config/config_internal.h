@@ -6,6 +6,8 @@
 #define DPFL_FL_CONFIG_INTERNAL_H
 #include "dpfl/config.h"
 
+#include <stdio.h>
+
 /* ------------------------------------------------------------------------------------------ the key table */
 /* FL_KEY_CHOICE: an enum, the position of the value in choices; FL_KEY_NAME: text from choices (or a dataset's
  * files); FL_KEY_SEED: dpfl_seed; FL_KEY_SCHEDULE: dpfl_schedule; FL_KEY_LIST: dpfl_number_list. */
@@ -29,6 +31,8 @@ typedef struct {
 } fl_keydef;
 
 #define FL_CONFIG_NKEYS 90
+/* dpfl_config.user_set: who set each key (0: no one -- the default, a preset or a run's resolved config.ini) */
+enum { FL_SET_FILE = 1, FL_SET_CLI = 2 };
 extern const fl_keydef fl_config_keys[FL_CONFIG_NKEYS];
 
 /* Sections switched on and off as a whole (record_dp, client_dp): while off, every key in them but `enabled` is
@@ -43,6 +47,13 @@ extern const fl_switched_section fl_config_switched[FL_CONFIG_NSWITCHED];
 /* The presets of fl.algorithm, in the order of its choices: ordinary settings "section.key=value", NULL-ended. */
 #define FL_CONFIG_NPRESETS 7
 extern const char *const fl_config_presets[FL_CONFIG_NPRESETS][9];
+
+/* ------------------------------------------------------------------------------------------ INI syntax */
+/* config_ini.c: each "key = value" of the file at path (opened as f), whole (continuation lines joined), with its
+ * section and the line it starts on; stops at the first status on_key returns that is not DPFL_OK, or at a line
+ * that is not INI (named with its file and line).  Lines have no length limit. */
+typedef dpfl_status (*fl_ini_handler)(void *user, const char *section, const char *key, const char *value, int line);
+dpfl_status fl_ini_parse(FILE *f, const char *path, fl_ini_handler on_key, void *user, dpfl_error *err);
 
 /* ------------------------------------------------------------------------------------------ typed values */
 /* The shortest text of x that reads back as x: a whole number below 2^53 as an integer ("200", not "2e+02"),

@@ -65,7 +65,7 @@ const fl_keydef fl_config_keys[] = {
     {"data", "partition", FL_KEY_CHOICE, F(data.partition), .choices = "iid|shards|dirichlet|classes|natural|dirichlet-client|classes-random",
      .dflt = "iid", .help = "how the training set is split into clients (dirichlet-client: PriFedSync sec. 4.2, each client its own Dir(beta) mix of samples_per_client examples and test_per_client test examples; classes-random: PrivateFL sec. 5)"},
     {"data", "clients", FL_KEY_INT, F(data.clients), .lo = 1, .hi = 1000000, .dflt = "10",
-     .help = "number of clients"},
+     .help = "number of clients (partition = natural with csv: files: one per file, when not set)"},
     {"data", "shards", FL_KEY_INT, F(data.shards), .lo = 1, .hi = 100000, .dflt = "2",
      .help = "shards per client (partition = shards)",
      WHEN(shards_partition, "it applies to partition = shards")},
@@ -115,7 +115,11 @@ const fl_keydef fl_config_keys[] = {
     {"data", "data_dir", FL_KEY_TEXT, F(data.data_dir), .dflt = "",
      .help = "folder holding mnist/ (empty: $DPFL_DATA/cache, else $XDG_CACHE_HOME/dpfl or ~/.cache/dpfl)"},
     {"model", "arch", FL_KEY_TEXT, F(model.arch), .dflt = "mlp:784-200-10",
-     .help = "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small"},
+     .help = "logreg | mlp:784-600-100-10[:nobias] | cnn-mnist | cnn-mcmahan | cnn-small | cnn-tf-cifar | resnet20-gn | "
+             "resnet18-gn | privatefl-dnn | privatefl-purchase | net:LAYERS, any layer list, e.g. "
+             "net:conv8k3p1,relu,pool2,fc10 from convN[kK][sS][pP][nb] (N channels, K x K kernel, stride S, padding P), "
+             "poolK[sS][pP], fcN[nb], relu, tanh, sigmoid, flatten, dropP (nb: no bias; a last item mse: "
+             "squared-error loss)"},
     {"model", "transform", FL_KEY_CHOICE, F(model.transform), .choices = "none|affine|sigmoid|tanh|relu", .dflt = "none",
      .help = "PrivateFL: each client's own input transform a (.) x + b, trained with the model, never sent; sigmoid, tanh, relu: that function of a (.) x + b (the paper's Table 1 ablation)"},
     {"model", "transform_shape", FL_KEY_NAME, F(model.transform_shape), .choices = "nc|np|cn|cc|cp|pn|pc|pp", .dflt = "cp",

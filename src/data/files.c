@@ -70,7 +70,14 @@ static dpfl_status add_glob(paths *p, const char *pattern, int folders, const ch
 {
     glob_t g;
     int r = glob(pattern, GLOB_ERR, NULL, &g);
-    if (r == GLOB_NOMATCH) return dpfl_fail(err, DPFL_EIO, "no file matches (%s): %s", pattern, what);
+    if (r == GLOB_ABORTED) { /* a folder of the pattern is not there (or not readable): is anything matched? */
+        globfree(&g);
+        r = glob(pattern, 0, NULL, &g);
+    }
+    if (r == GLOB_NOMATCH) {
+        globfree(&g);
+        return dpfl_fail(err, DPFL_EIO, "no file matches (%s): %s", pattern, what);
+    }
     if (r) {
         globfree(&g);
         return dpfl_fail(err, DPFL_EIO, "cannot list files (%s): %s", pattern,
@@ -89,8 +96,12 @@ static dpfl_status add_glob(paths *p, const char *pattern, int folders, const ch
 /* Sources: a comma-separated list of files, folders (their *.csv files in name order) and glob patterns; or with
  * folders (idx:) of folders and patterns matching folders.  A listed item that is not here is absent when
  * allow_absent, else an error. */
-static dpfl_status list_sources(const char *spec, int folders, int allow_absent, paths *out, dpfl_error *err)
+static dpfl_status list_sources(const char *spec, const char *key, int folders, int allow_absent, paths *out,
+                                dpfl_error *err)
 {
+    char what_glob[64], what_folder[80];
+    snprintf(what_glob, sizeof what_glob, "a glob pattern in %s", key);
+    snprintf(what_folder, sizeof what_folder, "%s names a folder, and it holds no .csv file", key);
     memset(out, 0, sizeof *out);
     char *copy = strdup(spec), *save = NULL;
     if (!copy) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (data.dataset)");
@@ -101,7 +112,7 @@ static dpfl_status list_sources(const char *spec, int folders, int allow_absent,
         if (!*tok) continue;
         struct stat st;
         if (strpbrk(tok, "*?[")) {
-            s = add_glob(out, tok, folders, "a glob pattern in data.dataset", err);
+            s = add_glob(out, tok, folders, what_glob, err);
         } else if (stat(tok, &st) != 0) {
             if (errno == ENOENT && allow_absent) s = paths_add(out, tok, 1, err);
             else s = dpfl_fail(err, DPFL_EIO, "cannot open data file (%s): %s", tok, strerror(errno));
@@ -110,12 +121,12 @@ static dpfl_status list_sources(const char *spec, int folders, int allow_absent,
         } else {
             char pat[DPFL__PATH_MAX];
             int w = snprintf(pat, sizeof pat, "%s/*.csv", tok);
-            s = w > 0 && (size_t)w < sizeof pat ? add_glob(out, pat, 0, "a folder in data.dataset holds its .csv files", err)
+            s = w > 0 && (size_t)w < sizeof pat ? add_glob(out, pat, 0, what_folder, err)
                                                 : dpfl_fail(err, DPFL_EINVAL, "path too long (%.60s...)", tok);
         }
     }
     free(copy);
-    if (!s && out->n == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", spec);
+    if (!s && out->n == 0) s = dpfl_fail(err, DPFL_EINVAL, "%s: '%s' names no file", key, spec);
     if (s) paths_free(out);
     return s;
 }
@@ -369,7 +380,7 @@ static dpfl_status idx_folders(const paths *src, const dpfl_file_options *o, con
 
 /* "DIR" (MNIST's file names, plain or .gz: train-* the data, t10k-* a test set when present), "IMAGES,LABELS", or
  * several folders (idx_folders).  *has_test says whether test was filled from DIR's t10k files. */
-static dpfl_status idx_read(const char *spec, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
+static dpfl_status idx_read(const char *spec, const char *key, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
                             dpfl_dataset *test, int *has_test, dpfl_error *err)
 {
     *has_test = 0;
@@ -383,7 +394,7 @@ static dpfl_status idx_read(const char *spec, const dpfl_file_options *o, const 
     }
     if (comma && !pair) {
         paths src;
-        dpfl_status s = list_sources(spec, 1, o->source_rows != NULL, &src, err);
+        dpfl_status s = list_sources(spec, key, 1, o->source_rows != NULL, &src, err);
         if (!s) s = idx_folders(&src, o, hint, all, err);
         paths_free(&src);
         return s;
@@ -487,16 +498,16 @@ static dpfl_status split(const dpfl_dataset *all, double frac, uint64_t seed, in
 }
 
 /* The whole of spec as one dataset (groups = sources for CSV); test filled when an IDX folder has t10k files. */
-static dpfl_status read_spec(const char *spec, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
+static dpfl_status read_spec(const char *spec, const char *key, const dpfl_file_options *o, const dpfl_dataset *hint, dpfl_dataset *all,
                              dpfl_dataset *test, int *has_test, dpfl_error *err)
 {
     *has_test = 0;
     if (!dpfl_dataset_is_files(spec) || !spec[4])
-        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' is not csv:FILES, idx:FILES or npy:FILES", spec);
-    if (spec[0] == 'i') return idx_read(spec + 4, o, hint, all, test, has_test, err);
+        return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not csv:FILES, idx:FILES or npy:FILES", key, spec);
+    if (spec[0] == 'i') return idx_read(spec + 4, key, o, hint, all, test, has_test, err);
     if (spec[0] == 'n') return dpfl__npy_read(spec + 4, all, test, has_test, err);
     paths src;
-    dpfl_status s = list_sources(spec + 4, 0, o->source_rows != NULL, &src, err);
+    dpfl_status s = list_sources(spec + 4, key, 0, o->source_rows != NULL, &src, err);
     if (s) return s;
     s = csv_read_all(&src, o, all, err);
     paths_free(&src);
@@ -532,12 +543,12 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
         dpfl_file_options ot = o; /* the test files are all here: no counts, no absent files */
         ot.source_rows = NULL;
         ot.nsource_rows = 0;
-        s = read_spec(o.test, &ot, NULL, test, &t2, &own_test, err);
+        s = read_spec(o.test, "data.test", &ot, NULL, test, &t2, &own_test, err);
         dpfl_dataset_free(&t2);
     }
     dpfl_dataset t3;
     memset(&t3, 0, sizeof t3);
-    if (!s) s = read_spec(spec, &o, separate ? test : NULL, &all, separate ? &t3 : test, &has_test, err);
+    if (!s) s = read_spec(spec, "data.dataset", &o, separate ? test : NULL, &all, separate ? &t3 : test, &has_test, err);
     if (!s && separate && has_test)
         s = dpfl_fail(err, DPFL_EINVAL, "data.test: %s already holds a test set (t10k files); remove data.test",
                       spec);
@@ -588,7 +599,7 @@ dpfl_status dpfl_dataset_source_path(const char *spec, int32_t k, char *buf, siz
 {
     if (!dpfl_dataset_is_files(spec)) return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' has no files by source", spec);
     paths src;
-    dpfl_status s = list_sources(spec + 4, spec[0] == 'i', 1, &src, err);
+    dpfl_status s = list_sources(spec + 4, "data.dataset", spec[0] == 'i', 1, &src, err);
     if (s) return s;
     if (k < 0 || k >= src.n) s = dpfl_fail(err, DPFL_EINVAL, "data.dataset: no source #%d in '%s'", k, spec);
     else snprintf(buf, len, "%s", src.path[k]);

@@ -37,7 +37,11 @@ static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error 
     const int private = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "private"));
     rp_buf_printf(b, "<p class=\"statement %s\"><strong>%s</strong> ", private ? "private" : "not-private",
                   private ? "Differentially private:" : "Not differentially private:");
-    rp_buf_html(b, rp_str(sum, "privacy"));
+    /* the statement without a head that repeats the banner's ("NOT differentially private: neither ...") */
+    const char *statement = rp_str(sum, "privacy");
+    static const char repeat[] = "NOT differentially private: ";
+    if (statement && !private && !strncmp(statement, repeat, sizeof repeat - 1)) statement += sizeof repeat - 1;
+    rp_buf_html(b, statement);
     rp_buf_puts(b, ".</p>\n");
     const char *randomness = rp_str(sum, "randomness");
     if (randomness) {

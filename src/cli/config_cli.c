@@ -1,0 +1,64 @@
+/* The config of a command that trains (train, serve, join, audit): the file, then --unset, then each --set in its
+ * order, and a note on stderr for each key of the file a --set dropped (include/dpfl/config.h: the command line
+ * wins over the file), data.clients inferred from the files of a natural partition; the warning on raw-scale CSV
+ * features; and the run folder a --resume names, refused unless it holds a run's config.ini. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unsets, const cli_strings *sets,
+                    int resume)
+{
+    const int quiet_notes = resume; /* a run's own config.ini: its clients were inferred when it started */
+    dpfl_config_defaults(cfg);
+    dpfl_error err;
+    if (dpfl_config_load(cfg, path, &err)) return cli_error("%s", err.msg);
+    if (resume && unsets && unsets->n)
+        return cli_error("--unset %s: a resumed run keeps its config; only fl.rounds, run.threads and "
+                         "run.eval_every may change (with --set)", unsets->v[0]);
+    for (size_t i = 0; unsets && i < unsets->n; i++)
+        if (dpfl_config_unset(cfg, unsets->v[i], &err)) return cli_error("%s", err.msg);
+    for (size_t i = 0; i < sets->n; i++) {
+        if (resume && !cli_train_resumable_set(sets->v[i]))
+            return cli_error("--set %s: a resumed run keeps its config; only fl.rounds, run.threads and "
+                             "run.eval_every may change", sets->v[i]);
+        char note[1024];
+        if (dpfl_config_set_noted(cfg, sets->v[i], note, sizeof note, &err)) return cli_error("%s", err.msg);
+        if (note[0]) fprintf(stderr, "dpfl: note: %s\n", note);
+    }
+    int inferred = 0;
+    if (dpfl_config_infer_clients(cfg, &inferred, &err)) return cli_error("%s", err.msg);
+    if (inferred && !quiet_notes)
+        fprintf(stderr, "dpfl: note: data.clients = %d: one client per file of data.dataset (partition = natural)\n",
+                (int)cfg->data.clients);
+    return 0;
+}
+
+void cli_scale_hint(const dpfl_config *cfg)
+{
+    if (cfg->data.normalize != DPFL_NORM_NONE || strncmp(cfg->data.dataset, "csv:", 4)) return;
+    dpfl_dataset train, test;
+    dpfl_error err;
+    memset(&train, 0, sizeof train);
+    memset(&test, 0, sizeof test);
+    if (dpfl_config_load_data(cfg, cfg->run.seed.value, &train, &test, &err)) return; /* the run says what is wrong */
+    char msg[512];
+    if (dpfl_config_scale_hint(cfg, &train, msg, sizeof msg)) fprintf(stderr, "dpfl: warning: %s\n", msg);
+    dpfl_dataset_free(&train);
+    dpfl_dataset_free(&test);
+}
+
+int cli_resume_config(const char *dir, char *config_path, size_t cap)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return cli_error("--resume %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return cli_error("--resume %s: not a folder (give the run folder dpfl train wrote)", dir);
+    if ((size_t)snprintf(config_path, cap, "%s/config.ini", dir) >= cap) return cli_error("--resume: path too long");
+    if (stat(config_path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return cli_error("--resume %s: not a run folder (no config.ini, which dpfl train writes when a run starts); "
+                         "start a run with dpfl train CONFIG.ini --out %s", dir, dir);
+    return 0;
+}
