@@ -7,6 +7,7 @@
  *              dropout)
  *   dpsgd.c    one DP-SGD step's mechanism: sampler, clip C, noise z -> sensitivity, noise std, denominator, event
  *   clip.c     update clipping (flat, per layer), the median (NOT private), adaptive clipping's noisy quantile
+ *   filter.c   the individual Renyi filter's per-record bound and loss (rPDP-FL, budget_policy = filter)
  *   noise.c    Gaussian noise (floating point, ChaCha20) and exact discrete Gaussian noise on a grid
  *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event */
 #ifndef DPFL_MECH_H
@@ -99,6 +100,14 @@ typedef struct {
 dpfl_status dpfl_mech_adaptive_make(double z, double sigma_b, const dpfl_mech_clients *design, dpfl_mech_adaptive *out,
                                     dpfl_error *err);
 
+/* ---------------------------------------------------------------- individual Renyi filter (record level) */
+/* Feldman and Zrnic 2021 (filter.c): the largest norm a record with `left` of its Renyi budget at order alpha may
+ * contribute to a sum noised with std sigma (0 when nothing is left; shrunk against float rounding), and the loss
+ * at order alpha of its contribution of norm `norm` clipped to min(radius, clip) (padded the same way): never more
+ * than was left. */
+double dpfl_mech_filter_radius(double left, double sigma, double alpha);
+double dpfl_mech_filter_loss(double norm, double radius, double clip, double sigma, double alpha);
+
 /* ---------------------------------------------------------------- noise */
 /* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing
  * (no 0 * inf). */
@@ -131,6 +140,8 @@ dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, d
 /* The round's event: poisson(rate, z) (add-remove), fixed(K, m, z/2) (replace-one: replacing a client moves the
  * sum by 2S), gaussian(z) (every client). */
 dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r);
+/* The std of the noise on the released average: z clip / denom. */
+double dpfl_mech_round_std(const dpfl_mech_round *r);
 /* The sampling rate the round's event charges: rate, m / K or 1. */
 double dpfl_mech_round_rate(const dpfl_mech_round *r);
 /* The round's mechanism at the design the client sampler ran (dpfl_mech_sample_clients_ran). */

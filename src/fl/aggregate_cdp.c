@@ -129,7 +129,8 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
     dpfl_mech_gaussian(&nrng, v->acc, P, c->z_sum, S_used, (float)(1.0 / mr.denom), v->nthreads);
     dpfl_vec_axpy(v->global, (float)cfg->fl.eta, v->acc, P);
     m->update_clip = S_used;
-    m->update_noise_std = c->z_sum * S_used / mr.denom;
+    mr.clip = S_used;
+    m->update_noise_std = dpfl_mech_round_std(&mr);
     if (m->replied > 0) {
         m->update_clip_fraction = (double)c->nclipped / m->replied;
         double mu2 = dpfl_vec_dot(c->raw_sum, c->raw_sum, P) / ((double)m->replied * m->replied);

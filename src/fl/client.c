@@ -48,20 +48,13 @@ static void project_to_global(const fl_train_ctx *t, size_t tr, float *local, fl
     }
 }
 
-/* Individual Renyi filter (Feldman and Zrnic 2021), one step: a record whose contribution to a sum noised with
- * std sigma has norm r loses alpha r^2 / (2 sigma^2) at order alpha.  Before the step each record is clipped to
- * the r that what it has left allows; after it, the loss of its actual contribution (its clipped norm, padded
- * by FILTER_PAD against float rounding in the norm) is charged.  The bound is shrunk by FILTER_PAD^2, so the
- * charge never exceeds what was left; a record within DPFL_FILTER_OUT of its cap (a binding bound leaves 4e-5) leaves
- * the sampler. */
-#define FILTER_PAD (1.0 + 1e-5)
+/* Individual Renyi filter (Feldman and Zrnic 2021, mech/filter.c), one step: before it each record is clipped to
+ * the norm what it has left allows; after it, the loss of its actual contribution is charged, and a record within
+ * DPFL_FILTER_OUT of its cap (a binding bound leaves 4e-5) leaves the sampler. */
 static void filter_bounds(const fl_record_dp *rd, const int32_t *idx, int32_t mb, double sigma, float *radius)
 {
-    for (int32_t i = 0; i < mb; i++) {
-        double left = rd->cap[idx[i]] - rd->spent[idx[i]];
-        radius[i] = left > 0 ? (float)(sqrt(2.0 * sigma * sigma * left / rd->filter_alpha) /
-                                       (FILTER_PAD * FILTER_PAD)) : 0.0f;
-    }
+    for (int32_t i = 0; i < mb; i++)
+        radius[i] = (float)dpfl_mech_filter_radius(rd->cap[idx[i]] - rd->spent[idx[i]], sigma, rd->filter_alpha);
 }
 
 static void filter_charge(fl_record_dp *rd, const int32_t *idx, int32_t mb, double sigma, const float *radius,
@@ -69,8 +62,8 @@ static void filter_charge(fl_record_dp *rd, const int32_t *idx, int32_t mb, doub
 {
     for (int32_t i = 0; i < mb; i++) {
         const int32_t r = idx[i];
-        double used = fmin(fmin((double)norms[i], (double)radius[i]), rd->clip.clip) * FILTER_PAD;
-        rd->spent[r] += rd->filter_alpha * used * used / (2.0 * sigma * sigma);
+        rd->spent[r] += dpfl_mech_filter_loss((double)norms[i], (double)radius[i], rd->clip.clip, sigma,
+                                              rd->filter_alpha);
         if (rd->cap[r] - rd->spent[r] < DPFL_FILTER_OUT * rd->cap[r]) rd->p[r] = 0.0; /* filtered out */
     }
 }

@@ -30,3 +30,5 @@ double dpfl_mech_round_rate(const dpfl_mech_round *r)
 {
     return dpfl_mech_clients_make(r->sampling, r->K, r->rate, r->m).q;
 }
+
+double dpfl_mech_round_std(const dpfl_mech_round *r) { return r->z * r->clip / r->denom; }
