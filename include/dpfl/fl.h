@@ -79,6 +79,12 @@ dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl
 /* The multiplier of the release as configured now, recomputed from the noises actually drawn: z_Delta of the
  * update sum and, with adaptive clipping, sigma_b of the quantile count.  This is what the ledger is charged. */
 double dpfl_sim_client_release_noise(const dpfl_sim *s);
+/* The client-level event one round `round` of this simulation's aggregation mode releases at noise multiplier z
+ * (the mode's own event at the sampling design of that round; adaptive clipping: z split with the quantile count,
+ * then recombined from the two noises; distributed DP: its plan for z; median clipping, and the plain mean without
+ * client-level DP: not private).  What calibration searches over.  The simulation is unchanged; DPFL_EINVAL for
+ * z <= 0 or a z the mode refuses (adaptive clipping's sigma_b leaving nothing for the sum). */
+dpfl_status dpfl_sim_client_event(const dpfl_sim *s, int32_t round, double z, dpfl_event *ev, dpfl_error *err);
 /* Adaptive clipping: sigma_b of the centred count (0 otherwise); z_Delta (the update sum's multiplier). */
 double dpfl_sim_quantile_noise(const dpfl_sim *s);
 double dpfl_sim_update_noise(const dpfl_sim *s);

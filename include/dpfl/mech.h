@@ -7,6 +7,7 @@
  *              dropout)
  *   dpsgd.c    one DP-SGD step's mechanism: sampler, clip C, noise z -> sensitivity, noise std, denominator, event
  *   clip.c     update clipping (flat, per layer), the median (NOT private), adaptive clipping's noisy quantile
+ *   filter.c   the individual Renyi filter's per-record bound and loss (rPDP-FL, budget_policy = filter)
  *   noise.c    Gaussian noise (floating point, ChaCha20) and exact discrete Gaussian noise on a grid
  *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event */
 #ifndef DPFL_MECH_H
@@ -32,6 +33,23 @@ typedef enum { DPFL_SAMPLE_POISSON = 0, DPFL_SAMPLE_FIXED, DPFL_SAMPLE_ALL } dpf
  * them in ascending order; returns how many. */
 int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
                                  int32_t *out);
+/* A round's client sampling design, the part of the round's event the sampler carries out: what
+ * dpfl_mech_sample_clients_ran draws from, and what the round's event charges. */
+typedef struct {
+    dpfl_client_sampling kind;
+    int32_t K;    /* clients */
+    double rate;  /* Poisson: each client's probability */
+    int32_t m;    /* fixed: clients per round */
+    double q;     /* the sampling rate the event charges: rate, m / K, or 1 (every client) */
+    double denom; /* the clients the design expects (the noisy sum's divisor): rate K, m, or K */
+} dpfl_mech_clients;
+dpfl_mech_clients dpfl_mech_clients_make(dpfl_client_sampling kind, int32_t K, double rate, int32_t m);
+/* dpfl_mech_sample_clients, returning the design it drew from (the event part it carried out) in *ran. */
+int32_t dpfl_mech_sample_clients_ran(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
+                                     int32_t *out, dpfl_mech_clients *ran);
+/* The largest cohort rounds at rates up to max_rate can draw, to a modulus's safety: Poisson, the mean + 7 sd
+ * (at most K); fixed and all, K. */
+int32_t dpfl_mech_clients_max_cohort(dpfl_client_sampling kind, int32_t K, double max_rate);
 
 /* ---------------------------------------------------------------- one DP-SGD step (record level) */
 typedef struct {
@@ -72,6 +90,23 @@ double dpfl_mech_adaptive_release_z(double z_delta, double sigma_b);
  * norm was <= S), Gaussian noise sigma_b is added, the sum is divided by the design's denominator and 1/2 added
  * back. */
 double dpfl_mech_adaptive_quantile(dpfl_rng *r, int32_t replied, int32_t unclipped, double sigma_b, double denom);
+/* The pair as one release (what its event is): the count noise sigma_b (sigma_b <= 0: the default, the design's
+ * expected clients / 20), z_Delta of the update sum from dpfl_mech_adaptive_split, and z the multiplier of the
+ * whole release recomputed from the two noises drawn (dpfl_mech_adaptive_release_z). */
+typedef struct {
+    double sigma_b, z_delta, z;
+    int default_sigma; /* sigma_b was the default */
+} dpfl_mech_adaptive;
+dpfl_status dpfl_mech_adaptive_make(double z, double sigma_b, const dpfl_mech_clients *design, dpfl_mech_adaptive *out,
+                                    dpfl_error *err);
+
+/* ---------------------------------------------------------------- individual Renyi filter (record level) */
+/* Feldman and Zrnic 2021 (filter.c): the largest norm a record with `left` of its Renyi budget at order alpha may
+ * contribute to a sum noised with std sigma (0 when nothing is left; shrunk against float rounding), and the loss
+ * at order alpha of its contribution of norm `norm` clipped to min(radius, clip) (padded the same way): never more
+ * than was left. */
+double dpfl_mech_filter_radius(double left, double sigma, double alpha);
+double dpfl_mech_filter_loss(double norm, double radius, double clip, double sigma, double alpha);
 
 /* ---------------------------------------------------------------- noise */
 /* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing
@@ -105,8 +140,12 @@ dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, d
 /* The round's event: poisson(rate, z) (add-remove), fixed(K, m, z/2) (replace-one: replacing a client moves the
  * sum by 2S), gaussian(z) (every client). */
 dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r);
+/* The std of the noise on the released average: z clip / denom. */
+double dpfl_mech_round_std(const dpfl_mech_round *r);
 /* The sampling rate the round's event charges: rate, m / K or 1. */
 double dpfl_mech_round_rate(const dpfl_mech_round *r);
+/* The round's mechanism at the design the client sampler ran (dpfl_mech_sample_clients_ran). */
+dpfl_mech_round dpfl_mech_round_of(const dpfl_mech_clients *design, double clip, double z);
 
 #pragma GCC visibility pop
 

@@ -10,20 +10,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round)
+/* The round's client sampling design: the one the sampler returned when it drew this round, else (a round not
+ * sampled yet: a trial charge, calibration) the design the sampler would draw from. */
+dpfl_mech_clients fl_round_design(const fl_round_view *v, int32_t round)
 {
-    return dpfl_mech_round_make(s->sampling, s->part->clients, dpfl_round_client_rate(s->cfg, round),
-                                dpfl_round_clients_per_round(s->cfg, round), s->cdp.S, s->cdp.z_sum);
+    if (v->design && round == v->round) return *v->design;
+    return dpfl_mech_clients_make(v->sampling, v->clients, dpfl_round_client_rate(v->cfg, round),
+                                  dpfl_round_clients_per_round(v->cfg, round));
 }
 
-static dpfl_status create(dpfl_sim *s, dpfl_error *err)
+dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_round_view *v, int32_t round)
 {
-    const dpfl_model *model = s->model;
-    fl_cdp_state *c = &s->cdp;
+    const dpfl_mech_clients d = fl_round_design(v, round);
+    return dpfl_mech_round_of(&d, c->S, c->z_sum);
+}
+
+static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *err)
+{
+    const dpfl_model *model = v->model;
+    fl_cdp_state *c = &a->cdp;
     if (!(c->raw_sum = dpfl_alloc(model->nparam * sizeof(float), err)) ||
-        !(c->norms = calloc((size_t)s->part->clients, sizeof *c->norms)))
+        !(c->norms = calloc((size_t)v->clients, sizeof *c->norms)))
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client-level DP buffers for %zu parameters)", model->nparam);
-    if (!s->cfg->client_dp.per_layer) return DPFL_OK;
+    if (!v->cfg->client_dp.per_layer) return DPFL_OK;
     c->nlayers_clip = model->nlayers; /* per-layer update clipping: the layers' slices */
     c->layer_off = calloc((size_t)model->nlayers, sizeof *c->layer_off);
     c->layer_len = calloc((size_t)model->nlayers, sizeof *c->layer_len);
@@ -35,89 +44,93 @@ static dpfl_status create(dpfl_sim *s, dpfl_error *err)
     return DPFL_OK;
 }
 
-static void destroy(dpfl_sim *s)
+static void destroy(fl_agg_state *a, const fl_round_view *v)
 {
-    free(s->cdp.norms);
-    free(s->cdp.layer_off);
-    free(s->cdp.layer_len);
-    dpfl_free(s->cdp.raw_sum);
+    (void)v;
+    free(a->cdp.norms);
+    free(a->cdp.layer_off);
+    free(a->cdp.layer_len);
+    dpfl_free(a->cdp.raw_sum);
 }
 
 /* Andrew et al. 2021: the count noise sigma_b in force (the default, expected clients per round / 20, included)
- * must leave room for the update sum's z_Delta; checked here, before any release. */
-static dpfl_status set_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
+ * must leave room for the update sum's z_Delta; checked here, before any release.  The pair's multiplier is what
+ * the mechanism (mech/clip.c) returns for the two noises it will draw. */
+static dpfl_status set_noise(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err)
 {
-    const dpfl_config *cfg = s->cfg;
-    if (s->cdp.strategy != DPFL_CLIP_ADAPTIVE || !(z > 0)) return DPFL_OK;
-    int dflt = !(cfg->client_dp.quantile_noise > 0);
-    double sb = dflt ? dpfl_mech_round_make(s->sampling, s->part->clients, dpfl_round_client_rate(cfg, round),
-                                            dpfl_round_clients_per_round(cfg, round), s->cdp.S, z).denom / 20.0
-                     : cfg->client_dp.quantile_noise;
+    fl_cdp_state *c = &a->cdp;
+    if (c->strategy != DPFL_CLIP_ADAPTIVE || !(z > 0)) return DPFL_OK;
+    const dpfl_mech_clients d = fl_round_design(v, round);
+    dpfl_mech_adaptive ad;
     dpfl_error e;
-    if (dpfl_mech_adaptive_split(z, sb, &s->cdp.z_sum, &e))
+    if (dpfl_mech_adaptive_make(z, v->cfg->client_dp.quantile_noise, &d, &ad, &e))
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: round %d: %s%s; set quantile_noise > %g or "
                                            "lower client_dp.noise",
-                         (int)round, e.msg, dflt ? " (sigma_b is the default: expected clients per round / 20)" : "",
-                         z / 2.0);
-    s->cdp.sigma_b = sb;
+                         (int)round, e.msg,
+                         ad.default_sigma ? " (sigma_b is the default: expected clients per round / 20)" : "", z / 2.0);
+    c->z_sum = ad.z_delta;
+    c->sigma_b = ad.sigma_b;
+    c->z_release = ad.z;
     return DPFL_OK;
 }
 
-static dpfl_status begin(dpfl_sim *s, int32_t round, dpfl_error *err)
+static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
 {
     (void)round;
     (void)err;
-    dpfl_vec_zero(s->acc, s->model->nparam);
-    dpfl_vec_zero(s->cdp.raw_sum, s->model->nparam);
-    s->cdp.sumsq = 0;
-    s->cdp.nclipped = 0;
-    s->cdp.S_used = s->cdp.S;
+    dpfl_vec_zero(v->acc, v->nparam);
+    dpfl_vec_zero(a->cdp.raw_sum, v->nparam);
+    a->cdp.sumsq = 0;
+    a->cdp.nclipped = 0;
+    a->cdp.S_used = a->cdp.S;
     return DPFL_OK;
 }
 
 /* The client measures its update's norm (a diagnostic and the adaptive clip's count; the server clips anyway). */
-static void client_send(dpfl_sim *s, worker *w, int32_t i, int32_t j, float *u)
+static void client_send(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u)
 {
-    (void)w;
-    (void)j;
-    s->results[i].norm = dpfl_vec_norm2(u, s->model->nparam);
+    (void)a, (void)w, (void)j;
+    v->results[i].norm = dpfl_vec_norm2(u, v->nparam);
 }
 
 /* One arrived update into the clipped sum (its raw value into the V_c / U_s statistics). */
-static void add_clipped(dpfl_sim *s, float *u, const client_result *r, dpfl_round_metrics *m)
+static void add_clipped(fl_cdp_state *c, const fl_round_view *v, float *u, const client_result *r,
+                        dpfl_round_metrics *m)
 {
-    const size_t P = s->model->nparam;
-    fl_cdp_state *c = &s->cdp;
+    const size_t P = v->nparam;
     dpfl_vec_axpy(c->raw_sum, 1.0f, u, P);
     c->sumsq += r->norm * r->norm;
     if (r->norm > c->S_used) c->nclipped++;
     dpfl_mech_clip_update(u, P, c->S_used, c->layer_off, c->layer_len, c->nlayers_clip);
-    dpfl_vec_axpy(s->acc, 1.0f, u, P);
+    dpfl_vec_axpy(v->acc, 1.0f, u, P);
     m->replied++;
 }
 
-static dpfl_status add(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
+                       dpfl_error *err)
 {
     (void)err;
-    add_clipped(s, s->slots[j], &s->results[i], m);
+    add_clipped(&a->cdp, v, v->slots[j], &v->results[i], m);
     return DPFL_OK;
 }
 
 /* Noise, division by the design's denominator, the server step, the adaptive clip's update; metrics. */
-static dpfl_status release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
+                           dpfl_error *err)
 {
     (void)err;
-    const dpfl_config *cfg = s->cfg;
-    const size_t P = s->model->nparam;
-    fl_cdp_state *c = &s->cdp;
+    const dpfl_config *cfg = v->cfg;
+    const size_t P = v->nparam;
+    fl_cdp_state *c = &a->cdp;
     const double S_used = c->S_used;
-    dpfl_mech_round mr = fl_round_mech(s, round);
+    dpfl_mech_round mr = fl_round_mech(c, v, round);
     dpfl_rng nrng;
-    dpfl_rng_derive(&s->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
-    dpfl_mech_gaussian(&nrng, s->acc, P, c->z_sum, S_used, (float)(1.0 / mr.denom), s->nthreads);
-    dpfl_vec_axpy(s->global, (float)cfg->fl.eta, s->acc, P);
+    dpfl_rng_derive(v->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
+    dpfl_mech_gaussian(&nrng, v->acc, P, c->z_sum, S_used, (float)(1.0 / mr.denom), v->nthreads);
+    dpfl_vec_axpy(v->global, (float)cfg->fl.eta, v->acc, P);
     m->update_clip = S_used;
-    m->update_noise_std = c->z_sum * S_used / mr.denom;
+    mr.clip = S_used;
+    m->update_noise_std = dpfl_mech_round_std(&mr);
     if (m->replied > 0) {
         m->update_clip_fraction = (double)c->nclipped / m->replied;
         double mu2 = dpfl_vec_dot(c->raw_sum, c->raw_sum, P) / ((double)m->replied * m->replied);
@@ -131,12 +144,12 @@ static dpfl_status release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     return DPFL_OK;
 }
 
-/* The round's release: the Gaussian sum at the sampling design that ran (adaptive: the update sum and the quantile
- * count together). */
-static dpfl_event event(const dpfl_sim *s, int32_t round)
+/* The round's release: the Gaussian sum at the sampling design that ran, at the release's multiplier (adaptive:
+ * the update sum and the quantile count together, as dpfl_mech_adaptive_make returned it). */
+static dpfl_event event(const fl_agg_state *a, const fl_round_view *v, int32_t round)
 {
-    dpfl_mech_round r = fl_round_mech(s, round);
-    r.z = dpfl_sim_client_release_noise(s);
+    dpfl_mech_round r = fl_round_mech(&a->cdp, v, round);
+    r.z = a->cdp.z_release;
     return dpfl_mech_round_event(&r);
 }
 
@@ -145,26 +158,29 @@ const fl_aggregator fl_agg_cdp = {
     .begin = begin, .client_send = client_send, .add = add, .release = release, .event = event};
 
 /* Median clipping: every update of the round is in its slot (whole_round); S = the median of their norms. */
-static dpfl_status median_add(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status median_add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
+                              dpfl_error *err)
 {
-    (void)s, (void)i, (void)j, (void)m, (void)err; /* added at release, once the median is known */
+    (void)a, (void)v, (void)i, (void)j, (void)m, (void)err; /* added at release, once the median is known */
     return DPFL_OK;
 }
 
-static dpfl_status median_release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status median_release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
+                                  dpfl_error *err)
 {
+    fl_cdp_state *c = &a->cdp;
     int32_t nr = 0;
-    for (int32_t i = 0; i < s->nsampled; i++)
-        if (!s->results[i].dropped) s->cdp.norms[nr++] = s->results[i].norm;
-    s->cdp.S_used = nr > 0 ? dpfl_mech_median(s->cdp.norms, nr) : s->cdp.S;
-    for (int32_t i = 0; i < s->nsampled; i++)
-        if (!s->results[i].dropped) add_clipped(s, s->slots[i], &s->results[i], m);
-    return release(s, round, m, err);
+    for (int32_t i = 0; i < v->nsampled; i++)
+        if (!v->results[i].dropped) c->norms[nr++] = v->results[i].norm;
+    c->S_used = nr > 0 ? dpfl_mech_median(c->norms, nr) : c->S;
+    for (int32_t i = 0; i < v->nsampled; i++)
+        if (!v->results[i].dropped) add_clipped(c, v, v->slots[i], &v->results[i], m);
+    return release(a, v, round, m, err);
 }
 
-static dpfl_event median_event(const dpfl_sim *s, int32_t round)
+static dpfl_event median_event(const fl_agg_state *a, const fl_round_view *v, int32_t round)
 {
-    (void)s, (void)round;
+    (void)a, (void)v, (void)round;
     return dpfl_event_not_private(1); /* the clip is data-dependent: no sensitivity bound */
 }
 

@@ -3,37 +3,39 @@
  * With fl.personalization = helper this is PriFedSync's w_global <- (1 - eta) w_global + eta mean(w~(i)). */
 #include "sim_internal.h"
 
-static dpfl_status begin(dpfl_sim *s, int32_t round, dpfl_error *err)
+static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
 {
     (void)round;
     (void)err;
-    dpfl_vec_zero(s->acc, s->model->nparam);
-    s->mean_weight = 0;
+    dpfl_vec_zero(v->acc, v->nparam);
+    a->mean_weight = 0;
     return DPFL_OK;
 }
 
-static double weight(const dpfl_sim *s, int32_t k)
+static double weight(const fl_round_view *v, int32_t k)
 {
-    return s->uniform_weights ? 1.0 : dpfl_partition_size(s->part, k);
+    return v->uniform_weights ? 1.0 : dpfl_partition_size(v->part, k);
 }
 
-static dpfl_status add(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
+                       dpfl_error *err)
 {
     (void)err;
     /* the weights are over the clients that reply, all known once the first chunk has run (dropouts are drawn up
      * front in process; a network round is one chunk) */
-    if (s->mean_weight == 0)
-        for (int32_t c = 0; c < s->nsampled; c++)
-            if (!s->results[c].dropped) s->mean_weight += weight(s, s->sampled[c]);
-    dpfl_vec_axpy(s->acc, (float)(weight(s, s->results[i].client) / s->mean_weight), s->slots[j], s->model->nparam);
+    if (a->mean_weight == 0)
+        for (int32_t c = 0; c < v->nsampled; c++)
+            if (!v->results[c].dropped) a->mean_weight += weight(v, v->sampled[c]);
+    dpfl_vec_axpy(v->acc, (float)(weight(v, v->results[i].client) / a->mean_weight), v->slots[j], v->nparam);
     m->replied++;
     return DPFL_OK;
 }
 
-static dpfl_status release(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
+static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
+                           dpfl_error *err)
 {
-    (void)round, (void)m, (void)err;
-    if (s->nsampled > 0) dpfl_vec_axpy(s->global, (float)s->cfg->fl.eta, s->acc, s->model->nparam);
+    (void)a, (void)round, (void)m, (void)err;
+    if (v->nsampled > 0) dpfl_vec_axpy(v->global, (float)v->cfg->fl.eta, v->acc, v->nparam);
     return DPFL_OK;
 }
 
@@ -44,4 +46,15 @@ const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg)
     if (!cfg->client_dp.enabled) return &fl_agg_mean;
     if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) return &fl_agg_ddp;
     return cfg->client_dp.clip_strategy == DPFL_CLIP_MEDIAN ? &fl_agg_cdp_median : &fl_agg_cdp;
+}
+
+/* Every mode: the update sum's multiplier and the release's are z until the mode's set_noise says otherwise
+ * (adaptive clipping splits z with the quantile count; distributed DP plans its encoding for z). */
+dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_round_view *v, int32_t round,
+                             double z, dpfl_error *err)
+{
+    a->cdp.z_sum = z;
+    a->cdp.sigma_b = 0.0;
+    a->cdp.z_release = z;
+    return agg->set_noise ? agg->set_noise(a, v, round, z, err) : DPFL_OK;
 }

@@ -49,7 +49,7 @@ static void *eval_worker(void *p)
         const float *model = job->w;
         if (job->tr) { /* the worker's own copy: w with the client's transform */
             dpfl_vec_copy(w->local, job->w, s->model->nparam);
-            dpfl_vec_copy(w->local, job->tr, s->tr);
+            dpfl_vec_copy(w->local, job->tr, s->clients.tr);
             model = w->local;
         }
         eval_examples(s->model, model, w->ws, s->test, job->idx, job->n, s->eval_batch, w->xbuf, w->ybuf, &job->loss,
@@ -105,7 +105,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
-    int32_t npersonal = s->helper || s->tr ? nclient : 0;
+    int32_t npersonal = s->clients.helper || s->clients.tr ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
     if (!all || !jobs) {
         free(all);
@@ -128,8 +128,8 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
         if (k < npersonal) {
             *h = *g;
-            h->w = s->helper ? fl_client_model(s, k) : s->global;
-            h->tr = s->tr ? fl_client_transform(s, k) : NULL;
+            h->w = s->clients.helper ? fl_client_model(&s->clients, k) : s->global;
+            h->tr = s->clients.tr ? fl_client_transform(&s->clients, k) : NULL;
         }
     }
     s->jobs = jobs;
@@ -142,7 +142,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         double sum = 0, sum2 = 0;
         int32_t cnt = 0;
         for (int32_t k = 0; k < npersonal; k++) {
-            double a = s->cstate[k].local_acc;
+            double a = s->clients.cstate[k].local_acc;
             if (!isfinite(a)) continue;
             sum += a;
             sum2 += a * a;

@@ -12,8 +12,11 @@ int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
     dpfl_rng rng;
     dpfl_rng_derive(&s->root, &rng, (uint64_t)round, UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
     s->round = round;
-    s->nsampled = dpfl_mech_sample_clients(&rng, s->sampling, s->part->clients, dpfl_round_client_rate(s->cfg, round),
-                                           dpfl_round_clients_per_round(s->cfg, round), s->sampled);
+    /* the sampler returns the design it drew from: what the round's event charges */
+    s->nsampled = dpfl_mech_sample_clients_ran(&rng, s->sampling, s->part->clients,
+                                               dpfl_round_client_rate(s->cfg, round),
+                                               dpfl_round_clients_per_round(s->cfg, round), s->sampled, &s->design);
+    s->design_round = round;
     if (clients) *clients = s->sampled;
     return s->nsampled;
 }
@@ -22,20 +25,6 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
 {
     dpfl_sim_sample(s, round, NULL);
     return dpfl_sim_train(s, round, m, err);
-}
-
-/* A client's first participation gets its state block: a zero optimizer state, as a reset optimizer has, and the
- * helper model w0. */
-dpfl_status fl_client_state_alloc(dpfl_sim *s, int32_t k, dpfl_error *err)
-{
-    const size_t floats = dpfl_sim_client_state_floats(s);
-    client_opt *c = &s->cstate[k];
-    if (!s->keep || floats == 0 || c->state || dpfl_sim_client_steps(s, k) == 0) return DPFL_OK;
-    if (!(c->state = dpfl_calloc(floats, sizeof(float), err)))
-        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d, %zu floats)", k, floats);
-    if (s->helper) dpfl_vec_copy(c->state, s->w0, s->model->nparam); /* h(i) = w0 until its first sync */
-    if (s->tr) dpfl_model_affine_identity(&s->model->layers[0], fl_client_transform(s, k));
-    return DPFL_OK;
 }
 
 /* Who drops out is decided before anyone trains; clients get their state blocks. */
@@ -52,7 +41,9 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
     }
     dpfl_status st;
     for (int32_t i = 0; i < ms; i++)
-        if (!s->results[i].dropped && (st = fl_client_state_alloc(s, s->sampled[i], err))) return st;
+        if (!s->results[i].dropped &&
+            (st = fl_clients_alloc(&s->clients, s->model, s->sampled[i], dpfl_sim_client_steps(s, s->sampled[i]), err)))
+            return st;
     if ((s->agg->whole_round || s->transport->whole_round) && ms > s->nslots) {
         /* median clipping needs every update of the round before it can clip any, and a network round waits for
          * all its clients at once: one slot per client */
@@ -77,21 +68,21 @@ static void metrics_init(dpfl_round_metrics *m, int32_t round)
 }
 
 /* What the clients of the round reported: loss, examples and, with DP-SGD, the clipped fraction and noise std. */
-static void client_metrics(const dpfl_sim *s, dpfl_round_metrics *m)
+static void client_metrics(const fl_round_view *v, const fl_record_dp *rd, dpfl_round_metrics *m)
 {
     double loss_sum = 0;
     int64_t clipped = 0;
-    for (int32_t i = 0; i < s->nsampled; i++) {
-        loss_sum += s->results[i].loss_sum;
-        m->examples += s->results[i].examples;
-        clipped += s->results[i].clipped;
+    for (int32_t i = 0; i < v->nsampled; i++) {
+        loss_sum += v->results[i].loss_sum;
+        m->examples += v->results[i].examples;
+        clipped += v->results[i].clipped;
     }
-    m->clients = s->nsampled;
+    m->clients = v->nsampled;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
-    if (!s->rdp) return;
+    if (!rd->on) return;
     m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
-    dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(s->rdp_poisson, 1, 1, s->clip.clip, s->rdp_z);
-    m->noise_std = s->rdp_secure ? dpfl_mech_discrete_std(s->model->nparam, d.z, d.sens) : d.noise_std;
+    dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(rd->poisson, 1, 1, rd->clip.clip, rd->z);
+    m->noise_std = rd->secure ? dpfl_mech_discrete_std(v->nparam, d.z, d.sens) : d.noise_std;
 }
 
 /* The transport's view of the current chunk (include/dpfl/transport.h). */
@@ -99,18 +90,31 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
 {
     const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s);
     if (plan) {
-        s->ddp_round.threshold = s->ddp.t;
+        s->ddp_round.threshold = s->aggst.ddp.t;
         s->ddp_round.client_z = plan->z;
-        memcpy(s->ddp_round.seed, s->ddp.seed, 32);
-        s->ddp_round.secagg = s->ddp.sa_server;
+        memcpy(s->ddp_round.seed, s->aggst.ddp.seed, 32);
+        s->ddp_round.secagg = s->aggst.ddp.sa_server;
     }
     s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->ledger.rounds, .nsampled = s->nsampled,
                               .sampled = s->sampled, .reports = s->results, .start = s->chunk_start,
                               .count = s->chunk_len, .slots = s->slots, .global = s->global,
-                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->cdp.S,
-                              .record_z = s->rdp ? s->rdp_z : 0.0, .client_level = s->agg->client_level,
+                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggst.cdp.S,
+                              .record_z = s->rdp.on ? s->rdp.z : 0.0, .client_level = s->agg->client_level,
                               .ddp = plan ? &s->ddp_round : NULL};
     return &s->job;
+}
+
+/* The server takes the chunk's arrived updates in client order (the auditing observer sees each first). */
+static dpfl_status server_add(dpfl_sim *s, const fl_round_view *v, dpfl_round_metrics *m, dpfl_error *err)
+{
+    dpfl_status st;
+    for (int32_t j = 0; j < s->chunk_len; j++) {
+        const client_result *r = &s->results[s->chunk_start + j];
+        if (r->dropped) continue;
+        if (s->observer) s->observer(s->observer_ctx, s->round, r->client, s->slots[j], s->model->nparam);
+        if ((st = s->agg->add(&s->aggst, v, s->chunk_start + j, j, m, err))) return st;
+    }
+    return DPFL_OK;
 }
 
 /* The round, top to bottom: the clients train (through the transport, in chunks of slots), the aggregation mode
@@ -123,23 +127,22 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
     const int32_t ms = s->nsampled;
     dpfl_status st;
-    if ((st = prepare_clients(s, round, ms, err)) || (st = s->agg->begin(s, round, err))) return st;
+    if ((st = prepare_clients(s, round, ms, err))) return st;
+    const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
+    if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;
     for (int32_t start = 0; start < ms; start += s->nslots) {
         s->chunk_start = start;
         s->chunk_len = ms - start < s->nslots ? ms - start : s->nslots;
-        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err))) return st;
-        for (int32_t j = 0; j < s->chunk_len; j++) {
-            const client_result *r = &s->results[start + j];
-            if (r->dropped) continue;
-            if (s->observer) s->observer(s->observer_ctx, round, r->client, s->slots[j], s->model->nparam);
-            if ((st = s->agg->add(s, start + j, j, m, err))) return st;
-        }
+        s->tctx = fl_sim_train_ctx(s);
+        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err)) ||
+            (st = server_add(s, &v, m, err)))
+            return st;
     }
-    client_metrics(s, m);
-    if ((st = s->agg->release(s, round, m, err))) return st;
-    if (s->helper) fl_client_sync_helpers(s);
+    client_metrics(&v, &s->rdp, m);
+    if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
+    if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
     /* the global model's transform slice stays the identity (the server's noise lands there too: discarded) */
-    if (s->tr) dpfl_model_affine_identity(&s->model->layers[0], s->global);
+    if (s->clients.tr) dpfl_model_affine_identity(&s->model->layers[0], s->global);
     m->wall_seconds = dpfl_now() - s->t0;
     return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
 }

@@ -1,6 +1,11 @@
-/* The simulation's internals, shared by its files: sim.c (set-up and settings), client.c (local training),
- * server.c (client-level aggregation), round.c (one round: sampling, dropouts, the clients through the transport,
- * the server), transport_local.c (in-process worker threads), eval.c (evaluation).  Mechanisms come from mech/. */
+/* The simulation's internals, shared by its files: sim.c (set-up, settings, the views below), clients.c (the
+ * clients' own state), client.c (local training), aggregate_*.c (the aggregation modes), round.c (one round:
+ * sampling, dropouts, the clients through the transport, the server), transport_local.c (in-process worker
+ * threads), eval.c (evaluation), sim_ledger.c (what the simulation charges).  Mechanisms come from mech/.
+ *
+ * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: fl_clients,
+ * fl_record_dp (through fl_train_ctx, what local training reads), fl_agg_state (with fl_round_view, what an
+ * aggregation mode sees of the round). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
@@ -47,16 +52,85 @@ typedef dpfl_transport fl_transport;
 extern const fl_transport fl_transport_local;
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t);
 
+/* Per-client state (clients.c): fl.client_state = keep and/or fl.personalization = helper and/or an input
+ * transform; one block per client, allocated the first time it trains. */
+typedef struct {
+    int keep;           /* some per-client state exists (any of the three) */
+    int keep_opt;       /* fl.client_state = keep: the optimizer state is the client's own */
+    int state_vecs;     /* optimizer vectors of P floats per client: 0 (plain SGD or reset), 1 (momentum), 2 (Adam) */
+    int helper;         /* fl.personalization = helper: the first P floats of a client's state are its helper model */
+    size_t tr;          /* model.transform: the first tr parameters are each client's own input transform, kept in the
+                           last tr floats of its state; never sent (zero in its update), never aggregated */
+    size_t nparam;      /* P */
+    int32_t count;      /* clients */
+    float alpha;        /* helper_alpha */
+    float *w0;          /* helper: the initial model, every client's helper until its first sync */
+    client_opt *cstate; /* one per client (NULL without state) */
+} fl_clients;
+
+dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_model *model,
+                            const dpfl_optim_config *opt, int32_t clients, const float *global, dpfl_error *err);
+void fl_clients_free(fl_clients *c);
+size_t fl_clients_state_floats(const fl_clients *c);
+/* client k's state block (zero optimizer state, helper model w0, identity transform) before it first trains
+ * (steps: the local steps it takes; none: no block) */
+dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, int64_t steps, dpfl_error *err);
+/* restore client k's block (checkpoints, deployed clients) */
+dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
+/* The model client k uses: its helper model, or w0 before its first sync. */
+const float *fl_client_model(const fl_clients *c, int32_t k);
+/* model.transform: client k's own input transform (tr floats in its state), NULL before it first trains */
+float *fl_client_transform(const fl_clients *c, int32_t k);
+/* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
+ * the round whose update arrived (h_k holds w~_k since its training). */
+void fl_clients_sync_helpers(fl_clients *c, const client_result *results, int32_t n, const float *global);
+
+/* Record-level DP (DP-SGD) as the clients run it. */
+typedef struct {
+    int on, poisson, e2e, secure;
+    double z;
+    dpfl_clip_spec clip;
+    double *p;           /* rPDP-FL: per-record rates (NULL: uniform) */
+    const double *denom; /* and per-client divisors */
+    /* budget_policy = filter (Feldman-Zrnic): each record's Renyi loss at order filter_alpha, spent against its
+     * filter_cap; a record is clipped to what it has left and leaves the sampler (p = 0) once it has spent all */
+    double *spent;
+    const double *cap;
+    double filter_alpha;
+} fl_record_dp;
+
+/* What a client's local training reads (client.c): the round's public values and the run's settings. */
+typedef struct {
+    const dpfl_config *cfg;
+    const dpfl_model *model;
+    const dpfl_dataset *train, *test;
+    const dpfl_partition *part;
+    const dpfl_rng *root;
+    const float *global;
+    fl_record_dp *rdp;  /* record-level DP (rdp->on), with the filter's per-record spend */
+    int32_t round, eval_batch;
+    double lr;
+    int threads;        /* threads the client's own noise may use (idle threads of a short chunk help) */
+    int per_step;       /* client-level per-step clipping: the local model stays within S of the global one */
+    double S;
+} fl_train_ctx;
+
+int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
+/* client k's local training by worker w: its update Delta into out, its report into res */
+void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k, float *out, client_result *res);
+void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
+
 /* Client-level DP's server-side state (aggregate_cdp.c; S is also distributed DP's clip). */
 typedef struct {
     dpfl_clip_strategy strategy;
     size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
     int32_t nlayers_clip;
-    double S;       /* current update clip */
-    double z_sum;   /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
-    double sigma_b; /* adaptive: noise std on the unclipped count */
-    float *raw_sum; /* V_c / U_s */
-    double *norms;  /* per sampled client */
+    double S;         /* current update clip */
+    double z_sum;     /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
+    double sigma_b;   /* adaptive: noise std on the unclipped count */
+    double z_release; /* the multiplier of the whole release, from the noises drawn (adaptive: dpfl_mech_adaptive) */
+    float *raw_sum;   /* V_c / U_s */
+    double *norms;    /* per sampled client */
     /* the round's sums (reset by begin) */
     double S_used;  /* the clip the round applies (median clipping: the median of its norms) */
     double sumsq;   /* sum of squared raw update norms (V_c) */
@@ -82,27 +156,69 @@ typedef struct {
     dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
 } fl_ddp_state;
 
+/* The aggregation modes' own state: the mean's weight, client-level DP's clip and noises, distributed DP's. */
+typedef struct {
+    double mean_weight; /* fl_agg_mean: the round's total weight of the clients that replied */
+    fl_cdp_state cdp;   /* the update clip S with client-level DP (central or distributed); the central server's sums */
+    fl_ddp_state ddp;   /* distributed DP only */
+} fl_agg_state;
+
+/* What an aggregation mode sees of the round (fl_sim_view): read-only settings and the round's buffers. */
+typedef struct {
+    const dpfl_config *cfg;
+    const dpfl_model *model;
+    size_t nparam;
+    const dpfl_partition *part;
+    int32_t clients;                  /* K */
+    dpfl_client_sampling sampling;
+    int uniform_weights;
+    const dpfl_rng *root;
+    int32_t round;                    /* the round sampled (or set up) last */
+    const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
+    int32_t nsampled, nslots, nthreads;
+    const int32_t *sampled;
+    client_result *results;
+    float *const *slots;
+    float *global, *acc;              /* the model released into; the server's sum */
+    worker *workers;                  /* the workers' distributed DP buffers (idle between rounds) */
+    const fl_transport *transport;
+    const dpfl_round_job *job;        /* the transport's current call */
+} fl_round_view;
+
 /* The server's aggregation mode: how the updates of a round become the next global model, and the client-level
  * event that release is.  One implementation per mode, chosen once (fl_aggregator_for); the round (round.c) calls
- * begin, then add for each arrived update in client order, then release, and charges event. */
+ * begin, then add for each arrived update in client order, then release, and charges event.  Each takes the
+ * modes' state and the round's view, never the simulation. */
 typedef struct fl_aggregator {
     const char *name;
     int client_level;  /* a client-level DP release: dropouts are drawn, the round is charged event() */
     int whole_round;   /* add needs every update of the round in its slot first (median clipping) */
-    dpfl_status (*create)(dpfl_sim *s, dpfl_error *err); /* buffers, at dpfl_sim_create (NULL: none) */
-    void (*free)(dpfl_sim *s);
+    dpfl_status (*create)(fl_agg_state *a, const fl_round_view *v, dpfl_error *err); /* buffers (NULL: none) */
+    void (*free)(fl_agg_state *a, const fl_round_view *v);
     /* the noise multiplier from `round` on (client_dp.noise, or a calibrated one) */
-    dpfl_status (*set_noise)(dpfl_sim *s, int32_t round, double z, dpfl_error *err);
-    dpfl_status (*begin)(dpfl_sim *s, int32_t round, dpfl_error *err);
+    dpfl_status (*set_noise)(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err);
+    dpfl_status (*begin)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err);
     /* a worker thread, after client i (slot j) trained: what the client itself does to u before sending */
-    void (*client_send)(dpfl_sim *s, worker *w, int32_t i, int32_t j, float *u);
+    void (*client_send)(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u);
     /* the server: client i's update arrived in slot j (called in client order) */
-    dpfl_status (*add)(dpfl_sim *s, int32_t i, int32_t j, dpfl_round_metrics *m, dpfl_error *err);
-    dpfl_status (*release)(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
-    dpfl_event (*event)(const dpfl_sim *s, int32_t round); /* what release is, at the noise in force */
+    dpfl_status (*add)(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
+                       dpfl_error *err);
+    dpfl_status (*release)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
+                           dpfl_error *err);
+    /* what release is, at the noise in force */
+    dpfl_event (*event)(const fl_agg_state *a, const fl_round_view *v, int32_t round);
 } fl_aggregator;
 extern const fl_aggregator fl_agg_mean, fl_agg_cdp, fl_agg_cdp_median, fl_agg_ddp;
 const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg);
+/* The noise multiplier z from `round` on into a (the modes' shared part, then the mode's set_noise). */
+dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_round_view *v, int32_t round,
+                             double z, dpfl_error *err);
+/* The round's client-level mechanism: the sampling design (the sampler's own for the round it sampled), clip S,
+ * the update sum's multiplier. */
+dpfl_mech_clients fl_round_design(const fl_round_view *v, int32_t round);
+dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_round_view *v, int32_t round);
+/* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
+void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 
 struct dpfl_sim {
     const dpfl_config *cfg;
@@ -118,6 +234,9 @@ struct dpfl_sim {
     float **slots;
     client_result *results;
     int32_t *sampled;
+    int32_t nsampled;
+    dpfl_mech_clients design; /* the design the client sampler drew round design_round from (0: none yet) */
+    int32_t design_round;
     int64_t *steps;     /* the sampled clients' local steps (what the ledger charges) */
     dpfl_ledger ledger; /* every round this simulation trained, charged as it ran */
     float *acc;
@@ -125,36 +244,15 @@ struct dpfl_sim {
     double t0;
     dpfl_client_sampling sampling;
     int uniform_weights;
-    /* per-client state: fl.client_state = keep and/or fl.personalization = helper */
-    int keep;           /* some per-client state exists (either of the two) */
-    int keep_opt;       /* fl.client_state = keep: the optimizer state is the client's own */
-    int state_vecs;     /* optimizer vectors of P floats per client: 0 (plain SGD or reset), 1 (momentum), 2 (Adam) */
-    int helper;         /* fl.personalization = helper: the first P floats of a client's state are its helper model */
-    size_t tr;          /* model.transform: the first tr parameters are each client's own input transform, kept in the
-                           last tr floats of its state; never sent (zero in its update), never aggregated */
-    float alpha;        /* helper_alpha */
-    float *w0;          /* helper: the initial model, every client's helper until its first sync */
-    client_opt *cstate; /* one per client */
-    /* record-level DP (DP-SGD) */
-    int rdp, rdp_poisson, rdp_e2e, rdp_secure;
-    double rdp_z;
-    double *rec_p;                   /* rPDP-FL: per-record rates (NULL: uniform) */
-    const double *rec_denom;         /* and per-client divisors */
-    /* budget_policy = filter (Feldman-Zrnic): each record's Renyi loss at order filter_alpha, spent against its
-     * filter_cap; a record is clipped to what it has left and leaves the sampler (p = 0) once it has spent all */
-    double *rec_spent;
-    const double *rec_cap;
-    double filter_alpha;
-    dpfl_clip_spec clip;
-    int32_t nsampled;
-    /* the server's aggregation mode, chosen once at dpfl_sim_create (aggregate.h), and its state */
+    fl_clients clients;  /* per-client state */
+    fl_record_dp rdp;    /* record-level DP */
+    /* the server's aggregation mode, chosen once at dpfl_sim_create, and its state */
     const fl_aggregator *agg;
-    double mean_weight; /* fl_agg_mean: the round's total weight of the clients that replied */
-    fl_cdp_state cdp; /* the update clip S with client-level DP (central or distributed); the central server's sums */
-    fl_ddp_state ddp; /* distributed DP only */
+    fl_agg_state aggst;
     /* per-round job shared with the threads */
     int32_t round, chunk_start, chunk_len;
     double lr;
+    fl_train_ctx tctx;   /* what the current chunk's clients train with */
     atomic_int next;
     eval_job *jobs;
     dpfl_round_job job;  /* the transport's current call */
@@ -163,23 +261,9 @@ struct dpfl_sim {
     void *observer_ctx;
 };
 
-/* client.c */
-int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
-void fl_client_train(dpfl_sim *s, worker *w, int32_t k, float *out, client_result *res);
-/* round.c: client k's state block (optimizer state, helper model, transform) before its first training */
-dpfl_status fl_client_state_alloc(dpfl_sim *s, int32_t k, dpfl_error *err);
-/* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
- * the round whose update arrived (h_k holds w~_k since its training). */
-void fl_client_sync_helpers(dpfl_sim *s);
-/* The model client k uses: its helper model, or w0 before its first sync. */
-const float *fl_client_model(const dpfl_sim *s, int32_t k);
-/* model.transform: client k's own input transform (s->tr floats in its state), NULL before it first trains */
-float *fl_client_transform(const dpfl_sim *s, int32_t k);
-void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
-/* The round's client-level mechanism (sampling design, clip, noise multiplier of the update sum). */
-dpfl_mech_round fl_round_mech(const dpfl_sim *s, int32_t round);
-/* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
-void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
+/* sim.c: the views the sub-structs' functions get */
+fl_round_view fl_sim_view(const dpfl_sim *s);
+fl_train_ctx fl_sim_train_ctx(dpfl_sim *s); /* for the current round and chunk */
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
 typedef struct {
     dpfl_sim *s;

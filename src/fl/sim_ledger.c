@@ -11,8 +11,27 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
     for (int32_t i = 0; i < s->nsampled; i++) s->steps[i] = dpfl_sim_client_steps(s, s->sampled[i]);
     dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
     if (!s->agg->client_level) return DPFL_OK;
-    dpfl_event ev = s->agg->event(s, s->round); /* the release the aggregation mode ran */
+    const fl_round_view v = fl_sim_view(s);
+    dpfl_event ev = s->agg->event(&s->aggst, &v, s->round); /* the release the aggregation mode ran */
     return dpfl_ledger_charge_client(l, &ev, err);
+}
+
+dpfl_status dpfl_sim_client_event(const dpfl_sim *s, int32_t round, double z, dpfl_event *ev, dpfl_error *err)
+{
+    if (!s->agg->client_level) { /* the plain mean of the updates: no client-level bound */
+        *ev = dpfl_event_not_private(1);
+        return DPFL_OK;
+    }
+    if (!(z > 0) || isinf(z))
+        return dpfl_fail(err, DPFL_EINVAL, "client-level event: noise multiplier %g (must be finite and > 0)", z);
+    if (round < 1) return dpfl_fail(err, DPFL_EINVAL, "client-level event: round %d (rounds start at 1)", (int)round);
+    /* the mode's noise settings for z on a copy of its state (set_noise allocates nothing): the simulation and
+     * the noise in force are unchanged */
+    fl_agg_state a = s->aggst;
+    const fl_round_view v = fl_sim_view(s);
+    dpfl_status st = fl_agg_set_noise(s->agg, &a, &v, round, z, err);
+    if (!st) *ev = s->agg->event(&a, &v, round);
+    return st;
 }
 
 const dpfl_ledger *dpfl_sim_ledger(const dpfl_sim *s) { return &s->ledger; }
@@ -28,8 +47,8 @@ dpfl_status dpfl_sim_restore_ledger(dpfl_sim *s, const dpfl_ledger *l, dpfl_erro
 dpfl_record_accounting dpfl_sim_record_accounting(const dpfl_sim *s)
 {
     const dpfl_config *cfg = s->cfg;
-    return (dpfl_record_accounting){s->rdp_z, s->rdp_poisson, cfg->fl.batch, cfg->record_dp.delta,
-                                    cfg->record_dp.accountant == DPFL_ACC_PLD, s->rdp_secure};
+    return (dpfl_record_accounting){s->rdp.z, s->rdp.poisson, cfg->fl.batch, cfg->record_dp.delta,
+                                    cfg->record_dp.accountant == DPFL_ACC_PLD, s->rdp.secure};
 }
 
 dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
@@ -39,7 +58,7 @@ dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, doub
     if (record) {
         memset(record, 0, sizeof *record);
         dpfl_record_accounting ra = dpfl_sim_record_accounting(s);
-        if (s->rdp && (st = dpfl_ledger_record_epsilon(&s->ledger, s->part, &ra, record, NULL, err))) return st;
+        if (s->rdp.on && (st = dpfl_ledger_record_epsilon(&s->ledger, s->part, &ra, record, NULL, err))) return st;
     }
     if (client_eps) {
         *client_eps = 0.0;

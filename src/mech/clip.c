@@ -55,3 +55,13 @@ double dpfl_mech_adaptive_quantile(dpfl_rng *r, int32_t replied, int32_t unclipp
     double centred = (double)unclipped - 0.5 * replied + sigma_b * dpfl_rng_gaussian(r);
     return centred / denom + 0.5;
 }
+
+dpfl_status dpfl_mech_adaptive_make(double z, double sigma_b, const dpfl_mech_clients *design, dpfl_mech_adaptive *out,
+                                    dpfl_error *err)
+{
+    out->default_sigma = !(sigma_b > 0);
+    out->sigma_b = out->default_sigma ? design->denom / 20.0 : sigma_b;
+    dpfl_status st = dpfl_mech_adaptive_split(z, out->sigma_b, &out->z_delta, err);
+    out->z = st ? NAN : dpfl_mech_adaptive_release_z(out->z_delta, out->sigma_b);
+    return st;
+}

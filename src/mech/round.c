@@ -7,15 +7,19 @@
 dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, double rate, int32_t m, double clip,
                                      double z)
 {
-    dpfl_mech_round r = {sampling, K, rate, m, clip, z, 0.0};
-    r.denom = sampling == DPFL_SAMPLE_POISSON ? rate * K : sampling == DPFL_SAMPLE_FIXED ? (double)m : (double)K;
-    return r;
+    const dpfl_mech_clients d = dpfl_mech_clients_make(sampling, K, rate, m);
+    return dpfl_mech_round_of(&d, clip, z);
+}
+
+dpfl_mech_round dpfl_mech_round_of(const dpfl_mech_clients *d, double clip, double z)
+{
+    return (dpfl_mech_round){d->kind, d->K, d->rate, d->m, clip, z, d->denom};
 }
 
 dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r)
 {
     switch (r->sampling) {
-    case DPFL_SAMPLE_POISSON: return dpfl_event_poisson(r->rate, r->z, 1);
+    case DPFL_SAMPLE_POISSON: return dpfl_event_poisson(dpfl_mech_round_rate(r), r->z, 1); /* the design's q */
     case DPFL_SAMPLE_FIXED: return dpfl_event_fixed(r->K, r->m, r->z / 2.0, 1);
     case DPFL_SAMPLE_ALL: break;
     }
@@ -24,5 +28,7 @@ dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r)
 
 double dpfl_mech_round_rate(const dpfl_mech_round *r)
 {
-    return r->sampling == DPFL_SAMPLE_POISSON ? r->rate : r->sampling == DPFL_SAMPLE_FIXED ? (double)r->m / r->K : 1.0;
+    return dpfl_mech_clients_make(r->sampling, r->K, r->rate, r->m).q;
 }
+
+double dpfl_mech_round_std(const dpfl_mech_round *r) { return r->z * r->clip / r->denom; }

@@ -2,6 +2,8 @@
  * and an unseeded one unpredictable; what they sample is what the events of dpsgd.c and round.c charge. */
 #include "dpfl/mech.h"
 
+#include <math.h>
+
 int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, double q, int32_t *out)
 {
     int32_t b = 0;
@@ -47,6 +49,32 @@ static void sort_ascending(int32_t *a, int32_t m) /* insertion sort: m is a roun
         }
         a[j + 1] = v;
     }
+}
+
+dpfl_mech_clients dpfl_mech_clients_make(dpfl_client_sampling kind, int32_t K, double rate, int32_t m)
+{
+    dpfl_mech_clients d = {kind, K, rate, m, 1.0, (double)K};
+    if (kind == DPFL_SAMPLE_POISSON) {
+        d.q = rate;
+        d.denom = rate * K;
+    } else if (kind == DPFL_SAMPLE_FIXED) {
+        d.q = (double)m / K;
+        d.denom = (double)m;
+    }
+    return d;
+}
+
+int32_t dpfl_mech_clients_max_cohort(dpfl_client_sampling kind, int32_t K, double max_rate)
+{
+    const double mean = max_rate * K;
+    return kind == DPFL_SAMPLE_POISSON ? (int32_t)fmin(K, ceil(mean + 7 * sqrt(mean) + 2)) : K;
+}
+
+int32_t dpfl_mech_sample_clients_ran(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
+                                     int32_t *out, dpfl_mech_clients *ran)
+{
+    if (ran) *ran = dpfl_mech_clients_make(kind, K, rate, m);
+    return dpfl_mech_sample_clients(r, kind, K, rate, m, out);
 }
 
 int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,

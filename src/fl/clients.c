@@ -1,0 +1,113 @@
+/* The clients' own state (PriFedSync, Zheng et al., Algorithm 1: each client's helper model h(i), kept across the
+ * rounds it sits out; fl.client_state = keep: its local optimizer state; PrivateFL, Yang et al. 2023: its own input
+ * transform).  One block per client, allocated the first time it trains: the helper model (P floats), then the
+ * optimizer's vectors, then the transform.  A worker borrows the block of the client it trains (client.c); a
+ * client is trained by one worker at a time, so the state does not depend on the thread count. */
+#include "sim_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t fl_clients_state_floats(const fl_clients *c)
+{
+    return ((size_t)c->helper + (size_t)c->state_vecs) * c->nparam + c->tr;
+}
+
+/* The settings, the cap on what the blocks may take, the table and w0 (Algorithm 1: h_i <- w0). */
+dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_model *model,
+                            const dpfl_optim_config *opt, int32_t clients, const float *global, dpfl_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->nparam = model->nparam;
+    c->count = clients;
+    c->keep_opt = (cfg->fl.client_state == DPFL_STATE_KEEP);
+    c->helper = (cfg->fl.personalization == DPFL_PERSONAL_HELPER);
+    c->alpha = (float)cfg->fl.helper_alpha;
+    c->tr = model->nlayers > 0 && model->layers[0].kind == DPFL_LAYER_AFFINE ? model->layers[0].nparam : 0;
+    c->keep = c->keep_opt || c->helper || c->tr;
+    c->state_vecs = c->keep_opt ? (opt->kind != DPFL_OPT_SGD || opt->momentum != 0.0) + (opt->kind != DPFL_OPT_SGD) : 0;
+    if (!c->keep) return DPFL_OK;
+    /* the worst case: every client takes part at least once */
+    const double per_client = (double)fl_clients_state_floats(c) * sizeof(float) + sizeof(client_opt);
+    const double need_mb = per_client * (double)clients / 1048576.0;
+    if (need_mb > cfg->fl.client_state_max_mb)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.client_state_max_mb: the clients' own state (%s%s%s%s%s) could take "
+                                           "up to %.0f MiB (%d clients x %.3g MiB), over the cap of %d MiB; use fewer "
+                                           "clients, client_state = reset, personalization = none or a larger cap",
+                         c->helper ? "helper models" : "", c->helper && c->keep_opt ? " + " : "",
+                         c->keep_opt ? "optimizer state" : "", (c->helper || c->keep_opt) && c->tr ? " + " : "",
+                         c->tr ? "input transforms" : "", need_mb, clients, per_client / 1048576.0,
+                         cfg->fl.client_state_max_mb);
+    if (!(c->cstate = calloc((size_t)clients, sizeof *c->cstate)))
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state: table of %d clients)", clients);
+    for (int32_t k = 0; k < clients; k++) c->cstate[k].local_acc = NAN;
+    if (c->helper) {
+        if (!(c->w0 = dpfl_alloc(model->nparam * sizeof(float), err))) return DPFL_ENOMEM;
+        dpfl_vec_copy(c->w0, global, model->nparam); /* Algorithm 1: h_i <- w0 */
+    }
+    return DPFL_OK;
+}
+
+void fl_clients_free(fl_clients *c)
+{
+    for (int32_t k = 0; c->cstate && k < c->count; k++) dpfl_free(c->cstate[k].state);
+    free(c->cstate);
+    dpfl_free(c->w0);
+    c->cstate = NULL;
+    c->w0 = NULL;
+}
+
+/* A client's first participation gets its state block: a zero optimizer state, as a reset optimizer has, and the
+ * helper model w0. */
+dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, int64_t steps, dpfl_error *err)
+{
+    const size_t floats = fl_clients_state_floats(c);
+    client_opt *o = c->keep ? &c->cstate[k] : NULL;
+    if (!o || floats == 0 || o->state || steps == 0) return DPFL_OK;
+    if (!(o->state = dpfl_calloc(floats, sizeof(float), err)))
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d, %zu floats)", k, floats);
+    if (c->helper) dpfl_vec_copy(o->state, c->w0, c->nparam); /* h(i) = w0 until its first sync */
+    if (c->tr) dpfl_model_affine_identity(&model->layers[0], fl_client_transform(c, k));
+    return DPFL_OK;
+}
+
+dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err)
+{
+    if (!c->keep) return dpfl_fail(err, DPFL_EINVAL, "a client state was given to a run without per-client state");
+    if (k < 0 || k >= c->count || t <= 0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.client_state: bad client state (client %d of %d, %lld steps)", k,
+                         c->count, (long long)t);
+    const size_t n = fl_clients_state_floats(c);
+    client_opt *o = &c->cstate[k];
+    if (n > 0) {
+        if (!o->state && !(o->state = dpfl_alloc(n * sizeof(float), err)))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state of client %d)", k);
+        memcpy(o->state, state, n * sizeof(float));
+    }
+    o->t = t;
+    return DPFL_OK;
+}
+
+float *fl_client_transform(const fl_clients *c, int32_t k)
+{
+    const client_opt *o = &c->cstate[k];
+    return c->tr && o->state ? o->state + fl_clients_state_floats(c) - c->tr : NULL;
+}
+
+const float *fl_client_model(const fl_clients *c, int32_t k)
+{
+    return c->cstate[k].state ? c->cstate[k].state : c->w0;
+}
+
+void fl_clients_sync_helpers(fl_clients *c, const client_result *results, int32_t n, const float *global)
+{
+    const size_t P = c->nparam;
+    const float a = c->alpha, b = 1.0f - c->alpha;
+    for (int32_t i = 0; i < n; i++) {
+        const client_result *r = &results[i];
+        float *h = c->cstate[r->client].state;
+        if (r->dropped || r->steps == 0 || !h) continue; /* did not sync: keeps its helper */
+        for (size_t j = 0; j < P; j++) h[j] = b * h[j] + a * global[j];
+    }
+}
