@@ -6,6 +6,7 @@
 #include "fixtures.h"
 #include "dpfl/fl.h"
 #include "dpfl/privacy.h"
+#include "dpfl/mech.h"
 #include "accounting/accounting.h"
 
 #include <stdlib.h>
@@ -47,12 +48,24 @@ static dpfl_sim *sim_make(fixture *f, float **global)
     return sim;
 }
 
-/* The event the run calibrates with today: fl_client_round_event, or for distributed DP the plan at z = 1 with the
- * run's stand-in bits and cohort and the accounted rate, scaled to z. */
+/* The event rebuilt independently from the configuration (the round mechanism of mech/round.c at the configured
+ * sampling design; median clipping: not private), or for distributed DP the plan at z with the run's stand-in bits
+ * and cohort and the accounted rate: what the simulation's own event must equal. */
+static dpfl_event config_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
+{
+    if (cfg->client_dp.clip_strategy == DPFL_CLIP_MEDIAN) return dpfl_event_not_private(1);
+    dpfl_client_sampling k = cfg->fl.sampling == DPFL_SAMPLE_POISSON ? DPFL_SAMPLE_POISSON
+                             : cfg->fl.sampling == DPFL_SAMPLE_FIXED ? DPFL_SAMPLE_FIXED
+                                                                     : DPFL_SAMPLE_ALL;
+    dpfl_mech_round r = dpfl_mech_round_make(k, K, dpfl_round_client_rate(cfg, round),
+                                             dpfl_round_clients_per_round(cfg, round), cfg->client_dp.clip, z);
+    return dpfl_mech_round_event(&r);
+}
+
 static dpfl_event run_event(const fixture *f, int32_t round, double z)
 {
     const dpfl_config *cfg = &f->cfg;
-    if (cfg->client_dp.mechanism != DPFL_CLIENT_MECH_DDP) return fl_client_round_event(cfg, f->part.clients, z, round);
+    if (cfg->client_dp.mechanism != DPFL_CLIENT_MECH_DDP) return config_event(cfg, f->part.clients, z, round);
     dpfl_ddp_plan p;
     dpfl_error err;
     assert_int_equal(dpfl_ddp_plan_make(f->model.nparam, cfg->client_dp.clip, z, cfg->client_dp.ddp_inflation, 32, 2,

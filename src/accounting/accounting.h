@@ -72,9 +72,7 @@ struct cJSON;
 dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, struct cJSON *o,
                            double *eps_max, dpfl_error *err);
 
-/* The client-level event of round `round` with K clients at noise multiplier z (the round mechanism's, mech/round.c),
- * and the client sampling rate it is accounted at. */
-dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round);
+/* The client sampling rate round `round` with K clients is accounted at (the round mechanism's, mech/round.c). */
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
 /* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */
 dpfl_accountant fl_client_accountant(const dpfl_config *cfg);

@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-/* The client-level release of one round, as the accountant must see it: the event of the round's mechanism
- * (mech/round.c) at the sampling design the simulation ran.  Median clipping has no sensitivity bound: not
- * private. */
+/* The round's client-level mechanism (mech/round.c) at the sampling design the configuration names: what the
+ * summary reports as the accounted client rate.  (The event a round releases is the aggregation mode's own,
+ * dpfl_sim_client_event.) */
 static dpfl_mech_round round_mech(const dpfl_config *cfg, int32_t K, double z, int32_t round)
 {
     dpfl_client_sampling k = (cfg->fl.sampling == DPFL_SAMPLE_POISSON) ? DPFL_SAMPLE_POISSON
@@ -16,13 +16,6 @@ static dpfl_mech_round round_mech(const dpfl_config *cfg, int32_t K, double z, i
                                                                : DPFL_SAMPLE_ALL;
     return dpfl_mech_round_make(k, K, dpfl_round_client_rate(cfg, round), dpfl_round_clients_per_round(cfg, round),
                                 cfg->client_dp.clip, z);
-}
-
-dpfl_event fl_client_round_event(const dpfl_config *cfg, int32_t K, double z, int32_t round)
-{
-    if ((cfg->client_dp.clip_strategy == DPFL_CLIP_MEDIAN)) return dpfl_event_not_private(1);
-    dpfl_mech_round r = round_mech(cfg, K, z, round);
-    return dpfl_mech_round_event(&r);
 }
 
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round)

@@ -172,18 +172,17 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
             (st = dpfl_record_calibrate(&in->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &a->rs.record_z, err)))
             return st;
         if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
-            /* the smallest z whose R rounds, sampled as configured, stay within the target */
-            dpfl_event ev = fl_client_round_event(cfg, in->part.clients, 1.0, 1);
-            /* the event's multiplier per unit of the mechanism's (mech/round.c: fixed-size client sampling is
-             * analysed replace-one, z / 2): the calibrated event multiplier is converted back by it */
-            const double event_per_unit = ev.z;
-            if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) { /* ddp: the sensitivities do not depend on z (bits: any) */
-                dpfl_ddp_plan p;
-                if ((st = dpfl_ddp_plan_make(in->model.nparam, cfg->client_dp.clip, 1.0, cfg->client_dp.ddp_inflation, 32,
-                                             2, cfg->client_dp.ddp_tolerated_dropout, &p, err)))
-                    return st;
-                ev = dpfl_ddp_event(&p, fl_client_rate_accounted(cfg, in->part.clients, 1));
-            }
+            /* the smallest z whose R rounds stay within the target: the event the aggregation mode releases
+             * (dpfl_sim_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
+             * next power of two: adaptive clipping refuses a z its count noise leaves nothing of), and the
+             * calibrated event multiplier converted back by the event's multiplier per unit of the mechanism's
+             * (fixed-size client sampling is analysed replace-one: z / 2) */
+            dpfl_event ev;
+            double probe = 1.0;
+            while ((st = dpfl_sim_client_event(in->sim, 1, probe, &ev, err)) == DPFL_EINVAL && probe < 0x1p20)
+                probe *= 2.0;
+            if (st) return st;
+            const double event_per_unit = ev.z / probe;
             ev.count = cfg->fl.rounds;
             dpfl_calibrate_opts co = {0};
             co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
