@@ -156,5 +156,16 @@ if "$DPFL" account --event "$tmp/bad.json" >"$tmp/b.out" 2>&1 || [ "$(wc -l <"$t
    ! grep -q 'bad.json: events.record: event 0 (poisson) has no "q"' "$tmp/b.out"; then
   echo "FAIL events malformed: $(cat "$tmp/b.out")"; fail=1
 else echo "ok   events malformed: $(cat "$tmp/b.out")"; fi
+# calibration searches the aggregation mode's own event: adaptive clipping with sigma_b = 0.4 refuses the probe
+# z = 1 (z must stay below 2 sigma_b), so the event is probed at 0.5 and converted back; the run lands on the target
+if ! "$DPFL" train "$tmp/base.ini" --set client_dp.enabled=yes --set client_dp.clip=1 --set client_dp.clip_strategy=adaptive \
+     --set client_dp.quantile_noise=0.4 --set client_dp.target_epsilon=40 --set fl.sampling=poisson --set fl.client_rate=0.5 \
+     --out "$tmp/calibrated-adaptive" --force --quiet >"$tmp/ca.log" 2>&1 ||
+   ! "$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+e, z = s["client_epsilon"], s["client_noise"]
+sys.exit(0 if 39.9 <= e <= 40 and z < 0.8 else "client epsilon %r at z %r: not calibrated to 40" % (e, z))' "$tmp/calibrated-adaptive/summary.json"; then
+  echo "FAIL events calibrated adaptive: $(tail -1 "$tmp/ca.log")"; fail=1
+else echo "ok   events calibrated adaptive: the mode's event, probed below its refusal, lands on the target"; fi
 [ $fail -eq 0 ] && echo "events: $n modes recomputed from their events" || echo "events: FAILED"
 exit $fail

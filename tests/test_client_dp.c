@@ -511,6 +511,16 @@ static void stop_rule_and_calibration_respect_the_target(void **state)
         }
         cJSON_Delete(s);
     }
+    /* adaptive clipping whose count noise refuses the calibration's probe z = 1 (z must stay below 2 sigma_b =
+     * 0.8): the mode's own event is probed at 0.5 and converted back by it, and the run lands on its target */
+    s = run_cdp("calib", "rounds = 12\nsampling = poisson\nclient_rate = 0.25",
+                "target_epsilon = 40\ndelta = 1e-5\nclip_strategy = adaptive\nquantile_noise = 0.4", 1);
+    const double za = num(s, "client_noise"), ea = num(s, "client_epsilon");
+    if (!(za < 0.8 && ea <= 40.0 && ea > 40.0 * 0.99)) {
+        print_error("adaptive calibration: z %g gives epsilon %g, not the target 40\n", za, ea);
+        fail();
+    }
+    cJSON_Delete(s);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_stop /tmp/dpfl_test_cdp_calib"), 0);
 }
 

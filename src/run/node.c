@@ -174,13 +174,14 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds stay within the target: the event the aggregation mode releases
              * (dpfl_sim_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
-             * next power of two: adaptive clipping refuses a z its count noise leaves nothing of), and the
+             * next smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of
+             * the noise for the update sum), and the
              * calibrated event multiplier converted back by the event's multiplier per unit of the mechanism's
              * (fixed-size client sampling is analysed replace-one: z / 2) */
             dpfl_event ev;
             double probe = 1.0;
-            while ((st = dpfl_sim_client_event(in->sim, 1, probe, &ev, err)) == DPFL_EINVAL && probe < 0x1p20)
-                probe *= 2.0;
+            while ((st = dpfl_sim_client_event(in->sim, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
+                probe *= 0.5;
             if (st) return st;
             const double event_per_unit = ev.z / probe;
             ev.count = cfg->fl.rounds;
