@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libinih-dev libcjson-dev libcmocka-dev
+PKGS="pkg-config libopenblas-dev libgsl-dev libfftw3-dev libsodium-dev libcjson-dev libcmocka-dev
       zlib1g-dev dataset-fashion-mnist valgrind bc gnuplot-nox chromium python3-pytest python3-numpy python3-scipy python3-mpmath man-db groff-base libzmq3-dev
       openmpi-bin libopenmpi-dev"
 MNIST="${DPFL_DATA:-data}/cache/mnist"
