@@ -281,6 +281,79 @@ static void take_secagg(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
 }
 
 /* One message from the socket (blocking: the caller polled). */
+/* A client's HELLO: its config must be the server's; a reconnected client gets the round it owes (with
+ * distributed DP only before secure aggregation's keys went out: its protocol state is in the process that
+ * advertised). */
+static void take_hello(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, const uint8_t *rid, size_t rid_len,
+                       const char *who)
+{
+    if (memcmp(m->config_digest, sv->config_digest, 32)) {
+        char a[17], b[17];
+        LOG("refused client %d (%s): its config (digest %s) is not the server's (%s)", k, who,
+            net_short_hex(m->config_digest, a), net_short_hex(sv->config_digest, b));
+        send_error_to(sv, rid, rid_len, 4, "refused: your config is not the server's (give the client the run's "
+                                           "config.ini; only fl.rounds, run.threads, run.eval_every, data_dir "
+                                           "may differ)");
+        p->rid_len = 0;
+        return;
+    }
+    p->hello = 1;
+    INFO(sv, "client %d joined (%s)", k, who);
+    say_hello(sv, p);
+    if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
+}
+
+/* An authenticated frame of client k (peer p), by its type. */
+static void dispatch(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, const uint8_t *rid, size_t rid_len,
+                     const char *who)
+{
+    switch (m->type) {
+    case DPFL_WIRE_HELLO: take_hello(sv, p, k, m, rid, rid_len, who); break;
+    case DPFL_WIRE_HEARTBEAT: {
+        dpfl_wire_msg r;
+        memset(&r, 0, sizeof r);
+        r.type = DPFL_WIRE_HEARTBEAT;
+        r.sender = DPFL_WIRE_SERVER;
+        r.round = (uint32_t)sv->round;
+        send_frame(sv, p, &r);
+        break;
+    }
+    case DPFL_WIRE_UPDATE:
+        if (sv->job && sv->job->ddp) {
+            LOG("dropped an update from client %d (%s): distributed DP takes masked inputs only", k, who);
+            send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
+        } else {
+            take_update(sv, k, m, who);
+        }
+        break;
+    case DPFL_WIRE_SECAGG: take_secagg(sv, k, m, who); break;
+    case DPFL_WIRE_ERROR:
+        LOG("client %d reports (round %u): %s", k, m->round, m->text);
+        client_gone(sv, k);
+        break;
+    case DPFL_WIRE_BYE:
+        INFO(sv, "client %d left: %s", k, m->text);
+        client_gone(sv, k);
+        p->rid_len = 0;
+        p->hello = 0;
+        break;
+    default: /* ROUND: the decoder refuses it from a client */
+        break;
+    }
+}
+
+/* The rest of a multipart message, dropped: a frame is one message part. */
+static void drain_multipart(server *sv)
+{
+    int more = 1;
+    while (more) {
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        more = zmq_msg_recv(&extra, sv->sock, 0) >= 0 && zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+    }
+}
+
 static void handle_message(server *sv)
 {
     zmq_msg_t id, body;
@@ -297,13 +370,7 @@ static void handle_message(server *sv)
     char who[160];
     snprintf(who, sizeof who, "key %s, %s", user && user[0] ? user : "?", addr ? addr : "?");
     if (zmq_msg_more(&body)) { /* a frame is one message part */
-        int more = 1;
-        while (more) {
-            zmq_msg_t extra;
-            zmq_msg_init(&extra);
-            more = zmq_msg_recv(&extra, sv->sock, 0) >= 0 && zmq_msg_more(&extra);
-            zmq_msg_close(&extra);
-        }
+        drain_multipart(sv);
         LOG("dropped a multipart message (%s): a frame is one message", who);
         if (rid_len) send_error_to(sv, rid, rid_len, 1, "multipart message: one frame per message");
         goto out;
@@ -331,58 +398,7 @@ static void handle_message(server *sv)
         p->rid_len = rid_len;
         p->hello = 0;
     }
-    switch (m.type) {
-    case DPFL_WIRE_HELLO:
-        if (memcmp(m.config_digest, sv->config_digest, 32)) {
-            char a[17], b[17];
-            LOG("refused client %d (%s): its config (digest %s) is not the server's (%s)", k, who,
-                net_short_hex(m.config_digest, a), net_short_hex(sv->config_digest, b));
-            send_error_to(sv, rid, rid_len, 4, "refused: your config is not the server's (give the client the run's "
-                                               "config.ini; only fl.rounds, run.threads, run.eval_every, data_dir "
-                                               "may differ)");
-            p->rid_len = 0;
-            break;
-        }
-        p->hello = 1;
-        INFO(sv, "client %d joined (%s)", k, who);
-        say_hello(sv, p);
-        /* a reconnected client gets the round it owes (with distributed DP only before secure aggregation's keys
-         * went out: its protocol state is in the process that advertised) */
-        if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
-        break;
-    case DPFL_WIRE_HEARTBEAT: {
-        dpfl_wire_msg r;
-        memset(&r, 0, sizeof r);
-        r.type = DPFL_WIRE_HEARTBEAT;
-        r.sender = DPFL_WIRE_SERVER;
-        r.round = (uint32_t)sv->round;
-        send_frame(sv, p, &r);
-        break;
-    }
-    case DPFL_WIRE_UPDATE:
-        if (sv->job && sv->job->ddp) {
-            LOG("dropped an update from client %d (%s): distributed DP takes masked inputs only", k, who);
-            send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
-        } else {
-            take_update(sv, k, &m, who);
-        }
-        break;
-    case DPFL_WIRE_SECAGG:
-        take_secagg(sv, k, &m, who);
-        break;
-    case DPFL_WIRE_ERROR:
-        LOG("client %d reports (round %u): %s", k, m.round, m.text);
-        client_gone(sv, k);
-        break;
-    case DPFL_WIRE_BYE:
-        INFO(sv, "client %d left: %s", k, m.text);
-        client_gone(sv, k);
-        p->rid_len = 0;
-        p->hello = 0;
-        break;
-    default: /* ROUND: the decoder refuses it from a client */
-        break;
-    }
+    dispatch(sv, p, k, &m, rid, rid_len, who);
 out:
     zmq_msg_close(&id);
     zmq_msg_close(&body);
