@@ -222,19 +222,20 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
     return DPFL_OK;
 }
 
-dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpfl_error *err)
+/* The frame's header and trailer: magic, version, type, reserved bits, sender, payload length against the frame's
+ * and the limit, checksum.  On success *c stands at the payload and *plen is its length. */
+static dpfl_status header_read(const uint8_t *buf, size_t len, dpfl_bytes_reader *c, dpfl_wire_msg *m, uint32_t *plen,
+                               dpfl_error *err)
 {
-    const uint8_t *buf = data;
-    memset(m, 0, sizeof *m);
     if (len < DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER)
         return dpfl_fail(err, DPFL_EFORMAT, "truncated frame: %zu bytes, a frame has at least %u", len,
                          DPFL_WIRE_HEADER + DPFL_WIRE_TRAILER);
-    dpfl_bytes_reader c = dpfl_bytes_reader_over(buf, len);
+    *c = dpfl_bytes_reader_over(buf, len);
     uint32_t magic;
-    dpfl_bytes_get_u32(&c, &magic);
+    dpfl_bytes_get_u32(c, &magic);
     if (magic != DPFL_WIRE_MAGIC) return dpfl_fail(err, DPFL_EFORMAT, "not a dpfl frame (bad magic 0x%08x)", magic);
     uint8_t vt[4];
-    dpfl_bytes_get(&c, vt, 4);
+    dpfl_bytes_get(c, vt, 4);
     if (vt[0] != DPFL_WIRE_VERSION)
         return dpfl_fail(err, DPFL_EFORMAT, "frame version %u is not supported (this dpfl speaks version %u)", vt[0],
                          DPFL_WIRE_VERSION);
@@ -242,95 +243,116 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
         return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
     if (vt[2] || vt[3]) return dpfl_fail(err, DPFL_EFORMAT, "frame header has reserved bits set");
     m->type = (dpfl_wire_type)vt[1];
-    dpfl_bytes_get_u32(&c, &m->sender);
-    uint32_t plen;
-    dpfl_bytes_get_u32(&c, &plen);
+    dpfl_bytes_get_u32(c, &m->sender);
+    dpfl_bytes_get_u32(c, plen);
     const char *t = dpfl_wire_type_name(m->type);
-    if (plen > DPFL_WIRE_MAX_PAYLOAD)
-        return dpfl_fail(err, DPFL_EFORMAT, "oversized %s frame: payload of %u bytes, the limit is %zu", t, plen,
+    if (*plen > DPFL_WIRE_MAX_PAYLOAD)
+        return dpfl_fail(err, DPFL_EFORMAT, "oversized %s frame: payload of %u bytes, the limit is %zu", t, *plen,
                          DPFL_WIRE_MAX_PAYLOAD);
-    if (len != (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER)
+    if (len != (size_t)DPFL_WIRE_HEADER + *plen + DPFL_WIRE_TRAILER)
         return dpfl_fail(err, DPFL_EFORMAT, "%s frame of %zu bytes, its header says %zu (%s)", t, len,
-                         (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER,
-                         len < (size_t)DPFL_WIRE_HEADER + plen + DPFL_WIRE_TRAILER ? "truncated" : "trailing bytes");
-    if (dpfl_bytes_load_u32(buf + DPFL_WIRE_HEADER + plen) != dpfl_crc32(buf, DPFL_WIRE_HEADER + plen))
+                         (size_t)DPFL_WIRE_HEADER + *plen + DPFL_WIRE_TRAILER,
+                         len < (size_t)DPFL_WIRE_HEADER + *plen + DPFL_WIRE_TRAILER ? "truncated" : "trailing bytes");
+    if (dpfl_bytes_load_u32(buf + DPFL_WIRE_HEADER + *plen) != dpfl_crc32(buf, DPFL_WIRE_HEADER + *plen))
         return dpfl_fail(err, DPFL_EFORMAT, "%s frame fails its checksum (corrupted)", t);
-    size_t textlen = 0;
+    return DPFL_OK;
+}
+
+enum { PAYLOAD_OK, PAYLOAD_BADLEN, PAYLOAD_BADVEC, PAYLOAD_LONG_TEXT };
+
+/* The payload of m->type (its length plen) at c, into m; *textlen: an ERROR or BYE frame's text length. */
+static int payload_read(dpfl_bytes_reader *c, dpfl_wire_msg *m, uint32_t plen, size_t *textlen)
+{
     switch (m->type) {
     case DPFL_WIRE_HELLO:
-        if (plen != HELLO_BYTES) goto badlen;
-        dpfl_bytes_get(&c, m->config_digest, 32);
-        dpfl_bytes_get(&c, m->partition_digest, 32);
-        dpfl_bytes_get(&c, m->partition_key, 32);
-        dpfl_bytes_get_u64(&c, &m->nparam);
-        dpfl_bytes_get_u32(&c, &m->rounds);
-        dpfl_bytes_get_u32(&c, &m->released);
-        break;
+        if (plen != HELLO_BYTES) return PAYLOAD_BADLEN;
+        dpfl_bytes_get(c, m->config_digest, 32);
+        dpfl_bytes_get(c, m->partition_digest, 32);
+        dpfl_bytes_get(c, m->partition_key, 32);
+        dpfl_bytes_get_u64(c, &m->nparam);
+        dpfl_bytes_get_u32(c, &m->rounds);
+        dpfl_bytes_get_u32(c, &m->released);
+        return PAYLOAD_OK;
     case DPFL_WIRE_ROUND:
-        if (plen < ROUND_FIXED) goto badlen;
-        dpfl_bytes_get_u32(&c, &m->round);
-        dpfl_bytes_get_u32(&c, &m->released);
-        dpfl_bytes_get_f64(&c, &m->lr);
-        dpfl_bytes_get_f64(&c, &m->update_clip);
-        dpfl_bytes_get_f64(&c, &m->record_z);
-        dpfl_bytes_get(&c, m->rates_digest, 32);
-        dpfl_bytes_get(&c, m->model_digest, 32);
-        dpfl_bytes_get_u32(&c, &m->cohort);
-        dpfl_bytes_get_u32(&c, &m->index);
-        dpfl_bytes_get_u32(&c, &m->threshold);
-        dpfl_bytes_get_f64(&c, &m->client_z);
-        dpfl_bytes_get(&c, m->ddp_seed, 32);
-        dpfl_bytes_get_u64(&c, &m->nparam);
-        if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) goto badvec;
-        m->vec = c.p;
-        break;
+        if (plen < ROUND_FIXED) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->round);
+        dpfl_bytes_get_u32(c, &m->released);
+        dpfl_bytes_get_f64(c, &m->lr);
+        dpfl_bytes_get_f64(c, &m->update_clip);
+        dpfl_bytes_get_f64(c, &m->record_z);
+        dpfl_bytes_get(c, m->rates_digest, 32);
+        dpfl_bytes_get(c, m->model_digest, 32);
+        dpfl_bytes_get_u32(c, &m->cohort);
+        dpfl_bytes_get_u32(c, &m->index);
+        dpfl_bytes_get_u32(c, &m->threshold);
+        dpfl_bytes_get_f64(c, &m->client_z);
+        dpfl_bytes_get(c, m->ddp_seed, 32);
+        dpfl_bytes_get_u64(c, &m->nparam);
+        if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) return PAYLOAD_BADVEC;
+        m->vec = c->p;
+        return PAYLOAD_OK;
     case DPFL_WIRE_SECAGG:
-        if (plen < SECAGG_MIN) goto badlen;
-        dpfl_bytes_get_u32(&c, &m->round);
-        m->data = c.p;
+        if (plen < SECAGG_MIN) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->round);
+        m->data = c->p;
         m->data_len = plen - 4;
-        break;
+        return PAYLOAD_OK;
     case DPFL_WIRE_UPDATE:
-        if (plen < UPDATE_FIXED) goto badlen;
-        dpfl_bytes_get_u32(&c, &m->round);
-        dpfl_bytes_get_u32(&c, &m->flags);
-        dpfl_bytes_get(&c, m->model_digest, 32);
-        dpfl_bytes_get_i64(&c, &m->steps);
-        dpfl_bytes_get_i64(&c, &m->examples);
-        dpfl_bytes_get_f64(&c, &m->loss_sum);
-        dpfl_bytes_get_i64(&c, &m->clipped);
-        dpfl_bytes_get_u64(&c, &m->nparam);
-        if (m->nparam != (plen - UPDATE_FIXED) / 4 || (plen - UPDATE_FIXED) % 4) goto badvec;
-        m->vec = c.p;
-        break;
+        if (plen < UPDATE_FIXED) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->round);
+        dpfl_bytes_get_u32(c, &m->flags);
+        dpfl_bytes_get(c, m->model_digest, 32);
+        dpfl_bytes_get_i64(c, &m->steps);
+        dpfl_bytes_get_i64(c, &m->examples);
+        dpfl_bytes_get_f64(c, &m->loss_sum);
+        dpfl_bytes_get_i64(c, &m->clipped);
+        dpfl_bytes_get_u64(c, &m->nparam);
+        if (m->nparam != (plen - UPDATE_FIXED) / 4 || (plen - UPDATE_FIXED) % 4) return PAYLOAD_BADVEC;
+        m->vec = c->p;
+        return PAYLOAD_OK;
     case DPFL_WIRE_HEARTBEAT:
-        if (plen != HEARTBEAT_BYTES) goto badlen;
-        dpfl_bytes_get_u32(&c, &m->round);
-        break;
+        if (plen != HEARTBEAT_BYTES) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->round);
+        return PAYLOAD_OK;
     default: /* ERROR, BYE */
-        if (plen < TEXT_FIXED) goto badlen;
-        dpfl_bytes_get_u32(&c, &m->code);
-        dpfl_bytes_get_u32(&c, &m->round);
-        textlen = plen - TEXT_FIXED;
-        if (textlen > DPFL_WIRE_MAX_TEXT)
-            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,
-                             DPFL_WIRE_MAX_TEXT);
-        memcpy(m->text, c.p, textlen);
-        m->text[textlen] = '\0';
-        break;
+        if (plen < TEXT_FIXED) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->code);
+        dpfl_bytes_get_u32(c, &m->round);
+        *textlen = plen - TEXT_FIXED;
+        if (*textlen > DPFL_WIRE_MAX_TEXT) return PAYLOAD_LONG_TEXT;
+        memcpy(m->text, c->p, *textlen);
+        m->text[*textlen] = '\0';
+        return PAYLOAD_OK;
     }
-    dpfl_status st = check_values(m, m->vec, NULL, textlen, err);
-    if (st) {
+}
+
+dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpfl_error *err)
+{
+    memset(m, 0, sizeof *m);
+    dpfl_bytes_reader c;
+    uint32_t plen;
+    dpfl_status st = header_read(data, len, &c, m, &plen, err);
+    if (st) return st;
+    const char *t = dpfl_wire_type_name(m->type);
+    size_t textlen = 0;
+    switch (payload_read(&c, m, plen, &textlen)) {
+    case PAYLOAD_BADLEN:
+        return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: payload of %u bytes does not fit its layout", t, plen);
+    case PAYLOAD_BADVEC:
+        return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: %llu parameters announced, the payload holds %u bytes of "
+                                            "them", t, (unsigned long long)m->nparam,
+                         plen - (m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED));
+    case PAYLOAD_LONG_TEXT:
+        return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,
+                         DPFL_WIRE_MAX_TEXT);
+    default: break;
+    }
+    if ((st = check_values(m, m->vec, NULL, textlen, err))) {
         m->vec = NULL;
         m->data = NULL;
         return st;
     }
     return DPFL_OK;
-badlen:
-    return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: payload of %u bytes does not fit its layout", t, plen);
-badvec:
-    return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: %llu parameters announced, the payload holds %u bytes of them",
-                     t, (unsigned long long)m->nparam, plen - (m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED));
 }
 
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out)
