@@ -53,6 +53,15 @@ class DpEvent:
         return "dpfl.%s(%s)" % (type(self).__name__, json.dumps(self.tree()))
 
 
+def _bound(g, what):
+    """The number of a Guarantee, refused when it is an asymptotic (CLT) value: these conveniences return a bare
+    float, which would drop the label (account_epsilon's Guarantee keeps it)."""
+    if g.asymptotic:
+        raise DpflValueError(EINVAL, "%s: the %s accountant's answer here is asymptotic (CLT), not a bound; use "
+                                     "rdp or pld, or dpfl.account_epsilon for the labelled value" % (what, g.answered))
+    return g
+
+
 def tree_events(tree):
     """The flat composition of a tree given as a dict (or a DpEvent), normalized by dpfl_event_tree_parse."""
     if isinstance(tree, DpEvent):
@@ -199,10 +208,12 @@ class RdpAccountant:
         return Composed(self.ledger).events()
 
     def get_epsilon(self, target_delta):
-        return account_epsilon(self._events(), target_delta, self.accountant, **self.opts).epsilon
+        g = account_epsilon(self._events(), target_delta, self.accountant, **self.opts)
+        return _bound(g, "get_epsilon").epsilon
 
     def get_delta(self, target_epsilon):
-        return account_delta(self._events(), target_epsilon, self.accountant, **self.opts).delta
+        g = account_delta(self._events(), target_epsilon, self.accountant, **self.opts)
+        return _bound(g, "get_delta").delta
 
 
 class PldAccountant(RdpAccountant):
@@ -226,8 +237,8 @@ class Accountant:
             self.history.append((z, q, 1))
 
     def get_epsilon(self, delta, **opts):
-        return account_epsilon([event_poisson(q, z, n) for z, q, n in self.history], delta, self.mechanism,
-                               **opts).epsilon
+        g = account_epsilon([event_poisson(q, z, n) for z, q, n in self.history], delta, self.mechanism, **opts)
+        return _bound(g, "get_epsilon").epsilon
 
     def __len__(self):
         return sum(n for _, _, n in self.history)

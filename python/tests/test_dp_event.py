@@ -61,6 +61,20 @@ def test_dp_accounting_style_accountant():
     assert pld.get_epsilon(1e-5) < dpfl.RdpAccountant().compose(step(), 1000).get_epsilon(1e-5)
 
 
+def test_float_conveniences_refuse_asymptotic_numbers():
+    """GDP answers a sampled Gaussian with its CLT limit, labelled asymptotic in the Guarantee; a bare float would
+    drop the label, so get_epsilon refuses it."""
+    assert dpfl.SelfComposed(step(), 1000).epsilon(1e-5, "gdp").asymptotic
+    with pytest.raises(dpfl.DpflValueError, match="asymptotic"):
+        dpfl.RdpAccountant("gdp").compose(step(), 1000).get_epsilon(1e-5)
+    acc = dpfl.Accountant("gdp")
+    acc.step(noise_multiplier=1.1, sample_rate=0.01)
+    with pytest.raises(dpfl.DpflValueError, match="asymptotic"):
+        acc.get_epsilon(1e-5)
+    # an exact GDP answer (no sampling) is a bound and is returned
+    assert dpfl.RdpAccountant("gdp").compose(dpfl.Gaussian(2.0), 3).get_epsilon(1e-5) > 0
+
+
 def test_opacus_style_accountant_and_noise():
     acc = dpfl.Accountant("rdp")
     for _ in range(300):
