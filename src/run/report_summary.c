@@ -375,6 +375,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddNumberToObject(sum, "rounds", a->ledger.rounds);
     cJSON_AddNumberToObject(sum, "rounds_planned", in->cfg->fl.rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
+    fl_report_updates(c->io.dir, &c->pr, sum);
     summary_not_private(in, a, &c->pr, c->io.dir, sum);
     if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
@@ -394,6 +395,10 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
     fprintf(stderr, "dpfl: %d rounds%s, %s, %.1f s; run written to %s\n", a->ledger.rounds,
             pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
             pr->wall0 + (dpfl_now() - pr->t_start), dir);
+    if (pr->upd_arrived < pr->upd_sampled) /* dropouts, or a deployment whose clients did not answer */
+        fprintf(stderr, "dpfl: %lld of %lld sampled clients' updates arrived; %d round%s without any (per round: "
+                "summary.json \"updates\")\n", (long long)pr->upd_arrived, (long long)pr->upd_sampled, pr->upd_empty,
+                pr->upd_empty == 1 ? "" : "s");
     /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
     const char *seedcaveat = cfg->run.seed.given ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
                                             "not for deployment)"
