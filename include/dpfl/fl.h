@@ -250,8 +250,8 @@ dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_e
 
 /* For bindings that cannot declare the C structs (python/dpfl, src/run/binding.c): a config on the heap -- the
  * defaults, then the INI file at ini_path when not NULL (dpfl_config_load); change it with dpfl_config_set -- and
- * its release.  NULL on failure (err says why). */
-dpfl_config *dpfl_config_create(const char *ini_path, dpfl_error *err);
+ * its release.  *out is NULL on failure. */
+dpfl_status dpfl_config_create(const char *ini_path, dpfl_config **out, dpfl_error *err);
 void dpfl_config_destroy(dpfl_config *c);
 /* Text the library malloc'd for a binding (dpfl_config_to_ini), released. */
 void dpfl_text_free(char *text);

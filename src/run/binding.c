@@ -9,19 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-dpfl_config *dpfl_config_create(const char *ini_path, dpfl_error *err)
+dpfl_status dpfl_config_create(const char *ini_path, dpfl_config **out, dpfl_error *err)
 {
     dpfl_config *c = malloc(sizeof *c);
-    if (!c) {
-        dpfl_fail(err, DPFL_ENOMEM, "out of memory (config)");
-        return NULL;
-    }
+    *out = NULL;
+    if (!c) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (config)");
     dpfl_config_defaults(c);
-    if (ini_path && dpfl_config_load(c, ini_path, err)) {
-        free(c);
-        return NULL;
-    }
-    return c;
+    dpfl_status st = ini_path ? dpfl_config_load(c, ini_path, err) : DPFL_OK;
+    if (st) free(c);
+    else *out = c;
+    return st;
 }
 
 void dpfl_config_destroy(dpfl_config *c)
