@@ -475,9 +475,8 @@ def train(config, data=None, out="runs/python", on_round=None, resume=False, for
         try:
             if interrupted:
                 return 1
-            if on_round is not None and on_round(_round_dict(rp.contents)):
-                return 1
-            return 0
+            stop = on_round is not None and on_round(_round_dict(rp.contents))
+            return 1 if stop or interrupted else 0
         except BaseException as e:  # noqa: B902 -- KeyboardInterrupt and SystemExit included, re-raised below
             raised.append(e)
             return 1

@@ -79,8 +79,9 @@ static dpfl_status load_arrays(run_inputs *in, const run_setup *s, dpfl_error *e
     if (!dpfl_dataset_is_memory(dc->dataset))
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names files, but the run was given arrays; set "
                                            "data.dataset = memory:NAME (config.ini records it)", dc->dataset);
-    if (dc->test[0])
-        return dpfl_fail(err, DPFL_EINVAL, "data.test: the run's data are arrays; give the test set as arrays too");
+    if (dc->test[0] || dc->source_rows.n)
+        return dpfl_fail(err, DPFL_EINVAL, "data.%s: the run's data are arrays, not files%s",
+                         dc->test[0] ? "test" : "source_rows", dc->test[0] ? "; give the test set as arrays too" : "");
     const int standard = dc->normalize == DPFL_NORM_STANDARD;
     dpfl_status st = dpfl_dataset_from_caller(s->train, s->test, dc->classes, dc->test_fraction, in->seed, standard,
                                               &in->train, &in->test, &in->borrowed, err);
