@@ -25,6 +25,10 @@ PKGDATADIR ?= $(DATAROOTDIR)/dpfl
 MANDIR  ?= $(DATAROOTDIR)/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 LDCONFIG ?= ldconfig
+# The Python package (python/dpfl) goes where the system's python3 finds it: Debian's /usr/lib/python3/dist-packages
+# for PREFIX=/usr, else PREFIX/lib/python3.X/dist-packages (Debian's python3 searches /usr/local/lib/python3.X/...).
+PYTHON3 ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON3) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 # Datasets are never looked for in the current directory (include/dpfl/data.h): make's own targets (set-up, tests,
 # demo, benchmarks) use this checkout's data/ folder -- heart-disease/ and the MNIST download in cache/mnist/ --
 # unless DPFL_DATA says otherwise.
@@ -236,9 +240,11 @@ $(BUILD)/dpfl.pc: dpfl.pc.in FORCE
 # the headers under include/dpfl/, dpfl.pc, the man pages and the heart-disease files.  ldconfig runs when
 # installing for real as root (LDCONFIG=true skips it).  make uninstall removes exactly these files, and the
 # folders include/dpfl/, share/dpfl/ and libexec/dpfl/ when left empty.
+PY_FILES := $(wildcard python/dpfl/*.py)
 INSTALLED_FILES := $(BINDIR)/dpfl $(DEPLOY_BIN:$(BUILD)/%=$(LIBEXECDIR)/dpfl/%) $(LIBDIR)/libdpfl.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libdpfl.so \
                    $(LIBDIR)/libdpfl.a $(PKGCONFIGDIR)/dpfl.pc $(HEADERS:include/dpfl/%=$(INCLUDEDIR)/dpfl/%) \
-                   $(MANPAGES:$(BUILD)/man/%=$(MANDIR)/man1/%) $(SHIPPED:data/%=$(PKGDATADIR)/%)
+                   $(MANPAGES:$(BUILD)/man/%=$(MANDIR)/man1/%) $(SHIPPED:data/%=$(PKGDATADIR)/%) \
+                   $(PY_FILES:python/%=$(PYTHONDIR)/%) $(PYTHONDIR)/dpfl/_install.py
 install: $(BIN) $(DEPLOY_BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
 	install -d $(DESTDIR)$(BINDIR) $(if $(DEPLOY_BIN),$(DESTDIR)$(LIBEXECDIR)/dpfl) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/dpfl \
 	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDATADIR)/heart-disease
@@ -252,10 +258,16 @@ install: $(BIN) $(DEPLOY_BIN) $(SO) $(LIB) $(MANPAGES) $(BUILD)/dpfl.pc
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/dpfl/
 	install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(SHIPPED) $(DESTDIR)$(PKGDATADIR)/heart-disease/
+	install -d $(DESTDIR)$(PYTHONDIR)/dpfl
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/dpfl/
+	@printf '# written by make install: where python/dpfl/_lib.py looks for the library first\nLIBDIR = "%s"\nLIBDIR_FROM_PACKAGE = "%s"\nSONAME = "%s"\n' \
+	  '$(LIBDIR)' "$$(realpath -m --relative-to='$(PYTHONDIR)/dpfl' '$(LIBDIR)')" '$(SONAME)' > $(DESTDIR)$(PYTHONDIR)/dpfl/_install.py
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG); fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	rm -rf $(DESTDIR)$(PYTHONDIR)/dpfl/__pycache__
+	@rmdir $(DESTDIR)$(PYTHONDIR)/dpfl 2>/dev/null || true
 	@rmdir $(DESTDIR)$(INCLUDEDIR)/dpfl $(DESTDIR)$(PKGDATADIR)/heart-disease $(DESTDIR)$(PKGDATADIR) \
 	       $(DESTDIR)$(LIBEXECDIR)/dpfl 2>/dev/null || true
 

@@ -43,6 +43,43 @@ for dep in openblas gsl fftw3 libsodium libcjson zlib; do
 done
 t_end
 
+# The Python package: imported by the system's python3 from outside the checkout, with no DPFL_LIB, it loads the
+# prefix's library (found relative to the package) and answers what the installed dpfl answers.
+py3=/usr/bin/python3; [ -x "$py3" ] || py3=python3
+pyimport() { # $1: the folder holding the installed dpfl package; prints library path, source, epsilon
+  (cd "$tmp" && env -u DPFL_LIB PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$1" "$py3" -c '
+import dpfl, sys
+assert dpfl.__file__.startswith(sys.argv[1]), dpfl.__file__
+print(dpfl.library_path()); print(dpfl.library_source())
+print(repr(dpfl.account_epsilon(dpfl.event_poisson(0.02, 1.3, 500), 1e-5).epsilon))' "$1" 2>&1)
+}
+t_begin "make install: the Python package, imported from outside the checkout, loads the installed library"
+if command -v "$py3" >/dev/null 2>&1; then
+  pkg=$(dirname "$(find "$prefix/lib" -path '*/dist-packages/dpfl/__init__.py' | head -n 1)")
+  if [ "$pkg" = . ]; then t_fail "no dist-packages/dpfl/__init__.py under $prefix/lib"
+  else
+    out=$(pyimport "$(dirname "$pkg")") || t_fail "import dpfl from $pkg: $out"
+    [ "$(sed -n 1p <<<"$out")" = "$prefix/lib/$soname" ] || t_fail "dpfl loaded $(sed -n 1p <<<"$out"), not $prefix/lib/$soname"
+    grep -q "^the installation this package belongs to$" <<<"$out" || t_fail "library source: $out"
+    cli=$("$prefix/bin/dpfl" account --noise 1.3 --q 0.02 --steps 500 --delta 1e-5 --json | json_num epsilon)
+    t_close "$(sed -n 3p <<<"$out")" "$cli" 1e-12 || t_fail "installed dpfl (Python) epsilon $(sed -n 3p <<<"$out"), dpfl account $cli"
+  fi
+  # pip, offline, with the system's setuptools (python/pyproject.toml): the package alone, the library by DPFL_LIB
+  if "$py3" -m pip --version >/dev/null 2>&1 && "$py3" -c 'import setuptools' 2>/dev/null; then
+    cp -r python "$tmp/pysrc" && rm -rf "$tmp/pysrc/tests"
+    log=$("$py3" -m pip install --quiet --no-build-isolation --no-index --no-deps --target "$tmp/pip" "$tmp/pysrc" 2>&1) ||
+      t_fail "pip install --no-build-isolation ./python: $log"
+    out=$(cd "$tmp" && PYTHONPATH="$tmp/pip" DPFL_LIB="$prefix/lib/$soname" "$py3" -c '
+import dpfl, sys; assert dpfl.__file__.startswith(sys.argv[1]); print(dpfl.library_source(), dpfl.version())' "$tmp/pip" 2>&1)
+    [ "$out" = "DPFL_LIB $version" ] || t_fail "dpfl installed by pip: $out"
+  else
+    echo "(no pip or setuptools for $py3: pip install ./python is not tried)"
+  fi
+else
+  echo "(no python3: the installed Python package is not imported)"
+fi
+t_end
+
 t_begin "the examples, built with pkg-config against the installed tree, shared and static"
 mkdir -p "$tmp/ex"
 for src in examples/c/*.c; do
@@ -160,6 +197,12 @@ n=$(find "$stage" \( -type f -o -type l \) | wc -l)
 bin=$(find "$stage" -path '*/bin/dpfl')
 [ -n "$bin" ] && [ "$("$bin" --version)" = "dpfl $version" ] || t_fail "no bin/dpfl under the stage"
 [ "$n" -gt 20 ] || t_fail "only $n files under the stage"
+pkg=$(dirname "$(find "$stage" -path '*/dist-packages/dpfl/__init__.py' | head -n 1)")
+if [ "$pkg" = . ]; then t_fail "no dist-packages/dpfl under the stage"
+elif command -v "$py3" >/dev/null 2>&1; then # staged: the package finds the staged library beside it
+  out=$(pyimport "$(dirname "$pkg")") || t_fail "import dpfl from the stage: $out"
+  case "$(sed -n 1p <<<"$out")" in "$stage"/*) ;; *) t_fail "staged dpfl loaded $(sed -n 1p <<<"$out")" ;; esac
+fi
 log=$($MAKE --no-print-directory uninstall DESTDIR="$stage" 2>&1) || t_fail "make uninstall DESTDIR failed: $log"
 left=$(find "$stage" \( -type f -o -type l \))
 [ -z "$left" ] || t_fail "left under the stage: $left"

@@ -49,6 +49,22 @@ dpfl_status dpfl_heart_load(const char *dir, uint64_t split_seed, dpfl_dataset *
 dpfl_status dpfl_dataset_from_arrays(const float *x, const int32_t *y, int32_t n, int32_t c, int32_t h, int32_t w,
                                      int32_t classes, dpfl_dataset *out, dpfl_error *err);
 
+/* A run's data from the caller's own arrays (src/data/arrays.c: dpfl_run_options.train / test, Python's dpfl.arrays).
+ * train and test (test may be NULL) are the caller's structs: n, c, h, w, x (n * c*h*w floats), y, and optionally
+ * groups with group[] (each example's source, e.g. its client: what partition = natural splits by); dim, classes
+ * and absent are ignored.  They are checked as the file loaders check theirs (shape, finite features, labels >= 0,
+ * group ids in [0, groups), a test set of the same example shape), errors naming the array and the index
+ * ("train.x[12] (example 3, feature 0) is nan").  classes > 0 is the number of classes (a label at or above it
+ * fails), 0 the largest label + 1 over both sets.  With test == NULL, test_fraction of each source is held out by
+ * the shuffle csv: files use (data.test_fraction, keyed by seed), into copies.  Otherwise the outputs share the
+ * caller's arrays (*borrowed = 1: release them with memset, never dpfl_dataset_free; the caller keeps its arrays
+ * alive and unchanged meanwhile) unless copy is set.  The dataset name of such a run is "memory:NAME"
+ * (dpfl_dataset_is_memory): there is nothing on disk for dpfl_dataset_load to read. */
+dpfl_status dpfl_dataset_from_caller(const dpfl_dataset *train, const dpfl_dataset *test, int32_t classes,
+                                     double test_fraction, uint64_t seed, int copy, dpfl_dataset *out_train,
+                                     dpfl_dataset *out_test, int *borrowed, dpfl_error *err);
+int dpfl_dataset_is_memory(const char *name); /* 1 for "memory:NAME" (NAME not empty) */
+
 /* NumPy arrays (src/data/npy.c): features X (float32/64, (u)int8..64 or bool; shape (N, F), (N, H, W), (N, C, H, W),
  * more dimensions flattened; values kept as they are, finite) and integer labels Y ((N,) or (N, 1)), from two .npy
  * files or from an .npz (numpy.savez or savez_compressed).  In an .npz, x_name / y_name pick the arrays; NULL:

@@ -1,9 +1,13 @@
 """Loading libdpfl.so and declaring its C types for ctypes.
 
-The library is looked for, in order:
+The library is looked for, in order (dpfl.library_path() says which file was loaded, library_source() why):
   1. the path in the environment variable DPFL_LIB (only there, when it is set);
-  2. build/libdpfl.so of the checkout this package sits in (python/dpfl/../../build/libdpfl.so);
-  3. the system's libdpfl.so, through ctypes.util.find_library("dpfl").
+  2. an installed package (`make install` wrote _install.py beside it): the library of the same installation,
+     found relative to the package (so a DESTDIR staging tree or a moved prefix works), then in the LIBDIR
+     make install was given;
+  3. build/libdpfl.so of the checkout this package sits in (python/dpfl/../../build/libdpfl.so);
+  4. the system's libdpfl.so, through ctypes.util.find_library("dpfl") (e.g. after `pip install ./python`).
+Only which library file is loaded depends on the environment; nothing in it changes what the library computes.
 
 The structs below repeat include/dpfl/core.h and include/dpfl/privacy.h, except the event, whose fields the library
 describes itself (dpfl_abi_fields).  At load, every size and every field
@@ -258,10 +262,21 @@ def _candidates():
     if env:
         return [(env, "DPFL_LIB")]
     here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    try:
+        from . import _install  # only in an installed copy (make install)
+    except ImportError:
+        _install = None
+    if _install is not None:
+        rel = os.path.normpath(os.path.join(here, _install.LIBDIR_FROM_PACKAGE, _install.SONAME))
+        out.append((rel, "the installation this package belongs to"))
+        out.append((os.path.join(_install.LIBDIR, _install.SONAME), "the installed LIBDIR"))
     local = os.path.normpath(os.path.join(here, "..", "..", "build", "libdpfl.so"))
-    if os.path.exists(local):
-        return [(local, "the checkout's build/")]
-    import ctypes.util  # slow to import, and find_library runs ldconfig: only when there is no build here
+    out.append((local, "the checkout's build/"))
+    out = [(p, w) for p, w in out if os.path.exists(p)]
+    if out:
+        return out[:1]
+    import ctypes.util  # slow to import, and find_library runs ldconfig: only when nothing else is there
 
     found = ctypes.util.find_library("dpfl")
     return [(found, "the system (find_library)")] if found else []
@@ -272,7 +287,7 @@ def load():
     cands = _candidates()
     if not cands:
         raise ImportError("dpfl: libdpfl.so not found: set DPFL_LIB to its path, build it with `make` in the "
-                          "checkout (build/libdpfl.so), or install it where the dynamic linker finds it")
+                          "checkout (build/libdpfl.so), or `make install` (the library and this package)")
     path, where = cands[0]
     try:
         lib = ctypes.CDLL(path)
@@ -295,7 +310,7 @@ def load():
     if bad:
         raise ImportError("dpfl: %s (from %s, version %s) was built from other headers than this binding: %s"
                           % (path, where, lib.dpfl_version().decode(), "; ".join(bad)))
-    return lib, path
+    return lib, path, where
 
 
-lib, path = load()
+lib, path, source = load()

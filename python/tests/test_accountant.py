@@ -53,7 +53,7 @@ def rel(a, b):
 # ---------------------------------------------------------------------------------------------- the library
 def test_loads_the_build_under_test():
     if os.environ.get("DPFL_LIB"):
-        assert os.path.samefile(dpfl.library_path, os.environ["DPFL_LIB"])
+        assert os.path.samefile(dpfl.library_path(), os.environ["DPFL_LIB"])
     assert dpfl.version() == cli("--version", json_out=False).split()[1]
 
 

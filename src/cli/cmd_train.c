@@ -54,7 +54,7 @@ static int train(const char *config_path, const char *resume, const cli_strings 
         out = outbuf;
     }
     if (!resume && !quiet) cli_scale_hint(&cfg);
-    dpfl_run_options opt = {out, quiet, resume != NULL, force};
+    dpfl_run_options opt = {.out_dir = out, .quiet = quiet, .resume = resume != NULL, .force = force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
     return 0;

@@ -40,7 +40,10 @@ static int budget_filter(const dpfl_config *c)
 static int input_transform(const dpfl_config *c) { return c->model.transform != DPFL_TRANSFORM_NONE; }
 static int distributed_dp(const dpfl_config *c) { return c->client_dp.mechanism == DPFL_CLIENT_MECH_DDP; }
 static int csv_dataset(const dpfl_config *c) { return !strncmp(c->data.dataset, "csv:", 4); }
-static int own_dataset(const dpfl_config *c) { return dpfl_dataset_is_files(c->data.dataset); }
+static int own_dataset(const dpfl_config *c) /* files, or a program's arrays (memory:NAME) */
+{
+    return dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset);
+}
 static int own_dataset_without_test(const dpfl_config *c) { return own_dataset(c) && !c->data.test[0]; }
 static int own_dataset_standardized(const dpfl_config *c)
 {

@@ -110,7 +110,7 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (c->record_dp.e2e && (c->fl.client_rate_schedule.n || c->fl.clients_per_round_schedule.n ||
                              c->client_dp.noise_schedule.n))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
-    const int own = dpfl_dataset_is_files(c->data.dataset);
+    const int own = dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset); /* or arrays */
     if (own && !c->data.dataset[4])
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);
     if (c->data.test[0] && !dpfl_dataset_is_files(c->data.test))

@@ -271,6 +271,10 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     memset(test, 0, sizeof *test);
     if (!name) return dpfl_fail(err, DPFL_EINVAL, "no dataset named (data.dataset)");
     if (dpfl_dataset_is_files(name)) return dpfl_dataset_load_files(name, NULL, seed, train, test, err);
+    if (dpfl_dataset_is_memory(name))
+        return dpfl_fail(err, DPFL_EINVAL, "data.dataset = %s: the run's data were arrays in the memory of the program "
+                         "that started it (dpfl_run_options.train, Python's dpfl.arrays), not files; run or resume it "
+                         "from that program with the same arrays", name);
     int i = find_dataset(name), found;
     if (i < 0) return unknown(name, err);
     char dir[DPFL__PATH_MAX], searched[2 * DPFL__PATH_MAX + 8];
@@ -282,7 +286,10 @@ dpfl_status dpfl_dataset_load(const char *name, const char *data_dir, uint64_t s
     return registry[i].load(name, dir, seed, train, test, err);
 }
 
-int dpfl_dataset_known(const char *name) { return dpfl_dataset_is_files(name) || find_dataset(name) >= 0; }
+int dpfl_dataset_known(const char *name)
+{
+    return dpfl_dataset_is_files(name) || dpfl_dataset_is_memory(name) || find_dataset(name) >= 0;
+}
 
 /* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:
  * that would itself be a release).  Only the image datasets have them. */

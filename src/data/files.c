@@ -433,7 +433,7 @@ static dpfl_status idx_read(const char *spec, const char *key, const dpfl_file_o
 
 /* train and test from all: each group's rows shuffled by its own stream, the last round(m * frac) to test.
  * Datasets without groups are one group.  Groups carry over. */
-static dpfl_status split(const dpfl_dataset *all, double frac, uint64_t seed, int32_t first, dpfl_dataset *train,
+dpfl_status dpfl__split_sources(const dpfl_dataset *all, double frac, uint64_t seed, int32_t first, dpfl_dataset *train,
                          dpfl_dataset *test, const char *what, dpfl_error *err)
 {
     int32_t G = all->groups > 0 ? all->groups : 1;
@@ -560,7 +560,7 @@ dpfl_status dpfl_dataset_load_files(const char *spec, const dpfl_file_options *o
     if (!s && !separate && !has_test) { /* hold out test_fraction of each source */
         if (o.test_fraction == 0) s = dpfl_fail(err, DPFL_EINVAL, "data.test_fraction: 0 leaves no test set; give "
                                                                    "data.test or a fraction in (0, 1)");
-        else s = split(&all, o.test_fraction, seed, o.first_source, train, test, spec, err);
+        else s = dpfl__split_sources(&all, o.test_fraction, seed, o.first_source, train, test, spec, err);
         dpfl_dataset_free(&all);
     } else if (!s) {
         *train = all;

@@ -31,6 +31,10 @@ dpfl_status dpfl__data_candidates(int shipped, const char *sub, const char *data
                                   int *n, dpfl_error *err);
 void dpfl__data_list(char (*dirs)[DPFL__PATH_MAX], int n, char *out, size_t len);
 
+/* files.c: train and test from all, test_fraction frac of each source (group) held out by a shuffle keyed by seed
+ * and the source's position first + g (data.test_fraction); groups carry over.  Also for a run's arrays (arrays.c). */
+dpfl_status dpfl__split_sources(const dpfl_dataset *all, double frac, uint64_t seed, int32_t first, dpfl_dataset *train,
+                                dpfl_dataset *test, const char *what, dpfl_error *err);
 /* Largest-remainder apportionment of total into k parts proportional to w[0..k) (w >= 0, sum > 0). */
 void dpfl__apportion(int64_t total, const double *w, int32_t k, int64_t *out);
 /* npy.c: the part of an "npy:" spec after the prefix; test filled (*has_test = 1) from an .npz's x_test/y_test. */

@@ -72,13 +72,35 @@ dpfl_status fl_node_data_here(const fl_node *n, int32_t k, const char *who, dpfl
     return DPFL_OK;
 }
 
+/* The caller's arrays (s->train): checked and used in place, or copied where normalization must change them. */
+static dpfl_status load_arrays(run_inputs *in, const run_setup *s, dpfl_error *err)
+{
+    const dpfl_data_config *dc = &in->cfg->data;
+    if (!dpfl_dataset_is_memory(dc->dataset))
+        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names files, but the run was given arrays; set "
+                                           "data.dataset = memory:NAME (config.ini records it)", dc->dataset);
+    if (dc->test[0] || dc->source_rows.n)
+        return dpfl_fail(err, DPFL_EINVAL, "data.%s: the run's data are arrays, not files%s",
+                         dc->test[0] ? "test" : "source_rows", dc->test[0] ? "; give the test set as arrays too" : "");
+    const int standard = dc->normalize == DPFL_NORM_STANDARD;
+    dpfl_status st = dpfl_dataset_from_caller(s->train, s->test, dc->classes, dc->test_fraction, in->seed, standard,
+                                              &in->train, &in->test, &in->borrowed, err);
+    if (!st && standard &&
+        !(st = dpfl_dataset_standardize_values(&in->train, dc->feature_mean.v, dc->feature_mean.n, dc->feature_std.v,
+                                               dc->feature_std.n, err)))
+        st = dpfl_dataset_standardize_values(&in->test, dc->feature_mean.v, dc->feature_mean.n, dc->feature_std.v,
+                                             dc->feature_std.n, err);
+    return st;
+}
+
 /* Data, partition and the initial model (normalization with published constants only). */
 static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings *w, const run_setup *s,
                                     dpfl_error *err)
 {
     const dpfl_config *cfg = in->cfg;
     dpfl_status st;
-    if ((st = dpfl_config_load_data(cfg, in->seed, &in->train, &in->test, err))) return st;
+    if ((st = s->train ? load_arrays(in, s, err) : dpfl_config_load_data(cfg, in->seed, &in->train, &in->test, err)))
+        return st;
     const int32_t nabsent = dpfl_dataset_absent_count(&in->train);
     if (nabsent && !s->absent_ok && !(s->transport && s->transport->clients_hold_data)) {
         char path[DPFL_PATH_MSG] = "?";
@@ -268,6 +290,10 @@ void fl_node_free(fl_node *n)
     dpfl_free(n->in.global);
     dpfl_model_free(&n->in.model);
     dpfl_partition_free(&n->in.part);
+    if (n->in.borrowed) { /* the caller's arrays */
+        memset(&n->in.train, 0, sizeof n->in.train);
+        memset(&n->in.test, 0, sizeof n->in.test);
+    }
     dpfl_dataset_free(&n->in.train);
     dpfl_dataset_free(&n->in.test);
 }

@@ -19,6 +19,7 @@ typedef struct {
     dpfl_sim *sim;
     float *global;
     int rdp_on, cdp_on;
+    int borrowed; /* train and test are views of the caller's arrays (dpfl_run_options.train): never freed */
 } run_inputs;
 
 /* The run state a checkpoint saves besides the model, the ledger and the client states. */

@@ -68,7 +68,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->node.in.cfg;
     const run_setup s = {.cfg = cfg, .dir = c->opt->out_dir, .resume = c->opt->resume, .quiet = c->opt->quiet,
-                         .transport = c->transport, .ckpt_line = &c->io.ckpt_line};
+                         .transport = c->transport, .ckpt_line = &c->io.ckpt_line,
+                         .train = c->opt->train, .test = c->opt->test};
     run_io *io = &c->io;
     const run_acct *a = &c->node.acct;
     dpfl_status st;

@@ -17,6 +17,7 @@ typedef struct {
     int absent_ok;                /* dpfl join, an MPI worker: sources absent here are other clients' */
     const struct dpfl_transport *transport; /* NULL: the in-process threads */
     char **ckpt_line;             /* a resume: the checkpoint's last metrics line (malloc'd) */
+    const dpfl_dataset *train, *test; /* the caller's arrays instead of data.dataset (NULL: none) */
 } run_setup;
 
 /* The run's files. */

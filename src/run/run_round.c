@@ -36,6 +36,20 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_rec
     return DPFL_OK;
 }
 
+/* dpfl_run_options.on_round with round m's figures; its return value */
+static int notify(const run_ctx *c, const dpfl_round_metrics *m, const char *line)
+{
+    const run_inputs *in = &c->node.in;
+    const run_acct *a = &c->node.acct;
+    const dpfl_run_round rr = {
+        .round = m->round, .rounds = in->cfg->fl.rounds, .participants = m->clients, .train_loss = m->train_loss,
+        .test_accuracy = m->test_accuracy, .test_loss = m->test_loss,
+        .record_epsilon = in->rdp_on ? a->report.epsilon : NAN,
+        .client_epsilon = in->cdp_on && a->cprivate ? a->ceps : NAN,
+        .wall_seconds = m->wall_seconds, .metrics_line = line};
+    return c->opt->on_round(c->opt->on_round_ctx, &rr);
+}
+
 dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
 {
     const run_inputs *in = &c->node.in;
@@ -82,7 +96,8 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         free(line);
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->io.dir);
     }
-    free(line);
     if (!c->opt->quiet && isatty(2)) fl_report_progress(in, a, &c->pr.last_eval, &m);
+    if (c->opt->on_round && notify(c, &m, line)) *stop = 1; /* the caller's: after the release, a resumable stop */
+    free(line);
     return DPFL_OK;
 }
