@@ -393,7 +393,7 @@ static cJSON *run_cdp(const char *name, const char *fl, const char *cdp, int qui
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", out);
     assert_int_equal(system(cmd), 0);
-    dpfl_run_options o = {out, quiet, 0, 0};
+    dpfl_run_options o = {.out_dir = out, .quiet = quiet, .resume = 0, .force = 0};
     if (dpfl_run(&cfg, &o, &err) != DPFL_OK) {
         print_error("run %s: %s\n", name, err.msg);
         fail();
@@ -543,7 +543,7 @@ static void adaptive_clipping_rejects_a_quantile_noise_that_leaves_no_update_noi
     assert_int_equal(dpfl_config_load(&cfg, "/tmp/dpfl_test_cdp_adaptive.ini", &err), DPFL_OK);
     unlink("/tmp/dpfl_test_cdp_adaptive.ini");
     assert_int_equal(system("rm -rf /tmp/dpfl_test_cdp_adaptive"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_cdp_adaptive", 1, 0, 0};
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_cdp_adaptive", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_EINVAL);
     if (!strstr(err.msg, "client_dp.quantile_noise")) {
         print_error("error does not name the key: %s\n", err.msg);

@@ -317,7 +317,7 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        dpfl_run_options o = {"/tmp/dpfl_test_runA", 1, 0, 0};
+        dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runA", .quiet = 1, .resume = 0, .force = 0};
         _exit(dpfl_run(&cfg, &o, &err) == DPFL_OK ? 0 : 1);
     }
     struct stat sb;
@@ -327,9 +327,9 @@ static void killed_run_resumes_without_losing_a_charge(void **state)
     int status;
     waitpid(pid, &status, 0);
 
-    dpfl_run_options resume = {"/tmp/dpfl_test_runA", 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = "/tmp/dpfl_test_runA", .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
-    dpfl_run_options clean = {"/tmp/dpfl_test_runB", 1, 0, 0};
+    dpfl_run_options clean = {.out_dir = "/tmp/dpfl_test_runB", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &clean, &err), DPFL_OK);
 
     size_t la, lb;
@@ -403,7 +403,7 @@ static void stop_rule_never_releases_over_budget(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runC"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runC", 1, 0, 0};
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runC", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runC/summary.json");
     assert_non_null(sum);
@@ -442,7 +442,7 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runE"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runE", 1, 0, 0};
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runE", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runE/summary.json");
     assert_non_null(sum);
@@ -484,7 +484,7 @@ static void delta_is_checked_against_the_dataset_size(void **state)
         dpfl_error err;
         assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
         assert_int_equal(system("rm -rf /tmp/dpfl_test_runD"), 0);
-        dpfl_run_options o = {"/tmp/dpfl_test_runD", 1, 0, 0};
+        dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runD", .quiet = 1, .resume = 0, .force = 0};
         dpfl_status st = dpfl_run(&cfg, &o, &err);
         if (i == 0) {
             assert_int_equal(st, DPFL_EINVAL);
@@ -526,7 +526,7 @@ static void replicated_records_are_charged_in_every_client(void **state)
         dpfl_error err;
         assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
         assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
-        dpfl_run_options o = {"/tmp/dpfl_test_runR", 1, 0, 0};
+        dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runR", .quiet = 1, .resume = 0, .force = 0};
         dpfl_status st = dpfl_run(&cfg, &o, &err);
         if (i == 2) {
             assert_int_equal(st, DPFL_EINVAL);
@@ -706,13 +706,13 @@ static void unseeded_resume_keeps_the_partition(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runU"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runU", 1, 0, 0};
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runU", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *s1 = slurp("/tmp/dpfl_test_runU/summary.json");
     const char *p1 = strstr(s1, "\"partition_sha256\"");
     assert_non_null(p1);
     cfg.fl.rounds = 4;
-    dpfl_run_options resume = {"/tmp/dpfl_test_runU", 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = "/tmp/dpfl_test_runU", .quiet = 1, .resume = 1, .force = 0};
     for (int i = 0; i < 2; i++) { /* twice: two fresh root keys */
         assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
         char *s2 = slurp("/tmp/dpfl_test_runU/summary.json");
@@ -750,7 +750,7 @@ static void client_noise_schedule_is_composed(void **state)
     assert_close(dpfl_round_client_noise(&cfg, 3, 2.0), 2.0, 0);
     assert_close(dpfl_round_client_noise(&cfg, 4, 2.0), 1.0, 0);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runS"), 0);
-    dpfl_run_options o = {"/tmp/dpfl_test_runS", 1, 0, 0};
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runS", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runS/summary.json");
     assert_non_null(sum);
@@ -824,14 +824,14 @@ static void keep_state_survives_resume(void **state)
     dpfl_config_defaults(&reset);
     assert_int_equal(dpfl_config_load(&reset, cfgp, &err), DPFL_OK);
 
-    dpfl_run_options straight = {B, 1, 0, 0};
+    dpfl_run_options straight = {.out_dir = B, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&keep, &straight, &err), DPFL_OK);
     keep.fl.rounds = 3;
-    dpfl_run_options first = {A, 1, 0, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&keep, &first, &err), DPFL_OK);
     /* the other mode cannot pick up this checkpoint */
     reset.fl.rounds = 8;
-    dpfl_run_options resume = {A, 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&reset, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "fl.client_state"));
     keep.fl.rounds = 8;
@@ -842,14 +842,14 @@ static void keep_state_survives_resume(void **state)
      * states included */
     assert_true(fixture_checkpoints_match(A, B) > 16 + 88 + 2 * 20 * 8 + 2 * 2 * 20 * 8); /* holds client states */
     /* the same run with reset ends elsewhere: the states matter */
-    dpfl_run_options r8 = {C, 1, 0, 0};
+    dpfl_run_options r8 = {.out_dir = C, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&reset, &r8, &err), DPFL_OK);
     models_equal(B, C, 0);
 
     /* a checkpoint of an older format (2 and 1 copied structs byte for byte, padding included) is refused with a
      * clear error, and left as it was */
     reset.fl.rounds = 3;
-    dpfl_run_options r3 = {D, 1, 0, 0};
+    dpfl_run_options r3 = {.out_dir = D, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
@@ -859,7 +859,7 @@ static void keep_state_survives_resume(void **state)
                      DPFL_OK);
     free(payload);
     reset.fl.rounds = 8;
-    dpfl_run_options resumeD = {D, 1, 1, 0};
+    dpfl_run_options resumeD = {.out_dir = D, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&reset, &resumeD, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "format 2"));
     assert_non_null(strstr(err.msg, "older dpfl"));

@@ -331,7 +331,7 @@ static void run_folder_is_never_reused_silently(void **state)
     c.fl.local_steps = 1;
     c.run.eval_every = 1;
     dpfl_error err;
-    dpfl_run_options o = {dir, 1, 0, 0};
+    dpfl_run_options o = {.out_dir = dir, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&c, &o, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "--force"));
     assert_int_not_equal(access("/tmp/dpfl_test_runfolder/config.ini", F_OK), 0); /* nothing written */

@@ -242,16 +242,16 @@ static void helper_models_resume_bit_identically(void **state)
     dpfl_error err;
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
-    dpfl_run_options straight = {B, 1, 0, 0};
+    dpfl_run_options straight = {.out_dir = B, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &straight, &err), DPFL_OK);
     cfg.fl.rounds = 2;
-    dpfl_run_options first = {A, 1, 0, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     /* a config without helper models cannot take this checkpoint */
     dpfl_config none = cfg;
     none.fl.personalization = DPFL_PERSONAL_NONE;
     none.fl.rounds = 5;
-    dpfl_run_options resume = {A, 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&none, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "fl.personalization"));
     cfg.fl.rounds = 5;

@@ -158,15 +158,15 @@ static void transforms_resume_bit_identically(void **state)
     int st = dpfl_config_load(&cfg, cfgp, &err);
     if (st) print_error("%s\n", err.msg);
     assert_int_equal(st, DPFL_OK);
-    dpfl_run_options straight = {"/tmp/dpfl_test_pflB", 1, 0, 0};
+    dpfl_run_options straight = {.out_dir = "/tmp/dpfl_test_pflB", .quiet = 1, .resume = 0, .force = 0};
     st = dpfl_run(&cfg, &straight, &err);
     if (st) print_error("%s\n", err.msg);
     assert_int_equal(st, DPFL_OK);
     cfg.fl.rounds = 2;
-    dpfl_run_options first = {"/tmp/dpfl_test_pflA", 1, 0, 0};
+    dpfl_run_options first = {.out_dir = "/tmp/dpfl_test_pflA", .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     cfg.fl.rounds = 4;
-    dpfl_run_options resume = {"/tmp/dpfl_test_pflA", 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = "/tmp/dpfl_test_pflA", .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
     fixture_checkpoints_match("/tmp/dpfl_test_pflA", "/tmp/dpfl_test_pflB");
     char *ma, *mb;

@@ -98,7 +98,7 @@ static void train(const char *name, const char *ini)
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
     dpfl_error err;
-    dpfl_run_options o = {out, 1, 0, 0};
+    dpfl_run_options o = {.out_dir = out, .quiet = 1, .resume = 0, .force = 0};
     if (dpfl_config_load(&cfg, cfgpath, &err) || dpfl_run(&cfg, &o, &err)) {
         print_error("run %s: %s\n", name, err.msg);
         fail();
@@ -128,7 +128,7 @@ static int make_runs(void **state)
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
     dpfl_error err;
-    dpfl_run_options o = {out, 1, 0, 0};
+    dpfl_run_options o = {.out_dir = out, .quiet = 1, .resume = 0, .force = 0};
     if (dpfl_config_load(&cfg, "examples/rpdp_heart.ini", &err) || dpfl_config_set(&cfg, "fl.rounds=3", &err) ||
         dpfl_config_set(&cfg, "run.eval_every=1", &err) || dpfl_run(&cfg, &o, &err)) {
         fprintf(stderr, "rpdp run: %s\n", err.msg);

@@ -197,7 +197,7 @@ static void records_opt_out_before_their_budget_is_passed(void **state)
     dpfl_error err;
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
-    dpfl_run_options first = {A, 1, 0, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     cJSON *s = summary_of(A);
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets");
@@ -206,7 +206,7 @@ static void records_opt_out_before_their_budget_is_passed(void **state)
     const double z = num(rb, "noise");
     cJSON_Delete(s);
     cfg.fl.rounds = 9;
-    dpfl_run_options resume = {A, 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
     s = summary_of(A);
     rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets");
@@ -253,10 +253,10 @@ static void budget_ledger_resumes_bit_identically(void **state)
     dpfl_error err;
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
-    dpfl_run_options straight = {B, 1, 0, 0};
+    dpfl_run_options straight = {.out_dir = B, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &straight, &err), DPFL_OK);
     cfg.fl.rounds = 2;
-    dpfl_run_options first = {A, 1, 0, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     /* a config without budgets cannot take this checkpoint */
     dpfl_config none;
@@ -265,7 +265,7 @@ static void budget_ledger_resumes_bit_identically(void **state)
     assert_int_equal(dpfl_config_load(&none, cfgp, &err), DPFL_OK);
     none.record_dp.budgets = DPFL_BUDGETS_NONE;
     none.record_dp.noise = 1.0;
-    dpfl_run_options resume = {A, 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&none, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "per-record budgets"));
     cfg.fl.rounds = 5;
@@ -293,7 +293,7 @@ static void expect_error(const char *extra, const char *want)
     dpfl_config_defaults(&cfg);
     dpfl_status st = dpfl_config_load(&cfg, cfgp, &err);
     if (!st) {
-        dpfl_run_options o = {"/tmp/dpfl_test_rpdpE", 1, 0, 1};
+        dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_rpdpE", .quiet = 1, .resume = 0, .force = 1};
         st = dpfl_run(&cfg, &o, &err);
     }
     assert_int_not_equal(st, DPFL_OK);
@@ -430,7 +430,7 @@ static void filter_runs_within_budgets_and_resumes(void **state)
     dpfl_error err;
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
-    dpfl_run_options straight = {B, 1, 0, 0};
+    dpfl_run_options straight = {.out_dir = B, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &straight, &err), DPFL_OK);
     cJSON *s = summary_of(B);
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets");
@@ -447,12 +447,12 @@ static void filter_runs_within_budgets_and_resumes(void **state)
     assert_true(num(s, "epsilon") <= 2.0);
     cJSON_Delete(s);
     cfg.fl.rounds = 2;
-    dpfl_run_options first = {A, 1, 0, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     /* the rates' checkpoint cannot continue as a filter run, nor the reverse */
     dpfl_config other = cfg;
     other.record_dp.budget_policy = DPFL_POLICY_RPDP;
-    dpfl_run_options resume = {A, 1, 1, 0};
+    dpfl_run_options resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&other, &resume, &err), DPFL_EFORMAT);
     assert_non_null(strstr(err.msg, "budget_policy"));
     cfg.fl.rounds = 4;
@@ -604,7 +604,7 @@ static void training_samples_each_record_at_its_rate(void **state)
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     cfg.fl.client_rate = 1.0; /* every client in every round */
-    dpfl_run_options o = {A, 1, 0, 0};
+    dpfl_run_options o = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     cJSON *s = summary_of(A);
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets"), *lv;
@@ -681,7 +681,7 @@ static void headline_epsilon_is_the_largest_active_levels(void **state)
     dpfl_error err;
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
-    dpfl_run_options o = {A, 1, 0, 0};
+    dpfl_run_options o = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     cJSON *s = summary_of(A);
     const cJSON *rb = cJSON_GetObjectItemCaseSensitive(s, "record_budgets"), *lv;
@@ -751,7 +751,7 @@ static void rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero(v
     dpfl_config_defaults(&cfg);
     assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
     cfg.fl.client_rate = 1.0; /* every client in every round: the examples count the sampled records */
-    dpfl_run_options first = {A, 1, 0, 0}, resume = {A, 1, 1, 0};
+    dpfl_run_options first = {.out_dir = A, .quiet = 1, .resume = 0, .force = 0}, resume = {.out_dir = A, .quiet = 1, .resume = 1, .force = 0};
     assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
     cJSON *s3 = summary_of(A);
     cfg.fl.rounds = 9;

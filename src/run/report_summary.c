@@ -375,6 +375,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddNumberToObject(sum, "rounds", a->ledger.rounds);
     cJSON_AddNumberToObject(sum, "rounds_planned", in->cfg->fl.rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
+    cJSON_AddBoolToObject(sum, "interrupted", c->pr.interrupted); /* resumable: dpfl train --resume */
     summary_not_private(in, a, &c->pr, c->io.dir, sum);
     if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
@@ -391,9 +392,11 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
     char acc[64];
     if (isfinite(pr->last_eval.test_accuracy)) snprintf(acc, sizeof acc, "test accuracy %.4f", pr->last_eval.test_accuracy);
     else snprintf(acc, sizeof acc, "no test data here"); /* a deployment's server without the sites' files */
-    fprintf(stderr, "dpfl: %d rounds%s, %s, %.1f s; run written to %s\n", a->ledger.rounds,
-            pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
-            pr->wall0 + (dpfl_now() - pr->t_start), dir);
+    char done[96];
+    if (pr->interrupted) snprintf(done, sizeof done, "interrupted after round %d of %d", a->ledger.rounds, cfg->fl.rounds);
+    else snprintf(done, sizeof done, "%d round%s%s", a->ledger.rounds, a->ledger.rounds == 1 ? "" : "s",
+                  pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "");
+    fprintf(stderr, "dpfl: %s, %s, %.1f s; run written to %s\n", done, acc, pr->wall0 + (dpfl_now() - pr->t_start), dir);
     /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
     const char *seedcaveat = cfg->run.seed.given ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
                                             "not for deployment)"

@@ -106,6 +106,17 @@ void fl_run_free(run_ctx *c)
     fl_node_free(&c->node);
 }
 
+/* An interrupted run resumes from its checkpoint: one released round has written it; a new run stopped before its
+ * first round writes the set-up's (round 0: the initial model, an empty ledger, the noise). */
+static dpfl_status interrupted_checkpoint(const run_ctx *c, dpfl_error *err)
+{
+    const run_inputs *in = &c->node.in;
+    const run_acct *a = &c->node.acct;
+    if (a->ledger.rounds > 0 || c->opt->resume) return DPFL_OK;
+    return fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
+                              a->rpdp.on ? &a->rpdp : NULL, "", err);
+}
+
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err)
 {
     return fl_run(cfg, opt, NULL, err);
@@ -134,9 +145,14 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
     if (!(st = fl_run_setup(c, err))) {
         int stop = 0;
         for (int32_t r = c->node.acct.ledger.rounds + 1; r <= cfg->fl.rounds && !stop && !st; r++) {
+            if (opt->stop && *opt->stop) { /* asked to stop: the rounds released so far are the run */
+                c->pr.interrupted = 1;
+                break;
+            }
             st = fl_run_round(c, r, &stop, err);
         }
         if (!opt->quiet && isatty(2)) fputc('\n', stderr);
+        if (!st && c->pr.interrupted) st = interrupted_checkpoint(c, err);
         if (!st) st = fl_report_summary(c, err);
         if (!st && !opt->quiet) fl_report_final_lines(in, &c->node.acct, &c->pr, opt->out_dir);
     }

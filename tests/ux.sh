@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# What a new user trips on (issue 37, round 2): a failed calibration or check leaves no run folder (and an
+# existing one untouched); Ctrl-C / SIGTERM during dpfl train leaves an interrupted run that report, eval and
+# --resume work on, bit-identically; --resume --set fl.rounds extends a finished run; the set-up's warnings are
+# said once, where they matter.  Run by `make test`; BUILD (default build) is the build folder.
+set -u
+cd "$(dirname "$0")/.."
+. tests/shtest.sh
+dpfl=$PWD/${BUILD:-build}/dpfl
+export DPFL_DATA=${DPFL_DATA:-$PWD/data}
+tmp=$(mktemp -d /tmp/dpfl-ux-sh-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+top() { sed -n "s/^\t\"$1\":\t\([-+0-9.eEtruefals]*\).*/\1/p" "$2"; } # top KEY FILE: a top-level value of summary.json
+nowall() { sed 's/"wall[a-z_]*":[-+0-9.eE]*,\{0,1\}//g' "$1"; } # a jsonl file without its timing fields
+
+t_begin "a failed calibration or check creates nothing; a re-run then works"
+bad="--set record_dp.delta=1e-6 --set record_dp.target_epsilon=1e-6" # no noise multiplier up to 1e7 reaches it
+"$dpfl" train examples/own_csv.ini $bad --out "$tmp/X" --quiet >"$tmp/log" 2>&1 && t_fail "an unreachable target trained"
+grep -q "no noise multiplier up to 1e7 reaches epsilon 1e-06" "$tmp/log" || t_fail "calibration: $(cat "$tmp/log")"
+[ ! -e "$tmp/X" ] || t_fail "the failed calibration left $tmp/X: $(ls "$tmp/X")"
+"$dpfl" train examples/own_csv.ini --set record_dp.delta=0.5 --out "$tmp/X" --quiet >"$tmp/log" 2>&1 &&
+  t_fail "delta = 0.5 trained"
+grep -q "record_dp.delta: 0.5 is not below 1/n" "$tmp/log" || t_fail "delta check: $(cat "$tmp/log")"
+[ ! -e "$tmp/X" ] || t_fail "the refused delta left $tmp/X"
+"$dpfl" train examples/own_csv.ini --set fl.rounds=2 --out "$tmp/X" --quiet >"$tmp/log" 2>&1 ||
+  t_fail "the re-run with a reachable target: $(cat "$tmp/log")"
+[ "$(top rounds "$tmp/X/summary.json")" = 2 ] || t_fail "the re-run did not train 2 rounds"
+# --force over an existing run: a failed calibration leaves that run as it was
+(cd "$tmp/X" && md5sum ./*) > "$tmp/before"
+"$dpfl" train examples/own_csv.ini $bad --out "$tmp/X" --force --quiet >"$tmp/log" 2>&1 && t_fail "--force: trained"
+(cd "$tmp/X" && md5sum ./*) | cmp -s - "$tmp/before" || t_fail "--force and a failed calibration changed the old run"
+"$dpfl" train --resume "$tmp/X" --quiet >"$tmp/log" 2>&1 || t_fail "--resume of the old run: $(cat "$tmp/log")"
+t_end
+
+# Interrupted runs: MNIST logistic regression with DP-SGD, 100 short rounds (about 5 s on 2 cores)
+if [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte" ] || [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte.gz" ]; then
+  cat > "$tmp/int.ini" <<'EOF'
+[data]
+dataset = mnist
+partition = iid
+clients = 10
+
+[model]
+arch = logreg
+
+[fl]
+rounds = 100
+sampling = all
+local_steps = 10
+batch = 32
+lr = 0.1
+
+[record_dp]
+enabled = yes
+clip = 1
+noise = 1
+delta = 1e-6
+
+[run]
+seed = 3
+threads = 2
+eval_every = 10
+EOF
+  "$dpfl" train "$tmp/int.ini" --out "$tmp/full" --quiet >"$tmp/log" 2>&1 || t_fail "the uninterrupted run: $(cat "$tmp/log")"
+
+  t_begin "Ctrl-C after the first round: one line on how to resume, an interrupted run that resumes bit-identically"
+  "$dpfl" train "$tmp/int.ini" --out "$tmp/int" >"$tmp/int.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do [ -e "$tmp/int/checkpoint.bin" ] && break; sleep 0.05; done
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 130 ] || t_fail "exit status $rc after SIGINT (not 130): $(cat "$tmp/int.log")"
+  [ "$(grep -c "continue with: dpfl train --resume $tmp/int\$" "$tmp/int.log")" = 1 ] ||
+    t_fail "no single line on how to resume: $(cat "$tmp/int.log")"
+  grep -q "interrupted after round [1-9][0-9]* of 100" "$tmp/int.log" || t_fail "final line: $(cat "$tmp/int.log")"
+  [ "$(top interrupted "$tmp/int/summary.json")" = true ] || t_fail "summary.json is not marked interrupted"
+  r=$(top rounds "$tmp/int/summary.json")
+  t_lt "$r" 100 && t_le 1 "$r" || t_fail "the interrupted run has $r rounds"
+  [ "$(wc -l < "$tmp/int/metrics.jsonl")" = "$r" ] || t_fail "metrics.jsonl has not $r lines"
+  ev=$("$dpfl" eval "$tmp/int" --json 2>&1) || t_fail "dpfl eval of the interrupted run: $ev"
+  acc=$(json_num test_accuracy <<<"$ev")
+  t_close "$acc" "$(top test_accuracy "$tmp/int/summary.json")" 1e-9 || t_fail "eval $acc, summary.json's differs"
+  "$dpfl" train --resume "$tmp/int" --quiet >"$tmp/log" 2>&1 || t_fail "--resume: $(cat "$tmp/log")"
+  cmp -s "$tmp/int/model.bin" "$tmp/full/model.bin" || t_fail "the resumed model.bin differs from the uninterrupted run's"
+  cmp -s <(nowall "$tmp/int/metrics.jsonl") <(nowall "$tmp/full/metrics.jsonl") || t_fail "metrics.jsonl differs"
+  [ "$(top interrupted "$tmp/int/summary.json")" = false ] || t_fail "the finished run is still marked interrupted"
+  [ "$(top rounds "$tmp/int/summary.json")" = 100 ] || t_fail "the resumed run did not finish"
+  t_end
+
+  t_begin "SIGTERM during the set-up or the first round: exit status 143, and the run resumes bit-identically"
+  "$dpfl" train "$tmp/int.ini" --out "$tmp/term" --quiet >"$tmp/term.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do [ -e "$tmp/term/config.ini" ] && break; sleep 0.01; done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 143 ] || t_fail "exit status $rc after SIGTERM (not 143): $(cat "$tmp/term.log")"
+  [ "$(top interrupted "$tmp/term/summary.json")" = true ] || t_fail "summary.json is not marked interrupted"
+  [ -s "$tmp/term/checkpoint.bin" ] && [ -s "$tmp/term/model.bin" ] || t_fail "no checkpoint.bin or model.bin"
+  "$dpfl" train --resume "$tmp/term" --quiet >"$tmp/log" 2>&1 || t_fail "--resume: $(cat "$tmp/log")"
+  cmp -s "$tmp/term/model.bin" "$tmp/full/model.bin" || t_fail "the resumed model.bin differs from the uninterrupted run's"
+  t_end
+else
+  echo "interrupted-run checks: SKIPPED: no MNIST in $DPFL_DATA/cache/mnist (dpfl data fetch)"
+fi
+t_summary
