@@ -32,6 +32,44 @@ grep -q "record_dp.delta: 0.5 is not below 1/n" "$tmp/log" || t_fail "delta chec
 "$dpfl" train --resume "$tmp/X" --quiet >"$tmp/log" 2>&1 || t_fail "--resume of the old run: $(cat "$tmp/log")"
 t_end
 
+t_begin "--resume --set fl.rounds=N: more rounds extend a finished run bit-identically; fewer, or past a calibration, are refused"
+cfg="--unset record_dp.target_epsilon --set record_dp.noise=1.5" # own_csv.ini with the noise given
+"$dpfl" train examples/own_csv.ini $cfg --set fl.rounds=4 --out "$tmp/r4" --quiet >"$tmp/log" 2>&1 || t_fail "4 rounds: $(cat "$tmp/log")"
+"$dpfl" train examples/own_csv.ini $cfg --set fl.rounds=9 --out "$tmp/r9" --quiet >"$tmp/log" 2>&1 || t_fail "9 rounds: $(cat "$tmp/log")"
+cp "$tmp/r4/config.ini" "$tmp/r4.ini"
+out=$("$dpfl" train --resume "$tmp/r4" --set fl.rounds=3 2>&1) && t_fail "fewer rounds than released: accepted"
+[ "$(wc -l <<<"$out")" = 1 ] && grep -q "fl.rounds = 3 is below the 4 rounds the run has released" <<<"$out" ||
+  t_fail "fewer rounds: $out"
+cmp -s "$tmp/r4/config.ini" "$tmp/r4.ini" || t_fail "the refused resume rewrote config.ini"
+out=$("$dpfl" train --resume "$tmp/r4" 2>&1) || t_fail "resume of a finished run: $out"
+grep -q "has released all its 4 rounds: nothing to train" <<<"$out" || t_fail "no note: $out"
+"$dpfl" train --resume "$tmp/r4" --set fl.rounds=9 --quiet >"$tmp/log" 2>&1 || t_fail "extend to 9: $(cat "$tmp/log")"
+[ "$(top rounds "$tmp/r4/summary.json")" = 9 ] || t_fail "the extended run has not 9 rounds"
+cmp -s "$tmp/r4/model.bin" "$tmp/r9/model.bin" || t_fail "the extended model.bin differs from a 9-round run's"
+[ "$(top epsilon "$tmp/r4/summary.json")" = "$(top epsilon "$tmp/r9/summary.json")" ] || t_fail "epsilon differs"
+# the metrics lines equal a 9-round run's but for the evaluation of the old last round (4, not a multiple of 5)
+cmp -s <(nowall "$tmp/r4/metrics.jsonl" | sed '4s/"test_accuracy":[^,]*,"test_loss":[^,]*,//') \
+       <(nowall "$tmp/r9/metrics.jsonl" | sed '4s/"test_accuracy":[^,]*,"test_loss":[^,]*,//') || t_fail "metrics.jsonl differs"
+# own_csv.ini calibrates its noise for its 20 rounds: more would pass record_dp.target_epsilon
+"$dpfl" train examples/own_csv.ini --set fl.rounds=3 --out "$tmp/cal" --quiet >"$tmp/log" 2>&1 || t_fail "calibrated: $(cat "$tmp/log")"
+out=$("$dpfl" train --resume "$tmp/cal" --set fl.rounds=5 2>&1) && t_fail "extending a calibrated run: accepted"
+[ "$(wc -l <<<"$out")" = 1 ] && grep -q "calibrated so that its 3 rounds fit record_dp.target_epsilon = 2" <<<"$out" ||
+  t_fail "calibrated: $out"
+t_end
+
+t_begin "each thing said once: delta just below 1/n is not warned about, the seed caveat once, '1 round'"
+"$dpfl" train examples/own_csv.ini --set fl.rounds=1 --out "$tmp/one" >"$tmp/log" 2>&1 || t_fail "$(cat "$tmp/log")"
+grep -q "warning" "$tmp/log" && t_fail "own_csv.ini (delta = 1e-3 = 0.66 / n) warns: $(cat "$tmp/log")"
+grep -q "^dpfl: 1 round, " "$tmp/log" || t_fail "not '1 round': $(cat "$tmp/log")"
+[ "$(grep -c "only if the seed is secret" "$tmp/log")" = 1 ] || t_fail "the seed caveat not once: $(cat "$tmp/log")"
+"$dpfl" train examples/own_csv.ini --set fl.rounds=1 --set record_dp.delta=0.01 --set run.allow_large_delta=yes \
+  --out "$tmp/large" >"$tmp/log" 2>&1 || t_fail "$(cat "$tmp/log")"
+[ "$(grep -c "warning: record_dp.delta = 0.01 is not below 1/n" "$tmp/log")" = 1 ] || t_fail "large delta: $(cat "$tmp/log")"
+grep -q '"warnings"' "$tmp/large/summary.json" || t_fail "the large delta's warning is not in summary.json"
+"$dpfl" train examples/own_csv.ini --set fl.rounds=1 --unset record_dp --out "$tmp/np" >"$tmp/log" 2>&1 || t_fail "$(cat "$tmp/log")"
+grep -q "secret" "$tmp/log" "$tmp/np/summary.json" && t_fail "a run without DP has the seed caveat"
+t_end
+
 # Interrupted runs: MNIST logistic regression with DP-SGD, 100 short rounds (about 5 s on 2 cores)
 if [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte" ] || [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte.gz" ]; then
   cat > "$tmp/int.ini" <<'EOF'
@@ -64,8 +102,10 @@ EOF
   "$dpfl" train "$tmp/int.ini" --out "$tmp/full" --quiet >"$tmp/log" 2>&1 || t_fail "the uninterrupted run: $(cat "$tmp/log")"
 
   t_begin "Ctrl-C after the first round: one line on how to resume, an interrupted run that resumes bit-identically"
+  set -m # job control: the background job gets SIGINT (without it, bash starts it with SIGINT ignored)
   "$dpfl" train "$tmp/int.ini" --out "$tmp/int" >"$tmp/int.log" 2>&1 &
   pid=$!
+  set +m
   for _ in $(seq 1 600); do [ -e "$tmp/int/checkpoint.bin" ] && break; sleep 0.05; done
   kill -INT "$pid"
   wait "$pid"

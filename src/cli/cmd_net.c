@@ -61,6 +61,7 @@ static int serve(const char *config_path, const char *resume, const cli_strings 
     if (!config_path) return cli_usage_error("serve", "missing CONFIG.ini");
     dpfl_config cfg;
     int rc = cli_config_read(&cfg, config_path, NULL, sets, resume != NULL);
+    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
     if (rc) return rc;
     dpfl_error err;
     char outbuf[512];

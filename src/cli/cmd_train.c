@@ -30,7 +30,8 @@ int cli_mpi_size(void)
 
 /* Ctrl-C / SIGTERM: the first asks the run to stop after the round in progress (the library then writes the
  * interrupted run's summary.json and model.bin; its checkpoint is the last round's) and says how to continue; the
- * handler is reset, so a second one ends the process at once (the checkpoint of the last round stays valid). */
+ * handler is reset, so a second one ends the process at once (the checkpoint of the last round stays valid).  A
+ * signal the process started with ignored is left ignored. */
 static volatile sig_atomic_t stop_flag, stop_signal;
 static char stop_line[1200];
 static size_t stop_len;
@@ -53,8 +54,13 @@ static void catch_stop_signals(const char *dir)
     sa.sa_handler = on_stop_signal;
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction old;
+        /* a signal ignored when dpfl started stays ignored (nohup; a shell's background job without job control) */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 /* the training of the config at config_path (or of the run directory resume) with the --set values over it */
@@ -74,6 +80,7 @@ static int train(const char *config_path, const char *resume, const cli_strings 
     if (!config_path) return cli_usage_error("train", "missing CONFIG.ini");
     dpfl_config cfg;
     int rc = cli_config_read(&cfg, config_path, unsets, sets, resume != NULL);
+    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
     if (rc) return rc;
     dpfl_error err;
     char outbuf[512];

@@ -74,6 +74,14 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     dpfl_status st;
     io->dir = c->opt->out_dir;
     if ((st = claim_run_dir(c->opt, 0, err)) || (st = fl_setup_node(&c->node, &s, err))) return st;
+    if (c->opt->resume && cfg->fl.rounds < a->ledger.rounds) /* before config.ini is rewritten */
+        return dpfl_fail(err, DPFL_EINVAL, "resume (%s): fl.rounds = %d is below the %d rounds the run has released, "
+                         "which a resume cannot take back; give fl.rounds > %d to extend the run", io->dir,
+                         (int)cfg->fl.rounds, (int)a->ledger.rounds, (int)a->ledger.rounds);
+    if (c->opt->resume && cfg->fl.rounds == a->ledger.rounds && !c->opt->quiet)
+        fprintf(stderr, "dpfl: note: %s has released all its %d round%s: nothing to train (--set fl.rounds=N with N > "
+                "%d extends it)\n", io->dir, (int)a->ledger.rounds, a->ledger.rounds == 1 ? "" : "s",
+                (int)a->ledger.rounds);
     c->pr.wall0 = a->rs.wall; /* a resume: the sessions before this one (0 for a new run) */
     if (!(io->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     dpfl_sha256_hex(io->ini, strlen(io->ini), io->sha);
