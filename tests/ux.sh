@@ -70,6 +70,22 @@ grep -q '"warnings"' "$tmp/large/summary.json" || t_fail "the large delta's warn
 grep -q "secret" "$tmp/log" "$tmp/np/summary.json" && t_fail "a run without DP has the seed caveat"
 t_end
 
+if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
+  t_begin "mpirun: the log and summary.json say how many ranks took part"
+  printf '[data]\ndataset = synthetic\nclients = 12\n[model]\narch = mlp:20-16-10\n[fl]\nrounds = 2\nsampling = all\nlocal_steps = 3\nbatch = 8\n[run]\nseed = 7\nthreads = 1\n' > "$tmp/mpi.ini"
+  MPIRUN=(mpirun --oversubscribe -np 3)
+  [ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 3)
+  "${MPIRUN[@]}" "$dpfl" train "$tmp/mpi.ini" --out "$tmp/mpi" >"$tmp/log" 2>&1 || t_fail "mpirun: $(cat "$tmp/log")"
+  grep -q "^dpfl: mpirun, 3 ranks: rank 0 the server, 2 worker ranks training the clients$" "$tmp/log" ||
+    t_fail "the log does not say 3 ranks: $(cat "$tmp/log")"
+  grep -q '"transport":[[:space:]]*"mpirun, 3 ranks' "$tmp/mpi/summary.json" 2>/dev/null || t_fail "summary.json: no ranks"
+  "$dpfl" train "$tmp/mpi.ini" --out "$tmp/nompi" --quiet >"$tmp/log" 2>&1 || t_fail "one process: $(cat "$tmp/log")"
+  grep -q '"transport"' "$tmp/nompi/summary.json" && t_fail "a one-process run names a transport"
+  t_end
+else
+  echo "mpirun checks: SKIPPED: no mpirun or OpenMPI headers"
+fi
+
 # Interrupted runs: MNIST logistic regression with DP-SGD, 100 short rounds (about 5 s on 2 cores)
 if [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte" ] || [ -e "$DPFL_DATA/cache/mnist/train-images-idx3-ubyte.gz" ]; then
   cat > "$tmp/int.ini" <<'EOF'

@@ -67,6 +67,7 @@ static const char *const MEANING[][2] = {
     {"model", "model"},
     {"parameters", "model parameters"},
     {"clients", "clients in the federation"},
+    {"transport", "how the clients were reached in this session (mpirun: the ranks that took part)"},
     {"started_at", "when this session started (a resume starts a new one)"},
     {"dpfl_version", "the dpfl that wrote the run"},
     /* federated_fdp */

@@ -2,6 +2,8 @@
  * the values no epsilon covers) and the final lines on the terminal. */
 #include "run_internal.h"
 
+#include "dpfl/transport.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -384,6 +386,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
+    if (c->transport && c->transport->about) cJSON_AddStringToObject(sum, "transport", c->transport->about);
     snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
     return write_json(path, sum, err);
 }
