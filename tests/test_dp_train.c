@@ -464,14 +464,14 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
 }
 
 /* delta >= 1/n promises nothing (publish one record at random: (0, 1/n)-DP) and the accountant answered
- * epsilon = 0 for record_dp.delta = 0.5.  Refused, naming the key, unless [run] allow_large_delta = yes, and then
+ * epsilon = 0 for record_dp.delta = 0.5.  Refused (here 1.5 / n), naming the key, unless [run] allow_large_delta = yes, and then
  * run with a warning kept in summary.json; a delta below 1/n (the customary 1e-5 on MNIST is 0.6 / n) is not warned
  * about. */
 static void delta_is_checked_against_the_dataset_size(void **state)
 {
     (void)state;
     const char *cfgp = "/tmp/dpfl_test_delta.ini";
-    const char *deltas[3] = {"0.5", "9e-5", "1e-6"}; /* n = 10,000 records: 1/n = 1e-4 */
+    const char *deltas[3] = {"1.5e-4", "9e-5", "1e-6"}; /* n = 10,000 records: 1/n = 1e-4 */
     for (int i = 0; i < 4; i++) {
         FILE *f = fopen(cfgp, "w");
         assert_non_null(f);
@@ -497,7 +497,7 @@ static void delta_is_checked_against_the_dataset_size(void **state)
         char *sum = slurp("/tmp/dpfl_test_runD/summary.json");
         assert_non_null(sum);
         const int warned = strstr(sum, "\"warnings\"") != NULL;
-        assert_int_equal(warned, i == 3); /* 0.5 when allowed warns; 9e-5 (just below 1/n) and 1e-6 do not */
+        assert_int_equal(warned, i == 3); /* 1.5e-4 when allowed warns; 9e-5 (just below 1/n) and 1e-6 do not */
         if (i < 3) assert_true(json_number(sum, "epsilon") > 0);
         free(sum);
     }
