@@ -15,9 +15,13 @@ nowall() { sed 's/"wall[a-z_]*":[-+0-9.eE]*,\{0,1\}//g' "$1"; } # a jsonl file w
 
 t_begin "a failed calibration or check creates nothing; a re-run then works"
 bad="--set record_dp.delta=1e-6 --set record_dp.target_epsilon=1e-6" # no noise multiplier up to 1e7 reaches it
-"$dpfl" train examples/own_csv.ini $bad --out "$tmp/X" --quiet >"$tmp/log" 2>&1 && t_fail "an unreachable target trained"
+"$dpfl" train examples/own_csv.ini $bad -o "$tmp/X" --quiet >"$tmp/log" 2>&1 && t_fail "an unreachable target trained"
 grep -q "no noise multiplier up to 1e7 reaches epsilon 1e-06" "$tmp/log" || t_fail "calibration: $(cat "$tmp/log")"
 [ ! -e "$tmp/X" ] || t_fail "the failed calibration left $tmp/X: $(ls "$tmp/X")"
+"$dpfl" train examples/demo.ini -o "$tmp/X" --set record_dp.target_epsilon=1e-6 >"$tmp/log" 2>&1 &&
+  t_fail "a target_epsilon without record_dp.enabled trained"
+grep -q "record_dp.target_epsilon is set but record_dp.enabled = no" "$tmp/log" || t_fail "demo: $(cat "$tmp/log")"
+[ ! -e "$tmp/X" ] || t_fail "the refused config left $tmp/X"
 "$dpfl" train examples/own_csv.ini --set record_dp.delta=0.5 --out "$tmp/X" --quiet >"$tmp/log" 2>&1 &&
   t_fail "delta = 0.5 trained"
 grep -q "record_dp.delta: 0.5 is not below 1/n" "$tmp/log" || t_fail "delta check: $(cat "$tmp/log")"
@@ -137,6 +141,13 @@ EOF
   ev=$("$dpfl" eval "$tmp/int" --json 2>&1) || t_fail "dpfl eval of the interrupted run: $ev"
   acc=$(json_num test_accuracy <<<"$ev")
   t_close "$acc" "$(top test_accuracy "$tmp/int/summary.json")" 1e-9 || t_fail "eval $acc, summary.json's differs"
+  "$dpfl" export "$tmp/int" -o "$tmp/int.npz" >"$tmp/log" 2>&1 && [ -s "$tmp/int.npz" ] ||
+    t_fail "dpfl export of the interrupted run: $(cat "$tmp/log")"
+  if command -v "${DPFL_GNUPLOT:-gnuplot}" >/dev/null 2>&1; then
+    "$dpfl" report "$tmp/int" -o "$tmp/int.html" >"$tmp/log" 2>&1 || t_fail "dpfl report: $(cat "$tmp/log")"
+    grep -q "(interrupted: <code>dpfl train --resume</code> continues it)" "$tmp/int.html" ||
+      t_fail "the report does not say interrupted"
+  fi
   "$dpfl" train --resume "$tmp/int" --quiet >"$tmp/log" 2>&1 || t_fail "--resume: $(cat "$tmp/log")"
   cmp -s "$tmp/int/model.bin" "$tmp/full/model.bin" || t_fail "the resumed model.bin differs from the uninterrupted run's"
   cmp -s <(nowall "$tmp/int/metrics.jsonl") <(nowall "$tmp/full/metrics.jsonl") || t_fail "metrics.jsonl differs"

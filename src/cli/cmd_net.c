@@ -98,7 +98,7 @@ int cli_serve(int argc, char **argv)
                  "named client<K> may act as client K only; other keys are rejected and logged"},
         {.name = "--set", .type = CLI_STRINGS, .out = &sets, .value = "section.key=value",
          .help = "override a key of the config (any number of times)"},
-        {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
+        {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "DIR",
          .help = "the run directory (default runs/<config name>)"},
         {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
          .help = "continue the run in RUN_DIR from its last checkpoint, with its own config"},

@@ -113,7 +113,7 @@ int cli_train(int argc, char **argv)
         {.name = "--unset", .type = CLI_STRINGS, .out = &unsets, .value = "section.key",
          .help = "put a key of the config back to its default, as if the file did not set it\n"
                  "(\"section\" alone: all its keys); applied after the file, before any --set"},
-        {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
+        {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "DIR",
          .help = "the run directory (default runs/<config name>)"},
         {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
          .help = "continue the run in RUN_DIR from its last checkpoint, with its own config"},
