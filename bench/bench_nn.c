@@ -17,9 +17,11 @@
  * gradient-and-update call, so the cost of the noise is visible separately.  peak_rss_mb is the process's peak
  * resident memory when the row is done (models run in order, the largest last: for resnet18-gn it is that
  * model's peak, its two workspaces, parameter copies and the data included). */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "dpfl/nn.h"
 
 #include <cblas.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +40,11 @@ static double bench_seconds(void)
 /* Large square SGEMM: the ceiling for everything above. */
 static double gemm_gflops(double secs)
 {
-    /* dpfl keeps OpenBLAS single-threaded (src/nn/linear.c); the ceiling is OpenBLAS on every core */
-    openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+    /* dpfl keeps OpenBLAS single-threaded (src/nn/linear.c); the ceiling is OpenBLAS on every core this process may
+     * run on (taskset, a cgroup cpuset): more threads than that would only measure oversubscription */
+    cpu_set_t cs;
+    int ncpu = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    openblas_set_num_threads(ncpu > 0 ? ncpu : 1);
     const int n = 2048;
     float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
           *c = malloc((size_t)n * n * sizeof *c);

@@ -74,7 +74,7 @@ class MnistCNN(nn.Module):  # code/nets.py of the reference; dropout masks passe
 def main():
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
-    torch.set_num_threads(os.cpu_count())
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
     root = os.environ.get("DPFL_MNIST", "data/cache/mnist")
     tr_x, tr_y, te_x, te_y = load(root)
     order = np.argsort(tr_y, kind="stable")

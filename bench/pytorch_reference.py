@@ -6,7 +6,7 @@ libtcmalloc-minimal4` (Debian 12: PyTorch 1.13, the build the issues' reference 
   bench/compare_pytorch.sh BUILD [N]     (alternating runs; or DPFL_BENCH_PYTORCH=1 make bench)
 which run  python3 bench/pytorch_reference.py [SECONDS] [DPFL_RESULTS or -] [OUT_JSON]  as a PyTorch user runs it
 (bench/torch_env.sh): on the OpenMP build of OpenBLAS (LD_LIBRARY_PATH, this process only; dpfl keeps its own),
-on every core (torch.set_num_threads(os.cpu_count()), no OpenBLAS thread limit), with tcmalloc preloaded.  An
+on every core (torch.set_num_threads(len(os.sched_getaffinity(0))), no OpenBLAS thread limit), with tcmalloc preloaded.  An
 earlier version of this file held OpenBLAS to one thread on its pthread build, which halved PyTorch here: its
 figures are withdrawn.  The BLAS library PyTorch actually loaded, and OPENBLAS_CORETYPE, are printed and saved with
 the results (compare_pytorch.sh runs this file under every core type the CPU can run).  A nonprivate row is one
@@ -252,7 +252,7 @@ def main():
     only = os.environ.get("DPFL_BENCH_MODELS")  # comma-separated subset
     coretype = os.environ.get("OPENBLAS_CORETYPE", "")
     rows = []
-    torch.set_num_threads(os.cpu_count())
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
     blas = loaded_blas()
     print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads (same-machine reference), BLAS: "
           f"{', '.join(blas) or 'none mapped'}, OPENBLAS_CORETYPE={coretype or '(unset)'}")

@@ -390,7 +390,7 @@ static void unlisted_keys_and_impostors_are_refused(void **state)
     snprintf(cfg, sizeof cfg, "%s", tp("t2.ini"));
     write_config(cfg, 3, 2, "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n");
     const int port = free_port();
-    pid_t srv = serve(port, cfg, tp("t2-dep"), tp("t2-server.log"), "--wait 2 --join-timeout 30 --round-timeout 1");
+    pid_t srv = serve(port, cfg, tp("t2-dep"), tp("t2-server.log"), "--wait 2 --join-timeout 30 --round-timeout 1 --verbose");
     /* client 0's key claiming to be client 1 */
     pid_t imp = join(port, cfg, 1, tp("keys/c0"), tp("t2-impostor"), tp("t2-impostor.log"), "--name client0");
     expect_exit(imp, 1, tp("t2-impostor.log"), 20);
@@ -625,8 +625,21 @@ static void a_client_killed_mid_round_is_a_dropout(void **state)
     assert_int_equal(wait_exit(cl[2], 5), 128 + SIGKILL);
     expect_exit(srv, 0, tp("t4-server.log"), 60);
     for (int k = 0; k < 2; k++) expect_exit(cl[k], 0, tp("t4-client%d.log", k), 10);
-    assert_true(contains(tp("t4-server.log"), "round 1: client 2 did not answer within 1.5 s: a dropout"));
-    assert_true(contains(tp("t4-server.log"), "round 2: client 2 did not answer within 1.5 s: a dropout"));
+    /* one line a round says who dropped (the per-client lines need --verbose) */
+    assert_true(contains(tp("t4-server.log"), "round 1: 3 clients sampled, 2 updates in "));
+    assert_true(contains(tp("t4-server.log"), "round 2: 3 clients sampled, 2 updates in "));
+    assert_true(contains(tp("t4-server.log"), "; dropped (1): client 2\n"));
+    assert_false(contains(tp("t4-server.log"), "did not answer within"));
+    assert_false(contains(tp("t4-server.log"), "sent to client"));
+    /* summary.json and the final line say how many updates arrived */
+    cJSON *sj = json_file(tp("t4-dep/summary.json")), *u = cJSON_GetObjectItemCaseSensitive(sj, "updates");
+    assert_non_null(u);
+    assert_int_equal((int)num(u, "sampled"), 6);
+    assert_int_equal((int)num(u, "arrived"), 4);
+    assert_int_equal((int)num(u, "rounds_without_update"), 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(u, "per_round")), 2);
+    cJSON_Delete(sj);
+    assert_true(contains(tp("t4-server.log"), "dpfl: 4 of 6 sampled clients' updates arrived; 0 rounds without any"));
     /* both rounds released with two updates; charged for three clients, noise for the design's three */
     assert_int_equal(count_lines(tp("t4-dep/metrics.jsonl")), 2);
     cJSON *d = json_last_line(tp("t4-dep/diagnostics.jsonl")), *a = json_last_line(tp("t4-dep/metrics.jsonl")),
@@ -641,6 +654,55 @@ static void a_client_killed_mid_round_is_a_dropout(void **state)
     cJSON *c = json_file(tp("t4-state2/client.json"));
     assert_int_equal((int)num(c, "rounds_trained"), 1);
     cJSON_Delete(c);
+}
+
+/* ---------------------------------------------------------------------------------------------- 4b */
+/* A server whose clients never join does not train (it used to wait out every round and write a finished-looking
+ * run of the untrained model with its epsilon), and leaves no run folder. */
+static void a_server_whose_clients_never_join_does_not_start(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t4b.ini"));
+    write_config(cfg, 3, 3, DP);
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t4b-dep"), tp("t4b-server.log"), "--join-timeout 1 --round-timeout 1");
+    expect_exit(srv, 1, tp("t4b-server.log"), 30);
+    assert_true(contains(tp("t4b-server.log"), "0 of 3 clients joined within 1 s, 3 needed (--wait 3): not starting"));
+    assert_int_not_equal(access(tp("t4b-dep"), F_OK), 0);
+    /* one of the three joins; --wait 1 would start, the default (all) does not */
+    srv = serve(port, cfg, tp("t4b-dep"), tp("t4b-server2.log"), "--join-timeout 3 --round-timeout 1");
+    pid_t c0 = join(port, cfg, 0, tp("keys/c0"), tp("t4b-state0"), tp("t4b-client0.log"), "");
+    expect_exit(srv, 1, tp("t4b-server2.log"), 30);
+    assert_true(contains(tp("t4b-server2.log"), "1 of 3 clients joined within 3 s, 3 needed (--wait 3)"));
+    assert_int_not_equal(access(tp("t4b-dep"), F_OK), 0);
+    wait_exit(c0, 10);
+}
+
+/* Clients that join and then never answer: the server stops after --max-empty-rounds rounds without an update,
+ * with those rounds checkpointed (charged), instead of running out the schedule. */
+static void a_server_stops_after_rounds_without_updates(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t4c.ini"));
+    write_config(cfg, 2, 6, DP);
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t4c-dep"), tp("t4c-server.log"),
+                      "--join-timeout 30 --round-timeout 0.5 --max-empty-rounds 2");
+    pid_t cl[2];
+    for (int k = 0; k < 2; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t4c-state%d", k), tp("t4c-client%d.log", k), "--delay 60");
+    expect_exit(srv, 1, tp("t4c-server.log"), 60);
+    assert_true(contains(tp("t4c-server.log"), "no update arrived in 2 rounds in a row (rounds 1-2; "));
+    assert_true(contains(tp("t4c-server.log"), "stopping before round 3"));
+    assert_true(contains(tp("t4c-server.log"), "round 1: 2 clients sampled, 0 updates in "));
+    /* the two rounds ran (released with noise only) and are charged in the checkpoint; the third never started */
+    assert_int_equal(count_lines(tp("t4c-dep/metrics.jsonl")), 2);
+    assert_int_equal(access(tp("t4c-dep/checkpoint.bin"), F_OK), 0);
+    for (int k = 0; k < 2; k++) kill(cl[k], SIGKILL), wait_exit(cl[k], 5);
 }
 
 /* ---------------------------------------------------------------------------------------------- 5 */
@@ -792,7 +854,8 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     assert_same_bytes(tp("t7-sim/model.bin"), tp("t7-dep/model.bin"));
     assert_same_file(tp("t7-sim/metrics.jsonl"), tp("t7-dep/metrics.jsonl"));
     assert_same_summary_value(tp("t7-sim/summary.json"), tp("t7-dep/summary.json"), "client_epsilon");
-    assert_true(contains(tp("t7-server.log"), "round 3: the sum of 4 masked inputs unmasked (4 answers)"));
+    assert_true(
+        contains(tp("t7-server.log"), "round 3: 4 clients sampled, the sum of 4 masked inputs unmasked (4 answers)"));
 
     /* a seed whose simulated dropouts (p = 0.3) drop client 3 alone in round 1 */
     int seed = 0;
@@ -814,7 +877,7 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     write_config_seed(tp("t7b-sim.ini"), 4, 1, extra, seed);
     train(tp("t7b-sim.ini"), tp("t7b-sim"));
     port = free_port();
-    srv = serve(port, cfg2, tp("t7b-dep"), tp("t7b-server.log"), "--join-timeout 30 --round-timeout 1.5");
+    srv = serve(port, cfg2, tp("t7b-dep"), tp("t7b-server.log"), "--join-timeout 30 --round-timeout 1.5 --verbose");
     for (int k = 0; k < 4; k++)
         cl[k] = join(port, cfg2, k, tp("keys/c%d", k), tp("t7b-state%d", k), tp("t7b-client%d.log", k),
                      k == 3 ? "--delay 30" : "");
@@ -827,7 +890,7 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     expect_exit(srv, 0, tp("t7b-server.log"), 60);
     for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t7b-client%d.log", k), 10);
     assert_true(contains(tp("t7b-server.log"), "round 1: client 3 did not send its masked input"));
-    assert_true(contains(tp("t7b-server.log"), "round 1: the sum of 3 masked inputs unmasked (3 answers)"));
+    assert_true(contains(tp("t7b-server.log"), "the sum of 3 masked inputs unmasked (3 answers); dropped (1): client 3"));
     assert_same_bytes(tp("t7b-sim/model.bin"), tp("t7b-dep/model.bin"));
     assert_same_summary_value(tp("t7b-sim/summary.json"), tp("t7b-dep/summary.json"), "client_epsilon");
 }
@@ -923,6 +986,8 @@ int main(void)
         cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
         cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),
         cmocka_unit_test_teardown(a_client_killed_mid_round_is_a_dropout, kill_leftovers),
+        cmocka_unit_test_teardown(a_server_whose_clients_never_join_does_not_start, kill_leftovers),
+        cmocka_unit_test_teardown(a_server_stops_after_rounds_without_updates, kill_leftovers),
         cmocka_unit_test_teardown(a_resumed_server_finishes_the_uninterrupted_run, kill_leftovers),
         cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
         cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),

@@ -400,7 +400,7 @@ static void serve_and_join_name_what_is_missing(void **state)
 #endif
         /* a setting the network does not run yet is refused before anything binds */
         cfg.fl.personalization = DPFL_PERSONAL_HELPER;
-        dpfl_serve_options so = {"tcp://127.0.0.1:1", "/nonexistent", NULL, -1, 1, 1, 1};
+        dpfl_serve_options so = {"tcp://127.0.0.1:1", "/nonexistent", NULL, -1, 1, 1, 1, 0, 0};
         dpfl_run_options ro;
         memset(&ro, 0, sizeof ro);
         ro.out_dir = "/tmp/dpfl-test-net-never";
@@ -409,7 +409,7 @@ static void serve_and_join_name_what_is_missing(void **state)
         assert_int_not_equal(access("/tmp/dpfl-test-net-never", F_OK), 0);
         return;
     }
-    dpfl_serve_options so = {"tcp://127.0.0.1:1", "/tmp", NULL, -1, 1, 1, 1};
+    dpfl_serve_options so = {"tcp://127.0.0.1:1", "/tmp", NULL, -1, 1, 1, 1, 0, 0};
     dpfl_run_options ro;
     memset(&ro, 0, sizeof ro);
     assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);

@@ -123,9 +123,12 @@ typedef struct {
     const char *keys_dir;   /* holds server.key (its secret key) */
     const char *allow_dir;  /* the allow-list: client public keys NAME.pub (NULL: keys_dir/clients) */
     int32_t wait_clients;   /* clients that must say hello before round 1 (< 0: every client of the config) */
-    double join_timeout;    /* seconds to wait for them (then the run starts with those present) */
+    double join_timeout;    /* seconds to wait for them; fewer joined by then: the run does not start (an error) */
     double round_timeout;   /* seconds a round waits for its clients' updates: later ones are dropouts */
     int quiet;              /* no log of joins and rounds (rejections and bad frames are always logged) */
+    int verbose;            /* also a line per client and message (sent, update, secure-aggregation steps) */
+    int32_t max_empty_rounds; /* stop (an error, before the next round sends anything) after this many rounds in a
+                                 row that sampled clients and received no update; 0: never */
 } dpfl_serve_options;
 
 /* dpfl_run (run: out_dir, resume, force, quiet) with the network transport: binds, waits for the clients, runs

@@ -84,9 +84,9 @@ static int serve(const char *config_path, const char *resume, const cli_strings 
 int cli_serve(int argc, char **argv)
 {
     const char *out = NULL, *resume = NULL;
-    dpfl_serve_options so = {NULL, NULL, NULL, -1, 300.0, 60.0, 0};
+    dpfl_serve_options so = {NULL, NULL, NULL, -1, 300.0, 60.0, 0, 0, 3};
     cli_strings sets = {NULL, 0};
-    long wait = -1;
+    long wait = -1, max_empty = 3;
     int force = 0;
     cli_opt o[] = {
         {.name = "--bind", .type = CLI_STRING, .out = &so.bind, .value = "tcp://ADDR:PORT", .required = 1,
@@ -106,16 +106,23 @@ int cli_serve(int argc, char **argv)
         {.name = "--wait", .type = CLI_LONG, .out = &wait, .value = "N", CLI_RANGE(0, 1000000),
          .help = "clients that must join before round 1 (default: all of the config's)"},
         {.name = "--join-timeout", .type = CLI_DOUBLE, .out = &so.join_timeout, .value = "S",
-         .help = "wait at most S seconds for them (default 300), then start with those present"},
+         .help = "wait at most S seconds for them (default 300); fewer by then: an error, nothing is\n"
+                 "trained or charged"},
         {.name = "--round-timeout", .type = CLI_DOUBLE, .out = &so.round_timeout, .value = "S",
          .help = "a client that has not sent its update S seconds after the round began is a\n"
                  "dropout (default 60): sampled and charged, its update missing"},
+        {.name = "--max-empty-rounds", .type = CLI_LONG, .out = &max_empty, .value = "N", CLI_RANGE(0, 1000000),
+         .help = "stop (an error; the run can be resumed) once N rounds in a row sampled clients and\n"
+                 "received no update (default 3; 0: never)"},
+        {.name = "--verbose", .type = CLI_FLAG, .out = &so.verbose,
+         .help = "a log line per client and message, besides the one line per round"},
         {.name = "--quiet", .type = CLI_FLAG, .out = &so.quiet, .help = "no progress lines"},
     };
     cli_command cmd = {
         .name = "serve",
         .usage = "dpfl serve CONFIG.ini --bind tcp://ADDR:PORT --keys DIR [--allow DIR] [--set section.key=value]...\n"
-                 "                  [--out DIR] [--force] [--wait N] [--join-timeout S] [--round-timeout S] [--quiet]\n"
+                 "                  [--out DIR] [--force] [--wait N] [--join-timeout S] [--round-timeout S]\n"
+                 "                  [--max-empty-rounds N] [--verbose] [--quiet]\n"
                  "       dpfl serve --resume RUN_DIR --bind ... --keys DIR [--set fl.rounds=N] ...",
         .about = "Runs a federated training as dpfl train does (the same run directory, checkpoints, --resume), with each\n"
                  "sampled client trained by its own `dpfl join` process over ZeroMQ with CURVE encryption.\n",
@@ -131,6 +138,7 @@ int cli_serve(int argc, char **argv)
     int rc = cli_parse(&cmd, argc, argv);
     if (rc != CLI_RUN) return rc;
     so.wait_clients = (int32_t)wait;
+    so.max_empty_rounds = (int32_t)max_empty;
     rc = serve(cmd.arg.n ? cmd.arg.v[0] : NULL, resume, &sets, out, force, so);
     cli_done(&cmd);
     return rc;

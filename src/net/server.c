@@ -78,11 +78,18 @@ typedef struct {
     uint8_t model_digest[32];
     int ddp_step;         /* distributed DP: the secure-aggregation message type the step waits for (0: none) */
     int32_t answered;     /* its unmasking answers */
+    int32_t updates;      /* updates (or masked inputs) that arrived in the round in progress */
+    char gone[160];       /* the round's dropouts, for its one log line: " 2, 5" */
+    int32_t ngone;
+    /* rounds that sampled clients and received no update, in a row (--max-empty-rounds) */
+    int32_t empty_streak, empty_first;
     size_t max_frame;
 } server;
 
 #define LOG(...) net_log("serve", __VA_ARGS__)
 #define INFO(sv, ...) ((sv)->o.quiet ? (void)0 : net_log("serve", __VA_ARGS__))
+/* per client and message: only with --verbose (the round's one line says who dropped) */
+#define DETAIL(sv, ...) ((sv)->o.quiet || !(sv)->o.verbose ? (void)0 : net_log("serve", __VA_ARGS__))
 
 /* ------------------------------------------------------------------------------------------ frames */
 static int send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
@@ -152,8 +159,8 @@ static void send_round(server *sv, int32_t k)
     }
     m.nparam = sv->P;
     m.fvec = job->global;
-    if (send_frame(sv, p, &m) == 0) INFO(sv, "round %d: sent to client %d", sv->round, k);
-    else LOG("round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
+    if (send_frame(sv, p, &m) == 0) DETAIL(sv, "round %d: sent to client %d", sv->round, k);
+    else DETAIL(sv, "round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
 }
 
 static void say_hello(server *sv, peer *p)
@@ -201,7 +208,8 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
     if (sv->job->client_level) r->norm = dpfl_vec_norm2(slot, sv->P); /* the server's own view, not the client's word */
     p->in_round = -1;
     sv->pending--;
-    INFO(sv, "round %d: update from client %d", sv->round, k);
+    sv->updates++;
+    DETAIL(sv, "round %d: update from client %d", sv->round, k);
 }
 
 /* A client leaves the round without an update (error, bye, the deadline).  With distributed DP one whose masked
@@ -218,6 +226,30 @@ static void client_gone(server *sv, int32_t k)
     }
     sv->job->reports[p->in_round].dropped = 1;
     p->in_round = -1;
+    const size_t len = strlen(sv->gone);
+    if (len + 16 < sizeof sv->gone) snprintf(sv->gone + len, sizeof sv->gone - len, "%s%d", sv->ngone ? ", " : " ", k);
+    else if (len + 5 < sizeof sv->gone && !strstr(sv->gone, "...")) strcat(sv->gone, ", ...");
+    sv->ngone++;
+}
+
+/* The round is over: arrived of expected updates (or masked inputs summed); counts the rounds in a row that
+ * expected some and received none. */
+static void round_over(server *sv, int32_t expected, int32_t arrived)
+{
+    if (expected <= 0) return; /* nobody was asked: neither empty nor not */
+    if (arrived > 0) {
+        sv->empty_streak = 0;
+    } else if (sv->empty_streak++ == 0) {
+        sv->empty_first = sv->round;
+    }
+}
+
+/* "; dropped: clients 2, 5" (or nothing) for the round's line */
+static const char *dropped_text(const server *sv, char *buf, size_t n)
+{
+    if (!sv->ngone) return "";
+    snprintf(buf, n, "; dropped (%d): client%s%s", sv->ngone, sv->ngone > 1 ? "s" : "", sv->gone);
+    return buf;
 }
 
 static void send_secagg(server *sv, int32_t k, const uint8_t *data, size_t len)
@@ -445,7 +477,7 @@ static dpfl_status ddp_step(server *sv, int step, dpfl_error *err)
     dpfl_status st = serve_until(sv, dpfl_now() + sv->o.round_timeout, round_done, err);
     for (int32_t k = 0; k < sv->K; k++)
         if (sv->peers[k].in_round >= 0 && sv->peers[k].owes) {
-            LOG("round %d: client %d did not send %s within %g s: %s", sv->round, k, step_name(step),
+            DETAIL(sv, "round %d: client %d did not send %s within %g s: %s", sv->round, k, step_name(step),
                 sv->o.round_timeout, step == DPFL_SECAGG_UNMASK ? "not needed if enough others answer" : "a dropout");
             client_gone(sv, k);
         }
@@ -470,8 +502,11 @@ static void owe_all(server *sv)
 /* The rest of the round's clients out: too few are left for secure aggregation to release anything. */
 static void ddp_abandon(server *sv, const char *why)
 {
-    LOG("round %d: %s (threshold %d): nothing is released this round", sv->round, why, sv->job->ddp->threshold);
     for (int32_t k = 0; k < sv->K; k++) client_gone(sv, k);
+    char d[200];
+    LOG("round %d: %s (threshold %d): nothing is released this round%s", sv->round, why, sv->job->ddp->threshold,
+        dropped_text(sv, d, sizeof d));
+    round_over(sv, sv->job->nsampled, 0);
     sv->ddp_step = 0;
 }
 
@@ -491,7 +526,7 @@ static dpfl_status run_ddp(server *sv, const dpfl_round_job *job, int32_t n, dpf
     for (int32_t k = 0; k < sv->K; k++) {
         if (sv->peers[k].in_round < 0) continue;
         if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
-        else LOG("round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
+        else DETAIL(sv, "round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
     }
     dpfl_status st = ddp_step(sv, DPFL_SECAGG_ADVERT, err);
     if (st) return st;
@@ -526,7 +561,7 @@ static dpfl_status run_ddp(server *sv, const dpfl_round_job *job, int32_t n, dpf
     }
     if ((st = ddp_step(sv, DPFL_SECAGG_MASKED, err))) return st;
     sv->ddp_step = 0;
-    INFO(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
+    DETAIL(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
     return DPFL_OK;
 }
 
@@ -546,21 +581,38 @@ static dpfl_status secagg_finish(const dpfl_transport *t, const dpfl_round_job *
     if (!st) {
         uint32_t summed = 0;
         dpfl_error e;
+        char d[200];
         if (sv->answered < threshold)
-            LOG("round %d: %d of %d clients answered the unmasking (threshold %d): nothing is released this round",
-                sv->round, sv->answered, survivors, threshold);
+            LOG("round %d: %d of %d clients answered the unmasking (threshold %d): nothing is released this round%s",
+                sv->round, sv->answered, survivors, threshold, dropped_text(sv, d, sizeof d));
         else if (dpfl_secagg_server_finish(job->ddp->secagg, sum, &summed, &e))
-            LOG("round %d: the unmasking failed (%s): nothing is released this round", sv->round, e.msg);
+            LOG("round %d: the unmasking failed (%s): nothing is released this round%s", sv->round, e.msg,
+                dropped_text(sv, d, sizeof d));
         else if ((int32_t)summed != arrived)
-            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round", sv->round, summed, arrived);
+            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round%s", sv->round, summed, arrived,
+                dropped_text(sv, d, sizeof d));
         else {
             *released = 1;
-            INFO(sv, "round %d: the sum of %u masked inputs unmasked (%d answers)", sv->round, summed, sv->answered);
+            INFO(sv, "round %d: %d clients sampled, the sum of %u masked inputs unmasked (%d answers)%s", sv->round,
+                 job->nsampled, summed, sv->answered, dropped_text(sv, d, sizeof d));
         }
+        round_over(sv, job->nsampled, *released ? (int32_t)summed : 0);
     }
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
     sv->round = 0;
     return st;
+}
+
+/* --max-empty-rounds: refuse the next round once that many in a row sampled clients and received nothing (their
+ * rounds are charged and checkpointed by then; this one has sent nothing yet) */
+static dpfl_status check_empty(const server *sv, int32_t round, dpfl_error *err)
+{
+    if (sv->o.max_empty_rounds <= 0 || sv->empty_streak < sv->o.max_empty_rounds) return DPFL_OK;
+    return dpfl_fail(err, DPFL_EIO,
+                     "dpfl serve: no update arrived in %d rounds in a row (rounds %d-%d; %d of %d clients connected "
+                     "now): stopping before round %d; those rounds are charged and checkpointed, and `dpfl serve "
+                     "--resume` continues the run (--max-empty-rounds 0: never stop)",
+                     sv->empty_streak, sv->empty_first, sv->empty_first + sv->empty_streak - 1, joined(sv), sv->K, round);
 }
 
 static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err)
@@ -568,13 +620,16 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     server *sv = t->ctx;
     const int32_t start = job->start, n = job->count;
     DPFL_ASSERT(start == 0 && n == job->nsampled); /* whole_round */
+    dpfl_status st = check_empty(sv, job->round, err);
+    if (st) return st;
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1, sv->peers[k].owes = 0;
     sv->round = 0;
-    dpfl_status st = serve_until(sv, dpfl_now(), never, err); /* what queued up between rounds first */
-    if (st) return st;
+    if ((st = serve_until(sv, dpfl_now(), never, err))) return st; /* what queued up between rounds first */
     sv->job = job;
     sv->released = job->released;
     sv->round = job->round;
+    sv->updates = sv->ngone = 0;
+    sv->gone[0] = 0;
     dpfl_wire_model_digest(job->global, sv->P, sv->model_digest);
     if (job->ddp) {
         for (int32_t i = start; i < start + n; i++)
@@ -587,21 +642,25 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
         sv->peers[job->sampled[i]].in_round = i;
         sv->pending++;
     }
+    const int32_t expected = sv->pending;
     for (int32_t i = start; i < start + n; i++) {
         const int32_t k = job->sampled[i];
         if (sv->peers[k].in_round < 0) continue;
         if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
-        else LOG("round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
+        else DETAIL(sv, "round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
     }
     const double t0 = dpfl_now();
     if ((st = serve_until(sv, t0 + sv->o.round_timeout, round_done, err))) return st;
     for (int32_t k = 0; k < sv->K; k++) {
         if (sv->peers[k].in_round < 0) continue;
-        LOG("round %d: client %d did not answer within %g s: a dropout (sampled and charged, no update)", sv->round,
-            k, sv->o.round_timeout);
+        DETAIL(sv, "round %d: client %d did not answer within %g s: a dropout (sampled and charged, no update)",
+               sv->round, k, sv->o.round_timeout);
         client_gone(sv, k);
     }
-    INFO(sv, "round %d: %d clients sampled, answers in %.2f s", sv->round, n, dpfl_now() - t0);
+    char d[200];
+    INFO(sv, "round %d: %d clients sampled, %d updates in %.2f s%s%s", sv->round, n, sv->updates, dpfl_now() - t0,
+         dropped_text(sv, d, sizeof d), expected < n ? " (and those client_dp.dropout drew)" : "");
+    round_over(sv, expected, sv->updates);
     sv->round = 0;
     return DPFL_OK;
 }
@@ -643,9 +702,13 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
         sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients, sv->K);
     st = serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
     if (st) return st;
-    if (!all_joined(sv))
-        LOG("%d of %d clients joined within %g s: starting without the others (they may join later)", joined(sv),
-            sv->K, sv->o.join_timeout);
+    if (!all_joined(sv)) {
+        const int32_t want = sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients;
+        return dpfl_fail(err, DPFL_EIO,
+                         "dpfl serve: %d of %d clients joined within %g s, %d needed (--wait %d): not starting the run "
+                         "(nothing was trained or charged; start the missing clients' `dpfl join`, or lower --wait)",
+                         joined(sv), sv->K, sv->o.join_timeout, want, want);
+    }
     return DPFL_OK;
 }
 

@@ -380,6 +380,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddNumberToObject(sum, "rounds_planned", in->cfg->fl.rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
     cJSON_AddBoolToObject(sum, "interrupted", c->pr.interrupted); /* resumable: dpfl train --resume */
+    fl_report_updates(c->io.dir, &c->pr, sum);
     summary_not_private(in, a, &c->pr, c->io.dir, sum);
     if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
@@ -402,6 +403,10 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
     else snprintf(done, sizeof done, "%d round%s%s", a->ledger.rounds, a->ledger.rounds == 1 ? "" : "s",
                   pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "");
     fprintf(stderr, "dpfl: %s, %s, %.1f s; run written to %s\n", done, acc, pr->wall0 + (dpfl_now() - pr->t_start), dir);
+    if (pr->upd_arrived < pr->upd_sampled) /* dropouts, or a deployment whose clients did not answer */
+        fprintf(stderr, "dpfl: %lld of %lld sampled clients' updates arrived; %d round%s without any (per round: "
+                "summary.json \"updates\")\n", (long long)pr->upd_arrived, (long long)pr->upd_sampled, pr->upd_empty,
+                pr->upd_empty == 1 ? "" : "s");
     if (a->rpdp.on)
         fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
                         "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)\n",

@@ -85,6 +85,13 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     c->pr.wall0 = a->rs.wall; /* a resume: the sessions before this one (0 for a new run) */
     if (!(io->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     dpfl_sha256_hex(io->ini, strlen(io->ini), io->sha);
+    const fl_transport *t = c->transport;
+    if (t && t->start) { /* a network transport binds and waits for its clients now, before
+                          * the folder is made: a deployment whose clients never joined leaves nothing behind */
+        const dpfl_transport_setup setup = {cfg, c->node.in.part.clients, c->node.in.model.nparam,
+                                            a->rs.partition_key, a->rs.partition_digest, a->ledger.rounds};
+        if ((st = t->start(t, &setup, err))) return st;
+    }
     if ((st = claim_run_dir(c->opt, 1, err)) || (st = dpfl_file_make_dirs(io->dir, 0755, err))) return st;
     char path[1100];
     snprintf(path, sizeof path, "%s/config.ini", io->dir);
@@ -96,12 +103,6 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     c->pr.last_eval.test_accuracy = c->pr.last_eval.test_loss = c->pr.last_eval.client_acc_mean = NAN;
     c->pr.emd_mean = c->pr.emd_std = NAN;
     c->pr.last_eval.personal_acc_mean = c->pr.last_eval.local_acc_mean = NAN;
-    const fl_transport *t = c->transport;
-    if (t && t->start) { /* a network transport binds and waits for its clients now */
-        const dpfl_transport_setup setup = {cfg, c->node.in.part.clients, c->node.in.model.nparam,
-                                            a->rs.partition_key, a->rs.partition_digest, a->ledger.rounds};
-        if ((st = t->start(t, &setup, err))) return st;
-    }
     return DPFL_OK;
 }
 

@@ -36,6 +36,8 @@ typedef struct {
     int64_t comm;
     dpfl_round_metrics last_eval;
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */
+    int64_t upd_sampled, upd_arrived; /* over the whole run (report_updates.c, at the summary) */
+    int32_t upd_empty;                /* rounds that sampled clients and received no update */
 } run_progress;
 
 typedef struct {
@@ -68,6 +70,8 @@ dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_pr
                                   dpfl_error *err);
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
 void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir);
+/* summary.json's "updates" (sampled, arrived, per round) from diagnostics.jsonl, into pr too (report_updates.c) */
+void fl_report_updates(const char *dir, run_progress *pr, struct cJSON *sum);
 /* PriFedSync's federated f-DP of the rounds released so far into o's "federated_fdp" (or why it does not apply;
  * nothing without record-level DP). */
 dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, struct cJSON *o, dpfl_error *err);
