@@ -287,13 +287,14 @@ demo: setup
 # include points down),
 # tests/examples.sh (the C examples against this build, checked against `dpfl account`),
 # tests/config.sh (the command line over a config file: with/without DP, --unset; a 100-site config),
+# tests/ux.sh (a failed calibration creates no folder; Ctrl-C leaves an interrupted run that resumes bit-identically),
 # tests/model.sh (dpfl eval against summary.json, dpfl export read back by numpy), the
 # Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
 # or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
 # against it, the man pages, make uninstall).
 test: setup
 	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/ux.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh

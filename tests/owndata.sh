@@ -11,7 +11,7 @@ tmp=$(mktemp -d /tmp/dpfl-owndata-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 top() { sed -n "s/^\t\"$1\":\t\([-+0-9.eE]*\).*/\1/p" "$2"; } # top KEY FILE: a top-level number of summary.json
 
-t_begin "own CSV files: one client per file, record-level DP, summary, resume stops at the budget"
+t_begin "own CSV files: one client per file, record-level DP, summary, resume; no extension past the calibration"
 if out=$("$dpfl" train examples/own_csv.ini --set fl.rounds=4 --out "$tmp/run" --quiet 2>&1); then
   eps=$(top epsilon "$tmp/run/summary.json")
   acc=$(top test_accuracy "$tmp/run/summary.json")
@@ -20,16 +20,17 @@ if out=$("$dpfl" train examples/own_csv.ini --set fl.rounds=4 --out "$tmp/run" -
   t_lt 0.3 "$acc" || t_fail "test accuracy '$acc' (5 classes, the largest holds about 0.45)"
   grep -q '^dataset = csv:data/heart-disease/processed\.cleveland\.data, .*/processed\.va\.data$' "$tmp/run/config.ini" ||
     t_fail "config.ini does not keep the csv: spec"
+  # the files are read again and must give the same clients (the checkpoint refuses another partition)
+  out=$("$dpfl" train --resume "$tmp/run" --quiet 2>&1) || t_fail "resume failed: $out"
+  [ "$(top rounds "$tmp/run/summary.json")" = 4 ] || t_fail "the resumed run has not its 4 rounds"
+  # the noise was calibrated for 4 rounds: more are refused on one line, and config.ini keeps fl.rounds = 4
   if out=$("$dpfl" train --resume "$tmp/run" --set fl.rounds=6 --quiet 2>&1); then
-    # the files are read again and must give the same clients (the checkpoint refuses another partition); the
-    # noise was calibrated for 4 rounds, so the budget stops the run there
-    r=$(top rounds "$tmp/run/summary.json")
-    [ "$r" = 4 ] || t_fail "resumed run ended at round '$r', not at the budget (4)"
-    grep -q '"stopped_at_budget":.*true' "$tmp/run/summary.json" || t_fail "resume did not stop at the budget"
-    t_le "$(top epsilon "$tmp/run/summary.json")" 2 || t_fail "epsilon above 2 after the resume"
+    t_fail "a resume past the calibrated rounds was accepted"
   else
-    t_fail "resume failed: $out"
+    grep -q "calibrated so that its 4 rounds fit record_dp.target_epsilon = 2" <<<"$out" || t_fail "resume: $out"
   fi
+  grep -q '^rounds = 4$' "$tmp/run/config.ini" || t_fail "the refused resume changed config.ini's rounds"
+  t_le "$(top epsilon "$tmp/run/summary.json")" 2 || t_fail "epsilon above 2 after the resume"
 else
   t_fail "dpfl train examples/own_csv.ini failed: $out"
 fi

@@ -119,7 +119,7 @@ static int make_runs(void **state)
     train("cdp", "[data]\ndataset = synthetic\npartition = iid\nclients = 10\n\n[model]\narch = mlp:20-12-10\n\n"
                  "[fl]\nrounds = 4\nsampling = poisson\nclient_rate = 0.5\nlocal_steps = 2\nbatch = 20\nlr = 0.1\n\n"
                  "[client_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.2\ntarget_epsilon = 40\ndelta = 1e-3\n\n"
-                 "[run]\nseed = 4\neval_every = 2\nallow_large_delta = yes\n");
+                 "[run]\nseed = 4\neval_every = 2\nallow_large_delta = yes\nemd = yes\n");
     train("plain", "[data]\ndataset = synthetic\npartition = iid\nclients = 3\n\n[model]\narch = mlp:20-12-10\n\n"
                    "[fl]\nrounds = 3\nsampling = all\nlocal_steps = 2\nbatch = 20\nlr = 0.1\n\n[run]\nseed = 5\n");
     /* rPDP-FL on the heart-disease centres: examples/rpdp_heart.ini, 3 rounds */
@@ -187,8 +187,7 @@ static void each_run_has_its_plots_and_numbers(void **state)
 {
     (void)state;
     NEED_GNUPLOT();
-    static const char *const common[] = {"Accuracy per round", "Loss per round", "Client participation per round",
-                                         "EMD between the clients"};
+    static const char *const common[] = {"Accuracy per round", "Loss per round", "Client participation per round"};
     const char *names[] = {"dp", "cdp", "rpdp", "plain"};
     for (int r = 0; r < 4; r++) {
         int plots = -1;
@@ -206,7 +205,12 @@ static void each_run_has_its_plots_and_numbers(void **state)
         assert_int_equal(has_plot(html, "Clipping and noise per round"), r != 3);
         assert_int_equal(has_plot(html, "Per-record budget and realized ε"), r == 2);
         assert_int_equal(has_plot(html, "Share of its own budget each record used"), r == 2);
-        assert_int_equal(plots, r == 2 ? 8 : r == 3 ? 4 : 6);
+        /* every sampled client replied: one participation line, not two drawn over each other */
+        assert_true(count(html, "clients sampled (all replied)") > 0);
+        assert_int_equal(count(html, "clients that replied"), 0);
+        /* PrivateFL's EMD only where asked for (run.emd = yes) or the input transform ran (run.emd = auto) */
+        assert_int_equal(has_plot(html, "EMD between the clients"), r == 1);
+        assert_int_equal(plots, r == 2 ? 7 : r == 3 ? 3 : r == 1 ? 6 : 5);
         /* the privacy statement in words, and the resolved config, as the run wrote them */
         cJSON *sum = summary_of(names[r]);
         const char *privacy = cJSON_GetObjectItemCaseSensitive(sum, "privacy")->valuestring;
@@ -282,7 +286,7 @@ static void several_runs_are_overlaid(void **state)
     const char *names[] = {"dp", "cdp", "rpdp", "plain"};
     int plots;
     char *html = report(names, 4, "all.html", &plots);
-    assert_int_equal(plots, 6 + 6 + 8 + 4 + 3);
+    assert_int_equal(plots, 5 + 6 + 7 + 3 + 3);
     assert_int_equal(count(html, "<svg "), plots);
     assert_true(has_plot(html, "Accuracy per round: global model, held-out test set"));
     assert_true(has_plot(html, "Test loss per round: global model, held-out test set"));

@@ -190,6 +190,7 @@ typedef struct {                  /* [run] */
     int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
+    int emd;                      /* PrivateFL's EMD diagnostic: 0 auto (with model.transform), 1 no, 2 yes */
 } dpfl_run_config;
 
 typedef struct {

@@ -18,6 +18,8 @@
 #include "dpfl/ddp.h"
 #include "dpfl/config.h"
 
+#include <signal.h>
+
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 
 /* ------------------------------------------------------------------------------------------ round loop */
@@ -243,9 +245,14 @@ typedef struct {
      * data.normalize = standard works on copies).  The caller's arrays stay unchanged.  data.dataset must then be
      * "memory:NAME", which config.ini records: a resume needs the same arrays again. */
     const dpfl_dataset *train, *test;
+    volatile sig_atomic_t *stop; /* NULL, or a flag (a signal handler may set it) read between rounds: nonzero
+                                    stops the run after the round in progress -- an interrupted run */
 } dpfl_run_options;
 
-/* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory. */
+/* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory.  An
+ * interrupted run (opt->stop) still returns DPFL_OK and writes what a finished one does for the rounds it completed:
+ * summary.json (with "interrupted": true), model.bin and checkpoint.bin, so that it can be reported, evaluated,
+ * exported, and continued bit-identically with opt->resume.  The library installs no signal handler. */
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err);
 
 /* For bindings that cannot declare the C structs (python/dpfl, src/run/binding.c): a config on the heap -- the

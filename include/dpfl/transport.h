@@ -80,6 +80,7 @@ struct dpfl_transport {
     dpfl_status (*secagg_finish)(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
                                  int32_t arrived, uint32_t *sum, int *released, dpfl_error *err);
     void *ctx;
+    const char *about; /* optional: how the clients are reached (e.g. "mpirun, 4 ranks"), summary.json's transport */
 };
 
 /* ---------------------------------------------------------------------------- the client's side of a round

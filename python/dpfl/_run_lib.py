@@ -39,6 +39,7 @@ class RunOptions(ctypes.Structure):
     _fields_ = [
         ("out_dir", ctypes.c_char_p), ("quiet", c_int), ("resume", c_int), ("force", c_int),
         ("on_round", ROUND_FN), ("on_round_ctx", ctypes.c_void_p), ("train", P(Dataset)), ("test", P(Dataset)),
+        ("stop", P(c_int)),  # volatile sig_atomic_t * (an int on Linux); the binding stops through on_round
     ]
 
 

@@ -39,6 +39,9 @@ int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unset
 void cli_scale_hint(const dpfl_config *cfg);
 /* config_cli.c: dir/config.ini into config_path, or an error naming what dir is not (a folder, a run's) */
 int cli_resume_config(const char *dir, char *config_path, size_t cap);
+/* config_cli.c: a resume's fl.rounds (cfg, after --set) against the run's config.ini: more rounds than a noise
+ * calibrated for the file's fl.rounds allows are refused with one line (0: fine) */
+int cli_resume_rounds(const dpfl_config *cfg, const char *config_path);
 
 /* The command line main() was given.  Where ZeroMQ or OpenMPI is built in, the dpfl binary links neither: its
  * cli_serve, cli_join, cli_keygen and cli_mpi_train (front.c) run this whole command line again in dpfl-deploy,

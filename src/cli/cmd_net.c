@@ -61,6 +61,7 @@ static int serve(const char *config_path, const char *resume, const cli_strings 
     if (!config_path) return cli_usage_error("serve", "missing CONFIG.ini");
     dpfl_config cfg;
     int rc = cli_config_read(&cfg, config_path, NULL, sets, resume != NULL);
+    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
     if (rc) return rc;
     dpfl_error err;
     char outbuf[512];
@@ -97,7 +98,7 @@ int cli_serve(int argc, char **argv)
                  "named client<K> may act as client K only; other keys are rejected and logged"},
         {.name = "--set", .type = CLI_STRINGS, .out = &sets, .value = "section.key=value",
          .help = "override a key of the config (any number of times)"},
-        {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
+        {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "DIR",
          .help = "the run directory (default runs/<config name>)"},
         {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
          .help = "continue the run in RUN_DIR from its last checkpoint, with its own config"},

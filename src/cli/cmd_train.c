@@ -4,8 +4,10 @@
 #include "cli.h"
 #include "dpfl/fl.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* what follows the options in the help: the config keys (tools/gen_config_doc.py reads them from there) */
 static void help_keys(FILE *f)
@@ -26,6 +28,41 @@ int cli_mpi_size(void)
     return v ? atoi(v) : 1;
 }
 
+/* Ctrl-C / SIGTERM: the first asks the run to stop after the round in progress (the library then writes the
+ * interrupted run's summary.json and model.bin; its checkpoint is the last round's) and says how to continue; the
+ * handler is reset, so a second one ends the process at once (the checkpoint of the last round stays valid).  A
+ * signal the process started with ignored is left ignored. */
+static volatile sig_atomic_t stop_flag, stop_signal;
+static char stop_line[1200];
+static size_t stop_len;
+
+static void on_stop_signal(int sig)
+{
+    stop_flag = 1;
+    stop_signal = sig;
+    ssize_t w = write(2, stop_line, stop_len);
+    (void)w;
+}
+
+static void catch_stop_signals(const char *dir)
+{
+    int n = snprintf(stop_line, sizeof stop_line, "\ndpfl: interrupted: stopping after the round in progress (again: "
+                     "quit now); continue with: dpfl train --resume %s\n", dir);
+    stop_len = n < 0 ? 0 : (size_t)n < sizeof stop_line ? (size_t)n : sizeof stop_line - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction old;
+        /* a signal ignored when dpfl started stays ignored (nohup; a shell's background job without job control) */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 /* the training of the config at config_path (or of the run directory resume) with the --set values over it */
 static int train(const char *config_path, const char *resume, const cli_strings *unsets, const cli_strings *sets,
                  const char *out, int quiet, int force)
@@ -43,6 +80,7 @@ static int train(const char *config_path, const char *resume, const cli_strings 
     if (!config_path) return cli_usage_error("train", "missing CONFIG.ini");
     dpfl_config cfg;
     int rc = cli_config_read(&cfg, config_path, unsets, sets, resume != NULL);
+    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
     if (rc) return rc;
     dpfl_error err;
     char outbuf[512];
@@ -56,8 +94,10 @@ static int train(const char *config_path, const char *resume, const cli_strings 
     if (!resume && !quiet) cli_scale_hint(&cfg);
     dpfl_run_options opt = {.out_dir = out, .quiet = quiet, .resume = resume != NULL, .force = force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
+    opt.stop = &stop_flag;
+    catch_stop_signals(out);
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
-    return 0;
+    return stop_flag ? 128 + (int)stop_signal : 0; /* the shell's code for a process ended by that signal */
 }
 
 int cli_train(int argc, char **argv)
@@ -73,7 +113,7 @@ int cli_train(int argc, char **argv)
         {.name = "--unset", .type = CLI_STRINGS, .out = &unsets, .value = "section.key",
          .help = "put a key of the config back to its default, as if the file did not set it\n"
                  "(\"section\" alone: all its keys); applied after the file, before any --set"},
-        {.name = "--out", .type = CLI_STRING, .out = &out, .value = "DIR",
+        {.name = "--out", .alias = "-o", .type = CLI_STRING, .out = &out, .value = "DIR",
          .help = "the run directory (default runs/<config name>)"},
         {.name = "--resume", .type = CLI_STRING, .out = &resume, .value = "RUN_DIR",
          .help = "continue the run in RUN_DIR from its last checkpoint, with its own config"},
@@ -90,8 +130,15 @@ int cli_train(int argc, char **argv)
                  "config.ini (resolved), metrics.jsonl (one object per round), summary.json, model.bin, and\n"
                  "checkpoint.bin (model + privacy ledger, written before each round is released).\n"
                  "--resume continues a killed or finished run from its last checkpoint with the run's own config;\n"
-                 "only fl.rounds, run.threads and run.eval_every may be changed then.  An existing non-empty run\n"
-                 "directory is refused unless --force (the previous run's files are removed first) or --resume.\n\n"
+                 "only fl.rounds, run.threads and run.eval_every may be changed then: a larger fl.rounds extends a\n"
+                 "finished run (the model of a run of that many rounds; refused where the noise was calibrated for\n"
+                 "the run's own rounds), one below the rounds released is refused.  An existing non-empty run\n"
+                 "directory is refused unless --force (the previous run's files are removed first) or --resume; a\n"
+                 "run that fails its checks or its calibration creates nothing.\n"
+                 "Ctrl-C (SIGINT) or SIGTERM stops the run after the round in progress: summary.json (marked\n"
+                 "\"interrupted\": true), model.bin and checkpoint.bin then hold the last completed round, so report,\n"
+                 "eval and export work on it and --resume continues it bit-identically; the exit status is 130\n"
+                 "(SIGINT) or 143 (SIGTERM).  A second Ctrl-C quits at once (the last round's checkpoint stays).\n\n"
                  "Privacy budgets: with [record_dp] / [client_dp] noise = 0 and target_epsilon > 0, the noise is\n"
                  "calibrated before training so that all fl.rounds rounds fit the target.  With noise > 0 and\n"
                  "target_epsilon > 0, target_epsilon is a stop rule: the run stops before the first round whose\n"

@@ -37,6 +37,28 @@ int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unset
     return 0;
 }
 
+int cli_resume_rounds(const dpfl_config *cfg, const char *config_path)
+{
+    dpfl_config file;
+    dpfl_config_defaults(&file);
+    dpfl_error err;
+    if (dpfl_config_load(&file, config_path, &err)) return cli_error("%s", err.msg);
+    if (cfg->fl.rounds <= file.fl.rounds) return 0;
+    /* the noise was calibrated so that exactly file.fl.rounds rounds fit the target: more would pass it */
+    const char *key = NULL;
+    double target = 0;
+    if (file.record_dp.enabled && file.record_dp.noise == 0 && file.record_dp.target_epsilon > 0 &&
+        file.record_dp.budgets == DPFL_BUDGETS_NONE)
+        key = "record_dp.target_epsilon", target = file.record_dp.target_epsilon;
+    else if (file.client_dp.enabled && file.client_dp.noise == 0 && file.client_dp.target_epsilon > 0 &&
+             file.client_dp.clip_strategy != DPFL_CLIP_MEDIAN)
+        key = "client_dp.target_epsilon", target = file.client_dp.target_epsilon;
+    if (!key) return 0;
+    return cli_error("--resume --set fl.rounds=%d: this run's noise was calibrated so that its %d rounds fit %s = %g, "
+                     "and more rounds would pass it; start a new run with fl.rounds = %d instead",
+                     (int)cfg->fl.rounds, (int)file.fl.rounds, key, target, (int)cfg->fl.rounds);
+}
+
 void cli_scale_hint(const dpfl_config *cfg)
 {
     if (cfg->data.normalize != DPFL_NORM_NONE || strncmp(cfg->data.dataset, "csv:", 4)) return;

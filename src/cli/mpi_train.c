@@ -101,7 +101,7 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
 }
 
 /* rank 0 trains no client: files listed with data.source_rows may be absent there (each worker checks its own) */
-static const dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
+static dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
                                            .finish = mpi_finish, .clients_hold_data = 1};
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
@@ -188,6 +188,12 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
                        : 1;
     } else if (rank == 0) {
         dpfl_error err = {{0}};
+        /* how many took part: in the log and in summary.json (the transport's about) */
+        static char about[160];
+        snprintf(about, sizeof about, "mpirun, %d ranks: rank 0 the server, %d worker rank%s training the clients",
+                 nranks, nranks - 1, nranks == 2 ? "" : "s");
+        mpi_transport.about = about;
+        if (!opt->quiet) fprintf(stderr, "dpfl: %s\n", about);
         rc = dpfl_run_with_transport(cfg, opt, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg) : 0;
     } else {
         rc = worker_rank(cfg);

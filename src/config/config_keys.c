@@ -286,6 +286,9 @@ const fl_keydef fl_config_keys[] = {
      .help = "worker threads"},
     {"run", "eval_every", FL_KEY_INT, F(run.eval_every), .lo = 1, .hi = 100000000, .dflt = "1",
      .help = "evaluate every N rounds (and at the last)"},
+    {"run", "emd", FL_KEY_CHOICE, F(run.emd), .choices = "auto|no|yes", .dflt = "auto",
+     .help = "PrivateFL's EMD between the clients' training losses at evaluated rounds (diagnostics.jsonl, the "
+             "report's plot); auto: with model.transform"},
 };
 #undef WHEN
 #undef F

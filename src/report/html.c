@@ -64,10 +64,12 @@ static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error 
     rp_fmt_num(v[1], sizeof v[1], rp_num(sum, "test_loss"));
     rp_fmt_num(v[2], sizeof v[2], rp_num(sum, "rounds"));
     rp_fmt_num(v[3], sizeof v[3], rp_num(sum, "rounds_planned"));
-    rp_buf_printf(b, "<p class=\"headline\">Test accuracy <strong>%s</strong>, test loss %s after %s of %s rounds",
-                  v[0], v[1], v[2], v[3]);
+    rp_buf_printf(b, "<p class=\"headline\">Test accuracy <strong>%s</strong>, test loss %s after %s of %s round%s",
+                  v[0], v[1], v[2], v[3], rp_num(sum, "rounds_planned") == 1 ? "" : "s");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "stopped_at_budget")))
         rp_buf_puts(b, " (stopped before passing the privacy budget)");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "interrupted")))
+        rp_buf_puts(b, " (interrupted: <code>dpfl train --resume</code> continues it)");
     rp_buf_puts(b, "; ");
     rp_buf_html(b, rp_str(sum, "dataset") ? rp_str(sum, "dataset") : "?");
     rp_buf_puts(b, ", ");

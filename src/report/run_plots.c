@@ -228,9 +228,20 @@ static dpfl_status plot_participation(rp_page *c, const rp_run *r, dpfl_error *e
     p.ymin = 0;
     p.y2label = "examples";
     p.y2min = 0;
+    /* no line on the frame's top edge, nor on another: the most clients at 80% of the height, the most examples at
+     * 90% (with every client every round both are flat); one line when every sampled client replied */
+    double top = 0, ytop = 0;
+    for (size_t i = 0; i < part->n; i++) top = fmax(top, part->y[i]);
+    for (size_t i = 0; i < rep->n; i++) top = fmax(top, rep->y[i]);
+    for (size_t i = 0; i < ex->n; i++) ytop = fmax(ytop, ex->y[i]);
+    if (top > 0) p.ymax = top / 0.8;
+    if (ytop > 0) p.y2max = ytop / 0.9;
+    int all_replied = rep->n == part->n;
+    for (size_t i = 0; i < part->n && all_replied; i++) all_replied = rep->x[i] == part->x[i] && rep->y[i] == part->y[i];
     rp_series_spec *s;
-    if ((s = rp_plot_add(&p, RP_LINESPOINTS, part, "clients sampled"))) s->color = 1;
-    if ((s = rp_plot_add(&p, RP_LINESPOINTS, rep, "clients that replied"))) s->color = 2, s->dashed = 1;
+    if ((s = rp_plot_add(&p, RP_LINESPOINTS, part, all_replied ? "clients sampled (all replied)" : "clients sampled")))
+        s->color = 1;
+    if (!all_replied && (s = rp_plot_add(&p, RP_LINESPOINTS, rep, "clients that replied"))) s->color = 2, s->dashed = 1;
     if ((s = rp_plot_add(&p, RP_LINES, ex, "examples trained on (right)"))) s->color = 3, s->y2 = 1;
     if (!ex->n) p.y2label = NULL;
     st = rp_figure(c, &p, "Participation counts and exact batch totals (<code>diagnostics.jsonl</code>): "

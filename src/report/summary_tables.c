@@ -15,6 +15,8 @@ static const char *const MEANING[][2] = {
     {"rounds_planned", "fl.rounds"},
     {"stopped_at_budget", "the run stopped before the first round whose release would pass target_epsilon (that "
                           "round was never trained)"},
+    {"interrupted", "the run was stopped (Ctrl-C, SIGTERM) before rounds_planned; dpfl train --resume continues "
+                    "it"},
     {"unit", "what is protected: record = one training example (the client level is in the client_* keys)"},
     {"epsilon", "record-level ε after every released round, in nats: the worst case over records, an upper bound"},
     {"epsilon_from", "federated_fdp: PriFedSync's f-DP bound was smaller than the ledger's, so it is the guarantee"},
@@ -59,12 +61,13 @@ static const char *const MEANING[][2] = {
     {"privacy", "the guarantee in words"},
     {"config_sha256", "SHA-256 of config.ini"},
     {"partition_sha256", "which records each client held (kept across resumes)"},
-    {"seed", "fixed seed (reproducible mode): the guarantee then holds only while the seed is secret"},
+    {"seed", "fixed seed (reproducible mode; with DP, an ε holds only while the seed is secret)"},
     {"randomness", "where the noise and sampling come from"},
     {"dataset", "dataset"},
     {"model", "model"},
     {"parameters", "model parameters"},
     {"clients", "clients in the federation"},
+    {"transport", "how the clients were reached in this session (mpirun: the ranks that took part)"},
     {"started_at", "when this session started (a resume starts a new one)"},
     {"dpfl_version", "the dpfl that wrote the run"},
     /* federated_fdp */

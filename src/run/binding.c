@@ -43,6 +43,7 @@ static const run_abi_entry table[] = {
     SIZE(dpfl_run_options), FIELD(dpfl_run_options, out_dir), FIELD(dpfl_run_options, quiet),
     FIELD(dpfl_run_options, resume), FIELD(dpfl_run_options, force), FIELD(dpfl_run_options, on_round),
     FIELD(dpfl_run_options, on_round_ctx), FIELD(dpfl_run_options, train), FIELD(dpfl_run_options, test),
+    FIELD(dpfl_run_options, stop),
     SIZE(dpfl_run_round), FIELD(dpfl_run_round, round), FIELD(dpfl_run_round, rounds),
     FIELD(dpfl_run_round, participants), FIELD(dpfl_run_round, train_loss), FIELD(dpfl_run_round, test_accuracy),
     FIELD(dpfl_run_round, test_loss), FIELD(dpfl_run_round, record_epsilon), FIELD(dpfl_run_round, client_epsilon),

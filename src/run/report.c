@@ -187,7 +187,8 @@ dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_pr
                                   dpfl_error *err)
 {
     cJSON *d = diagnostics_json(m, in->cdp_on, in->rdp_on, pr->comm);
-    /* every client's mean local training loss of the round, and at evaluated rounds PrivateFL's EMD over them */
+    /* every client's mean local training loss of the round, and at evaluated rounds PrivateFL's EMD over them
+     * (run.emd: auto computes it with the input transform, which PrivateFL measures it for) */
     int32_t *ids = malloc((size_t)in->part.clients * sizeof *ids);
     double *loss = malloc((size_t)in->part.clients * sizeof *loss);
     if (!ids || !loss) {
@@ -205,7 +206,8 @@ dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_pr
     }
     free(ids);
     free(loss);
-    if (isfinite(m->test_accuracy) && in->part.clients <= 1000) {
+    const int emd = in->cfg->run.emd == 2 || (in->cfg->run.emd == 0 && in->cfg->model.transform != DPFL_TRANSFORM_NONE);
+    if (emd && isfinite(m->test_accuracy) && in->part.clients <= 1000) {
         double mean, std;
         emd_so_far(io->dir, in->part.clients, cl, &mean, &std);
         fl_json_num(d, "emd_mean", mean);

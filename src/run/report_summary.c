@@ -2,6 +2,8 @@
  * the values no epsilon covers) and the final lines on the terminal. */
 #include "run_internal.h"
 
+#include "dpfl/transport.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -201,10 +203,10 @@ static int privacy_statement(const run_inputs *in, const run_acct *a, char *buf,
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
                                                 "only the secure sum): (%.4g, %.3g)-DP for every client against "
                                                 "observers of the released models, (%.4g, %.3g)-DP against the "
-                                                "aggregation server, which sees the cohorts (%lld rounds for the client "
-                                                "that took part most)",
+                                                "aggregation server, which sees the cohorts (%lld round%s for the "
+                                                "client that took part most)",
                               n ? "; " : "", a->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
-                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax);
+                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
     else if (in->cdp_on && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
@@ -324,8 +326,10 @@ static void summary_provenance(const run_inputs *in, const run_state *rs, const 
     cJSON_AddStringToObject(sum, "partition_sha256", part); /* which records each client held (kept across resumes) */
     if (cfg->run.seed.given) {
         cJSON_AddNumberToObject(sum, "seed", (double)in->seed);
-        cJSON_AddStringToObject(sum, "randomness", "reproducible mode (fixed seed) - not for deployment: every "
-                                                   "epsilon above holds only if the seed is secret");
+        cJSON_AddStringToObject(sum, "randomness", in->rdp_on || in->cdp_on
+                                                   ? "reproducible mode (fixed seed) - not for deployment: every "
+                                                     "epsilon above holds only if the seed is secret"
+                                                   : "reproducible mode (fixed seed)");
     } else {
         cJSON_AddNullToObject(sum, "seed");
         cJSON_AddStringToObject(sum, "randomness", "OS entropy (ChaCha20)");
@@ -375,6 +379,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddNumberToObject(sum, "rounds", a->ledger.rounds);
     cJSON_AddNumberToObject(sum, "rounds_planned", in->cfg->fl.rounds);
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
+    cJSON_AddBoolToObject(sum, "interrupted", c->pr.interrupted); /* resumable: dpfl train --resume */
     fl_report_updates(c->io.dir, &c->pr, sum);
     summary_not_private(in, a, &c->pr, c->io.dir, sum);
     if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
@@ -382,6 +387,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
+    if (c->transport && c->transport->about) cJSON_AddStringToObject(sum, "transport", c->transport->about);
     snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
     return write_json(path, sum, err);
 }
@@ -392,47 +398,50 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
     char acc[64];
     if (isfinite(pr->last_eval.test_accuracy)) snprintf(acc, sizeof acc, "test accuracy %.4f", pr->last_eval.test_accuracy);
     else snprintf(acc, sizeof acc, "no test data here"); /* a deployment's server without the sites' files */
-    fprintf(stderr, "dpfl: %d rounds%s, %s, %.1f s; run written to %s\n", a->ledger.rounds,
-            pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "", acc,
-            pr->wall0 + (dpfl_now() - pr->t_start), dir);
+    char done[96];
+    if (pr->interrupted) snprintf(done, sizeof done, "interrupted after round %d of %d", a->ledger.rounds, cfg->fl.rounds);
+    else snprintf(done, sizeof done, "%d round%s%s", a->ledger.rounds, a->ledger.rounds == 1 ? "" : "s",
+                  pr->stopped_early ? " (stopped before exceeding the privacy budget)" : "");
+    fprintf(stderr, "dpfl: %s, %s, %.1f s; run written to %s\n", done, acc, pr->wall0 + (dpfl_now() - pr->t_start), dir);
     if (pr->upd_arrived < pr->upd_sampled) /* dropouts, or a deployment whose clients did not answer */
         fprintf(stderr, "dpfl: %lld of %lld sampled clients' updates arrived; %d round%s without any (per round: "
                 "summary.json \"updates\")\n", (long long)pr->upd_arrived, (long long)pr->upd_sampled, pr->upd_empty,
                 pr->upd_empty == 1 ? "" : "s");
-    /* a fixed seed makes every noise draw reproducible: the guarantee then holds only while the seed is secret */
-    const char *seedcaveat = cfg->run.seed.given ? "; holds only if the seed is secret (fixed seed: reproducible mode, "
-                                            "not for deployment)"
-                                          : "";
     if (a->rpdp.on)
         fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
-                        "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)%s\n",
+                        "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)\n",
                 a->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
-                dpfl_config_choice(cfg, "record_dp.budget_policy"), seedcaveat);
+                dpfl_config_choice(cfg, "record_dp.budget_policy"));
     else if (in->rdp_on)
-        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler%s\n", a->report.epsilon,
+        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler\n", a->report.epsilon,
                 cfg->record_dp.delta,
                 isfinite(a->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
                 : a->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
-                dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"), seedcaveat);
+                dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"));
     dpfl_fdp_params pp;
     dpfl_fdp_result fr;
     if (in->rdp_on && a->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, a->rs.record_z) &&
         fl_fdp_of_run(cfg, &in->part, a->ledger.rounds, a->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
-                        "against any observer keeping the sync probability %g (RDP bound)%s\n",
-                fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p, seedcaveat);
+                        "against any observer keeping the sync probability %g (RDP bound)\n",
+                fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p);
     ddp_report g;
     if (in->cdp_on && a->cprivate && dpfl_sim_ddp_plan(in->sim) && ddp_guarantees(in, a, &g, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
-                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld rounds of the busiest "
-                        "client)%s\n",
+                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
+                        "client)\n",
                 cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", a->ceps, cfg->client_dp.delta + g.dsamp,
-                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, seedcaveat);
+                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
     else if (in->cdp_on && a->cprivate)
-        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant%s\n", a->ceps,
-                cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"), seedcaveat);
+        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", a->ceps,
+                cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
     if (in->cdp_on && !a->cprivate)
         fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
     if (!in->rdp_on && !in->cdp_on)
         fprintf(stderr, "dpfl: NOT differentially private (neither [record_dp] nor [client_dp] is enabled)\n");
+    /* a fixed seed makes every noise draw reproducible: a guarantee then holds only while the seed is secret (said
+     * once, under the guarantees; a run without any has none to qualify) */
+    else if (cfg->run.seed.given && (in->rdp_on || a->cprivate))
+        fprintf(stderr, "dpfl: every epsilon above holds only if the seed is secret (fixed [run] seed: reproducible "
+                        "mode, not for deployment)\n");
 }

@@ -75,6 +75,14 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     dpfl_status st;
     io->dir = c->opt->out_dir;
     if ((st = claim_run_dir(c->opt, 0, err)) || (st = fl_setup_node(&c->node, &s, err))) return st;
+    if (c->opt->resume && cfg->fl.rounds < a->ledger.rounds) /* before config.ini is rewritten */
+        return dpfl_fail(err, DPFL_EINVAL, "resume (%s): fl.rounds = %d is below the %d rounds the run has released, "
+                         "which a resume cannot take back; give fl.rounds > %d to extend the run", io->dir,
+                         (int)cfg->fl.rounds, (int)a->ledger.rounds, (int)a->ledger.rounds);
+    if (c->opt->resume && cfg->fl.rounds == a->ledger.rounds && !c->opt->quiet)
+        fprintf(stderr, "dpfl: note: %s has released all its %d round%s: nothing to train (--set fl.rounds=N with N > "
+                "%d extends it)\n", io->dir, (int)a->ledger.rounds, a->ledger.rounds == 1 ? "" : "s",
+                (int)a->ledger.rounds);
     c->pr.wall0 = a->rs.wall; /* a resume: the sessions before this one (0 for a new run) */
     if (!(io->ini = dpfl_config_to_ini(cfg))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     dpfl_sha256_hex(io->ini, strlen(io->ini), io->sha);
@@ -108,6 +116,17 @@ void fl_run_free(run_ctx *c)
     fl_node_free(&c->node);
 }
 
+/* An interrupted run resumes from its checkpoint: one released round has written it; a new run stopped before its
+ * first round writes the set-up's (round 0: the initial model, an empty ledger, the noise). */
+static dpfl_status interrupted_checkpoint(const run_ctx *c, dpfl_error *err)
+{
+    const run_inputs *in = &c->node.in;
+    const run_acct *a = &c->node.acct;
+    if (a->ledger.rounds > 0 || c->opt->resume) return DPFL_OK;
+    return fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
+                              a->rpdp.on ? &a->rpdp : NULL, "", err);
+}
+
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err)
 {
     return fl_run(cfg, opt, NULL, err);
@@ -136,9 +155,14 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
     if (!(st = fl_run_setup(c, err))) {
         int stop = 0;
         for (int32_t r = c->node.acct.ledger.rounds + 1; r <= cfg->fl.rounds && !stop && !st; r++) {
+            if (opt->stop && *opt->stop) { /* asked to stop: the rounds released so far are the run */
+                c->pr.interrupted = 1;
+                break;
+            }
             st = fl_run_round(c, r, &stop, err);
         }
         if (!opt->quiet && isatty(2)) fputc('\n', stderr);
+        if (!st && c->pr.interrupted) st = interrupted_checkpoint(c, err);
         if (!st) st = fl_report_summary(c, err);
         if (!st && !opt->quiet) fl_report_final_lines(in, &c->node.acct, &c->pr, opt->out_dir);
     }

@@ -33,6 +33,7 @@ typedef struct {
     double t_start, wall0;  /* dpfl_now() at the start; the wall time of earlier sessions (a resume) */
     double started_at;      /* wall-clock time (seconds since the epoch) this session started */
     int stopped_early;
+    int interrupted;        /* dpfl_run_options.stop ended the run before fl.rounds */
     int64_t comm;
     dpfl_round_metrics last_eval;
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */

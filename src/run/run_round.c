@@ -97,7 +97,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->io.dir);
     }
     if (!c->opt->quiet && isatty(2)) fl_report_progress(in, a, &c->pr.last_eval, &m);
-    if (c->opt->on_round && notify(c, &m, line)) *stop = 1; /* the caller's: after the release, a resumable stop */
+    if (c->opt->on_round && notify(c, &m, line)) { /* the caller's: after the release, a resumable stop */
+        *stop = 1;
+        c->pr.interrupted = r < cfg->fl.rounds; /* marked as dpfl_run_options.stop marks it */
+    }
     free(line);
     return DPFL_OK;
 }
