@@ -109,9 +109,12 @@ static void every_record_stays_within_its_own_budget(void **state)
     memset(&rp, 0, sizeof rp);
     dpfl_rng r;
     dpfl_rng_init_seed(&r, 1);
-    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &f.train, &f.part, &r, &err), DPFL_OK);
+    /* the round the sampler and the local training run: Poisson clients at 0.5, 5 local steps */
+    const dpfl_mech_clients cd = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, f.part.clients, 0.5, 0);
+    const dpfl_mech_rpdp design = dpfl_mech_rpdp_of(&cd, 5, 0.0);
+    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &design, &f.train, &f.part, &r, &err), DPFL_OK);
     assert_int_equal(rp.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
-    dpfl_rpdp_params pp = {rp.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    dpfl_rpdp_params pp = {rp.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
     double e1;
     assert_int_equal(dpfl_rpdp_epsilon(&pp, 1.0, &e1, &err), DPFL_OK);
     assert_true(e1 <= 10.0 && e1 > 9.99); /* z meets budget_max at p = 1, never above */
