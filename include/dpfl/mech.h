@@ -128,6 +128,10 @@ dpfl_rpdp_params dpfl_mech_rpdp_params(const dpfl_mech_rpdp *m, int64_t rounds, 
 /* The event of a record at rate p charged `rounds` rounds: two-stage(lambda, p, z, steps) x rounds (a record at
  * p = 0 is never sampled: nothing charged). */
 dpfl_event dpfl_mech_rpdp_event(const dpfl_mech_rpdp *m, double p, int64_t rounds);
+/* The divisor of a client's noisy clipped sum: its expected batch sum_i p_i over its records idx[0..n) at the plan's
+ * rates level_p[level[idx[i]]] (level < 0: never sampled) -- a constant of the run, as Opacus divides by the
+ * expected batch size (opt-outs and the filter do not change it). */
+double dpfl_mech_rpdp_denom(const double *level_p, const int32_t *level, const int32_t *idx, int32_t n);
 /* budget_policy = filter (filter.c): z such that a record sampled at every step (p = 1) whose clipped gradient has
  * norm C at each of the T = rounds x m->steps local steps of `rounds` of m's rounds spends exactly `budget` at order
  * alpha: T alpha / (2 z^2) = budget. */

@@ -235,14 +235,12 @@ dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *e
         if (rp->filter && l >= 0 && rp->cap[i] - rp->spent[i] < DPFL_FILTER_OUT * rp->cap[i]) rp->p[i] = 0.0; /* spent (client.c) */
         if (l >= 0) rp->lv[l].records++;
     }
-    for (int32_t c = 0; c < part->clients; c++) {
-        double d = 0;
-        for (int32_t j = part->offset[c]; j < part->offset[c + 1]; j++) {
-            int32_t l = rp->level[part->index[j]];
-            d += l >= 0 ? rp->lv[l].p : 0.0; /* the plan's rates: opt-outs do not change it */
-        }
-        rp->denom[c] = d;
-    }
+    double plan_p[FL_RPDP_LEVELS]; /* the plan's rates: opt-outs do not change the divisors */
+    DPFL_ASSERT(rp->nlevels <= FL_RPDP_LEVELS);
+    for (int32_t k = 0; k < rp->nlevels; k++) plan_p[k] = rp->lv[k].p;
+    for (int32_t c = 0; c < part->clients; c++)
+        rp->denom[c] = dpfl_mech_rpdp_denom(plan_p, rp->level, part->index + part->offset[c],
+                                            part->offset[c + 1] - part->offset[c]);
     return DPFL_OK;
 }
 

@@ -30,3 +30,13 @@ dpfl_event dpfl_mech_rpdp_event(const dpfl_mech_rpdp *m, double p, int64_t round
 {
     return dpfl_event_two_stage(m->clients.q, p, m->z, m->steps, p > 0 ? rounds : 0, DPFL_BOUND_RPDP);
 }
+
+double dpfl_mech_rpdp_denom(const double *level_p, const int32_t *level, const int32_t *idx, int32_t n)
+{
+    double d = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t l = level[idx[j]];
+        d += l >= 0 ? level_p[l] : 0.0;
+    }
+    return d;
+}
