@@ -71,6 +71,10 @@ dpfl_mech_dpsgd dpfl_mech_dpsgd_make(int poisson, int32_t n, int32_t batch, doub
  * ceil(n / batch) batches; 0 for a client with no records.  The ledger, calibration and the e2e bound all count
  * steps with this. */
 int64_t dpfl_mech_local_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs);
+/* The DP-SGD steps a record is charged when each of the `copies` clients holding it (n records each) takes part in
+ * every one of `rounds` rounds: copies x rounds x dpfl_mech_local_steps -- what calibration plans for. */
+int64_t dpfl_mech_record_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs, int32_t rounds,
+                               int32_t copies);
 /* The event of `steps` such steps over this client's records. */
 dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps);
 

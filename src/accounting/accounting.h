@@ -50,6 +50,10 @@ dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_mech_rp
                          const dpfl_partition *part, dpfl_rng *rng, dpfl_error *err);
 /* After a checkpoint's plan is loaded: the round the simulation runs (client design, local steps; rp's z kept). */
 void fl_rpdp_set_design(fl_rpdp *rp, const dpfl_mech_rpdp *design);
+/* Before round `round` is trained: DPFL_EINVAL (naming what differs) unless the round the simulation sampled
+ * (dpfl_sim_rpdp_design) is the plan's -- the same client sampling, rate, local steps and noise -- since every
+ * level composes that one round. */
+dpfl_status fl_rpdp_check_round(const fl_rpdp *rp, const dpfl_mech_rpdp *ran, int32_t round, dpfl_error *err);
 /* Per-record rates and per-client divisors from the levels (after a plan or a checkpoint). */
 dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *err);
 /* Before a round: levels whose next round would pass their budget opt out (*changed = 1 if any did). */

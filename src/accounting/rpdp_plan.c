@@ -67,6 +67,18 @@ void fl_rpdp_set_design(fl_rpdp *rp, const dpfl_mech_rpdp *design)
     rp->mech = dpfl_mech_rpdp_of(&design->clients, design->steps, rp->mech.z);
 }
 
+dpfl_status fl_rpdp_check_round(const fl_rpdp *rp, const dpfl_mech_rpdp *ran, int32_t round, dpfl_error *err)
+{
+    const dpfl_mech_rpdp *m = &rp->mech;
+    if (ran->clients.kind != m->clients.kind || ran->clients.q != m->clients.q || ran->steps != m->steps ||
+        ran->z != m->z)
+        return dpfl_fail(err, DPFL_EINVAL, "per-record budgets: round %d runs client rate %.17g, %lld local steps, "
+                                           "noise %.17g; the plan composes rate %.17g, %lld steps, noise %.17g",
+                         (int)round, ran->clients.q, (long long)ran->steps, ran->z, m->clients.q, (long long)m->steps,
+                         m->z);
+    return DPFL_OK;
+}
+
 /* the accountant's parameters of `rounds` of the design's rounds (the mechanism's own, mech/rpdp.c) */
 dpfl_rpdp_params fl_rpdp_params(const fl_rpdp *rp, const dpfl_config *cfg, int32_t rounds)
 {
