@@ -79,9 +79,17 @@ static void encode_decode_sums(void **state)
     for (size_t i = 0; i < P; i++) w2 += want[i] * want[i];
     assert_true(sqrt(e2) < 0.25 * sqrt(w2)); /* unbiased rounding on a fine grid: well below the signal */
     /* noise only */
-    dpfl_poisson_table *t;
+    /* the clients' noise as the mechanism draws it (dpfl_ddp_noise_table): Skellam(cv) = Poisson(cv / 2) - Poisson(cv /
+     * 2), the table kept for a round of the same size and replaced for another */
+    dpfl_poisson_table *t = NULL;
     const double cv = dpfl_ddp_client_variance(&p, k);
-    assert_int_equal(dpfl_poisson_table_make(cv / 2, &t, &err), DPFL_OK);
+    assert_int_equal(dpfl_ddp_noise_table(&p, 2 * k, &t, &err), DPFL_OK);
+    assert_close(dpfl_poisson_table_lambda(t), dpfl_ddp_client_variance(&p, 2 * k) / 2, 1e-15);
+    assert_int_equal(dpfl_ddp_noise_table(&p, k, &t, &err), DPFL_OK);
+    const dpfl_poisson_table *kept = t;
+    assert_int_equal(dpfl_ddp_noise_table(&p, k, &t, &err), DPFL_OK);
+    assert_ptr_equal(t, kept);
+    assert_close(dpfl_poisson_table_lambda(t), cv / 2, 1e-15);
     memset(sum, 0, p.d * sizeof *sum);
     memset(u, 0, P * sizeof *u);
     for (int c = 0; c < k; c++) {

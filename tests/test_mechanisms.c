@@ -7,6 +7,7 @@
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 typedef fl_fixture fixture;
@@ -363,6 +364,107 @@ static void mechanisms_describe_themselves(void **state)
     assert_close(dpfl_mech_round_rate(&rf), 0.05, 1e-15);
 }
 
+/* rPDP-FL's round is the one the simulation runs: the client sampler's design (the rate it charges, 1 with every
+ * client), the local steps every sampled client takes (all its records in at p = 1: steps x n_k examples) and the
+ * record noise; each level's event and the accountant's parameters are that round's, and the filter's noise plan
+ * spends a budget_max record's budget over rounds x steps steps exactly. */
+static void rpdp_round_is_the_one_the_simulation_runs(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {40, 25, 15};
+    fixture f;
+    fixture_make(&f, "logreg", sizes, 3);
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.5;
+    f.cfg.fl.local_steps = 6;
+    f.cfg.record_dp.enabled = 1;
+    f.cfg.record_dp.sampler = DPFL_BATCH_POISSON;
+    f.cfg.record_dp.noise = 1.3;
+    const size_t P = f.model.nparam;
+    float *global = malloc(P * sizeof(float));
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 11);
+    dpfl_model_init(&f.model, global, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
+    dpfl_sim_set_record_noise(sim, 1.3);
+    double p[80], denom[3];
+    for (int i = 0; i < 80; i++) p[i] = 1.0;
+    for (int k = 0; k < 3; k++) denom[k] = sizes[k];
+    dpfl_sim_set_record_rates(sim, p, denom);
+    dpfl_mech_rpdp d = dpfl_sim_rpdp_design(sim);
+    assert_int_equal(d.clients.kind, DPFL_SAMPLE_POISSON);
+    assert_true(d.clients.q == 0.5 && d.clients.K == 3 && d.steps == 6 && d.z == 1.3);
+    int64_t examples = 0, want = 0;
+    for (int32_t r = 1; r <= 4; r++) {
+        const int32_t *clients;
+        const int32_t m = dpfl_sim_sample(sim, r, &clients);
+        d = dpfl_sim_rpdp_design(sim); /* the design the sampler returned for this round */
+        assert_true(d.clients.q == 0.5 && d.steps == 6);
+        for (int32_t i = 0; i < m; i++) want += d.steps * sizes[clients[i]];
+        dpfl_round_metrics met;
+        assert_int_equal(dpfl_sim_train(sim, r, &met, &err), DPFL_OK);
+        examples += met.examples;
+    }
+    assert_true(want > 0);
+    assert_int_equal(examples, want); /* every sampled client ran the design's steps */
+    dpfl_sim_free(sim);
+    free(global);
+
+    dpfl_event e = dpfl_mech_rpdp_event(&d, 0.3, 4);
+    assert_int_equal(e.kind, DPFL_EV_TWO_STAGE);
+    assert_true(e.lambda == 0.5 && e.q == 0.3 && e.z == 1.3 && e.inner == 6 && e.count == 4);
+    assert_int_equal(e.bound, DPFL_BOUND_RPDP);
+    assert_int_equal(dpfl_mech_rpdp_event(&d, 0.0, 4).count, 0); /* never sampled: nothing charged */
+    dpfl_rpdp_params pp = dpfl_mech_rpdp_params(&d, 4, 1e-3);
+    assert_true(pp.lambda == 0.5 && pp.inner == 6 && pp.z == 1.3 && pp.rounds == 4 && pp.delta == 1e-3);
+    const dpfl_mech_clients all = dpfl_mech_clients_make(DPFL_SAMPLE_ALL, 3, 0.0, 0);
+    assert_true(dpfl_mech_rpdp_params(&(dpfl_mech_rpdp){all, 6, 1.3}, 1, 1e-3).lambda == 1.0);
+
+    /* the filter's plan: 3 rounds x 6 steps at alpha 8 for budget 2: 18 x 8 / (2 z^2) = 2, z = 6; a record at norm C
+     * every step then spends its budget (up to the float pad) */
+    const double z = dpfl_mech_filter_noise(&d, 3, 8.0, 2.0), C = 0.7;
+    assert_close(z, 6.0, 1e-15);
+    double spent = 0;
+    for (int s = 0; s < 18; s++) spent += dpfl_mech_filter_loss(C, INFINITY, C, z * C, 8.0);
+    assert_close(spent, 2.0, 1e-4);
+    fixture_free(&f);
+}
+
+/* The e2e client-level mechanism (mech/e2e.c) against the thesis's bound computed here: the most local steps of any
+ * client, the largest rate of the rounds' designs, participation visible (two-stage), a fixed-size design making it
+ * replace-one (sensitivity 2BC) and the server's noise capping mu at 2 / z_s. */
+static void e2e_client_event_takes_the_worst_round_and_client(void **state)
+{
+    (void)state;
+    const dpfl_mech_dpsgd step = dpfl_mech_dpsgd_make(1, 1, 1, 1.0, 2.0); /* noise std z C = 2 */
+    dpfl_mech_e2e e = dpfl_mech_e2e_make(&step, 8, 0.0);
+    const int64_t steps[] = {3, 5, 0};
+    for (int k = 0; k < 3; k++) dpfl_mech_e2e_client(&e, steps[k]);
+    const double rates[] = {0.2, 0.5, 0.3};
+    for (int r = 0; r < 3; r++) {
+        const dpfl_mech_clients c = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, 100, rates[r], 0);
+        dpfl_mech_e2e_round(&e, &c);
+    }
+    const double mu = sqrt(5.0) * 8 * 1.0 / 2.0; /* sqrt(s) B C / (z C) */
+    assert_close(dpfl_mech_e2e_mu(&e), mu, 1e-12);
+    dpfl_event ev = dpfl_mech_e2e_event(&e, 7);
+    assert_int_equal(ev.kind, DPFL_EV_TWO_STAGE);
+    assert_int_equal(ev.adjacency, DPFL_ADJ_ZERO_OUT);
+    assert_true(ev.lambda == 0.5 && ev.q == 1.0 && ev.inner == 1 && ev.count == 7);
+    assert_close(ev.z, 1.0 / mu, 1e-12);
+    const dpfl_mech_clients fixed = dpfl_mech_clients_make(DPFL_SAMPLE_FIXED, 100, 0.0, 10);
+    dpfl_mech_e2e_round(&e, &fixed); /* q 0.1 < 0.5: the rate stays, the adjacency becomes replace-one */
+    ev = dpfl_mech_e2e_event(&e, 7);
+    assert_int_equal(ev.adjacency, DPFL_ADJ_REPLACE_ONE);
+    assert_true(ev.lambda == 0.5);
+    assert_close(dpfl_mech_e2e_mu(&e), 2 * mu, 1e-12);
+    dpfl_mech_e2e capped = dpfl_mech_e2e_make(&step, 8, 0.5);
+    dpfl_mech_e2e_client(&capped, 5);
+    assert_close(dpfl_mech_e2e_mu(&capped), 4.0, 1e-12); /* 2 / 0.5 < mu */
+}
+
 /* Clipped updates are within the bound (flat, and per layer so that the whole stays within S); adaptive clipping's
  * split gives back z, and refuses a count noise that leaves nothing for the sum. */
 static void clipping_bounds_and_the_adaptive_split(void **state)
@@ -404,6 +506,8 @@ int main(void)
         cmocka_unit_test(mechanisms_describe_themselves),
         cmocka_unit_test(secure_sigma2_rounds_up),
         cmocka_unit_test(clipping_bounds_and_the_adaptive_split),
+        cmocka_unit_test(rpdp_round_is_the_one_the_simulation_runs),
+        cmocka_unit_test(e2e_client_event_takes_the_worst_round_and_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

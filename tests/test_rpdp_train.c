@@ -109,9 +109,23 @@ static void every_record_stays_within_its_own_budget(void **state)
     memset(&rp, 0, sizeof rp);
     dpfl_rng r;
     dpfl_rng_init_seed(&r, 1);
-    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &f.train, &f.part, &r, &err), DPFL_OK);
+    /* the round the sampler and the local training run: Poisson clients at 0.5, 5 local steps */
+    const dpfl_mech_clients cd = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, f.part.clients, 0.5, 0);
+    const dpfl_mech_rpdp design = dpfl_mech_rpdp_of(&cd, 5, 0.0);
+    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &design, &f.train, &f.part, &r, &err), DPFL_OK);
     assert_int_equal(rp.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
-    dpfl_rpdp_params pp = {rp.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    dpfl_rpdp_params pp = {rp.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    /* a round is trained only at the plan's design: other steps, another rate or another noise is refused */
+    dpfl_mech_rpdp ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 1, &err), DPFL_OK);
+    ran.steps = 6;
+    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 2, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "6 local steps"));
+    ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
+    ran.clients.q = 0.75;
+    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 3, &err), DPFL_EINVAL);
+    ran = dpfl_mech_rpdp_of(&cd, 5, 0.9 * rp.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 4, &err), DPFL_EINVAL);
     double e1;
     assert_int_equal(dpfl_rpdp_epsilon(&pp, 1.0, &e1, &err), DPFL_OK);
     assert_true(e1 <= 10.0 && e1 > 9.99); /* z meets budget_max at p = 1, never above */

@@ -43,6 +43,10 @@ dpfl_status dpfl_ddp_plan_make(size_t P, double clip, double z, double inflation
 int32_t dpfl_ddp_threshold(const dpfl_ddp_plan *p, int32_t n);
 /* Each client's Skellam variance in a round of n clients: mu / threshold(n). */
 double dpfl_ddp_client_variance(const dpfl_ddp_plan *p, int32_t n);
+/* The Poisson table each client of a round of n draws its Skellam share from: a Skellam of variance v is the
+ * difference of two Poisson(v / 2) draws, so lambda = dpfl_ddp_client_variance / 2.  *table (NULL or a previous
+ * round's) is kept while its lambda is the one needed, else freed and replaced (NULL on an error). */
+dpfl_status dpfl_ddp_noise_table(const dpfl_ddp_plan *p, int32_t n, dpfl_poisson_table **table, dpfl_error *err);
 /* The round's accounting event (zero-out; q the client's probability of being in the round). */
 dpfl_event dpfl_ddp_event(const dpfl_ddp_plan *p, double q);
 /* An upper bound on the probability that some coordinate of the sum of `clients` rounded vectors plus Skellam

@@ -64,6 +64,10 @@ int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients);
 dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
 /* Local steps client k takes when it participates (what the ledger charges). */
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k);
+/* rPDP-FL: the per-record sampling round this simulation runs (mech/rpdp.c), what every level's event is built
+ * from: the client sampler's design (the one it returned for the round sampled last, else round 1's), the local
+ * steps a participating client takes (the most of any client), and the record-level noise in force. */
+dpfl_mech_rpdp dpfl_sim_rpdp_design(const dpfl_sim *s);
 /* Replace the record-level noise multiplier (after calibration). */
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z);
 /* rPDP-FL: record i (training-set index) is sampled with probability p[i] at every local step, and client k's

@@ -7,9 +7,12 @@
  *              dropout)
  *   dpsgd.c    one DP-SGD step's mechanism: sampler, clip C, noise z -> sensitivity, noise std, denominator, event
  *   clip.c     update clipping (flat, per layer), the median (NOT private), adaptive clipping's noisy quantile
- *   filter.c   the individual Renyi filter's per-record bound and loss (rPDP-FL, budget_policy = filter)
+ *   filter.c   the individual Renyi filter's per-record bound, loss and noise plan (rPDP-FL, budget_policy = filter)
+ *   rpdp.c     rPDP-FL's per-record sampling round (client design, local steps, noise) -> each level's event
+ *   e2e.c      record-level noise read at the client level (e2e): the rounds' designs, the steps -> the event
  *   noise.c    Gaussian noise (floating point, ChaCha20) and exact discrete Gaussian noise on a grid
- *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event */
+ *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event
+ *   ddp.c      distributed DP (include/dpfl/ddp.h): plan, each client's Skellam share, encode/decode, event */
 #ifndef DPFL_MECH_H
 #define DPFL_MECH_H
 
@@ -68,6 +71,10 @@ dpfl_mech_dpsgd dpfl_mech_dpsgd_make(int poisson, int32_t n, int32_t batch, doub
  * ceil(n / batch) batches; 0 for a client with no records.  The ledger, calibration and the e2e bound all count
  * steps with this. */
 int64_t dpfl_mech_local_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs);
+/* The DP-SGD steps a record is charged when each of the `copies` clients holding it (n records each) takes part in
+ * every one of `rounds` rounds: copies x rounds x dpfl_mech_local_steps -- what calibration plans for. */
+int64_t dpfl_mech_record_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs, int32_t rounds,
+                               int32_t copies);
 /* The event of `steps` such steps over this client's records. */
 dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps);
 
@@ -107,6 +114,57 @@ dpfl_status dpfl_mech_adaptive_make(double z, double sigma_b, const dpfl_mech_cl
  * than was left. */
 double dpfl_mech_filter_radius(double left, double sigma, double alpha);
 double dpfl_mech_filter_loss(double norm, double radius, double clip, double sigma, double alpha);
+
+/* ---------------------------------------------------------------- rPDP-FL: per-record sampling rounds */
+/* One rPDP-FL round as the simulation runs it (Liu et al., rPDP-FL, Theorem 1): the client sampler's design
+ * (lambda = clients.q: the rate it charges, 1 when every client takes part), then `steps` local DP-SGD steps on
+ * each sampled client, each a Poisson batch with record i in at its own rate p_i, noise z C on the clipped sum.
+ * What dpfl_sim_rpdp_design returns; a record's event and the accountant's parameters are built from it alone. */
+typedef struct {
+    dpfl_mech_clients clients; /* the client sampler's design */
+    int64_t steps;             /* tau: local steps of a participating client (the most any client takes) */
+    double z;                  /* noise multiplier on each step's clipped sum */
+} dpfl_mech_rpdp;
+dpfl_mech_rpdp dpfl_mech_rpdp_of(const dpfl_mech_clients *clients, int64_t steps, double z);
+/* The two-stage accountant's parameters of `rounds` such rounds (published bound, RDP; use_pld and orders left
+ * 0 / NULL for the caller). */
+dpfl_rpdp_params dpfl_mech_rpdp_params(const dpfl_mech_rpdp *m, int64_t rounds, double delta);
+/* The event of a record at rate p charged `rounds` rounds: two-stage(lambda, p, z, steps) x rounds (a record at
+ * p = 0 is never sampled: nothing charged). */
+dpfl_event dpfl_mech_rpdp_event(const dpfl_mech_rpdp *m, double p, int64_t rounds);
+/* The divisor of a client's noisy clipped sum: its expected batch sum_i p_i over its records idx[0..n) at the plan's
+ * rates level_p[level[idx[i]]] (level < 0: never sampled) -- a constant of the run, as Opacus divides by the
+ * expected batch size (opt-outs and the filter do not change it). */
+double dpfl_mech_rpdp_denom(const double *level_p, const int32_t *level, const int32_t *idx, int32_t n);
+/* budget_policy = filter (filter.c): z such that a record sampled at every step (p = 1) whose clipped gradient has
+ * norm C at each of the T = rounds x m->steps local steps of `rounds` of m's rounds spends exactly `budget` at order
+ * alpha: T alpha / (2 z^2) = budget. */
+double dpfl_mech_filter_noise(const dpfl_mech_rpdp *m, int64_t rounds, double alpha, double budget);
+
+/* ---------------------------------------------------------------- e2e: record-level noise at the client level */
+/* End-to-end client-level DP (the thesis's section 3.3; privacy/e2e.c has the bound): each local step's clipped
+ * sum is projected onto the ball of radius B C (fl/client.c), so a whole client moves it by at most B C against
+ * noise of std z sens; a round of s steps (the most any client takes) is a Gaussian of mu = sqrt(s) B C /
+ * (z sens), multiplier halved under replace-one (fixed-size client sampling), server noise z_s only helping (mu <=
+ * 2 / z_s).  The noise is the client's own, so participation is visible: the rounds are one two-stage event at the
+ * largest rate any round's client design charges (a larger rate only adds loss). */
+typedef struct {
+    double noise_std;  /* the DP-SGD step's noise std z sens (dpfl_mech_dpsgd) */
+    int32_t batch;     /* B */
+    double server_z;   /* client-level noise multiplier of the server (0: none) */
+    int64_t steps;     /* the most local steps of any client (dpfl_mech_e2e_client) */
+    double q;          /* the largest rate of the rounds' designs (dpfl_mech_e2e_round) */
+    int replace_one;   /* a round's design was fixed-size (replace-one adjacency) */
+} dpfl_mech_e2e;
+dpfl_mech_e2e dpfl_mech_e2e_make(const dpfl_mech_dpsgd *step, int32_t batch, double server_z);
+/* A client that takes `steps` local steps per round. */
+void dpfl_mech_e2e_client(dpfl_mech_e2e *e, int64_t steps);
+/* A round drawn from this client sampling design. */
+void dpfl_mech_e2e_round(dpfl_mech_e2e *e, const dpfl_mech_clients *design);
+/* mu of one participation (steps taken as 1 when no client has any). */
+double dpfl_mech_e2e_mu(const dpfl_mech_e2e *e);
+/* The client-level event of `rounds` rounds: two-stage(q, 1, 1 / mu, 1) x rounds, zero-out or replace-one. */
+dpfl_event dpfl_mech_e2e_event(const dpfl_mech_e2e *e, int64_t rounds);
 
 /* ---------------------------------------------------------------- noise */
 /* v[i] = (v[i] + N(0, (z sens)^2)) * scale, chunked (bit-identical for any thread count); z = 0 adds nothing

@@ -5,6 +5,7 @@
 #ifndef DPFL_ACCOUNTING_H
 #define DPFL_ACCOUNTING_H
 #include "dpfl/fl.h"
+#include "dpfl/mech.h"
 
 #define FL_RPDP_LEVELS 256
 #define FL_RPDP_DROPPED (-1) /* budget_policy = dropout: below the mean, never sampled */
@@ -26,7 +27,9 @@ typedef struct {
     double *denom;    /* per client: the plan's expected batch sum_i p_i (the DP-SGD divisor) */
     fl_rpdp_level *lv;
     int32_t nlevels, planned_rounds;
-    double z;
+    /* the round the simulation runs (dpfl_sim_rpdp_design: client design, local steps) at the plan's noise z:
+     * every level's event and accountant question is built from it (mech/rpdp.c) */
+    dpfl_mech_rpdp mech;
     dpfl_scf_fit fit;
     int fit_ok;
     /* budget_policy = filter: one level at p = 1 (records with a budget below the conversion's cost dropped);
@@ -41,17 +44,25 @@ dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nleve
 /* budget_policy = filter: alpha and conv from the config and the budgets (rp->budget filled), caps and spent. */
 dpfl_status fl_rpdp_filter_setup(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err);
 void fl_rpdp_free(fl_rpdp *rp);
-/* Budgets, calibrated z, levels and rates of a new run (rng: the budgets' own stream). */
-dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_partition *part,
-                         dpfl_rng *rng, dpfl_error *err);
+/* Budgets, calibrated z, levels and rates of a new run of the round `design` (dpfl_sim_rpdp_design; its z is not
+ * read: calibrated) (rng: the budgets' own stream). */
+dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_mech_rpdp *design, const dpfl_dataset *train,
+                         const dpfl_partition *part, dpfl_rng *rng, dpfl_error *err);
+/* After a checkpoint's plan is loaded: the round the simulation runs (client design, local steps; rp's z kept). */
+void fl_rpdp_set_design(fl_rpdp *rp, const dpfl_mech_rpdp *design);
+/* Before round `round` is trained: DPFL_EINVAL (naming what differs) unless the round the simulation sampled
+ * (dpfl_sim_rpdp_design) is the plan's -- the same client sampling, rate, local steps and noise -- since every
+ * level composes that one round. */
+dpfl_status fl_rpdp_check_round(const fl_rpdp *rp, const dpfl_mech_rpdp *ran, int32_t round, dpfl_error *err);
 /* Per-record rates and per-client divisors from the levels (after a plan or a checkpoint). */
 dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *err);
 /* Before a round: levels whose next round would pass their budget opt out (*changed = 1 if any did). */
 dpfl_status fl_rpdp_before_round(fl_rpdp *rp, const dpfl_config *cfg, int *changed, dpfl_error *err);
 /* After a trained round: every active level is charged one two-stage round. */
 void fl_rpdp_charge(fl_rpdp *rp);
-/* The two-stage accountant's parameters of this run at noise z (rounds left 0: set by each question). */
-dpfl_rpdp_params fl_rpdp_params(const dpfl_config *cfg, double z);
+/* The two-stage accountant's parameters of `rounds` of the plan's rounds (dpfl_mech_rpdp_params; the configured
+ * two_stage_bound's use_pld). */
+dpfl_rpdp_params fl_rpdp_params(const fl_rpdp *rp, const dpfl_config *cfg, int32_t rounds);
 /* Record i's epsilon under the filter: the RDP accountant on its rdp-filter event, at most its budget; 0 for a
  * record that cannot contribute (i < 0 included). */
 dpfl_status fl_rpdp_filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err);

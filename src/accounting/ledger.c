@@ -311,8 +311,8 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     double best = 0.0;
     for (int32_t j = 0; j < ns && !st; j++) {
         int64_t n = sizes[j];
-        int64_t steps = (int64_t)copies * rounds *
-                        dpfl_mech_local_steps(n, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs);
+        const int64_t steps = dpfl_mech_record_steps(n, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs, rounds,
+                                                     copies);
         dpfl_event ev = record_event(&ra, n, steps);
         double zj;
         st = dpfl_calibrate_noise(&ev, 1, target_eps, cfg->record_dp.delta, &co, &zj, err);

@@ -4,6 +4,9 @@
  *   budgets   from a file, a class table or the paper's generators (privacy/budgets.c), one per training record
  *   policy    rpdp keeps them; minimum puts every record at the smallest; dropout drops the records below the mean
  *             and puts the rest at the mean (the paper's baselines).  Either way no record gets more than its own.
+ *   design    the round the simulation runs (dpfl_sim_rpdp_design, mech/rpdp.c): the client sampler's design
+ *             (lambda) and the local steps of a participating client (tau); every level's event and accountant
+ *             question is built from it (dpfl_mech_rpdp_event / _params), with the noise below
  *   noise     z calibrated so that a record sampled with p = 1 for the planned rounds (record_dp.budget_rounds, or
  *             fl.rounds) meets budget_max (never above)
  *   levels    records share (budget, p, rounds) profiles: the distinct budgets when there are at most FL_RPDP_LEVELS,
@@ -59,17 +62,27 @@ dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nleve
     return DPFL_OK;
 }
 
-/* the accountant's parameters of this run (rounds filled in per question) */
-dpfl_rpdp_params fl_rpdp_params(const dpfl_config *cfg, double z)
+void fl_rpdp_set_design(fl_rpdp *rp, const dpfl_mech_rpdp *design)
 {
-    dpfl_rpdp_params pp;
-    memset(&pp, 0, sizeof pp);
-    pp.z = z;
-    pp.lambda = cfg->fl.sampling == DPFL_SAMPLE_POISSON ? cfg->fl.client_rate : 1.0;
-    pp.inner = cfg->fl.local_steps;
-    pp.rounds = 0; /* set by each caller */
-    pp.delta = cfg->record_dp.delta;
-    pp.bound = DPFL_BOUND_RPDP;
+    rp->mech = dpfl_mech_rpdp_of(&design->clients, design->steps, rp->mech.z);
+}
+
+dpfl_status fl_rpdp_check_round(const fl_rpdp *rp, const dpfl_mech_rpdp *ran, int32_t round, dpfl_error *err)
+{
+    const dpfl_mech_rpdp *m = &rp->mech;
+    if (ran->clients.kind != m->clients.kind || ran->clients.q != m->clients.q || ran->steps != m->steps ||
+        ran->z != m->z)
+        return dpfl_fail(err, DPFL_EINVAL, "per-record budgets: round %d runs client rate %.17g, %lld local steps, "
+                                           "noise %.17g; the plan composes rate %.17g, %lld steps, noise %.17g",
+                         (int)round, ran->clients.q, (long long)ran->steps, ran->z, m->clients.q, (long long)m->steps,
+                         m->z);
+    return DPFL_OK;
+}
+
+/* the accountant's parameters of `rounds` of the design's rounds (the mechanism's own, mech/rpdp.c) */
+dpfl_rpdp_params fl_rpdp_params(const fl_rpdp *rp, const dpfl_config *cfg, int32_t rounds)
+{
+    dpfl_rpdp_params pp = dpfl_mech_rpdp_params(&rp->mech, rounds, cfg->record_dp.delta);
     pp.use_pld = cfg->record_dp.two_stage_bound == DPFL_TWO_STAGE_PLD;
     return pp;
 }
@@ -81,8 +94,7 @@ dpfl_status fl_rpdp_level_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, con
         *eps = 0.0;
         return DPFL_OK;
     }
-    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
-    pp.rounds = rounds;
+    const dpfl_rpdp_params pp = fl_rpdp_params(rp, cfg, rounds);
     return dpfl_rpdp_epsilon(&pp, lv->p, eps, err);
 }
 
@@ -197,8 +209,7 @@ static dpfl_status assign_levels(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error
 static dpfl_status level_rates(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error *err)
 {
     dpfl_status st = DPFL_OK;
-    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
-    pp.rounds = rp->planned_rounds;
+    const dpfl_rpdp_params pp = fl_rpdp_params(rp, cfg, rp->planned_rounds);
     dpfl_error fe;
     rp->fit_ok = dpfl_scf_fit_curve(&pp, &rp->fit, &fe) == DPFL_OK && isfinite(rp->fit.a) && rp->fit.a > 0;
     double eps1;
@@ -236,14 +247,12 @@ dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *e
         if (rp->filter && l >= 0 && rp->cap[i] - rp->spent[i] < DPFL_FILTER_OUT * rp->cap[i]) rp->p[i] = 0.0; /* spent (client.c) */
         if (l >= 0) rp->lv[l].records++;
     }
-    for (int32_t c = 0; c < part->clients; c++) {
-        double d = 0;
-        for (int32_t j = part->offset[c]; j < part->offset[c + 1]; j++) {
-            int32_t l = rp->level[part->index[j]];
-            d += l >= 0 ? rp->lv[l].p : 0.0; /* the plan's rates: opt-outs do not change it */
-        }
-        rp->denom[c] = d;
-    }
+    double plan_p[FL_RPDP_LEVELS]; /* the plan's rates: opt-outs do not change the divisors */
+    DPFL_ASSERT(rp->nlevels <= FL_RPDP_LEVELS);
+    for (int32_t k = 0; k < rp->nlevels; k++) plan_p[k] = rp->lv[k].p;
+    for (int32_t c = 0; c < part->clients; c++)
+        rp->denom[c] = dpfl_mech_rpdp_denom(plan_p, rp->level, part->index + part->offset[c],
+                                            part->offset[c + 1] - part->offset[c]);
     return DPFL_OK;
 }
 
@@ -292,9 +301,9 @@ dpfl_status fl_rpdp_filter_setup(fl_rpdp *rp, const dpfl_config *cfg, dpfl_error
 }
 
 /* budget_policy = filter: z such that a record with budget_max whose clipped gradient has norm C at every
- * local step of the planned rounds spends exactly its Renyi budget (T alpha / (2 z^2) = budget_max - conv); one
- * level at p = 1 (private gradient descent on each client's data), records whose budget does not cover the
- * conversion dropped. */
+ * local step of the planned rounds of the design spends exactly its Renyi budget budget_max - conv (the
+ * mechanism's noise plan, dpfl_mech_filter_noise); one level at p = 1 (private gradient descent on each client's
+ * data), records whose budget does not cover the conversion dropped. */
 static dpfl_status filter_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_partition *part, dpfl_error *err)
 {
     dpfl_status st = fl_rpdp_filter_setup(rp, cfg, err);
@@ -304,8 +313,7 @@ static dpfl_status filter_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_p
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.filter_order: converting order %g to delta = %g costs "
                                            "epsilon %g, more than budget_max (%g); raise filter_order",
                          rp->alpha, cfg->record_dp.delta, rp->conv, cfg->record_dp.budget_max);
-    const double T = (double)rp->planned_rounds * (double)cfg->fl.local_steps;
-    rp->z = sqrt(T * rp->alpha / (2.0 * top));
+    rp->mech.z = dpfl_mech_filter_noise(&rp->mech, rp->planned_rounds, rp->alpha, top);
     rp->nlevels = 1;
     rp->lv[0].budget = cfg->record_dp.budget_max;
     rp->lv[0].p = 1.0;
@@ -313,11 +321,12 @@ static dpfl_status filter_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_p
     return fl_rpdp_rates(rp, part, err);
 }
 
-dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_partition *part,
-                         dpfl_rng *rng, dpfl_error *err)
+dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_mech_rpdp *design, const dpfl_dataset *train,
+                         const dpfl_partition *part, dpfl_rng *rng, dpfl_error *err)
 {
     dpfl_status st = fl_rpdp_alloc(rp, train->n, part->clients, FL_RPDP_LEVELS, err);
     if (st) return st;
+    rp->mech = dpfl_mech_rpdp_of(&design->clients, design->steps, 1.0); /* z: calibrated below */
     /* one record in one client: a replicated partition would spend a record's budget several times */
     uint8_t *seen = calloc((size_t)train->n, 1);
     if (!seen) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (budgets)");
@@ -331,9 +340,8 @@ dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_dataset
     if ((st = read_budgets(cfg, train, rng, rp->budget, err))) return st;
     rp->planned_rounds = cfg->record_dp.budget_rounds > 0 ? cfg->record_dp.budget_rounds : cfg->fl.rounds;
     if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER) return filter_plan(rp, cfg, part, err);
-    dpfl_rpdp_params pp = fl_rpdp_params(cfg, 1.0);
-    pp.rounds = rp->planned_rounds;
-    if ((st = dpfl_rpdp_calibrate_noise(&pp, cfg->record_dp.budget_max, 1e-3, &rp->z, err))) return st;
+    const dpfl_rpdp_params pp = fl_rpdp_params(rp, cfg, rp->planned_rounds);
+    if ((st = dpfl_rpdp_calibrate_noise(&pp, cfg->record_dp.budget_max, 1e-3, &rp->mech.z, err))) return st;
     return build_levels(rp, cfg, part, err);
 }
 
@@ -434,7 +442,7 @@ dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_ru
         out->orders = DPFL_ORDERS_DEFAULT;
         return fl_rpdp_filter_epsilon(rp, cfg, w, &out->epsilon, err);
     }
-    dpfl_rpdp_params pp = fl_rpdp_params(cfg, rp->z);
+    const dpfl_rpdp_params pp = fl_rpdp_params(rp, cfg, 0);
     double best = -1;
     for (int32_t k = 0; k < rp->nlevels; k++) {
         const fl_rpdp_level *lv = &rp->lv[k];
@@ -444,7 +452,7 @@ dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_ru
         if (st) return st;
         if (e > best) {
             best = e;
-            out->events[0] = dpfl_event_two_stage(pp.lambda, lv->p, pp.z, pp.inner, lv->p > 0 ? lv->rounds : 0, pp.bound);
+            out->events[0] = dpfl_mech_rpdp_event(&rp->mech, lv->p, lv->rounds);
         }
     }
     out->accountant = pp.use_pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;

@@ -133,7 +133,7 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
         cJSON_AddStringToObject(o, "budgets", dpfl_config_choice(cfg, "record_dp.budgets"));
         cJSON_AddStringToObject(o, "policy", dpfl_config_choice(cfg, "record_dp.budget_policy"));
         cJSON_AddStringToObject(o, "bound", rp->filter ? "filter" : dpfl_config_choice(cfg, "record_dp.two_stage_bound"));
-        cJSON_AddNumberToObject(o, "noise", rp->z);
+        cJSON_AddNumberToObject(o, "noise", rp->mech.z);
         if (rp->filter) {
             cJSON_AddStringToObject(o, "noise_calibrated_for", "budget_max with gradient norm C at every step of the "
                                                                "planned rounds (individual Renyi filter)");
@@ -144,8 +144,8 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
         }
         cJSON_AddNumberToObject(o, "budget_max", cfg->record_dp.budget_max);
         cJSON_AddNumberToObject(o, "planned_rounds", rp->planned_rounds);
-        cJSON_AddNumberToObject(o, "client_rate", fl_rpdp_params(cfg, rp->z).lambda);
-        cJSON_AddNumberToObject(o, "local_steps", (double)cfg->fl.local_steps);
+        cJSON_AddNumberToObject(o, "client_rate", fl_rpdp_params(rp, cfg, 0).lambda);
+        cJSON_AddNumberToObject(o, "local_steps", (double)rp->mech.steps);
         cJSON_AddNumberToObject(o, "delta", cfg->record_dp.delta);
         if (rp->fit_ok) cJSON_AddNumberToObject(o, "scf_r2", rp->fit.r2);
         add_records(o, rp, re, NULL, rp->n, tb, te, tp, &over_max);

@@ -107,14 +107,10 @@ static dpfl_status set_noise(fl_agg_state *a, const fl_round_view *v, int32_t ro
                               cfg->client_dp.ddp_tolerated_dropout, &d->plan, err);
 }
 
-/* The clients' Poisson table for a round of n: lambda = the client variance / 2 (kept while it does not change). */
+/* The clients' Poisson table for a round of n (the mechanism's, mech/ddp.c; kept while it does not change). */
 static dpfl_status noise_table(fl_ddp_state *d, int32_t n, dpfl_error *err)
 {
-    const double lambda = dpfl_ddp_client_variance(&d->plan, n) / 2;
-    if (d->noise && dpfl_poisson_table_lambda(d->noise) == lambda) return DPFL_OK;
-    dpfl_poisson_table_free(d->noise);
-    d->noise = NULL;
-    return dpfl_poisson_table_make(lambda, &d->noise, err);
+    return dpfl_ddp_noise_table(&d->plan, n, &d->noise, err);
 }
 
 static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)

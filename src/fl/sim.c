@@ -198,6 +198,18 @@ int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
     return fl_client_steps(s->cfg, dpfl_partition_size(s->part, k));
 }
 
+dpfl_mech_rpdp dpfl_sim_rpdp_design(const dpfl_sim *s)
+{
+    const fl_round_view v = fl_sim_view(s);
+    const dpfl_mech_clients d = fl_round_design(&v, s->round > 0 ? s->round : 1);
+    int64_t steps = 0;
+    for (int32_t k = 0; k < s->part->clients; k++) {
+        const int64_t sk = dpfl_sim_client_steps(s, k);
+        if (sk > steps) steps = sk;
+    }
+    return dpfl_mech_rpdp_of(&d, steps, s->rdp.z);
+}
+
 void dpfl_sim_set_record_noise(dpfl_sim *s, double z)
 {
     s->rdp.z = z;

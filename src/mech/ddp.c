@@ -89,6 +89,15 @@ double dpfl_ddp_client_variance(const dpfl_ddp_plan *p, int32_t n)
     return p->mu / dpfl_ddp_threshold(p, n < 2 ? 2 : n);
 }
 
+dpfl_status dpfl_ddp_noise_table(const dpfl_ddp_plan *p, int32_t n, dpfl_poisson_table **table, dpfl_error *err)
+{
+    const double lambda = dpfl_ddp_client_variance(p, n) / 2; /* Skellam(v) = Poisson(v / 2) - Poisson(v / 2) */
+    if (*table && dpfl_poisson_table_lambda(*table) == lambda) return DPFL_OK;
+    dpfl_poisson_table_free(*table);
+    *table = NULL;
+    return dpfl_poisson_table_make(lambda, table, err);
+}
+
 dpfl_event dpfl_ddp_event(const dpfl_ddp_plan *p, double q)
 {
     return dpfl_event_skellam(q, p->d1, p->d2, p->mu, 1);

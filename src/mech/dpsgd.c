@@ -25,6 +25,12 @@ dpfl_event dpfl_mech_dpsgd_event(const dpfl_mech_dpsgd *d, int64_t steps)
     return dpfl_event_fixed(d->n, d->batch, d->z, steps);
 }
 
+int64_t dpfl_mech_record_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs, int32_t rounds,
+                               int32_t copies)
+{
+    return (int64_t)copies * rounds * dpfl_mech_local_steps(n, batch, local_steps, local_epochs);
+}
+
 int64_t dpfl_mech_local_steps(int64_t n, int32_t batch, int32_t local_steps, int32_t local_epochs)
 {
     if (n <= 0) return 0;

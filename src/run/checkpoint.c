@@ -78,7 +78,7 @@ static void put_rpdp(dpfl_bytes_writer *c, const fl_rpdp *rp)
     dpfl_bytes_put_i64(c, rp->n);
     dpfl_bytes_put_i32(c, rp->nlevels);
     dpfl_bytes_put_i32(c, rp->planned_rounds);
-    dpfl_bytes_put_f64(c, rp->z);
+    dpfl_bytes_put_f64(c, rp->mech.z);
     for (int32_t k = 0; k < rp->nlevels; k++) {
         dpfl_bytes_put_f64(c, rp->lv[k].budget);
         dpfl_bytes_put_f64(c, rp->lv[k].p);
@@ -123,7 +123,7 @@ static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, 
     dpfl_status st = fl_rpdp_alloc(rp, n, clients, nlevels, err);
     if (st) return st;
     rp->planned_rounds = planned;
-    rp->z = z;
+    rp->mech.z = z;
     for (int32_t k = 0; k < nlevels; k++) {
         fl_rpdp_level *lv = &rp->lv[k];
         dpfl_bytes_get_f64(c, &lv->budget);

@@ -29,17 +29,16 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
     if (nmin == 0) return dpfl_fail(err, DPFL_EINVAL, "federated f-DP: no client has records");
     double p = 0; /* the largest probability with which a client syncs in any round so far (conservative) */
     for (int32_t t = 1; t <= rounds; t++) {
-        double pt = cfg->fl.sampling == DPFL_SAMPLE_ALL     ? 1.0
-                    : cfg->fl.sampling == DPFL_SAMPLE_FIXED ? (double)dpfl_round_clients_per_round(cfg, t) / part->clients
-                                                            : dpfl_round_client_rate(cfg, t);
+        double pt = fl_client_rate_accounted(cfg, part->clients, t); /* the sampler's design (mech/sampler.c) */
         if (pt > p) p = pt;
     }
     pp->clients = part->clients;
     pp->p = p > 1 ? 1 : p;
     pp->z = z;
     pp->n = nmin;
-    pp->batch = cfg->fl.batch < nmin ? cfg->fl.batch : nmin;
-    pp->local_steps = cfg->fl.local_steps;
+    /* the worst client's DP-SGD step (B_k = min(B, n_k), mech/dpsgd.c) and its local steps */
+    pp->batch = dpfl_mech_dpsgd_make(0, nmin, cfg->fl.batch, 1.0, z).batch;
+    pp->local_steps = dpfl_mech_local_steps(nmin, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs);
     pp->rounds = rounds;
     return dpfl_fdp_prifedsync(pp, cfg->record_dp.delta, r, err);
 }

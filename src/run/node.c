@@ -186,13 +186,18 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         if ((st = fl_checkpoint_load(s->dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
                                      budgets ? &a->rpdp : NULL, s->ckpt_line, err)))
             return st;
-        if (budgets && (st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
+        if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
+            const dpfl_mech_rpdp design = dpfl_sim_rpdp_design(in->sim);
+            fl_rpdp_set_design(&a->rpdp, &design);
+            if ((st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
+        }
         if ((st = dpfl_sim_restore_ledger(in->sim, &a->ledger, err))) return st;
     } else if (budgets) {
         dpfl_rng brng; /* the budgets' own stream: generated budgets never shift the other draws */
         dpfl_rng_derive(&in->root, &brng, 0, 0, PURPOSE_BUDGETS);
-        if ((st = fl_rpdp_plan(&a->rpdp, cfg, &in->train, &in->part, &brng, err))) return st;
-        a->rs.record_z = a->rpdp.z;
+        const dpfl_mech_rpdp design = dpfl_sim_rpdp_design(in->sim); /* the round it runs; z calibrated */
+        if ((st = fl_rpdp_plan(&a->rpdp, cfg, &design, &in->train, &in->part, &brng, err))) return st;
+        a->rs.record_z = a->rpdp.mech.z;
     } else {
         if (in->rdp_on && a->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&in->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &a->rs.record_z, err)))

@@ -21,9 +21,12 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_rec
     if ((st = dpfl_ledger_copy(&a->trial, &a->ledger, err))) return st;
     if ((st = dpfl_sim_charge(in->sim, &a->trial, err))) return st;
     *stop = 0;
-    if (a->rpdp.on) { /* per-record budgets: levels whose next round would pass their budget opt out first */
+    if (a->rpdp.on) { /* per-record budgets: the round sampled is the plan's; levels whose next round would pass
+                       * their budget opt out first */
+        const dpfl_mech_rpdp ran = dpfl_sim_rpdp_design(in->sim);
         int changed;
-        if ((st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err))) return st;
+        if ((st = fl_rpdp_check_round(&a->rpdp, &ran, r, err)) || (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
+            return st;
     } else if (in->rdp_on) {
         if ((st = fl_record_guarantee(in, &a->ra, a->rs.record_z, &a->trial, next, a->per_client, next_ledger, err)))
             return st;
