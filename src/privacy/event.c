@@ -133,7 +133,6 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
     if (!(e->z >= 0) || isinf(e->z)) /* the filter has no z of its own: 0 */
         return dpfl_fail(err, DPFL_EINVAL, "noise multiplier z (%g) must be finite and >= 0", e->z);
     switch (e->kind) {
-    case DPFL_EV_GAUSSIAN: break; /* a noise distribution's generic check, below */
     case DPFL_EV_POISSON:
         if (!(e->q >= 0 && e->q <= 1))
             return dpfl_fail(err, DPFL_EINVAL, "sampling rate q (%g) must be in [0, 1]", e->q);
@@ -176,6 +175,7 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "the Renyi filter's losses are for add-remove adjacency; got %s",
                              dpfl_adjacency_name(e->adjacency));
         return DPFL_OK;
+    default: break; /* the Gaussian and any noise distribution: the generic check */
     }
     return own_fields_check(e, err);
 }
