@@ -68,7 +68,12 @@ typedef enum {
     /* an individual Renyi filter's guarantee (Feldman-Zrnic 2021): the record's losses at order alpha, composed     \
      * adaptively, never pass cap, so the run is (alpha, cap)-RDP for it (add-remove) -- and, the Renyi divergence  \
      * being nondecreasing in the order, (alpha', cap)-RDP at every alpha' <= alpha.  An RDP statement only */       \
-    X(DPFL_EV_RDP_FILTER, "rdp-filter", BOUND, NONE, NONE, 0, ADD_REMOVE, DPFL_EV_NONE, 0)
+    X(DPFL_EV_RDP_FILTER, "rdp-filter", BOUND, NONE, NONE, 0, ADD_REMOVE, DPFL_EV_NONE, 0)                         \
+    /* exact discrete Gaussian noise N_Z(0, sigma^2) on each coordinate of an integer-valued query whose neighbours  \
+     * differ by an integer vector of L2 norm <= Delta, unsampled; z = sigma / Delta.  (alpha, alpha / (2 z^2))-RDP  \
+     * at every alpha > 1, the continuous Gaussian's (Canonne-Kamath-Steinke 2020: 1/(2 z^2)-concentrated DP) */    \
+    X(DPFL_EV_DISCRETE_GAUSSIAN, "discrete-gaussian", BOUND, RDP_FLOOR, NONE, "discrete_gaussian", ADD_REMOVE,     \
+      DPFL_EV_NONE, 0)
 
 #define DPFL_EVENT_KIND_ENUM(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) e,
 typedef enum { DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ENUM) } dpfl_event_kind;
@@ -105,7 +110,7 @@ typedef enum {
 #define DPFL_EVK(k) (1u << (k))
 #define DPFL_EVK_SAMPLED (DPFL_EVK(DPFL_EV_POISSON) | DPFL_EVK(DPFL_EV_FIXED) | DPFL_EVK(DPFL_EV_TWO_STAGE) | \
                           DPFL_EVK(DPFL_EV_SKELLAM))
-#define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN))
+#define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN) | DPFL_EVK(DPFL_EV_DISCRETE_GAUSSIAN))
 #define DPFL_EVK_ADJACENT (DPFL_EVK_NOISY | DPFL_EVK(DPFL_EV_RDP_FILTER))
 #define DPFL_EVK_ALL (~0u)
 /* z: noise multiplier; q: POISSON / SKELLAM rate, FIXED batch / n, TWO_STAGE per-step record rate; lambda:
