@@ -213,19 +213,13 @@ static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_err
     return DPFL_OK;
 }
 
-dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
-{
-    if (max_batch < 1) {
-        dpfl_fail(err, DPFL_EINVAL, "workspace batch size must be >= 1 (model %s), got %d", m->spec, max_batch);
-        return NULL;
-    }
-    dpfl_nn_ws *ws = dpfl_calloc(1, sizeof *ws, err);
-    if (!ws) return NULL;
-    ws->m = m;
-    ws->max_batch = max_batch;
-    int nl = m->nlayers, ok = 1;
-    size_t mb = (size_t)max_batch;
+/* calloc into p, unless an earlier one failed (ok = 0: the caller frees what was allocated) */
 #define ALLOC(p, n) ok = ok && ((p) = dpfl_calloc((n), sizeof *(p), err)) != NULL
+
+/* the per-layer and per-slot tables; 0 when out of memory */
+static int ws_alloc_tables(dpfl_nn_ws *ws, int nl, size_t mb, dpfl_error *err)
+{
+    int ok = 1;
     ALLOC(ws->in_slot, nl);
     ALLOC(ws->out_slot, nl);
     ALLOC(ws->slot_numel, nl + 1);
@@ -248,17 +242,68 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->res_end, nl);
     ALLOC(ws->sq, (size_t)nl * mb);
     ALLOC(ws->scale, (size_t)nl * mb);
-    if (!ok) goto fail;
-    /* plan slots */
-    int cur = 0;
+    return ok;
+}
+
+/* the largest scratch any layer needs: im2col columns, direct-conv scaled gradients, Gram matrices, direct-conv
+ * weights, a step's parameters, direct-conv dW partials */
+typedef struct {
+    size_t col, dsc, gram, cdw, stepn, dwp;
+} ws_scratch;
+
+/* Layer l's own buffers (pooling indices, dropout mask, GroupNorm statistics, a projection shortcut's gradient, a
+ * direct convolution's padded input and plan) and its share of the scratch; 0 when out of memory. */
+static int ws_layer_buffers(dpfl_nn_ws *ws, int l, size_t mb, ws_scratch *z, dpfl_error *err)
+{
+    const dpfl_model *m = ws->m;
+    const dpfl_layer *L = &m->layers[l];
+    int ok = 1;
+    if (L->kind == DPFL_LAYER_MAXPOOL2D) {
+        ALLOC(ws->pool_idx[l], mb * numel_out(L));
+        /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
+        if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
+            ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
+            ws->pool_relu[l] = 1;
+    }
+    if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
+    if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
+    if (L->kind == DPFL_LAYER_ADD && L->shortcut)
+        ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
+    if (L->kind == DPFL_LAYER_CONV2D) {
+        size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
+        size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, ws->max_batch);
+        if (c > z->col) z->col = c;
+        if (2 * T * T > z->gram) z->gram = 2 * T * T;
+        if (dpfl_nn_conv_direct_usable(L)) {
+            dpfl_conv_direct *d = &ws->cdir[l];
+            dpfl_nn_conv_direct_geom(L, d);
+            ALLOC(ws->xpad[l], mb * d->C * d->xpl);
+            if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
+            if (d->weight_floats > z->cdw) z->cdw = d->weight_floats;
+            ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
+            const size_t parts = dpfl_nn_direct_groups(ws->max_batch) * L->nparam;
+            if (parts > z->dwp) z->dwp = parts;
+        }
+    }
+    if (L->nparam && mb * numel_out(L) > z->dsc) z->dsc = mb * numel_out(L);
+    if (L->kind != DPFL_LAYER_LINEAR && L->nparam > z->stepn) z->stepn = L->nparam;
+    return ok;
+}
+
+/* The activation slots: each layer's input and output slot (in place where the kind allows and no block needs
+ * its input kept), a residual block's shortcut reading the block's input, and every layer's own buffers. */
+static int ws_plan_slots(dpfl_nn_ws *ws, size_t mb, ws_scratch *z, dpfl_error *err)
+{
+    const dpfl_model *m = ws->m;
+    const int nl = m->nlayers;
+    int cur = 0, ok = 1;
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
-    size_t col = 0, dsc = 0, gram = 0, cdw = 0, stepn = 0, dwp = 0;
     for (int l = 0; l < nl; l++) ws->res_end[l] = -1;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].kind == DPFL_LAYER_ADD) ws->res_end[m->layers[l].from - 1] = l;
     int main_cur = 0; /* the block's output while its shortcut is planned */
-    for (int l = 0; l < nl; l++) {
+    for (int l = 0; l < nl && ok; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (L->from && L->kind != DPFL_LAYER_ADD) { /* a shortcut's first layer reads the block's input */
             main_cur = cur;
@@ -282,58 +327,60 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             cur = s;
         }
         ws->out_slot[l] = cur;
-        if (L->kind == DPFL_LAYER_MAXPOOL2D) {
-            ALLOC(ws->pool_idx[l], mb * numel_out(L));
-            /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
-            if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
-                ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
-                ws->pool_relu[l] = 1;
-        }
-        if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
-        if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
-        if (L->kind == DPFL_LAYER_ADD && L->shortcut)
-            ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
-        if (L->kind == DPFL_LAYER_CONV2D) {
-            size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
-            size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
-            if (c > col) col = c;
-            if (2 * T * T > gram) gram = 2 * T * T;
-            if (dpfl_nn_conv_direct_usable(L)) {
-                dpfl_conv_direct *d = &ws->cdir[l];
-                dpfl_nn_conv_direct_geom(L, d);
-                ALLOC(ws->xpad[l], mb * d->C * d->xpl);
-                if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
-                if (d->weight_floats > cdw) cdw = d->weight_floats;
-                ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
-                const size_t parts = dpfl_nn_direct_groups(max_batch) * L->nparam;
-                if (parts > dwp) dwp = parts;
-            }
-        }
-        if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
-        if (L->kind != DPFL_LAYER_LINEAR && L->nparam > stepn) stepn = L->nparam;
+        ok = ok && ws_layer_buffers(ws, l, mb, z, err);
     }
-    /* a ReLU right after a conv or linear layer, in place on its output, is applied in that layer's bias pass */
+    return ok;
+}
+
+/* ReLUs done by their neighbours: one right after a conv or linear layer, in place on its output, is applied in
+ * that layer's bias pass; the pool after an in-place ReLU does its backward (unless a Sigmoid later in place
+ * overwrites the pool's output, which the fused ReLU test reads: dropout, ReLU and Tanh are sign-preserving). */
+static void ws_plan_fusions(dpfl_nn_ws *ws)
+{
+    const dpfl_model *m = ws->m;
+    const int nl = m->nlayers;
     for (int l = 0; l + 1 < nl; l++)
         if ((m->layers[l].kind == DPFL_LAYER_LINEAR || m->layers[l].kind == DPFL_LAYER_CONV2D) &&
             m->layers[l + 1].kind == DPFL_LAYER_RELU && ws->in_slot[l + 1] == ws->out_slot[l] &&
             ws->out_slot[l + 1] == ws->out_slot[l])
             ws->fuse_relu[l] = 1;
-    /* The fused ReLU test reads the pool's output, which later in-place layers may overwrite: fine for dropout
-     * (a dropped unit has zero gradient anyway), ReLU and Tanh (sign-preserving), not for Sigmoid. */
     for (int l = 0; l < nl; l++)
         for (int l2 = l + 1; ws->pool_relu[l] && l2 < nl && ws->in_slot[l2] == ws->out_slot[l] &&
                              ws->out_slot[l2] == ws->out_slot[l];
              l2++)
             if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) ws->pool_relu[l] = 0;
-    ALLOC(ws->col, col ? col : 1);
-    ALLOC(ws->gram, gram ? gram : 1);
-    ALLOC(ws->dw_part, dwp ? dwp : 1);
-    ALLOC(ws->dscaled, dsc ? dsc : 1);
-    ALLOC(ws->cdir_w, cdw ? cdw : 1);
-    ALLOC(ws->step_buf, stepn ? stepn : 1);
+}
+
+/* the scratch buffers shared by the layers, each at least one element */
+static int ws_alloc_scratch(dpfl_nn_ws *ws, const ws_scratch *z, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(ws->col, z->col ? z->col : 1);
+    ALLOC(ws->gram, z->gram ? z->gram : 1);
+    ALLOC(ws->dw_part, z->dwp ? z->dwp : 1);
+    ALLOC(ws->dscaled, z->dsc ? z->dsc : 1);
+    ALLOC(ws->cdir_w, z->cdw ? z->cdw : 1);
+    ALLOC(ws->step_buf, z->stepn ? z->stepn : 1);
     ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
+    return ok;
+}
 #undef ALLOC
-    if (!ok || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
+
+dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
+{
+    if (max_batch < 1) {
+        dpfl_fail(err, DPFL_EINVAL, "workspace batch size must be >= 1 (model %s), got %d", m->spec, max_batch);
+        return NULL;
+    }
+    dpfl_nn_ws *ws = dpfl_calloc(1, sizeof *ws, err);
+    if (!ws) return NULL;
+    ws->m = m;
+    ws->max_batch = max_batch;
+    const size_t mb = (size_t)max_batch;
+    ws_scratch z = {0};
+    if (!ws_alloc_tables(ws, m->nlayers, mb, err) || !ws_plan_slots(ws, mb, &z, err)) goto fail;
+    ws_plan_fusions(ws);
+    if (!ws_alloc_scratch(ws, &z, err) || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
     if (dpfl_nn_ws_set_threads(ws, default_threads(), err)) goto fail;
     return ws;
 fail:
