@@ -508,118 +508,169 @@ static int first_param_layer(const dpfl_model *m)
     return m->nlayers;
 }
 
+/* One layer's backward pass: its place in the workspace, what it reads and where its gradients go. */
+typedef struct {
+    const dpfl_layer *L;
+    int l, B;
+    dpfl_bwd_mode mode;
+    int step;           /* STEP: non-Linear layers write their gradient to step_buf, added to the params after */
+    float *gin, *gbuf;  /* the input's gradient (NULL: not needed); the parameters' (GRAD, STEP), else NULL */
+    float *grads;
+    const float *gout, *in, *out, *w;
+    size_t n;           /* the input's floats */
+    double *sq;         /* per-example squared norms (PERSAMPLE) */
+} bwd_layer;
+
+/* the layers with parameters: Linear, Conv2d, Affine, GroupNorm */
+static void backward_params(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B, step = j->step;
+    const dpfl_bwd_mode mode = j->mode;
+    float *gin = j->gin, *const gbuf = j->gbuf, *grads = j->grads;
+    const float *gout = j->gout, *in = j->in, *w = j->w;
+    double *sq = j->sq;
+    (void)m;
+    switch (L->kind) {
+    case DPFL_LAYER_LINEAR: {
+        float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
+        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
+        dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
+                                L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
+        break; /* a STEP has been applied by the GEMM */
+    }
+    case DPFL_LAYER_CONV2D: {
+        dpfl_conv_geom g;
+        dpfl_nn_conv_geom(ws, l, &g);
+        int chunk = dpfl_nn_conv_chunk(L, B);
+        float *dw = gbuf;
+        size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+        if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
+            dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
+            break;
+        }
+        if (mode == DPFL_BWD_PERSAMPLE) {
+            if (ws->ghost[l])
+                dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
+            else
+                dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
+                                         ws->par);
+        }
+        dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
+                                ws->par);
+        break;
+    }
+    case DPFL_LAYER_AFFINE:
+        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
+        dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
+        break;
+    case DPFL_LAYER_GROUPNORM: {
+        /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
+        float *ps = ws->ps + ws->ps_off[l];
+        dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
+                     &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
+                                  .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+        if (mode == DPFL_BWD_PERSAMPLE) {
+            for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
+        } else {
+            dpfl_vec_zero(gbuf, L->nparam);
+            for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* the layers without parameters: pooling, activations, dropout, flatten, a residual block's sum */
+static void backward_plain(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B;
+    float *gin = j->gin;
+    const float *gout = j->gout, *out = j->out;
+    const size_t n = j->n;
+    switch (L->kind) {
+    case DPFL_LAYER_MAXPOOL2D:
+        if (gin)
+            dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
+                         &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
+                                      .act = ws->pool_relu[l] ? out : NULL});
+        break;
+    case DPFL_LAYER_RELU:
+    case DPFL_LAYER_TANH:
+    case DPFL_LAYER_SIGMOID:
+        if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
+            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
+        break;
+    case DPFL_LAYER_DROPOUT:
+        if (gin && ws->drop_on[l])
+            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
+                                           .kind = L->kind, .n = n});
+        else if (gin && gin != gout)
+            memcpy(gin, gout, n * sizeof *gin);
+        break;
+    case DPFL_LAYER_FLATTEN:
+        if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
+            dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
+        else if (gin && gin != gout)
+            memcpy(gin, gout, n * sizeof *gin);
+        break;
+    case DPFL_LAYER_AVGPOOL2D:
+        if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
+        break;
+    case DPFL_LAYER_ADD: {
+        const size_t S = (size_t)L->out_h * L->out_w;
+        const int oc = ws->slot_cnhw[ws->out_slot[l]];
+        if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
+        if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
+            dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
+                                S, 0);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* the first layer of a residual block: add the shortcut's gradient to the block input's */
+static void backward_block_input(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B;
+    float *gin = j->gin;
+    if (ws->res_end[l] >= 0 && gin) {
+        const dpfl_layer *A = &m->layers[ws->res_end[l]];
+        const int bc = ws->slot_cnhw[ws->in_slot[l]];
+        if (A->shortcut)
+            dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
+                                (size_t)L->in_h * L->in_w, 1);
+        else
+            dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
+                                B, L->in_c, (size_t)L->in_h * L->in_w, 1);
+    }
+}
+
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode)
 {
     const int B = ws->B, first = first_param_layer(m);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const dpfl_layer *L = &m->layers[l];
-        float *gin = l <= first ? NULL
-                     : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
-                                                            : ws->grad[ws->in_slot[l]];
-        const float *gout = ws->grad[ws->out_slot[l]];
-        const float *in = ws->act[ws->in_slot[l]], *out = ws->act[ws->out_slot[l]];
-        const float *w = params + L->param_off;
-        size_t n = (size_t)B * numel_in(L);
-        double *sq = ws->sq + (size_t)l * ws->max_batch;
-        /* STEP: non-Linear layers write their gradient to step_buf, added to the params after the switch */
         const int step = mode == DPFL_BWD_STEP && L->nparam;
-        float *const gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
-        switch (L->kind) {
-        case DPFL_LAYER_LINEAR: {
-            float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
-            if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
-            dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
-                                    L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
-            break; /* a STEP has been applied by the GEMM */
-        }
-        case DPFL_LAYER_CONV2D: {
-            dpfl_conv_geom g;
-            dpfl_nn_conv_geom(ws, l, &g);
-            int chunk = dpfl_nn_conv_chunk(L, B);
-            float *dw = gbuf;
-            size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-            if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
-                dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
-                break;
-            }
-            if (mode == DPFL_BWD_PERSAMPLE) {
-                if (ws->ghost[l])
-                    dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
-                else
-                    dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
-                                             ws->par);
-            }
-            dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
-                                    ws->par);
-            break;
-        }
-        case DPFL_LAYER_MAXPOOL2D:
-            if (gin)
-                dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
-                             &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
-                                          .act = ws->pool_relu[l] ? out : NULL});
-            break;
-        case DPFL_LAYER_RELU:
-        case DPFL_LAYER_TANH:
-        case DPFL_LAYER_SIGMOID:
-            if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
-                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
-            break;
-        case DPFL_LAYER_DROPOUT:
-            if (gin && ws->drop_on[l])
-                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
-                                               .kind = L->kind, .n = n});
-            else if (gin && gin != gout)
-                memcpy(gin, gout, n * sizeof *gin);
-            break;
-        case DPFL_LAYER_FLATTEN:
-            if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
-                dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
-            else if (gin && gin != gout)
-                memcpy(gin, gout, n * sizeof *gin);
-            break;
-        case DPFL_LAYER_AFFINE:
-            if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
-            dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
-            break;
-        case DPFL_LAYER_GROUPNORM: {
-            /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
-            float *ps = ws->ps + ws->ps_off[l];
-            dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
-                         &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
-                                      .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
-            if (mode == DPFL_BWD_PERSAMPLE) {
-                for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
-            } else {
-                dpfl_vec_zero(gbuf, L->nparam);
-                for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
-            }
-            break;
-        }
-        case DPFL_LAYER_AVGPOOL2D:
-            if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
-            break;
-        case DPFL_LAYER_ADD: {
-            const size_t S = (size_t)L->out_h * L->out_w;
-            const int oc = ws->slot_cnhw[ws->out_slot[l]];
-            if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
-            if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
-                dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
-                                    S, 0);
-            break;
-        }
-        }
-        /* the first layer of a residual block: add the shortcut's gradient to the block input's */
-        if (ws->res_end[l] >= 0 && gin) {
-            const dpfl_layer *A = &m->layers[ws->res_end[l]];
-            const int bc = ws->slot_cnhw[ws->in_slot[l]];
-            if (A->shortcut)
-                dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
-                                    (size_t)L->in_h * L->in_w, 1);
-            else
-                dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
-                                    B, L->in_c, (size_t)L->in_h * L->in_w, 1);
-        }
+        const bwd_layer j = {
+            .L = L, .l = l, .B = B, .mode = mode, .step = step, .grads = grads,
+            .gin = l <= first ? NULL
+                   : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
+                                                          : ws->grad[ws->in_slot[l]],
+            .gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL,
+            .gout = ws->grad[ws->out_slot[l]], .in = ws->act[ws->in_slot[l]], .out = ws->act[ws->out_slot[l]],
+            .w = params + L->param_off, .n = (size_t)B * numel_in(L), .sq = ws->sq + (size_t)l * ws->max_batch,
+        };
+        if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D || L->kind == DPFL_LAYER_AFFINE ||
+            L->kind == DPFL_LAYER_GROUPNORM)
+            backward_params(m, ws, &j);
+        else
+            backward_plain(m, ws, &j);
+        backward_block_input(m, ws, &j);
         if (step && L->kind != DPFL_LAYER_LINEAR)
             dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
     }
