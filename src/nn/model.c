@@ -401,26 +401,72 @@ static dpfl_status add_item(builder *bd, const char *item)
 }
 
 /* Expands a model name into its layer list. */
+static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err);
+
+/* "transform:SPEC" or "transform-<a><b>[-<fn>]:SPEC": the input transform (then sigmoid, tanh or relu of it, the
+ * ablation of PrivateFL's Table 1), then SPEC's layers */
+static dpfl_status expand_transform(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
+{
+    const char *mode = spec[9] == '-' ? spec + 10 : "cp", *rest = strchr(spec, ':');
+    const char *fn = "";
+    if (rest && spec[9] == '-' && rest - mode > 3 && mode[2] == '-') {
+        fn = mode[3] == 's' ? ",sigmoid" : mode[3] == 't' ? ",tanh" : ",relu";
+        if (strncmp(mode + 3, fn + 1, (size_t)(rest - mode - 3)) || (size_t)(rest - mode - 3) != strlen(fn + 1)) fn = NULL;
+    } else if (rest && spec[9] == '-' && rest - mode != 2) {
+        fn = NULL;
+    }
+    if (!rest || !fn)
+        return dpfl_fail(err, DPFL_EINVAL, "bad transform prefix in model spec (%s): expected transform:SPEC or "
+                                           "transform-<a><b>[-sigmoid|-tanh|-relu]:SPEC", spec);
+    int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
+    if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+    return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
+}
+
+/* "mlp:IN-H1-...-OUT[:nobias]": fully connected layers with ReLUs between them */
+static dpfl_status expand_mlp(const char *spec, int in_dim, char *out, size_t cap, dpfl_error *err)
+{
+    const char *p = spec + 4;
+    const char *suffix = strchr(p, ':');
+    int nobias = 0;
+    if (suffix) {
+        if (strcmp(suffix, ":nobias"))
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp suffix '%s' in model spec (%s): only :nobias", suffix,
+                             spec);
+        nobias = 1;
+    }
+    long sizes[MAX_LAYERS];
+    int n = 0;
+    for (;;) {
+        long v = read_int(&p);
+        if (v < 1 || n == MAX_LAYERS)
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+        sizes[n++] = v;
+        if (*p == '-') {
+            p++;
+            continue;
+        }
+        if (*p && *p != ':')
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+        break;
+    }
+    if (n < 2) return dpfl_fail(err, DPFL_EINVAL, "mlp needs at least input and output sizes (%s)", spec);
+    if (sizes[0] != in_dim)
+        return dpfl_fail(err, DPFL_EINVAL, "mlp input size %ld does not match the data (%s): inputs have %d features",
+                         sizes[0], spec, in_dim);
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 1; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%sfc%ld%s", i > 1 ? ",relu," : "", sizes[i],
+                                nobias ? "nb" : "");
+    if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+    return DPFL_OK;
+}
+
 static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
 {
-    /* "transform:SPEC" or "transform-<a><b>[-<fn>]:SPEC": the input transform (then sigmoid, tanh or relu of it,
-     * the ablation of PrivateFL's Table 1), then SPEC's layers */
-    if (!strncmp(spec, "transform", 9) && (spec[9] == ':' || spec[9] == '-')) {
-        const char *mode = spec[9] == '-' ? spec + 10 : "cp", *rest = strchr(spec, ':');
-        const char *fn = "";
-        if (rest && spec[9] == '-' && rest - mode > 3 && mode[2] == '-') {
-            fn = mode[3] == 's' ? ",sigmoid" : mode[3] == 't' ? ",tanh" : ",relu";
-            if (strncmp(mode + 3, fn + 1, (size_t)(rest - mode - 3)) || (size_t)(rest - mode - 3) != strlen(fn + 1)) fn = NULL;
-        } else if (rest && spec[9] == '-' && rest - mode != 2) {
-            fn = NULL;
-        }
-        if (!rest || !fn)
-            return dpfl_fail(err, DPFL_EINVAL, "bad transform prefix in model spec (%s): expected transform:SPEC or "
-                                               "transform-<a><b>[-sigmoid|-tanh|-relu]:SPEC", spec);
-        int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
-        if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
-        return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
-    }
+    if (!strncmp(spec, "transform", 9) && (spec[9] == ':' || spec[9] == '-'))
+        return expand_transform(spec, in_dim, classes, out, cap, err);
     if (!strncmp(spec, "mse:", 4)) { /* SPEC's layers, then the loss item */
         dpfl_status st = expand(spec + 4, in_dim, classes, out, cap, err);
         size_t len = strlen(out);
@@ -453,40 +499,7 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
     } else if (!strncmp(spec, "net:", 4)) {
         snprintf(out, cap, "%s", spec + 4);
     } else if (!strncmp(spec, "mlp:", 4)) {
-        const char *p = spec + 4;
-        const char *suffix = strchr(p, ':');
-        int nobias = 0;
-        if (suffix) {
-            if (strcmp(suffix, ":nobias"))
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp suffix '%s' in model spec (%s): only :nobias", suffix,
-                                 spec);
-            nobias = 1;
-        }
-        long sizes[MAX_LAYERS];
-        int n = 0;
-        for (;;) {
-            long v = read_int(&p);
-            if (v < 1 || n == MAX_LAYERS)
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
-            sizes[n++] = v;
-            if (*p == '-') {
-                p++;
-                continue;
-            }
-            if (*p && *p != ':')
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
-            break;
-        }
-        if (n < 2) return dpfl_fail(err, DPFL_EINVAL, "mlp needs at least input and output sizes (%s)", spec);
-        if (sizes[0] != in_dim)
-            return dpfl_fail(err, DPFL_EINVAL, "mlp input size %ld does not match the data (%s): inputs have %d features",
-                             sizes[0], spec, in_dim);
-        size_t len = 0;
-        out[0] = 0;
-        for (int i = 1; i < n && len < cap; i++)
-            len += (size_t)snprintf(out + len, cap - len, "%sfc%ld%s", i > 1 ? ",relu," : "", sizes[i],
-                                    nobias ? "nb" : "");
-        if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+        return expand_mlp(spec, in_dim, out, cap, err);
     } else {
         return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_MODELS, spec);
     }
