@@ -66,59 +66,18 @@ static int account_choices(const account_args *a, dpfl_account_opts *ao, dpfl_ac
     return 0;
 }
 
-/* The command line: parsed, checked, and turned into the event, the options and the accountants to ask. */
-static int account_parse(int argc, char **argv, account_args *a, dpfl_event *ev, dpfl_account_opts *ao,
+/* The checks the option table cannot express, then the event, the options and the accountants to ask. */
+static int account_check(account_args *a, cli_command *cmd, dpfl_event *ev, dpfl_account_opts *ao,
                          dpfl_accountant *list, size_t *nl)
 {
-    *a = (account_args){.z = NAN, .q = NAN, .delta = NAN, .eps = NAN, .T = -1, .sampler = "poisson", .acc = "rdp",
-                        .conv = "tight"};
-    cli_opt o[] = {
-        {.name = "--noise", .type = CLI_DOUBLE, .out = &a->z, .value = "Z", .required = 1,
-         .help = "the noise standard deviation divided by the L2 sensitivity under the stated\n"
-                 "adjacency (for a clipped sum under replace-one: 2C)"},
-        {.name = "--q", .type = CLI_DOUBLE, .out = &a->q, .value = "Q",
-         .help = "the sampling probability (--sampler poisson)"},
-        {.name = "--steps", .type = CLI_LONG, .out = &a->T, .value = "T", .required = 1, .help = "the number of steps"},
-        {.name = "--delta", .type = CLI_DOUBLE, .out = &a->delta, .value = "D", .help = "give epsilon at this delta"},
-        {.name = "--epsilon", .type = CLI_DOUBLE, .out = &a->eps, .value = "E", .help = "give delta at this epsilon"},
-        {.name = "--sampler", .type = CLI_STRING, .out = &a->sampler, .value = "poisson|fixed",
-         .help = "poisson: each unit included independently with probability --q (default; add-remove)\n"
-                 "fixed: batches of exactly --batch of --n without replacement (replace-one, WBK bound)"},
-        {.name = "--batch", .type = CLI_LONG, .out = &a->batch, .value = "B", .help = "the batch size (--sampler fixed)"},
-        {.name = "--n", .type = CLI_LONG, .out = &a->n, .value = "N", .help = "the number of units (--sampler fixed)"},
-        {.name = "--adjacency", .type = CLI_STRING, .out = &a->adj, .value = "add-remove|replace-one",
-         .help = "the neighbouring datasets (default: the sampler's)"},
-        {.name = "--accountant", .type = CLI_STRING, .out = &a->acc, .value = "rdp|pld|gdp|all",
-         .help = "rdp (default), pld (tightest), gdp (CLT: asymptotic, not a bound), all"},
-        {.name = "--conversion", .type = CLI_STRING, .out = &a->conv, .value = "tight|classic",
-         .help = "RDP to (epsilon, delta): tight (default) or classic"},
-        {.name = "--json", .type = CLI_FLAG, .out = &a->json, .help = "one JSON object"},
-    };
-    cli_command cmd = {
-        .name = "account",
-        .usage = "dpfl account --noise Z --q Q --steps T (--delta D | --epsilon E)\n"
-                 "                    [--sampler poisson|fixed --batch B --n N] [--adjacency add-remove|replace-one]\n"
-                 "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n"
-                 "       dpfl account --event FILE [--json]   (a run's events: see dpfl account --event --help)",
-        .about = "Privacy of T steps of the Gaussian mechanism on sampled batches: epsilon at --delta, or delta at\n"
-                 "--epsilon.\n",
-        .after = "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n"
-                 "Where PLD answers an epsilon it also prints its lower estimate (the optimistic discretization of the same\n"
-                 "composition): the true epsilon lies between the two (--json: \"epsilon_lower\").\n",
-        .opts = o,
-        .nopts = sizeof o / sizeof o[0],
-    };
-    int rc = cli_parse(&cmd, argc, argv);
-    if (rc != CLI_RUN) return rc;
     if (!(a->z >= 0) || isinf(a->z)) return cli_error("--noise: %g must be finite and >= 0", a->z);
     if (a->T < 1) return cli_error("--steps: %ld must be >= 1", a->T);
-    a->has_d = cli_seen(&cmd, "--delta");
-    if (a->has_d == cli_seen(&cmd, "--epsilon")) return cli_usage_error("account", "give exactly one of --delta and --epsilon");
+    a->has_d = cli_seen(cmd, "--delta");
+    if (a->has_d == cli_seen(cmd, "--epsilon")) return cli_usage_error("account", "give exactly one of --delta and --epsilon");
     if (a->has_d && !(a->delta > 0 && a->delta < 1)) return cli_error("--delta: %g must be in (0, 1)", a->delta);
     if (!a->has_d && (!(a->eps >= 0) || isinf(a->eps))) return cli_error("--epsilon: %g must be finite and >= 0", a->eps);
-    if ((rc = account_event(a, &cmd, ev))) return rc;
-    if ((rc = account_choices(a, ao, list, nl))) return rc;
-    return CLI_RUN;
+    int rc = account_event(a, cmd, ev);
+    return rc ? rc : account_choices(a, ao, list, nl);
 }
 
 /* One accountant's answer: an object of the JSON, or a line of text. */
@@ -171,16 +130,12 @@ static void account_json_finish(const account_args *a, const dpfl_event *ev, cJS
     pcli_print_json(root);
 }
 
-int cli_account(int argc, char **argv)
+/* Every accountant asked, each answer printed (or put in the JSON); 1 when none answered. */
+static int account_run(const account_args *ap, const dpfl_event *evp, const dpfl_account_opts *ao,
+                       const dpfl_accountant *list, size_t nl)
 {
-    if (cli_has_arg(argc, argv, "--event")) return cli_account_event(argc, argv);
-    account_args a;
-    dpfl_event ev;
-    dpfl_account_opts ao;
-    dpfl_accountant list[3];
-    size_t nl;
-    int rc = account_parse(argc, argv, &a, &ev, &ao, list, &nl);
-    if (rc != CLI_RUN) return rc;
+    const account_args a = *ap;
+    const dpfl_event ev = *evp;
     cJSON *root = cJSON_CreateObject(), *arr = nl > 1 ? cJSON_CreateArray() : NULL;
     double best = INFINITY;
     const char *best_acc = NULL;
@@ -189,8 +144,8 @@ int cli_account(int argc, char **argv)
     for (size_t i = 0; i < nl; i++) {
         dpfl_guarantee g;
         dpfl_error err;
-        dpfl_status s = a.has_d ? dpfl_account_epsilon(&ev, 1, a.delta, list[i], &ao, &g, &err)
-                                : dpfl_account_delta(&ev, 1, a.eps, list[i], &ao, &g, &err);
+        dpfl_status s = a.has_d ? dpfl_account_epsilon(&ev, 1, a.delta, list[i], ao, &g, &err)
+                                : dpfl_account_delta(&ev, 1, a.eps, list[i], ao, &g, &err);
         const char *an = dpfl_accountant_name(list[i]);
         if (s) {
             if (nl == 1) {
@@ -220,4 +175,55 @@ int cli_account(int argc, char **argv)
     }
     account_json_finish(&a, &ev, root, arr, best_acc, &best_g);
     return failures == (int)nl ? 1 : 0; /* as in text mode: an asymptotic answer is an answer, flagged as such */
+}
+
+int cli_account(int argc, char **argv)
+{
+    if (cli_has_arg(argc, argv, "--event")) return cli_account_event(argc, argv);
+    account_args a = {.z = NAN, .q = NAN, .delta = NAN, .eps = NAN, .T = -1, .sampler = "poisson", .acc = "rdp",
+                      .conv = "tight"};
+    cli_opt o[] = {
+        {.name = "--noise", .type = CLI_DOUBLE, .out = &a.z, .value = "Z", .required = 1,
+         .help = "the noise standard deviation divided by the L2 sensitivity under the stated\n"
+                 "adjacency (for a clipped sum under replace-one: 2C)"},
+        {.name = "--q", .type = CLI_DOUBLE, .out = &a.q, .value = "Q",
+         .help = "the sampling probability (--sampler poisson)"},
+        {.name = "--steps", .type = CLI_LONG, .out = &a.T, .value = "T", .required = 1, .help = "the number of steps"},
+        {.name = "--delta", .type = CLI_DOUBLE, .out = &a.delta, .value = "D", .help = "give epsilon at this delta"},
+        {.name = "--epsilon", .type = CLI_DOUBLE, .out = &a.eps, .value = "E", .help = "give delta at this epsilon"},
+        {.name = "--sampler", .type = CLI_STRING, .out = &a.sampler, .value = "poisson|fixed",
+         .help = "poisson: each unit included independently with probability --q (default; add-remove)\n"
+                 "fixed: batches of exactly --batch of --n without replacement (replace-one, WBK bound)"},
+        {.name = "--batch", .type = CLI_LONG, .out = &a.batch, .value = "B", .help = "the batch size (--sampler fixed)"},
+        {.name = "--n", .type = CLI_LONG, .out = &a.n, .value = "N", .help = "the number of units (--sampler fixed)"},
+        {.name = "--adjacency", .type = CLI_STRING, .out = &a.adj, .value = "add-remove|replace-one",
+         .help = "the neighbouring datasets (default: the sampler's)"},
+        {.name = "--accountant", .type = CLI_STRING, .out = &a.acc, .value = "rdp|pld|gdp|all",
+         .help = "rdp (default), pld (tightest), gdp (CLT: asymptotic, not a bound), all"},
+        {.name = "--conversion", .type = CLI_STRING, .out = &a.conv, .value = "tight|classic",
+         .help = "RDP to (epsilon, delta): tight (default) or classic"},
+        {.name = "--json", .type = CLI_FLAG, .out = &a.json, .help = "one JSON object"},
+    };
+    cli_command cmd = {
+        .name = "account",
+        .usage = "dpfl account --noise Z --q Q --steps T (--delta D | --epsilon E)\n"
+                 "                    [--sampler poisson|fixed --batch B --n N] [--adjacency add-remove|replace-one]\n"
+                 "                    [--accountant rdp|pld|gdp|all] [--conversion tight|classic] [--json]\n"
+                 "       dpfl account --event FILE [--json]   (a run's events: see dpfl account --event --help)",
+        .about = "Privacy of T steps of the Gaussian mechanism on sampled batches: epsilon at --delta, or delta at\n"
+                 "--epsilon.\n",
+        .after = "Every number is an upper bound on the true epsilon/delta except gdp values marked asymptotic.\n"
+                 "Where PLD answers an epsilon it also prints its lower estimate (the optimistic discretization of the same\n"
+                 "composition): the true epsilon lies between the two (--json: \"epsilon_lower\").\n",
+        .opts = o,
+        .nopts = sizeof o / sizeof o[0],
+    };
+    int rc = cli_parse(&cmd, argc, argv);
+    if (rc != CLI_RUN) return rc;
+    dpfl_event ev;
+    dpfl_account_opts ao;
+    dpfl_accountant list[3];
+    size_t nl;
+    if ((rc = account_check(&a, &cmd, &ev, &ao, list, &nl))) return rc;
+    return account_run(&a, &ev, &ao, list, nl);
 }
