@@ -19,6 +19,7 @@ static dpfl_event every_kind(int i)
     case 3: return dpfl_event_two_stage(0.3, 0.05, 1.7, 12, 40, DPFL_BOUND_RPDP);
     case 4: return dpfl_event_skellam(0.25, 5000.5, 120.25, 9.0e6, 9);
     case 5: return dpfl_event_rdp_filter(43.928923687539125, 4.9502281556452727, 1);
+    case 6: return dpfl_event_noise(DPFL_EV_DISCRETE_GAUSSIAN, 2.5, 11);
     default: return dpfl_event_not_private(0);
     }
 }
@@ -163,6 +164,79 @@ static void tree_roundtrip_every_kind(void **state)
 }
 
 #define TREE_HEAD "{\"unit\":\"client\",\"accountant\":\"rdp\",\"orders\":\"default\",\"delta\":1e-5,\"tree\":"
+
+/* a noise distribution's event comes from its row of DPFL_EVENT_KINDS: dpfl_event_noise builds it with the row's
+ * adjacency, its leaf (named by the row) reads back as it, and its Poisson kind is the row's; a kind with no leaf
+ * gives an event that check refuses */
+static void noise_kinds_from_the_table(void **state)
+{
+    (void)state;
+    int leaves = 0;
+    for (int k = 0; k < DPFL_EV_NKINDS; k++) {
+        dpfl_event e = dpfl_event_noise((dpfl_event_kind)k, 1.5, 3);
+        dpfl_error err;
+        if (k != DPFL_EV_GAUSSIAN && k != DPFL_EV_SKELLAM && k != DPFL_EV_DISCRETE_GAUSSIAN) {
+            assert_int_equal(dpfl_event_check(&e, &err), DPFL_EINVAL);
+            assert_non_null(strstr(err.msg, "unknown event kind"));
+            continue;
+        }
+        leaves++;
+        assert_int_equal(e.kind, k);
+        assert_true(e.z == 1.5 && e.count == 3 && e.q == 1.0);
+        assert_int_equal(e.adjacency, k == DPFL_EV_SKELLAM ? DPFL_ADJ_ZERO_OUT : DPFL_ADJ_ADD_REMOVE);
+        if (k == DPFL_EV_SKELLAM) e.d1 = e.d2 = 2.0;
+        assert_int_equal(dpfl_event_check(&e, &err), DPFL_OK);
+    }
+    assert_int_equal(leaves, 3);
+    /* the constructors are the table's */
+    dpfl_event g = dpfl_event_gaussian(0.7, 4), n = dpfl_event_noise(DPFL_EV_GAUSSIAN, 0.7, 4);
+#define SAME_GN(codec, ctype, name, key, kinds) assert_true(g.name == n.name);
+    DPFL_EVENT_ALL_FIELDS(SAME_GN)
+    /* the leaves a sampling node takes and the unknown node's list are the table's */
+    dpfl_run_event r;
+    dpfl_error err;
+    assert_int_equal(dpfl_run_event_parse(TREE_HEAD "{\"laplace\":{}}}", "t", &r, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "unknown node \"laplace\" (gaussian, skellam, discrete_gaussian, not_private, "));
+    assert_int_equal(dpfl_run_event_parse(TREE_HEAD "{\"poisson_sampled\":{\"q\":0.5,\"event\":{\"not_private\":{}}}}}",
+                                          "t", &r, &err),
+                     DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "a sampling node takes a gaussian or skellam leaf"));
+    /* the generic description and check of a noise kind (the Gaussian's) */
+    char d[128];
+    dpfl_event_describe(&g, d, sizeof d);
+    assert_string_equal(d, "gaussian(z=0.7) x 4 [add-remove]");
+    g.z = NAN;
+    assert_int_equal(dpfl_event_check(&g, &err), DPFL_EINVAL);
+    /* the discrete Gaussian, a row and its RDP: its leaf (any adjacency), its description, no Poisson form, no
+     * dp_accounting class; RDP answers it as the Gaussian's bound, PLD with RDP's floor, GDP refuses it */
+    r = parse_ok(TREE_HEAD "{\"self_composed\":{\"count\":5,\"event\":{\"discrete_gaussian\":{\"z\":2,"
+                           "\"adjacency\":\"replace-one\"}}}}}");
+    assert_int_equal(r.nevents, 1);
+    assert_int_equal(r.events[0].kind, DPFL_EV_DISCRETE_GAUSSIAN);
+    assert_true(r.events[0].z == 2 && r.events[0].count == 5 && r.events[0].adjacency == DPFL_ADJ_REPLACE_ONE);
+    dpfl_event_describe(&r.events[0], d, sizeof d);
+    assert_string_equal(d, "discrete-gaussian(z=2) x 5 [replace-one]");
+    dpfl_guarantee gd, gc;
+    dpfl_event c = dpfl_event_gaussian(2, 5);
+    assert_int_equal(dpfl_account_epsilon(r.events, 1, 1e-5, DPFL_ACC_RDP, NULL, &gd, &err), DPFL_OK);
+    assert_int_equal(dpfl_account_epsilon(&c, 1, 1e-5, DPFL_ACC_RDP, NULL, &gc, &err), DPFL_OK);
+    assert_true(gd.epsilon == gc.epsilon);
+    assert_int_equal(dpfl_account_epsilon(r.events, 1, 1e-5, DPFL_ACC_PLD, NULL, &gd, &err), DPFL_OK);
+    assert_true(gd.answered == DPFL_ACC_RDP && gd.epsilon == gc.epsilon);
+    assert_int_equal(dpfl_account_epsilon(r.events, 1, 1e-5, DPFL_ACC_GDP, NULL, &gd, &err), DPFL_EINVAL);
+    dpfl_run_event_free(&r);
+    expect_refused(TREE_HEAD "{\"poisson_sampled\":{\"q\":0.5,\"event\":{\"discrete_gaussian\":{\"z\":2}}}}}",
+                   "tree.poisson_sampled.event: \"discrete_gaussian\" here: a sampling node takes a gaussian or skellam "
+                   "leaf");
+    dpfl_event one = dpfl_event_noise(DPFL_EV_DISCRETE_GAUSSIAN, 1.25, 3);
+    dpfl_run_event w = run_of(&one, 1, DPFL_ACC_RDP);
+    w.held_by = 1;
+    char *text;
+    assert_int_equal(dpfl_run_event_json(&w, &text, &err), DPFL_OK);
+    assert_non_null(strstr(text, "{\"kind\":\"discrete-gaussian\",\"adjacency\":\"add-remove\",\"z\":1.25,\"count\":3}"));
+    assert_non_null(strstr(text, "{\"self_composed\":{\"count\":3,\"event\":{\"discrete_gaussian\":{\"z\":1.25}}}}"));
+    free(text);
+}
 /* hand-written trees normalize to the flat events an accountant takes: counts multiply through self_composed and
  * held_by (a record in c clients), compose by concatenation, sampling wraps one leaf */
 static void tree_normalizes(void **state)
@@ -527,7 +601,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(json_roundtrip_every_kind),   cmocka_unit_test(json_refuses_malformed),
         cmocka_unit_test(tree_roundtrip_every_kind),   cmocka_unit_test(tree_normalizes),
-        cmocka_unit_test(tree_refusals),
+        cmocka_unit_test(tree_refusals),               cmocka_unit_test(noise_kinds_from_the_table),
         cmocka_unit_test(recompute_matches_accountant), cmocka_unit_test(two_stage_visible_gaussian),
         cmocka_unit_test(schema_lists_every_field),     cmocka_unit_test(mechanism_counts),
         cmocka_unit_test(gdp_refusals),                 cmocka_unit_test(pld_refusals_and_rdp_floor),

@@ -325,6 +325,46 @@ static void secure_sigma2_rounds_up(void **state)
     assert_false(dpfl_mech_discrete_in_range(379210, 4000.0)); /* 6.1e18 > 2^62 */
 }
 
+/* Counts released with the exact discrete Gaussian: the noise's variance is (z sens)^2 rounded up (measured on 1e5
+ * draws, mean 0), the event is the discrete Gaussian at z, z = 0 adds nothing, and bad inputs leave v untouched. */
+static void discrete_gaussian_counts_match_their_event(void **state)
+{
+    (void)state;
+    const size_t n = 100000;
+    int64_t *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = 5;
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 83);
+    dpfl_event ev;
+    dpfl_error err;
+    assert_int_equal(dpfl_mech_discrete_gaussian_counts(&r, v, n, 0.8, 3.0, &ev, &err), DPFL_OK);
+    assert_int_equal(ev.kind, DPFL_EV_DISCRETE_GAUSSIAN);
+    assert_true(ev.z == 0.8 && ev.count == 1 && ev.adjacency == DPFL_ADJ_ADD_REMOVE);
+    assert_int_equal(dpfl_event_check(&ev, &err), DPFL_OK);
+    double sum = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)(v[i] - 5);
+        sum += d;
+        s2 += d * d;
+    }
+    const double var = 6.0; /* ceil(0.8^2 3^2 = 5.76) */
+    if (!(fabs(s2 / n / var - 1) < 5 * sqrt(2.0 / n) && fabs(sum / n) < 5 * sqrt(var / n))) {
+        print_error("discrete Gaussian counts: mean %.4g, variance %.6g, expected 0 and %g\n", sum / n, s2 / n, var);
+        fail();
+    }
+    assert_true(sqrt(s2 / n) >= 0.8 * 3.0 * (1 - 5 * sqrt(2.0 / n))); /* never less noise than the event claims */
+    for (size_t i = 0; i < 10; i++) v[i] = 7;
+    assert_int_equal(dpfl_mech_discrete_gaussian_counts(&r, v, 10, 0.0, 3.0, &ev, &err), DPFL_OK);
+    for (size_t i = 0; i < 10; i++) assert_true(v[i] == 7);
+    assert_true(ev.z == 0.0);
+    assert_int_equal(dpfl_mech_discrete_gaussian_counts(&r, v, 10, -1.0, 3.0, &ev, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_mech_discrete_gaussian_counts(&r, v, 10, 1.0, INFINITY, &ev, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_mech_discrete_gaussian_counts(&r, v, 10, 3e9, 3e9, &ev, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "2^62"));
+    for (size_t i = 0; i < 10; i++) assert_true(v[i] == 7);
+    free(v);
+}
+
 /* DP-SGD's step mechanism and the client-level round: sensitivities, denominators and the events charged. */
 static void mechanisms_describe_themselves(void **state)
 {
@@ -503,6 +543,7 @@ int main(void)
         cmocka_unit_test(batch_samplers_include_records_at_their_rate),
         cmocka_unit_test(client_samplers_follow_their_design),
         cmocka_unit_test(noise_has_std_z_times_sensitivity),
+        cmocka_unit_test(discrete_gaussian_counts_match_their_event),
         cmocka_unit_test(mechanisms_describe_themselves),
         cmocka_unit_test(secure_sigma2_rounds_up),
         cmocka_unit_test(clipping_bounds_and_the_adaptive_split),

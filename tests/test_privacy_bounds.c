@@ -215,12 +215,64 @@ static void pld_never_answers_zero_for_huge_compositions(void **state)
     /* and the sum test says the same: after 10^10 expected participations at z = 1.1, epsilon 1 is nothing */
 }
 
+/* log sum_x exp(f(x)) over the integers |x| <= L, in long double, the largest term factored out */
+static long double lse_int(long double (*f)(long x, const long double *a), const long double *a, long L)
+{
+    long double m = -INFINITY, s = 0;
+    for (long x = -L; x <= L; x++) m = fmaxl(m, f(x, a));
+    for (long x = -L; x <= L; x++) s += expl(f(x, a) - m);
+    return m + logl(s);
+}
+/* a = {alpha, Delta, sigma}: log of P(x - Delta)^alpha P(x)^(1 - alpha), and of P(x), unnormalized */
+static long double mixed_term(long x, const long double *a)
+{
+    const long double s2 = 2 * a[2] * a[2], d = (long double)x - a[1];
+    return (-a[0] * d * d - (1 - a[0]) * (long double)x * (long double)x) / s2;
+}
+static long double plain_term(long x, const long double *a)
+{
+    return -(long double)x * (long double)x / (2 * a[2] * a[2]);
+}
+
+/* The discrete Gaussian's RDP is never below its Renyi divergence computed by definition: D_alpha(N_Z(Delta, s^2) ||
+ * N_Z(0, s^2)) = log(sum_x P(x - Delta)^alpha P(x)^(1 - alpha)) / (alpha - 1), P(x) = e^{-x^2 / (2 s^2)} / Theta,
+ * summed over every integer that matters (both directions are the same by symmetry); and it is that divergence
+ * where alpha Delta is an integer (Canonne-Kamath-Steinke: the bound is attained there). */
+static void discrete_gaussian_rdp_is_never_below_the_exact_divergence(void **state)
+{
+    (void)state;
+    const double sigmas[] = {0.6, 1.0, 2.5, 7.0}, alphas[] = {1.5, 2, 2.7, 3, 8, 20.5, 64};
+    const int deltas[] = {1, 2, 3};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t j = 0; j < 3; j++) {
+            const double z = sigmas[i] / deltas[j];
+            dpfl_event e = dpfl_event_noise(DPFL_EV_DISCRETE_GAUSSIAN, z, 1);
+            double rdp[7];
+            dpfl_error err;
+            assert_int_equal(dpfl_rdp_compose(&e, 1, alphas, 7, rdp, &err), DPFL_OK);
+            for (size_t k = 0; k < 7; k++) {
+                const long double a[3] = {alphas[k], deltas[j], sigmas[i]};
+                const long L = (long)(alphas[k] * deltas[j] + 60 * sigmas[i]) + 10;
+                const double exact =
+                    (double)((lse_int(mixed_term, a, L) - lse_int(plain_term, a, L)) / (long double)(alphas[k] - 1));
+                if (!(rdp[k] >= exact * (1 - 1e-12))) {
+                    print_error("discrete Gaussian sigma %g Delta %d alpha %g: RDP %.17g below the exact %.17g\n",
+                                sigmas[i], deltas[j], alphas[k], rdp[k], exact);
+                    fail();
+                }
+                double ad = alphas[k] * deltas[j];
+                if (ad == floor(ad)) assert_true(fabs(rdp[k] - exact) <= 1e-9 * exact);
+            }
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(accountants_are_never_below_a_lower_bound),
         cmocka_unit_test(calibration_is_never_below_a_lower_bound),
         cmocka_unit_test(pld_never_answers_zero_for_huge_compositions),
+        cmocka_unit_test(discrete_gaussian_rdp_is_never_below_the_exact_divergence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

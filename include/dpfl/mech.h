@@ -10,7 +10,7 @@
  *   filter.c   the individual Renyi filter's per-record bound, loss and noise plan (rPDP-FL, budget_policy = filter)
  *   rpdp.c     rPDP-FL's per-record sampling round (client design, local steps, noise) -> each level's event
  *   e2e.c      record-level noise read at the client level (e2e): the rounds' designs, the steps -> the event
- *   noise.c    Gaussian noise (floating point, ChaCha20) and exact discrete Gaussian noise on a grid
+ *   noise.c    Gaussian noise (floating point, ChaCha20), exact discrete Gaussian noise on a grid and on counts
  *   round.c    one client-level round's mechanism: client sampling, clip S, noise z -> denominator, std, event
  *   ddp.c      distributed DP (include/dpfl/ddp.h): plan, each client's Skellam share, encode/decode, event */
 #ifndef DPFL_MECH_H
@@ -181,6 +181,12 @@ double dpfl_mech_discrete_std(size_t P, double z, double sens);
 /* sigma^2 in grid units that dpfl_mech_discrete_gaussian uses, and whether the exact sampler covers it. */
 double dpfl_mech_discrete_sigma2(size_t P, double z);
 int dpfl_mech_discrete_in_range(size_t P, double z);
+/* An integer-valued query (counts, a histogram) whose neighbours differ by an integer vector of L2 norm <= sens,
+ * released with exact discrete Gaussian noise: v[i] += N_Z(0, s2) for i < n, s2 = (z sens)^2 rounded up to an
+ * integer (never less noise than z claims).  *ev: its event, dpfl_event_noise(DPFL_EV_DISCRETE_GAUSSIAN, z, 1).
+ * DPFL_EINVAL, v untouched, unless z and sens are finite and >= 0 and s2 is within the exact sampler's 2^62. */
+dpfl_status dpfl_mech_discrete_gaussian_counts(dpfl_rng *r, int64_t *v, size_t n, double z, double sens, dpfl_event *ev,
+                                               dpfl_error *err);
 
 /* ---------------------------------------------------------------- one client-level round */
 typedef struct {

@@ -36,32 +36,49 @@ typedef enum {
                                value, flagged asymptotic: not a bound */
 } dpfl_support;
 
-/* The event kinds, and which accountant answers each, as data: X(enum, JSON name, RDP, PLD, GDP) with the support
- * written without its DPFL_SUPPORT_ prefix.  The enum, the kind names of the JSON and every accountant's check are
- * generated from this list; docs/privacy.md prints it.  A not-private event is refused by every accountant as
- * DPFL_ENOTPRIVATE before the table is read. */
+/* The event kinds as data, one row each: X(enum, JSON name, RDP, PLD, GDP, LEAF, ADJ, POISSON, DP_ACCOUNTING).
+ *   RDP, PLD, GDP: which accountant answers the kind, the support written without its DPFL_SUPPORT_ prefix.
+ *   LEAF: for a noise distribution released unsampled, its node in the event tree (event_tree.c), else 0.  Its
+ *     body holds the kind's own fields (DPFL_EVENT_FIELDS less kind, adjacency, count and a combinator's q, lambda,
+ *     n, batch, inner, bound), the noise multiplier z last; describe, check and JSON follow the same fields.
+ *   ADJ: the adjacency its constructor and its leaf take unless told otherwise (without the DPFL_ADJ_ prefix).
+ *   POISSON: the kind a poisson_sampled node makes of the leaf: another kind (a Gaussian becomes DPFL_EV_POISSON),
+ *     the kind itself when it carries the rate in q (1: unsampled), or DPFL_EV_NONE: refused.
+ *   DP_ACCOUNTING: Google dp_accounting's class of the leaf, taking z ("GaussianDpEvent"), or 0: summary.json then
+ *     writes no dp_accounting expression for it.
+ * The enum, the JSON's kind names, every accountant's check, the tree's leaves and dp_accounting's expressions are
+ * generated from this list; docs/privacy.md prints it.  A new noise distribution is a row here (appended: the enum's
+ * values are in checkpoints), its RDP (rdp.c; PLD optional) and its sampler (mech/noise.c): dpfl_event_noise builds
+ * its event, the tree, the JSON, describe and check take it from the row.  A not-private event is refused by every
+ * accountant as DPFL_ENOTPRIVATE before the table is read. */
 #define DPFL_EVENT_KINDS(X)                                                                                         \
     /* Gaussian mechanism on every record (no sampling) */                                                          \
-    X(DPFL_EV_GAUSSIAN, "gaussian", BOUND, BOUND, BOUND)                                                            \
+    X(DPFL_EV_GAUSSIAN, "gaussian", BOUND, BOUND, BOUND, "gaussian", ADD_REMOVE, DPFL_EV_POISSON, "GaussianDpEvent") \
     /* each record included independently with probability q, then Gaussian(z) */                                   \
-    X(DPFL_EV_POISSON, "poisson", BOUND, BOUND, CLT)                                                                \
+    X(DPFL_EV_POISSON, "poisson", BOUND, BOUND, CLT, 0, ADD_REMOVE, DPFL_EV_NONE, 0)                                \
     /* batch of exactly `batch` of `n` drawn without replacement, then Gaussian(z) */                               \
-    X(DPFL_EV_FIXED, "fixed", BOUND, RDP_FLOOR, CLT)                                                                \
+    X(DPFL_EV_FIXED, "fixed", BOUND, RDP_FLOOR, CLT, 0, REPLACE_ONE, DPFL_EV_NONE, 0)                               \
     /* rPDP-FL round: client takes part w.p. lambda, then `inner` Poisson(q) steps */                               \
-    X(DPFL_EV_TWO_STAGE, "two-stage", BOUND, BOUND, BOUND)                                                          \
+    X(DPFL_EV_TWO_STAGE, "two-stage", BOUND, BOUND, BOUND, 0, ADD_REMOVE, DPFL_EV_NONE, 0)                          \
     /* a release with no guarantee (e.g. median-norm clipping) */                                                   \
-    X(DPFL_EV_NOT_PRIVATE, "not-private", NONE, NONE, NONE)                                                         \
+    X(DPFL_EV_NOT_PRIVATE, "not-private", NONE, NONE, NONE, 0, ADD_REMOVE, DPFL_EV_NONE, 0)                         \
     /* distributed DP: a client takes part w.p. q, its integer vector (L2 <= d2, L1 <= d1) is summed with Skellam    \
      * noise of total variance (z d2)^2 (Agarwal-Kairouz-Liu) */                                                     \
-    X(DPFL_EV_SKELLAM, "skellam", BOUND, RDP_FLOOR, NONE)                                                           \
+    X(DPFL_EV_SKELLAM, "skellam", BOUND, RDP_FLOOR, NONE, "skellam", ZERO_OUT, DPFL_EV_SKELLAM, 0)                  \
     /* an individual Renyi filter's guarantee (Feldman-Zrnic 2021): the record's losses at order alpha, composed     \
      * adaptively, never pass cap, so the run is (alpha, cap)-RDP for it (add-remove) -- and, the Renyi divergence  \
      * being nondecreasing in the order, (alpha', cap)-RDP at every alpha' <= alpha.  An RDP statement only */       \
-    X(DPFL_EV_RDP_FILTER, "rdp-filter", BOUND, NONE, NONE)
+    X(DPFL_EV_RDP_FILTER, "rdp-filter", BOUND, NONE, NONE, 0, ADD_REMOVE, DPFL_EV_NONE, 0)                         \
+    /* exact discrete Gaussian noise N_Z(0, sigma^2) on each coordinate of an integer-valued query whose neighbours  \
+     * differ by an integer vector of L2 norm <= Delta, unsampled; z = sigma / Delta.  (alpha, alpha / (2 z^2))-RDP  \
+     * at every alpha > 1, the continuous Gaussian's (Canonne-Kamath-Steinke 2020: 1/(2 z^2)-concentrated DP) */    \
+    X(DPFL_EV_DISCRETE_GAUSSIAN, "discrete-gaussian", BOUND, RDP_FLOOR, NONE, "discrete_gaussian", ADD_REMOVE,     \
+      DPFL_EV_NONE, 0)
 
-#define DPFL_EVENT_KIND_ENUM(e, name, rdp, pld, gdp) e,
+#define DPFL_EVENT_KIND_ENUM(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) e,
 typedef enum { DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ENUM) } dpfl_event_kind;
-#define DPFL_EVENT_KIND_ONE(e, name, rdp, pld, gdp) +1
+#define DPFL_EV_NONE (-1) /* the table's POISSON column: no such kind */
+#define DPFL_EVENT_KIND_ONE(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) +1
 enum { DPFL_EV_NKINDS = 0 DPFL_EVENT_KINDS(DPFL_EVENT_KIND_ONE) };
 
 /* The table's cell for (kind, accountant); DPFL_SUPPORT_NONE for a value outside either enum. */
@@ -93,7 +110,7 @@ typedef enum {
 #define DPFL_EVK(k) (1u << (k))
 #define DPFL_EVK_SAMPLED (DPFL_EVK(DPFL_EV_POISSON) | DPFL_EVK(DPFL_EV_FIXED) | DPFL_EVK(DPFL_EV_TWO_STAGE) | \
                           DPFL_EVK(DPFL_EV_SKELLAM))
-#define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN))
+#define DPFL_EVK_NOISY (DPFL_EVK_SAMPLED | DPFL_EVK(DPFL_EV_GAUSSIAN) | DPFL_EVK(DPFL_EV_DISCRETE_GAUSSIAN))
 #define DPFL_EVK_ADJACENT (DPFL_EVK_NOISY | DPFL_EVK(DPFL_EV_RDP_FILTER))
 #define DPFL_EVK_ALL (~0u)
 /* z: noise multiplier; q: POISSON / SKELLAM rate, FIXED batch / n, TWO_STAGE per-step record rate; lambda:
@@ -130,6 +147,9 @@ typedef struct {
     DPFL_EVENT_ALL_FIELDS(DPFL_EVENT_DECLARE)
 } dpfl_event;
 
+/* The unsampled event of a noise distribution (a kind whose DPFL_EVENT_KINDS row has a LEAF): its table adjacency,
+ * noise multiplier z, q = 1; a kind without a leaf gives an event of no known kind, which dpfl_event_check refuses. */
+dpfl_event dpfl_event_noise(dpfl_event_kind kind, double z, int64_t count);
 dpfl_event dpfl_event_gaussian(double z, int64_t count);
 dpfl_event dpfl_event_poisson(double q, double z, int64_t count);
 /* Fixed-size sampling without replacement: replace-one adjacency (Wang-Balle-Kasiviswanathan). */

@@ -182,10 +182,9 @@ static dpfl_status train_one(const dpfl_config *cfg, const dpfl_dataset *test, a
     return st;
 }
 
-dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_dataset *test,
-                                    const dpfl_audit_options *opt, dpfl_audit_report *rep, dpfl_error *err)
+/* what an audit needs: a record-level claim, 2 canaries, 1 run, a confidence, a canary value */
+static dpfl_status audit_check(const dpfl_config *cfg, const dpfl_audit_options *opt, dpfl_error *err)
 {
-    memset(rep, 0, sizeof *rep);
     if (!cfg->record_dp.enabled)
         return dpfl_fail(err, DPFL_EINVAL, "audit: record_dp.enabled = no: there is no record-level claim to audit "
                                            "(set [record_dp] enabled = yes, or --set record_dp.enabled=yes)");
@@ -196,59 +195,124 @@ dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *
         return dpfl_fail(err, DPFL_EINVAL, "audit: confidence %g must be in (0, 1)", opt->confidence);
     if (!(opt->canary_value != 0 && isfinite(opt->canary_value)))
         return dpfl_fail(err, DPFL_EINVAL, "audit: canary value must be finite and non-zero");
-    const double t0 = dpfl_now();
-    const int32_t k = opt->canaries, R = opt->runs;
-    audit_state a;
-    memset(&a, 0, sizeof a);
-    dpfl_status st;
-    char mspec[300];
-    dpfl_config_model_spec(cfg, mspec, sizeof mspec);
-    if ((st = dpfl_model_create(mspec, train->c, train->h, train->w, train->classes, &a.model, err)))
-        goto out;
-    if ((st = first_linear(&a.model, &a.ob.w_off, &a.ob.oc, &a.ob.in, err))) goto out;
-    /* the canaries' features: zero in every training record */
+    return DPFL_OK;
+}
+
+/* the canaries' features: the first k that are zero in every training record (rep->free_features: how many are) */
+static dpfl_status canary_features(const dpfl_config *cfg, const dpfl_dataset *train, int32_t k, audit_state *a,
+                                   dpfl_audit_report *rep, dpfl_error *err)
+{
     const int32_t dim = train->dim;
     unsigned char *used = calloc((size_t)dim, 1);
-    a.feature = malloc((size_t)k * sizeof(int32_t));
-    if (!used || !a.feature) {
+    a->feature = malloc((size_t)k * sizeof(int32_t));
+    if (!used || !a->feature) {
         free(used);
-        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit)");
-        goto out;
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit)");
     }
     for (int32_t i = 0; i < train->n; i++)
         for (int32_t j = 0; j < dim; j++) used[j] |= train->x[(size_t)i * (size_t)dim + (size_t)j] != 0.0f;
     for (int32_t j = 0; j < dim; j++)
         if (!used[j]) {
-            if (rep->free_features < k) a.feature[rep->free_features] = j;
+            if (rep->free_features < k) a->feature[rep->free_features] = j;
             rep->free_features++;
         }
     free(used);
-    if (rep->free_features < k) {
-        st = dpfl_fail(err, DPFL_EINVAL, "audit: %d canaries need as many input features that are zero in every "
-                                         "training record; %s has %d (MNIST has 67; data.normalize = standard leaves "
-                                         "none): use --canaries %d or more --runs",
-                       k, cfg->data.dataset, rep->free_features, rep->free_features);
-        goto out;
-    }
-    /* the training set, then the k canaries, then one blank record (all zero: the replace-one stand-in) */
-    a.aug = *train;
-    a.aug.n = train->n + k + 1;
-    a.aug.group = NULL;
-    a.aug.absent = NULL;
-    a.aug.groups = 0;
-    a.aug.x = dpfl_calloc((size_t)a.aug.n * (size_t)dim, sizeof(float), err);
-    a.aug.y = malloc((size_t)a.aug.n * sizeof(int32_t));
-    if (!a.aug.x || !a.aug.y) {
-        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit: training set plus canaries)");
-        goto out;
-    }
-    memcpy(a.aug.x, train->x, (size_t)train->n * (size_t)dim * sizeof(float));
-    memcpy(a.aug.y, train->y, (size_t)train->n * sizeof(int32_t));
+    if (rep->free_features < k)
+        return dpfl_fail(err, DPFL_EINVAL, "audit: %d canaries need as many input features that are zero in every "
+                                           "training record; %s has %d (MNIST has 67; data.normalize = standard leaves "
+                                           "none): use --canaries %d or more --runs",
+                         k, cfg->data.dataset, rep->free_features, rep->free_features);
+    return DPFL_OK;
+}
+
+/* the training set, then the k canaries, then one blank record (all zero: the replace-one stand-in) */
+static dpfl_status canary_dataset(const dpfl_dataset *train, int32_t k, double value, audit_state *a,
+                                  dpfl_error *err)
+{
+    const int32_t dim = train->dim;
+    a->aug = *train;
+    a->aug.n = train->n + k + 1;
+    a->aug.group = NULL;
+    a->aug.absent = NULL;
+    a->aug.groups = 0;
+    a->aug.x = dpfl_calloc((size_t)a->aug.n * (size_t)dim, sizeof(float), err);
+    a->aug.y = malloc((size_t)a->aug.n * sizeof(int32_t));
+    if (!a->aug.x || !a->aug.y) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit: training set plus canaries)");
+    memcpy(a->aug.x, train->x, (size_t)train->n * (size_t)dim * sizeof(float));
+    memcpy(a->aug.y, train->y, (size_t)train->n * sizeof(int32_t));
     for (int32_t i = 0; i < k; i++) {
-        a.aug.x[(size_t)(train->n + i) * (size_t)dim + (size_t)a.feature[i]] = (float)opt->canary_value;
-        a.aug.y[train->n + i] = canary_label(i, train->classes);
+        a->aug.x[(size_t)(train->n + i) * (size_t)dim + (size_t)a->feature[i]] = (float)value;
+        a->aug.y[train->n + i] = canary_label(i, train->classes);
     }
-    a.aug.y[train->n + k] = 0;
+    a->aug.y[train->n + k] = 0;
+    return DPFL_OK;
+}
+
+/* the observer of the canary client's updates: its buffers, a one-example workspace, the scores of R runs */
+static dpfl_status observer_setup(const dpfl_dataset *train, int32_t k, int32_t R, double value, audit_state *a,
+                                  dpfl_error *err)
+{
+    const size_t P = a->model.nparam;
+    a->global = dpfl_alloc(P * sizeof(float), err);
+    a->ob.grad = dpfl_alloc(P * sizeof(float), err);
+    a->ob.x = malloc((size_t)train->dim * sizeof(float));
+    a->scores = calloc((size_t)k * (size_t)R, sizeof(double));
+    a->member = calloc((size_t)k * (size_t)R, sizeof(int));
+    if (!a->global || !a->ob.grad || !a->ob.x || !a->scores || !a->member)
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit)");
+    if (!(a->ob.ws = dpfl_nn_ws_create(&a->model, 1, err))) return DPFL_ENOMEM;
+    dpfl_status st = dpfl_nn_ws_set_threads(a->ob.ws, 1, err);
+    if (st) return st;
+    a->ob.model = &a->model;
+    a->ob.global = a->global;
+    a->ob.k = k;
+    a->ob.client = 0;
+    a->ob.classes = train->classes;
+    a->ob.feature = a->feature;
+    a->ob.value = value;
+    return DPFL_OK;
+}
+
+/* the lower bounds from the runs' scores: the one-run estimator, the multi-run one where both memberships occur;
+ * rep->bound the method's, rep->other the other's */
+static dpfl_status estimate(const audit_state *a, int32_t k, int32_t R, const dpfl_audit_options *opt,
+                            dpfl_audit_report *rep, dpfl_error *err)
+{
+    const int64_t n = (int64_t)k * R;
+    const double level = 1.0 - opt->confidence;
+    int64_t nin = 0;
+    for (int64_t i = 0; i < n; i++) nin += a->member[i];
+    dpfl_audit_bound one, multi;
+    memset(&multi, 0, sizeof multi);
+    multi.epsilon = NAN;
+    dpfl_status st;
+    if ((st = dpfl_audit_one_run(a->scores, a->member, n, rep->delta, level, &one, err))) return st;
+    if (nin > 0 && nin < n && (st = dpfl_audit_multi_run(a->scores, a->member, n, rep->delta, level, &multi, err)))
+        return st;
+    if (opt->method == DPFL_AUDIT_MULTI_RUN && !(nin > 0 && nin < n))
+        return dpfl_fail(err, DPFL_EINVAL, "audit: every canary was %s: the multi-run estimator needs both; use more "
+                                           "canaries or runs", nin ? "in" : "out");
+    rep->bound = opt->method == DPFL_AUDIT_MULTI_RUN ? multi : one;
+    rep->other = opt->method == DPFL_AUDIT_MULTI_RUN ? one : multi;
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *train, const dpfl_dataset *test,
+                                    const dpfl_audit_options *opt, dpfl_audit_report *rep, dpfl_error *err)
+{
+    memset(rep, 0, sizeof *rep);
+    dpfl_status st = audit_check(cfg, opt, err);
+    if (st) return st;
+    const double t0 = dpfl_now();
+    const int32_t k = opt->canaries, R = opt->runs;
+    audit_state a;
+    memset(&a, 0, sizeof a);
+    char mspec[300];
+    dpfl_config_model_spec(cfg, mspec, sizeof mspec);
+    if ((st = dpfl_model_create(mspec, train->c, train->h, train->w, train->classes, &a.model, err))) goto out;
+    if ((st = first_linear(&a.model, &a.ob.w_off, &a.ob.oc, &a.ob.in, err))) goto out;
+    if ((st = canary_features(cfg, train, k, &a, rep, err))) goto out;
+    if ((st = canary_dataset(train, k, opt->canary_value, &a, err))) goto out;
     dpfl_rng root;
     dpfl_rng_init_seed(&root, opt->seed);
     dpfl_partition_spec spec;
@@ -256,28 +320,7 @@ dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *
     dpfl_rng prng;
     dpfl_rng_derive(&root, &prng, 0, 3, PURPOSE_AUDIT);
     if ((st = dpfl_partition_make(train, test, &spec, &prng, &a.base, err))) goto out;
-    const size_t P = a.model.nparam;
-    a.global = dpfl_alloc(P * sizeof(float), err);
-    a.ob.grad = dpfl_alloc(P * sizeof(float), err);
-    a.ob.x = malloc((size_t)dim * sizeof(float));
-    a.scores = calloc((size_t)k * (size_t)R, sizeof(double));
-    a.member = calloc((size_t)k * (size_t)R, sizeof(int));
-    if (!a.global || !a.ob.grad || !a.ob.x || !a.scores || !a.member) {
-        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (audit)");
-        goto out;
-    }
-    if (!(a.ob.ws = dpfl_nn_ws_create(&a.model, 1, err))) {
-        st = DPFL_ENOMEM;
-        goto out;
-    }
-    if ((st = dpfl_nn_ws_set_threads(a.ob.ws, 1, err))) goto out;
-    a.ob.model = &a.model;
-    a.ob.global = a.global;
-    a.ob.k = k;
-    a.ob.client = 0;
-    a.ob.classes = train->classes;
-    a.ob.feature = a.feature;
-    a.ob.value = opt->canary_value;
+    if ((st = observer_setup(train, k, R, opt->canary_value, &a, err))) goto out;
     rep->delta = cfg->record_dp.delta;
     rep->canary_client = 0;
     for (int32_t run = 0; run < R; run++) {
@@ -285,23 +328,7 @@ dpfl_status dpfl_audit_record_level(const dpfl_config *cfg, const dpfl_dataset *
         if (!opt->quiet)
             fprintf(stderr, "dpfl audit: run %d of %d trained (%.1f s)\n", run + 1, R, dpfl_now() - t0);
     }
-    const int64_t n = (int64_t)k * R;
-    const double level = 1.0 - opt->confidence;
-    int64_t nin = 0;
-    for (int64_t i = 0; i < n; i++) nin += a.member[i];
-    dpfl_audit_bound one, multi;
-    memset(&multi, 0, sizeof multi);
-    multi.epsilon = NAN;
-    if ((st = dpfl_audit_one_run(a.scores, a.member, n, rep->delta, level, &one, err))) goto out;
-    if (nin > 0 && nin < n && (st = dpfl_audit_multi_run(a.scores, a.member, n, rep->delta, level, &multi, err)))
-        goto out;
-    if (opt->method == DPFL_AUDIT_MULTI_RUN && !(nin > 0 && nin < n)) {
-        st = dpfl_fail(err, DPFL_EINVAL, "audit: every canary was %s: the multi-run estimator needs both; use more "
-                                         "canaries or runs", nin ? "in" : "out");
-        goto out;
-    }
-    rep->bound = opt->method == DPFL_AUDIT_MULTI_RUN ? multi : one;
-    rep->other = opt->method == DPFL_AUDIT_MULTI_RUN ? one : multi;
+    if ((st = estimate(&a, k, R, opt, rep, err))) goto out;
     rep->seconds = dpfl_now() - t0;
 out:
     state_free(&a);

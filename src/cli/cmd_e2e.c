@@ -7,6 +7,39 @@
 #include <stdio.h>
 #include <string.h>
 
+/* both guarantees: one JSON object, or three lines */
+static void e2e_print(const dpfl_e2e_params *p, const dpfl_e2e_result *r, int json)
+{
+    if (json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "record_epsilon", r->record_epsilon);
+        cJSON_AddNumberToObject(j, "record_order", r->record_order);
+        cJSON_AddNumberToObject(j, "client_epsilon", r->client_epsilon);
+        cJSON_AddStringToObject(j, "client_accountant", "exact: binomial mixture of Gaussian DP");
+        cJSON_AddStringToObject(j, "client_sampler", "poisson, participation visible (replace-by-special)");
+        cJSON_AddNumberToObject(j, "client_noise", r->client_noise);
+        cJSON_AddNumberToObject(j, "client_mu_round", r->client_mu);
+        cJSON_AddNumberToObject(j, "epsilon", r->record_epsilon);
+        cJSON_AddNumberToObject(j, "delta", p->delta);
+        cJSON_AddStringToObject(j, "accountant", r->record_order > 0 ? "rdp" : "pld");
+        cJSON_AddStringToObject(j, "sampler", "poisson");
+        cJSON_AddStringToObject(j, "adjacency", "add-remove");
+        cJSON_AddStringToObject(j, "client_adjacency", dpfl_adjacency_name(p->client_adjacency));
+        cJSON_AddNumberToObject(j, "noise", p->z);
+        pcli_print_json(j);
+        return;
+    }
+    char how[48];
+    if (r->record_order > 0) snprintf(how, sizeof how, "RDP order %.4g", r->record_order);
+    else snprintf(how, sizeof how, "PLD");
+    printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, participation "
+           "visible; %s)\n", r->record_epsilon, (double)p->batch / (double)p->n, p->client_rate, how);
+    printf("client level: epsilon = %.6g  (%s, participation visible: Poisson rate %g with replacement by a special "
+           "client; mu = %.6g per round, exact)\n",
+           r->client_epsilon, dpfl_adjacency_name(p->client_adjacency), p->client_rate, r->client_mu);
+    printf("delta = %g\n", p->delta);
+}
+
 int cli_e2e(int argc, char **argv)
 {
     double z = NAN, c = NAN, delta = NAN, z2 = 0;
@@ -66,33 +99,6 @@ int cli_e2e(int argc, char **argv)
     dpfl_e2e_result r;
     dpfl_error err;
     if (dpfl_e2e(&p, &r, &err)) return cli_error("e2e: %s", err.msg);
-    if (json) {
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "record_epsilon", r.record_epsilon);
-        cJSON_AddNumberToObject(j, "record_order", r.record_order);
-        cJSON_AddNumberToObject(j, "client_epsilon", r.client_epsilon);
-        cJSON_AddStringToObject(j, "client_accountant", "exact: binomial mixture of Gaussian DP");
-        cJSON_AddStringToObject(j, "client_sampler", "poisson, participation visible (replace-by-special)");
-        cJSON_AddNumberToObject(j, "client_noise", r.client_noise);
-        cJSON_AddNumberToObject(j, "client_mu_round", r.client_mu);
-        cJSON_AddNumberToObject(j, "epsilon", r.record_epsilon);
-        cJSON_AddNumberToObject(j, "delta", delta);
-        cJSON_AddStringToObject(j, "accountant", r.record_order > 0 ? "rdp" : "pld");
-        cJSON_AddStringToObject(j, "sampler", "poisson");
-        cJSON_AddStringToObject(j, "adjacency", "add-remove");
-        cJSON_AddStringToObject(j, "client_adjacency", dpfl_adjacency_name(a));
-        cJSON_AddNumberToObject(j, "noise", z);
-        pcli_print_json(j);
-    } else {
-        char how[48];
-        if (r.record_order > 0) snprintf(how, sizeof how, "RDP order %.4g", r.record_order);
-        else snprintf(how, sizeof how, "PLD");
-        printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, participation "
-               "visible; %s)\n", r.record_epsilon, (double)B / (double)n, c, how);
-        printf("client level: epsilon = %.6g  (%s, participation visible: Poisson rate %g with replacement by a special "
-               "client; mu = %.6g per round, exact)\n",
-               r.client_epsilon, dpfl_adjacency_name(a), c, r.client_mu);
-        printf("delta = %g\n", delta);
-    }
+    e2e_print(&p, &r, json);
     return 0;
 }

@@ -5,7 +5,10 @@
  * most g/2, so neighbouring rounded vectors differ by at most sens/g + sqrt(P) = 1001 sqrt(P) grid units; the
  * noise is z times that, i.e. z holds for a sensitivity 0.1% above the clip.  The discrete Gaussian's Renyi
  * divergence at integer orders is bounded by the continuous one's (CKS; their tau term is below 1e-300 at these
- * sigmas), so the accountant uses the sampled-Gaussian RDP at integer orders. */
+ * sigmas), so the accountant uses the sampled-Gaussian RDP at integer orders.
+ *
+ * Counts: an integer-valued query noised with the exact discrete Gaussian and no grid, its own event kind
+ * (DPFL_EV_DISCRETE_GAUSSIAN: CKS's 1/(2 z^2)-concentrated DP, unsampled). */
 #include "dpfl/mech.h"
 
 #include <math.h>
@@ -75,4 +78,19 @@ void dpfl_mech_discrete_gaussian(dpfl_rng *r, float *v, size_t P, double z, doub
         if (s2 > 0) q += dpfl_rng_discrete_gaussian(r, s2);
         v[i] = (float)(g * (double)q) * scale;
     }
+}
+
+dpfl_status dpfl_mech_discrete_gaussian_counts(dpfl_rng *r, int64_t *v, size_t n, double z, double sens, dpfl_event *ev,
+                                               dpfl_error *err)
+{
+    if (!(z >= 0) || isinf(z) || !(sens >= 0) || isinf(sens))
+        return dpfl_fail(err, DPFL_EINVAL, "discrete Gaussian: z (%g) and the sensitivity (%g) must be finite and >= 0",
+                         z, sens);
+    const double want = (z * sens) * (z * sens);
+    const double s2 = ceil(want * (1.0 + ldexp(1.0, -49))); /* rounded up, as dpfl_mech_discrete_sigma2 */
+    if (!(s2 <= ldexp(1.0, 62)))
+        return dpfl_fail(err, DPFL_EINVAL, "discrete Gaussian: variance %g is beyond the exact sampler's 2^62", want);
+    for (size_t i = 0; s2 > 0 && i < n; i++) v[i] += dpfl_rng_discrete_gaussian(r, (uint64_t)s2);
+    *ev = dpfl_event_noise(DPFL_EV_DISCRETE_GAUSSIAN, z, 1);
+    return DPFL_OK;
 }

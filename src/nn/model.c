@@ -85,127 +85,187 @@ static dpfl_status add_flatten(builder *bd)
     return DPFL_OK;
 }
 
-static dpfl_status add_token(builder *bd, const char *tok)
+/* conv<OC>... and pool<k>...: a convolution or a max pooling */
+static dpfl_status add_conv_pool(builder *bd, const char *tok)
 {
     const char *p = tok;
     dpfl_layer *L;
-    if (!strncmp(tok, "conv", 4) || !strncmp(tok, "pool", 4)) {
-        int conv = tok[0] == 'c';
-        p += 4;
-        long oc = 0, k, s = -1, pad = 0, nb = 0;
-        if (conv) {
-            oc = read_int(&p);
-            k = 3;
-            if (*p == 'k') p++, k = read_int(&p);
-        } else {
-            k = read_int(&p);
-        }
-        if (*p == 's') p++, s = read_int(&p);
-        if (*p == 'p') p++, pad = read_int(&p);
-        if (conv && !strcmp(p, "nb")) p += 2, nb = 1;
-        if (*p || (conv && oc < 1) || k < 1 || s == 0 || s < -1 || pad < 0)
-            return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>][p<p>]");
-        if (!conv && 2 * pad > k) return bad_token(bd, tok, "a pool's padding must be at most half its kernel");
-        if (s == -1) s = conv ? 1 : k;
-        if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
-            return bad_token(bd, tok, "spatial layer after a flat one");
-        long oh = (bd->h + 2 * pad - k) / s + 1, ow = (bd->w + 2 * pad - k) / s + 1;
-        if (bd->h + 2 * pad < k || bd->w + 2 * pad < k || oh < 1 || ow < 1)
-            return bad_token(bd, tok, "kernel larger than its input");
-        if (pad >= k) return bad_token(bd, tok, "padding must be smaller than the kernel");
-        L = push(bd, conv ? DPFL_LAYER_CONV2D : DPFL_LAYER_MAXPOOL2D);
-        if (!L) return bad_token(bd, tok, "too many layers");
-        L->k = (int32_t)k, L->stride = (int32_t)s, L->pad = (int32_t)pad;
-        L->out_h = (int32_t)oh, L->out_w = (int32_t)ow;
-        if (conv) {
-            L->out_c = (int32_t)oc;
-            L->bias = !nb;
-            L->nparam = (size_t)oc * bd->c * k * k + (nb ? 0 : (size_t)oc);
-            bd->cnhw = 1;
-        }
-        bd->c = L->out_c, bd->h = L->out_h, bd->w = L->out_w;
-    } else if (!strncmp(tok, "fc", 2)) {
-        p += 2;
-        long oc = read_int(&p), nb = 0;
-        if (!strcmp(p, "nb")) p += 2, nb = 1;
-        if (*p || oc < 1) return bad_token(bd, tok, "expected fc<OC>[nb]");
-        if (bd->cnhw || bd->c * bd->h > 1) {
-            dpfl_status st = add_flatten(bd);
-            if (st) return st;
-        }
-        L = push(bd, DPFL_LAYER_LINEAR);
-        if (!L) return bad_token(bd, tok, "too many layers");
+    int conv = tok[0] == 'c';
+    p += 4;
+    long oc = 0, k, s = -1, pad = 0, nb = 0;
+    if (conv) {
+        oc = read_int(&p);
+        k = 3;
+        if (*p == 'k') p++, k = read_int(&p);
+    } else {
+        k = read_int(&p);
+    }
+    if (*p == 's') p++, s = read_int(&p);
+    if (*p == 'p') p++, pad = read_int(&p);
+    if (conv && !strcmp(p, "nb")) p += 2, nb = 1;
+    if (*p || (conv && oc < 1) || k < 1 || s == 0 || s < -1 || pad < 0)
+        return bad_token(bd, tok, "expected conv<OC>[k<k>][s<s>][p<p>][nb] or pool<k>[s<s>][p<p>]");
+    if (!conv && 2 * pad > k) return bad_token(bd, tok, "a pool's padding must be at most half its kernel");
+    if (s == -1) s = conv ? 1 : k;
+    if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
+        return bad_token(bd, tok, "spatial layer after a flat one");
+    long oh = (bd->h + 2 * pad - k) / s + 1, ow = (bd->w + 2 * pad - k) / s + 1;
+    if (bd->h + 2 * pad < k || bd->w + 2 * pad < k || oh < 1 || ow < 1)
+        return bad_token(bd, tok, "kernel larger than its input");
+    if (pad >= k) return bad_token(bd, tok, "padding must be smaller than the kernel");
+    L = push(bd, conv ? DPFL_LAYER_CONV2D : DPFL_LAYER_MAXPOOL2D);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    L->k = (int32_t)k, L->stride = (int32_t)s, L->pad = (int32_t)pad;
+    L->out_h = (int32_t)oh, L->out_w = (int32_t)ow;
+    if (conv) {
+        L->out_c = (int32_t)oc;
         L->bias = !nb;
-        L->out_c = 1, L->out_h = 1, L->out_w = (int32_t)oc;
-        L->nparam = (size_t)oc * bd->w + (nb ? 0 : (size_t)oc);
-        bd->w = (int)oc;
+        L->nparam = (size_t)oc * bd->c * k * k + (nb ? 0 : (size_t)oc);
+        bd->cnhw = 1;
+    }
+    bd->c = L->out_c, bd->h = L->out_h, bd->w = L->out_w;
+    return DPFL_OK;
+}
+
+/* fc<OC>[nb]: a linear layer (after a flatten where the input is not flat) */
+static dpfl_status add_fc(builder *bd, const char *tok)
+{
+    const char *p = tok;
+    dpfl_layer *L;
+    p += 2;
+    long oc = read_int(&p), nb = 0;
+    if (!strcmp(p, "nb")) p += 2, nb = 1;
+    if (*p || oc < 1) return bad_token(bd, tok, "expected fc<OC>[nb]");
+    if (bd->cnhw || bd->c * bd->h > 1) {
+        dpfl_status st = add_flatten(bd);
+        if (st) return st;
+    }
+    L = push(bd, DPFL_LAYER_LINEAR);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    L->bias = !nb;
+    L->out_c = 1, L->out_h = 1, L->out_w = (int32_t)oc;
+    L->nparam = (size_t)oc * bd->w + (nb ? 0 : (size_t)oc);
+    bd->w = (int)oc;
+    return DPFL_OK;
+}
+
+/* relu, tanh, sigmoid */
+static dpfl_status add_activation(builder *bd, const char *tok)
+{
+    dpfl_layer *L;
+    L = push(bd, tok[0] == 'r' ? DPFL_LAYER_RELU : tok[0] == 't' ? DPFL_LAYER_TANH : DPFL_LAYER_SIGMOID);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    return DPFL_OK;
+}
+
+/* affine[<a><b>]: PrivateFL's input transform, the first layer only */
+static dpfl_status add_affine(builder *bd, const char *tok)
+{
+    dpfl_layer *L;
+    const char *m = tok[6] ? tok + 6 : "cp";
+    int code[2];
+    for (int i = 0; i < 2; i++)
+        code[i] = m[i] == 'n' ? DPFL_AFFINE_NONE : m[i] == 'c' ? DPFL_AFFINE_CHANNEL : m[i] == 'p' ? DPFL_AFFINE_PIXEL : -1;
+    if (strlen(m) != 2 || code[0] < 0 || code[1] < 0 || (code[0] == 0 && code[1] == 0))
+        return bad_token(bd, tok, "expected affine[<a><b>], a and b each n, c or p, not both n");
+    if (bd->m->nlayers > 0) return bad_token(bd, tok, "the input transform must be the first layer");
+    L = push(bd, DPFL_LAYER_AFFINE);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    L->k = code[0], L->pad = code[1];
+    const size_t per[3] = {0, (size_t)bd->c, (size_t)bd->c * bd->h * bd->w};
+    L->nparam = per[code[0]] + per[code[1]];
+    return DPFL_OK;
+}
+
+/* gn<G> and ln: GroupNorm, LayerNorm (= gn1) */
+static dpfl_status add_groupnorm(builder *bd, const char *tok)
+{
+    const char *p = tok;
+    dpfl_layer *L;
+    long g = 1;
+    if (tok[0] == 'g') {
+        p += 2;
+        g = read_int(&p);
+        if (*p || g < 1) return bad_token(bd, tok, "expected gn<G> (GroupNorm with G groups) or ln");
+    }
+    L = push(bd, DPFL_LAYER_GROUPNORM);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    int C, S;
+    dpfl_nn_groupnorm_shape(L, &C, &S);
+    if (C % g) {
+        bd->m->nlayers--;
+        return bad_token(bd, tok, "the number of groups must divide the number of channels");
+    }
+    L->groups = (int32_t)g;
+    L->nparam = 2 * (size_t)C;
+    return DPFL_OK;
+}
+
+/* avgpool<k>[s<s>] and gap: average pooling, global over the plane */
+static dpfl_status add_avgpool(builder *bd, const char *tok)
+{
+    const char *p = tok;
+    dpfl_layer *L;
+    long k = 0, s = -1;
+    if (tok[0] == 'a') {
+        p += 7;
+        k = read_int(&p);
+        if (*p == 's') p++, s = read_int(&p);
+        if (*p || k < 1 || s == 0 || s < -1) return bad_token(bd, tok, "expected avgpool<k>[s<s>] or gap");
+        if (s == -1) s = k;
+    }
+    if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
+        return bad_token(bd, tok, "spatial layer after a flat one");
+    if (k > bd->h || k > bd->w) return bad_token(bd, tok, "kernel larger than its input");
+    L = push(bd, DPFL_LAYER_AVGPOOL2D);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    L->k = (int32_t)k, L->stride = (int32_t)(k ? s : 1);
+    L->out_h = k ? (int32_t)((bd->h - k) / s + 1) : 1, L->out_w = k ? (int32_t)((bd->w - k) / s + 1) : 1;
+    bd->h = L->out_h, bd->w = L->out_w;
+    return DPFL_OK;
+}
+
+/* drop<p>: dropout */
+static dpfl_status add_dropout(builder *bd, const char *tok)
+{
+    dpfl_layer *L;
+    char *end;
+    double d = strtod(tok + 4, &end);
+    if (end == tok + 4 || *end || !(d >= 0.0 && d < 1.0)) return bad_token(bd, tok, "expected drop<p>, 0 <= p < 1");
+    L = push(bd, DPFL_LAYER_DROPOUT);
+    if (!L) return bad_token(bd, tok, "too many layers");
+    L->drop = (float)d;
+    return DPFL_OK;
+}
+
+static dpfl_status add_token(builder *bd, const char *tok)
+{
+    dpfl_status st;
+    if (!strncmp(tok, "conv", 4) || !strncmp(tok, "pool", 4)) {
+        st = add_conv_pool(bd, tok);
+    } else if (!strncmp(tok, "fc", 2)) {
+        st = add_fc(bd, tok);
     } else if (!strcmp(tok, "flatten")) {
         return add_flatten(bd);
     } else if (!strcmp(tok, "relu") || !strcmp(tok, "tanh") || !strcmp(tok, "sigmoid")) {
-        L = push(bd, tok[0] == 'r' ? DPFL_LAYER_RELU : tok[0] == 't' ? DPFL_LAYER_TANH : DPFL_LAYER_SIGMOID);
-        if (!L) return bad_token(bd, tok, "too many layers");
+        st = add_activation(bd, tok);
     } else if (!strncmp(tok, "affine", 6)) {
-        const char *m = tok[6] ? tok + 6 : "cp";
-        int code[2];
-        for (int i = 0; i < 2; i++)
-            code[i] = m[i] == 'n' ? DPFL_AFFINE_NONE : m[i] == 'c' ? DPFL_AFFINE_CHANNEL : m[i] == 'p' ? DPFL_AFFINE_PIXEL : -1;
-        if (strlen(m) != 2 || code[0] < 0 || code[1] < 0 || (code[0] == 0 && code[1] == 0))
-            return bad_token(bd, tok, "expected affine[<a><b>], a and b each n, c or p, not both n");
-        if (bd->m->nlayers > 0) return bad_token(bd, tok, "the input transform must be the first layer");
-        L = push(bd, DPFL_LAYER_AFFINE);
-        if (!L) return bad_token(bd, tok, "too many layers");
-        L->k = code[0], L->pad = code[1];
-        const size_t per[3] = {0, (size_t)bd->c, (size_t)bd->c * bd->h * bd->w};
-        L->nparam = per[code[0]] + per[code[1]];
+        st = add_affine(bd, tok);
     } else if (!strncmp(tok, "gn", 2) || !strcmp(tok, "ln")) {
-        long g = 1;
-        if (tok[0] == 'g') {
-            p += 2;
-            g = read_int(&p);
-            if (*p || g < 1) return bad_token(bd, tok, "expected gn<G> (GroupNorm with G groups) or ln");
-        }
-        L = push(bd, DPFL_LAYER_GROUPNORM);
-        if (!L) return bad_token(bd, tok, "too many layers");
-        int C, S;
-        dpfl_nn_groupnorm_shape(L, &C, &S);
-        if (C % g) {
-            bd->m->nlayers--;
-            return bad_token(bd, tok, "the number of groups must divide the number of channels");
-        }
-        L->groups = (int32_t)g;
-        L->nparam = 2 * (size_t)C;
+        st = add_groupnorm(bd, tok);
     } else if (!strncmp(tok, "bn", 2) || !strncmp(tok, "batchnorm", 9)) {
         return bad_token(bd, tok, "BatchNorm is not supported: it normalizes with statistics of the whole batch, so "
                                   "an example's gradient depends on the other examples and per-example clipping no "
                                   "longer bounds its influence (DP-SGD's guarantee fails); use gn<G> (GroupNorm, "
                                   "per example) or ln (LayerNorm) instead");
     } else if (!strncmp(tok, "avgpool", 7) || !strcmp(tok, "gap")) {
-        long k = 0, s = -1;
-        if (tok[0] == 'a') {
-            p += 7;
-            k = read_int(&p);
-            if (*p == 's') p++, s = read_int(&p);
-            if (*p || k < 1 || s == 0 || s < -1) return bad_token(bd, tok, "expected avgpool<k>[s<s>] or gap");
-            if (s == -1) s = k;
-        }
-        if (bd->h * bd->w == 1 && !bd->cnhw && bd->m->nlayers > 0)
-            return bad_token(bd, tok, "spatial layer after a flat one");
-        if (k > bd->h || k > bd->w) return bad_token(bd, tok, "kernel larger than its input");
-        L = push(bd, DPFL_LAYER_AVGPOOL2D);
-        if (!L) return bad_token(bd, tok, "too many layers");
-        L->k = (int32_t)k, L->stride = (int32_t)(k ? s : 1);
-        L->out_h = k ? (int32_t)((bd->h - k) / s + 1) : 1, L->out_w = k ? (int32_t)((bd->w - k) / s + 1) : 1;
-        bd->h = L->out_h, bd->w = L->out_w;
+        st = add_avgpool(bd, tok);
     } else if (!strncmp(tok, "drop", 4)) {
-        char *end;
-        double d = strtod(tok + 4, &end);
-        if (end == tok + 4 || *end || !(d >= 0.0 && d < 1.0)) return bad_token(bd, tok, "expected drop<p>, 0 <= p < 1");
-        L = push(bd, DPFL_LAYER_DROPOUT);
-        if (!L) return bad_token(bd, tok, "too many layers");
-        L->drop = (float)d;
+        st = add_dropout(bd, tok);
     } else {
         return bad_token(bd, tok, "unknown layer");
     }
+    if (st) return st;
     bd->m->nparam += bd->m->layers[bd->m->nlayers - 1].nparam;
     return DPFL_OK;
 }
@@ -341,26 +401,72 @@ static dpfl_status add_item(builder *bd, const char *item)
 }
 
 /* Expands a model name into its layer list. */
+static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err);
+
+/* "transform:SPEC" or "transform-<a><b>[-<fn>]:SPEC": the input transform (then sigmoid, tanh or relu of it, the
+ * ablation of PrivateFL's Table 1), then SPEC's layers */
+static dpfl_status expand_transform(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
+{
+    const char *mode = spec[9] == '-' ? spec + 10 : "cp", *rest = strchr(spec, ':');
+    const char *fn = "";
+    if (rest && spec[9] == '-' && rest - mode > 3 && mode[2] == '-') {
+        fn = mode[3] == 's' ? ",sigmoid" : mode[3] == 't' ? ",tanh" : ",relu";
+        if (strncmp(mode + 3, fn + 1, (size_t)(rest - mode - 3)) || (size_t)(rest - mode - 3) != strlen(fn + 1)) fn = NULL;
+    } else if (rest && spec[9] == '-' && rest - mode != 2) {
+        fn = NULL;
+    }
+    if (!rest || !fn)
+        return dpfl_fail(err, DPFL_EINVAL, "bad transform prefix in model spec (%s): expected transform:SPEC or "
+                                           "transform-<a><b>[-sigmoid|-tanh|-relu]:SPEC", spec);
+    int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
+    if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+    return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
+}
+
+/* "mlp:IN-H1-...-OUT[:nobias]": fully connected layers with ReLUs between them */
+static dpfl_status expand_mlp(const char *spec, int in_dim, char *out, size_t cap, dpfl_error *err)
+{
+    const char *p = spec + 4;
+    const char *suffix = strchr(p, ':');
+    int nobias = 0;
+    if (suffix) {
+        if (strcmp(suffix, ":nobias"))
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp suffix '%s' in model spec (%s): only :nobias", suffix,
+                             spec);
+        nobias = 1;
+    }
+    long sizes[MAX_LAYERS];
+    int n = 0;
+    for (;;) {
+        long v = read_int(&p);
+        if (v < 1 || n == MAX_LAYERS)
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+        sizes[n++] = v;
+        if (*p == '-') {
+            p++;
+            continue;
+        }
+        if (*p && *p != ':')
+            return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
+        break;
+    }
+    if (n < 2) return dpfl_fail(err, DPFL_EINVAL, "mlp needs at least input and output sizes (%s)", spec);
+    if (sizes[0] != in_dim)
+        return dpfl_fail(err, DPFL_EINVAL, "mlp input size %ld does not match the data (%s): inputs have %d features",
+                         sizes[0], spec, in_dim);
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 1; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%sfc%ld%s", i > 1 ? ",relu," : "", sizes[i],
+                                nobias ? "nb" : "");
+    if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+    return DPFL_OK;
+}
+
 static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, size_t cap, dpfl_error *err)
 {
-    /* "transform:SPEC" or "transform-<a><b>[-<fn>]:SPEC": the input transform (then sigmoid, tanh or relu of it,
-     * the ablation of PrivateFL's Table 1), then SPEC's layers */
-    if (!strncmp(spec, "transform", 9) && (spec[9] == ':' || spec[9] == '-')) {
-        const char *mode = spec[9] == '-' ? spec + 10 : "cp", *rest = strchr(spec, ':');
-        const char *fn = "";
-        if (rest && spec[9] == '-' && rest - mode > 3 && mode[2] == '-') {
-            fn = mode[3] == 's' ? ",sigmoid" : mode[3] == 't' ? ",tanh" : ",relu";
-            if (strncmp(mode + 3, fn + 1, (size_t)(rest - mode - 3)) || (size_t)(rest - mode - 3) != strlen(fn + 1)) fn = NULL;
-        } else if (rest && spec[9] == '-' && rest - mode != 2) {
-            fn = NULL;
-        }
-        if (!rest || !fn)
-            return dpfl_fail(err, DPFL_EINVAL, "bad transform prefix in model spec (%s): expected transform:SPEC or "
-                                               "transform-<a><b>[-sigmoid|-tanh|-relu]:SPEC", spec);
-        int len = snprintf(out, cap, "affine%.2s%s,", mode, fn);
-        if (len < 0 || (size_t)len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
-        return expand(rest + 1, in_dim, classes, out + len, cap - (size_t)len, err);
-    }
+    if (!strncmp(spec, "transform", 9) && (spec[9] == ':' || spec[9] == '-'))
+        return expand_transform(spec, in_dim, classes, out, cap, err);
     if (!strncmp(spec, "mse:", 4)) { /* SPEC's layers, then the loss item */
         dpfl_status st = expand(spec + 4, in_dim, classes, out, cap, err);
         size_t len = strlen(out);
@@ -393,40 +499,7 @@ static dpfl_status expand(const char *spec, int in_dim, int classes, char *out, 
     } else if (!strncmp(spec, "net:", 4)) {
         snprintf(out, cap, "%s", spec + 4);
     } else if (!strncmp(spec, "mlp:", 4)) {
-        const char *p = spec + 4;
-        const char *suffix = strchr(p, ':');
-        int nobias = 0;
-        if (suffix) {
-            if (strcmp(suffix, ":nobias"))
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp suffix '%s' in model spec (%s): only :nobias", suffix,
-                                 spec);
-            nobias = 1;
-        }
-        long sizes[MAX_LAYERS];
-        int n = 0;
-        for (;;) {
-            long v = read_int(&p);
-            if (v < 1 || n == MAX_LAYERS)
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
-            sizes[n++] = v;
-            if (*p == '-') {
-                p++;
-                continue;
-            }
-            if (*p && *p != ':')
-                return dpfl_fail(err, DPFL_EINVAL, "bad mlp sizes in model spec (%s): expected mlp:IN-H1-...-OUT", spec);
-            break;
-        }
-        if (n < 2) return dpfl_fail(err, DPFL_EINVAL, "mlp needs at least input and output sizes (%s)", spec);
-        if (sizes[0] != in_dim)
-            return dpfl_fail(err, DPFL_EINVAL, "mlp input size %ld does not match the data (%s): inputs have %d features",
-                             sizes[0], spec, in_dim);
-        size_t len = 0;
-        out[0] = 0;
-        for (int i = 1; i < n && len < cap; i++)
-            len += (size_t)snprintf(out + len, cap - len, "%sfc%ld%s", i > 1 ? ",relu," : "", sizes[i],
-                                    nobias ? "nb" : "");
-        if (len >= cap) return dpfl_fail(err, DPFL_EINVAL, "model spec too long (%s)", spec);
+        return expand_mlp(spec, in_dim, out, cap, err);
     } else {
         return dpfl_fail(err, DPFL_EINVAL, "unknown model '%s': " VALID_MODELS, spec);
     }

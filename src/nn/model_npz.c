@@ -106,6 +106,68 @@ static size_t npy_header(const npy_array *a, char *h, size_t cap)
 #define ZIP_TIME 0u
 #define ZIP_DATE ((0u << 9) | (1u << 5) | 1u)
 
+/* One member: its local header, name and NPY bytes at o's end; *offset, *crc, *size for the central directory. */
+static dpfl_status zip_member(out_buf *o, const npy_array *a, const char *path, uint32_t *offset, uint32_t *crc,
+                              uint32_t *size, dpfl_error *err)
+{
+    char head[256], name[64];
+    size_t hl = npy_header(a, head, sizeof head);
+    if (!hl) return dpfl_fail(err, DPFL_EINVAL, "cannot export %s (%s): NPY header too long", a->name, path);
+    size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", a->name);
+    const uint64_t member = (uint64_t)hl + a->nbytes;
+    if (member > 0xFFFFFFFFu || (uint64_t)o->len + 30 + nl + member > 0xFFFFFFFFu)
+        return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): the archive would pass 4 GiB, which a ZIP without "
+                                           "ZIP64 cannot hold (array %s: %llu bytes)",
+                         path, a->name, (unsigned long long)member);
+    uLong c = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)head, (uInt)hl);
+    for (size_t off = 0; off < a->nbytes;) { /* crc32 takes a uInt length */
+        size_t chunk = a->nbytes - off > (1u << 30) ? (1u << 30) : a->nbytes - off;
+        c = crc32(c, (const Bytef *)a->data + off, (uInt)chunk);
+        off += chunk;
+    }
+    *offset = (uint32_t)o->len, *crc = (uint32_t)c, *size = (uint32_t)member;
+    put32(o, 0x04034b50u); /* local file header */
+    put16(o, 20);          /* version needed to extract: 2.0 */
+    put16(o, 0);           /* flags */
+    put16(o, 0);           /* method: stored */
+    put16(o, ZIP_TIME);
+    put16(o, ZIP_DATE);
+    put32(o, *crc);
+    put32(o, *size); /* compressed size */
+    put32(o, *size); /* uncompressed size */
+    put16(o, (uint32_t)nl);
+    put16(o, 0); /* extra field length */
+    put(o, name, nl);
+    put(o, head, hl);
+    put(o, a->data, a->nbytes);
+    return DPFL_OK;
+}
+
+/* The central directory's header of member a. */
+static void zip_central(out_buf *o, const npy_array *a, uint32_t offset, uint32_t crc, uint32_t size)
+{
+    char name[64];
+    size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", a->name);
+    put32(o, 0x02014b50u); /* central directory header */
+    put16(o, 20 | (3u << 8)); /* made by: 2.0, Unix (so the external attributes are permissions) */
+    put16(o, 20);
+    put16(o, 0);
+    put16(o, 0);
+    put16(o, ZIP_TIME);
+    put16(o, ZIP_DATE);
+    put32(o, crc);
+    put32(o, size);
+    put32(o, size);
+    put16(o, (uint32_t)nl);
+    put16(o, 0); /* extra */
+    put16(o, 0); /* comment */
+    put16(o, 0); /* disk number */
+    put16(o, 0); /* internal attributes */
+    put32(o, 0100644u << 16); /* external attributes: a regular file, rw-r--r-- */
+    put32(o, offset);
+    put(o, name, nl);
+}
+
 /* The archive: per array a local header, the name and the NPY bytes; then the central directory and its end. */
 static dpfl_status write_zip(const npy_array *arr, int n, const char *path, dpfl_error *err)
 {
@@ -117,66 +179,10 @@ static dpfl_status write_zip(const npy_array *arr, int n, const char *path, dpfl
         st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        char head[256], name[64];
-        size_t hl = npy_header(&arr[i], head, sizeof head);
-        if (!hl) {
-            st = dpfl_fail(err, DPFL_EINVAL, "cannot export %s (%s): NPY header too long", arr[i].name, path);
-            goto done;
-        }
-        size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", arr[i].name);
-        const uint64_t member = (uint64_t)hl + arr[i].nbytes;
-        if (member > 0xFFFFFFFFu || (uint64_t)o.len + 30 + nl + member > 0xFFFFFFFFu) {
-            st = dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): the archive would pass 4 GiB, which a ZIP without "
-                                             "ZIP64 cannot hold (array %s: %llu bytes)",
-                           path, arr[i].name, (unsigned long long)member);
-            goto done;
-        }
-        uLong c = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)head, (uInt)hl);
-        for (size_t off = 0; off < arr[i].nbytes;) { /* crc32 takes a uInt length */
-            size_t chunk = arr[i].nbytes - off > (1u << 30) ? (1u << 30) : arr[i].nbytes - off;
-            c = crc32(c, (const Bytef *)arr[i].data + off, (uInt)chunk);
-            off += chunk;
-        }
-        offset[i] = (uint32_t)o.len, crc[i] = (uint32_t)c, size[i] = (uint32_t)member;
-        put32(&o, 0x04034b50u); /* local file header */
-        put16(&o, 20);          /* version needed to extract: 2.0 */
-        put16(&o, 0);           /* flags */
-        put16(&o, 0);           /* method: stored */
-        put16(&o, ZIP_TIME);
-        put16(&o, ZIP_DATE);
-        put32(&o, crc[i]);
-        put32(&o, size[i]); /* compressed size */
-        put32(&o, size[i]); /* uncompressed size */
-        put16(&o, (uint32_t)nl);
-        put16(&o, 0); /* extra field length */
-        put(&o, name, nl);
-        put(&o, head, hl);
-        put(&o, arr[i].data, arr[i].nbytes);
-    }
+    for (int i = 0; i < n; i++)
+        if ((st = zip_member(&o, &arr[i], path, &offset[i], &crc[i], &size[i], err))) goto done;
     const uint64_t cd_start = o.len;
-    for (int i = 0; i < n; i++) {
-        char name[64];
-        size_t nl = (size_t)snprintf(name, sizeof name, "%s.npy", arr[i].name);
-        put32(&o, 0x02014b50u); /* central directory header */
-        put16(&o, 20 | (3u << 8)); /* made by: 2.0, Unix (so the external attributes are permissions) */
-        put16(&o, 20);
-        put16(&o, 0);
-        put16(&o, 0);
-        put16(&o, ZIP_TIME);
-        put16(&o, ZIP_DATE);
-        put32(&o, crc[i]);
-        put32(&o, size[i]);
-        put32(&o, size[i]);
-        put16(&o, (uint32_t)nl);
-        put16(&o, 0); /* extra */
-        put16(&o, 0); /* comment */
-        put16(&o, 0); /* disk number */
-        put16(&o, 0); /* internal attributes */
-        put32(&o, 0100644u << 16); /* external attributes: a regular file, rw-r--r-- */
-        put32(&o, offset[i]);
-        put(&o, name, nl);
-    }
+    for (int i = 0; i < n; i++) zip_central(&o, &arr[i], offset[i], crc[i], size[i]);
     const uint64_t cd_size = o.len - cd_start;
     if (cd_start + cd_size > 0xFFFFFFFFu) {
         st = dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): the archive would pass 4 GiB, which a ZIP without ZIP64 "
@@ -229,6 +235,56 @@ static void add_string(npy_array *arr, int *n, const char *name, const char *str
     add(arr, n, name, descr, buf, (len ? len : 1) * 4)->ndim = 0;
 }
 
+/* Layer l's parameters as arrays named as PyTorch names them ("<l>.weight", "<l>.bias", "<l>.scale", "<l>.shift"). */
+static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L, int32_t l, const float *p,
+                                    const char *path, dpfl_error *err)
+{
+    char name[48];
+    int n = *np;
+    if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D) {
+        const int conv = L->kind == DPFL_LAYER_CONV2D;
+        const int64_t in = conv ? L->in_c : (int64_t)L->in_c * L->in_h * L->in_w, oc = conv ? L->out_c : L->out_w;
+        const size_t nw = (size_t)oc * (size_t)in * (conv ? (size_t)L->k * L->k : 1);
+        snprintf(name, sizeof name, "%d.weight", (int)l);
+        npy_array *a = add(arr, &n, name, "<f4", p, nw * sizeof(float));
+        a->ndim = conv ? 4 : 2;
+        a->shape[0] = oc, a->shape[1] = in, a->shape[2] = L->k, a->shape[3] = L->k;
+        if (L->bias) {
+            snprintf(name, sizeof name, "%d.bias", (int)l);
+            a = add(arr, &n, name, "<f4", p + nw, (size_t)oc * sizeof(float));
+            a->ndim = 1, a->shape[0] = oc;
+        }
+        DPFL_ASSERT(nw + (L->bias ? (size_t)oc : 0) == L->nparam);
+    } else if (L->kind == DPFL_LAYER_AFFINE) {
+        const int mode[2] = {L->k, L->pad};
+        const char *what[2] = {"scale", "shift"};
+        size_t off = 0;
+        for (int j = 0; j < 2; j++) {
+            if (mode[j] == DPFL_AFFINE_NONE) continue;
+            const size_t cnt = mode[j] == DPFL_AFFINE_CHANNEL ? (size_t)L->in_c : (size_t)L->in_c * L->in_h * L->in_w;
+            snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
+            npy_array *a = add(arr, &n, name, "<f4", p + off, cnt * sizeof(float));
+            a->ndim = mode[j] == DPFL_AFFINE_CHANNEL ? 1 : 3;
+            a->shape[0] = L->in_c, a->shape[1] = L->in_h, a->shape[2] = L->in_w;
+            off += cnt;
+        }
+        DPFL_ASSERT(off == L->nparam);
+    } else if (L->kind == DPFL_LAYER_GROUPNORM) { /* nn.GroupNorm's weight (gamma) and bias (beta), (C,) */
+        const size_t C = L->nparam / 2;
+        const char *what[2] = {"weight", "bias"};
+        for (int j = 0; j < 2; j++) {
+            snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
+            add(arr, &n, name, "<f4", p + j * C, C * sizeof(float))->ndim = 1;
+            arr[n - 1].shape[0] = (int64_t)C;
+        }
+    } else {
+        return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path,
+                         (int)l);
+    }
+    *np = n;
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
                                   dpfl_error *err)
 {
@@ -236,50 +292,11 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
         return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than %d layers", path, MAX_LAYERS_NPZ);
     npy_array arr[MAX_ARRAYS];
     int n = 0;
-    char name[48];
     for (int32_t l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (!L->nparam) continue;
-        const float *p = params + L->param_off;
-        if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D) {
-            const int conv = L->kind == DPFL_LAYER_CONV2D;
-            const int64_t in = conv ? L->in_c : (int64_t)L->in_c * L->in_h * L->in_w, oc = conv ? L->out_c : L->out_w;
-            const size_t nw = (size_t)oc * (size_t)in * (conv ? (size_t)L->k * L->k : 1);
-            snprintf(name, sizeof name, "%d.weight", (int)l);
-            npy_array *a = add(arr, &n, name, "<f4", p, nw * sizeof(float));
-            a->ndim = conv ? 4 : 2;
-            a->shape[0] = oc, a->shape[1] = in, a->shape[2] = L->k, a->shape[3] = L->k;
-            if (L->bias) {
-                snprintf(name, sizeof name, "%d.bias", (int)l);
-                a = add(arr, &n, name, "<f4", p + nw, (size_t)oc * sizeof(float));
-                a->ndim = 1, a->shape[0] = oc;
-            }
-            DPFL_ASSERT(nw + (L->bias ? (size_t)oc : 0) == L->nparam);
-        } else if (L->kind == DPFL_LAYER_AFFINE) {
-            const int mode[2] = {L->k, L->pad};
-            const char *what[2] = {"scale", "shift"};
-            size_t off = 0;
-            for (int j = 0; j < 2; j++) {
-                if (mode[j] == DPFL_AFFINE_NONE) continue;
-                const size_t cnt = mode[j] == DPFL_AFFINE_CHANNEL ? (size_t)L->in_c : (size_t)L->in_c * L->in_h * L->in_w;
-                snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
-                npy_array *a = add(arr, &n, name, "<f4", p + off, cnt * sizeof(float));
-                a->ndim = mode[j] == DPFL_AFFINE_CHANNEL ? 1 : 3;
-                a->shape[0] = L->in_c, a->shape[1] = L->in_h, a->shape[2] = L->in_w;
-                off += cnt;
-            }
-            DPFL_ASSERT(off == L->nparam);
-        } else if (L->kind == DPFL_LAYER_GROUPNORM) { /* nn.GroupNorm's weight (gamma) and bias (beta), (C,) */
-            const size_t C = L->nparam / 2;
-            const char *what[2] = {"weight", "bias"};
-            for (int j = 0; j < 2; j++) {
-                snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
-                add(arr, &n, name, "<f4", p + j * C, C * sizeof(float))->ndim = 1;
-                arr[n - 1].shape[0] = (int64_t)C;
-            }
-        } else {
-            return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path, (int)l);
-        }
+        dpfl_status st = add_layer_params(arr, &n, L, l, params + L->param_off, path, err);
+        if (st) return st;
     }
     uint8_t spec32[sizeof m->spec * 4], cols32[sizeof layer_columns * 4], kinds32[sizeof layer_kinds * 4];
     add_string(arr, &n, "dpfl_spec", m->spec, spec32);

@@ -213,19 +213,13 @@ static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_err
     return DPFL_OK;
 }
 
-dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
-{
-    if (max_batch < 1) {
-        dpfl_fail(err, DPFL_EINVAL, "workspace batch size must be >= 1 (model %s), got %d", m->spec, max_batch);
-        return NULL;
-    }
-    dpfl_nn_ws *ws = dpfl_calloc(1, sizeof *ws, err);
-    if (!ws) return NULL;
-    ws->m = m;
-    ws->max_batch = max_batch;
-    int nl = m->nlayers, ok = 1;
-    size_t mb = (size_t)max_batch;
+/* calloc into p, unless an earlier one failed (ok = 0: the caller frees what was allocated) */
 #define ALLOC(p, n) ok = ok && ((p) = dpfl_calloc((n), sizeof *(p), err)) != NULL
+
+/* the per-layer and per-slot tables; 0 when out of memory */
+static int ws_alloc_tables(dpfl_nn_ws *ws, int nl, size_t mb, dpfl_error *err)
+{
+    int ok = 1;
     ALLOC(ws->in_slot, nl);
     ALLOC(ws->out_slot, nl);
     ALLOC(ws->slot_numel, nl + 1);
@@ -248,17 +242,68 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     ALLOC(ws->res_end, nl);
     ALLOC(ws->sq, (size_t)nl * mb);
     ALLOC(ws->scale, (size_t)nl * mb);
-    if (!ok) goto fail;
-    /* plan slots */
-    int cur = 0;
+    return ok;
+}
+
+/* the largest scratch any layer needs: im2col columns, direct-conv scaled gradients, Gram matrices, direct-conv
+ * weights, a step's parameters, direct-conv dW partials */
+typedef struct {
+    size_t col, dsc, gram, cdw, stepn, dwp;
+} ws_scratch;
+
+/* Layer l's own buffers (pooling indices, dropout mask, GroupNorm statistics, a projection shortcut's gradient, a
+ * direct convolution's padded input and plan) and its share of the scratch; 0 when out of memory. */
+static int ws_layer_buffers(dpfl_nn_ws *ws, int l, size_t mb, ws_scratch *z, dpfl_error *err)
+{
+    const dpfl_model *m = ws->m;
+    const dpfl_layer *L = &m->layers[l];
+    int ok = 1;
+    if (L->kind == DPFL_LAYER_MAXPOOL2D) {
+        ALLOC(ws->pool_idx[l], mb * numel_out(L));
+        /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
+        if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
+            ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
+            ws->pool_relu[l] = 1;
+    }
+    if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
+    if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
+    if (L->kind == DPFL_LAYER_ADD && L->shortcut)
+        ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
+    if (L->kind == DPFL_LAYER_CONV2D) {
+        size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
+        size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, ws->max_batch);
+        if (c > z->col) z->col = c;
+        if (2 * T * T > z->gram) z->gram = 2 * T * T;
+        if (dpfl_nn_conv_direct_usable(L)) {
+            dpfl_conv_direct *d = &ws->cdir[l];
+            dpfl_nn_conv_direct_geom(L, d);
+            ALLOC(ws->xpad[l], mb * d->C * d->xpl);
+            if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
+            if (d->weight_floats > z->cdw) z->cdw = d->weight_floats;
+            ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
+            const size_t parts = dpfl_nn_direct_groups(ws->max_batch) * L->nparam;
+            if (parts > z->dwp) z->dwp = parts;
+        }
+    }
+    if (L->nparam && mb * numel_out(L) > z->dsc) z->dsc = mb * numel_out(L);
+    if (L->kind != DPFL_LAYER_LINEAR && L->nparam > z->stepn) z->stepn = L->nparam;
+    return ok;
+}
+
+/* The activation slots: each layer's input and output slot (in place where the kind allows and no block needs
+ * its input kept), a residual block's shortcut reading the block's input, and every layer's own buffers. */
+static int ws_plan_slots(dpfl_nn_ws *ws, size_t mb, ws_scratch *z, dpfl_error *err)
+{
+    const dpfl_model *m = ws->m;
+    const int nl = m->nlayers;
+    int cur = 0, ok = 1;
     ws->nslots = 1;
     ws->slot_numel[0] = (size_t)m->in_dim;
-    size_t col = 0, dsc = 0, gram = 0, cdw = 0, stepn = 0, dwp = 0;
     for (int l = 0; l < nl; l++) ws->res_end[l] = -1;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].kind == DPFL_LAYER_ADD) ws->res_end[m->layers[l].from - 1] = l;
     int main_cur = 0; /* the block's output while its shortcut is planned */
-    for (int l = 0; l < nl; l++) {
+    for (int l = 0; l < nl && ok; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (L->from && L->kind != DPFL_LAYER_ADD) { /* a shortcut's first layer reads the block's input */
             main_cur = cur;
@@ -282,58 +327,60 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
             cur = s;
         }
         ws->out_slot[l] = cur;
-        if (L->kind == DPFL_LAYER_MAXPOOL2D) {
-            ALLOC(ws->pool_idx[l], mb * numel_out(L));
-            /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
-            if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
-                ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
-                ws->pool_relu[l] = 1;
-        }
-        if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
-        if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
-        if (L->kind == DPFL_LAYER_ADD && L->shortcut)
-            ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
-        if (L->kind == DPFL_LAYER_CONV2D) {
-            size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
-            size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
-            if (c > col) col = c;
-            if (2 * T * T > gram) gram = 2 * T * T;
-            if (dpfl_nn_conv_direct_usable(L)) {
-                dpfl_conv_direct *d = &ws->cdir[l];
-                dpfl_nn_conv_direct_geom(L, d);
-                ALLOC(ws->xpad[l], mb * d->C * d->xpl);
-                if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
-                if (d->weight_floats > cdw) cdw = d->weight_floats;
-                ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
-                const size_t parts = dpfl_nn_direct_groups(max_batch) * L->nparam;
-                if (parts > dwp) dwp = parts;
-            }
-        }
-        if (L->nparam && mb * numel_out(L) > dsc) dsc = mb * numel_out(L);
-        if (L->kind != DPFL_LAYER_LINEAR && L->nparam > stepn) stepn = L->nparam;
+        ok = ok && ws_layer_buffers(ws, l, mb, z, err);
     }
-    /* a ReLU right after a conv or linear layer, in place on its output, is applied in that layer's bias pass */
+    return ok;
+}
+
+/* ReLUs done by their neighbours: one right after a conv or linear layer, in place on its output, is applied in
+ * that layer's bias pass; the pool after an in-place ReLU does its backward (unless a Sigmoid later in place
+ * overwrites the pool's output, which the fused ReLU test reads: dropout, ReLU and Tanh are sign-preserving). */
+static void ws_plan_fusions(dpfl_nn_ws *ws)
+{
+    const dpfl_model *m = ws->m;
+    const int nl = m->nlayers;
     for (int l = 0; l + 1 < nl; l++)
         if ((m->layers[l].kind == DPFL_LAYER_LINEAR || m->layers[l].kind == DPFL_LAYER_CONV2D) &&
             m->layers[l + 1].kind == DPFL_LAYER_RELU && ws->in_slot[l + 1] == ws->out_slot[l] &&
             ws->out_slot[l + 1] == ws->out_slot[l])
             ws->fuse_relu[l] = 1;
-    /* The fused ReLU test reads the pool's output, which later in-place layers may overwrite: fine for dropout
-     * (a dropped unit has zero gradient anyway), ReLU and Tanh (sign-preserving), not for Sigmoid. */
     for (int l = 0; l < nl; l++)
         for (int l2 = l + 1; ws->pool_relu[l] && l2 < nl && ws->in_slot[l2] == ws->out_slot[l] &&
                              ws->out_slot[l2] == ws->out_slot[l];
              l2++)
             if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) ws->pool_relu[l] = 0;
-    ALLOC(ws->col, col ? col : 1);
-    ALLOC(ws->gram, gram ? gram : 1);
-    ALLOC(ws->dw_part, dwp ? dwp : 1);
-    ALLOC(ws->dscaled, dsc ? dsc : 1);
-    ALLOC(ws->cdir_w, cdw ? cdw : 1);
-    ALLOC(ws->step_buf, stepn ? stepn : 1);
+}
+
+/* the scratch buffers shared by the layers, each at least one element */
+static int ws_alloc_scratch(dpfl_nn_ws *ws, const ws_scratch *z, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(ws->col, z->col ? z->col : 1);
+    ALLOC(ws->gram, z->gram ? z->gram : 1);
+    ALLOC(ws->dw_part, z->dwp ? z->dwp : 1);
+    ALLOC(ws->dscaled, z->dsc ? z->dsc : 1);
+    ALLOC(ws->cdir_w, z->cdw ? z->cdw : 1);
+    ALLOC(ws->step_buf, z->stepn ? z->stepn : 1);
     ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
+    return ok;
+}
 #undef ALLOC
-    if (!ok || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
+
+dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
+{
+    if (max_batch < 1) {
+        dpfl_fail(err, DPFL_EINVAL, "workspace batch size must be >= 1 (model %s), got %d", m->spec, max_batch);
+        return NULL;
+    }
+    dpfl_nn_ws *ws = dpfl_calloc(1, sizeof *ws, err);
+    if (!ws) return NULL;
+    ws->m = m;
+    ws->max_batch = max_batch;
+    const size_t mb = (size_t)max_batch;
+    ws_scratch z = {0};
+    if (!ws_alloc_tables(ws, m->nlayers, mb, err) || !ws_plan_slots(ws, mb, &z, err)) goto fail;
+    ws_plan_fusions(ws);
+    if (!ws_alloc_scratch(ws, &z, err) || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
     if (dpfl_nn_ws_set_threads(ws, default_threads(), err)) goto fail;
     return ws;
 fail:
@@ -461,118 +508,169 @@ static int first_param_layer(const dpfl_model *m)
     return m->nlayers;
 }
 
+/* One layer's backward pass: its place in the workspace, what it reads and where its gradients go. */
+typedef struct {
+    const dpfl_layer *L;
+    int l, B;
+    dpfl_bwd_mode mode;
+    int step;           /* STEP: non-Linear layers write their gradient to step_buf, added to the params after */
+    float *gin, *gbuf;  /* the input's gradient (NULL: not needed); the parameters' (GRAD, STEP), else NULL */
+    float *grads;
+    const float *gout, *in, *out, *w;
+    size_t n;           /* the input's floats */
+    double *sq;         /* per-example squared norms (PERSAMPLE) */
+} bwd_layer;
+
+/* the layers with parameters: Linear, Conv2d, Affine, GroupNorm */
+static void backward_params(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B, step = j->step;
+    const dpfl_bwd_mode mode = j->mode;
+    float *gin = j->gin, *const gbuf = j->gbuf, *grads = j->grads;
+    const float *gout = j->gout, *in = j->in, *w = j->w;
+    double *sq = j->sq;
+    (void)m;
+    switch (L->kind) {
+    case DPFL_LAYER_LINEAR: {
+        float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
+        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
+        dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
+                                L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
+        break; /* a STEP has been applied by the GEMM */
+    }
+    case DPFL_LAYER_CONV2D: {
+        dpfl_conv_geom g;
+        dpfl_nn_conv_geom(ws, l, &g);
+        int chunk = dpfl_nn_conv_chunk(L, B);
+        float *dw = gbuf;
+        size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+        if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
+            dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
+            break;
+        }
+        if (mode == DPFL_BWD_PERSAMPLE) {
+            if (ws->ghost[l])
+                dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
+            else
+                dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
+                                         ws->par);
+        }
+        dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
+                                ws->par);
+        break;
+    }
+    case DPFL_LAYER_AFFINE:
+        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
+        dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
+        break;
+    case DPFL_LAYER_GROUPNORM: {
+        /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
+        float *ps = ws->ps + ws->ps_off[l];
+        dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
+                     &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
+                                  .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+        if (mode == DPFL_BWD_PERSAMPLE) {
+            for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
+        } else {
+            dpfl_vec_zero(gbuf, L->nparam);
+            for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* the layers without parameters: pooling, activations, dropout, flatten, a residual block's sum */
+static void backward_plain(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B;
+    float *gin = j->gin;
+    const float *gout = j->gout, *out = j->out;
+    const size_t n = j->n;
+    switch (L->kind) {
+    case DPFL_LAYER_MAXPOOL2D:
+        if (gin)
+            dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
+                         &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
+                                      .act = ws->pool_relu[l] ? out : NULL});
+        break;
+    case DPFL_LAYER_RELU:
+    case DPFL_LAYER_TANH:
+    case DPFL_LAYER_SIGMOID:
+        if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
+            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
+        break;
+    case DPFL_LAYER_DROPOUT:
+        if (gin && ws->drop_on[l])
+            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
+                                           .kind = L->kind, .n = n});
+        else if (gin && gin != gout)
+            memcpy(gin, gout, n * sizeof *gin);
+        break;
+    case DPFL_LAYER_FLATTEN:
+        if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
+            dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
+        else if (gin && gin != gout)
+            memcpy(gin, gout, n * sizeof *gin);
+        break;
+    case DPFL_LAYER_AVGPOOL2D:
+        if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
+        break;
+    case DPFL_LAYER_ADD: {
+        const size_t S = (size_t)L->out_h * L->out_w;
+        const int oc = ws->slot_cnhw[ws->out_slot[l]];
+        if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
+        if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
+            dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
+                                S, 0);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* the first layer of a residual block: add the shortcut's gradient to the block input's */
+static void backward_block_input(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B;
+    float *gin = j->gin;
+    if (ws->res_end[l] >= 0 && gin) {
+        const dpfl_layer *A = &m->layers[ws->res_end[l]];
+        const int bc = ws->slot_cnhw[ws->in_slot[l]];
+        if (A->shortcut)
+            dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
+                                (size_t)L->in_h * L->in_w, 1);
+        else
+            dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
+                                B, L->in_c, (size_t)L->in_h * L->in_w, 1);
+    }
+}
+
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode)
 {
     const int B = ws->B, first = first_param_layer(m);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const dpfl_layer *L = &m->layers[l];
-        float *gin = l <= first ? NULL
-                     : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
-                                                            : ws->grad[ws->in_slot[l]];
-        const float *gout = ws->grad[ws->out_slot[l]];
-        const float *in = ws->act[ws->in_slot[l]], *out = ws->act[ws->out_slot[l]];
-        const float *w = params + L->param_off;
-        size_t n = (size_t)B * numel_in(L);
-        double *sq = ws->sq + (size_t)l * ws->max_batch;
-        /* STEP: non-Linear layers write their gradient to step_buf, added to the params after the switch */
         const int step = mode == DPFL_BWD_STEP && L->nparam;
-        float *const gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL;
-        switch (L->kind) {
-        case DPFL_LAYER_LINEAR: {
-            float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
-            if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
-            dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
-                                    L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
-            break; /* a STEP has been applied by the GEMM */
-        }
-        case DPFL_LAYER_CONV2D: {
-            dpfl_conv_geom g;
-            dpfl_nn_conv_geom(ws, l, &g);
-            int chunk = dpfl_nn_conv_chunk(L, B);
-            float *dw = gbuf;
-            size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-            if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
-                dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
-                break;
-            }
-            if (mode == DPFL_BWD_PERSAMPLE) {
-                if (ws->ghost[l])
-                    dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
-                else
-                    dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
-                                             ws->par);
-            }
-            dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
-                                    ws->par);
-            break;
-        }
-        case DPFL_LAYER_MAXPOOL2D:
-            if (gin)
-                dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
-                             &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
-                                          .act = ws->pool_relu[l] ? out : NULL});
-            break;
-        case DPFL_LAYER_RELU:
-        case DPFL_LAYER_TANH:
-        case DPFL_LAYER_SIGMOID:
-            if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
-                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
-            break;
-        case DPFL_LAYER_DROPOUT:
-            if (gin && ws->drop_on[l])
-                run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
-                                               .kind = L->kind, .n = n});
-            else if (gin && gin != gout)
-                memcpy(gin, gout, n * sizeof *gin);
-            break;
-        case DPFL_LAYER_FLATTEN:
-            if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
-                dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
-            else if (gin && gin != gout)
-                memcpy(gin, gout, n * sizeof *gin);
-            break;
-        case DPFL_LAYER_AFFINE:
-            if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
-            dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
-            break;
-        case DPFL_LAYER_GROUPNORM: {
-            /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
-            float *ps = ws->ps + ws->ps_off[l];
-            dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
-                         &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
-                                      .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
-            if (mode == DPFL_BWD_PERSAMPLE) {
-                for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
-            } else {
-                dpfl_vec_zero(gbuf, L->nparam);
-                for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
-            }
-            break;
-        }
-        case DPFL_LAYER_AVGPOOL2D:
-            if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
-            break;
-        case DPFL_LAYER_ADD: {
-            const size_t S = (size_t)L->out_h * L->out_w;
-            const int oc = ws->slot_cnhw[ws->out_slot[l]];
-            if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
-            if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
-                dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
-                                    S, 0);
-            break;
-        }
-        }
-        /* the first layer of a residual block: add the shortcut's gradient to the block input's */
-        if (ws->res_end[l] >= 0 && gin) {
-            const dpfl_layer *A = &m->layers[ws->res_end[l]];
-            const int bc = ws->slot_cnhw[ws->in_slot[l]];
-            if (A->shortcut)
-                dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
-                                    (size_t)L->in_h * L->in_w, 1);
-            else
-                dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
-                                    B, L->in_c, (size_t)L->in_h * L->in_w, 1);
-        }
+        const bwd_layer j = {
+            .L = L, .l = l, .B = B, .mode = mode, .step = step, .grads = grads,
+            .gin = l <= first ? NULL
+                   : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
+                                                          : ws->grad[ws->in_slot[l]],
+            .gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL,
+            .gout = ws->grad[ws->out_slot[l]], .in = ws->act[ws->in_slot[l]], .out = ws->act[ws->out_slot[l]],
+            .w = params + L->param_off, .n = (size_t)B * numel_in(L), .sq = ws->sq + (size_t)l * ws->max_batch,
+        };
+        if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D || L->kind == DPFL_LAYER_AFFINE ||
+            L->kind == DPFL_LAYER_GROUPNORM)
+            backward_params(m, ws, &j);
+        else
+            backward_plain(m, ws, &j);
+        backward_block_input(m, ws, &j);
         if (step && L->kind != DPFL_LAYER_LINEAR)
             dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
     }

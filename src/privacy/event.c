@@ -1,4 +1,6 @@
-/* Events: the only thing accountants see.  Constructors fill the fields a kind uses and leave the rest zero. */
+/* Events: the only thing accountants see.  Constructors fill the fields a kind uses and leave the rest zero; a
+ * noise distribution's kind is built, described and checked from its row of DPFL_EVENT_KINDS and the fields
+ * DPFL_EVENT_ALL_FIELDS gives it, the kinds with their own wording (sampling schemes, Skellam, the filter) apart. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
@@ -10,18 +12,28 @@ static dpfl_event blank(dpfl_event_kind k, int64_t count)
     dpfl_event e;
     memset(&e, 0, sizeof e);
     e.kind = k;
-    e.adjacency = DPFL_ADJ_ADD_REMOVE;
+    e.adjacency = dpfl_event_kind_row_of(k)->adjacency;
     e.count = count;
     e.q = 1.0;
     e.lambda = 1.0;
     return e;
 }
 
-dpfl_event dpfl_event_gaussian(double z, int64_t count)
+dpfl_event dpfl_event_noise(dpfl_event_kind kind, double z, int64_t count)
 {
-    dpfl_event e = blank(DPFL_EV_GAUSSIAN, count);
+    if (!dpfl_event_kind_row_of(kind) || !dpfl_event_kind_row_of(kind)->leaf) { /* no noise distribution: refused */
+        dpfl_event e = blank(DPFL_EV_NOT_PRIVATE, count);
+        e.kind = (dpfl_event_kind)DPFL_EV_NKINDS;
+        return e;
+    }
+    dpfl_event e = blank(kind, count);
     e.z = z;
     return e;
+}
+
+dpfl_event dpfl_event_gaussian(double z, int64_t count)
+{
+    return dpfl_event_noise(DPFL_EV_GAUSSIAN, z, count);
 }
 
 dpfl_event dpfl_event_poisson(double q, double z, int64_t count)
@@ -35,7 +47,6 @@ dpfl_event dpfl_event_poisson(double q, double z, int64_t count)
 dpfl_event dpfl_event_fixed(int64_t n, int64_t batch, double z, int64_t count)
 {
     dpfl_event e = blank(DPFL_EV_FIXED, count);
-    e.adjacency = DPFL_ADJ_REPLACE_ONE;
     e.n = n;
     e.batch = batch;
     e.q = n > 0 ? (double)batch / (double)n : 0.0;
@@ -58,7 +69,6 @@ dpfl_event dpfl_event_two_stage(double lambda, double q, double z, int64_t inner
 dpfl_event dpfl_event_skellam(double q, double d1, double d2, double mu, int64_t count)
 {
     dpfl_event e = blank(DPFL_EV_SKELLAM, count);
-    e.adjacency = DPFL_ADJ_ZERO_OUT;
     e.q = q;
     e.d1 = d1;
     e.d2 = d2;
@@ -89,6 +99,26 @@ const char *dpfl_adjacency_name(dpfl_adjacency a)
     return "unknown";
 }
 
+#define USES(kinds, e) (((kinds) & DPFL_EVK((e)->kind)) != 0)
+#define FINITE_DPFL_EVT_F64(name, key)                                                                            \
+    if (!isfinite(e->name)) return dpfl_fail(err, DPFL_EINVAL, "%s: %s (%g) must be finite", kind, key, e->name);
+#define FINITE_DPFL_EVT_I64(name, key)                                                                            \
+    if (e->name < 0) return dpfl_fail(err, DPFL_EINVAL, "%s: %s (%lld) must be >= 0", kind, key, (long long)e->name);
+#define FINITE_DPFL_EVT_ENUM(name, key)
+#define FINITE(codec, ctype, name, key, kinds) \
+    if (USES(kinds, e) && dpfl_event_own_field(key)) { FINITE_##codec(name, key) }
+
+/* A noise distribution's kind (its row has a LEAF): a rate q it carries in [0, 1], its own numbers finite (z was
+ * checked before), any adjacency (z is relative to the sensitivity under the event's). */
+static dpfl_status own_fields_check(const dpfl_event *e, dpfl_error *err)
+{
+    const char *kind = dpfl_event_kind_name(e->kind);
+    if (USES(DPFL_EVK_SAMPLED, e) && !(e->q >= 0 && e->q <= 1))
+        return dpfl_fail(err, DPFL_EINVAL, "sampling rate q (%g) must be in [0, 1]", e->q);
+    DPFL_EVENT_ALL_FIELDS(FINITE)
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
 {
     if ((unsigned)e->kind >= (unsigned)DPFL_EV_NKINDS)
@@ -103,7 +133,6 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
     if (!(e->z >= 0) || isinf(e->z)) /* the filter has no z of its own: 0 */
         return dpfl_fail(err, DPFL_EINVAL, "noise multiplier z (%g) must be finite and >= 0", e->z);
     switch (e->kind) {
-    case DPFL_EV_GAUSSIAN: return DPFL_OK;
     case DPFL_EV_POISSON:
         if (!(e->q >= 0 && e->q <= 1))
             return dpfl_fail(err, DPFL_EINVAL, "sampling rate q (%g) must be in [0, 1]", e->q);
@@ -146,17 +175,40 @@ dpfl_status dpfl_event_check(const dpfl_event *e, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "the Renyi filter's losses are for add-remove adjacency; got %s",
                              dpfl_adjacency_name(e->adjacency));
         return DPFL_OK;
+    default: break; /* the Gaussian and any noise distribution: the generic check */
     }
-    return dpfl_fail(err, DPFL_EINVAL, "unknown event kind %d", (int)e->kind);
+    return own_fields_check(e, err);
+}
+
+#define SAY_DPFL_EVT_F64(name, key) at += snprintf(s + at, sizeof s - at, "%s%s=%g", at > 0 ? ", " : "", key, e->name);
+#define SAY_DPFL_EVT_I64(name, key)                                                                               \
+    at += snprintf(s + at, sizeof s - at, "%s%s=%lld", at > 0 ? ", " : "", key, (long long)e->name);
+#define SAY_DPFL_EVT_ENUM(name, key)
+#define SAY(codec, ctype, name, key, kinds)                                                                      \
+    if (USES(kinds, e) && strcmp(key, "kind") && strcmp(key, "adjacency") && strcmp(key, "count") &&             \
+        at < (int)sizeof s)                                                                                      \
+    {                                                                                                             \
+        SAY_##codec(name, key)                                                                                   \
+    }
+
+/* "NAME(field=value, ...) x count [adjacency]": every field the kind uses, by its JSON key, in the schema's order */
+static void own_fields_describe(const dpfl_event *e, const char *adj, char *buf, size_t len)
+{
+    char s[256] = "";
+    int at = 0;
+    if ((unsigned)e->kind >= (unsigned)DPFL_EV_NKINDS) {
+        snprintf(buf, len, "unknown kind %d", (int)e->kind);
+        return;
+    }
+    DPFL_EVENT_ALL_FIELDS(SAY)
+    snprintf(buf, len, "%s(%s) x %lld [%s]", dpfl_event_kind_name(e->kind), s, (long long)e->count, adj);
 }
 
 void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
 {
     const char *adj = dpfl_adjacency_name(e->adjacency);
     switch (e->kind) {
-    case DPFL_EV_GAUSSIAN:
-        snprintf(buf, len, "gaussian(z=%g) x %lld [%s]", e->z, (long long)e->count, adj);
-        break;
+    case DPFL_EV_GAUSSIAN: own_fields_describe(e, adj, buf, len); break;
     case DPFL_EV_POISSON:
         snprintf(buf, len, "poisson(q=%g, z=%g) x %lld [%s]", e->q, e->z, (long long)e->count, adj);
         break;
@@ -177,6 +229,7 @@ void dpfl_event_describe(const dpfl_event *e, char *buf, size_t len)
     case DPFL_EV_RDP_FILTER:
         snprintf(buf, len, "rdp-filter(alpha=%g, cap=%g) x %lld [%s]", e->alpha, e->cap, (long long)e->count, adj);
         break;
+    default: own_fields_describe(e, adj, buf, len);
     }
 }
 

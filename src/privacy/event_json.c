@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KIND_NAME(e, name, rdp, pld, gdp) name,
+#define KIND_NAME(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) name,
 static const char *const kind_names[] = {DPFL_EVENT_KINDS(KIND_NAME)};
 static const char *const adj_names[] = {"add-remove", "replace-one", "zero-out"};
 static const char *const bound_names[] = {"rpdp"};
@@ -40,27 +40,29 @@ static int enum_value(const char *field, const char *s)
     return name_index(bound_names, COUNT(bound_names), s);
 }
 
-/* The same event in Google dp_accounting's classes, where it has them. */
+/* The same event in Google dp_accounting's classes, where it has them: the leaf's class from DPFL_EVENT_KINDS,
+ * Poisson-sampled (the leaf's Poisson kind, or a leaf that carries its rate at q < 1) or sampled without replacement
+ * (fixed, a Gaussian), self-composed. */
 static void dp_accounting_expr(const dpfl_event *e, char *buf, size_t len)
 {
-    char in[160];
-    snprintf(in, sizeof in, "GaussianDpEvent(%.17g)", e->z);
-    switch (e->kind) {
-    case DPFL_EV_GAUSSIAN: snprintf(buf, len, "SelfComposedDpEvent(%s, %lld)", in, (long long)e->count); return;
-    case DPFL_EV_POISSON:
-        snprintf(buf, len, "SelfComposedDpEvent(PoissonSampledDpEvent(%.17g, %s), %lld)", e->q, in,
-                 (long long)e->count);
+    buf[0] = '\0'; /* no class there: docs/privacy.md says how to recompute these */
+    if (e->kind == DPFL_EV_NOT_PRIVATE) {
+        snprintf(buf, len, "NonPrivateDpEvent()");
         return;
-    case DPFL_EV_FIXED:
+    }
+    int leaf = e->kind == DPFL_EV_FIXED ? DPFL_EV_GAUSSIAN : dpfl_event_noise_kind(e->kind);
+    const char *cls = leaf >= 0 ? dpfl_event_kind_row_of((dpfl_event_kind)leaf)->dp_accounting : NULL;
+    if (!cls) return;
+    char in[160];
+    snprintf(in, sizeof in, "%s(%.17g)", cls, e->z);
+    if (e->kind == DPFL_EV_FIXED)
         snprintf(buf, len, "SelfComposedDpEvent(SampledWithoutReplacementDpEvent(%lld, %lld, %s), %lld)",
                  (long long)e->n, (long long)e->batch, in, (long long)e->count);
-        return;
-    case DPFL_EV_NOT_PRIVATE: snprintf(buf, len, "NonPrivateDpEvent()"); return;
-    case DPFL_EV_TWO_STAGE:
-    case DPFL_EV_SKELLAM:
-    case DPFL_EV_RDP_FILTER: break;
-    }
-    buf[0] = '\0'; /* no class there: docs/privacy.md says how to recompute these */
+    else if ((int)e->kind != leaf || (dpfl_event_kind_row_of(e->kind)->poisson == leaf && e->q < 1.0))
+        snprintf(buf, len, "SelfComposedDpEvent(PoissonSampledDpEvent(%.17g, %s), %lld)", e->q, in,
+                 (long long)e->count);
+    else
+        snprintf(buf, len, "SelfComposedDpEvent(%s, %lld)", in, (long long)e->count);
 }
 
 #define WRITE_DPFL_EVT_ENUM(name, key) cJSON_AddStringToObject(o, key, enum_name(#name, (int)e->name))

@@ -42,6 +42,7 @@ static dpfl_status push(ev_list *l, dpfl_event e, dpfl_error *err)
 }
 
 static const char *const adj_names[] = {"add-remove", "replace-one", "zero-out"};
+#define LEAF_ROW(k) dpfl_event_kind_row_of((dpfl_event_kind)(k))
 
 /* the body's number `key`; *ok = 0 (and the error filled) when it is missing or not a number */
 static double number(const cJSON *body, const char *key, const char *what, const char *path, int *ok, dpfl_error *err)
@@ -74,28 +75,47 @@ static const char *node_kind(const cJSON *o, const cJSON **body)
     return o->child->string;
 }
 
-/* A leaf under a sampling combinator (or alone): its event with count 1 and the adjacency it names, else dflt. */
-static dpfl_status leaf_read(const cJSON *o, const char *what, const char *path, dpfl_adjacency dflt, dpfl_event *e,
+/* "a gaussian or skellam": the leaves a poisson_sampled node takes (DPFL_EVENT_KINDS' POISSON column) */
+static const char *poisson_leaves(char *buf, size_t len)
+{
+    int n = 0, at = snprintf(buf, len, "a");
+    for (int k = 0; k < DPFL_EV_NKINDS; k++) n += LEAF_ROW(k)->leaf && LEAF_ROW(k)->poisson != DPFL_EV_NONE;
+    for (int k = 0, i = 0; k < DPFL_EV_NKINDS && at < (int)len; k++)
+        if (LEAF_ROW(k)->leaf && LEAF_ROW(k)->poisson != DPFL_EV_NONE)
+            at += snprintf(buf + at, len - at, "%s%s", i++ == 0 ? " " : i == n ? " or " : ", ", LEAF_ROW(k)->leaf);
+    return buf;
+}
+
+#define USES(kinds, k) (((kinds) & DPFL_EVK(k)) != 0)
+/* a leaf's own fields (dpfl_event_own_field) in the schema's order, its noise multiplier z last */
+#define OWN_FIELD(key, kinds, k, z_pass) (USES(kinds, k) && dpfl_event_own_field(key) && (strcmp(key, "z") == 0) == (z_pass))
+#define READ_DPFL_EVT_F64(name, key) e->name = number(b, key, what, path, &ok, err);
+#define READ_DPFL_EVT_I64(name, key) e->name = integer(b, key, 0, what, path, &ok, err);
+#define READ_DPFL_EVT_ENUM(name, key) /* kind, adjacency, bound: never a leaf's own */
+#define READ_OWN(codec, ctype, name, key, kinds) \
+    if (OWN_FIELD(key, kinds, e->kind, z_pass)) { READ_##codec(name, key) }
+
+/* A noise leaf (a kind with a LEAF in DPFL_EVENT_KINDS), under a sampling combinator or alone: its event with count
+ * 1, rate 1, its own fields, and the adjacency it names (*named = 1), else its row's. */
+static dpfl_status leaf_read(const cJSON *o, const char *what, const char *path, dpfl_event *e, int *named,
                              dpfl_error *err)
 {
     const cJSON *b;
     const char *k = node_kind(o, &b);
     int ok = 1;
+    char leaves[200];
     if (!k) return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: a node is an object with one key, its kind", what, path);
-    if (!strcmp(k, "gaussian")) {
-        *e = dpfl_event_gaussian(number(b, "z", what, path, &ok, err), 1);
-    } else if (!strcmp(k, "skellam")) {
-        double d1 = number(b, "l1", what, path, &ok, err), d2 = number(b, "l2", what, path, &ok, err);
-        double z = number(b, "z", what, path, &ok, err);
-        *e = dpfl_event_skellam(1.0, d1, d2, 0.0, 1);
-        e->z = z;
-    } else {
-        return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: \"%s\" here: a sampling node takes a gaussian or skellam leaf",
-                         what, path, k);
+    int kind = dpfl_event_leaf_kind(k);
+    if (kind == DPFL_EV_NONE)
+        return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: \"%s\" here: a sampling node takes %s leaf", what, path, k,
+                         poisson_leaves(leaves, sizeof leaves));
+    *e = dpfl_event_noise((dpfl_event_kind)kind, 0.0, 1);
+    for (int z_pass = 0; z_pass < 2; z_pass++) {
+        DPFL_EVENT_ALL_FIELDS(READ_OWN)
     }
     if (!ok) return DPFL_EFORMAT;
-    if (e->kind == DPFL_EV_GAUSSIAN) e->adjacency = dflt; /* a Skellam sum's is zero-out under any combinator */
     const cJSON *adj = cJSON_GetObjectItemCaseSensitive(b, "adjacency");
+    *named = adj != NULL;
     if (adj) {
         int a = -1;
         for (int i = 0; i < 3; i++)
@@ -141,26 +161,28 @@ static dpfl_status sampled_read(const cJSON *b, const char *k, const char *what,
     const cJSON *child = cJSON_GetObjectItemCaseSensitive(b, "event");
     dpfl_status st;
     int ok = 1;
+    int named;
     if (!strcmp(k, "poisson_sampled")) {
         double q = number(b, "q", what, path, &ok, err);
         if (!ok) return DPFL_EFORMAT;
-        if ((st = leaf_read(child, what, sub, DPFL_ADJ_ADD_REMOVE, e, err))) return st;
-        if (e->kind == DPFL_EV_GAUSSIAN) {
-            dpfl_adjacency a = e->adjacency;
-            *e = dpfl_event_poisson(q, e->z, 1);
-            e->adjacency = a;
-        } else {
-            e->q = q;
+        if ((st = leaf_read(child, what, sub, e, &named, err))) return st;
+        int sampled = LEAF_ROW(e->kind)->poisson; /* the Gaussian's Poisson kind, or a leaf that carries q */
+        if (sampled == DPFL_EV_NONE) {
+            char leaves[200];
+            return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: \"%s\" here: a sampling node takes %s leaf", what, sub,
+                             LEAF_ROW(e->kind)->leaf, poisson_leaves(leaves, sizeof leaves));
         }
+        e->kind = (dpfl_event_kind)sampled;
+        e->q = q;
         return DPFL_OK;
     }
     if (!strcmp(k, "sampled_without_replacement")) {
         int64_t n = integer(b, "n", 1, what, path, &ok, err), batch = integer(b, "batch", 1, what, path, &ok, err);
         if (!ok) return DPFL_EFORMAT;
-        if ((st = leaf_read(child, what, sub, DPFL_ADJ_REPLACE_ONE, e, err))) return st;
+        if ((st = leaf_read(child, what, sub, e, &named, err))) return st;
         if (e->kind != DPFL_EV_GAUSSIAN)
             return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: sampling without replacement takes a gaussian leaf", what, sub);
-        dpfl_adjacency a = e->adjacency;
+        dpfl_adjacency a = named ? e->adjacency : DPFL_ADJ_REPLACE_ONE;
         *e = dpfl_event_fixed(n, batch, e->z, 1);
         e->adjacency = a;
         return DPFL_OK;
@@ -205,8 +227,9 @@ static dpfl_status node_read(const cJSON *o, const char *what, const char *path,
     if (!strcmp(k, "self_composed") || !strcmp(k, "held_by")) return repeat_read(b, k, what, path, depth, out, err);
     if (!strcmp(k, "poisson_sampled") || !strcmp(k, "sampled_without_replacement") || !strcmp(k, "two_stage")) {
         if ((st = sampled_read(b, k, what, path, &e, err))) return st;
-    } else if (!strcmp(k, "gaussian") || !strcmp(k, "skellam")) {
-        if ((st = leaf_read(o, what, path, k[0] == 's' ? DPFL_ADJ_ZERO_OUT : DPFL_ADJ_ADD_REMOVE, &e, err))) return st;
+    } else if (dpfl_event_leaf_kind(k) != DPFL_EV_NONE) {
+        int named;
+        if ((st = leaf_read(o, what, path, &e, &named, err))) return st;
     } else if (!strcmp(k, "not_private")) {
         e = dpfl_event_not_private(1);
     } else if (!strcmp(k, "rdp_filter")) {
@@ -215,9 +238,12 @@ static dpfl_status node_read(const cJSON *o, const char *what, const char *path,
         if (!ok) return DPFL_EFORMAT;
         e = dpfl_event_rdp_filter(alpha, cap, 1);
     } else {
-        return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: unknown node \"%s\" (gaussian, skellam, not_private, rdp_filter, "
+        char leaves[200] = "";
+        for (int i = 0, at = 0; i < DPFL_EV_NKINDS && at < (int)sizeof leaves; i++)
+            if (LEAF_ROW(i)->leaf) at += snprintf(leaves + at, sizeof leaves - at, "%s, ", LEAF_ROW(i)->leaf);
+        return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: unknown node \"%s\" (%snot_private, rdp_filter, "
                                             "poisson_sampled, sampled_without_replacement, two_stage, self_composed, "
-                                            "composed, held_by)", what, path, k);
+                                            "composed, held_by)", what, path, k, leaves);
     }
     dpfl_error cerr;
     if (dpfl_event_check(&e, &cerr)) return dpfl_fail(err, DPFL_EFORMAT, "%s: %s: %s", what, path, cerr.msg);
@@ -251,14 +277,19 @@ dpfl_status dpfl_event_tree_parse(const char *json, const char *what, dpfl_event
 }
 
 /* ---------------------------------------------------------------- the flat form as a tree */
-static cJSON *leaf(const char *kind, const dpfl_event *e, dpfl_adjacency dflt)
+#define WRITE_DPFL_EVT_F64(name, key) cJSON_AddNumberToObject(b, key, e->name);
+#define WRITE_DPFL_EVT_I64(name, key) cJSON_AddNumberToObject(b, key, (double)e->name);
+#define WRITE_DPFL_EVT_ENUM(name, key)
+#define WRITE_OWN(codec, ctype, name, key, kinds) \
+    if (OWN_FIELD(key, kinds, leaf_kind, z_pass)) { WRITE_##codec(name, key) }
+
+/* the noise leaf of kind leaf_kind holding e's own fields, z last, and e's adjacency unless it is dflt */
+static cJSON *leaf(int leaf_kind, const dpfl_event *e, dpfl_adjacency dflt)
 {
-    cJSON *o = cJSON_CreateObject(), *b = cJSON_AddObjectToObject(o, kind);
-    if (e->kind == DPFL_EV_SKELLAM) {
-        cJSON_AddNumberToObject(b, "l1", e->d1);
-        cJSON_AddNumberToObject(b, "l2", e->d2);
+    cJSON *o = cJSON_CreateObject(), *b = cJSON_AddObjectToObject(o, LEAF_ROW(leaf_kind)->leaf);
+    for (int z_pass = 0; z_pass < 2; z_pass++) {
+        DPFL_EVENT_ALL_FIELDS(WRITE_OWN)
     }
-    cJSON_AddNumberToObject(b, "z", e->z);
     if (e->adjacency != dflt) cJSON_AddStringToObject(b, "adjacency", adj_names[e->adjacency]);
     return o;
 }
@@ -270,11 +301,11 @@ static cJSON *wrap(const char *kind, cJSON **body)
     return o;
 }
 
-static cJSON *poisson_node(const dpfl_event *e, const char *leaf_kind, dpfl_adjacency dflt)
+static cJSON *poisson_node(const dpfl_event *e, int leaf_kind)
 {
     cJSON *b, *o = wrap("poisson_sampled", &b);
     cJSON_AddNumberToObject(b, "q", e->q);
-    cJSON_AddItemToObject(b, "event", leaf(leaf_kind, e, dflt));
+    cJSON_AddItemToObject(b, "event", leaf(leaf_kind, e, LEAF_ROW(leaf_kind)->adjacency));
     return o;
 }
 
@@ -282,21 +313,19 @@ static cJSON *poisson_node(const dpfl_event *e, const char *leaf_kind, dpfl_adja
 static cJSON *event_node(const dpfl_event *e)
 {
     cJSON *b, *o;
+    int noise = dpfl_event_noise_kind(e->kind);
     switch (e->kind) {
-    case DPFL_EV_GAUSSIAN: return leaf("gaussian", e, DPFL_ADJ_ADD_REMOVE);
-    case DPFL_EV_POISSON: return poisson_node(e, "gaussian", DPFL_ADJ_ADD_REMOVE);
-    case DPFL_EV_SKELLAM: return e->q < 1.0 ? poisson_node(e, "skellam", DPFL_ADJ_ZERO_OUT) : leaf("skellam", e, DPFL_ADJ_ZERO_OUT);
     case DPFL_EV_FIXED:
         o = wrap("sampled_without_replacement", &b);
         cJSON_AddNumberToObject(b, "n", (double)e->n);
         cJSON_AddNumberToObject(b, "batch", (double)e->batch);
-        cJSON_AddItemToObject(b, "event", leaf("gaussian", e, DPFL_ADJ_REPLACE_ONE));
+        cJSON_AddItemToObject(b, "event", leaf(DPFL_EV_GAUSSIAN, e, DPFL_ADJ_REPLACE_ONE));
         return o;
     case DPFL_EV_TWO_STAGE:
         o = wrap("two_stage", &b);
         cJSON_AddNumberToObject(b, "lambda", e->lambda);
         cJSON_AddNumberToObject(b, "inner", (double)e->inner);
-        cJSON_AddItemToObject(b, "event", poisson_node(e, "gaussian", DPFL_ADJ_ADD_REMOVE));
+        cJSON_AddItemToObject(b, "event", poisson_node(e, DPFL_EV_GAUSSIAN));
         return o;
     case DPFL_EV_RDP_FILTER:
         o = wrap("rdp_filter", &b);
@@ -304,6 +333,10 @@ static cJSON *event_node(const dpfl_event *e)
         cJSON_AddNumberToObject(b, "cap", e->cap);
         return o;
     case DPFL_EV_NOT_PRIVATE: break;
+    default: /* a noise leaf, Poisson-sampled when it is the leaf's Poisson kind or carries a rate below 1 */
+        if (noise == DPFL_EV_NONE) break;
+        if ((int)e->kind != noise || (LEAF_ROW(noise)->poisson == noise && e->q < 1.0)) return poisson_node(e, noise);
+        return leaf(noise, e, LEAF_ROW(noise)->adjacency);
     }
     return wrap("not_private", &b);
 }

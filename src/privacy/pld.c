@@ -464,6 +464,206 @@ static double pick_tilt(const dpfl_event *tmp, size_t n, double delta, double ep
     return isfinite(lam) ? lam : 0;
 }
 
+/* The loss window's upper end from RDP (P(L > U) <= eta by the classic conversion) and the tilt for the query. */
+static dpfl_status rdp_window(const sgm_ev *v, size_t n, double delta_hint, double eps_query, double eta, double *U,
+                              double *lam, dpfl_error *err)
+{
+    dpfl_event *tmp = malloc(n * sizeof *tmp);
+    size_t no;
+    const double *ord = dpfl_rdp_default_orders(&no);
+    double *r = malloc(no * sizeof *r);
+    if (!tmp || !r) {
+        free(tmp);
+        free(r);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD window)");
+    }
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = mixed(&v[i]) ? dpfl_event_two_stage(v[i].lambda, v[i].q, v[i].z, v[i].inner, v[i].count,
+                                                     DPFL_BOUND_RPDP)
+                              : dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
+    dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
+    *U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, NULL);
+    *lam = pick_tilt(tmp, n, delta_hint, eps_query);
+    free(tmp);
+    free(r);
+    return DPFL_OK;
+}
+
+/* The composed finite losses lie in [sum T llo, sum T hi] (+ 2 grid steps per step for the rounding): where that
+ * is narrower than [*Lo, *U], use it; nothing can then leave the window. */
+static void narrow_to_support(const sgm_ev *v, size_t n, int ndir, double eta_inf, double *Lo, double *U)
+{
+    double lo_all = 0, hi_all = 0;
+    for (int dir = 0; dir < ndir; dir++) {
+        double slo = 0, shi = 0;
+        for (size_t i = 0; i < n; i++) {
+            double llo, hi;
+            event_range(&v[i], dir, eta_inf, &llo, &hi);
+            double K = (double)v[i].inner; /* a two-stage round: 0 (sat out) or K steps */
+            slo += (double)v[i].count * (v[i].lambda < 1 ? fmin(0, K * llo) : K * llo);
+            shi += (double)v[i].count * (v[i].lambda < 1 ? fmax(0, K * hi) : K * hi);
+        }
+        if (slo < lo_all) lo_all = slo;
+        if (shi > hi_all) hi_all = shi;
+    }
+    if (hi_all < *U) *U = hi_all;
+    if (lo_all > *Lo) *Lo = lo_all;
+    if (!(*U > *Lo)) *U = *Lo + 1e-6;
+}
+
+/* The loss grid: c->h and c->klo over [Lo, U], or c->invalid when the grid or the FFT's round-off cannot be
+ * trusted.  Where the window holds the whole support, each step's grid rounds its ends out by up to 2 bins, so 2
+ * bins per step stay free at both ends. */
+static void loss_grid(pld_composed *c, double Lo, double U, double total)
+{
+    const size_t N = c->N;
+    int whole = total <= (double)(N / 8);
+    double reserve = whole ? 4 * total + 8 : 4;
+    double h = (U - Lo) / ((double)N - reserve);
+    c->h = h;
+    c->klo = (int64_t)floor(Lo / h) - (whole ? (int64_t)(2 * total) + 4 : 2);
+    if (!(h > 0) || !isfinite(h) || h > 20) {
+        snprintf(c->invalid, sizeof c->invalid,
+                 "loss grid too coarse (step %.3g over the window [%.3g, %.3g] with %zu bins)", h, Lo, U, N);
+        return;
+    }
+    /* the T-th power of a spectrum carries a relative round-off of about T * eps * log2(N) */
+    double roundoff = 8.0 * total * DBL_EPSILON * log2((double)N);
+    if (roundoff > 1e-3)
+        snprintf(c->invalid, sizeof c->invalid,
+                 "%.3g composed steps: the FFT's round-off in the %.3g-th power is beyond control", total, total);
+}
+
+/* The window and grid of a composition: c->N, ndir, nside, lam, h, klo (or c->invalid); *total: the steps. */
+static dpfl_status plan_window(const sgm_ev *v, size_t n, int need_add, double delta_hint, double eps_query,
+                               double span, double *total, double *eta_inf, pld_composed *c, dpfl_error *err)
+{
+    *total = 0;
+    for (size_t i = 0; i < n; i++) *total += (double)v[i].count * (double)v[i].inner;
+    c->ndir = need_add ? 2 : 1;
+    /* window: upper end from RDP, lower end symmetric but never below log(eta) (P(L < x) <= e^x under P) */
+    double eta = delta_hint * 1e-7;
+    if (eta < 1e-300) eta = 1e-300;
+    double U = 0;
+    if (n) {
+        dpfl_status s = rdp_window(v, n, delta_hint, eps_query, eta, &U, &c->lam, err);
+        if (s) return s;
+    }
+    if (!(U > 0)) U = 1e-3;
+    double Lo = -fmin(U, -log(eta));
+    U *= span; /* a wider window: less tilted mass wraps around from above (see again) */
+    *eta_inf = delta_hint * 1e-8 / (*total > 1 ? *total : 1);
+    if (n && *total <= (double)(c->N / 8)) narrow_to_support(v, n, c->ndir, *eta_inf, &Lo, &U);
+    loss_grid(c, Lo, U, *total);
+    return DPFL_OK;
+}
+
+/* FFTW's buffers and plans of one composition: the forward transform of an event, and per side its accumulated
+ * spectrum, round-off bound and inverse transform. */
+typedef struct {
+    size_t nc;
+    double *buf;
+    fftw_complex *spec, *acc[2];
+    double *e2[2];
+    fftw_plan fwd, inv[2];
+} pld_fft;
+
+static void fft_free(pld_fft *f)
+{
+    pthread_mutex_lock(&plan_lock);
+    if (f->fwd) fftw_destroy_plan(f->fwd);
+    for (int k = 0; k < 2; k++)
+        if (f->inv[k]) fftw_destroy_plan(f->inv[k]);
+    pthread_mutex_unlock(&plan_lock);
+    fftw_free(f->buf);
+    fftw_free(f->spec);
+    for (int k = 0; k < 2; k++) {
+        fftw_free(f->acc[k]);
+        fftw_free(f->e2[k]);
+    }
+}
+
+static dpfl_status fft_alloc(pld_fft *f, size_t N, dpfl_error *err)
+{
+    memset(f, 0, sizeof *f);
+    f->nc = N / 2 + 1;
+    f->buf = fftw_alloc_real(N);
+    f->spec = fftw_alloc_complex(f->nc);
+    for (int k = 0; k < 2; k++) {
+        f->acc[k] = fftw_alloc_complex(f->nc);
+        f->e2[k] = fftw_alloc_real(f->nc);
+    }
+    if (!f->buf || !f->spec || !f->acc[0] || !f->acc[1] || !f->e2[0] || !f->e2[1]) {
+        fft_free(f);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD with %zu bins)", N);
+    }
+    pthread_mutex_lock(&plan_lock);
+    f->fwd = fftw_plan_dft_r2c_1d((int)N, f->buf, f->spec, FFTW_ESTIMATE);
+    f->inv[0] = fftw_plan_dft_c2r_1d((int)N, f->acc[0], f->buf, FFTW_ESTIMATE);
+    f->inv[1] = fftw_plan_dft_c2r_1d((int)N, f->acc[1], f->buf, FFTW_ESTIMATE);
+    pthread_mutex_unlock(&plan_lock);
+    return DPFL_OK;
+}
+
+/* One direction's composition: every event discretized (both sides with want_lower) into its side's spectrum, the
+ * sides finished into c->s[dir], the mass at infinity added to the upper side. */
+static dpfl_status compose_direction(pld_composed *c, const sgm_ev *v, size_t n, int dir, double eta_inf,
+                                     double total, pld_fft *f, dpfl_error *err)
+{
+    const size_t N = c->N;
+    const double h = c->h;
+    /* the composed support in grid steps: does it leave the window? */
+    double kbot = 0, ktop = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t k0;
+        size_t m;
+        event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
+        double T = (double)v[i].count, K = (double)v[i].inner, k1 = (double)(k0 + (int64_t)m - 1);
+        kbot += T * (v[i].lambda < 1 ? fmin(0, K * (double)k0) : K * (double)k0);
+        ktop += T * (v[i].lambda < 1 ? fmax(0, K * k1) : K * k1);
+    }
+    int need_up = ktop >= (double)(c->klo + (int64_t)N), need_dn = kbot < (double)c->klo;
+    double log_keep = 0; /* log prob. that no step has infinite loss */
+    side_acc sa[2];
+    memset(sa, 0, sizeof sa);
+    for (int k = 0; k < c->nside; k++) {
+        sa[k].e2 = f->e2[k];
+        for (size_t j = 0; j < f->nc; j++) f->acc[k][j] = 1.0, f->e2[k][j] = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t k0;
+        size_t m;
+        event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
+        double *pm = malloc(m * sizeof *pm);
+        if (!pm) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD event)");
+        double pinf = discretize_upper(&v[i], dir, h, k0, m, pm);
+        double T = (double)v[i].count, lam1 = v[i].lambda, K = (double)v[i].inner;
+        if (!mixed(&v[i])) /* a round: no finite loss only if it took part and some step had an infinite one */
+            log_keep += T * log1p(-pinf);
+        else
+            log_keep += T * log1p(-lam1 * -expm1(K * log1p(-pinf)));
+        add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, f->buf, f->spec, f->fwd, f->acc[0], &sa[0]);
+        if (c->nside > 1) {
+            dpfl_pld_lower_pmf(v[i].q, v[i].z, dir, h, k0, m, pm);
+            add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, f->buf, f->spec, f->fwd, f->acc[1], &sa[1]);
+        }
+        free(pm);
+    }
+    for (int k = 0; k < c->nside && !c->invalid[0]; k++) {
+        if (finish_side(c, f->buf, f->inv[k], &sa[k], need_up, need_dn, total, &c->s[dir][k]))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD result)");
+    }
+    if (!c->invalid[0]) {
+        double pinf = -expm1(log_keep);
+        if (!isfinite(pinf)) {
+            snprintf(c->invalid, sizeof c->invalid, "the mass at infinity is not finite");
+            return DPFL_OK;
+        }
+        c->s[dir][0].cabs += pinf; /* the lower side drops the mass at +inf (a move down) */
+    }
+    return DPFL_OK;
+}
+
 /* Composes both directions (and, with want_lower, the optimistic discretization beside the pessimistic one), tilted
  * for the query: for delta_hint (eps_query = NaN) or for eps_query.  On return c->invalid is empty, or says why the composed distribution
  * cannot be trusted (the caller then answers with RDP). */
@@ -482,168 +682,21 @@ dpfl_status dpfl_pld_compose(const dpfl_event *ev, size_t nev, double delta_hint
         return dpfl_fail(err, DPFL_EINVAL, "PLD bins (%zu) must be even and >= 1024", N);
     }
     c->N = N;
-    c->ndir = need_add ? 2 : 1;
     c->nside = want_lower ? 2 : 1;
-    double total = 0; /* steps */
-    for (size_t i = 0; i < n; i++) total += (double)v[i].count * (double)v[i].inner;
-    /* window: upper end from RDP (P(L > U) <= eta by the classic conversion), lower end symmetric but never
-     * below log(eta) (P(L < x) <= e^x under P) */
-    double eta = delta_hint * 1e-7;
-    if (eta < 1e-300) eta = 1e-300;
-    double U = 0;
-    if (n) {
-        dpfl_event *tmp = malloc(n * sizeof *tmp);
-        size_t no;
-        const double *ord = dpfl_rdp_default_orders(&no);
-        double *r = malloc(no * sizeof *r);
-        if (!tmp || !r) {
-            free(tmp);
-            free(r);
-            free(v);
-            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD window)");
-        }
-        for (size_t i = 0; i < n; i++)
-            tmp[i] = mixed(&v[i]) ? dpfl_event_two_stage(v[i].lambda, v[i].q, v[i].z, v[i].inner, v[i].count,
-                                                         DPFL_BOUND_RPDP)
-                                  : dpfl_event_poisson(v[i].q, v[i].z, v[i].count);
-        dpfl_rdp_compose(tmp, n, ord, no, r, NULL);
-        U = dpfl_rdp_to_epsilon(ord, r, no, eta, DPFL_CONV_CLASSIC, NULL);
-        c->lam = pick_tilt(tmp, n, delta_hint, eps_query);
-        free(tmp);
-        free(r);
-    }
-    if (!(U > 0)) U = 1e-3;
-    double Lo = -fmin(U, -log(eta));
-    U *= span; /* a wider window: less tilted mass wraps around from above (see again) */
-    double eta_inf = delta_hint * 1e-8 / (total > 1 ? total : 1);
-    if (n && total <= (double)(N / 8)) {
-        /* the composed finite losses lie in [sum T llo, sum T hi] (+ 2 grid steps per step for the rounding):
-         * where that is narrower than the RDP window, use it; nothing can then leave the window */
-        double lo_all = 0, hi_all = 0;
-        for (int dir = 0; dir < c->ndir; dir++) {
-            double slo = 0, shi = 0;
-            for (size_t i = 0; i < n; i++) {
-                double llo, hi;
-                event_range(&v[i], dir, eta_inf, &llo, &hi);
-                double K = (double)v[i].inner; /* a two-stage round: 0 (sat out) or K steps */
-                slo += (double)v[i].count * (v[i].lambda < 1 ? fmin(0, K * llo) : K * llo);
-                shi += (double)v[i].count * (v[i].lambda < 1 ? fmax(0, K * hi) : K * hi);
-            }
-            if (slo < lo_all) lo_all = slo;
-            if (shi > hi_all) hi_all = shi;
-        }
-        if (hi_all < U) U = hi_all;
-        if (lo_all > Lo) Lo = lo_all;
-        if (!(U > Lo)) U = Lo + 1e-6;
-    }
-    /* where the window holds the whole support: each step's grid rounds its ends out by up to 2 bins, so keep
-     * 2 bins per step free at both ends */
-    int whole = total <= (double)(N / 8);
-    double reserve = whole ? 4 * total + 8 : 4;
-    double h = (U - Lo) / ((double)N - reserve);
-    c->h = h;
-    c->klo = (int64_t)floor(Lo / h) - (whole ? (int64_t)(2 * total) + 4 : 2);
-    if (!(h > 0) || !isfinite(h) || h > 20) {
-        snprintf(c->invalid, sizeof c->invalid,
-                 "loss grid too coarse (step %.3g over the window [%.3g, %.3g] with %zu bins)", h, Lo, U, N);
+    double total, eta_inf;
+    s = plan_window(v, n, need_add, delta_hint, eps_query, span, &total, &eta_inf, c, err);
+    if (s || c->invalid[0]) {
         free(v);
-        return DPFL_OK;
+        return s;
     }
-    /* the T-th power of a spectrum carries a relative round-off of about T * eps * log2(N) */
-    double roundoff = 8.0 * total * DBL_EPSILON * log2((double)N);
-    if (roundoff > 1e-3) {
-        snprintf(c->invalid, sizeof c->invalid,
-                 "%.3g composed steps: the FFT's round-off in the %.3g-th power is beyond control", total, total);
-        free(v);
-        return DPFL_OK;
+    pld_fft f;
+    s = fft_alloc(&f, N, err);
+    if (!s) {
+        for (int dir = 0; dir < c->ndir && !s && !c->invalid[0]; dir++)
+            s = compose_direction(c, v, n, dir, eta_inf, total, &f, err);
+        fft_free(&f);
     }
-    size_t nc = N / 2 + 1;
-    double *buf = fftw_alloc_real(N);
-    fftw_complex *spec = fftw_alloc_complex(nc), *acc[2] = {fftw_alloc_complex(nc), fftw_alloc_complex(nc)};
-    double *e2[2] = {fftw_alloc_real(nc), fftw_alloc_real(nc)};
-    if (!buf || !spec || !acc[0] || !acc[1] || !e2[0] || !e2[1]) {
-        fftw_free(e2[0]);
-        fftw_free(e2[1]);
-        fftw_free(buf);
-        fftw_free(spec);
-        fftw_free(acc[0]);
-        fftw_free(acc[1]);
-        free(v);
-        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD with %zu bins)", N);
-    }
-    pthread_mutex_lock(&plan_lock);
-    fftw_plan fwd = fftw_plan_dft_r2c_1d((int)N, buf, spec, FFTW_ESTIMATE);
-    fftw_plan inv[2] = {fftw_plan_dft_c2r_1d((int)N, acc[0], buf, FFTW_ESTIMATE),
-                        fftw_plan_dft_c2r_1d((int)N, acc[1], buf, FFTW_ESTIMATE)};
-    pthread_mutex_unlock(&plan_lock);
-    s = DPFL_OK;
-    for (int dir = 0; dir < c->ndir && !s && !c->invalid[0]; dir++) {
-        /* the composed support in grid steps: does it leave the window? */
-        double kbot = 0, ktop = 0;
-        for (size_t i = 0; i < n; i++) {
-            int64_t k0;
-            size_t m;
-            event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
-            double T = (double)v[i].count, K = (double)v[i].inner, k1 = (double)(k0 + (int64_t)m - 1);
-            kbot += T * (v[i].lambda < 1 ? fmin(0, K * (double)k0) : K * (double)k0);
-            ktop += T * (v[i].lambda < 1 ? fmax(0, K * k1) : K * k1);
-        }
-        int need_up = ktop >= (double)(c->klo + (int64_t)N), need_dn = kbot < (double)c->klo;
-        double log_keep = 0; /* log prob. that no step has infinite loss */
-        side_acc sa[2];
-        memset(sa, 0, sizeof sa);
-        for (int k = 0; k < c->nside; k++) {
-            sa[k].e2 = e2[k];
-            for (size_t j = 0; j < nc; j++) acc[k][j] = 1.0, e2[k][j] = 0;
-        }
-        for (size_t i = 0; i < n; i++) {
-            int64_t k0;
-            size_t m;
-            event_support(&v[i], dir, h, c->klo, N, eta_inf, &k0, &m);
-            double *pm = malloc(m * sizeof *pm);
-            if (!pm) {
-                s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD event)");
-                break;
-            }
-            double pinf = discretize_upper(&v[i], dir, h, k0, m, pm);
-            double T = (double)v[i].count, lam1 = v[i].lambda, K = (double)v[i].inner;
-            if (!mixed(&v[i])) /* a round: no finite loss only if it took part and some step had an infinite one */
-                log_keep += T * log1p(-pinf);
-            else
-                log_keep += T * log1p(-lam1 * -expm1(K * log1p(-pinf)));
-            add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, buf, spec, fwd, acc[0], &sa[0]);
-            if (c->nside > 1) {
-                dpfl_pld_lower_pmf(v[i].q, v[i].z, dir, h, k0, m, pm);
-                add_event(&v[i], pm, k0, m, h, c->lam, N, need_up, need_dn, buf, spec, fwd, acc[1], &sa[1]);
-            }
-            free(pm);
-        }
-        for (int k = 0; k < c->nside && !s && !c->invalid[0]; k++) {
-            if (finish_side(c, buf, inv[k], &sa[k], need_up, need_dn, total, &c->s[dir][k]))
-                s = dpfl_fail(err, DPFL_ENOMEM, "out of memory (PLD result)");
-        }
-        if (!s && !c->invalid[0]) {
-            double pinf = -expm1(log_keep);
-            if (!isfinite(pinf)) {
-                snprintf(c->invalid, sizeof c->invalid, "the mass at infinity is not finite");
-                break;
-            }
-            c->s[dir][0].cabs += pinf; /* the lower side drops the mass at +inf (a move down) */
-        }
-    }
-    pthread_mutex_lock(&plan_lock);
-    fftw_destroy_plan(fwd);
-    fftw_destroy_plan(inv[0]);
-    fftw_destroy_plan(inv[1]);
-    pthread_mutex_unlock(&plan_lock);
-    fftw_free(buf);
-    fftw_free(spec);
-    fftw_free(acc[0]);
-    fftw_free(acc[1]);
-    fftw_free(e2[0]);
-    fftw_free(e2[1]);
     free(v);
     if (s) dpfl_pld_composed_free(c);
     return s;
 }
-

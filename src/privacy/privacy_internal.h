@@ -4,6 +4,7 @@
 #include "dpfl/privacy.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Validate a list: ranges, and DPFL_ENOTPRIVATE if any not-private event has count > 0. */
 dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err);
@@ -13,6 +14,32 @@ dpfl_status dpfl_events_check(const dpfl_event *ev, size_t nev, dpfl_error *err)
  * itself, which refuses the kinds the table gives RDP's floor as well. */
 dpfl_status dpfl_events_supported(const dpfl_event *ev, size_t nev, dpfl_accountant acc, int pld_itself,
                                   dpfl_error *err);
+
+/* A row of DPFL_EVENT_KINDS (dpfl/privacy.h) beyond its name and support cells: the kind's tree leaf (NULL when the
+ * kind is no unsampled noise distribution), the adjacency its constructor and leaf default to, the kind
+ * poisson_sampled makes of the leaf (DPFL_EV_NONE: refused), dp_accounting's class of the leaf (NULL: none). */
+typedef struct {
+    const char *leaf;
+    dpfl_adjacency adjacency;
+    int poisson;
+    const char *dp_accounting;
+} dpfl_event_kind_row;
+/* NULL outside the enum. */
+const dpfl_event_kind_row *dpfl_event_kind_row_of(dpfl_event_kind kind);
+/* The kind whose LEAF is `node`, or DPFL_EV_NONE. */
+int dpfl_event_leaf_kind(const char *node);
+/* The leaf kind of a kind's noise: itself for a leaf, the leaf whose POISSON column names it (DPFL_EV_POISSON: the
+ * Gaussian), else DPFL_EV_NONE (fixed and two-stage, Gaussian-only combinators, are their callers' to say). */
+int dpfl_event_noise_kind(dpfl_event_kind kind);
+/* A field (its JSON key) that is a kind's own -- in its tree leaf, its generic description -- rather than the event's
+ * kind, adjacency or count, or a sampling combinator's (q, lambda, n, batch, inner, bound). */
+static inline int dpfl_event_own_field(const char *key)
+{
+    static const char *const not_own[] = {"kind", "adjacency", "count", "q", "lambda", "n", "batch", "inner", "bound"};
+    for (size_t i = 0; i < sizeof not_own / sizeof not_own[0]; i++)
+        if (!strcmp(key, not_own[i])) return 0;
+    return 1;
+}
 
 /* event_tree.c: a DpEvent-style tree (JSON) normalized to the flat composition (*ev malloc'd, never NULL on
  * success; errors name `what` and the node's path), and a flat composition as a tree (held_by > 1 wraps it in a

@@ -1,6 +1,7 @@
 /* Renyi DP of the Gaussian mechanism under Poisson sampling (Mironov-Talwar-Zhang 2019), fixed-size sampling
  * without replacement (Wang-Balle-Kasiviswanathan 2019) and two-stage client x record sampling (rPDP-FL,
- * joint convexity: participation is visible).  Everything is computed in log space and rounded towards larger RDP.
+ * joint convexity: participation is visible), and of the exact discrete Gaussian on integer values (Canonne-Kamath-
+ * Steinke 2020: the Gaussian's alpha / (2 z^2)).  Everything is computed in log space and rounded towards larger RDP.
  *
  * Why (A - 1) and not A: for small q, A_alpha = 1 + O(q^2) and log(A) computed from a sum that is ~1 loses all
  * relative precision (an RDP of 1e-14 would come out as 0, i.e. below the truth).  The binomial expansion of
@@ -312,6 +313,8 @@ static double event_rdp(const dpfl_event *e, double alpha)
         return e->q < 1 ? two_stage_rpdp(e->q, base, alpha) : base;
     }
     case DPFL_EV_RDP_FILTER: return alpha <= e->alpha ? e->cap : INFINITY; /* monotone in the order */
+    case DPFL_EV_DISCRETE_GAUSSIAN: /* CKS 2020: exact at integer alpha Delta, below it elsewhere */
+        return e->z > 0 ? alpha / (2 * e->z * e->z) : INFINITY;
     }
     return INFINITY;
 }

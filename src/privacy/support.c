@@ -6,12 +6,16 @@
 #include "privacy_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
-#define SUPPORT_ROW(e, name, rdp, pld, gdp) [e] = {DPFL_SUPPORT_##rdp, DPFL_SUPPORT_##pld, DPFL_SUPPORT_##gdp},
+#define SUPPORT_ROW(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) [e] = {DPFL_SUPPORT_##rdp, DPFL_SUPPORT_##pld, DPFL_SUPPORT_##gdp},
 static const dpfl_support table[DPFL_EV_NKINDS][3] = {DPFL_EVENT_KINDS(SUPPORT_ROW)};
 
-#define KIND_NAME(e, name, rdp, pld, gdp) [e] = name,
+#define KIND_NAME(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) [e] = name,
 static const char *const names[DPFL_EV_NKINDS] = {DPFL_EVENT_KINDS(KIND_NAME)};
+
+#define KIND_ROW(e, name, rdp, pld, gdp, leaf, adj, poisson, dpacc) [e] = {leaf, DPFL_ADJ_##adj, poisson, dpacc},
+static const dpfl_event_kind_row rows[DPFL_EV_NKINDS] = {DPFL_EVENT_KINDS(KIND_ROW)};
 
 dpfl_support dpfl_event_support(dpfl_event_kind kind, dpfl_accountant acc)
 {
@@ -22,6 +26,27 @@ dpfl_support dpfl_event_support(dpfl_event_kind kind, dpfl_accountant acc)
 const char *dpfl_event_kind_name(dpfl_event_kind kind)
 {
     return (unsigned)kind < (unsigned)DPFL_EV_NKINDS ? names[kind] : "?";
+}
+
+const dpfl_event_kind_row *dpfl_event_kind_row_of(dpfl_event_kind kind)
+{
+    return (unsigned)kind < (unsigned)DPFL_EV_NKINDS ? &rows[kind] : NULL;
+}
+
+int dpfl_event_leaf_kind(const char *node)
+{
+    for (int k = 0; node && k < DPFL_EV_NKINDS; k++)
+        if (rows[k].leaf && !strcmp(rows[k].leaf, node)) return k;
+    return DPFL_EV_NONE;
+}
+
+int dpfl_event_noise_kind(dpfl_event_kind kind)
+{
+    if ((unsigned)kind >= (unsigned)DPFL_EV_NKINDS) return DPFL_EV_NONE;
+    if (rows[kind].leaf) return (int)kind;
+    for (int k = 0; k < DPFL_EV_NKINDS; k++)
+        if (rows[k].leaf && rows[k].poisson == (int)kind) return k;
+    return DPFL_EV_NONE;
 }
 
 /* the accountants that do answer the kind with a bound, for the error's advice */
