@@ -122,10 +122,10 @@ EOF
   "$dpfl" train "$tmp/int.ini" --out "$tmp/full" --quiet >"$tmp/log" 2>&1 || t_fail "the uninterrupted run: $(cat "$tmp/log")"
 
   t_begin "Ctrl-C after the first round: one line on how to resume, an interrupted run that resumes bit-identically"
-  set -m # job control: the background job gets SIGINT (without it, bash starts it with SIGINT ignored)
-  "$dpfl" train "$tmp/int.ini" --out "$tmp/int" >"$tmp/int.log" 2>&1 &
+  # a background job of a script starts with SIGINT ignored, and so does everything under a harness that was itself
+  # started in the background (dpfl keeps a signal ignored at entry, as nohup'd programs do): env puts it back
+  env --default-signal=INT "$dpfl" train "$tmp/int.ini" --out "$tmp/int" >"$tmp/int.log" 2>&1 &
   pid=$!
-  set +m
   for _ in $(seq 1 600); do [ -e "$tmp/int/checkpoint.bin" ] && break; sleep 0.05; done
   kill -INT "$pid"
   wait "$pid"
