@@ -561,7 +561,14 @@ static dpfl_status run_ddp(server *sv, const dpfl_round_job *job, int32_t n, dpf
     }
     if ((st = ddp_step(sv, DPFL_SECAGG_MASKED, err))) return st;
     sv->ddp_step = 0;
-    DETAIL(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
+    if (in_round_count(sv) < t) { /* no unmasking follows (secagg_finish is not called): the round ends here */
+        char d[200];
+        LOG("round %d: %d masked inputs of %d clients sampled (threshold %d): nothing is released this round%s",
+            sv->round, in_round_count(sv), n, t, dropped_text(sv, d, sizeof d));
+        round_over(sv, job->nsampled, 0);
+    } else {
+        DETAIL(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
+    }
     return DPFL_OK;
 }
 
