@@ -196,8 +196,8 @@ static void assert_same_bytes(const char *a, const char *b)
     void *x, *y;
     size_t nx, ny;
     dpfl_error err;
-    assert_int_equal(dpfl_file_read(a, 0x4D465044u /* "DPFM" */, 2u /* model.bin version 2 */, &x, &nx, &err), DPFL_OK);
-    assert_int_equal(dpfl_file_read(b, 0x4D465044u, 2u, &y, &ny, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(a, 0x4D465044u /* "DPFM" */, 3u /* model.bin version 3 */, &x, &nx, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(b, 0x4D465044u, 3u, &y, &ny, &err), DPFL_OK);
     assert_int_equal(nx, ny);
     if (memcmp(x, y, nx)) {
         print_error("%s and %s hold different models\n", a, b);
