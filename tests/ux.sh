@@ -36,6 +36,26 @@ grep -q "record_dp.delta: 0.5 is not below 1/n" "$tmp/log" || t_fail "delta chec
 "$dpfl" train --resume "$tmp/X" --quiet >"$tmp/log" 2>&1 || t_fail "--resume of the old run: $(cat "$tmp/log")"
 t_end
 
+t_begin "the report's participation plot: a line for the clients that replied when some dropped, one line when all did"
+if command -v "${DPFL_GNUPLOT:-gnuplot}" >/dev/null 2>&1; then
+  { printf '[data]\ndataset = heart\npartition = natural\nclients = 4\n[model]\narch = logreg\n'
+    printf '[fl]\nrounds = 6\nsampling = all\nlocal_steps = 5\nbatch = 16\nlr = 0.1\n'
+    printf '[client_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.0\ndelta = 1e-3\n[run]\nseed = 3\nthreads = 1\n'; } > "$tmp/part.ini"
+  for d in 0.5 0; do
+    "$dpfl" train "$tmp/part.ini" --set client_dp.dropout=$d -o "$tmp/part$d" --quiet >"$tmp/log" 2>&1 ||
+      t_fail "train, dropout $d: $(cat "$tmp/log")"
+    "$dpfl" report "$tmp/part$d" -o "$tmp/part$d.html" >"$tmp/log" 2>&1 || t_fail "report, dropout $d: $(cat "$tmp/log")"
+  done
+  grep -q '"replied":[0-3],' "$tmp/part0.5/diagnostics.jsonl" || t_fail "dropout 0.5: every client replied every round"
+  grep -q "clients that replied" "$tmp/part0.5.html" || t_fail "dropout 0.5: no line for the clients that replied"
+  grep -q "clients sampled (all replied)" "$tmp/part0.5.html" && t_fail "dropout 0.5: the plot says all replied"
+  grep -q "clients sampled (all replied)" "$tmp/part0.html" || t_fail "no dropout: the plot does not say all replied"
+  grep -q "clients that replied" "$tmp/part0.html" && t_fail "no dropout: a second line for the clients that replied"
+else
+  echo "participation plot check: SKIPPED: no gnuplot (apt-get install gnuplot-nox)"
+fi
+t_end
+
 t_begin "--resume --set fl.rounds=N: more rounds extend a finished run bit-identically; fewer, or past a calibration, are refused"
 cfg="--unset record_dp.target_epsilon --set record_dp.noise=1.5" # own_csv.ini with the noise given
 "$dpfl" train examples/own_csv.ini $cfg --set fl.rounds=4 --out "$tmp/r4" --quiet >"$tmp/log" 2>&1 || t_fail "4 rounds: $(cat "$tmp/log")"
