@@ -106,6 +106,29 @@ if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
   "$dpfl" train "$tmp/mpi.ini" --out "$tmp/nompi" --quiet >"$tmp/log" 2>&1 || t_fail "one process: $(cat "$tmp/log")"
   grep -q '"transport"' "$tmp/nompi/summary.json" && t_fail "a one-process run names a transport"
   t_end
+
+  t_begin "mpirun and Ctrl-C: rank 0 stops after the round in progress, says how to resume, and the resumed run is the uninterrupted one"
+  # mpirun passes the signal on after a moment (about 0.5 s here), and kills the ranks 1 s later
+  # (odls_base_sigkill_timeout): rank 0 then stops cleanly if its round and summary fit, else its checkpoint stays
+  sed 's/^rounds = 2$/rounds = 600/; s/^local_steps = 3$/local_steps = 20/' "$tmp/mpi.ini" > "$tmp/mpint.ini"
+  env --default-signal=INT "${MPIRUN[@]}" "$dpfl" train "$tmp/mpint.ini" --out "$tmp/mpint" >"$tmp/mpint.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 3000); do [ "$(cat "$tmp/mpint/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.01; done
+  kill -INT "$pid"
+  wait "$pid" && t_fail "mpirun exited 0 after Ctrl-C"
+  grep -q "continue with: mpirun -n 3 dpfl train --resume $tmp/mpint\$" "$tmp/mpint.log" || t_fail "no line on how to resume: $(cat "$tmp/mpint.log")"
+  r=$(wc -l < "$tmp/mpint/metrics.jsonl")
+  t_lt "$r" 600 || t_fail "the interrupted run has $r rounds"
+  if grep -q "interrupted after round $r of 600" "$tmp/mpint.log"; then
+    [ "$(top interrupted "$tmp/mpint/summary.json")" = true ] || t_fail "summary.json is not marked interrupted"
+  else
+    echo "mpirun killed rank 0 before its summary (odls_base_sigkill_timeout): resuming from its checkpoint"
+  fi
+  "${MPIRUN[@]}" "$dpfl" train --resume "$tmp/mpint" --quiet >"$tmp/log" 2>&1 || t_fail "mpirun --resume: $(cat "$tmp/log")"
+  "$dpfl" train "$tmp/mpint.ini" --out "$tmp/mpone" --quiet >"$tmp/log" 2>&1 || t_fail "one process: $(cat "$tmp/log")"
+  cmp -s "$tmp/mpint/model.bin" "$tmp/mpone/model.bin" || t_fail "the resumed model.bin differs from the uninterrupted run's"
+  [ "$(top rounds "$tmp/mpint/summary.json")" = 600 ] || t_fail "the resumed run did not finish"
+  t_end
 else
   echo "mpirun checks: SKIPPED: no mpirun or OpenMPI headers"
 fi
