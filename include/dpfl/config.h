@@ -158,6 +158,10 @@ typedef struct {                  /* [record_dp]: DP-SGD inside every client (re
     double filter_order;          /* budget_policy = filter: the RDP order alpha of the individual filter (0 = auto) */
     dpfl_two_stage_accounting two_stage_bound;
     int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
+    /* the thesis's Algorithm 6: round t clips to max(clip (1 - clip_decay)^(t-1), clip_min), a public schedule
+     * (dpfl_round_record_clip); the noise std follows z C_t, the accounting (z alone) is unchanged */
+    double clip_decay;            /* in [0, 1); 0 = a constant clip */
+    double clip_min;              /* the floor C_min (0: none) */
 } dpfl_record_dp_config;
 
 typedef struct {                  /* [client_dp]: server-side clipping and noise on client updates (DP-FedAvg) */
@@ -262,6 +266,9 @@ double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback);
 double dpfl_round_client_rate(const dpfl_config *c, int32_t round);
 int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round);
 double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z);
+/* The per-example clip C_t of round t (from 1): record_dp.clip decayed by clip_decay per round, floored at clip_min
+ * (exactly record_dp.clip without decay). */
+double dpfl_round_record_clip(const dpfl_config *c, int32_t round);
 
 #pragma GCC visibility pop
 

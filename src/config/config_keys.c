@@ -37,6 +37,7 @@ static int budget_filter(const dpfl_config *c)
 {
     return record_budgets(c) && c->record_dp.budget_policy == DPFL_POLICY_FILTER;
 }
+static int clip_decays(const dpfl_config *c) { return c->record_dp.clip_decay > 0.0; }
 static int input_transform(const dpfl_config *c) { return c->model.transform != DPFL_TRANSFORM_NONE; }
 static int distributed_dp(const dpfl_config *c) { return c->client_dp.mechanism == DPFL_CLIENT_MECH_DDP; }
 static int csv_dataset(const dpfl_config *c) { return !strncmp(c->data.dataset, "csv:", 4); }
@@ -189,6 +190,12 @@ const fl_keydef fl_config_keys[] = {
      .help = "DP-SGD inside every client"},
     {"record_dp", "clip", FL_KEY_DOUBLE, F(record_dp.clip), .lo = 1e-12, .hi = INFINITY, .dflt = "1",
      .help = "per-example L2 clipping norm C"},
+    {"record_dp", "clip_decay", FL_KEY_DOUBLE, F(record_dp.clip_decay), .lo = 0, .hi = 1, .dflt = "0",
+     .help = "the thesis's clipping-threshold decay (Algorithm 6): round t clips to max(clip (1 - clip_decay)^(t-1), "
+             "clip_min); a public schedule, so the noise std follows z C_t and epsilon is unchanged (must be < 1)"},
+    {"record_dp", "clip_min", FL_KEY_DOUBLE, F(record_dp.clip_min), .lo = 0, .hi = INFINITY, .dflt = "0",
+     .help = "clip_decay: the floor of the decayed clip (0: none)",
+     WHEN(clip_decays, "it applies to clip_decay > 0")},
     {"record_dp", "noise", FL_KEY_DOUBLE, F(record_dp.noise), .lo = 0, .hi = 1e6, .dflt = "0",
      .help = "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
     {"record_dp", "target_epsilon", FL_KEY_DOUBLE, F(record_dp.target_epsilon), .lo = 0, .hi = 1e6, .dflt = "0",

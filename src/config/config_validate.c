@@ -44,6 +44,24 @@ static dpfl_status validate_budgets(const dpfl_config *c, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* Clipping-threshold decay: a finite schedule below 1 that the filter's per-record bounds do not contradict. */
+static dpfl_status validate_clip_decay(const dpfl_record_dp_config *r, dpfl_error *err)
+{
+    if (!(r->clip_decay > 0.0)) return DPFL_OK;
+    if (!(r->clip_decay < 1.0))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: %g leaves no clip after round 1 (must be < 1)",
+                         r->clip_decay);
+    if (isinf(r->clip))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: needs a finite clip to decay from");
+    if (r->clip_min > r->clip)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_min: %g is above the starting clip %g (the decay would "
+                                           "never act)", r->clip_min, r->clip);
+    if (r->budgets != DPFL_BUDGETS_NONE && r->budget_policy == DPFL_POLICY_FILTER)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: not available with budget_policy = filter (its "
+                                           "per-record bounds are planned against one clip)");
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
 {
     if ((c->fl.sampling == DPFL_SAMPLE_FIXED) && c->fl.clients_per_round > c->data.clients)
@@ -75,6 +93,8 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
         if (isinf(c->record_dp.clip) && c->record_dp.target_epsilon > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
+        const dpfl_status ds = validate_clip_decay(&c->record_dp, err);
+        if (ds) return ds;
     }
     if (c->client_dp.enabled && (c->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
         if (c->client_dp.noise == 0.0 && c->client_dp.target_epsilon == 0.0)

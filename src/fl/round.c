@@ -125,6 +125,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     DPFL_ASSERT(s->round == round);
     metrics_init(m, round);
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->nsampled;
     dpfl_status st;
     if ((st = prepare_clients(s, round, ms, err))) return st;
