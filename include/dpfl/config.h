@@ -105,7 +105,7 @@ typedef struct {                  /* [model] */
  * after it, win); custom = none. */
 typedef enum {
     DPFL_ALGO_CUSTOM = 0, DPFL_ALGO_FEDAVG, DPFL_ALGO_DP_FEDAVG, DPFL_ALGO_DP_FEDAVG_ADAPTIVE, DPFL_ALGO_DP_SGD,
-    DPFL_ALGO_E2E, DPFL_ALGO_PRIFEDSYNC
+    DPFL_ALGO_E2E, DPFL_ALGO_PRIFEDSYNC, DPFL_ALGO_TRUSTED_CURATOR, DPFL_ALGO_NAIVE_E2E
 } dpfl_algorithm;
 
 typedef struct {                  /* [fl] */
@@ -133,6 +133,9 @@ typedef struct {                  /* [fl] */
                                      exceed this many MiB in all */
     dpfl_personalization personalization; /* helper: PriFedSync's personalized helper models (Algorithm 1, eq. 2.1) */
     double helper_alpha;          /* alpha of h_i = (1 - alpha) w_i + alpha w_global */
+    /* parameters that stay with each client, never sent nor aggregated (FedBN / FedGN, PP-SGD): "" none, or a comma
+     * list of norm (every GroupNorm layer), head (the last layer with parameters), layer positions in model.arch */
+    char personal[64];
     double target_accuracy;       /* the first round whose mean accuracy reaches this is reported */
 } dpfl_fl_config;
 
@@ -158,6 +161,10 @@ typedef struct {                  /* [record_dp]: DP-SGD inside every client (re
     double filter_order;          /* budget_policy = filter: the RDP order alpha of the individual filter (0 = auto) */
     dpfl_two_stage_accounting two_stage_bound;
     int32_t budget_rounds;        /* rounds the rates are planned for (0 = fl.rounds); kept across resumes */
+    /* the thesis's Algorithm 6: round t clips to max(clip (1 - clip_decay)^(t-1), clip_min), a public schedule
+     * (dpfl_round_record_clip); the noise std follows z C_t, the accounting (z alone) is unchanged */
+    double clip_decay;            /* in [0, 1); 0 = a constant clip */
+    double clip_min;              /* the floor C_min (0: none) */
 } dpfl_record_dp_config;
 
 typedef struct {                  /* [client_dp]: server-side clipping and noise on client updates (DP-FedAvg) */
@@ -268,6 +275,14 @@ double dpfl_schedule_at(const dpfl_schedule *s, int32_t round, double fallback);
 double dpfl_round_client_rate(const dpfl_config *c, int32_t round);
 int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round);
 double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z);
+/* The per-example clip C_t of round t (from 1): record_dp.clip decayed by clip_decay per round, floored at clip_min
+ * (exactly record_dp.clip without decay). */
+double dpfl_round_record_clip(const dpfl_config *c, int32_t round);
+/* The thesis's baselines (fl.algorithm = trusted-curator or naive-e2e): one line saying whom the run's epsilons
+ * cover -- the trusted curator's client-level number holds against observers of the released models, not against
+ * the server that sees every raw update.  NULL for other settings, or once keys set by hand turned the preset into
+ * another mechanism (record: record-level DP ran; client: a client-level guarantee was reported). */
+const char *dpfl_config_preset_scope(const dpfl_config *c, int record, int client);
 
 #pragma GCC visibility pop
 

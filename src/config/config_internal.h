@@ -30,7 +30,7 @@ typedef struct {
     const char *ignored_because;
 } fl_keydef;
 
-#define FL_CONFIG_NKEYS 91
+#define FL_CONFIG_NKEYS 94
 /* dpfl_config.user_set: who set each key (0: no one -- the default, a preset or a run's resolved config.ini) */
 enum { FL_SET_FILE = 1, FL_SET_CLI = 2 };
 extern const fl_keydef fl_config_keys[FL_CONFIG_NKEYS];
@@ -45,7 +45,7 @@ typedef struct {
 extern const fl_switched_section fl_config_switched[FL_CONFIG_NSWITCHED];
 
 /* The presets of fl.algorithm, in the order of its choices: ordinary settings "section.key=value", NULL-ended. */
-#define FL_CONFIG_NPRESETS 7
+#define FL_CONFIG_NPRESETS 9
 extern const char *const fl_config_presets[FL_CONFIG_NPRESETS][9];
 
 /* ------------------------------------------------------------------------------------------ INI syntax */

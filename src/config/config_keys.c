@@ -37,6 +37,7 @@ static int budget_filter(const dpfl_config *c)
 {
     return record_budgets(c) && c->record_dp.budget_policy == DPFL_POLICY_FILTER;
 }
+static int clip_decays(const dpfl_config *c) { return c->record_dp.clip_decay > 0.0; }
 static int input_transform(const dpfl_config *c) { return c->model.transform != DPFL_TRANSFORM_NONE; }
 static int distributed_dp(const dpfl_config *c) { return c->client_dp.mechanism == DPFL_CLIENT_MECH_DDP; }
 static int csv_dataset(const dpfl_config *c) { return !strncmp(c->data.dataset, "csv:", 4); }
@@ -128,8 +129,8 @@ const fl_keydef fl_config_keys[] = {
     {"model", "transform_shape", FL_KEY_NAME, F(model.transform_shape), .choices = "nc|np|cn|cc|cp|pn|pc|pp", .dflt = "cp",
      .help = "a and b of the transform: two of n (none), c (per channel), p (per pixel); cp = the paper's",
      WHEN(input_transform, "it applies to transform = affine")},
-    {"fl", "algorithm", FL_KEY_CHOICE, F(fl.algorithm), .choices = "custom|fedavg|dp-fedavg|dp-fedavg-adaptive|dp-sgd|e2e|prifedsync", .dflt = "custom",
-     .help = "a preset: expands into the settings below (keys you set win)"},
+    {"fl", "algorithm", FL_KEY_CHOICE, F(fl.algorithm), .choices = "custom|fedavg|dp-fedavg|dp-fedavg-adaptive|dp-sgd|e2e|prifedsync|trusted-curator|naive-e2e", .dflt = "custom",
+     .help = "a preset: expands into the settings below (keys you set win); trusted-curator and naive-e2e: the thesis's baselines (its Algorithms 7 and 8; docs/privacy.md)"},
     {"fl", "rounds", FL_KEY_INT, F(fl.rounds), .lo = 1, .hi = 100000000, .dflt = "10",
      .help = "communication rounds"},
     {"fl", "sampling", FL_KEY_CHOICE, F(fl.sampling), .choices = "poisson|fixed|all", .dflt = "all",
@@ -183,12 +184,22 @@ const fl_keydef fl_config_keys[] = {
     {"fl", "helper_alpha", FL_KEY_DOUBLE, F(fl.helper_alpha), .lo = 0, .hi = 1, .dflt = "0.1",
      .help = "personalization = helper: weight of the global model in a client's helper model",
      WHEN(helper_models, "it applies to personalization = helper")},
+    {"fl", "personal", FL_KEY_TEXT, F(fl.personal), .dflt = "",
+     .help = "parameters that stay with each client and are never sent, clipped, noised or aggregated: a comma list of "
+             "norm (every GroupNorm layer: FedGN / FedBN), head (the last layer with parameters: PP-SGD's personal "
+             "head), or 0-based layer positions in model.arch; empty: none (the input transform is always personal)"},
     {"fl", "target_accuracy", FL_KEY_DOUBLE, F(fl.target_accuracy), .lo = 0, .hi = 1, .dflt = "0.9",
      .help = "summary.json reports the first evaluated round whose mean accuracy reaches this"},
     {"record_dp", "enabled", FL_KEY_CHOICE, F(record_dp.enabled), .choices = "no|yes", .dflt = "no",
      .help = "DP-SGD inside every client"},
     {"record_dp", "clip", FL_KEY_DOUBLE, F(record_dp.clip), .lo = 1e-12, .hi = INFINITY, .dflt = "1",
      .help = "per-example L2 clipping norm C"},
+    {"record_dp", "clip_decay", FL_KEY_DOUBLE, F(record_dp.clip_decay), .lo = 0, .hi = 1, .dflt = "0",
+     .help = "the thesis's clipping-threshold decay (Algorithm 6): round t clips to max(clip (1 - clip_decay)^(t-1), "
+             "clip_min); a public schedule, so the noise std follows z C_t and epsilon is unchanged (must be < 1)"},
+    {"record_dp", "clip_min", FL_KEY_DOUBLE, F(record_dp.clip_min), .lo = 0, .hi = INFINITY, .dflt = "0",
+     .help = "clip_decay: the floor of the decayed clip (0: none)",
+     WHEN(clip_decays, "it applies to clip_decay > 0")},
     {"record_dp", "noise", FL_KEY_DOUBLE, F(record_dp.noise), .lo = 0, .hi = 1e6, .dflt = "0",
      .help = "noise multiplier z (std / sensitivity); 0 = calibrate from target_epsilon"},
     {"record_dp", "target_epsilon", FL_KEY_DOUBLE, F(record_dp.target_epsilon), .lo = 0, .hi = 1e6, .dflt = "0",
@@ -307,5 +318,27 @@ const char *const fl_config_presets[FL_CONFIG_NPRESETS][9] = {
     {"record_dp.enabled=yes", "record_dp.sampler=poisson", "record_dp.e2e=yes", "fl.sampling=poisson", NULL},
     {"record_dp.enabled=yes", "record_dp.sampler=fixed", "fl.client_state=keep", "fl.optimizer=adam",
      "fl.personalization=helper", "fl.sampling=poisson", "fl.weighting=uniform", NULL}, /* PriFedSync (Algorithm 1) */
+    /* the thesis's trusted curator (its Algorithm 7): plain local training, m = C K clients without replacement, each
+     * update clipped to a constant S and the sum noised by the server, which sees every raw update */
+    {"record_dp.enabled=no", "client_dp.enabled=yes", "fl.sampling=fixed", "client_dp.clip_strategy=fixed",
+     "client_dp.mechanism=gaussian", NULL},
+    /* the thesis's naive end-to-end DP (its Algorithm 8): DP-SGD in every client and the trusted curator's noise on
+     * top, each accounted on its own */
+    {"record_dp.enabled=yes", "record_dp.sampler=poisson", "client_dp.enabled=yes", "fl.sampling=fixed",
+     "client_dp.clip_strategy=fixed", "client_dp.mechanism=gaussian", NULL},
 };
 
+
+const char *dpfl_config_preset_scope(const dpfl_config *c, int record, int client)
+{
+    const int central = client && c->client_dp.mechanism == DPFL_CLIENT_MECH_GAUSSIAN;
+    if (c->fl.algorithm == DPFL_ALGO_TRUSTED_CURATOR && central && !record)
+        return "trusted curator (the thesis's Algorithm 7): the client-level epsilon covers everyone who sees the "
+               "released models, NOT the server, which sees each client's raw update; no record-level guarantee "
+               "(the thesis's \"No Guarantees\")";
+    if (c->fl.algorithm == DPFL_ALGO_NAIVE_E2E && central && record)
+        return "naive end-to-end DP (the thesis's Algorithm 8): the record-level epsilon holds against everyone, the "
+               "server included (each client's own DP-SGD noise); the client-level epsilon, from the server's added "
+               "noise, against observers of the released models";
+    return NULL;
+}

@@ -44,6 +44,45 @@ static dpfl_status validate_budgets(const dpfl_config *c, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* Clipping-threshold decay: a finite schedule below 1 that the filter's per-record bounds do not contradict. */
+static dpfl_status validate_clip_decay(const dpfl_record_dp_config *r, dpfl_error *err)
+{
+    if (!(r->clip_decay > 0.0)) return DPFL_OK;
+    if (!(r->clip_decay < 1.0))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: %g leaves no clip after round 1 (must be < 1)",
+                         r->clip_decay);
+    if (isinf(r->clip))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: needs a finite clip to decay from");
+    if (r->clip_min > r->clip)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_min: %g is above the starting clip %g (the decay would "
+                                           "never act)", r->clip_min, r->clip);
+    if (r->budgets != DPFL_BUDGETS_NONE && r->budget_policy == DPFL_POLICY_FILTER)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip_decay: not available with budget_policy = filter (its "
+                                           "per-record bounds are planned against one clip)");
+    return DPFL_OK;
+}
+
+/* fl.personal's syntax (the layers it names are resolved against the model when the simulation starts). */
+static dpfl_status validate_personal(const dpfl_config *c, dpfl_error *err)
+{
+    const char *p = c->fl.personal;
+    if (!p[0]) return DPFL_OK;
+    if (c->fl.personalization == DPFL_PERSONAL_HELPER)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.personal: not available with personalization = helper (a helper model "
+                                           "mixes every parameter with the global model)");
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        size_t n = strcspn(p, " ,");
+        int digits = 1;
+        for (size_t i = 0; i < n; i++) digits &= p[i] >= '0' && p[i] <= '9';
+        if (!(n == 4 && !strncmp(p, "norm", 4)) && !(n == 4 && !strncmp(p, "head", 4)) && !(digits && n <= 6))
+            return dpfl_fail(err, DPFL_EINVAL, "fl.personal: '%.*s' is not norm, head or a layer position", (int)n, p);
+        p += n;
+    }
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
 {
     if ((c->fl.sampling == DPFL_SAMPLE_FIXED) && c->fl.clients_per_round > c->data.clients)
@@ -75,6 +114,8 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
         if (isinf(c->record_dp.clip) && c->record_dp.target_epsilon > 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
+        const dpfl_status ds = validate_clip_decay(&c->record_dp, err);
+        if (ds) return ds;
     }
     if (c->client_dp.enabled && (c->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
         if (c->client_dp.noise == 0.0 && c->client_dp.target_epsilon == 0.0)
@@ -110,6 +151,8 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (c->record_dp.e2e && (c->fl.client_rate_schedule.n || c->fl.clients_per_round_schedule.n ||
                              c->client_dp.noise_schedule.n))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
+    const dpfl_status ps = validate_personal(c, err);
+    if (ps) return ps;
     const int own = dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset); /* or arrays */
     if (own && !c->data.dataset[4])
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);

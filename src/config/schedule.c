@@ -71,6 +71,17 @@ int32_t dpfl_round_clients_per_round(const dpfl_config *c, int32_t round)
     return (int32_t)dpfl_schedule_at(&c->fl.clients_per_round_schedule, round, c->fl.clients_per_round);
 }
 
+/* Clipping-threshold decay (the thesis's Algorithm 6: "clip <- max(clip, low); train; clip <- clip - clip decay"):
+ * C_t = max(C_0 (1 - decay)^(t-1), C_min).  A function of the round alone, so it is public and a resumed or
+ * deployed client computes the same C_t. */
+double dpfl_round_record_clip(const dpfl_config *c, int32_t round)
+{
+    const double c0 = c->record_dp.clip, d = c->record_dp.clip_decay;
+    if (!(d > 0.0) || round <= 1) return c0;
+    const double ct = c0 * pow(1.0 - d, (double)(round - 1));
+    return ct > c->record_dp.clip_min ? ct : c->record_dp.clip_min;
+}
+
 double dpfl_round_client_noise(const dpfl_config *c, int32_t round, double z)
 {
     return dpfl_schedule_at(&c->client_dp.noise_schedule, round, z);

@@ -35,16 +35,30 @@ int64_t fl_client_steps(const dpfl_config *cfg, int32_t n)
 }
 
 /* Client-level per-step clipping (McMahan et al. 2018): keep the local model within distance S of the global
- * model after every step, so the final update is bounded by construction.  A client's own input transform (the
- * first tr parameters) is not part of the update and is left alone. */
-static void project_to_global(const fl_train_ctx *t, size_t tr, float *local, float *tmp)
+ * model after every step, so the final update is bounded by construction.  A client's personal parameters (its
+ * input transform, fl.personal's layers) are not part of the update and are left alone. */
+static void project_to_global(const fl_train_ctx *t, const fl_clients *c, float *local, float *tmp)
 {
-    const size_t T = tr, P = t->model->nparam - T;
-    dpfl_vec_sub(tmp, local + T, t->global + T, P);
-    double norm = dpfl_vec_norm2(tmp, P);
-    if (norm > t->S) {
-        dpfl_vec_clip(tmp, P, t->S);
-        for (size_t i = 0; i < P; i++) local[T + i] = t->global[T + i] + tmp[i];
+    const size_t P = t->model->nparam;
+    if (c->npr == 0 || (c->npr == 1 && c->pr_off[0] == 0)) { /* none, or a prefix (the input transform) */
+        const size_t T = c->npers, n = P - T;
+        dpfl_vec_sub(tmp, local + T, t->global + T, n);
+        double norm = dpfl_vec_norm2(tmp, n);
+        if (norm > t->S) {
+            dpfl_vec_clip(tmp, n, t->S);
+            for (size_t i = 0; i < n; i++) local[T + i] = t->global[T + i] + tmp[i];
+        }
+        return;
+    }
+    dpfl_vec_sub(tmp, local, t->global, P);
+    fl_personal_zero(c, tmp);
+    if (!(dpfl_vec_norm2(tmp, P) > t->S)) return;
+    dpfl_vec_clip(tmp, P, t->S);
+    size_t pos = 0; /* the shared segments between the personal slices */
+    for (int32_t r = 0; r <= c->npr; r++) {
+        const size_t end = r < c->npr ? c->pr_off[r] : P;
+        for (size_t i = pos; i < end; i++) local[i] = t->global[i] + tmp[i];
+        if (r < c->npr) pos = c->pr_off[r] + c->pr_len[r];
     }
 }
 
@@ -115,7 +129,7 @@ static void noisy_step(const fl_train_ctx *t, worker *w, const dpfl_mech_dpsgd *
 
 /* Local steps of one client with record-level DP-SGD: the mechanism of each step (sampler, sensitivity, noise
  * std, denominator) is dpfl_mech_dpsgd, the same struct the ledger charges (ledger.c). */
-static void train_client_dp(const fl_train_ctx *t, size_t tr, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
+static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
                             client_result *res)
 {
     const fl_record_dp *rd = t->rdp;
@@ -143,14 +157,14 @@ static void train_client_dp(const fl_train_ctx *t, size_t tr, worker *w, int32_t
         } else {
             noisy_step(t, w, &d, denom, rng);
         }
-        if (t->per_step) project_to_global(t, tr, w->local, w->grad);
+        if (t->per_step) project_to_global(t, c, w->local, w->grad);
         res->examples += b;
         res->steps++;
     }
 }
 
 /* Local steps without record-level DP: shuffled passes over the client's data. */
-static void train_client_plain(const fl_train_ctx *t, size_t tr, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
+static void train_client_plain(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
                                client_result *res)
 {
     const int32_t n = dpfl_partition_size(t->part, k);
@@ -173,25 +187,26 @@ static void train_client_plain(const fl_train_ctx *t, size_t tr, worker *w, int3
             loss = dpfl_nn_grad(t->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
             dpfl_optim_step(&w->opt, w->local, w->grad, t->lr);
         }
-        if (t->per_step) project_to_global(t, tr, w->local, w->grad);
+        if (t->per_step) project_to_global(t, c, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
         res->steps++;
     }
 }
 
-/* Local training of one client from start (the global model, or its helper model) behind its own input transform
- * trv (NULL: none, or the identity it starts with; tr floats); writes Delta = local - global into out, with the
- * transform's slice zero: the transform never leaves the client (the caller keeps the trained one from w->local). */
-static void train_client_from(const fl_train_ctx *t, size_t tr, worker *w, int32_t k, const float *start,
-                              const float *trv, float *out, client_result *res)
+/* Local training of one client from start (the global model, or its helper model) with its own personal
+ * parameters pv (its input transform, fl.personal's layers; NULL: none, or the initial values it starts with);
+ * writes Delta = local - global into out, with the personal slices zero: they never leave the client (the caller
+ * keeps the trained ones from w->local). */
+static void train_client_from(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, const float *start,
+                              const float *pv, float *out, client_result *res)
 {
     const size_t P = t->model->nparam;
     const int32_t n = dpfl_partition_size(t->part, k);
     dpfl_rng rng;
     dpfl_rng_derive(t->root, &rng, (uint64_t)t->round, (uint64_t)k, PURPOSE_LOCAL);
     dpfl_vec_copy(w->local, start, P);
-    if (trv) dpfl_vec_copy(w->local, trv, tr);
+    if (pv) fl_personal_load(c, pv, w->local);
     memset(res, 0, sizeof *res);
     res->client = k;
     if (n == 0) {
@@ -199,10 +214,10 @@ static void train_client_from(const fl_train_ctx *t, size_t tr, worker *w, int32
         return;
     }
     const int64_t steps = fl_client_steps(t->cfg, n);
-    if (t->rdp->on) train_client_dp(t, tr, w, k, steps, &rng, res);
-    else train_client_plain(t, tr, w, k, steps, &rng, res);
+    if (t->rdp->on) train_client_dp(t, c, w, k, steps, &rng, res);
+    else train_client_plain(t, c, w, k, steps, &rng, res);
     dpfl_vec_sub(out, w->local, t->global, P);
-    if (tr) dpfl_vec_zero(out, tr);
+    fl_personal_zero(c, out); /* what is sent: the shared parameters' update only */
 }
 
 /* Accuracy of the worker's freshly trained local model on client k's own test split (NAN without one). */
@@ -229,7 +244,7 @@ void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k,
 {
     if (!c->keep) {
         dpfl_optim_reset(&w->opt);
-        train_client_from(t, 0, w, k, t->global, NULL, out, res);
+        train_client_from(t, c, w, k, t->global, NULL, out, res);
         return;
     }
     client_opt *o = &c->cstate[k];
@@ -247,10 +262,10 @@ void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k,
     } else {
         dpfl_optim_reset(&w->opt);
     }
-    float *trv = fl_client_transform(c, k);
-    train_client_from(t, c->tr, w, k, c->helper ? fl_client_model(c, k) : t->global, trv, out, res);
-    if (trv) dpfl_vec_copy(trv, w->local, c->tr); /* the trained transform stays with the client */
-    if ((c->helper || c->tr) && o->state) {
+    float *pv = fl_client_personal(c, k);
+    train_client_from(t, c, w, k, c->helper ? fl_client_model(c, k) : t->global, pv, out, res);
+    if (pv) fl_personal_store(c, w->local, pv); /* the trained personal parameters stay with the client */
+    if ((c->helper || c->npers) && o->state) {
         if (c->helper) dpfl_vec_copy(o->state, w->local, P); /* w~(i), until the sync mixes it */
         o->local_acc = local_accuracy(t, w, k);
     }
@@ -268,6 +283,7 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
     if (st) return st;
     s->round = round;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
     s->aggst.cdp.S = S;
     s->chunk_start = 0;
     s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */

@@ -1,7 +1,7 @@
 /* Evaluation of the global model: on the global test set in chunks of EVAL_CHUNK examples, and on each client's
  * own test split where the partition has them (their mean and spread); with fl.personalization = helper or an
- * input transform also each client's own model (its helper model or the global one, behind its own transform) on
- * its own split; on the worker threads. */
+ * personal parameters also each client's own model (its helper model or the global one, with its own transform and
+ * personal layers) on its own split; on the worker threads. */
 #include "sim_internal.h"
 
 #include <math.h>
@@ -11,7 +11,7 @@ enum { EVAL_CHUNK = 500 };
 
 struct eval_job {
     const float *w;     /* the model evaluated */
-    const float *tr;    /* NULL, or the client's own input transform in place of w's first s->tr parameters */
+    const float *pv;    /* NULL, or the client's own personal parameters in place of w's personal slices */
     const int32_t *idx; /* test-set indices */
     int32_t n;
     double loss, acc;
@@ -47,9 +47,9 @@ static void *eval_worker(void *p)
         if (j >= s->chunk_len) break;
         eval_job *job = &s->jobs[j];
         const float *model = job->w;
-        if (job->tr) { /* the worker's own copy: w with the client's transform */
+        if (job->pv) { /* the worker's own copy: w with the client's personal parameters */
             dpfl_vec_copy(w->local, job->w, s->model->nparam);
-            dpfl_vec_copy(w->local, job->tr, s->clients.tr);
+            fl_personal_load(&s->clients, job->pv, w->local);
             model = w->local;
         }
         eval_examples(s->model, model, w->ws, s->test, job->idx, job->n, s->eval_batch, w->xbuf, w->ybuf, &job->loss,
@@ -105,7 +105,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
-    int32_t npersonal = s->clients.helper || s->clients.tr ? nclient : 0;
+    int32_t npersonal = s->clients.helper || s->clients.npers ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
     if (!all || !jobs) {
         free(all);
@@ -129,7 +129,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         if (k < npersonal) {
             *h = *g;
             h->w = s->clients.helper ? fl_client_model(&s->clients, k) : s->global;
-            h->tr = s->clients.tr ? fl_client_transform(&s->clients, k) : NULL;
+            h->pv = s->clients.npers ? fl_client_personal(&s->clients, k) : NULL;
         }
     }
     s->jobs = jobs;

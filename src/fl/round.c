@@ -125,6 +125,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     DPFL_ASSERT(s->round == round);
     metrics_init(m, round);
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
+    s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->nsampled;
     dpfl_status st;
     if ((st = prepare_clients(s, round, ms, err))) return st;
@@ -141,8 +142,9 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     client_metrics(&v, &s->rdp, m);
     if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
     if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
-    /* the global model's transform slice stays the identity (the server's noise lands there too: discarded) */
-    if (s->clients.tr) dpfl_model_affine_identity(&s->model->layers[0], s->global);
+    /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
+     * there, and the server's noise that lands there is discarded */
+    if (s->clients.npers) fl_personal_reset(&s->clients, s->global);
     m->wall_seconds = dpfl_now() - s->t0;
     return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
 }

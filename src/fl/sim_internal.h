@@ -59,8 +59,13 @@ typedef struct {
     int keep_opt;       /* fl.client_state = keep: the optimizer state is the client's own */
     int state_vecs;     /* optimizer vectors of P floats per client: 0 (plain SGD or reset), 1 (momentum), 2 (Adam) */
     int helper;         /* fl.personalization = helper: the first P floats of a client's state are its helper model */
-    size_t tr;          /* model.transform: the first tr parameters are each client's own input transform, kept in the
-                           last tr floats of its state; never sent (zero in its update), never aggregated */
+    /* personal parameters (model.transform's input transform, fl.personal's layers): each client's own values of
+     * npr slices of the parameter vector (ascending, disjoint), npers floats in all, kept in the last npers floats
+     * of its state; never sent (zero in its update), never aggregated: the global model's slices stay at pinit */
+    size_t npers;
+    int32_t npr;
+    size_t *pr_off, *pr_len;
+    float *pinit;       /* the slices' initial values (the transform's identity, the other layers' initialization) */
     size_t nparam;      /* P */
     int32_t count;      /* clients */
     float alpha;        /* helper_alpha */
@@ -79,8 +84,14 @@ dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, 
 dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
 /* The model client k uses: its helper model, or w0 before its first sync. */
 const float *fl_client_model(const fl_clients *c, int32_t k);
-/* model.transform: client k's own input transform (tr floats in its state), NULL before it first trains */
-float *fl_client_transform(const fl_clients *c, int32_t k);
+/* client k's own personal parameters (npers floats in its state), NULL before it first trains */
+float *fl_client_personal(const fl_clients *c, int32_t k);
+/* personal values vals (npers floats) into their slices of the P-vector model, and back */
+void fl_personal_load(const fl_clients *c, const float *vals, float *model);
+void fl_personal_store(const fl_clients *c, const float *model, float *vals);
+/* the personal slices of v set to zero (an update), or to their initial values (the global model) */
+void fl_personal_zero(const fl_clients *c, float *v);
+void fl_personal_reset(const fl_clients *c, float *model);
 /* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
  * the round whose update arrived (h_k holds w~_k since its training). */
 void fl_clients_sync_helpers(fl_clients *c, const client_result *results, int32_t n, const float *global);

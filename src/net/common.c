@@ -36,6 +36,9 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
     if (cfg->model.transform)
         return dpfl_fail(err, DPFL_EINVAL, "model.transform is not run over the network yet (the server cannot "
                                            "evaluate the clients' private transforms): use dpfl train");
+    if (cfg->fl.personal[0])
+        return dpfl_fail(err, DPFL_EINVAL, "fl.personal is not run over the network yet (the clients' personal layers "
+                                           "have no place in the checkpoint or evaluation there): use dpfl train");
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
         if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "

@@ -443,6 +443,8 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
     if (in->cdp_on && !a->cprivate)
         fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
+    const char *scope = dpfl_config_preset_scope(cfg, in->rdp_on, in->cdp_on && a->cprivate);
+    if (scope) fprintf(stderr, "dpfl: %s\n", scope); /* whom a baseline's numbers cover (docs/privacy.md) */
     if (!in->rdp_on && !in->cdp_on)
         fprintf(stderr, "dpfl: NOT differentially private (neither [record_dp] nor [client_dp] is enabled)\n");
     /* a fixed seed makes every noise draw reproducible: a guarantee then holds only while the seed is secret (said
