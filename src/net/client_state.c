@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define STATE_MAGIC 0x4c435044u /* "DPCL" */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: sync_round (helper models) */
 
 static void state_path(const client_own *own, const char *file, char *buf, size_t cap)
 {
@@ -65,18 +65,18 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
 
 /* client.bin: every field explicit, little-endian (the checkpoint's convention):
  *   head    i32 client, i32 clients, u64 nparam, u8 config_digest[32], u8 partition_digest[32]
- *           i64 participations, i64 record_steps, i32 replayed, f64 record_z
+ *           i64 participations, i64 record_steps, i32 replayed, f64 record_z, i32 sync_round
  *   state   i64 t, u64 floats, f32 state[floats]          (per-client state; floats = 0 without one)
  *   answer  i32 last_round, u8 last_digest[32], u64 frame_len, u8 frame[frame_len]   (the last answer, as sent) */
 typedef struct {
-    int32_t client, clients, replayed;
+    int32_t client, clients, replayed, sync_round;
     uint64_t nparam, floats;
     uint8_t config_digest[32], partition_digest[32];
     int64_t participations, record_steps, t;
     double record_z;
 } state_head;
 
-enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
+enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 4 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
 
 /* client.json: client.bin's ledger for people. */
 static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *err)
@@ -120,7 +120,8 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     const float *state = NULL;
     state_head h = {.client = own->k, .clients = n->in.part.clients, .replayed = own->replayed, .nparam = own->P,
                     .participations = n->acct.ledger.participations[own->k],
-                    .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z};
+                    .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z,
+                    .sync_round = own->sync_round};
     h.t = dpfl_sim_client_state(n->in.sim, own->k, &state);
     h.floats = state ? dpfl_sim_client_state_floats(n->in.sim) : 0;
     const size_t len = HEAD_BYTES + 4 * h.floats + ANSWER_BYTES + own->last_len;
@@ -136,6 +137,7 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     dpfl_bytes_put_i64(&w, h.record_steps);
     dpfl_bytes_put_i32(&w, h.replayed);
     dpfl_bytes_put_f64(&w, h.record_z);
+    dpfl_bytes_put_i32(&w, h.sync_round);
     dpfl_bytes_put_i64(&w, h.t);
     dpfl_bytes_put_u64(&w, h.floats);
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
@@ -163,6 +165,7 @@ static void head_read(dpfl_bytes_reader *r, state_head *h)
     dpfl_bytes_get_i64(r, &h->record_steps);
     dpfl_bytes_get_i32(r, &h->replayed);
     dpfl_bytes_get_f64(r, &h->record_z);
+    dpfl_bytes_get_i32(r, &h->sync_round);
     dpfl_bytes_get_i64(r, &h->t);
     dpfl_bytes_get_u64(r, &h->floats);
 }
@@ -176,7 +179,7 @@ static const char *head_check(const client_own *own, const state_head *h, const 
         memcmp(h->config_digest, own->config_digest, 32) || memcmp(h->partition_digest, n->acct.rs.partition_digest, 32))
         return "it belongs to another client or run (use another --state folder)";
     if (h->floats != (h->t > 0 ? dpfl_sim_client_state_floats(n->in.sim) : 0) || h->floats > dpfl_bytes_left(r) / 4 ||
-        h->participations < 0 || h->record_steps < 0 || h->replayed < 0 ||
+        h->participations < 0 || h->record_steps < 0 || h->replayed < 0 || h->sync_round < 0 ||
         (n->in.rdp_on && h->record_z != n->acct.rs.record_z))
         return "its state does not fit this run";
     return NULL;
@@ -236,6 +239,7 @@ dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *
         n->acct.ledger.participations[own->k] = h.participations;
         n->acct.ledger.record_steps[own->k] = h.record_steps;
         own->rounds_trained = h.participations;
+        own->sync_round = h.sync_round;
         st = net_client_rpdp_catch_up(own, h.replayed, err); /* the rPDP-FL levels as they were */
     }
     free(payload);

@@ -30,12 +30,6 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.ddp_secagg = no would send each client's noisy update to the "
                                            "server in the clear: over the network distributed DP runs secure "
                                            "aggregation (ddp_secagg = yes)");
-    if (cfg->fl.personalization == DPFL_PERSONAL_HELPER)
-        return dpfl_fail(err, DPFL_EINVAL, "fl.personalization = helper is not run over the network yet (the helper "
-                                           "models' sync after each round has no message): use dpfl train");
-    if (cfg->model.transform)
-        return dpfl_fail(err, DPFL_EINVAL, "model.transform is not run over the network yet (the server cannot "
-                                           "evaluate the clients' private transforms): use dpfl train");
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
         if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "
