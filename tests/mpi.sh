@@ -94,10 +94,71 @@ out=$("${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" --force --set data.p
 grep -q "data.partition draws by label, which needs every record's label" <<<"$out" || t_fail "no clear error: $out"
 t_end
 
-t_begin "mpirun: per-client state is refused on one line naming the setting"
-out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/keep" --quiet --set fl.client_state=keep 2>&1)
-rc=$?
-[ $rc -ne 0 ] || t_fail "a keep-state run under mpirun exited 0"
-grep -q "fl.client_state = keep is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
+# the same model bytes and epsilons as one process for CONFIG args..., on 2 and 3 ranks
+same_as_one() {
+  local name=$1 ini=$2; shift 2
+  "$dpfl" train "$ini" --out "$tmp/$name-one" --quiet "$@" >"$tmp/$name-one.log" 2>&1 ||
+    { t_fail "$name, one process: $(tail -1 "$tmp/$name-one.log")"; return; }
+  for np in 2 3; do
+    if ! "${MPIRUN[@]}" $np "$dpfl" train "$ini" --out "$tmp/$name-np$np" --quiet "$@" >"$tmp/$name-np$np.log" 2>&1; then
+      t_fail "$name, $np ranks: $(tail -2 "$tmp/$name-np$np.log")"; continue
+    fi
+    cmp -s "$tmp/$name-one/model.bin" "$tmp/$name-np$np/model.bin" || t_fail "$name, $np ranks: model.bin differs"
+    for k in client_epsilon epsilon; do
+      [ "$(eps $k "$tmp/$name-one/summary.json")" = "$(eps $k "$tmp/$name-np$np/summary.json")" ] ||
+        t_fail "$name, $np ranks: $k $(eps $k "$tmp/$name-np$np/summary.json") != $(eps $k "$tmp/$name-one/summary.json")"
+    done
+  done
+}
+
+t_begin "mpirun: per-client state stays on the worker that holds the client: kept optimizer state, input transforms, helper models"
+# momentum kept per client and PrivateFL's transforms (trained on the worker, never sent); PriFedSync's helper
+# models (synced on the worker with the model rank 0 broadcasts after each release; clients sit rounds out at q = 0.5)
+same_as_one keep "$tmp/run.ini" --set fl.optimizer=sgd --set fl.momentum=0.9 --set fl.client_state=keep --set model.transform=affine
+same_as_one helper "$tmp/run.ini" --set fl.personalization=helper --set fl.helper_alpha=0.3 --set fl.weighting=uniform
+t_end
+
+t_begin "mpirun: rPDP-FL budgets: each worker replays the levels' opt-outs round by round (dropout and minimum policies)"
+# budget_rounds = 3 of 6 rounds: the levels opt out in the run, so a worker that did not replay them would train
+# records rank 0 has stopped charging
+cat >"$tmp/rpdp.ini" <<'INI'
+[data]
+dataset = synthetic
+clients = 6
+[model]
+arch = mlp:20-16-10
+[fl]
+rounds = 6
+sampling = poisson
+client_rate = 0.5
+local_steps = 3
+batch = 16
+lr = 0.2
+[record_dp]
+enabled = yes
+clip = 1.0
+delta = 1e-3
+budgets = threelevels
+[run]
+seed = 7
+threads = 1
+allow_large_delta = yes
+INI
+same_as_one rpdp "$tmp/rpdp.ini" --set record_dp.budget_policy=dropout --set record_dp.budget_rounds=3
+grep -q '"opted_out":[[:space:]]*[1-9]' "$tmp/rpdp-one/summary.json" || t_fail "no level opted out: the replay is not exercised"
+same_as_one rpdpmin "$tmp/rpdp.ini" --set record_dp.budget_policy=minimum
+t_end
+
+t_begin "mpirun: what cannot run across ranks is refused on one line saying why"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/ddp" --quiet --set client_dp.mechanism=ddp 2>&1) &&
+  t_fail "distributed DP under mpirun exited 0"
+grep -q "client_dp.mechanism = ddp is not supported across ranks yet (secure aggregation over MPI messages" <<<"$out" ||
+  t_fail "no clear error: $out"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt" --quiet --set record_dp.budget_policy=filter 2>&1) &&
+  t_fail "the per-record filter under mpirun exited 0"
+grep -q "record_dp.budget_policy = filter is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train --resume "$tmp/keep-np2" --quiet 2>&1) &&
+  t_fail "a resume of worker-held state exited 0"
+grep -q "mpirun --resume: this run's per-client state" <<<"$out" || t_fail "no clear error: $out"
 t_end
 t_summary

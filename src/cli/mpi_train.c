@@ -10,9 +10,18 @@
  * derived from the root key by (round, client, purpose) and the
  * server adds the updates in client order whatever the transport.
  *
- * Not covered: per-client state (fl.client_state = keep, personalization, model.transform: it would live on the
- * worker while rank 0 evaluates), rPDP-FL budgets and distributed DP; those are refused.  Every rank loads the
- * whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c (MPI=0 without). */
+ * Per-client state (fl.client_state = keep, PriFedSync's helper models, PrivateFL's input transforms) lives on the
+ * worker that holds the client: the client -> rank assignment is static, so a client's state stays on one rank,
+ * as a deployed client keeps its own (dpfl join).  Rank 0 keeps none and does not evaluate the clients' own models
+ * (personal and local accuracy are absent from its metrics).  Helper models: rank 0 broadcasts w0 with the key
+ * and, after each round's release, the released model, with which each worker syncs the clients it trained in it
+ * (the simulation syncs exactly those; every update of a round reaches rank 0).  rPDP-FL budgets: each worker
+ * replays the per-record levels' opt-outs and charges round by round from the `released` count in the round's
+ * broadcast, as rank 0's run does (fl_rpdp_before_round, fl_rpdp_charge); the filter's per-record spend lives
+ * with the records, on their worker.  --resume is refused when such state lives on the workers: rank 0's
+ * checkpoint does not hold it.  Distributed DP (secure aggregation over MPI messages) is not built: refused.
+ * Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
+ * (MPI=0 without). */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -33,6 +42,8 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 
 typedef struct {
     int32_t round, n, stop;
+    int32_t released; /* rounds released before this one (rPDP-FL: what the workers replay) */
+    int32_t sync;     /* 1: no round: the model round `round` released follows (helper models' sync) */
     double S;
 } round_head;
 
@@ -44,6 +55,7 @@ typedef struct { /* a worker's answer for one client, besides its update */
 } client_answer;
 
 static int nranks, rank, started;
+static int64_t helper_p; /* personalization = helper: the model's parameters (w0 and each sync are broadcast) */
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 
@@ -53,8 +65,21 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     uint8_t key[32];
     memcpy(key, setup->partition_key, 32);
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+    helper_p = setup->initial_model ? (int64_t)setup->nparam : 0;
+    MPI_Bcast(&helper_p, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (helper_p) MPI_Bcast((void *)setup->initial_model, (int)helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
     started = 1;
     return DPFL_OK;
+}
+
+/* Helper models: the released model to every worker, which syncs the clients it trained this round. */
+static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
+{
+    (void)t;
+    if (!helper_p) return;
+    round_head h = {.round = job->round, .sync = 1};
+    MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast((void *)job->global, (int)helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
 }
 
 static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why)
@@ -62,9 +87,11 @@ static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st
     (void)t, (void)released, (void)st, (void)why;
     if (!started) { /* the run failed before the workers got their key: they are waiting for it */
         uint8_t key[32] = {0};
+        int64_t none = 0;
         MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&none, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
     }
-    round_head h = {0, 0, 1, 0.0};
+    round_head h = {.stop = 1};
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
@@ -73,7 +100,7 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
     (void)t;
     const size_t P = job->nparam;
     const int32_t start = job->start, n = job->count;
-    round_head h = {job->round, n, 0, job->update_clip};
+    round_head h = {.round = job->round, .n = n, .released = job->released, .S = job->update_clip};
     int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
     uint8_t *drop = malloc((size_t)(n > 0 ? n : 1));
     if (!ids || !drop) {
@@ -102,16 +129,32 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
 
 /* rank 0 trains no client: files listed with data.source_rows may be absent there (each worker checks its own) */
 static dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
-                                           .finish = mpi_finish, .clients_hold_data = 1};
+                                       .finish = mpi_finish, .clients_hold_data = 1, .after_round = mpi_after_round};
+
+/* rPDP-FL on a worker: the levels' opt-outs and charges of the rounds released before `round`, then the opt-outs
+ * of `round` itself, as rank 0's run makes them (run_round.c): the same per-record rates for its clients. */
+static dpfl_status rpdp_replay(fl_node *n, int32_t *replayed, int32_t released, dpfl_error *err)
+{
+    int changed;
+    dpfl_status st = DPFL_OK;
+    for (; !st && *replayed < released; ++*replayed)
+        if (!(st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err))) fl_rpdp_charge(&n->acct.rpdp);
+    return st ? st : fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err);
+}
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg)
 {
     dpfl_error err = {{0}};
     uint8_t key[32];
+    int64_t hp = 0;
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&hp, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    float *w0 = hp ? malloc((size_t)hp * sizeof *w0) : NULL;
+    if (hp && !w0) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot even receive w0: the job cannot go on */
+    if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
     fl_node *n = calloc(1, sizeof *n);
-    if (!n) return cli_error("rank %d: out of memory", rank);
+    if (!n) MPI_Abort(MPI_COMM_WORLD, 1);
     /* files of other ranks' clients need not be here; its own clients' must (below) */
     dpfl_status st = fl_node_setup(n, cfg, key, &err);
     char who[32];
@@ -119,18 +162,29 @@ static int worker_rank(const dpfl_config *cfg)
     for (int32_t k = 0; !st && k < n->in.part.clients; k++)
         if (owner(k) == rank) st = fl_node_data_here(n, k, who, &err);
     const size_t P = st ? 0 : n->in.model.nparam;
+    if (!st && hp && (size_t)hp != P) st = dpfl_fail(&err, DPFL_EINVAL, "rank 0's model has %lld parameters, "
+                                                     "this rank's %zu", (long long)hp, P);
+    if (!st && hp) dpfl_sim_set_initial_model(n->in.sim, w0); /* every helper until its first sync */
     float *u = st ? NULL : malloc(P * sizeof *u);
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
     for (;;) {
         round_head h;
         MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (h.stop) break;
+        if (h.sync) { /* the model round h.round released: the helpers of the clients this rank trained in it */
+            MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            for (int32_t j = 0; !st && j < nmine; j++) dpfl_sim_client_sync(n->in.sim, mine[j], w0);
+            nmine = 0;
+            continue;
+        }
         int32_t *ni = realloc(ids, (size_t)(h.n > 0 ? h.n : 1) * sizeof *ids);
         uint8_t *nd = realloc(drop, (size_t)(h.n > 0 ? h.n : 1));
         if (ni) ids = ni;
         if (nd) drop = nd;
-        if (!ni || !nd) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot even receive the round: the job cannot go on */
+        int32_t *nm = ni && nd ? realloc(mine, (size_t)(h.n > 0 ? h.n : 1) * sizeof *mine) : NULL;
+        if (nm) mine = nm;
+        if (!nm) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot even receive the round: the job cannot go on */
         MPI_Bcast(ids, h.n, MPI_INT32_T, 0, MPI_COMM_WORLD);
         MPI_Bcast(drop, h.n, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (st || !u) { /* set-up failed here but not on rank 0 */
@@ -138,6 +192,9 @@ static int worker_rank(const dpfl_config *cfg)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         MPI_Bcast(n->in.global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        nmine = 0;
+        dpfl_error re = {{0}};
+        dpfl_status rst = n->acct.rpdp.on ? rpdp_replay(n, &replayed, h.released, &re) : DPFL_OK;
         for (int32_t j = 0; j < h.n; j++) {
             if (drop[j] || owner(ids[j]) != rank) continue;
             dpfl_client_report res;
@@ -146,8 +203,9 @@ static int worker_rank(const dpfl_config *cfg)
             client_answer a;
             memset(&a, 0, sizeof a);
             dpfl_error e = {{0}};
-            a.status = dpfl_sim_client_round(n->in.sim, h.round, h.S, ids[j], u, &res, &e);
-            if (a.status) memcpy(a.msg, e.msg, sizeof a.msg);
+            a.status = rst ? rst : dpfl_sim_client_round(n->in.sim, h.round, h.S, ids[j], u, &res, &e);
+            if (a.status) memcpy(a.msg, rst ? re.msg : e.msg, sizeof a.msg);
+            else mine[nmine++] = ids[j];
             a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
             a.clipped = res.clipped;
             MPI_Send(&a, sizeof a, MPI_BYTE, 0, 2 * j, MPI_COMM_WORLD);
@@ -155,19 +213,29 @@ static int worker_rank(const dpfl_config *cfg)
         }
     }
     if (st) cli_error("rank %d: %s", rank, err.msg);
-    free(u), free(ids), free(drop);
+    free(u), free(ids), free(drop), free(mine), free(w0);
     fl_node_free(n);
     free(n);
     return st ? 1 : 0;
 }
 
-static const char *unsupported(const dpfl_config *cfg)
+/* What a run with worker ranks cannot do, on one line (NULL: nothing). */
+static const char *unsupported(const dpfl_config *cfg, const dpfl_run_options *opt)
 {
-    if (cfg->fl.client_state == DPFL_STATE_KEEP) return "fl.client_state = keep";
-    if (cfg->fl.personalization != DPFL_PERSONAL_NONE) return "fl.personalization";
-    if (cfg->model.transform) return "model.transform";
-    if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) return "record_dp.budgets";
-    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) return "client_dp.mechanism = ddp";
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP)
+        return "mpirun: client_dp.mechanism = ddp is not supported across ranks yet (secure aggregation over MPI "
+               "messages is not built); run it in one process or deployed (dpfl serve / join)";
+    if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE &&
+        cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
+        return "mpirun: record_dp.budget_policy = filter is not supported across ranks (each record's spent budget "
+               "would live on its worker, out of rank 0's checkpoint: a resume would spend it again); run it in one "
+               "process";
+    if (opt->resume && nranks > 1 &&
+        (cfg->fl.client_state == DPFL_STATE_KEEP || cfg->fl.personalization != DPFL_PERSONAL_NONE ||
+         cfg->model.transform))
+        return "mpirun --resume: this run's per-client state (fl.client_state = keep, helper models, input "
+               "transforms or the per-record filter's spend) lived on the worker ranks, which keep no checkpoint; "
+               "resume it in one process (dpfl train --resume)";
     return NULL;
 }
 
@@ -176,16 +244,11 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
     MPI_Init(NULL, NULL);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const char *why = unsupported(cfg);
     dpfl_error verr = {{0}};
-    if (!why && dpfl_config_validate(cfg, &verr)) why = verr.msg;
+    const char *why = dpfl_config_validate(cfg, &verr) ? verr.msg : unsupported(cfg, opt);
     int rc;
-    if (why == verr.msg) {
+    if (why) {
         rc = rank == 0 ? cli_error("%s", why) : 1;
-    } else if (why) {
-        rc = rank == 0 ? cli_error("mpirun: %s is not supported across ranks yet (per-client state or plans would "
-                                   "live on the workers); run it in one process", why)
-                       : 1;
     } else if (rank == 0) {
         dpfl_error err = {{0}};
         /* how many took part: in the log and in summary.json (the transport's about) */
