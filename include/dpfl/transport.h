@@ -63,6 +63,7 @@ typedef struct {
     const uint8_t *partition_key, *partition_digest; /* 32 bytes each: what a client needs to draw the same split */
     int32_t released;                                /* rounds released before this session (a resume) */
     const float *initial_model; /* personalization = helper: w0, every helper model until its first sync (else NULL) */
+    dpfl_sim *sim;              /* opaque: the public accessors (the client states a resume restored) */
 } dpfl_transport_setup;
 
 typedef struct dpfl_transport dpfl_transport;

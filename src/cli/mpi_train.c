@@ -18,8 +18,9 @@
  * (the simulation syncs exactly those; every update of a round reaches rank 0).  rPDP-FL budgets: each worker
  * replays the per-record levels' opt-outs and charges round by round from the `released` count in the round's
  * broadcast, as rank 0's run does (fl_rpdp_before_round, fl_rpdp_charge); the filter's per-record spend lives
- * with the records, on their worker.  --resume is refused when such state lives on the workers: rank 0's
- * checkpoint does not hold it.  Distributed DP (secure aggregation over MPI messages) is not built: refused.
+ * with the records, on their worker (refused: it would need the same trip).  After each round the workers send
+ * rank 0 the state of the clients they trained, so that its checkpoint holds every client's state as one process's
+ * does; a resume sends each worker its clients' states back.  Distributed DP (secure aggregation over MPI messages) is not built: refused.
  * Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
  * (MPI=0 without). */
 #include "cli.h"
@@ -43,7 +44,8 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 typedef struct {
     int32_t round, n, stop;
     int32_t released; /* rounds released before this one (rPDP-FL: what the workers replay) */
-    int32_t sync;     /* 1: no round: the model round `round` released follows (helper models' sync) */
+    int32_t sync;     /* 1: no round: round `round` was released (the model follows with helper models); the workers
+                         sync their helpers and send rank 0 the state of the clients they trained in it */
     double S;
 } round_head;
 
@@ -54,8 +56,18 @@ typedef struct { /* a worker's answer for one client, besides its update */
     char msg[512];
 } client_answer;
 
+/* What the workers learn once, after the key: per-client state and, on a resume, the states rank 0's checkpoint
+ * holds (nstates client ids follow, then each state goes to its worker). */
+typedef struct {
+    int64_t helper_p;     /* personalization = helper: the model's parameters (w0, then each released model, follow) */
+    int64_t floats;       /* floats of one client's state (dpfl_sim_client_state_floats) */
+    int32_t keeps, nstates;
+} start_msg;
+
+enum { TAG_STATE_T = 30000, TAG_STATE = 30001 };
+
 static int nranks, rank, started;
-static int64_t helper_p; /* personalization = helper: the model's parameters (w0 and each sync are broadcast) */
+static start_msg sm;
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 
@@ -65,21 +77,52 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     uint8_t key[32];
     memcpy(key, setup->partition_key, 32);
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
-    helper_p = setup->initial_model ? (int64_t)setup->nparam : 0;
-    MPI_Bcast(&helper_p, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    if (helper_p) MPI_Bcast((void *)setup->initial_model, (int)helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    sm.helper_p = setup->initial_model ? (int64_t)setup->nparam : 0;
+    sm.keeps = dpfl_sim_keeps_client_state(setup->sim);
+    sm.floats = (int64_t)dpfl_sim_client_state_floats(setup->sim);
+    int32_t *ids = malloc((size_t)(setup->clients > 0 ? setup->clients : 1) * sizeof *ids);
+    if (!ids) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this message */
+    sm.nstates = 0;
+    for (int32_t k = 0; sm.keeps && k < setup->clients; k++) /* a resume: the states its checkpoint holds */
+        if (dpfl_sim_client_state(setup->sim, k, NULL) > 0) ids[sm.nstates++] = k;
+    MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (sm.helper_p) MPI_Bcast((void *)setup->initial_model, (int)sm.helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(ids, sm.nstates, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    for (int32_t i = 0; i < sm.nstates; i++) { /* each to the worker that holds the client */
+        const float *state;
+        int64_t st = dpfl_sim_client_state(setup->sim, ids[i], &state);
+        MPI_Send(&st, 1, MPI_INT64_T, owner(ids[i]), TAG_STATE_T, MPI_COMM_WORLD);
+        if (sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, owner(ids[i]), TAG_STATE, MPI_COMM_WORLD);
+    }
+    free(ids);
     started = 1;
     return DPFL_OK;
 }
 
-/* Helper models: the released model to every worker, which syncs the clients it trained this round. */
+/* After the release, with per-client state: the released model to every worker (helper models), which syncs the
+ * clients it trained this round; then each of those clients' state back to rank 0, in client order, so that its
+ * checkpoint holds every client's state as one process's does (a resume sends them back, mpi_start). */
 static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
 {
+    dpfl_sim *s = job->sim;
     (void)t;
-    if (!helper_p) return;
+    if (!sm.keeps) return;
     round_head h = {.round = job->round, .sync = 1};
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
-    MPI_Bcast((void *)job->global, (int)helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (sm.helper_p) MPI_Bcast((void *)job->global, (int)sm.helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    float *buf = sm.floats ? malloc((size_t)sm.floats * sizeof *buf) : NULL;
+    if (sm.floats && !buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int32_t i = 0; i < job->nsampled; i++) {
+        if (job->reports[i].dropped) continue;
+        const int32_t k = job->sampled[i];
+        int64_t st;
+        MPI_Recv(&st, 1, MPI_INT64_T, owner(k), TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (st <= 0) continue; /* no state (a client without records) */
+        if (sm.floats) MPI_Recv(buf, (int)sm.floats, MPI_FLOAT, owner(k), TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        dpfl_error e;
+        if (dpfl_sim_set_client_state(s, k, st, buf, &e)) MPI_Abort(MPI_COMM_WORLD, 1); /* out of memory */
+    }
+    free(buf);
 }
 
 static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why)
@@ -87,9 +130,9 @@ static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st
     (void)t, (void)released, (void)st, (void)why;
     if (!started) { /* the run failed before the workers got their key: they are waiting for it */
         uint8_t key[32] = {0};
-        int64_t none = 0;
         MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
-        MPI_Bcast(&none, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        memset(&sm, 0, sizeof sm);
+        MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
     }
     round_head h = {.stop = 1};
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -147,14 +190,16 @@ static int worker_rank(const dpfl_config *cfg)
 {
     dpfl_error err = {{0}};
     uint8_t key[32];
-    int64_t hp = 0;
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(&hp, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
+    const int64_t hp = sm.helper_p;
     float *w0 = hp ? malloc((size_t)hp * sizeof *w0) : NULL;
-    if (hp && !w0) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot even receive w0: the job cannot go on */
-    if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    float *sbuf = sm.floats ? malloc((size_t)sm.floats * sizeof *sbuf) : NULL;
+    int32_t *sids = malloc((size_t)(sm.nstates > 0 ? sm.nstates : 1) * sizeof *sids);
     fl_node *n = calloc(1, sizeof *n);
-    if (!n) MPI_Abort(MPI_COMM_WORLD, 1);
+    if ((hp && !w0) || (sm.floats && !sbuf) || !sids || !n) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot go on */
+    if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(sids, sm.nstates, MPI_INT32_T, 0, MPI_COMM_WORLD);
     /* files of other ranks' clients need not be here; its own clients' must (below) */
     dpfl_status st = fl_node_setup(n, cfg, key, &err);
     char who[32];
@@ -165,6 +210,16 @@ static int worker_rank(const dpfl_config *cfg)
     if (!st && hp && (size_t)hp != P) st = dpfl_fail(&err, DPFL_EINVAL, "rank 0's model has %lld parameters, "
                                                      "this rank's %zu", (long long)hp, P);
     if (!st && hp) dpfl_sim_set_initial_model(n->in.sim, w0); /* every helper until its first sync */
+    if (!st && sm.keeps && (int64_t)dpfl_sim_client_state_floats(n->in.sim) != sm.floats)
+        st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 keeps %lld floats per client, this rank %zu", (long long)sm.floats,
+                       dpfl_sim_client_state_floats(n->in.sim));
+    for (int32_t i = 0; i < sm.nstates; i++) { /* a resume: the states of this rank's clients, from the checkpoint */
+        if (owner(sids[i]) != rank) continue;
+        int64_t t;
+        MPI_Recv(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (!st) st = dpfl_sim_set_client_state(n->in.sim, sids[i], t, sbuf, &err);
+    }
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
@@ -172,9 +227,16 @@ static int worker_rank(const dpfl_config *cfg)
         round_head h;
         MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (h.stop) break;
-        if (h.sync) { /* the model round h.round released: the helpers of the clients this rank trained in it */
-            MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
-            for (int32_t j = 0; !st && j < nmine; j++) dpfl_sim_client_sync(n->in.sim, mine[j], w0);
+        if (h.sync) { /* round h.round released: the helpers of the clients this rank trained in it synced with the
+                       * model it released, then their states to rank 0 (its checkpoint) */
+            if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            for (int32_t j = 0; j < nmine; j++) {
+                const float *state = NULL;
+                if (hp) dpfl_sim_client_sync(n->in.sim, mine[j], w0);
+                const int64_t t = dpfl_sim_client_state(n->in.sim, mine[j], &state);
+                MPI_Send(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD);
+                if (t > 0 && sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD);
+            }
             nmine = 0;
             continue;
         }
@@ -213,14 +275,14 @@ static int worker_rank(const dpfl_config *cfg)
         }
     }
     if (st) cli_error("rank %d: %s", rank, err.msg);
-    free(u), free(ids), free(drop), free(mine), free(w0);
+    free(u), free(ids), free(drop), free(mine), free(w0), free(sbuf), free(sids);
     fl_node_free(n);
     free(n);
     return st ? 1 : 0;
 }
 
 /* What a run with worker ranks cannot do, on one line (NULL: nothing). */
-static const char *unsupported(const dpfl_config *cfg, const dpfl_run_options *opt)
+static const char *unsupported(const dpfl_config *cfg)
 {
     if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP)
         return "mpirun: client_dp.mechanism = ddp is not supported across ranks yet (secure aggregation over MPI "
@@ -230,12 +292,6 @@ static const char *unsupported(const dpfl_config *cfg, const dpfl_run_options *o
         return "mpirun: record_dp.budget_policy = filter is not supported across ranks (each record's spent budget "
                "would live on its worker, out of rank 0's checkpoint: a resume would spend it again); run it in one "
                "process";
-    if (opt->resume && nranks > 1 &&
-        (cfg->fl.client_state == DPFL_STATE_KEEP || cfg->fl.personalization != DPFL_PERSONAL_NONE ||
-         cfg->model.transform))
-        return "mpirun --resume: this run's per-client state (fl.client_state = keep, helper models, input "
-               "transforms or the per-record filter's spend) lived on the worker ranks, which keep no checkpoint; "
-               "resume it in one process (dpfl train --resume)";
     return NULL;
 }
 
@@ -245,7 +301,7 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     dpfl_error verr = {{0}};
-    const char *why = dpfl_config_validate(cfg, &verr) ? verr.msg : unsupported(cfg, opt);
+    const char *why = dpfl_config_validate(cfg, &verr) ? verr.msg : unsupported(cfg);
     int rc;
     if (why) {
         rc = rank == 0 ? cli_error("%s", why) : 1;
