@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mpirun -np R dpfl train (src/cli/mpi_train.c): the same model bytes and epsilons as one process for a seed, with
-# dropouts and client-level DP, kept client state, input transforms, helper models and rPDP-FL budgets, on 2 and 3
+# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets and distributed
+# DP (secure aggregation over MPI messages), on 2 and 3
 # ranks, and after a resume; a setting the ranks cannot share is refused on one line.  Run by
 # `make test`; skipped, saying so, where mpirun or an MPI build is missing (CI installs OpenMPI: scripts/setup.sh).
 set -u
@@ -169,10 +170,21 @@ grep -q '"opted_out":[[:space:]]*[1-9]' "$tmp/rpdp-one/summary.json" || t_fail "
 same_as_one rpdpmin "$tmp/rpdp.ini" --set record_dp.budget_policy=minimum
 t_end
 
+t_begin "mpirun: distributed DP runs secure aggregation over MPI messages (rank 0 sees masked inputs only)"
+# no dropout (every round released), then client_dp.dropout = 0.2 with kept state: a dropout advertises and shares
+# its keys and sends no input, as in one process, so some rounds release nothing there and here alike
+same_as_one ddp "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0 \
+  --set client_dp.dropout=0 --set client_dp.ddp_tolerated_dropout=0.25
+[ "$(grep -c '"ddp_released":[[:space:]]*true' "$tmp/ddp-np3/metrics.jsonl")" -ge 2 ] || t_fail "ddp: rounds were not released"
+same_as_one ddpdrop "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0 \
+  --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set fl.client_state=keep \
+  --set fl.optimizer=sgd --set fl.momentum=0.9
+t_end
+
 t_begin "mpirun: what cannot run across ranks is refused on one line saying why"
-out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/ddp" --quiet --set client_dp.mechanism=ddp 2>&1) &&
-  t_fail "distributed DP under mpirun exited 0"
-grep -q "client_dp.mechanism = ddp is not supported across ranks yet (secure aggregation over MPI messages" <<<"$out" ||
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/ddp" --quiet --set client_dp.mechanism=ddp \
+      --set client_dp.ddp_secagg=no 2>&1) && t_fail "distributed DP without secure aggregation under mpirun exited 0"
+grep -q "client_dp.ddp_secagg = no would send each client's noisy update to rank 0 in the clear" <<<"$out" ||
   t_fail "no clear error: $out"
 out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt" --quiet --set record_dp.budget_policy=filter 2>&1) &&
   t_fail "the per-record filter under mpirun exited 0"

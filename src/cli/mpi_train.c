@@ -46,7 +46,11 @@ typedef struct {
     int32_t released; /* rounds released before this one (rPDP-FL: what the workers replay) */
     int32_t sync;     /* 1: no round: round `round` was released (the model follows with helper models); the workers
                          sync their helpers and send rank 0 the state of the clients they trained in it */
-    double S;
+    int32_t unmask;   /* 1: no round: distributed DP's unmasking request of round `round` follows */
+    int32_t ddp;      /* distributed DP: the round's public values below (threshold 0: nothing can be released) */
+    int32_t threshold;
+    double S, client_z;
+    uint8_t seed[32]; /* the round's rotation seed */
 } round_head;
 
 typedef struct { /* a worker's answer for one client, besides its update */
@@ -64,9 +68,43 @@ typedef struct {
     int32_t keeps, nstates;
 } start_msg;
 
-enum { TAG_STATE_T = 30000, TAG_STATE = 30001 };
-
 static int nranks, rank, started;
+
+enum { TAG_STATE_T = 30000, TAG_STATE = 30001, TAG_ADVERT = 30010, TAG_SHARES = 30011, TAG_SHARES_FOR = 30012,
+       TAG_MASKED = 30013, TAG_UNMASK = 30014 };
+
+/* Variable-length messages (secure aggregation's): a send, a receive of whatever length came (malloc'd; NULL and
+ * MPI_Abort when out of memory: the protocol cannot go on), a broadcast from rank 0. */
+static void send_bytes(const void *p, size_t len, int dest, int tag)
+{
+    MPI_Send((void *)p, (int)len, MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+}
+
+static uint8_t *recv_bytes(int src, int tag, size_t *len)
+{
+    MPI_Status ms;
+    int n;
+    MPI_Probe(src, tag, MPI_COMM_WORLD, &ms);
+    MPI_Get_count(&ms, MPI_BYTE, &n);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (!b) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Recv(b, n, MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    *len = (size_t)n;
+    return b;
+}
+
+static uint8_t *bcast_bytes(const uint8_t *data, size_t *len)
+{
+    uint64_t n = rank == 0 ? (uint64_t)*len : 0;
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (!b) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (rank == 0) memcpy(b, data, (size_t)n);
+    MPI_Bcast(b, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+    *len = (size_t)n;
+    return b;
+}
+
 static start_msg sm;
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
@@ -138,12 +176,95 @@ static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
+/* Rank 0's side of a distributed-DP round (Bell et al. 2020, as dpfl serve leads it): each surviving client's
+ * worker trains and encodes it and advertises its keys; rank 0's secure-aggregation server (job->ddp->secagg)
+ * takes the adverts in client order, broadcasts the keys, takes the shares, then sends each client the shares
+ * addressed to it and adds its masked input.  Rank 0 never sees an update, only masked inputs; the unmasking is
+ * mpi_secagg_finish.  A worker's failure to train or encode stops the round before any key goes out. */
+static dpfl_status ddp_rounds(dpfl_round_job *job, const int32_t *ids, const uint8_t *drop, dpfl_error *err)
+{
+    dpfl_secagg_server *sa = job->ddp->secagg;
+    const int32_t n = job->count;
+    if (!job->ddp->threshold) return DPFL_OK; /* too few clients sampled: nobody trains (as dpfl serve) */
+    dpfl_status st = DPFL_OK;
+    for (int32_t j = 0; j < n; j++) { /* trained, encoded, keys advertised (a dropout advertises too: as in one
+                                        * process, client_dp.dropout drops a client after the keys, before its input) */
+        client_answer a;
+        MPI_Recv(&a, sizeof a, MPI_BYTE, owner(ids[j]), 2 * j, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        size_t len;
+        uint8_t *m = recv_bytes(owner(ids[j]), TAG_ADVERT, &len);
+        dpfl_client_report *r = &job->reports[j];
+        if (!drop[j]) r->loss_sum = a.loss_sum, r->examples = a.examples, r->steps = a.steps, r->clipped = a.clipped;
+        if (a.status && !st) st = dpfl_fail(err, (dpfl_status)a.status, "rank %d, client %d: %s", owner(ids[j]), ids[j], a.msg);
+        if (!a.status && !st) st = dpfl_secagg_server_add_advert(sa, m, len, err);
+        free(m);
+    }
+    dpfl_secagg_msg keys = {0};
+    if (!st) st = dpfl_secagg_server_keys(sa, &keys, err);
+    size_t klen = st ? 0 : keys.len; /* an empty message: the round stops here */
+    free(bcast_bytes(keys.data, &klen));
+    dpfl_secagg_msg_free(&keys);
+    if (st) return st;
+    for (int32_t j = 0; j < n && !st; j++) { /* the shares */
+        size_t len;
+        uint8_t *m = recv_bytes(owner(ids[j]), TAG_SHARES, &len);
+        st = dpfl_secagg_server_add_shares(sa, m, len, err);
+        free(m);
+    }
+    for (int32_t j = 0; j < n; j++) { /* shares for each client, its masked input back (one client at a time) */
+        dpfl_secagg_msg sf = {0};
+        if (!st) st = dpfl_secagg_server_shares_for(sa, (uint32_t)j, &sf, err);
+        if (drop[j]) { /* the dropout sends no input */
+            dpfl_secagg_msg_free(&sf);
+            continue;
+        }
+        send_bytes(sf.data, st ? 0 : sf.len, owner(ids[j]), TAG_SHARES_FOR);
+        dpfl_secagg_msg_free(&sf);
+        size_t len;
+        uint8_t *m = recv_bytes(owner(ids[j]), TAG_MASKED, &len);
+        if (!st && len == 0) st = dpfl_fail(err, DPFL_EINVAL, "rank %d, client %d: no masked input", owner(ids[j]), ids[j]);
+        if (!st) st = dpfl_secagg_server_add_masked(sa, m, len, err);
+        free(m);
+    }
+    if (st) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers' protocol state cannot be unwound past the keys */
+    return DPFL_OK;
+}
+
+/* The unmasking of a distributed-DP round: the request to every worker, whose clients answer in client order. */
+static dpfl_status mpi_secagg_finish(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req,
+                                     size_t len, int32_t arrived, uint32_t *sum, int *released, dpfl_error *err)
+{
+    (void)t;
+    round_head h = {.round = job->round, .unmask = 1};
+    MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
+    size_t rl = len;
+    free(bcast_bytes(req, &rl));
+    dpfl_status st = DPFL_OK;
+    for (int32_t j = 0; j < job->nsampled; j++) {
+        if (job->reports[j].dropped) continue;
+        size_t ml;
+        uint8_t *m = recv_bytes(owner(job->sampled[j]), TAG_UNMASK, &ml);
+        if (!st) st = dpfl_secagg_server_add_unmask(job->ddp->secagg, m, ml, err);
+        free(m);
+    }
+    uint32_t summed = 0;
+    if (!st) st = dpfl_secagg_server_finish(job->ddp->secagg, sum, &summed, err);
+    *released = !st && (int32_t)summed == arrived;
+    return st;
+}
+
 static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err)
 {
     (void)t;
     const size_t P = job->nparam;
     const int32_t start = job->start, n = job->count;
     round_head h = {.round = job->round, .n = n, .released = job->released, .S = job->update_clip};
+    if (job->ddp) {
+        h.ddp = 1;
+        h.threshold = job->ddp->threshold;
+        h.client_z = job->ddp->client_z;
+        memcpy(h.seed, job->ddp->seed, 32);
+    }
     int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
     uint8_t *drop = malloc((size_t)(n > 0 ? n : 1));
     if (!ids || !drop) {
@@ -155,8 +276,8 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
     MPI_Bcast(ids, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(drop, n, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast((void *)job->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    dpfl_status st = DPFL_OK;
-    for (int32_t j = 0; j < n; j++) {
+    dpfl_status st = job->ddp ? ddp_rounds(job, ids, drop, err) : DPFL_OK;
+    for (int32_t j = 0; !job->ddp && j < n; j++) {
         if (drop[j]) continue;
         client_answer a;
         MPI_Recv(&a, sizeof a, MPI_BYTE, owner(ids[j]), 2 * j, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -172,7 +293,8 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
 
 /* rank 0 trains no client: files listed with data.source_rows may be absent there (each worker checks its own) */
 static dpfl_transport mpi_transport = {.run_clients = mpi_run_clients, .whole_round = 1, .start = mpi_start,
-                                       .finish = mpi_finish, .clients_hold_data = 1, .after_round = mpi_after_round};
+                                       .finish = mpi_finish, .clients_hold_data = 1, .after_round = mpi_after_round,
+                                       .secagg_finish = mpi_secagg_finish};
 
 /* rPDP-FL on a worker: the levels' opt-outs and charges of the rounds released before `round`, then the opt-outs
  * of `round` itself, as rank 0's run makes them (run_round.c): the same per-record rates for its clients. */
@@ -183,6 +305,115 @@ static dpfl_status rpdp_replay(fl_node *n, int32_t *replayed, int32_t released, 
     for (; !st && *replayed < released; ++*replayed)
         if (!(st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err))) fl_rpdp_charge(&n->acct.rpdp);
     return st ? st : fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err);
+}
+
+/* A worker's distributed-DP round: its clients' secure-aggregation clients and encoded updates, per sampled index. */
+typedef struct {
+    dpfl_secagg_client **sa;
+    uint32_t **enc;    /* NULL for a dropout: it sends no input */
+    int32_t n, cap;
+} worker_ddp;
+
+static void worker_ddp_reset(worker_ddp *w)
+{
+    for (int32_t j = 0; j < w->n; j++) {
+        dpfl_secagg_client_free(w->sa[j]);
+        free(w->enc[j]);
+        w->sa[j] = NULL, w->enc[j] = NULL;
+    }
+    w->n = 0;
+}
+
+/* This rank's clients of a distributed-DP round, as a deployed client runs it (src/net/client_secagg.c): train,
+ * encode (clip, rotate, round, Skellam noise, wrap) and advertise keys; then rank 0's keys -> shares, the shares
+ * addressed to each client -> its masked input.  The unmasking follows in the round loop (round_head.unmask). */
+static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids, const uint8_t *drop, float *u,
+                             int32_t *mine, int32_t *nmine, dpfl_status rst, const dpfl_error *re, worker_ddp *w)
+{
+    dpfl_sim *s = n->in.sim;
+    worker_ddp_reset(w);
+    if (!h->threshold) return; /* too few clients sampled: nobody trains (as dpfl serve) */
+    if (h->n > w->cap) {
+        dpfl_secagg_client **ns = realloc(w->sa, (size_t)h->n * sizeof *ns);
+        if (ns) w->sa = ns;
+        uint32_t **ne = ns ? realloc(w->enc, (size_t)h->n * sizeof *ne) : NULL;
+        if (!ne) MPI_Abort(MPI_COMM_WORLD, 1);
+        w->enc = ne;
+        w->cap = h->n;
+    }
+    w->n = h->n;
+    for (int32_t j = 0; j < h->n; j++) w->sa[j] = NULL, w->enc[j] = NULL;
+    dpfl_error e = rst ? *re : (dpfl_error){{0}};
+    dpfl_status st = rst;
+    int any = 0;
+    for (int32_t j = 0; j < h->n; j++) any |= owner(ids[j]) == rank;
+    const dpfl_ddp_plan *plan = NULL;
+    if (any && !st) { /* the round's public values, checked against this rank's own plan */
+        dpfl_sim_set_update_clip(s, h->S);
+        st = dpfl_sim_set_client_noise(s, h->round, dpfl_round_client_noise(n->in.cfg, h->round, n->acct.rs.client_z), &e);
+        if (!st) st = dpfl_sim_ddp_client_setup(s, h->round, h->n, h->threshold, h->seed, &e);
+        if (!st && (plan = dpfl_sim_ddp_plan(s))->z != h->client_z)
+            st = dpfl_fail(&e, DPFL_EINVAL, "client-level noise multiplier %.17g, rank %d's plan has %.17g", h->client_z,
+                           rank, plan->z);
+    }
+    for (int32_t j = 0; j < h->n; j++) { /* a dropout only advertises its keys (and shares them, below) */
+        if (owner(ids[j]) != rank) continue;
+        dpfl_client_report res;
+        memset(&res, 0, sizeof res);
+        client_answer a;
+        memset(&a, 0, sizeof a);
+        dpfl_error ce = e;
+        dpfl_secagg_msg adv = {0};
+        dpfl_status cst = st;
+        if (!cst && !drop[j]) cst = dpfl_sim_client_round(s, h->round, h->S, ids[j], u, &res, &ce);
+        if (!cst && !drop[j] && !(w->enc[j] = malloc(plan->d * sizeof **w->enc)))
+            cst = dpfl_fail(&ce, DPFL_ENOMEM, "out of memory (an encoded update)");
+        double norm;
+        if (!cst && !drop[j]) cst = dpfl_sim_ddp_client_encode(s, ids[j], u, w->enc[j], &norm, &ce);
+        if (!cst) {
+            const dpfl_secagg_params sp = {(uint32_t)h->n, (uint32_t)h->threshold, (uint32_t)plan->bits, plan->d};
+            uint8_t seed[32];
+            if (n->in.root.seeded) dpfl_sim_secagg_seed(&n->in.root, h->round, ids[j], seed);
+            cst = dpfl_secagg_client_create(&sp, (uint32_t)j, n->in.root.seeded ? seed : NULL, &w->sa[j], &ce);
+        }
+        if (!cst) cst = dpfl_secagg_client_advertise(w->sa[j], &adv, &ce);
+        a.status = cst;
+        if (cst) memcpy(a.msg, ce.msg, sizeof a.msg);
+        else if (!drop[j]) mine[(*nmine)++] = ids[j];
+        /* the server of distributed DP never sees an update's norm, nor, with record-level DP, the statistics no
+         * epsilon covers (as a deployed client sends them) */
+        a.steps = res.steps;
+        if (!n->in.rdp_on) a.loss_sum = res.loss_sum, a.examples = res.examples, a.clipped = res.clipped;
+        MPI_Send(&a, sizeof a, MPI_BYTE, 0, 2 * j, MPI_COMM_WORLD);
+        send_bytes(adv.data, cst ? 0 : adv.len, 0, TAG_ADVERT);
+        dpfl_secagg_msg_free(&adv);
+    }
+    size_t klen = 0;
+    uint8_t *keys = bcast_bytes(NULL, &klen);
+    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares of this rank's clients */
+        if (owner(ids[j]) != rank) continue;
+        dpfl_secagg_msg out = {0};
+        dpfl_error ce;
+        if (dpfl_secagg_client_share_keys(w->sa[j], keys, klen, &out, &ce)) {
+            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        send_bytes(out.data, out.len, 0, TAG_SHARES);
+        dpfl_secagg_msg_free(&out);
+    }
+    free(keys);
+    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares addressed to each, its masked input back */
+        if (drop[j] || owner(ids[j]) != rank) continue;
+        size_t len;
+        uint8_t *sf = recv_bytes(0, TAG_SHARES_FOR, &len);
+        dpfl_secagg_msg out = {0};
+        dpfl_error ce;
+        if (len && dpfl_secagg_client_masked_input(w->sa[j], sf, len, w->enc[j], &out, &ce))
+            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg), out.len = 0; /* rank 0 stops the job */
+        send_bytes(out.data, out.len, 0, TAG_MASKED);
+        dpfl_secagg_msg_free(&out);
+        free(sf);
+    }
 }
 
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
@@ -223,10 +454,29 @@ static int worker_rank(const dpfl_config *cfg)
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
+    worker_ddp wd = {0};
     for (;;) {
         round_head h;
         MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (h.stop) break;
+        if (h.unmask) { /* distributed DP: this rank's clients answer the unmasking request, in client order */
+            size_t rl = 0;
+            uint8_t *req = bcast_bytes(NULL, &rl);
+            for (int32_t j = 0; j < wd.n; j++) {
+                if (!wd.enc[j]) continue; /* not this rank's, or a dropout */
+                dpfl_secagg_msg out = {0};
+                dpfl_error ce;
+                if (dpfl_secagg_client_unmask(wd.sa[j], req, rl, &out, &ce)) {
+                    cli_error("rank %d: unmasking: %s", rank, ce.msg);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                send_bytes(out.data, out.len, 0, TAG_UNMASK);
+                dpfl_secagg_msg_free(&out);
+            }
+            free(req);
+            worker_ddp_reset(&wd); /* its secrets wiped */
+            continue;
+        }
         if (h.sync) { /* round h.round released: the helpers of the clients this rank trained in it synced with the
                        * model it released, then their states to rank 0 (its checkpoint) */
             if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -257,7 +507,8 @@ static int worker_rank(const dpfl_config *cfg)
         nmine = 0;
         dpfl_error re = {{0}};
         dpfl_status rst = n->acct.rpdp.on ? rpdp_replay(n, &replayed, h.released, &re) : DPFL_OK;
-        for (int32_t j = 0; j < h.n; j++) {
+        if (h.ddp) worker_ddp_round(n, &h, ids, drop, u, mine, &nmine, rst, &re, &wd);
+        for (int32_t j = 0; !h.ddp && j < h.n; j++) {
             if (drop[j] || owner(ids[j]) != rank) continue;
             dpfl_client_report res;
             memset(&res, 0, sizeof res);
@@ -275,6 +526,8 @@ static int worker_rank(const dpfl_config *cfg)
         }
     }
     if (st) cli_error("rank %d: %s", rank, err.msg);
+    worker_ddp_reset(&wd);
+    free(wd.sa), free(wd.enc);
     free(u), free(ids), free(drop), free(mine), free(w0), free(sbuf), free(sids);
     fl_node_free(n);
     free(n);
@@ -284,9 +537,9 @@ static int worker_rank(const dpfl_config *cfg)
 /* What a run with worker ranks cannot do, on one line (NULL: nothing). */
 static const char *unsupported(const dpfl_config *cfg)
 {
-    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP)
-        return "mpirun: client_dp.mechanism = ddp is not supported across ranks yet (secure aggregation over MPI "
-               "messages is not built); run it in one process or deployed (dpfl serve / join)";
+    if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP && !cfg->client_dp.ddp_secagg)
+        return "mpirun: client_dp.ddp_secagg = no would send each client's noisy update to rank 0 in the clear: across "
+               "ranks distributed DP runs secure aggregation (ddp_secagg = yes)";
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE &&
         cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
         return "mpirun: record_dp.budget_policy = filter is not supported across ranks (each record's spent budget "
