@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define STATE_MAGIC 0x4c435044u /* "DPCL" */
-#define STATE_VERSION 2u /* 2: sync_round (helper models) */
+#define STATE_VERSION 2u /* 2: sync_round (helper models), the filter's spend */
 
 static void state_path(const client_own *own, const char *file, char *buf, size_t cap)
 {
@@ -42,6 +42,20 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
     fl_node *n = own->node;
     *eps = NAN;
     if (!n->in.rdp_on) return DPFL_OK;
+    if (n->acct.rpdp.on && n->acct.rpdp.filter) { /* the individual filter: each record's guarantee is its cap, as the
+                                                   * simulation reports it (fl_rpdp_filter_epsilon) */
+        const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+        double last_cap = -1, e = 0;
+        *eps = 0;
+        for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, own->k); i++) {
+            const double cap = n->acct.rpdp.cap[idx[i]];
+            dpfl_status st = cap == last_cap ? DPFL_OK : fl_rpdp_filter_epsilon(&n->acct.rpdp, n->in.cfg, idx[i], &e, err);
+            if (st) return st;
+            last_cap = cap;
+            if (e > *eps) *eps = e;
+        }
+        return DPFL_OK;
+    }
     if (n->acct.rpdp.on) { /* every record's level is charged every released round (the two-stage bound) */
         double *e = malloc((size_t)n->acct.rpdp.nlevels * sizeof *e), max;
         if (!e) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
@@ -67,6 +81,9 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
  *   head    i32 client, i32 clients, u64 nparam, u8 config_digest[32], u8 partition_digest[32]
  *           i64 participations, i64 record_steps, i32 replayed, f64 record_z, i32 sync_round
  *   state   i64 t, u64 floats, f32 state[floats]          (per-client state; floats = 0 without one)
+ *   filter  u64 nrec, f64 spent[nrec]                     (record_dp.budget_policy = filter: the Renyi loss each of
+ *                                                          this client's records has spent, in partition order;
+ *                                                          nrec = 0 without the filter)
  *   answer  i32 last_round, u8 last_digest[32], u64 frame_len, u8 frame[frame_len]   (the last answer, as sent) */
 typedef struct {
     int32_t client, clients, replayed, sync_round;
@@ -95,7 +112,9 @@ static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *
         cJSON_AddNumberToObject(o, "delta", n->in.cfg->record_dp.delta);
         cJSON_AddNumberToObject(o, "noise", n->acct.rs.record_z);
         cJSON_AddStringToObject(o, "epsilon_covers",
-                                n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
+                                n->acct.rpdp.filter ? "this client's records, each within its own cap (the individual "
+                                                      "Renyi filter; the largest here)"
+                                : n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
                                                   "here); every released round of the run is charged (two-stage bound)"
                                                 : "this client's records: the rounds it trained and sent an update");
         if (n->in.root.seeded)
@@ -124,7 +143,10 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
                     .sync_round = own->sync_round};
     h.t = dpfl_sim_client_state(n->in.sim, own->k, &state);
     h.floats = state ? dpfl_sim_client_state_floats(n->in.sim) : 0;
-    const size_t len = HEAD_BYTES + 4 * h.floats + ANSWER_BYTES + own->last_len;
+    const fl_rpdp *rp = &n->acct.rpdp;
+    const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+    const uint64_t nrec = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    const size_t len = HEAD_BYTES + 4 * h.floats + 8 + 8 * nrec + ANSWER_BYTES + own->last_len;
     uint8_t *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client.bin)");
     dpfl_bytes_writer w = dpfl_bytes_writer_over(buf, len);
@@ -141,6 +163,8 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     dpfl_bytes_put_i64(&w, h.t);
     dpfl_bytes_put_u64(&w, h.floats);
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
+    dpfl_bytes_put_u64(&w, nrec);
+    for (uint64_t i = 0; i < nrec; i++) dpfl_bytes_put_f64(&w, rp->spent[idx[i]]);
     dpfl_bytes_put_i32(&w, own->last_round);
     dpfl_bytes_put(&w, own->last_digest, 32);
     dpfl_bytes_put_u64(&w, own->last_len);
@@ -197,6 +221,27 @@ static const char *state_read(client_own *own, dpfl_bytes_reader *r, const state
     return why;
 }
 
+/* The filter's spend of this client's records back, and the rates it leaves them (a spent record is out); NULL, or
+ * why not. */
+static const char *spent_read(client_own *own, dpfl_bytes_reader *r, dpfl_error *e)
+{
+    fl_node *n = own->node;
+    fl_rpdp *rp = &n->acct.rpdp;
+    const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+    uint64_t nrec;
+    dpfl_bytes_get_u64(r, &nrec);
+    const uint64_t want = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    if (r->short_read || nrec != want || nrec > dpfl_bytes_left(r) / 8) return "its filter spend does not fit this run";
+    for (uint64_t i = 0; i < nrec; i++) {
+        double v;
+        dpfl_bytes_get_f64(r, &v);
+        if (!(v >= 0 && v <= rp->cap[idx[i]])) return "its filter spend is out of range";
+        rp->spent[idx[i]] = v;
+    }
+    if (nrec && fl_rpdp_rates(rp, &n->in.part, e)) return e->msg;
+    return NULL;
+}
+
 /* The last answer (distributed DP keeps no frame: the round whose masked input went out); NULL, or why not. */
 static const char *answer_read(client_own *own, dpfl_bytes_reader *r)
 {
@@ -234,6 +279,7 @@ dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *
     const char *why = head_check(own, &h, &r);
     dpfl_error e;
     if (!why && h.t > 0) why = state_read(own, &r, &h, &e);
+    if (!why) why = spent_read(own, &r, &e);
     if (!why) why = answer_read(own, &r);
     if (!why) {
         n->acct.ledger.participations[own->k] = h.participations;

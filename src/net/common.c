@@ -31,9 +31,6 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
                                            "server in the clear: over the network distributed DP runs secure "
                                            "aggregation (ddp_secagg = yes)");
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
-        if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "
-                                               "record's spent budget lives in its client): use dpfl train");
         int generated = cfg->record_dp.budgets != DPFL_BUDGETS_FILE && cfg->record_dp.budgets != DPFL_BUDGETS_CLASS;
         if (generated && !cfg->run.seed.given)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = %s draws the budgets from the run's seed, which a "
