@@ -139,7 +139,7 @@ for how in mpi one; do
 done
 t_end
 
-t_begin "mpirun: rPDP-FL budgets: each worker replays the levels' opt-outs round by round (dropout and minimum policies)"
+t_begin "mpirun: rPDP-FL budgets: each worker replays the levels' opt-outs round by round (dropout, minimum, rpdp policies)"
 # budget_rounds = 3 of 6 rounds: the levels opt out in the run, so a worker that did not replay them would train
 # records rank 0 has stopped charging
 cat >"$tmp/rpdp.ini" <<'INI'
@@ -168,6 +168,7 @@ INI
 same_as_one rpdp "$tmp/rpdp.ini" --set record_dp.budget_policy=dropout --set record_dp.budget_rounds=3
 grep -q '"opted_out":[[:space:]]*[1-9]' "$tmp/rpdp-one/summary.json" || t_fail "no level opted out: the replay is not exercised"
 same_as_one rpdpmin "$tmp/rpdp.ini" --set record_dp.budget_policy=minimum
+same_as_one rpdpdef "$tmp/rpdp.ini"
 t_end
 
 t_begin "mpirun: distributed DP runs secure aggregation over MPI messages (rank 0 sees masked inputs only)"
