@@ -72,9 +72,9 @@ VARIANT := $(subst $(space),-,$(strip $(filter-out x86-64,$(MARCH)) $(if $(X86),
 ARCH    := $(if $(MARCH),-march=$(MARCH))
 # The kernel files' instruction sets: src/core/cpu.c checks that the CPU has every one before they run.
 AVX512_FLAGS := -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx2 -mfma -mbmi -mbmi2 -mpopcnt
-AVX2_FLAGS   := -mavx2
+AVX2_FLAGS   := -mavx2 -mfma
 KERNELS_AVX512 := src/nn/conv_direct.c src/nn/conv_winograd.c src/nn/gemm_avx512.c src/core/rng_avx512.c src/core/chacha20_avx512.c
-KERNELS_AVX2   := src/core/chacha20_avx2.c
+KERNELS_AVX2   := src/nn/conv_direct_avx2.c src/core/chacha20_avx2.c
 ifeq ($(SAN),tsan)
   BUILD  ?= build$(if $(VARIANT),/$(VARIANT))/tsan
   OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=thread

@@ -92,6 +92,23 @@ grep -q '"train_accuracy":' <<<"$out" || t_fail "eval --split train --json has n
 grep -q '"examples":110' <<<"$out" || t_fail "eval --data va.csv --split train: not the 110 training rows of the file: $out"
 t_end
 
+t_begin "a model trained on standardized inputs is fed as its model.bin records, with no config.ini beside it"
+# mnist: the published constants; own CSV: data.feature_mean / feature_std, one per feature
+mkdir -p "$tmp/bare" && cp "$tmp/mnist/model.bin" "$tmp/bare/mnist.bin" && cp "$tmp/own/model.bin" "$tmp/bare/own.bin"
+out=$("$dpfl" eval "$tmp/bare/mnist.bin" --data mnist --json 2>&1)
+[ "$(num test_accuracy <<<"$out")" = "$(num test_accuracy < "$tmp/mnist/summary.json")" ] || t_fail "bare mnist model: $out"
+# the run's columns (0, 1, 3, 4, 7, 9; label 13) of va.csv as a file of their own, rows with a '?' there dropped
+awk -F, '{ r = $1","$2","$4","$5","$8","$10","$14; if (r !~ /\?/) print r }' "$tmp/va.csv" > "$tmp/va6.csv"
+want=$("$dpfl" eval "$tmp/own" --data "csv:$tmp/va.csv" --json 2>&1)
+got=$("$dpfl" eval "$tmp/bare/own.bin" --data "csv:$tmp/va6.csv" --seed 1 --json 2>&1)
+for k in test_accuracy test_loss examples; do
+  [ -n "$(num $k <<<"$want")" ] && [ "$(num $k <<<"$got")" = "$(num $k <<<"$want")" ] || t_fail "bare own model $k: $got, with its run: $want"
+done
+raw=$("$dpfl" eval "$tmp/bare/own.bin" --data "csv:$tmp/va6.csv" --seed 1 --normalize none --json 2>&1)
+[ "$(num test_loss <<<"$raw")" != "$(num test_loss <<<"$got")" ] || t_fail "--normalize none changed nothing: $raw"
+"$dpfl" export "$tmp/bare/own.bin" -o "$tmp/bare/own.npz" 2>/dev/null || t_fail "export of the bare own model failed"
+t_end
+
 t_begin "eval and export errors: one line, non-zero status, naming the file"
 err "missing file" "$tmp/none.bin" "$dpfl" eval "$tmp/none.bin" --data mnist
 printf 'not a model, but long enough to be read as one' > "$tmp/junk.bin"
@@ -130,7 +147,7 @@ if [ -z "$py" ]; then
     echo "numpy checks of dpfl export: SKIPPED: no python3 that imports numpy (apt-get install python3-numpy, or make setup)"
   fi
 else
-  t_begin "numpy.load reads the export; a NumPy forward pass from its graph reproduces dpfl eval (mlp and conv on MNIST, resnet20-gn and cnn-tf-cifar on CIFAR-format data)"
+  t_begin "numpy.load reads the export; a NumPy forward pass from its graph reproduces dpfl eval (mlp and conv on MNIST, raw and standardized as the archive says, resnet20-gn and cnn-tf-cifar on CIFAR-format data)"
   # CIFAR-10's binary format, generated (the official archive cannot be downloaded here): 5 x 40 training records
   # and 200 test records whose colour depends on the label, under a data folder of their own
   cifar=$tmp/cifar_data/cache/cifar10/cifar-10-batches-bin
@@ -151,7 +168,8 @@ PYEOF
     DPFL_DATA=$tmp/cifar_data "$dpfl" export "$tmp/${r%%:*}" 2>/dev/null || t_fail "export of ${r#*:} failed"
   done
   mnist=$DPFL_DATA/cache/mnist
-  for r in raw conv resnet tfcifar; do
+  "$dpfl" export "$tmp/mnist" 2>/dev/null || t_fail "export of the mnist run failed" # standardized: dpfl_input_*
+  for r in raw conv mnist resnet tfcifar; do
     dir=$mnist data=$DPFL_DATA
     case $r in resnet | tfcifar) dir=$cifar data=$tmp/cifar_data ;; esac
     if ! got=$("$py" tests/npz_forward.py "$tmp/$r/model.npz" "$dir" 2>&1); then t_fail "$r: $got"; continue; fi

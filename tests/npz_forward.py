@@ -2,7 +2,8 @@
 
 usage: npz_forward.py MODEL.npz DATA_DIR
 DATA_DIR holds MNIST's t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, or CIFAR-10's test_batch.bin (binary
-version: a label byte, then the red, green and blue 32 x 32 planes); inputs are pixels / 255 (data.normalize = none).
+version: a label byte, then the red, green and blue 32 x 32 planes); inputs are pixels / 255, then standardized as the
+archive's dpfl_input_mean / dpfl_input_std say when it has them.
 Checks that numpy.load reads every array with the shape its layer implies, runs the model from the archive's graph
 alone (dpfl_layers: one row per layer, columns named by dpfl_layer_columns, kinds by dpfl_layer_kinds -- residual
 blocks, GroupNorm and average pooling included; no spec parsing), and prints "accuracy A loss L examples N" for
@@ -71,6 +72,13 @@ def main():
     net = [dict(zip(cols, (int(v) for v in row)), kind=kinds[row[0]]) for row in table]
     images, y = test_set(folder)
     x = images.astype(np.float32).reshape(-1, c, h, w) / np.float32(255)
+    if "dpfl_input_mean" in z.files:  # the standardization in training: one pair, per channel or per value
+        mean, std = z["dpfl_input_mean"], z["dpfl_input_std"]
+        assert mean.dtype == std.dtype == np.float64 and mean.shape == std.shape, (mean.dtype, mean.shape, std.shape)
+        n = mean.shape[0]
+        shape = (1, 1, 1, 1) if n == 1 else (1, c, 1, 1) if n == c else (1, c, h, w)
+        assert n in (1, c, c * h * w), n
+        x = ((x.astype(np.float64) - mean.reshape(shape)) / std.reshape(shape)).astype(np.float32)
     names = set(k for k in z.files if not k.startswith("dpfl_"))
 
     def param(name, shape):

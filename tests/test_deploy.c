@@ -198,8 +198,8 @@ static void assert_same_bytes(const char *a, const char *b)
     void *x, *y;
     size_t nx, ny;
     dpfl_error err;
-    assert_int_equal(dpfl_file_read(a, 0x4D465044u /* "DPFM" */, 2u /* model.bin version 2 */, &x, &nx, &err), DPFL_OK);
-    assert_int_equal(dpfl_file_read(b, 0x4D465044u, 2u, &y, &ny, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(a, 0x4D465044u /* "DPFM" */, 3u /* model.bin version 3 */, &x, &nx, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(b, 0x4D465044u, 3u, &y, &ny, &err), DPFL_OK);
     assert_int_equal(nx, ny);
     if (memcmp(x, y, nx)) {
         print_error("%s and %s hold different models\n", a, b);
@@ -838,6 +838,49 @@ static void a_resumed_server_finishes_the_uninterrupted_run(void **state)
     cJSON_Delete(last);
 }
 
+/* SIGTERM (or Ctrl-C) to dpfl serve: it stops after the round in progress, says how to continue, exits 143 and leaves
+ * an interrupted run (summary.json marked, model.bin); the clients, told so, wait, and `serve --resume` finishes the
+ * run with them: the simulation's model.bin and metrics. */
+static void a_server_stopped_by_a_signal_resumes(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t5s.ini"));
+    write_config(cfg, 3, 6, DP);
+    train(cfg, tp("t5s-sim"));
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t5s-dep"), tp("t5s-server1.log"), "--join-timeout 30 --round-timeout 30");
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t5s-state%d", k), tp("t5s-client%d.log", k), "--delay 0.25");
+    const double end = now_s() + 60;
+    while (count_lines(tp("t5s-dep/metrics.jsonl")) < 2 && now_s() < end) sleep_s(0.01);
+    kill(srv, SIGTERM);
+    expect_exit(srv, 128 + SIGTERM, tp("t5s-server1.log"), 60);
+    assert_true(contains(tp("t5s-server1.log"), "continue with: dpfl serve --resume "));
+    const int done_before = count_lines(tp("t5s-dep/metrics.jsonl"));
+    assert_true(done_before >= 2 && done_before < 6);
+    cJSON *sum = json_file(tp("t5s-dep/summary.json"));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "interrupted")));
+    assert_int_equal((int)num(sum, "rounds"), done_before);
+    cJSON_Delete(sum);
+    assert_int_equal(access(tp("t5s-dep/model.bin"), F_OK), 0);
+    /* the clients were told, and wait for the resumed server */
+    sleep_s(0.5);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(waitpid(cl[k], NULL, WNOHANG), 0);
+        assert_true(contains(tp("t5s-client%d.log", k), "waiting for it to resume"));
+    }
+    srv = spawn(tp("t5s-server2.log"), "serve --resume '%s' --bind tcp://127.0.0.1:%d --keys '%s' --join-timeout 30 "
+                                       "--round-timeout 30", tp("t5s-dep"), port, tp("keys/server"));
+    expect_exit(srv, 0, tp("t5s-server2.log"), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t5s-client%d.log", k), 10);
+    assert_same_bytes(tp("t5s-sim/model.bin"), tp("t5s-dep/model.bin"));
+    assert_same_file(tp("t5s-sim/metrics.jsonl"), tp("t5s-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t5s-sim/summary.json"), tp("t5s-dep/summary.json"), "epsilon");
+}
+
 /* ---------------------------------------------------------------------------------------------- 6 */
 /* The README's example: scripts/deploy_heart.sh (the four heart-disease centres, rPDP-FL), here with Poisson client
  * sampling so that rounds a centre sits out are charged to its records when it learns they were released; --check
@@ -1084,6 +1127,7 @@ int main(void)
         cmocka_unit_test_teardown(a_server_whose_clients_never_join_does_not_start, kill_leftovers),
         cmocka_unit_test_teardown(a_server_stops_after_rounds_without_updates, kill_leftovers),
         cmocka_unit_test_teardown(a_resumed_server_finishes_the_uninterrupted_run, kill_leftovers),
+        cmocka_unit_test_teardown(a_server_stopped_by_a_signal_resumes, kill_leftovers),
         cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
         cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),
         cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),

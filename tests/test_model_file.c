@@ -79,8 +79,8 @@ static void file_read_returns_spec_and_params(void **state)
     dpfl_model_free(&m);
 }
 
-/* model.bin version 2 holds the shape the model was built for (dpfl export needs no data); a version 1 file (spec
- * and parameters only) still reads, with shape 0s; version 3 is refused. */
+/* model.bin holds the shape the model was built for (dpfl export needs no data); a version 1 file (spec
+ * and parameters only) still reads, with shape 0s; version 4 is refused. */
 static void file_holds_the_shape_and_old_files_still_read(void **state)
 {
     (void)state;
@@ -122,9 +122,9 @@ static void file_holds_the_shape_and_old_files_still_read(void **state)
     memset(p2, 0, m.nparam * sizeof(float));
     assert_int_equal(dpfl_model_load(&m2, p2, path, &err), DPFL_OK);
     assert_memory_equal(p2, p, m.nparam * sizeof(float));
-    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 3, v1, len, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 4, v1, len, &err), DPFL_OK);
     assert_int_equal(dpfl_model_file_read_shape(path, spec, sizeof spec, &q, &n, shape, &err), DPFL_EFORMAT);
-    assert_non_null(strstr(err.msg, "unsupported version 3"));
+    assert_non_null(strstr(err.msg, "unsupported version 4"));
     unlink(path);
     free(v1);
     free(p2);
@@ -252,7 +252,7 @@ static uint8_t *export_and_read(const dpfl_model *m, const float *p, int classes
     char path[128];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     dpfl_error err;
-    assert_int_equal(dpfl_model_export_npz(m, p, classes, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_export_npz(m, p, classes, NULL, path, &err), DPFL_OK);
     char *buf;
     assert_int_equal(dpfl_file_read_all(path, &buf, len, &err), DPFL_OK);
     return (uint8_t *)buf;
@@ -433,6 +433,120 @@ static void npz_mlp_shapes_and_values(void **state)
 }
 
 /* dpfl_evaluate: dpfl_nn_evaluate's numbers over any number of chunks; refuses data that does not fit the model */
+/* model.bin version 3 records the standardization the model's inputs had in training (per channel here), so that it
+ * can be fed without the run's config: read back exactly, exported as dpfl_input_mean / dpfl_input_std; "none"
+ * (n = 0) and "not recorded" (n = -1: dpfl_model_save, version 2 files) stay distinct; a record that fits neither
+ * 1 value, the channels nor the values, or holds a standard deviation that is not > 0, is refused. */
+static void file_records_the_inputs_standardization(void **state)
+{
+    (void)state;
+    dpfl_model m;
+    float *p = random_model("net:conv2k3p1,relu,fc3", 3, 4, 4, 3, &m, 11);
+    char path[128];
+    snprintf(path, sizeof path, "%s/std.bin", tmpdir);
+    double mean[3] = {0.4914, 0.4822, 0.4465}, sd[3] = {0.2470, 0.2435, 0.2616};
+    dpfl_input_standardization s = {3, mean, sd}, r;
+    dpfl_error err;
+    char spec[128];
+    float *q;
+    size_t n;
+    int32_t shape[4];
+    assert_int_equal(dpfl_model_save_standardized(&m, p, &s, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_OK);
+    assert_int_equal(r.n, 3);
+    assert_memory_equal(r.mean, mean, sizeof mean);
+    assert_memory_equal(r.std, sd, sizeof sd);
+    assert_memory_equal(q, p, n * sizeof(float));
+    assert_int_equal(shape[0], 3);
+    dpfl_free(q);
+    dpfl_input_standardization_free(&r);
+    /* the npz carries it */
+    size_t len;
+    snprintf(path, sizeof path, "%s/std.npz", tmpdir);
+    assert_int_equal(dpfl_model_export_npz(&m, p, 3, &s, path, &err), DPFL_OK);
+    char *z;
+    assert_int_equal(dpfl_file_read_all(path, &z, &len, &err), DPFL_OK);
+    member mb[16];
+    int k = parse_zip((const uint8_t *)z, len, mb, 16);
+    const member *zm = find(mb, k, "dpfl_input_mean"), *zs = find(mb, k, "dpfl_input_std");
+    assert_string_equal(zm->descr, "<f8");
+    assert_int_equal(zm->ndim, 1);
+    assert_int_equal(zm->shape[0], 3);
+    assert_int_equal(zs->nbytes, sizeof sd);
+    assert_memory_equal(zm->data, mean, sizeof mean);
+    assert_memory_equal(zs->data, sd, sizeof sd);
+    free(z);
+    /* none, and not recorded */
+    snprintf(path, sizeof path, "%s/std.bin", tmpdir);
+    s.n = 0;
+    assert_int_equal(dpfl_model_save_standardized(&m, p, &s, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_OK);
+    assert_int_equal(r.n, 0);
+    dpfl_free(q);
+    assert_int_equal(dpfl_model_save(&m, p, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_OK);
+    assert_int_equal(r.n, -1);
+    dpfl_free(q);
+    /* a version 2 file (the shape, no standardization) */
+    void *payload;
+    assert_int_equal(dpfl_file_read(path, 0x4D465044u, 3, &payload, &len, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 2, payload, len - 4, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_OK);
+    assert_int_equal(r.n, -1);
+    assert_int_equal(shape[3], 3);
+    assert_memory_equal(q, p, n * sizeof(float));
+    dpfl_free(q);
+    free(payload);
+    /* 5 values fit neither 1, 3 channels nor 48 values */
+    double five[5] = {0, 0, 0, 0, 0}, ones[5] = {1, 1, 1, 1, 1};
+    s = (dpfl_input_standardization){5, five, ones};
+    assert_int_equal(dpfl_model_save_standardized(&m, p, &s, path, &err), DPFL_EINVAL);
+    /* a zero standard deviation written by hand is refused when read */
+    s = (dpfl_input_standardization){1, five, ones};
+    assert_int_equal(dpfl_model_save_standardized(&m, p, &s, path, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_read(path, 0x4D465044u, 3, &payload, &len, &err), DPFL_OK);
+    memset((uint8_t *)payload + len - 8, 0, 8);
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 3, payload, len, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "standard deviation 1 is 0"));
+    assert_null(q);
+    /* and a count that does not match the bytes */
+    int32_t two = 2;
+    memcpy((uint8_t *)payload + len - 20, &two, 4);
+    assert_int_equal(dpfl_file_write(path, 0x4D465044u, 3, payload, len, &err), DPFL_OK);
+    assert_int_equal(dpfl_model_file_read_all(path, spec, sizeof spec, &q, &n, shape, &r, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "standardization of 2 values"));
+    free(payload);
+    unlink(path);
+    free(p);
+    dpfl_model_free(&m);
+}
+
+/* The recorded standardization applied to a dataset: one pair, per channel (planes), per value; other counts refused. */
+static void dataset_standardized_as_recorded(void **state)
+{
+    (void)state;
+    float x[2 * 12];
+    for (int i = 0; i < 24; i++) x[i] = (float)i;
+    dpfl_dataset d = {.n = 2, .c = 3, .h = 2, .w = 2, .dim = 12, .classes = 2, .x = x};
+    const double m3[3] = {1, 2, 3}, s3[3] = {2, 4, 8};
+    dpfl_error err;
+    assert_int_equal(dpfl_dataset_standardize_as(&d, m3, s3, 3, &err), DPFL_OK);
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 12; k++)
+            assert_true(x[e * 12 + k] == (float)(((double)(e * 12 + k) - m3[k / 4]) / s3[k / 4]));
+    double m12[12], s12[12];
+    for (int k = 0; k < 12; k++) m12[k] = k, s12[k] = 1 + k;
+    for (int i = 0; i < 24; i++) x[i] = (float)i;
+    assert_int_equal(dpfl_dataset_standardize_as(&d, m12, s12, 12, &err), DPFL_OK);
+    assert_true(x[13] == (float)((13.0 - 1) / 2));
+    const float before = x[13];
+    assert_int_equal(dpfl_dataset_standardize_as(&d, m3, s3, 1, &err), DPFL_OK);
+    assert_true(x[13] == (float)(((double)before - 1) / 2));
+    assert_int_equal(dpfl_dataset_standardize_as(&d, m12, s12, 4, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "4 values"));
+}
+
 static void evaluate_whole_dataset(void **state)
 {
     (void)state;
@@ -474,6 +588,8 @@ int main(void)
         cmocka_unit_test(npz_mlp_shapes_and_values),
         cmocka_unit_test(npz_layers_table_is_the_graph),
         cmocka_unit_test(evaluate_whole_dataset),
+        cmocka_unit_test(file_records_the_inputs_standardization),
+        cmocka_unit_test(dataset_standardized_as_recorded),
     };
     return cmocka_run_group_tests_name("model_file", tests, setup, teardown);
 }

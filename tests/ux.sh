@@ -36,6 +36,26 @@ grep -q "record_dp.delta: 0.5 is not below 1/n" "$tmp/log" || t_fail "delta chec
 "$dpfl" train --resume "$tmp/X" --quiet >"$tmp/log" 2>&1 || t_fail "--resume of the old run: $(cat "$tmp/log")"
 t_end
 
+t_begin "the report's participation plot: a line for the clients that replied when some dropped, one line when all did"
+if command -v "${DPFL_GNUPLOT:-gnuplot}" >/dev/null 2>&1; then
+  { printf '[data]\ndataset = heart\npartition = natural\nclients = 4\n[model]\narch = logreg\n'
+    printf '[fl]\nrounds = 6\nsampling = all\nlocal_steps = 5\nbatch = 16\nlr = 0.1\n'
+    printf '[client_dp]\nenabled = yes\nclip = 1.0\nnoise = 1.0\ndelta = 1e-3\n[run]\nseed = 3\nthreads = 1\n'; } > "$tmp/part.ini"
+  for d in 0.5 0; do
+    "$dpfl" train "$tmp/part.ini" --set client_dp.dropout=$d -o "$tmp/part$d" --quiet >"$tmp/log" 2>&1 ||
+      t_fail "train, dropout $d: $(cat "$tmp/log")"
+    "$dpfl" report "$tmp/part$d" -o "$tmp/part$d.html" >"$tmp/log" 2>&1 || t_fail "report, dropout $d: $(cat "$tmp/log")"
+  done
+  grep -q '"replied":[0-3],' "$tmp/part0.5/diagnostics.jsonl" || t_fail "dropout 0.5: every client replied every round"
+  grep -q "clients that replied" "$tmp/part0.5.html" || t_fail "dropout 0.5: no line for the clients that replied"
+  grep -q "clients sampled (all replied)" "$tmp/part0.5.html" && t_fail "dropout 0.5: the plot says all replied"
+  grep -q "clients sampled (all replied)" "$tmp/part0.html" || t_fail "no dropout: the plot does not say all replied"
+  grep -q "clients that replied" "$tmp/part0.html" && t_fail "no dropout: a second line for the clients that replied"
+else
+  echo "participation plot check: SKIPPED: no gnuplot (apt-get install gnuplot-nox)"
+fi
+t_end
+
 t_begin "--resume --set fl.rounds=N: more rounds extend a finished run bit-identically; fewer, or past a calibration, are refused"
 cfg="--unset record_dp.target_epsilon --set record_dp.noise=1.5" # own_csv.ini with the noise given
 "$dpfl" train examples/own_csv.ini $cfg --set fl.rounds=4 --out "$tmp/r4" --quiet >"$tmp/log" 2>&1 || t_fail "4 rounds: $(cat "$tmp/log")"
@@ -85,6 +105,29 @@ if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
   grep -q '"transport":[[:space:]]*"mpirun, 3 ranks' "$tmp/mpi/summary.json" 2>/dev/null || t_fail "summary.json: no ranks"
   "$dpfl" train "$tmp/mpi.ini" --out "$tmp/nompi" --quiet >"$tmp/log" 2>&1 || t_fail "one process: $(cat "$tmp/log")"
   grep -q '"transport"' "$tmp/nompi/summary.json" && t_fail "a one-process run names a transport"
+  t_end
+
+  t_begin "mpirun and Ctrl-C: rank 0 stops after the round in progress, says how to resume, and the resumed run is the uninterrupted one"
+  # mpirun passes the signal on after a moment (about 0.5 s here), and kills the ranks 1 s later
+  # (odls_base_sigkill_timeout): rank 0 then stops cleanly if its round and summary fit, else its checkpoint stays
+  sed 's/^rounds = 2$/rounds = 600/; s/^local_steps = 3$/local_steps = 20/' "$tmp/mpi.ini" > "$tmp/mpint.ini"
+  env --default-signal=INT "${MPIRUN[@]}" "$dpfl" train "$tmp/mpint.ini" --out "$tmp/mpint" >"$tmp/mpint.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 3000); do [ "$(cat "$tmp/mpint/metrics.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.01; done
+  kill -INT "$pid"
+  wait "$pid" && t_fail "mpirun exited 0 after Ctrl-C"
+  grep -q "continue with: mpirun -n 3 dpfl train --resume $tmp/mpint\$" "$tmp/mpint.log" || t_fail "no line on how to resume: $(cat "$tmp/mpint.log")"
+  r=$(wc -l < "$tmp/mpint/metrics.jsonl")
+  t_lt "$r" 600 || t_fail "the interrupted run has $r rounds"
+  if grep -q "interrupted after round $r of 600" "$tmp/mpint.log"; then
+    [ "$(top interrupted "$tmp/mpint/summary.json")" = true ] || t_fail "summary.json is not marked interrupted"
+  else
+    echo "mpirun killed rank 0 before its summary (odls_base_sigkill_timeout): resuming from its checkpoint"
+  fi
+  "${MPIRUN[@]}" "$dpfl" train --resume "$tmp/mpint" --quiet >"$tmp/log" 2>&1 || t_fail "mpirun --resume: $(cat "$tmp/log")"
+  "$dpfl" train "$tmp/mpint.ini" --out "$tmp/mpone" --quiet >"$tmp/log" 2>&1 || t_fail "one process: $(cat "$tmp/log")"
+  cmp -s "$tmp/mpint/model.bin" "$tmp/mpone/model.bin" || t_fail "the resumed model.bin differs from the uninterrupted run's"
+  [ "$(top rounds "$tmp/mpint/summary.json")" = 600 ] || t_fail "the resumed run did not finish"
   t_end
 else
   echo "mpirun checks: SKIPPED: no mpirun or OpenMPI headers"

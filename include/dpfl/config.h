@@ -232,6 +232,12 @@ void dpfl_config_model_spec(const dpfl_config *c, char *out, size_t cap);
  * constants, or data.feature_mean / feature_std for your own data).  seed draws the held-out test rows. */
 dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_dataset *train, dpfl_dataset *test,
                                   dpfl_error *err);
+/* The standardization dpfl_config_load_data gives examples of c x h x w values (as model.bin records it): n = 0
+ * for data.normalize = none, else the published constants (1 pair, or 1 per channel) or data.feature_mean /
+ * feature_std (1 pair, or 1 per value when either lists one per feature).  Free with
+ * dpfl_input_standardization_free. */
+dpfl_status dpfl_config_input_standardization(const dpfl_config *cfg, int32_t c, int32_t h, int32_t w,
+                                              dpfl_input_standardization *s, dpfl_error *err);
 /* With partition = natural and data.dataset = csv:FILES, a data.clients the user did not set is the number of
  * files (one client per file): *inferred = 1 when that changed it.  A no-op otherwise. */
 dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err);

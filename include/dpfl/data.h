@@ -152,8 +152,17 @@ int32_t dpfl_dataset_absent_count(const dpfl_dataset *d);
 dpfl_status dpfl_dataset_standardize_values(dpfl_dataset *d, const double *mean, int32_t nmean, const double *sd,
                                             int32_t nsd, dpfl_error *err);
 
-/* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist). */
+/* data.normalize = standard: (x - mean) / std with the dataset's published constants (mnist, fashion-mnist; per
+ * channel for cifar10 / cifar100). */
 dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err);
+/* Those constants for examples of c channels: one pair (*n = 1) or one per channel (*n = 3) into mean and sd (room
+ * for 3 each); an error for a dataset without them. */
+dpfl_status dpfl_dataset_standard_constants(const char *name, int32_t c, double mean[3], double sd[3], int32_t *n,
+                                            dpfl_error *err);
+/* x -> (x - mean[j]) / sd[j] with one pair for every value (n = 1), one per channel (n = d->c, channel c the
+ * h x w plane c) or one per value (n = d->dim): a model file's recorded standardization (dpfl_input_standardization). */
+dpfl_status dpfl_dataset_standardize_as(dpfl_dataset *d, const double *mean, const double *sd, int32_t n,
+                                        dpfl_error *err);
 int dpfl_dataset_has_standardization(const char *name);
 
 /* Where Fashion-MNIST's gzipped IDX files are (Debian package dataset-fashion-mnist). */

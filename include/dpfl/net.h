@@ -29,6 +29,8 @@
  *              u64 nparam, f32 update[nparam]                          (client -> server; every value finite)
  *   HEARTBEAT  u32 round
  *   ERROR, BYE u32 code, u32 round, text (0..DPFL_WIRE_MAX_TEXT printable ASCII bytes, no terminator)
+ *               (BYE from the server: code 0 the run finished, 2 interrupted -- the clients wait for it to resume --,
+ *               else stopped by an error)
  *   SECAGG     u32 round, a secure-aggregation message (include/dpfl/secagg.h, at least its 12-byte header)
  *   SYNC       u32 round, u8 model_digest[32], u64 nparam, f32 model[nparam]   (server -> a client; fl.personalization
  *              = helper: the model round `round` released, to a client whose update of it was added, or round 0:

@@ -104,9 +104,22 @@ void dpfl_model_affine_identity(const dpfl_layer *L, float *p);
  * transform starts at the identity. */
 void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng);
 
+/* The standardization a model's inputs had in training: each input value x of an example (C x H x W) became
+ * (x - mean[j]) / std[j], with one pair for every value (n = 1), one per channel (n = C: channel c is the H x W
+ * plane c) or one per value (n = C H W).  n = 0: the inputs were used as loaded; n = -1: not recorded (a file
+ * written by dpfl_model_save, or before model.bin version 3). */
+typedef struct {
+    int32_t n;
+    double *mean, *std; /* n each; dpfl_alloc'd when read from a file */
+} dpfl_input_standardization;
+void dpfl_input_standardization_free(dpfl_input_standardization *s);
+
 /* Save / load parameters with the architecture spec, in a versioned checksummed file (atomic write). Load
- * checks that the file's spec and nparam match m. */
+ * checks that the file's spec and nparam match m.  dpfl_model_save records no standardization (n = -1);
+ * dpfl_model_save_standardized records s (NULL: not recorded), so that the model can be fed without its config. */
 dpfl_status dpfl_model_save(const dpfl_model *m, const float *params, const char *path, dpfl_error *err);
+dpfl_status dpfl_model_save_standardized(const dpfl_model *m, const float *params, const dpfl_input_standardization *s,
+                                         const char *path, dpfl_error *err);
 dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path, dpfl_error *err);
 /* What a model file holds, without knowing its architecture first: the spec it was saved with (NUL-terminated
  * into spec, at most spec_cap - 1 bytes) and its parameters (*params: *nparam floats, dpfl_alloc'd; free with
@@ -120,6 +133,10 @@ dpfl_status dpfl_model_file_read(const char *path, char *spec, size_t spec_cap, 
  * model is rebuilt without its data: dpfl_model_create(spec, in_c, in_h, in_w, classes). */
 dpfl_status dpfl_model_file_read_shape(const char *path, char *spec, size_t spec_cap, float **params,
                                        size_t *nparam, int32_t shape[4], dpfl_error *err);
+/* The same, and the standardization its inputs had in training (*s; n = -1: not recorded; free with
+ * dpfl_input_standardization_free).  shape and s may be NULL. */
+dpfl_status dpfl_model_file_read_all(const char *path, char *spec, size_t spec_cap, float **params, size_t *nparam,
+                                     int32_t shape[4], dpfl_input_standardization *s, dpfl_error *err);
 
 /* A NumPy .npz archive of the parameters (src/nn/model_npz.c), readable by numpy.load without dpfl: an uncompressed
  * ZIP of NPY 1.0 arrays, '<f4', C order, one per parameter tensor, named after PyTorch's nn.Sequential state_dict
@@ -128,10 +145,12 @@ dpfl_status dpfl_model_file_read_shape(const char *path, char *spec, size_t spec
  *   Conv2d   "<i>.weight" (out, in, k, k),  "<i>.bias" (out,)
  *   input transform (PrivateFL affine, layer 0)  "0.scale", "0.shift": (C,) per channel, (C, H, W) per pixel
  * and three arrays about the model: "dpfl_spec" (0-d unicode string: the spec), "dpfl_input_shape" ('<i4' (3,):
- * C, H, W of one example) and "dpfl_classes" ('<i4' 0-d).  The bytes depend only on m and params (fixed ZIP
- * timestamps: 1980-01-01).  Written atomically; an archive over 4 GiB fails (no ZIP64). */
-dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
-                                  dpfl_error *err);
+ * C, H, W of one example) and "dpfl_classes" ('<i4' 0-d); with a standardization s (n > 0), "dpfl_input_mean" and
+ * "dpfl_input_std" ('<f8' (n,)): feed the model (x - mean) / std as dpfl_input_standardization says (s NULL or
+ * n <= 0: neither array).  The bytes depend only on m, params and s (fixed ZIP timestamps: 1980-01-01).  Written
+ * atomically; an archive over 4 GiB fails (no ZIP64). */
+dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes,
+                                  const dpfl_input_standardization *s, const char *path, dpfl_error *err);
 
 /* Per-thread workspace for batches of up to max_batch examples.  GEMMs run on OpenBLAS's threads; the rest
  * (im2col, pooling, element-wise layers) on the workspace's own helper threads, as many as

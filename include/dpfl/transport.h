@@ -74,7 +74,8 @@ struct dpfl_transport {
     int clients_hold_data; /* 1: every client is a process with its own data: files absent here are never read;
                               its own state (optimizer, helper model, input transform) lives there too, so the
                               server keeps none and does not evaluate the clients' own models */
-    /* optional: once the run is set up, and when it ends (released: rounds released in all; st: how) */
+    /* optional: once the run is set up, and when it ends (released: rounds released in all; st: how; why: the
+     * error, or for DPFL_OK "interrupted" (dpfl_run_options.stop: the run can be resumed) or "" (finished)) */
     dpfl_status (*start)(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err);
     void (*finish)(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why);
     /* distributed DP with remote clients (NULL: in process): run_clients carried secure aggregation's rounds 0-2

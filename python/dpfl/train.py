@@ -353,6 +353,9 @@ class Run:
       events       summary.json's "events": per level, the composition behind each reported epsilon (its tree)
       history      per round: the metrics dict plus "participants" and "train_loss" from the diagnostics
       model        model.bin as {name: float32 array}, named like a PyTorch nn.Sequential state_dict ("0.weight")
+      standardization  how the model's inputs were standardized in training, as model.bin records it: (mean, std),
+                   float64 arrays of 1 value, one per channel or one per input value (feed it (x - mean) / std), or
+                   None (raw inputs, or a model.bin older than the record)
     epsilon(level) is summary.json's record- or client-level epsilon."""
 
     def __init__(self, path):
@@ -417,6 +420,15 @@ class Run:
 
     @property
     def model(self):
+        self._read_model()
+        return self._model
+
+    @property
+    def standardization(self):
+        self._read_model()
+        return self._standardization
+
+    def _read_model(self):
         if self._model is None:
             np = _np()
             fd, tmp = tempfile.mkstemp(suffix=".npz")
@@ -427,9 +439,10 @@ class Run:
                                                          os.fsencode(tmp), ctypes.byref(err)), err)
                 with np.load(tmp) as z:
                     self._model = {k: z[k] for k in z.files if not k.startswith("dpfl_")}
+                    self._standardization = ((z["dpfl_input_mean"], z["dpfl_input_std"])
+                                             if "dpfl_input_mean" in z.files else None)
             finally:
                 os.unlink(tmp)
-        return self._model
 
 
 def load_run(path):

@@ -228,6 +228,7 @@ def test_load_run_of_a_cli_run(tmp_path):
     assert sorted(model) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     assert model["0.weight"].shape == (8, 6) and model["2.weight"].shape == (3, 8)
     assert all(a.dtype == np.float32 for a in model.values())
+    assert run.standardization is None  # data.normalize = none
     with pytest.raises(dpfl.DpflValueError, match="not a run folder"):
         dpfl.load_run(str(tmp_path))
 
@@ -274,3 +275,17 @@ def test_pyproject_version_is_the_library_version():
     with open(os.path.join(ROOT, "python", "pyproject.toml")) as f:
         text = f.read()
     assert 'version = "%s"' % dpfl.version() in text
+
+
+def test_load_run_gives_the_standardization_model_bin_records(tmp_path):
+    """data.normalize = standard with one given mean and one std per feature: model.bin records them (a mean of 1
+    value is stored once per feature, as it was applied), and load_run hands them back."""
+    X, y, ids = data()
+    cfg = {k: dict(v) for k, v in CONFIG.items()}
+    cfg["fl"]["rounds"] = 1
+    std = [1.0, 2.0, 0.5, 1.5, 3.0, 0.25]
+    cfg["data"].update({"normalize": "standard", "feature_mean": 0.125, "feature_std": ", ".join(map(str, std))})
+    run = dpfl.train(cfg, data=dpfl.arrays(X, y, client_ids=ids), out=tmp_path / "s")
+    mean, sd = run.standardization
+    assert mean.dtype == sd.dtype == np.float64
+    assert mean.tolist() == [0.125] * 6 and sd.tolist() == std

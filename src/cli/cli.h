@@ -5,6 +5,8 @@
 #include "dpfl/core.h"
 #include "dpfl/fl.h"
 
+#include <signal.h>
+
 #include "args.h"
 
 int cli_train(int argc, char **argv);
@@ -25,6 +27,11 @@ int cli_join(int argc, char **argv);
 int cli_keygen(int argc, char **argv);
 /* cmd_train.c: the number of ranks mpirun started (1 outside mpirun); mpi_train.c: dpfl train across them */
 int cli_mpi_size(void);
+/* Ctrl-C / SIGTERM stop the run after the round in progress (src/cli/stop.c): installs the handlers, which print
+ * how to continue (resume_how: the command) and set the flag returned (for dpfl_run_options.stop). */
+volatile sig_atomic_t *cli_stop_catch(const char *resume_how);
+/* 0, or 128 + the signal that stopped the run (the shell's code for a process ended by it). */
+int cli_stop_status(void);
 int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt);
 /* cmd_train.c: 1 if `--set kv` may change a resumed run (fl.rounds, run.threads, run.eval_every) */
 int cli_train_resumable_set(const char *kv);

@@ -77,7 +77,8 @@ int cli_eval(int argc, char **argv)
         {.name = "--seed", .type = CLI_STRING, .out = &d.seed, .value = "N",
          .help = "the seed the data is loaded with (default: the run's run.seed, else 0)"},
         {.name = "--normalize", .type = CLI_STRING, .out = &d.normalize, .value = "none|standard",
-         .help = "the preprocessing (default: the run's data.normalize, else none)"},
+         .help = "the preprocessing (default: as model.bin records it; for a file older than that, the\n"
+                 "run's data.normalize, else none)"},
         {.name = "--json", .type = CLI_FLAG, .out = &json,
          .help = "one JSON object: test_accuracy, test_loss (summary.json's names; train_accuracy,\n"
                  "train_loss with --split train), examples, dataset, split, standardized, model, spec"},
@@ -89,12 +90,13 @@ int cli_eval(int argc, char **argv)
         .about = "Prints the accuracy and mean loss of a trained model (the model.bin of dpfl train) on a dataset:\n"
                  "  accuracy 0.9771  loss 0.0733  examples 10000  (mnist test split)\n"
                  "With a run directory, or a model.bin whose folder holds the run's config.ini, the data is read as the\n"
-                 "run read it: its data.dataset, data.data_dir, run.seed (which fixes the split of heart and the synthetic\n"
-                 "data) and data.normalize (standard: the run's dataset's published constants, also when --data names\n"
-                 "another dataset); the options below override them.  On the run's own test set the numbers are\n"
+                 "run read it: its data.dataset, data.data_dir and run.seed (which fixes the split of heart and the\n"
+                 "synthetic data); the options below override them.  On the run's own test set the numbers are\n"
                  "summary.json's test_accuracy and test_loss, computed by the same code (with --json, to the last digit).\n"
-                 "A bare model.bin with no config.ini beside it needs --data.  The model's input shape and classes are\n"
-                 "stored in model.bin: --data reads only that data, never the run's (which may be elsewhere).\n\n"
+                 "A bare model.bin with no config.ini beside it needs --data.  model.bin stores the model's input shape,\n"
+                 "classes and the standardization its inputs had in training (data.normalize = standard: the published\n"
+                 "constants or data.feature_mean / feature_std): --data reads only that data, never the run's (which may\n"
+                 "be elsewhere), and feeds it standardized as in training, whatever dataset --data names.\n\n"
                  "model.bin holds the global model only, and eval evaluates it, as summary.json's test_accuracy does.  With\n"
                  "a PrivateFL input transform (model.transform) that is the global model behind the global copy of the\n"
                  "transform; each client's own transform stays with the client and is not evaluated.  With PriFedSync's\n"

@@ -12,7 +12,7 @@ static int write_npz(const cli_model *cm, dpfl_model *m, int32_t classes, const 
 {
     dpfl_error err;
     int rc = 0;
-    if (dpfl_model_export_npz(m, cm->params, classes, out, &err)) rc = cli_error("%s", err.msg);
+    if (dpfl_model_export_npz(m, cm->params, classes, &cm->std, out, &err)) rc = cli_error("%s", err.msg);
     else fprintf(stderr, "dpfl: %s (%zu parameters) exported to %s\n", cm->spec, cm->nparam, out);
     dpfl_model_free(m);
     return rc;

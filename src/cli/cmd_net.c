@@ -77,8 +77,11 @@ static int serve(const char *config_path, const char *resume, const cli_strings 
     opt.quiet = so.quiet;
     opt.resume = resume != NULL;
     opt.force = force;
+    char how[1400];
+    snprintf(how, sizeof how, "dpfl serve --resume %s (with this --bind and --keys)", out);
+    opt.stop = cli_stop_catch(how);
     if (dpfl_net_serve(&cfg, &opt, &so, &err)) return cli_error("%s", err.msg);
-    return 0;
+    return cli_stop_status();
 }
 
 int cli_serve(int argc, char **argv)
@@ -126,7 +129,10 @@ int cli_serve(int argc, char **argv)
                  "       dpfl serve --resume RUN_DIR --bind ... --keys DIR [--set fl.rounds=N] ...",
         .about = "Runs a federated training as dpfl train does (the same run directory, checkpoints, --resume), with each\n"
                  "sampled client trained by its own `dpfl join` process over ZeroMQ with CURVE encryption.\n",
-        .after = "With a [run] seed the run writes the same model.bin and epsilon as dpfl train of the same config.\n",
+        .after = "With a [run] seed the run writes the same model.bin and epsilon as dpfl train of the same config.\n"
+                 "Ctrl-C (SIGINT) or SIGTERM stops the run after the round in progress, as in dpfl train (summary.json\n"
+                 "marked interrupted, model.bin written; exit 130 or 143); the clients are told and wait, up to their\n"
+                 "--idle-timeout, for `dpfl serve --resume RUN_DIR` (with the same --bind and --keys) to continue.\n",
         .opts = o,
         .nopts = sizeof o / sizeof o[0],
         .args = "CONFIG.ini",
@@ -198,7 +204,8 @@ int cli_join(int argc, char **argv)
                  "its own optimizer state, its own record-level ledger, and the simulation's local training for every\n"
                  "round it is sent.  A named dataset (mnist, heart) is loaded whole and the client uses its part K; with\n"
                  "data.dataset = csv:FILE, ... and data.source_rows only this client's own file must be here.\n",
-        .after = "It exits 0 when the server says the run is over.\n",
+        .after = "It exits 0 when the server says the run is over; when the server was interrupted it waits, up to\n"
+                 "--idle-timeout, for the resumed server.\n",
         .opts = o,
         .nopts = sizeof o / sizeof o[0],
     };

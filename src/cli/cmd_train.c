@@ -4,10 +4,8 @@
 #include "cli.h"
 #include "dpfl/fl.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* what follows the options in the help: the config keys (tools/gen_config_doc.py reads them from there) */
 static void help_keys(FILE *f)
@@ -26,41 +24,6 @@ int cli_mpi_size(void)
     const char *v = getenv("OMPI_COMM_WORLD_SIZE");
     if (!v) v = getenv("PMI_SIZE");
     return v ? atoi(v) : 1;
-}
-
-/* Ctrl-C / SIGTERM: the first asks the run to stop after the round in progress (the library then writes the
- * interrupted run's summary.json and model.bin; its checkpoint is the last round's) and says how to continue; the
- * handler is reset, so a second one ends the process at once (the checkpoint of the last round stays valid).  A
- * signal the process started with ignored is left ignored. */
-static volatile sig_atomic_t stop_flag, stop_signal;
-static char stop_line[1200];
-static size_t stop_len;
-
-static void on_stop_signal(int sig)
-{
-    stop_flag = 1;
-    stop_signal = sig;
-    ssize_t w = write(2, stop_line, stop_len);
-    (void)w;
-}
-
-static void catch_stop_signals(const char *dir)
-{
-    int n = snprintf(stop_line, sizeof stop_line, "\ndpfl: interrupted: stopping after the round in progress (again: "
-                     "quit now); continue with: dpfl train --resume %s\n", dir);
-    stop_len = n < 0 ? 0 : (size_t)n < sizeof stop_line ? (size_t)n : sizeof stop_line - 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    const int sigs[2] = {SIGINT, SIGTERM};
-    for (int i = 0; i < 2; i++) {
-        struct sigaction old;
-        /* a signal ignored when dpfl started stays ignored (nohup; a shell's background job without job control) */
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        sigaction(sigs[i], &sa, NULL);
-    }
 }
 
 /* the training of the config at config_path (or of the run directory resume) with the --set values over it */
@@ -94,10 +57,11 @@ static int train(const char *config_path, const char *resume, const cli_strings 
     if (!resume && !quiet) cli_scale_hint(&cfg);
     dpfl_run_options opt = {.out_dir = out, .quiet = quiet, .resume = resume != NULL, .force = force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */
-    opt.stop = &stop_flag;
-    catch_stop_signals(out);
+    char how[1100];
+    snprintf(how, sizeof how, "dpfl train --resume %s", out);
+    opt.stop = cli_stop_catch(how);
     if (dpfl_run(&cfg, &opt, &err)) return cli_error("%s", err.msg);
-    return stop_flag ? 128 + (int)stop_signal : 0; /* the shell's code for a process ended by that signal */
+    return cli_stop_status();
 }
 
 int cli_train(int argc, char **argv)
@@ -138,7 +102,9 @@ int cli_train(int argc, char **argv)
                  "Ctrl-C (SIGINT) or SIGTERM stops the run after the round in progress: summary.json (marked\n"
                  "\"interrupted\": true), model.bin and checkpoint.bin then hold the last completed round, so report,\n"
                  "eval and export work on it and --resume continues it bit-identically; the exit status is 130\n"
-                 "(SIGINT) or 143 (SIGTERM).  A second Ctrl-C quits at once (the last round's checkpoint stays).\n\n"
+                 "(SIGINT) or 143 (SIGTERM).  A second Ctrl-C quits at once (the last round's checkpoint stays).\n"
+                 "Under mpirun the same holds for rank 0, but Open MPI kills every rank 1 s after it passes the\n"
+                 "signal on; a run killed there resumes from its last checkpoint all the same.\n\n"
                  "Privacy budgets: with [record_dp] / [client_dp] noise = 0 and target_epsilon > 0, the noise is\n"
                  "calibrated before training so that all fl.rounds rounds fit the target.  With noise > 0 and\n"
                  "target_epsilon > 0, target_epsilon is a stop rule: the run stops before the first round whose\n"

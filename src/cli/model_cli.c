@@ -22,8 +22,8 @@ int cli_model_open(const char *arg, cli_model *cm)
         else snprintf(cm->config_path, sizeof cm->config_path, "config.ini");
     }
     dpfl_error err;
-    if (dpfl_model_file_read_shape(cm->model_path, cm->spec, sizeof cm->spec, &cm->params, &cm->nparam, cm->shape,
-                                   &err))
+    if (dpfl_model_file_read_all(cm->model_path, cm->spec, sizeof cm->spec, &cm->params, &cm->nparam, cm->shape,
+                                 &cm->std, &err))
         return cli_error("%s", err.msg);
     if (stat(cm->config_path, &sb) == 0) {
         if (dpfl_config_load(&cm->cfg, cm->config_path, &err)) {
@@ -39,6 +39,48 @@ void cli_model_close(cli_model *cm)
 {
     dpfl_free(cm->params);
     cm->params = NULL;
+    dpfl_input_standardization_free(&cm->std);
+}
+
+/* train and test standardized as the model file records (loaded raw first) */
+static int load_recorded(const cli_model *cm, dpfl_config *c2, uint64_t seed, const char *name, dpfl_dataset *train,
+                         dpfl_dataset *test)
+{
+    dpfl_error err;
+    c2->data.normalize = DPFL_NORM_NONE;
+    if (dpfl_config_load_data(c2, seed, train, test, &err)) return cli_error("%s", err.msg);
+    const dpfl_input_standardization *s = &cm->std;
+    if (dpfl_dataset_standardize_as(train, s->mean, s->std, s->n, &err) ||
+        dpfl_dataset_standardize_as(test, s->mean, s->std, s->n, &err)) {
+        dpfl_dataset_free(train);
+        dpfl_dataset_free(test);
+        return cli_error("model %s was trained on standardized inputs and %s does not fit them: %s", cm->model_path,
+                         name, err.msg);
+    }
+    return 0;
+}
+
+/* train and test standardized (standard) as the run's config says: the published constants of the dataset the
+ * model was trained on (whatever --data names), or the run's own data.feature_mean / feature_std */
+static int load_configured(const char *cmd, const cli_model *cm, dpfl_config *c2, uint64_t seed, const char *name,
+                           int standard, dpfl_dataset *train, dpfl_dataset *test)
+{
+    const dpfl_config *cfg = cm->have_config ? &cm->cfg : NULL;
+    const char *run_data = cfg ? cfg->data.dataset : NULL;
+    const char *constants = run_data && !dpfl_dataset_is_files(run_data) ? run_data : !run_data ? name : NULL;
+    const int published = standard && constants && !dpfl_dataset_is_files(constants);
+    if (standard && !published && !(cfg && cfg->data.feature_mean.n))
+        return cli_usage_error(cmd, "--normalize standard: %s has no published constants and no run config with "
+                                    "data.feature_mean / feature_std", name);
+    c2->data.normalize = standard && !published ? DPFL_NORM_STANDARD : DPFL_NORM_NONE;
+    dpfl_error err;
+    if (dpfl_config_load_data(c2, seed, train, test, &err)) return cli_error("%s", err.msg);
+    if (published && (dpfl_dataset_standardize(constants, train, &err) || dpfl_dataset_standardize(constants, test, &err))) {
+        dpfl_dataset_free(train);
+        dpfl_dataset_free(test);
+        return cli_error("%s", err.msg);
+    }
+    return 0;
 }
 
 int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts *o, dpfl_dataset *train,
@@ -66,27 +108,17 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
         seed = strtoull(seed_s, &end, 10);
         if (end == seed_s || *end || seed_s[0] == '-') return cli_usage_error(cmd, "--seed: '%s' is not a seed", seed_s);
     }
-    int standard = cfg && cfg->data.normalize == DPFL_NORM_STANDARD;
+    /* the standardization model.bin records (since version 3), else the run's config's */
+    const int recorded = cm->std.n >= 0;
+    int standard = recorded ? cm->std.n > 0 : cfg && cfg->data.normalize == DPFL_NORM_STANDARD;
     if (o->normalize) {
         if (!strcmp(o->normalize, "standard")) standard = 1;
         else if (!strcmp(o->normalize, "none")) standard = 0;
         else return cli_usage_error(cmd, "--normalize: '%s' is not none or standard", o->normalize);
     }
-    /* the model expects its training's preprocessing: the published constants of the dataset it was trained on
-     * (whatever --data names), or the run's own data.feature_mean / feature_std */
-    const char *constants = run_data && !dpfl_dataset_is_files(run_data) ? run_data : !run_data ? *name : NULL;
-    const int published = standard && constants && !dpfl_dataset_is_files(constants);
-    if (standard && !published && !(cfg && cfg->data.feature_mean.n))
-        return cli_usage_error(cmd, "--normalize standard: %s has no published constants and no run config with "
-                                    "data.feature_mean / feature_std", *name);
-    c2.data.normalize = standard && !published ? DPFL_NORM_STANDARD : DPFL_NORM_NONE;
-    dpfl_error err;
-    if (dpfl_config_load_data(&c2, seed, train, test, &err)) return cli_error("%s", err.msg);
-    if (published && (dpfl_dataset_standardize(constants, train, &err) || dpfl_dataset_standardize(constants, test, &err))) {
-        dpfl_dataset_free(train);
-        dpfl_dataset_free(test);
-        return cli_error("%s", err.msg);
-    }
+    int rc = standard && recorded && cm->std.n > 0 ? load_recorded(cm, &c2, seed, *name, train, test)
+                                                   : load_configured(cmd, cm, &c2, seed, *name, standard, train, test);
+    if (rc) return rc;
     if (dpfl_dataset_absent_count(train)) {
         int32_t k = dpfl_dataset_absent_count(train);
         dpfl_dataset_free(train);

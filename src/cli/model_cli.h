@@ -15,6 +15,7 @@ typedef struct {
     float *params;
     size_t nparam;
     int32_t shape[4];       /* in_c, in_h, in_w, logits the model was built for; 0s: a file older than that */
+    dpfl_input_standardization std; /* the standardization its inputs had (std.n = -1: not recorded in the file) */
 } cli_model;
 
 /* Open MODEL.bin or RUN_DIR (then RUN_DIR/model.bin) and the config.ini in the model file's folder, if any.

@@ -20,11 +20,13 @@
  * broadcast, as rank 0's run does (fl_rpdp_before_round, fl_rpdp_charge); the filter's per-record spend lives
  * with the records, on their worker (refused: it would need the same trip).  After each round the workers send
  * rank 0 the state of the clients they trained, so that its checkpoint holds every client's state as one process's
- * does; a resume sends each worker its clients' states back.  Distributed DP (secure aggregation over MPI messages) is not built: refused.
- * Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
+ * does; a resume sends each worker its clients' states back.  Distributed DP: secure aggregation over MPI messages,
+ * rank 0 leading it with the run's own secure-aggregation server (ddp_rounds, mpi_secagg_finish; Bell et al. 2020):
+ * rank 0 sees masked inputs only.  Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
  * (MPI=0 without). */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -566,8 +568,16 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
                  nranks, nranks - 1, nranks == 2 ? "" : "s");
         mpi_transport.about = about;
         if (!opt->quiet) fprintf(stderr, "dpfl: %s\n", about);
-        rc = dpfl_run_with_transport(cfg, opt, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg) : 0;
+        /* Ctrl-C: mpirun sends every rank SIGTERM (and SIGKILL a moment later): rank 0 stops after the round in
+         * progress if it can, the workers carry on until it says stop */
+        dpfl_run_options o0 = *opt;
+        char how[1100];
+        snprintf(how, sizeof how, "mpirun -n %d dpfl train --resume %s", nranks, opt->out_dir);
+        o0.stop = cli_stop_catch(how);
+        rc = dpfl_run_with_transport(cfg, &o0, nranks > 1 ? &mpi_transport : NULL, &err) ? cli_error("%s", err.msg)
+                                                                                         : cli_stop_status();
     } else {
+        signal(SIGINT, SIG_IGN), signal(SIGTERM, SIG_IGN); /* rank 0 decides when the run stops */
         rc = worker_rank(cfg);
     }
     MPI_Finalize();

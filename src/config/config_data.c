@@ -110,3 +110,46 @@ int dpfl_config_scale_hint(const dpfl_config *c, const dpfl_dataset *train, char
              (long long)worst, worst_mag);
     return 1;
 }
+
+/* n doubles: from v (1 or n of them) */
+static double *expand(const dpfl_number_list *v, int32_t n, dpfl_error *err)
+{
+    double *out = dpfl_alloc((size_t)n * sizeof *out, err);
+    if (out)
+        for (int32_t j = 0; j < n; j++) out[j] = v->v[v->n == 1 ? 0 : j];
+    return out;
+}
+
+dpfl_status dpfl_config_input_standardization(const dpfl_config *cfg, int32_t c, int32_t h, int32_t w,
+                                              dpfl_input_standardization *s, dpfl_error *err)
+{
+    const dpfl_data_config *dc = &cfg->data;
+    *s = (dpfl_input_standardization){.n = 0};
+    if (dc->normalize != DPFL_NORM_STANDARD) return DPFL_OK;
+    double mean[3], sd[3];
+    int32_t n = 0;
+    if (dpfl_dataset_is_files(dc->dataset) || dpfl_dataset_is_memory(dc->dataset)) { /* own data: given constants */
+        const dpfl_number_list *m = &dc->feature_mean, *d = &dc->feature_std;
+        const int32_t dim = c * h * w;
+        if ((m->n != 1 && m->n != dim) || (d->n != 1 && d->n != dim))
+            return dpfl_fail(err, DPFL_EINVAL, "data.feature_mean / feature_std: give 1 value or one per feature (%d); "
+                             "got %d and %d", (int)dim, (int)m->n, (int)d->n);
+        n = m->n == 1 && d->n == 1 ? 1 : dim;
+        if (!(s->mean = expand(m, n, err)) || !(s->std = expand(d, n, err))) {
+            dpfl_input_standardization_free(s);
+            return DPFL_ENOMEM;
+        }
+        s->n = n;
+        return DPFL_OK;
+    }
+    dpfl_status st = dpfl_dataset_standard_constants(dc->dataset, c, mean, sd, &n, err);
+    if (st) return st;
+    if (!(s->mean = dpfl_alloc(sizeof mean, err)) || !(s->std = dpfl_alloc(sizeof sd, err))) {
+        dpfl_input_standardization_free(s);
+        return DPFL_ENOMEM;
+    }
+    memcpy(s->mean, mean, sizeof mean);
+    memcpy(s->std, sd, sizeof sd);
+    s->n = n;
+    return DPFL_OK;
+}

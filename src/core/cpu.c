@@ -14,7 +14,7 @@ static void detect(void)
 #if defined(__x86_64__) && (DPFL_KERNELS_AVX512 || DPFL_KERNELS_AVX2)
     __builtin_cpu_init(); /* in case we run before libgcc's constructor */
     /* __builtin_cpu_supports also checks that the OS saves the vector registers (XCR0) */
-    if (DPFL_KERNELS_AVX2 && __builtin_cpu_supports("avx2")) s |= DPFL_CPU_AVX2;
+    if (DPFL_KERNELS_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) s |= DPFL_CPU_AVX2;
     /* every set in the Makefile's AVX512_FLAGS */
     if (DPFL_KERNELS_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&

@@ -2,7 +2,7 @@
  *
  * The library is compiled for a portable target (x86-64 by default, see the Makefile) except the kernel files,
  * which the Makefile compiles with AVX-512 flags (conv_direct.c, conv_winograd.c, gemm_avx512.c, rng_avx512.c,
- * chacha20_avx512.c) or AVX2 flags (chacha20_avx2.c).  Their code may only run on a CPU that has those
+ * chacha20_avx512.c) or AVX2 + FMA flags (conv_direct_avx2.c, chacha20_avx2.c).  Their code may only run on a CPU that has those
  * instructions: every call into a kernel file is behind dpfl_cpu_avx512() or dpfl_cpu_avx2().
  *
  * DPFL_KERNELS_AVX512 / DPFL_KERNELS_AVX2 (compile time, 0 or 1): whether the kernel files have their code in
@@ -28,16 +28,19 @@
 #define DPFL_AVX512_TARGET 0
 #endif
 
+/* ... and the AVX2 kernel files (AVX2_FLAGS: AVX2 with FMA) */
+#if defined(__AVX2__) && defined(__FMA__)
+#define DPFL_AVX2_TARGET 1
+#else
+#define DPFL_AVX2_TARGET 0
+#endif
+
 #if defined(__x86_64__) && defined(DPFL_DISPATCH) && DPFL_DISPATCH
 #define DPFL_KERNELS_AVX512 1
 #define DPFL_KERNELS_AVX2 1
 #else
 #define DPFL_KERNELS_AVX512 DPFL_AVX512_TARGET
-#if defined(__AVX2__)
-#define DPFL_KERNELS_AVX2 1
-#else
-#define DPFL_KERNELS_AVX2 0
-#endif
+#define DPFL_KERNELS_AVX2 DPFL_AVX2_TARGET
 #endif
 
 /* Symbols shared between the library's files only: not exported from libdpfl.so. */

@@ -293,24 +293,49 @@ int dpfl_dataset_known(const char *name)
 
 /* Standardization with the datasets' published per-pixel mean and std (never computed from the training data:
  * that would itself be a release).  Only the image datasets have them. */
-dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err)
+dpfl_status dpfl_dataset_standard_constants(const char *name, int32_t c, double mean[3], double sd[3], int32_t *n,
+                                            dpfl_error *err)
 {
     int i = find_dataset(name);
     if (i < 0) return unknown(name, err);
-    if (registry[i].csd[0] > 0 && d->c == 3) {
-        const size_t plane = (size_t)d->h * d->w;
-        for (size_t j = 0; j < (size_t)d->n * 3; j++) {
-            const double m = registry[i].cmean[j % 3], sd = registry[i].csd[j % 3];
-            for (size_t k = 0; k < plane; k++) d->x[j * plane + k] = (float)((d->x[j * plane + k] - m) / sd);
-        }
+    if (registry[i].csd[0] > 0 && c == 3) {
+        memcpy(mean, registry[i].cmean, sizeof registry[i].cmean);
+        memcpy(sd, registry[i].csd, sizeof registry[i].csd);
+        *n = 3;
         return DPFL_OK;
     }
     if (!(registry[i].sd > 0))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard needs published constants, and '%s' has none "
                                            "(mnist, fashion-mnist, cifar10 and cifar100 do)", name);
-    const double mean = registry[i].mean, sd = registry[i].sd;
-    for (size_t j = 0; j < (size_t)d->n * (size_t)d->dim; j++) d->x[j] = (float)((d->x[j] - mean) / sd);
+    mean[0] = registry[i].mean, sd[0] = registry[i].sd;
+    *n = 1;
     return DPFL_OK;
+}
+
+dpfl_status dpfl_dataset_standardize_as(dpfl_dataset *d, const double *mean, const double *sd, int32_t n,
+                                        dpfl_error *err)
+{
+    if (n != 1 && n != d->c && n != d->dim)
+        return dpfl_fail(err, DPFL_EINVAL, "a standardization of %d values fits neither 1 value, the %d channels nor "
+                                           "the %d values of an example", (int)n, (int)d->c, (int)d->dim);
+    /* value k of an example: channel k / plane when n is the channels (n = 1: all one pair) */
+    const size_t plane = (size_t)d->h * d->w, dim = (size_t)d->dim;
+    for (size_t e = 0; e < (size_t)d->n; e++) {
+        float *x = d->x + e * dim;
+        for (size_t k = 0; k < dim; k++) {
+            const size_t j = n == 1 ? 0 : n == d->dim ? k : k / plane;
+            x[k] = (float)((x[k] - mean[j]) / sd[j]);
+        }
+    }
+    return DPFL_OK;
+}
+
+dpfl_status dpfl_dataset_standardize(const char *name, dpfl_dataset *d, dpfl_error *err)
+{
+    double mean[3], sd[3];
+    int32_t n = 0;
+    dpfl_status st = dpfl_dataset_standard_constants(name, d->c, mean, sd, &n, err);
+    return st ? st : dpfl_dataset_standardize_as(d, mean, sd, n, err);
 }
 
 int dpfl_dataset_has_standardization(const char *name)

@@ -386,6 +386,10 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
             if (m.code == 3 || m.code == 4) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: %s", m.text);
             break;
         case DPFL_WIRE_BYE:
+            if (m.code == 2) { /* interrupted: its resumed run continues with this client (until --idle-timeout) */
+                LOG(&cl->link, "the server says: %s; waiting for it to resume (dpfl serve --resume)", m.text);
+                break;
+            }
             zmq_msg_close(&msg);
             if (m.code) return dpfl_fail(err, DPFL_EIO, "dpfl join: %s", m.text);
             /* the rounds released after this client's last one still charged its records (rPDP-FL) */

@@ -761,6 +761,8 @@ static void finish(const dpfl_transport *t, int32_t released, dpfl_status st, co
     m.code = st ? 1 : 0;
     m.round = (uint32_t)released;
     if (st) dpfl_wire_set_text(&m, "the server stopped: %s", why);
+    else if (why && *why) /* interrupted: the clients wait for `dpfl serve --resume` */
+        m.code = 2, dpfl_wire_set_text(&m, "the server was interrupted after round %u; the run can be resumed", m.round);
     else dpfl_wire_set_text(&m, "run finished after %u rounds", m.round);
     for (int32_t k = 0; k < sv->K; k++)
         if (sv->peers[k].rid_len) send_frame(sv, &sv->peers[k], &m);

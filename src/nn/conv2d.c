@@ -254,3 +254,18 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
         }
     }
 }
+
+/* The direct kernels' variant that layer l's geometry chose (conv_direct.c, compiled for AVX-512 and for AVX2) */
+void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
+                                   const float *bias, int relu)
+{
+    if (ws->cdir[l].isa == 1) dpfl_nn_conv2d_direct_forward_avx512(ws, l, out, inp, w, bias, relu);
+    else dpfl_nn_conv2d_direct_forward_avx2(ws, l, out, inp, w, bias, relu);
+}
+
+void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
+                                    const float *inp, const float *w, int persample, double *sq)
+{
+    if (ws->cdir[l].isa == 1) dpfl_nn_conv2d_direct_backward_avx512(ws, l, dinp, dw, dout, inp, w, persample, sq);
+    else dpfl_nn_conv2d_direct_backward_avx2(ws, l, dinp, dw, dout, inp, w, persample, sq);
+}

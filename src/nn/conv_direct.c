@@ -18,18 +18,34 @@
  * order, so results do not depend on the number of threads.  The per-example weight gradients DP-SGD needs
  * (materialized norms) come out of the same pass at no extra cost: the batch gradient is their sum anyway.
  *
- * The Makefile compiles this file with AVX-512 flags (AVX512_FLAGS): nothing here runs unless
- * dpfl_nn_conv_direct_usable() said yes when the workspace was made, which it does only when dpfl_cpu_avx512()
- * (core/cpu.h); otherwise, and in builds without the AVX-512 kernels, the im2col path is used. */
+ * The Makefile compiles this file twice: with AVX-512 flags (AVX512_FLAGS; its functions end in _avx512) and, as
+ * conv_direct_avx2.c, with AVX2 + FMA flags (_avx2: 8-float vectors, 4 o x 24 p tiles, 16 registers).  Nothing
+ * here runs unless dpfl_nn_conv_direct_usable() said yes when the workspace was made, which it does only when
+ * dpfl_cpu_avx512() or dpfl_cpu_avx2() (core/cpu.h); dpfl_nn_conv_direct_geom chooses the variant (layers.h).
+ * Otherwise, and in builds without the kernels, the im2col path is used.  The Winograd kernels are AVX-512 only. */
 #include "layers.h"
 
 #include <string.h>
 
+#ifdef DPFL_DIRECT_AVX2 /* conv_direct_avx2.c */
+#define DIRECT_FN(name) name##_avx2
+#define DIRECT_AVX512 0
+#define DIRECT_AVX2 DPFL_AVX2_TARGET
+#define DIRECT_ISA 2
+#if DPFL_KERNELS_AVX2 && !DPFL_AVX2_TARGET
+#error "conv_direct_avx2.c must be compiled with the Makefile's AVX2_FLAGS"
+#endif
+#else
+#define DIRECT_FN(name) name##_avx512
+#define DIRECT_AVX512 DPFL_AVX512_TARGET
+#define DIRECT_AVX2 0
+#define DIRECT_ISA 1
 #if DPFL_KERNELS_AVX512 && !DPFL_AVX512_TARGET
 #error "conv_direct.c must be compiled with the Makefile's AVX512_FLAGS"
 #endif
+#endif
 
-#if DPFL_AVX512_TARGET
+#if DIRECT_AVX512 || DIRECT_AVX2
 #include <immintrin.h>
 #endif
 
@@ -37,8 +53,9 @@
 
 static int up16(int n) { return (n + 15) & ~15; }
 
-void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
+void DIRECT_FN(dpfl_nn_conv_direct_geom)(const dpfl_layer *L, dpfl_conv_direct *d)
 {
+    d->isa = DIRECT_ISA;
     d->C = L->in_c, d->OC = L->out_c, d->k = L->k, d->pad = L->pad;
     d->H = L->in_h, d->W = L->in_w, d->OH = L->out_h, d->OW = L->out_w;
     d->OCp = (d->OC + 3) & ~3, d->Cp = (d->C + 3) & ~3;
@@ -55,7 +72,7 @@ void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
     size_t kk = (size_t)d->k * d->k;
     size_t wf = (size_t)d->OCp * d->C * kk, wt = (size_t)d->Cp * d->OC * kk;
     d->weight_floats = wf > wt ? wf : wt;
-    d->wino = dpfl_nn_wino_usable(d);
+    d->wino = DIRECT_ISA == 1 && dpfl_nn_wino_usable(d); /* AVX-512 kernels only */
     if (d->wino) { /* its scratch (the larger of the two paths'); U, or the flipped weights and their U */
         size_t a = dpfl_nn_wino_conv_floats(d->C, d->OCp, d->OH, d->OW);
         size_t b = dpfl_nn_wino_conv_floats(d->OC, d->Cp, d->H, d->W);
@@ -69,7 +86,7 @@ void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
     }
 }
 
-#if DPFL_AVX512_TARGET
+#if DIRECT_AVX512
 
 /* t[i][0..16R) (row stride tld, i < 4) = sum over C channels (plane stride xpl) and k x k offsets of
  * w[i][c][ki][kj] (row stride wo) * x[c][ki Wi + kj + 0..16R). */
@@ -193,14 +210,7 @@ static inline float sum_n(const float *r, int n)
     return _mm512_reduce_add_ps(acc);
 }
 
-#else /* never called: no layer is usable */
-
-static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w, size_t wo,
-                      int nrow4)
-{
-    (void)t, (void)np, (void)x, (void)xpl, (void)C, (void)k, (void)Wi, (void)w, (void)wo, (void)nrow4;
-    DPFL_ASSERT(!"direct conv without AVX-512");
-}
+#else /* AVX2, or never called (no layer is usable) */
 
 static void copy_pad(float *dst, const float *src, int n, int total)
 {
@@ -220,18 +230,31 @@ static float sum_n(const float *r, int n)
     return s;
 }
 
+#if DIRECT_AVX2
+/* conv_rows and dw_tile_any: conv_direct_avx2.c defines them before it includes this file */
+#else
+static void conv_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w, size_t wo,
+                      int nrow4)
+{
+    (void)t, (void)np, (void)x, (void)xpl, (void)C, (void)k, (void)Wi, (void)w, (void)wo, (void)nrow4;
+    DPFL_ASSERT(!"direct conv without its kernels");
+}
+
 static void dw_tile_any(float res[4][6], const float *d, size_t dld, const float *const *x, int nv, int NJ)
 {
     (void)res, (void)d, (void)dld, (void)x, (void)nv, (void)NJ;
-    DPFL_ASSERT(!"direct conv without AVX-512");
+    DPFL_ASSERT(!"direct conv without its kernels");
 }
 #endif
+#endif
 
+#ifndef DPFL_DIRECT_AVX2
 void dpfl_nn_direct_rows(float *t, int np, const float *x, size_t xpl, int C, int k, int Wi, const float *w,
                          size_t wo, int nrow4)
 {
     conv_rows(t, np, x, xpl, C, k, Wi, w, wo, nrow4);
 }
+#endif
 
 /* ---------------------------------------------------------------- forward */
 
@@ -305,8 +328,8 @@ static void wino_forward_job(void *ctx, int64_t tid, int64_t tid_end)
     }
 }
 
-void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
-                                   const float *bias, int relu)
+void DIRECT_FN(dpfl_nn_conv2d_direct_forward)(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
+                                              const float *bias, int relu)
 {
     const dpfl_conv_direct *d = &ws->cdir[l];
     dpfl_conv_geom g;
@@ -344,7 +367,7 @@ static void dw_block(float res[4][6], const float *dd, size_t dld, const float *
         int c = (j0 + j) / kk, r = (j0 + j) % kk;
         xr[j] = xp + (size_t)c * d->xpl + (size_t)(r / d->k) * d->Wp + r % d->k;
     }
-#if DPFL_AVX512_TARGET
+#if DIRECT_AVX512
     switch (nj) {
     case 6: dw_tile(res, dd, dld, xr, nv, 6); break;
     case 5: dw_tile(res, dd, dld, xr, nv, 5); break;
@@ -491,8 +514,8 @@ static void sum_groups_job(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                    const float *inp, const float *w, int persample, double *sq)
+void DIRECT_FN(dpfl_nn_conv2d_direct_backward)(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
+                                               const float *inp, const float *w, int persample, double *sq)
 {
     const dpfl_layer *L = &ws->m->layers[l];
     const dpfl_conv_direct *d = &ws->cdir[l];

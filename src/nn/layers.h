@@ -92,9 +92,10 @@ void dpfl_nn_conv2d_persample(float *ps, double *sq, const float *dout, const fl
 void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *inp, const dpfl_conv_geom *g, int B,
                                   int bias, int chunk, float *col, float *gram, dpfl_par *par);
 
-/* ---------------------------------------------------------------- conv_direct.c (stride 1, AVX-512) */
-/* Compiled with AVX-512 flags, like conv_winograd.c below: called only for the layers of a workspace made when
- * dpfl_nn_conv_direct_usable() said yes; not exported from libdpfl.so. */
+/* ---------------------------------------------------------------- conv_direct.c (stride 1, AVX-512 or AVX2) */
+/* Compiled with AVX-512 flags (functions ending in _avx512, like conv_winograd.c below) and, as
+ * conv_direct_avx2.c, with AVX2 + FMA flags (_avx2): called only for the layers of a workspace made when
+ * dpfl_nn_conv_direct_usable() said yes, through the dispatchers below; not exported from libdpfl.so. */
 /* Geometry of a direct convolution: padded input planes (C, xpl) of width Wp, output positions y*Wp + x. */
 typedef struct {
     int C, OC, Cp, OCp, k, pad, H, W, OH, OW, Hp, Wp, Hz, Wz;
@@ -103,6 +104,7 @@ typedef struct {
     size_t thread_floats;         /* scratch per thread */
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
+    int isa;                      /* the kernels: 1 AVX-512, 2 AVX2 (chosen by dpfl_nn_conv_direct_geom) */
 } dpfl_conv_direct;
 /* Direct convs sum a batch's weight gradient in fixed groups of DPFL_NN_DW_GROUP examples, then over the groups
  * in order (the same bits on any number of threads): partial sums for this many groups. */
@@ -117,25 +119,44 @@ static inline int dpfl_nn_conv_uses_ghost(dpfl_conv_norms mode, const dpfl_layer
     double T = (double)L->out_h * L->out_w, K = (double)L->in_c * L->k * L->k, OC = L->out_c;
     return T * T * (K + OC) < T * K * OC;
 }
-/* 1 when this CPU runs the direct kernels (dpfl_cpu_avx512(): compiled in, the CPU has AVX-512 and the portable
- * code is not forced) and layer L can use them (Conv2d with stride 1).  Asked once, when a workspace is made. */
+/* 1 when this CPU runs the direct kernels (dpfl_cpu_avx512() or dpfl_cpu_avx2(): compiled in, the CPU has the
+ * instructions and the portable code is not forced) and layer L can use them (Conv2d with stride 1).  Asked once,
+ * when a workspace is made. */
 static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
 {
-    return L->kind == DPFL_LAYER_CONV2D && L->stride == 1 && dpfl_cpu_avx512();
+    return L->kind == DPFL_LAYER_CONV2D && L->stride == 1 && (dpfl_cpu_avx512() || dpfl_cpu_avx2());
 }
 /* Whether AUTO runs a usable layer on the direct kernels: only when its output plane has at least 64 positions
  * (8 x 8).  Below that, per-example direct kernels lose to one im2col GEMM over the whole batch, by 2x (4 x 4,
  * 128-256 channels) to 30x (1 x 1, 512 channels: ResNet-18's last stage) on this project's AVX-512 machine. */
 static inline int dpfl_nn_conv_direct_pays(const dpfl_layer *L) { return L->out_h * L->out_w >= 64; }
-DPFL_HIDDEN void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d);
+DPFL_HIDDEN void dpfl_nn_conv_direct_geom_avx512(const dpfl_layer *L, dpfl_conv_direct *d);
+DPFL_HIDDEN void dpfl_nn_conv_direct_geom_avx2(const dpfl_layer *L, dpfl_conv_direct *d);
+/* The geometry of usable layer L, for the AVX-512 kernels where the CPU has them, else the AVX2 ones (d->isa). */
+static inline void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direct *d)
+{
+    if (dpfl_cpu_avx512()) dpfl_nn_conv_direct_geom_avx512(L, d);
+    else dpfl_nn_conv_direct_geom_avx2(L, d);
+}
 /* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
  * backward pass (Winograd reads inp again). */
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx512(dpfl_nn_ws *ws, int l, float *out, const float *inp,
+                                                      const float *w, const float *bias, int relu);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx2(dpfl_nn_ws *ws, int l, float *out, const float *inp,
+                                                    const float *w, const float *bias, int relu);
+/* the variant its geometry chose (src/nn/conv2d.c) */
 DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
                                                const float *bias, int relu);
 /* After a direct forward of layer l, given dout CNHW (OC, B, T) and the forward's input inp:
  *   dinp (layer input strides): input gradient, overwritten (skipped when NULL);
  *   persample = 0: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
  *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx512(dpfl_nn_ws *ws, int l, float *dinp, float *dw,
+                                                       const float *dout, const float *inp, const float *w,
+                                                       int persample, double *sq);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx2(dpfl_nn_ws *ws, int l, float *dinp, float *dw,
+                                                     const float *dout, const float *inp, const float *w,
+                                                     int persample, double *sq);
 DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
                                                 const float *inp, const float *w, int persample, double *sq);
 

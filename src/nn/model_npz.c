@@ -25,7 +25,7 @@
 #include <zlib.h>
 
 /* the six dpfl_* arrays, two tensors per layer */
-enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 6 + 2 * MAX_LAYERS_NPZ, LAYER_COLUMNS = 14 };
+enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 8 + 2 * MAX_LAYERS_NPZ, LAYER_COLUMNS = 14 };
 
 static const char layer_columns[] = "kind,in_c,in_h,in_w,out_c,out_h,out_w,k,stride,pad,bias,groups,from,shortcut";
 /* in dpfl_layer_kind's order */
@@ -285,8 +285,8 @@ static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L
     return DPFL_OK;
 }
 
-dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes, const char *path,
-                                  dpfl_error *err)
+dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int32_t classes,
+                                  const dpfl_input_standardization *s, const char *path, dpfl_error *err)
 {
     if (m->nlayers > MAX_LAYERS_NPZ)
         return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than %d layers", path, MAX_LAYERS_NPZ);
@@ -323,6 +323,12 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
     npy_array *a = add(arr, &n, "dpfl_input_shape", "<i4", shape, sizeof shape);
     a->ndim = 1, a->shape[0] = 3;
     add(arr, &n, "dpfl_classes", "<i4", cls, sizeof cls)->ndim = 0;
+    if (s && s->n > 0) { /* the inputs' standardization in training: '<f8', as in memory on x86-64 */
+        npy_array *mean = add(arr, &n, "dpfl_input_mean", "<f8", s->mean, (size_t)s->n * 8);
+        npy_array *std = add(arr, &n, "dpfl_input_std", "<f8", s->std, (size_t)s->n * 8);
+        mean->ndim = std->ndim = 1;
+        mean->shape[0] = std->shape[0] = s->n;
+    }
     dpfl_status st = write_zip(arr, n, path, err);
     free(table);
     return st;

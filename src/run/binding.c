@@ -70,10 +70,12 @@ dpfl_status dpfl_model_file_export_npz(const char *model_path, const char *npz_p
     float *params = NULL;
     size_t nparam = 0;
     int32_t shape[4];
-    dpfl_status st = dpfl_model_file_read_shape(model_path, spec, sizeof spec, &params, &nparam, shape, err);
+    dpfl_input_standardization std;
+    dpfl_status st = dpfl_model_file_read_all(model_path, spec, sizeof spec, &params, &nparam, shape, &std, err);
     if (st) return st;
     if (!shape[0]) {
         dpfl_free(params);
+        dpfl_input_standardization_free(&std);
         return dpfl_fail(err, DPFL_EFORMAT, "model %s: written before model files stored their input shape; export it "
                                             "with dpfl export --data DATASET", model_path);
     }
@@ -85,10 +87,12 @@ dpfl_status dpfl_model_file_export_npz(const char *model_path, const char *npz_p
         dpfl_model m;
         dpfl_error e2;
         if (dpfl_model_create(spec, shape[0], shape[1], shape[2], tries[i], &m, &e2)) continue;
-        if (m.nparam == nparam && m.out_dim == shape[3]) st = dpfl_model_export_npz(&m, params, tries[i], npz_path, err);
+        if (m.nparam == nparam && m.out_dim == shape[3])
+            st = dpfl_model_export_npz(&m, params, tries[i], &std, npz_path, err);
         dpfl_model_free(&m);
         if (st == DPFL_OK) break;
     }
     dpfl_free(params);
+    dpfl_input_standardization_free(&std);
     return st;
 }

@@ -372,7 +372,13 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     char path[1100];
     final_evaluation(in, a->ledger.rounds, &c->pr);
     snprintf(path, sizeof path, "%s/model.bin", c->io.dir);
-    if ((st = dpfl_model_save(&in->model, in->global, path, err))) return st;
+    /* with the standardization its inputs had, so that it can be fed without this run's config */
+    dpfl_input_standardization std;
+    const dpfl_model *m = &in->model;
+    if ((st = dpfl_config_input_standardization(in->cfg, m->in_c, m->in_h, m->in_w, &std, err))) return st;
+    st = dpfl_model_save_standardized(m, in->global, &std, path, err);
+    dpfl_input_standardization_free(&std);
+    if (st) return st;
     cJSON *sum = cJSON_CreateObject();
     fl_json_num(sum, "test_accuracy", c->pr.last_eval.test_accuracy);
     fl_json_num(sum, "test_loss", c->pr.last_eval.test_loss);

@@ -167,7 +167,9 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
         if (!st) st = fl_report_summary(c, err);
         if (!st && !opt->quiet) fl_report_final_lines(in, &c->node.acct, &c->pr, opt->out_dir);
     }
-    if (t && t->finish) t->finish(t, in->sim ? dpfl_sim_ledger(in->sim)->rounds : 0, st, st ? err->msg : "");
+    if (t && t->finish)
+        t->finish(t, in->sim ? dpfl_sim_ledger(in->sim)->rounds : 0, st,
+                  st ? err->msg : c->pr.interrupted ? "interrupted" : "");
     fl_run_free(c);
     free(c);
     return st;
