@@ -421,16 +421,16 @@ static void serve_and_join_name_what_is_missing(void **state)
 #ifndef DPFL_HAVE_ZMQ
         fail_msg("dpfl_net_available() without DPFL_HAVE_ZMQ");
 #endif
-        /* a setting the network does not run yet is refused before anything binds */
-        cfg.record_dp.enabled = 1;
-        cfg.record_dp.budgets = DPFL_BUDGETS_CLASS;
-        cfg.record_dp.budget_policy = DPFL_POLICY_FILTER;
+        /* a setting the network refuses (noisy updates in the clear) is refused before anything binds */
+        cfg.client_dp.enabled = 1;
+        cfg.client_dp.mechanism = DPFL_CLIENT_MECH_DDP;
+        cfg.client_dp.ddp_secagg = 0;
         dpfl_serve_options so = {"tcp://127.0.0.1:1", "/nonexistent", NULL, -1, 1, 1, 1, 0, 0};
         dpfl_run_options ro;
         memset(&ro, 0, sizeof ro);
         ro.out_dir = "/tmp/dpfl-test-net-never";
         assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);
-        assert_non_null(strstr(err.msg, "record_dp.budget_policy = filter"));
+        assert_non_null(strstr(err.msg, "client_dp.ddp_secagg = no"));
         assert_int_not_equal(access("/tmp/dpfl-test-net-never", F_OK), 0);
         return;
     }
