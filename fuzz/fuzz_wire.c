@@ -17,7 +17,8 @@ static void check_frame(const uint8_t *buf, size_t len)
         if (!err.msg[0]) abort();
         return;
     }
-    if ((m.vec != NULL) != (m.type == DPFL_WIRE_ROUND || m.type == DPFL_WIRE_UPDATE)) abort();
+    const int has_vec = m.type == DPFL_WIRE_ROUND || m.type == DPFL_WIRE_UPDATE || m.type == DPFL_WIRE_SYNC;
+    if ((m.vec != NULL) != has_vec) abort();
     if (m.vec) {
         float *v = malloc(m.nparam * sizeof(float) + 1);
         if (!v) abort();

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # mpirun -np R dpfl train (src/cli/mpi_train.c): the same model bytes and epsilons as one process for a seed, with
-# dropouts and client-level DP, on 2 and 3 ranks; a setting the ranks cannot share is refused on one line.  Run by
+# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets and distributed
+# DP (secure aggregation over MPI messages), on 2 and 3
+# ranks, and after a resume; a setting the ranks cannot share is refused on one line.  Run by
 # `make test`; skipped, saying so, where mpirun or an MPI build is missing (CI installs OpenMPI: scripts/setup.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -94,10 +96,101 @@ out=$("${MPIRUN[@]}" 1 --wdir "$tmp/r0" "$bin" "${args[@]}" --force --set data.p
 grep -q "data.partition draws by label, which needs every record's label" <<<"$out" || t_fail "no clear error: $out"
 t_end
 
-t_begin "mpirun: per-client state is refused on one line naming the setting"
-out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/keep" --quiet --set fl.client_state=keep 2>&1)
-rc=$?
-[ $rc -ne 0 ] || t_fail "a keep-state run under mpirun exited 0"
-grep -q "fl.client_state = keep is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
+# the same model bytes and epsilons as one process for CONFIG args..., on 2 and 3 ranks
+same_as_one() {
+  local name=$1 ini=$2; shift 2
+  "$dpfl" train "$ini" --out "$tmp/$name-one" --quiet "$@" >"$tmp/$name-one.log" 2>&1 ||
+    { t_fail "$name, one process: $(tail -1 "$tmp/$name-one.log")"; return; }
+  for np in 2 3; do
+    if ! "${MPIRUN[@]}" $np "$dpfl" train "$ini" --out "$tmp/$name-np$np" --quiet "$@" >"$tmp/$name-np$np.log" 2>&1; then
+      t_fail "$name, $np ranks: $(tail -2 "$tmp/$name-np$np.log")"; continue
+    fi
+    cmp -s "$tmp/$name-one/model.bin" "$tmp/$name-np$np/model.bin" || t_fail "$name, $np ranks: model.bin differs"
+    for k in client_epsilon epsilon; do
+      [ "$(eps $k "$tmp/$name-one/summary.json")" = "$(eps $k "$tmp/$name-np$np/summary.json")" ] ||
+        t_fail "$name, $np ranks: $k $(eps $k "$tmp/$name-np$np/summary.json") != $(eps $k "$tmp/$name-one/summary.json")"
+    done
+  done
+}
+
+t_begin "mpirun: per-client state stays on the worker that holds the client: kept optimizer state, input transforms, helper models, personal layers"
+# momentum kept per client and PrivateFL's transforms (trained on the worker, never sent); PriFedSync's helper
+# models (synced on the worker with the model rank 0 broadcasts after each release; clients sit rounds out at q = 0.5)
+same_as_one keep "$tmp/run.ini" --set fl.optimizer=sgd --set fl.momentum=0.9 --set fl.client_state=keep --set model.transform=affine
+same_as_one helper "$tmp/run.ini" --set fl.personalization=helper --set fl.helper_alpha=0.3 --set fl.weighting=uniform
+# fl.personal: FedGN's GroupNorm layers stay on the worker too
+same_as_one personal "$tmp/run.ini" --set model.arch=net:fc16,gn4,relu,fc10 --set fl.personal=norm
+t_end
+
+t_begin "mpirun: the workers' client states reach rank 0's checkpoint: a resume, across ranks or in one process, ends as one run"
+# 2 of 4 rounds on 3 ranks, then --resume to 4 (on 3 ranks; and the same checkpoint in one process): the 4-round
+# run's bytes.  Without the states in the checkpoint the resumed clients would start from fresh state.
+st=(--set fl.optimizer=sgd --set fl.momentum=0.9 --set fl.client_state=keep --set model.transform=affine
+    --set fl.personalization=helper --set fl.helper_alpha=0.3)
+"$dpfl" train "$tmp/run.ini" --out "$tmp/st-ref" --quiet "${st[@]}" >"$tmp/st-ref.log" 2>&1 || t_fail "one process"
+for how in mpi one; do
+  "${MPIRUN[@]}" 3 "$dpfl" train "$tmp/run.ini" --out "$tmp/st-$how" --quiet "${st[@]}" --set fl.rounds=2 \
+    >"$tmp/st-$how.log" 2>&1 || { t_fail "2 rounds on 3 ranks: $(tail -2 "$tmp/st-$how.log")"; continue; }
+  if [ $how = mpi ]; then
+    "${MPIRUN[@]}" 3 "$dpfl" train --resume "$tmp/st-$how" --set fl.rounds=4 --quiet >>"$tmp/st-$how.log" 2>&1
+  else
+    "$dpfl" train --resume "$tmp/st-$how" --set fl.rounds=4 --quiet >>"$tmp/st-$how.log" 2>&1
+  fi || { t_fail "resume ($how): $(tail -2 "$tmp/st-$how.log")"; continue; }
+  cmp -s "$tmp/st-ref/model.bin" "$tmp/st-$how/model.bin" || t_fail "resumed ($how): model.bin differs from the 4-round run's"
+  [ "$(eps epsilon "$tmp/st-ref/summary.json")" = "$(eps epsilon "$tmp/st-$how/summary.json")" ] || t_fail "epsilon ($how)"
+done
+t_end
+
+t_begin "mpirun: rPDP-FL budgets: each worker replays the levels' opt-outs round by round (dropout, minimum, rpdp policies)"
+# budget_rounds = 3 of 6 rounds: the levels opt out in the run, so a worker that did not replay them would train
+# records rank 0 has stopped charging
+cat >"$tmp/rpdp.ini" <<'INI'
+[data]
+dataset = synthetic
+clients = 6
+[model]
+arch = mlp:20-16-10
+[fl]
+rounds = 6
+sampling = poisson
+client_rate = 0.5
+local_steps = 3
+batch = 16
+lr = 0.2
+[record_dp]
+enabled = yes
+clip = 1.0
+delta = 1e-3
+budgets = threelevels
+[run]
+seed = 7
+threads = 1
+allow_large_delta = yes
+INI
+same_as_one rpdp "$tmp/rpdp.ini" --set record_dp.budget_policy=dropout --set record_dp.budget_rounds=3
+grep -q '"opted_out":[[:space:]]*[1-9]' "$tmp/rpdp-one/summary.json" || t_fail "no level opted out: the replay is not exercised"
+same_as_one rpdpmin "$tmp/rpdp.ini" --set record_dp.budget_policy=minimum
+same_as_one rpdpdef "$tmp/rpdp.ini"
+t_end
+
+t_begin "mpirun: distributed DP runs secure aggregation over MPI messages (rank 0 sees masked inputs only)"
+# no dropout (every round released), then client_dp.dropout = 0.2 with kept state: a dropout advertises and shares
+# its keys and sends no input, as in one process, so some rounds release nothing there and here alike
+same_as_one ddp "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0 \
+  --set client_dp.dropout=0 --set client_dp.ddp_tolerated_dropout=0.25
+[ "$(grep -c '"ddp_released":[[:space:]]*true' "$tmp/ddp-np3/metrics.jsonl")" -ge 2 ] || t_fail "ddp: rounds were not released"
+same_as_one ddpdrop "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0 \
+  --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set fl.client_state=keep \
+  --set fl.optimizer=sgd --set fl.momentum=0.9
+t_end
+
+t_begin "mpirun: what cannot run across ranks is refused on one line saying why"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/ddp" --quiet --set client_dp.mechanism=ddp \
+      --set client_dp.ddp_secagg=no 2>&1) && t_fail "distributed DP without secure aggregation under mpirun exited 0"
+grep -q "client_dp.ddp_secagg = no would send each client's noisy update to rank 0 in the clear" <<<"$out" ||
+  t_fail "no clear error: $out"
+out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt" --quiet --set record_dp.budget_policy=filter 2>&1) &&
+  t_fail "the per-record filter under mpirun exited 0"
+grep -q "record_dp.budget_policy = filter is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
 t_end
 t_summary

@@ -51,6 +51,8 @@ static const char *tp(const char *fmt, ...)
     return b;
 }
 
+static uint64_t le_at(const uint8_t *p, int n);
+
 static void sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -381,6 +383,94 @@ static void deployed_run_equals_the_simulation(void **state)
     cJSON_Delete(last);
 }
 
+/* The config of extra (an [fl] tail and what follows) trained by dpfl train and deployed on 3 clients: the same
+ * model bytes, metrics and epsilons. */
+static void deployed_equals_simulated(const char *name, int rounds, const char *extra)
+{
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("%s.ini", name));
+    write_config(cfg, 3, rounds, extra);
+    train(cfg, tp("%s-sim", name));
+    const int port = free_port();
+    pid_t srv = serve(port, cfg, tp("%s-dep", name), tp("%s-server.log", name), "--round-timeout 30 --join-timeout 30");
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("%s-state%d", name, k), tp("%s-client%d.log", name, k), "");
+    expect_exit(srv, 0, tp("%s-server.log", name), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("%s-client%d.log", name, k), 10);
+    assert_same_bytes(tp("%s-sim/model.bin", name), tp("%s-dep/model.bin", name));
+    assert_same_file(tp("%s-sim/metrics.jsonl", name), tp("%s-dep/metrics.jsonl", name));
+    assert_same_summary_value(tp("%s-sim/summary.json", name), tp("%s-dep/summary.json", name), "epsilon");
+    cJSON *sim = json_file(tp("%s-sim/summary.json", name));
+    const int client_level = cJSON_GetObjectItemCaseSensitive(sim, "client_epsilon") != NULL;
+    cJSON_Delete(sim);
+    if (client_level)
+        assert_same_summary_value(tp("%s-sim/summary.json", name), tp("%s-dep/summary.json", name), "client_epsilon");
+}
+
+/* PrivateFL's input transforms (each client's own, kept in its process, never sent) and PriFedSync's helper models
+ * (each client's own; the server syncs the clients whose update was added): with Poisson client sampling at 0.6 a
+ * client sits rounds out, so a helper synced with the wrong round's model, or not at all, changes the bytes. */
+static void personal_models_deployed_equal_the_simulation(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char extra[1024];
+    snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.6\n%s\n[model]\ntransform = affine\n", DP);
+    deployed_equals_simulated("tr", 5, extra);
+    snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.6\npersonalization = helper\n"
+                                  "helper_alpha = 0.3\nweighting = uniform\n%s", DP);
+    deployed_equals_simulated("hp", 5, extra);
+    /* every client synced after its last round (its helper waits for nothing) */
+    for (int k = 0; k < 3; k++) {
+        assert_true(contains(tp("hp-client%d.log", k), "helper model synced with the released model"));
+        FILE *f = fopen(tp("hp-state%d/client.bin", k), "rb");
+        assert_non_null(f);
+        uint8_t head[16 + 112];
+        assert_int_equal(fread(head, 1, sizeof head, f), sizeof head);
+        fclose(f);
+        assert_int_equal((int32_t)le_at(head + 16 + 108, 4), 0);
+    }
+}
+
+/* rPDP-FL's individual Renyi filter (Feldman-Zrnic): each record's spend lives in the client that holds it, a
+ * record that has spent its cap leaves that client's sampler, and client.bin keeps the spend.  4 rounds planned and
+ * run (every record spends its cap), then server and clients resumed on their folders to 7 rounds: a client that
+ * forgot its records' spend would sample them again, and the bytes would differ from dpfl train --resume's. */
+static void the_filter_runs_deployed_and_its_spend_survives_a_restart(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    deployed_equals_simulated("flt", 4, "sampling = poisson\nclient_rate = 0.7\nlr = 0.2\n\n[record_dp]\nenabled = yes\n"
+                                        "clip = 1.0\ndelta = 1e-3\nbudgets = threelevels\nbudget_policy = filter\n"
+                                        "budget_rounds = 4\n");
+    cJSON *sum = json_file(tp("flt-sim/summary.json"));
+    for (int k = 0; k < 3; k++) { /* each client's own epsilon: its records' caps, as the simulation reports them */
+        cJSON *c = json_file(tp("flt-state%d/client.json", k));
+        if (num(c, "epsilon") != num(sum, "epsilon"))
+            print_error("client %d: own epsilon %.17g, simulation %.17g\n", k, num(c, "epsilon"), num(sum, "epsilon"));
+        assert_true(num(c, "epsilon") == num(sum, "epsilon"));
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(sum);
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "'%s' train --resume '%s' --set fl.rounds=7 --quiet", bin, tp("flt-sim"));
+    assert_int_equal(system(cmd), 0);
+    const int port = free_port();
+    pid_t srv = spawn(tp("flt-server2.log"), "serve --resume '%s' --set fl.rounds=7 --bind tcp://127.0.0.1:%d --keys '%s' "
+                                            "--join-timeout 30 --round-timeout 30", tp("flt-dep"), port, tp("keys/server"));
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, tp("flt.ini"), k, tp("keys/c%d", k), tp("flt-state%d", k), tp("flt-client%d-2.log", k), "");
+    expect_exit(srv, 0, tp("flt-server2.log"), 60);
+    for (int k = 0; k < 3; k++) {
+        expect_exit(cl[k], 0, tp("flt-client%d-2.log", k), 10);
+        assert_true(contains(tp("flt-client%d-2.log", k), "carrying on from"));
+    }
+    assert_same_bytes(tp("flt-sim/model.bin"), tp("flt-dep/model.bin"));
+    assert_same_summary_value(tp("flt-sim/summary.json"), tp("flt-dep/summary.json"), "epsilon");
+}
+
 /* ---------------------------------------------------------------------------------------------- 2 */
 static void unlisted_keys_and_impostors_are_refused(void **state)
 {
@@ -581,9 +671,9 @@ static void assert_client_bin_layout(const char *path, int32_t k, int32_t client
     static uint8_t b[1 << 22];
     const size_t len = fread(b, 1, sizeof b, f);
     fclose(f);
-    assert_true(len >= 16 + 168 + 4 && len < sizeof b);
+    assert_true(len >= 16 + 172 + 4 && len < sizeof b);
     assert_memory_equal(b, "DPCL", 4);
-    assert_int_equal(le_at(b + 4, 4), 1);
+    assert_int_equal(le_at(b + 4, 4), 2);
     assert_int_equal(le_at(b + 8, 8), len - 20); /* the payload: all but the head and the CRC */
     const uint8_t *p = b + 16;
     assert_int_equal((int32_t)le_at(p, 4), k);
@@ -591,8 +681,11 @@ static void assert_client_bin_layout(const char *path, int32_t k, int32_t client
     assert_true(le_at(p + 8, 8) > 0);                                /* nparam */
     assert_int_equal((int64_t)le_at(p + 80, 8), participations);
     assert_true((int64_t)le_at(p + 88, 8) > 0);                      /* record_steps (record-level DP) */
-    const uint64_t floats = le_at(p + 116, 8);
-    const uint8_t *a = p + 124 + 4 * floats;
+    assert_int_equal((int32_t)le_at(p + 108, 4), 0);                 /* sync_round (no helper models) */
+    const uint64_t floats = le_at(p + 120, 8);
+    const uint8_t *a = p + 128 + 4 * floats;
+    assert_int_equal(le_at(a, 8), 0); /* the filter's spend: none without it */
+    a += 8;
     assert_true(a + 44 <= b + len - 4);
     assert_int_equal((int32_t)le_at(a, 4), last_round);
     assert_int_equal(le_at(a + 36, 8), (uint64_t)(b + len - 4 - (a + 44))); /* the frame, up to the CRC */
@@ -1026,6 +1119,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(deployed_run_equals_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(personal_models_deployed_equal_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(the_filter_runs_deployed_and_its_spend_survives_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
         cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),
         cmocka_unit_test_teardown(a_client_killed_mid_round_is_a_dropout, kill_leftovers),

@@ -67,7 +67,7 @@ static void every_type_round_trips(void **state)
 {
     (void)state;
     float w[5] = {1.0f, -2.5f, 3e-7f, 0.0f, 1e30f};
-    dpfl_wire_msg msgs[9];
+    dpfl_wire_msg msgs[11];
     memset(msgs, 0, sizeof msgs);
     msgs[0] = round_msg(w, 5);
     msgs[1] = update_msg(w, 5);
@@ -83,7 +83,12 @@ static void every_type_round_trips(void **state)
     msgs[8] = round_msg(w, 5); /* distributed DP */
     msgs[8].cohort = 4, msgs[8].index = 3, msgs[8].threshold = 3, msgs[8].client_z = 0.7;
     for (int i = 0; i < 32; i++) msgs[8].ddp_seed[i] = (uint8_t)(7 * i);
-    for (int i = 0; i < 9; i++) {
+    /* helper models' sync: a released model, and round 0 (the initial model) */
+    msgs[9].type = DPFL_WIRE_SYNC, msgs[9].sender = DPFL_WIRE_SERVER, msgs[9].round = 6, msgs[9].nparam = 5;
+    msgs[9].fvec = w, msgs[9].model_digest[3] = 4;
+    msgs[10] = msgs[9];
+    msgs[10].round = 0;
+    for (int i = 0; i < 11; i++) {
         uint8_t *buf, *again;
         size_t len, len2;
         dpfl_error err;
@@ -109,7 +114,8 @@ static void every_type_round_trips(void **state)
         assert_int_equal(d.data_len, msgs[i].data_len);
         if (d.data_len) assert_memory_equal(d.data, msgs[i].data, d.data_len);
         assert_string_equal(d.text, msgs[i].text);
-        assert_true((d.vec != NULL) == (d.type == DPFL_WIRE_ROUND || d.type == DPFL_WIRE_UPDATE));
+        assert_true((d.vec != NULL) ==
+                    (d.type == DPFL_WIRE_ROUND || d.type == DPFL_WIRE_UPDATE || d.type == DPFL_WIRE_SYNC));
         if (d.vec) {
             float got[5];
             dpfl_wire_floats(&d, got);
@@ -154,7 +160,7 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
     EDIT(0, 'X', "bad magic");
     EDIT(4, 2, "version 2 is not supported");
     EDIT(5, 0, "unknown frame type 0");
-    EDIT(5, 8, "unknown frame type 8");
+    EDIT(5, 9, "unknown frame type 9");
     EDIT(6, 1, "reserved bits");
     EDIT(15, 0x7f, "oversized update frame");
     /* one byte less of payload announced: the length no longer matches the bytes */
@@ -225,6 +231,23 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
     b2[DDP + 8] = 1; /* threshold 1 */
     reseal(b2, len);
     expect_refused(b2, len, "threshold 1");
+    free(b2);
+    free(good);
+
+    /* a sync (helper models) sent by a client; one announcing more parameters than it holds */
+    dpfl_wire_msg sy;
+    memset(&sy, 0, sizeof sy);
+    sy.type = DPFL_WIRE_SYNC, sy.sender = DPFL_WIRE_SERVER, sy.round = 2, sy.nparam = 4, sy.fvec = w;
+    assert_int_equal(dpfl_wire_encode(&sy, &good, &len, &err), DPFL_OK);
+    b2 = malloc(len);
+    memcpy(b2, good, len);
+    memset(b2 + 8, 0, 4);
+    reseal(b2, len);
+    expect_refused(b2, len, "only the server syncs");
+    memcpy(b2, good, len);
+    b2[P0 + 4 + 32] = 5;
+    reseal(b2, len);
+    expect_refused(b2, len, "5 parameters announced");
     free(b2);
     free(good);
 
@@ -398,14 +421,16 @@ static void serve_and_join_name_what_is_missing(void **state)
 #ifndef DPFL_HAVE_ZMQ
         fail_msg("dpfl_net_available() without DPFL_HAVE_ZMQ");
 #endif
-        /* a setting the network does not run yet is refused before anything binds */
-        cfg.fl.personalization = DPFL_PERSONAL_HELPER;
+        /* a setting the network refuses (noisy updates in the clear) is refused before anything binds */
+        cfg.client_dp.enabled = 1;
+        cfg.client_dp.mechanism = DPFL_CLIENT_MECH_DDP;
+        cfg.client_dp.ddp_secagg = 0;
         dpfl_serve_options so = {"tcp://127.0.0.1:1", "/nonexistent", NULL, -1, 1, 1, 1, 0, 0};
         dpfl_run_options ro;
         memset(&ro, 0, sizeof ro);
         ro.out_dir = "/tmp/dpfl-test-net-never";
         assert_int_equal(dpfl_net_serve(&cfg, &ro, &so, &err), DPFL_EINVAL);
-        assert_non_null(strstr(err.msg, "fl.personalization = helper"));
+        assert_non_null(strstr(err.msg, "client_dp.ddp_secagg = no"));
         assert_int_not_equal(access("/tmp/dpfl-test-net-never", F_OK), 0);
         return;
     }

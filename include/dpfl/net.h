@@ -32,6 +32,9 @@
  *               (BYE from the server: code 0 the run finished, 2 interrupted -- the clients wait for it to resume --,
  *               else stopped by an error)
  *   SECAGG     u32 round, a secure-aggregation message (include/dpfl/secagg.h, at least its 12-byte header)
+ *   SYNC       u32 round, u8 model_digest[32], u64 nparam, f32 model[nparam]   (server -> a client; fl.personalization
+ *              = helper: the model round `round` released, to a client whose update of it was added, or round 0:
+ *              the initial model w0, every helper model until its first sync, after the server's hello)
  * The decoder is strict: any frame that is truncated, oversized, of another version or type, with a wrong
  * checksum, reserved bits set, a payload that does not match its type's layout or values out of range is an
  * error (DPFL_EFORMAT) naming what is wrong, and nothing of it is used. */
@@ -59,7 +62,8 @@ typedef enum {
     DPFL_WIRE_HEARTBEAT = 4,
     DPFL_WIRE_ERROR = 5,
     DPFL_WIRE_BYE = 6,
-    DPFL_WIRE_SECAGG = 7
+    DPFL_WIRE_SECAGG = 7,
+    DPFL_WIRE_SYNC = 8
 } dpfl_wire_type;
 
 /* One frame, decoded (dpfl_wire_decode) or to encode (dpfl_wire_encode).  Fields a type does not carry are 0. */
@@ -72,7 +76,7 @@ typedef struct {
     uint32_t round;                   /* ROUND, UPDATE, HEARTBEAT, ERROR, BYE */
     double lr, update_clip, record_z; /* ROUND: the mechanism the client must run */
     uint8_t rates_digest[32];         /* ROUND: per-record rates of the client (rPDP-FL), zeros without */
-    uint8_t model_digest[32];         /* ROUND: of its model; UPDATE: of the model the client trained from */
+    uint8_t model_digest[32];         /* ROUND, SYNC: of its model; UPDATE: of the model the client trained from */
     uint32_t cohort, index, threshold; /* ROUND, distributed DP: n, the client's id in the round, t (else 0) */
     double client_z;                  /* ROUND, distributed DP: the noise multiplier of the round (else 0) */
     uint8_t ddp_seed[32];             /* ROUND, distributed DP: the round's public rotation seed (else 0) */
@@ -81,8 +85,8 @@ typedef struct {
     uint32_t flags;                   /* UPDATE */
     int64_t steps, examples, clipped; /* UPDATE */
     double loss_sum;                  /* UPDATE */
-    uint64_t nparam;                  /* HELLO, ROUND, UPDATE */
-    /* ROUND, UPDATE: nparam little-endian f32.  Decoding points vec into the frame (unaligned: read it with
+    uint64_t nparam;                  /* HELLO, ROUND, UPDATE, SYNC */
+    /* ROUND, UPDATE, SYNC: nparam little-endian f32.  Decoding points vec into the frame (unaligned: read it with
      * dpfl_wire_floats); encoding reads fvec if set, else vec. */
     const uint8_t *vec;
     const float *fvec;
@@ -95,7 +99,7 @@ const char *dpfl_wire_type_name(uint32_t type);
 dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len, dpfl_error *err);
 /* Strict decoding of len bytes (see above); m->vec points into buf. */
 dpfl_status dpfl_wire_decode(const void *buf, size_t len, dpfl_wire_msg *m, dpfl_error *err);
-/* The nparam floats of a decoded ROUND or UPDATE (nothing for other types). */
+/* The nparam floats of a decoded ROUND, UPDATE or SYNC (nothing for other types). */
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out);
 /* BLAKE2b-256 of n floats (their little-endian bytes): names a model in ROUND and UPDATE. */
 void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32]);

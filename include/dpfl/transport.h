@@ -62,6 +62,8 @@ typedef struct {
     size_t nparam;
     const uint8_t *partition_key, *partition_digest; /* 32 bytes each: what a client needs to draw the same split */
     int32_t released;                                /* rounds released before this session (a resume) */
+    const float *initial_model; /* personalization = helper: w0, every helper model until its first sync (else NULL) */
+    dpfl_sim *sim;              /* opaque: the public accessors (the client states a resume restored) */
 } dpfl_transport_setup;
 
 typedef struct dpfl_transport dpfl_transport;
@@ -69,7 +71,9 @@ struct dpfl_transport {
     /* train the job's clients; an error ends the run */
     dpfl_status (*run_clients)(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err);
     int whole_round;       /* 1: one call per round with a slot for every sampled client (one deadline per round) */
-    int clients_hold_data; /* 1: every client is a process with its own data: files absent here are never read */
+    int clients_hold_data; /* 1: every client is a process with its own data: files absent here are never read;
+                              its own state (optimizer, helper model, input transform) lives there too, so the
+                              server keeps none and does not evaluate the clients' own models */
     /* optional: once the run is set up, and when it ends (released: rounds released in all; st: how; why: the
      * error, or for DPFL_OK "interrupted" (dpfl_run_options.stop: the run can be resumed) or "" (finished)) */
     dpfl_status (*start)(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err);
@@ -80,6 +84,9 @@ struct dpfl_transport {
      * too few answered (the round then releases nothing, and is charged all the same). */
     dpfl_status (*secagg_finish)(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
                                  int32_t arrived, uint32_t *sum, int *released, dpfl_error *err);
+    /* optional: after each round's release (job->global: the released model; job->reports: whose update arrived).
+     * fl.personalization = helper: the processes that hold the helper models sync them (dpfl_sim_client_sync) */
+    void (*after_round)(const dpfl_transport *t, const dpfl_round_job *job);
     void *ctx;
     const char *about; /* optional: how the clients are reached (e.g. "mpirun, 4 ranks"), summary.json's transport */
 };
@@ -93,6 +100,10 @@ struct dpfl_transport {
  * simulation's threads; the client's own state block is allocated on its first participation. */
 dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double update_clip, int32_t k, float *out,
                                   dpfl_client_report *rep, dpfl_error *err);
+/* personalization = helper: client k's helper model after its update of a round arrived, h_k <- (1 - alpha) h_k +
+ * alpha global with global the model that round released (the simulation's own sync; nothing without a helper
+ * or before client k first trained). */
+void dpfl_sim_client_sync(dpfl_sim *s, int32_t k, const float *global);
 /* The learning rate of round `round` (1-based) as the server's schedule gives it. */
 double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round);
 /* Distributed DP: the round's public values as the server sent them (n sampled, threshold t, rotation seed; t is

@@ -105,7 +105,8 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     int32_t chunks = (n + EVAL_CHUNK - 1) / EVAL_CHUNK;
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
-    int32_t npersonal = s->clients.helper || s->clients.npers ? nclient : 0;
+    /* the clients' own models live in their processes (dpfl join, MPI workers): not evaluated here */
+    int32_t npersonal = (s->clients.helper || s->clients.npers) && !s->transport->clients_hold_data ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
     if (!all || !jobs) {
         free(all);

@@ -40,7 +40,8 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
     }
     dpfl_status st;
-    for (int32_t i = 0; i < ms; i++)
+    /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
+    for (int32_t i = 0; i < ms && !s->transport->clients_hold_data; i++)
         if (!s->results[i].dropped &&
             (st = fl_clients_alloc(&s->clients, s->model, s->sampled[i], dpfl_sim_client_steps(s, s->sampled[i]), err)))
             return st;
@@ -145,6 +146,11 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */
     if (s->clients.npers) fl_personal_reset(&s->clients, s->global);
+    if (s->transport->after_round) { /* the released model to the processes that hold the helper models */
+        s->chunk_start = 0;
+        s->chunk_len = ms;
+        s->transport->after_round(s->transport, round_job(s, round));
+    }
     m->wall_seconds = dpfl_now() - s->t0;
     return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
 }

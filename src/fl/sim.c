@@ -270,6 +270,12 @@ int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
     return keep ? s->clients.cstate[k].t : 0;
 }
 
+void dpfl_sim_client_sync(dpfl_sim *s, int32_t k, const float *global)
+{
+    const client_result r = {.client = k, .steps = 1}; /* as the round syncs a client whose update arrived */
+    if (s->clients.helper) fl_clients_sync_helpers(&s->clients, &r, 1, global);
+}
+
 dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err)
 {
     return fl_clients_set(&s->clients, k, t, state, err);

@@ -149,7 +149,9 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
         }
     }
     dpfl_sim_rates_digest(s, own->k, rd);
-    if (memcmp(rd, m->rates_digest, 32)) {
+    /* under the filter a record leaves the sampler here, as it spends (client.c): the server cannot follow its rates,
+     * and needs not (what it reports for a record is its cap) */
+    if (!n->acct.rpdp.filter && memcmp(rd, m->rates_digest, 32)) {
         snprintf(why, cap, "per-record sampling rates differ from this client's (rPDP-FL budgets or plan)");
         return why;
     }
@@ -166,6 +168,9 @@ void net_client_charge_own(client_own *own, int32_t round)
     const int64_t steps = dpfl_sim_client_steps(n->in.sim, own->k);
     dpfl_ledger_charge(&n->acct.ledger, &own->k, 1, &steps);
     own->rounds_trained++;
+    /* its helper model now holds what it trained: mixed with the round's released model once the server says
+     * its update was added (the simulation syncs exactly the clients whose update arrived) */
+    if (n->in.cfg->fl.personalization == DPFL_PERSONAL_HELPER && steps > 0) own->sync_round = round;
     if (n->acct.rpdp.on && own->replayed < round) {
         fl_rpdp_charge(&n->acct.rpdp);
         own->replayed = round;
@@ -257,6 +262,39 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
     return DPFL_OK;
 }
 
+dpfl_status net_client_on_sync(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
+{
+    fl_node *n = cl->own.node;
+    uint8_t md[32];
+    if (!n || n->in.cfg->fl.personalization != DPFL_PERSONAL_HELPER || m->nparam != cl->own.P) {
+        LOG(&cl->link, "dropped a sync of round %u: %s", m->round,
+            !n ? "before the server's hello" : m->nparam != cl->own.P ? "wrong number of parameters"
+                                                                      : "this run has no helper models");
+        return DPFL_OK;
+    }
+    if (m->round != 0 && (int32_t)m->round != cl->own.sync_round) { /* a repeat, or a round it did not train */
+        INFO(&cl->link, "sync of round %u ignored (its helper waits for %d)", m->round, cl->own.sync_round);
+        return DPFL_OK;
+    }
+    float *w = dpfl_alloc(cl->own.P * sizeof *w, err);
+    if (!w) return DPFL_ENOMEM;
+    dpfl_wire_floats(m, w);
+    dpfl_wire_model_digest(w, cl->own.P, md);
+    dpfl_status st = DPFL_OK;
+    if (memcmp(md, m->model_digest, 32)) {
+        LOG(&cl->link, "dropped a sync of round %u: the model does not match its digest", m->round);
+    } else if (m->round == 0) { /* w0: every helper model until its first sync (Algorithm 1: h_i <- w0) */
+        dpfl_sim_set_initial_model(n->in.sim, w);
+    } else {
+        dpfl_sim_client_sync(n->in.sim, cl->own.k, w);
+        cl->own.sync_round = 0;
+        st = net_client_state_save(&cl->own, err);
+        INFO(&cl->link, "round %u: helper model synced with the released model", m->round);
+    }
+    dpfl_free(w);
+    return st;
+}
+
 /* Monitor events of the socket: handshakes (a restarted server is greeted again), refusals. */
 static dpfl_status on_event(client_link *l, const uint8_t config_digest[32], dpfl_error *err)
 {
@@ -342,6 +380,7 @@ static dpfl_status join_loop(client *cl, dpfl_error *err)
         case DPFL_WIRE_HELLO: st = on_hello(cl, &m, err); break;
         case DPFL_WIRE_ROUND: st = on_round(cl, &m, err); break;
         case DPFL_WIRE_SECAGG: st = net_client_on_secagg(cl, &m, err); break;
+        case DPFL_WIRE_SYNC: st = net_client_on_sync(cl, &m, err); break;
         case DPFL_WIRE_ERROR:
             LOG(&cl->link, "the server says (round %u): %s", m.round, m.text);
             if (m.code == 3 || m.code == 4) st = dpfl_fail(err, DPFL_EINVAL, "dpfl join: %s", m.text);

@@ -29,6 +29,8 @@ typedef struct {
                              (every released round charges every record: the rounds it trained as it sends them,
                              the others when a later round or the bye says they were released) */
     int64_t rounds_trained;
+    int32_t sync_round;   /* personalization = helper: the round whose released model this client's helper model
+                             waits for (SYNC; 0: none) -- the round it last trained, until the server syncs it */
     /* the last answer */
     int32_t last_round;
     uint8_t *last_frame;
@@ -58,6 +60,9 @@ typedef struct {
 #define LOG(l, ...) net_log((l)->who, __VA_ARGS__)
 #define INFO(l, ...) ((l)->quiet ? (void)0 : net_log((l)->who, __VA_ARGS__))
 
+/* client.c: the server's SYNC (helper models): round 0 the initial model, else the model of the round this client
+ * trained last (its update was added); anything else is ignored. */
+dpfl_status net_client_on_sync(client *cl, const dpfl_wire_msg *m, dpfl_error *err);
 /* client.c: a frame to the server (never blocks; -1 if it could not go now); an ERROR frame refusing a round;
  * the charge of a round before anything of it leaves; --delay's pause (a slow link). */
 int net_client_send(client_link *l, const dpfl_wire_msg *m);

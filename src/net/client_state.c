@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define STATE_MAGIC 0x4c435044u /* "DPCL" */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: sync_round (helper models), the filter's spend */
 
 static void state_path(const client_own *own, const char *file, char *buf, size_t cap)
 {
@@ -42,6 +42,20 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
     fl_node *n = own->node;
     *eps = NAN;
     if (!n->in.rdp_on) return DPFL_OK;
+    if (n->acct.rpdp.on && n->acct.rpdp.filter) { /* the individual filter: each record's guarantee is its cap, as the
+                                                   * simulation reports it (fl_rpdp_filter_epsilon) */
+        const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+        double last_cap = -1, e = 0;
+        *eps = 0;
+        for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, own->k); i++) {
+            const double cap = n->acct.rpdp.cap[idx[i]];
+            dpfl_status st = cap == last_cap ? DPFL_OK : fl_rpdp_filter_epsilon(&n->acct.rpdp, n->in.cfg, idx[i], &e, err);
+            if (st) return st;
+            last_cap = cap;
+            if (e > *eps) *eps = e;
+        }
+        return DPFL_OK;
+    }
     if (n->acct.rpdp.on) { /* every record's level is charged every released round (the two-stage bound) */
         double *e = malloc((size_t)n->acct.rpdp.nlevels * sizeof *e), max;
         if (!e) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
@@ -65,18 +79,21 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
 
 /* client.bin: every field explicit, little-endian (the checkpoint's convention):
  *   head    i32 client, i32 clients, u64 nparam, u8 config_digest[32], u8 partition_digest[32]
- *           i64 participations, i64 record_steps, i32 replayed, f64 record_z
+ *           i64 participations, i64 record_steps, i32 replayed, f64 record_z, i32 sync_round
  *   state   i64 t, u64 floats, f32 state[floats]          (per-client state; floats = 0 without one)
+ *   filter  u64 nrec, f64 spent[nrec]                     (record_dp.budget_policy = filter: the Renyi loss each of
+ *                                                          this client's records has spent, in partition order;
+ *                                                          nrec = 0 without the filter)
  *   answer  i32 last_round, u8 last_digest[32], u64 frame_len, u8 frame[frame_len]   (the last answer, as sent) */
 typedef struct {
-    int32_t client, clients, replayed;
+    int32_t client, clients, replayed, sync_round;
     uint64_t nparam, floats;
     uint8_t config_digest[32], partition_digest[32];
     int64_t participations, record_steps, t;
     double record_z;
 } state_head;
 
-enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
+enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 4 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
 
 /* client.json: client.bin's ledger for people. */
 static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *err)
@@ -95,7 +112,9 @@ static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *
         cJSON_AddNumberToObject(o, "delta", n->in.cfg->record_dp.delta);
         cJSON_AddNumberToObject(o, "noise", n->acct.rs.record_z);
         cJSON_AddStringToObject(o, "epsilon_covers",
-                                n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
+                                n->acct.rpdp.filter ? "this client's records, each within its own cap (the individual "
+                                                      "Renyi filter; the largest here)"
+                                : n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
                                                   "here); every released round of the run is charged (two-stage bound)"
                                                 : "this client's records: the rounds it trained and sent an update");
         if (n->in.root.seeded)
@@ -120,10 +139,14 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     const float *state = NULL;
     state_head h = {.client = own->k, .clients = n->in.part.clients, .replayed = own->replayed, .nparam = own->P,
                     .participations = n->acct.ledger.participations[own->k],
-                    .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z};
+                    .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z,
+                    .sync_round = own->sync_round};
     h.t = dpfl_sim_client_state(n->in.sim, own->k, &state);
     h.floats = state ? dpfl_sim_client_state_floats(n->in.sim) : 0;
-    const size_t len = HEAD_BYTES + 4 * h.floats + ANSWER_BYTES + own->last_len;
+    const fl_rpdp *rp = &n->acct.rpdp;
+    const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+    const uint64_t nrec = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    const size_t len = HEAD_BYTES + 4 * h.floats + 8 + 8 * nrec + ANSWER_BYTES + own->last_len;
     uint8_t *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client.bin)");
     dpfl_bytes_writer w = dpfl_bytes_writer_over(buf, len);
@@ -136,9 +159,12 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     dpfl_bytes_put_i64(&w, h.record_steps);
     dpfl_bytes_put_i32(&w, h.replayed);
     dpfl_bytes_put_f64(&w, h.record_z);
+    dpfl_bytes_put_i32(&w, h.sync_round);
     dpfl_bytes_put_i64(&w, h.t);
     dpfl_bytes_put_u64(&w, h.floats);
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
+    dpfl_bytes_put_u64(&w, nrec);
+    for (uint64_t i = 0; i < nrec; i++) dpfl_bytes_put_f64(&w, rp->spent[idx[i]]);
     dpfl_bytes_put_i32(&w, own->last_round);
     dpfl_bytes_put(&w, own->last_digest, 32);
     dpfl_bytes_put_u64(&w, own->last_len);
@@ -163,6 +189,7 @@ static void head_read(dpfl_bytes_reader *r, state_head *h)
     dpfl_bytes_get_i64(r, &h->record_steps);
     dpfl_bytes_get_i32(r, &h->replayed);
     dpfl_bytes_get_f64(r, &h->record_z);
+    dpfl_bytes_get_i32(r, &h->sync_round);
     dpfl_bytes_get_i64(r, &h->t);
     dpfl_bytes_get_u64(r, &h->floats);
 }
@@ -176,7 +203,7 @@ static const char *head_check(const client_own *own, const state_head *h, const 
         memcmp(h->config_digest, own->config_digest, 32) || memcmp(h->partition_digest, n->acct.rs.partition_digest, 32))
         return "it belongs to another client or run (use another --state folder)";
     if (h->floats != (h->t > 0 ? dpfl_sim_client_state_floats(n->in.sim) : 0) || h->floats > dpfl_bytes_left(r) / 4 ||
-        h->participations < 0 || h->record_steps < 0 || h->replayed < 0 ||
+        h->participations < 0 || h->record_steps < 0 || h->replayed < 0 || h->sync_round < 0 ||
         (n->in.rdp_on && h->record_z != n->acct.rs.record_z))
         return "its state does not fit this run";
     return NULL;
@@ -192,6 +219,27 @@ static const char *state_read(client_own *own, dpfl_bytes_reader *r, const state
     if (!r->short_read && dpfl_sim_set_client_state(own->node->in.sim, own->k, h->t, state, e)) why = e->msg;
     free(state);
     return why;
+}
+
+/* The filter's spend of this client's records back, and the rates it leaves them (a spent record is out); NULL, or
+ * why not. */
+static const char *spent_read(client_own *own, dpfl_bytes_reader *r, dpfl_error *e)
+{
+    fl_node *n = own->node;
+    fl_rpdp *rp = &n->acct.rpdp;
+    const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
+    uint64_t nrec;
+    dpfl_bytes_get_u64(r, &nrec);
+    const uint64_t want = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    if (r->short_read || nrec != want || nrec > dpfl_bytes_left(r) / 8) return "its filter spend does not fit this run";
+    for (uint64_t i = 0; i < nrec; i++) {
+        double v;
+        dpfl_bytes_get_f64(r, &v);
+        if (!(v >= 0 && v <= rp->cap[idx[i]])) return "its filter spend is out of range";
+        rp->spent[idx[i]] = v;
+    }
+    if (nrec && fl_rpdp_rates(rp, &n->in.part, e)) return e->msg;
+    return NULL;
 }
 
 /* The last answer (distributed DP keeps no frame: the round whose masked input went out); NULL, or why not. */
@@ -231,11 +279,13 @@ dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *
     const char *why = head_check(own, &h, &r);
     dpfl_error e;
     if (!why && h.t > 0) why = state_read(own, &r, &h, &e);
+    if (!why) why = spent_read(own, &r, &e);
     if (!why) why = answer_read(own, &r);
     if (!why) {
         n->acct.ledger.participations[own->k] = h.participations;
         n->acct.ledger.record_steps[own->k] = h.record_steps;
         own->rounds_trained = h.participations;
+        own->sync_round = h.sync_round;
         st = net_client_rpdp_catch_up(own, h.replayed, err); /* the rPDP-FL levels as they were */
     }
     free(payload);

@@ -30,19 +30,10 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.ddp_secagg = no would send each client's noisy update to the "
                                            "server in the clear: over the network distributed DP runs secure "
                                            "aggregation (ddp_secagg = yes)");
-    if (cfg->fl.personalization == DPFL_PERSONAL_HELPER)
-        return dpfl_fail(err, DPFL_EINVAL, "fl.personalization = helper is not run over the network yet (the helper "
-                                           "models' sync after each round has no message): use dpfl train");
-    if (cfg->model.transform)
-        return dpfl_fail(err, DPFL_EINVAL, "model.transform is not run over the network yet (the server cannot "
-                                           "evaluate the clients' private transforms): use dpfl train");
     if (cfg->fl.personal[0])
         return dpfl_fail(err, DPFL_EINVAL, "fl.personal is not run over the network yet (the clients' personal layers "
                                            "have no place in the checkpoint or evaluation there): use dpfl train");
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
-        if (cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.budget_policy = filter is not run over the network yet (each "
-                                               "record's spent budget lives in its client): use dpfl train");
         int generated = cfg->record_dp.budgets != DPFL_BUDGETS_FILE && cfg->record_dp.budgets != DPFL_BUDGETS_CLASS;
         if (generated && !cfg->run.seed.given)
             return dpfl_fail(err, DPFL_EINVAL, "record_dp.budgets = %s draws the budgets from the run's seed, which a "

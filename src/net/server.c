@@ -84,6 +84,7 @@ typedef struct {
     /* rounds that sampled clients and received no update, in a row (--max-empty-rounds) */
     int32_t empty_streak, empty_first;
     size_t max_frame;
+    float *w0;            /* personalization = helper: the initial model, to every client after the hello */
 } server;
 
 #define LOG(...) net_log("serve", __VA_ARGS__)
@@ -176,6 +177,31 @@ static void say_hello(server *sv, peer *p)
     m.rounds = (uint32_t)sv->cfg->fl.rounds;
     m.released = (uint32_t)sv->released;
     send_frame(sv, p, &m);
+}
+
+/* personalization = helper: the model round `round` released (0: the initial model w0) to client p. */
+static void send_sync(server *sv, peer *p, int32_t round, const float *w)
+{
+    dpfl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = DPFL_WIRE_SYNC;
+    m.sender = DPFL_WIRE_SERVER;
+    m.round = (uint32_t)round;
+    dpfl_wire_model_digest(w, sv->P, m.model_digest);
+    m.nparam = sv->P;
+    m.fvec = w;
+    if (send_frame(sv, p, &m)) LOG("round %d: could not reach a client with its helper models' sync", round);
+}
+
+/* After the release: every client whose update (or masked input) was added syncs its helper model with the
+ * released model, as the simulation syncs exactly those (fl_clients_sync_helpers).  A client that is not
+ * connected now misses it and keeps the model it trained (said in docs/deployment.md). */
+static void after_round(const dpfl_transport *t, const dpfl_round_job *job)
+{
+    server *sv = t->ctx;
+    if (!sv->w0) return;
+    for (int32_t i = 0; i < job->nsampled; i++)
+        if (!job->reports[i].dropped) send_sync(sv, &sv->peers[job->sampled[i]], job->round, job->global);
 }
 
 /* The client sent its update of the round in progress: into its slot (the round is one chunk). */
@@ -332,6 +358,7 @@ static void take_hello(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, c
     p->hello = 1;
     INFO(sv, "client %d joined (%s)", k, who);
     say_hello(sv, p);
+    if (sv->w0) send_sync(sv, p, 0, sv->w0);
     if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
 }
 
@@ -682,6 +709,10 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
     memcpy(sv->partition_key, setup->partition_key, 32);
     memcpy(sv->partition_digest, setup->partition_digest, 32);
     net_config_digest(setup->cfg, sv->config_digest);
+    if (setup->initial_model) {
+        if (!(sv->w0 = dpfl_alloc(sv->P * sizeof *sv->w0, err))) return DPFL_ENOMEM;
+        dpfl_vec_copy(sv->w0, setup->initial_model, sv->P);
+    }
     if (!(sv->peers = calloc((size_t)sv->K, sizeof *sv->peers))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
     /* the largest frame a client may send is an update; anything much larger is cut by ZeroMQ before it is read */
@@ -744,6 +775,7 @@ static void server_close(server *sv)
     net_zap_stop(&sv->zap);
     if (sv->zctx) zmq_ctx_term(sv->zctx);
     free(sv->peers);
+    dpfl_free(sv->w0);
     sodium_memzero(sv->sk, sizeof sv->sk);
 }
 
@@ -773,6 +805,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     sv->t.start = start;
     sv->t.finish = finish;
     sv->t.secagg_finish = secagg_finish;
+    sv->t.after_round = after_round;
     sv->t.clients_hold_data = 1; /* files absent here are the sites' own (data.source_rows) */
     sv->t.ctx = sv;
     st = dpfl_run_with_transport(cfg, run, &sv->t, err);

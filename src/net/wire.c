@@ -22,7 +22,8 @@ enum {
     UPDATE_FIXED = 4 + 4 + 32 + 8 * 4 + 8,
     HEARTBEAT_BYTES = 4,
     TEXT_FIXED = 4 + 4,
-    SECAGG_MIN = 4 + 12
+    SECAGG_MIN = 4 + 12,
+    SYNC_FIXED = 4 + 32 + 8
 };
 
 const char *dpfl_wire_type_name(uint32_t type)
@@ -35,6 +36,7 @@ const char *dpfl_wire_type_name(uint32_t type)
     case DPFL_WIRE_ERROR: return "error";
     case DPFL_WIRE_BYE: return "bye";
     case DPFL_WIRE_SECAGG: return "secagg";
+    case DPFL_WIRE_SYNC: return "sync";
     default: return "unknown";
     }
 }
@@ -100,6 +102,10 @@ static dpfl_status check_values(const dpfl_wire_msg *m, const uint8_t *vec, cons
                                  (unsigned long long)i);
         }
         break;
+    case DPFL_WIRE_SYNC:
+        if (m->sender != DPFL_WIRE_SERVER)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: sent by client %u (only the server syncs)", t, m->sender);
+        break;
     case DPFL_WIRE_HEARTBEAT:
         return DPFL_OK;
     case DPFL_WIRE_SECAGG:
@@ -133,8 +139,9 @@ static size_t payload_len(const dpfl_wire_msg *m, size_t textlen)
     case DPFL_WIRE_BYE: return TEXT_FIXED + textlen;
     case DPFL_WIRE_SECAGG: return m->data_len <= DPFL_WIRE_MAX_PAYLOAD - 4 ? 4 + m->data_len : 0;
     case DPFL_WIRE_ROUND:
-    case DPFL_WIRE_UPDATE: {
-        size_t fixed = m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED;
+    case DPFL_WIRE_UPDATE:
+    case DPFL_WIRE_SYNC: {
+        size_t fixed = m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : m->type == DPFL_WIRE_SYNC ? SYNC_FIXED : UPDATE_FIXED;
         if (m->nparam > (DPFL_WIRE_MAX_PAYLOAD - fixed) / 4) return 0;
         return fixed + 4 * (size_t)m->nparam;
     }
@@ -147,7 +154,8 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
     *out = NULL;
     *len = 0;
     const size_t textlen = (m->type == DPFL_WIRE_ERROR || m->type == DPFL_WIRE_BYE) ? strnlen(m->text, sizeof m->text) : 0;
-    if ((m->type == DPFL_WIRE_ROUND || m->type == DPFL_WIRE_UPDATE) && m->nparam && !m->fvec && !m->vec)
+    if ((m->type == DPFL_WIRE_ROUND || m->type == DPFL_WIRE_UPDATE || m->type == DPFL_WIRE_SYNC) && m->nparam &&
+        !m->fvec && !m->vec)
         return dpfl_fail(err, DPFL_EINVAL, "%s frame without its vector", dpfl_wire_type_name(m->type));
     if (m->type == DPFL_WIRE_SECAGG && m->data_len && !m->data)
         return dpfl_fail(err, DPFL_EINVAL, "secagg frame without its message");
@@ -206,6 +214,12 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
         dpfl_bytes_put_u64(&c, m->nparam);
         dpfl_bytes_put(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
         break;
+    case DPFL_WIRE_SYNC:
+        dpfl_bytes_put_u32(&c, m->round);
+        dpfl_bytes_put(&c, m->model_digest, 32);
+        dpfl_bytes_put_u64(&c, m->nparam);
+        dpfl_bytes_put(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        break;
     case DPFL_WIRE_HEARTBEAT:
         dpfl_bytes_put_u32(&c, m->round);
         break;
@@ -239,7 +253,7 @@ static dpfl_status header_read(const uint8_t *buf, size_t len, dpfl_bytes_reader
     if (vt[0] != DPFL_WIRE_VERSION)
         return dpfl_fail(err, DPFL_EFORMAT, "frame version %u is not supported (this dpfl speaks version %u)", vt[0],
                          DPFL_WIRE_VERSION);
-    if (vt[1] < DPFL_WIRE_HELLO || vt[1] > DPFL_WIRE_SECAGG)
+    if (vt[1] < DPFL_WIRE_HELLO || vt[1] > DPFL_WIRE_SYNC)
         return dpfl_fail(err, DPFL_EFORMAT, "unknown frame type %u", vt[1]);
     if (vt[2] || vt[3]) return dpfl_fail(err, DPFL_EFORMAT, "frame header has reserved bits set");
     m->type = (dpfl_wire_type)vt[1];
@@ -310,6 +324,14 @@ static int payload_read(dpfl_bytes_reader *c, dpfl_wire_msg *m, uint32_t plen, s
         if (m->nparam != (plen - UPDATE_FIXED) / 4 || (plen - UPDATE_FIXED) % 4) return PAYLOAD_BADVEC;
         m->vec = c->p;
         return PAYLOAD_OK;
+    case DPFL_WIRE_SYNC:
+        if (plen < SYNC_FIXED) return PAYLOAD_BADLEN;
+        dpfl_bytes_get_u32(c, &m->round);
+        dpfl_bytes_get(c, m->model_digest, 32);
+        dpfl_bytes_get_u64(c, &m->nparam);
+        if (m->nparam != (plen - SYNC_FIXED) / 4 || (plen - SYNC_FIXED) % 4) return PAYLOAD_BADVEC;
+        m->vec = c->p;
+        return PAYLOAD_OK;
     case DPFL_WIRE_HEARTBEAT:
         if (plen != HEARTBEAT_BYTES) return PAYLOAD_BADLEN;
         dpfl_bytes_get_u32(c, &m->round);
@@ -341,7 +363,9 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
     case PAYLOAD_BADVEC:
         return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: %llu parameters announced, the payload holds %u bytes of "
                                             "them", t, (unsigned long long)m->nparam,
-                         plen - (m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : UPDATE_FIXED));
+                         plen - (m->type == DPFL_WIRE_ROUND ? ROUND_FIXED
+                                 : m->type == DPFL_WIRE_SYNC  ? SYNC_FIXED
+                                                              : UPDATE_FIXED));
     case PAYLOAD_LONG_TEXT:
         return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: text of %zu bytes (at most %u)", t, textlen,
                          DPFL_WIRE_MAX_TEXT);

@@ -90,7 +90,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     if (t && t->start) { /* a network transport binds and waits for its clients now, before
                           * the folder is made: a deployment whose clients never joined leaves nothing behind */
         const dpfl_transport_setup setup = {cfg, c->node.in.part.clients, c->node.in.model.nparam,
-                                            a->rs.partition_key, a->rs.partition_digest, a->ledger.rounds};
+                                            a->rs.partition_key, a->rs.partition_digest, a->ledger.rounds,
+                                            dpfl_sim_initial_model(c->node.in.sim), c->node.in.sim};
         if ((st = t->start(t, &setup, err))) return st;
     }
     if ((st = claim_run_dir(c->opt, 1, err)) || (st = dpfl_file_make_dirs(io->dir, 0755, err))) return st;
