@@ -421,6 +421,9 @@ static void personal_models_deployed_equal_the_simulation(void **state)
     snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.6\npersonalization = helper\n"
                                   "helper_alpha = 0.3\nweighting = uniform\n%s", DP);
     deployed_equals_simulated("hp", 5, extra);
+    /* fl.personal: PP-SGD's personal head stays with each client, like the transform */
+    snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.6\npersonal = head\n%s", DP);
+    deployed_equals_simulated("ph", 5, extra);
     /* every client synced after its last round (its helper waits for nothing) */
     for (int k = 0; k < 3; k++) {
         assert_true(contains(tp("hp-client%d.log", k), "helper model synced with the released model"));

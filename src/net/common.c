@@ -30,9 +30,6 @@ dpfl_status net_check_config(const dpfl_config *cfg, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.ddp_secagg = no would send each client's noisy update to the "
                                            "server in the clear: over the network distributed DP runs secure "
                                            "aggregation (ddp_secagg = yes)");
-    if (cfg->fl.personal[0])
-        return dpfl_fail(err, DPFL_EINVAL, "fl.personal is not run over the network yet (the clients' personal layers "
-                                           "have no place in the checkpoint or evaluation there): use dpfl train");
     if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE) {
         int generated = cfg->record_dp.budgets != DPFL_BUDGETS_FILE && cfg->record_dp.budgets != DPFL_BUDGETS_CLASS;
         if (generated && !cfg->run.seed.given)
