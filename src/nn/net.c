@@ -184,6 +184,10 @@ static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_err
         const dpfl_layer *L = &m->layers[l];
         int keep = dpfl_nn_layer_ops(L->kind)->keeps_persample ||
                    (L->kind == DPFL_LAYER_CONV2D && !dpfl_nn_conv_uses_ghost(mode, L));
+        /* a kind with parameters whose row does not keep per-example gradients would leave its parameters out of
+         * every example's norm and out of the clipped sum: only Linear and Conv2d have their own paths */
+        DPFL_ASSERT(!L->nparam || dpfl_nn_layer_ops(L->kind)->keeps_persample || L->kind == DPFL_LAYER_LINEAR ||
+                    L->kind == DPFL_LAYER_CONV2D);
         ws->ps_off[l] = ps;
         if (keep) ps += mb * L->nparam;
     }
