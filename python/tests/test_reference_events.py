@@ -59,6 +59,7 @@ import refcache  # noqa: E402
 
 CACHE = refcache.Memo("events")
 CACHE_CHECKS = 8        # cached references recomputed per run (a rotating sample) and compared
+WORKERS = max(2, min(8, os.cpu_count() or 2))  # threads calling dpfl (ctypes and CLI calls release the GIL)
 
 SEED = 20250612
 EPS_MIN, EPS_MAX = 0.01, 50.0
@@ -472,7 +473,7 @@ def collect_answers(out, kind, item, ref, answers):
 @pytest.fixture(scope="module")
 def outcome():
     out = Outcome()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         pending = []
         for kind in TARGET:
             draw = draw_calibrate if kind == "calibrate" else DRAW[kind]

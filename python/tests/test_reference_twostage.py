@@ -39,6 +39,7 @@ import twostage_ref  # noqa: E402
 
 CACHE = refcache.Memo("twostage")
 CACHE_CHECKS = 6        # cached references recomputed per run (a rotating sample) and compared
+WORKERS = max(2, min(8, os.cpu_count() or 2))  # threads calling dpfl (ctypes and CLI calls release the GIL)
 
 SEED = 20250611
 EPS_MIN, EPS_MAX = 0.01, 50.0   # outside, the comparison says little (discretisation / huge numbers): skipped
@@ -279,8 +280,8 @@ KINDS = (("replicate", draw_replicate, _submit_replicate), ("scf", draw_scf, _su
 @pytest.fixture(scope="module")
 def outcome():
     out = Outcome()
-    # two workers run dpfl (CLI processes; ctypes calls, which release the GIL) while the references are computed
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    # WORKERS threads run dpfl (CLI processes; ctypes calls, which release the GIL) while the references are computed
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         pending = []
         for kind, draw, submit in KINDS:
             groups, out.skipped[kind] = accepted_cases(kind, draw)
