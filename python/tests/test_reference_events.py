@@ -55,6 +55,11 @@ from scipy import stats  # noqa: E402
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import events_ref as R  # noqa: E402
+import refcache  # noqa: E402
+
+CACHE = refcache.Memo("events")
+CACHE_CHECKS = 8        # cached references recomputed per run (a rotating sample) and compared
+WORKERS = max(2, min(8, os.cpu_count() or 2))  # threads calling dpfl (ctypes and CLI calls release the GIL)
 
 SEED = 20250612
 EPS_MIN, EPS_MAX = 0.01, 50.0
@@ -120,6 +125,34 @@ def _split(rng, T):
     cut = sorted(rng.sample(range(1, T), min(T - 1, rng.randint(1, 2))))
     parts = [b - a for a, b in zip([0] + cut, cut + [T])]
     return parts, "+".join(map(str, parts))
+
+
+# ---------------------------------------------------------------------------------------------- the references
+class CachedReference:
+    """An events_ref.Reference as the cache holds it: its numbers and delta_at at its own epsilon (the one probe
+    binding_answers uses); delta_at anywhere else computes the live reference."""
+
+    def __init__(self, v, live):
+        self.epsilon, self.upper, self.h, self.margin = v["epsilon"], v["upper"], v["h"], v["margin"]
+        self.coarse, self.what, self.exact = v["coarse"], v["what"], v["exact"]
+        self.gap = self.upper - self.epsilon
+        self._delta_at_epsilon, self._live = v["delta_at_epsilon"], live
+
+    def delta_at(self, eps):
+        return self._delta_at_epsilon if eps == self.epsilon else self._live().delta_at(eps)
+
+
+def _as_json(r):
+    return {"epsilon": r.epsilon, "upper": r.upper, "h": r.h, "margin": r.margin, "coarse": r.coarse,
+            "what": r.what, "exact": r.exact, "delta_at_epsilon": r.delta_at(r.epsilon)}
+
+
+def reference(fn, arg, delta, stop_above=None):
+    """fn (events_ref.reference or e2e_server_reference) of (arg, delta, stop_above=), through the cache."""
+    def live():
+        return fn(arg, delta, stop_above=stop_above)
+    key = "%s %r %r %r" % (fn.__name__, arg, delta, stop_above)
+    return CachedReference(CACHE.get(key, lambda: _as_json(live())), live)
 
 
 # ---------------------------------------------------------------------------------------------- drawing cases
@@ -238,9 +271,9 @@ def accepted(kind, draw):
             out.append((item, None))
             continue
         if kind == "e2e-server":
-            ref = R.e2e_server_reference(item.specs[0], item.delta, stop_above=EPS_MAX)
+            ref = reference(R.e2e_server_reference, item.specs[0], item.delta, stop_above=EPS_MAX)
         else:
-            ref = R.reference(item.specs, item.delta, stop_above=EPS_MAX)
+            ref = reference(R.reference, item.specs, item.delta, stop_above=EPS_MAX)
         if ref.coarse or not EPS_MIN <= ref.epsilon <= EPS_MAX:
             skipped += 1
             continue
@@ -353,7 +386,7 @@ def calibration(item):
         specs = [s._replace(count=v) for s in item.specs]
     else:
         specs = [s._replace(q=v) for s in item.specs]
-    ref = R.reference(specs, item.delta)
+    ref = reference(R.reference, specs, item.delta)
     return "calibrate_%s %s" % (what, acc), ref.epsilon, target, "at %s = %.6g" % (what, v)
 
 
@@ -440,7 +473,7 @@ def collect_answers(out, kind, item, ref, answers):
 @pytest.fixture(scope="module")
 def outcome():
     out = Outcome()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         pending = []
         for kind in TARGET:
             draw = draw_calibrate if kind == "calibrate" else DRAW[kind]
@@ -468,7 +501,10 @@ def outcome():
                     out.add(kind, variant, item.label, reported, ref_eps)
             else:
                 collect_answers(out, kind, item, ref, res)
-    print("\n" + out.summary())
+    CACHE.save_if_asked()
+    out.cache_seed = random.SystemRandom().randrange(1 << 30)
+    out.cache_bad = CACHE.check_sample(CACHE_CHECKS, out.cache_seed)
+    print("\n" + out.summary() + "\n" + CACHE.describe())
     return out
 
 
@@ -495,6 +531,11 @@ def test_reference_self_check():
 
 def test_enough_cases(outcome):
     assert sum(outcome.cases.values()) >= MIN_CASES, outcome.summary()
+
+
+def test_cached_references_are_the_reference(outcome):
+    """A rotating sample of the references served from tests/reference/cache.json, recomputed: the same numbers."""
+    assert not outcome.cache_bad, "cached != recomputed (seed %d): %s" % (outcome.cache_seed, outcome.cache_bad)
 
 
 @pytest.mark.parametrize("kind", list(TARGET))

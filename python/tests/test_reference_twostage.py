@@ -34,7 +34,12 @@ import dpfl  # noqa: E402
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CLI = os.environ.get("DPFL_CLI") or os.path.join(ROOT, "build", "dpfl")
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+import refcache  # noqa: E402
 import twostage_ref  # noqa: E402
+
+CACHE = refcache.Memo("twostage")
+CACHE_CHECKS = 6        # cached references recomputed per run (a rotating sample) and compared
+WORKERS = max(2, min(8, os.cpu_count() or 2))  # threads calling dpfl (ctypes and CLI calls release the GIL)
 
 SEED = 20250611
 EPS_MIN, EPS_MAX = 0.01, 50.0   # outside, the comparison says little (discretisation / huge numbers): skipped
@@ -91,9 +96,13 @@ def describe(case):
 
 def reference(case):
     """eps_ref of the case (rounds -> c R), or None when it lies outside [EPS_MIN, EPS_MAX]."""
-    r = twostage_ref.two_stage_epsilon(case.z, case.lam, case.q, case.K, case.c * case.R, case.delta,
-                                       stop_above=EPS_MAX)
-    return r.epsilon if not r.coarse and EPS_MIN <= r.epsilon <= EPS_MAX else None
+    args = (case.z, case.lam, case.q, case.K, case.c * case.R, case.delta)
+
+    def compute():
+        r = twostage_ref.two_stage_epsilon(*args, stop_above=EPS_MAX)
+        return {"epsilon": r.epsilon, "coarse": r.coarse}
+    r = CACHE.get("two_stage_epsilon %r stop_above=%r" % (args, EPS_MAX), compute)
+    return r["epsilon"] if not r["coarse"] and EPS_MIN <= r["epsilon"] <= EPS_MAX else None
 
 
 def accepted_cases(kind, draw):
@@ -271,8 +280,8 @@ KINDS = (("replicate", draw_replicate, _submit_replicate), ("scf", draw_scf, _su
 @pytest.fixture(scope="module")
 def outcome():
     out = Outcome()
-    # two workers run dpfl (CLI processes; ctypes calls, which release the GIL) while the references are computed
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    # WORKERS threads run dpfl (CLI processes; ctypes calls, which release the GIL) while the references are computed
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
         pending = []
         for kind, draw, submit in KINDS:
             groups, out.skipped[kind] = accepted_cases(kind, draw)
@@ -280,7 +289,10 @@ def outcome():
             pending += submit(groups, pool)
         for fut, collect in pending:
             collect(out, fut.result())
-    print("\n" + out.summary())
+    CACHE.save_if_asked()
+    out.cache_seed = random.SystemRandom().randrange(1 << 30)
+    out.cache_bad = CACHE.check_sample(CACHE_CHECKS, out.cache_seed)
+    print("\n" + out.summary() + "\n" + CACHE.describe())
     return out
 
 
@@ -311,6 +323,11 @@ def test_auditor_example():
 
 def test_enough_cases(outcome):
     assert sum(outcome.cases.values()) >= MIN_CASES, outcome.summary()
+
+
+def test_cached_references_are_the_reference(outcome):
+    """A rotating sample of the references served from tests/reference/cache.json, recomputed: the same numbers."""
+    assert not outcome.cache_bad, "cached != recomputed (seed %d): %s" % (outcome.cache_seed, outcome.cache_bad)
 
 
 def test_scf_never_below_reference(outcome):

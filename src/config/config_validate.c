@@ -83,7 +83,8 @@ static dpfl_status validate_personal(const dpfl_config *c, dpfl_error *err)
     return DPFL_OK;
 }
 
-dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
+/* data.clients against the sampler, and some local work per round */
+static dpfl_status validate_fl(const dpfl_config *c, dpfl_error *err)
 {
     if ((c->fl.sampling == DPFL_SAMPLE_FIXED) && c->fl.clients_per_round > c->data.clients)
         return dpfl_fail(err, DPFL_EINVAL, "fl.clients_per_round: %d is more than data.clients (%d)",
@@ -92,31 +93,39 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: must be > 0 with sampling = poisson");
     if (c->fl.local_steps == 0 && c->fl.local_epochs == 0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: one of local_steps and local_epochs must be > 0");
-    if (c->record_dp.enabled) {
-        const dpfl_record_adjacency want =
-            c->record_dp.sampler == DPFL_BATCH_POISSON ? DPFL_RADJ_ADD_REMOVE : DPFL_RADJ_REPLACE_ONE;
-        if (c->record_dp.adjacency != DPFL_RADJ_AUTO && c->record_dp.adjacency != want)
-            return dpfl_fail(err, DPFL_EINVAL,
-                             "record_dp.adjacency: %s does not match sampler = %s (which is analysed under %s)",
-                             dpfl_config_choice(c, "record_dp.adjacency"), dpfl_config_choice(c, "record_dp.sampler"),
-                             want == DPFL_RADJ_ADD_REMOVE ? "add-remove" : "replace-one");
-        if (c->record_dp.budgets != DPFL_BUDGETS_NONE) {
-            dpfl_status bs = validate_budgets(c, err);
-            if (bs) return bs;
-        } else if (c->record_dp.noise == 0.0 && c->record_dp.target_epsilon == 0.0)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
-        if (isinf(c->record_dp.clip) && c->record_dp.noise > 0.0)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
-        if (c->record_dp.secure_mode && (c->record_dp.accountant == DPFL_ACC_PLD))
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.accountant: secure_mode is accounted with rdp (integer "
-                                               "orders bound the discrete Gaussian); pld is for the continuous one");
-        if (isinf(c->record_dp.clip) && c->record_dp.secure_mode)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
-        if (isinf(c->record_dp.clip) && c->record_dp.target_epsilon > 0.0)
-            return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
-        const dpfl_status ds = validate_clip_decay(&c->record_dp, err);
-        if (ds) return ds;
-    }
+    return DPFL_OK;
+}
+
+/* record_dp (when enabled): the adjacency its sampler is analysed under, a noise or a target, a finite clip */
+static dpfl_status validate_record_dp(const dpfl_config *c, dpfl_error *err)
+{
+    const dpfl_record_adjacency want =
+        c->record_dp.sampler == DPFL_BATCH_POISSON ? DPFL_RADJ_ADD_REMOVE : DPFL_RADJ_REPLACE_ONE;
+    if (c->record_dp.adjacency != DPFL_RADJ_AUTO && c->record_dp.adjacency != want)
+        return dpfl_fail(err, DPFL_EINVAL,
+                         "record_dp.adjacency: %s does not match sampler = %s (which is analysed under %s)",
+                         dpfl_config_choice(c, "record_dp.adjacency"), dpfl_config_choice(c, "record_dp.sampler"),
+                         want == DPFL_RADJ_ADD_REMOVE ? "add-remove" : "replace-one");
+    if (c->record_dp.budgets != DPFL_BUDGETS_NONE) {
+        dpfl_status bs = validate_budgets(c, err);
+        if (bs) return bs;
+    } else if (c->record_dp.noise == 0.0 && c->record_dp.target_epsilon == 0.0)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.noise: set noise > 0 or target_epsilon > 0");
+    if (isinf(c->record_dp.clip) && c->record_dp.noise > 0.0)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf gives no sensitivity bound; use a finite clip");
+    if (c->record_dp.secure_mode && (c->record_dp.accountant == DPFL_ACC_PLD))
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.accountant: secure_mode is accounted with rdp (integer "
+                                           "orders bound the discrete Gaussian); pld is for the continuous one");
+    if (isinf(c->record_dp.clip) && c->record_dp.secure_mode)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: secure_mode needs a finite clip");
+    if (isinf(c->record_dp.clip) && c->record_dp.target_epsilon > 0.0)
+        return dpfl_fail(err, DPFL_EINVAL, "record_dp.clip: inf is incompatible with target_epsilon");
+    return validate_clip_decay(&c->record_dp, err);
+}
+
+/* client_dp: a noise or a target, distributed DP's constraints, adaptive clipping's quantile noise */
+static dpfl_status validate_client_dp(const dpfl_config *c, dpfl_error *err)
+{
     if (c->client_dp.enabled && (c->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
         if (c->client_dp.noise == 0.0 && c->client_dp.target_epsilon == 0.0)
             return dpfl_fail(err, DPFL_EINVAL, "client_dp.noise: set noise > 0 or target_epsilon > 0");
@@ -139,6 +148,12 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: must exceed noise / 2 (%g) so that the update "
                                            "and the quantile noise together are one Gaussian with multiplier z",
                          c->client_dp.noise / 2.0);
+    return DPFL_OK;
+}
+
+/* the schedules against data.clients, noise and e2e */
+static dpfl_status validate_schedules(const dpfl_config *c, dpfl_error *err)
+{
     /* the schedules' values are in range when they are read; the counts must also fit data.clients */
     const dpfl_schedule *m = &c->fl.clients_per_round_schedule;
     for (int i = 0; i < m->n; i++)
@@ -151,8 +166,12 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
     if (c->record_dp.e2e && (c->fl.client_rate_schedule.n || c->fl.clients_per_round_schedule.n ||
                              c->client_dp.noise_schedule.n))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.e2e: not available with client sampling or noise schedules");
-    const dpfl_status ps = validate_personal(c, err);
-    if (ps) return ps;
+    return DPFL_OK;
+}
+
+/* own data (csv:, idx:, arrays): a file, standardization constants, a partition that has sources */
+static dpfl_status validate_data(const dpfl_config *c, dpfl_error *err)
+{
     const int own = dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset); /* or arrays */
     if (own && !c->data.dataset[4])
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);
@@ -169,4 +188,15 @@ dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart, or csv: "
                                            "with one file per client)");
     return DPFL_OK;
+}
+
+dpfl_status dpfl_config_validate(const dpfl_config *c, dpfl_error *err)
+{
+    dpfl_status s = validate_fl(c, err);
+    if (!s) s = c->record_dp.enabled ? validate_record_dp(c, err) : DPFL_OK;
+    if (!s) s = validate_client_dp(c, err);
+    if (!s) s = validate_schedules(c, err);
+    if (!s) s = validate_personal(c, err);
+    if (!s) s = validate_data(c, err);
+    return s;
 }

@@ -203,6 +203,84 @@ static int count_items(const char *list)
     return n;
 }
 
+/* File f against the first present file: the same number of columns, a header line in both or neither, the same
+ * column names. */
+static dpfl_status csv_same_layout(const dpfl__table *tab, int32_t f, int first, const paths *src, dpfl_error *err)
+{
+    const char *path = src->path[f];
+    dpfl_status s = DPFL_OK;
+    if (tab[f].cols != tab[first].cols) {
+        s = dpfl_fail(err, DPFL_EFORMAT, "wrong number of columns (%s): %d, but %s has %d", path, tab[f].cols,
+                      src->path[first], tab[first].cols);
+    } else if (!tab[f].names != !tab[first].names) {
+        s = dpfl_fail(err, DPFL_EFORMAT, "%s header line (%s), unlike %s (set data.header)",
+                      tab[f].names ? "a" : "no", path, src->path[first]);
+    } else if (tab[f].names) {
+        for (int c = 0; c < tab[first].cols && !s; c++)
+            if (strcmp(tab[f].names[c], tab[first].names[c]))
+                s = dpfl_fail(err, DPFL_EFORMAT, "column %d is '%s' (%s), but '%s' in %s", c + 1,
+                              tab[f].names[c], path, tab[first].names[c], src->path[first]);
+    }
+    return s;
+}
+
+/* *keep = the usable rows of table t (no missing label or feature; those are dropped with data.missing = drop,
+ * else refused), each label an integer in 0..65535; at least one, and data.source_rows' count where it is given
+ * (want >= 0). */
+static dpfl_status csv_count_rows(const dpfl__table *t, const dpfl_file_options *o, const char *path, int label,
+                                  const int *feat, int nfeat, int32_t want, int32_t *keep, dpfl_error *err)
+{
+    dpfl_status s = DPFL_OK;
+    for (int32_t r = 0; r < t->rows && !s; r++) {
+        const double *row = t->v + (size_t)r * t->cols;
+        int miss = isnan(row[label]) ? label + 1 : 0;
+        for (int j = 0; j < nfeat && !miss; j++) miss = isnan(row[feat[j]]) ? feat[j] + 1 : 0;
+        if (miss) {
+            if (!o->drop_missing)
+                s = dpfl_fail(err, DPFL_EFORMAT, "missing value (%s): line %d, column %d (set data.missing = "
+                              "drop to skip such rows)", path, t->line[r], miss);
+            continue;
+        }
+        if (row[label] < 0 || row[label] != floor(row[label]) || row[label] > 65535)
+            s = dpfl_fail(err, DPFL_EFORMAT, "label is not an integer in 0..65535 (%s): line %d: %g", path,
+                          t->line[r], row[label]);
+        ++*keep;
+    }
+    if (!s && *keep == 0)
+        s = dpfl_fail(err, DPFL_EFORMAT, "no usable row (%s): every row has a missing value", path);
+    if (!s && want >= 0 && *keep != want)
+        s = dpfl_fail(err, DPFL_EFORMAT, "%d usable rows (%s), but data.source_rows says %d: not the run's file",
+                      *keep, path, want);
+    return s;
+}
+
+/* The usable rows of every source into all, in file order (an absent source: keep[f] placeholder rows). */
+static void csv_fill(dpfl_dataset *all, const paths *src, const dpfl__table *tab, const int32_t *keep, int label,
+                     const int *feat, int nfeat)
+{
+    int32_t i = 0;
+    for (int32_t f = 0; f < src->n; f++) {
+        if (src->absent[f]) {
+            memset(all->x + (size_t)i * nfeat, 0, (size_t)keep[f] * (size_t)nfeat * sizeof(float));
+            for (int32_t r = 0; r < keep[f]; r++, i++) {
+                all->y[i] = 0;
+                all->group[i] = f;
+            }
+            continue;
+        }
+        for (int32_t r = 0; r < tab[f].rows; r++) {
+            const double *row = tab[f].v + (size_t)r * tab[f].cols;
+            int miss = isnan(row[label]);
+            for (int j = 0; j < nfeat && !miss; j++) miss = isnan(row[feat[j]]);
+            if (miss) continue;
+            float *x = all->x + (size_t)i * nfeat;
+            for (int j = 0; j < nfeat; j++) x[j] = (float)row[feat[j]];
+            all->y[i] = (int32_t)row[label];
+            all->group[i++] = f;
+        }
+    }
+}
+
 /* One dataset holding every row of every source (group = source), before the train/test split; an absent
  * source's rows are placeholders (zeros, label 0) of its declared count. */
 static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dpfl_dataset *all, dpfl_error *err)
@@ -227,38 +305,12 @@ static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dp
         if (first < 0) {
             first = f;
             s = csv_columns(&tab[f], o, path, &label, &feat, &nfeat, err);
-        } else if (tab[f].cols != tab[first].cols) {
-            s = dpfl_fail(err, DPFL_EFORMAT, "wrong number of columns (%s): %d, but %s has %d", path, tab[f].cols,
-                          src->path[first], tab[first].cols);
-        } else if (!tab[f].names != !tab[first].names) {
-            s = dpfl_fail(err, DPFL_EFORMAT, "%s header line (%s), unlike %s (set data.header)",
-                          tab[f].names ? "a" : "no", path, src->path[first]);
-        } else if (tab[f].names) {
-            for (int c = 0; c < tab[first].cols && !s; c++)
-                if (strcmp(tab[f].names[c], tab[first].names[c]))
-                    s = dpfl_fail(err, DPFL_EFORMAT, "column %d is '%s' (%s), but '%s' in %s", c + 1,
-                                  tab[f].names[c], path, tab[first].names[c], src->path[first]);
+        } else {
+            s = csv_same_layout(tab, f, first, src, err);
         }
-        for (int32_t r = 0; r < tab[f].rows && !s; r++) {
-            const double *row = tab[f].v + (size_t)r * tab[f].cols;
-            int miss = isnan(row[label]) ? label + 1 : 0;
-            for (int j = 0; j < nfeat && !miss; j++) miss = isnan(row[feat[j]]) ? feat[j] + 1 : 0;
-            if (miss) {
-                if (!o->drop_missing)
-                    s = dpfl_fail(err, DPFL_EFORMAT, "missing value (%s): line %d, column %d (set data.missing = "
-                                  "drop to skip such rows)", path, tab[f].line[r], miss);
-                continue;
-            }
-            if (row[label] < 0 || row[label] != floor(row[label]) || row[label] > 65535)
-                s = dpfl_fail(err, DPFL_EFORMAT, "label is not an integer in 0..65535 (%s): line %d: %g", path,
-                              tab[f].line[r], row[label]);
-            keep[f]++;
-        }
-        if (!s && keep[f] == 0)
-            s = dpfl_fail(err, DPFL_EFORMAT, "no usable row (%s): every row has a missing value", path);
-        if (!s && o->source_rows && keep[f] != o->source_rows[f])
-            s = dpfl_fail(err, DPFL_EFORMAT, "%d usable rows (%s), but data.source_rows says %d: not the run's file",
-                          keep[f], path, o->source_rows[f]);
+        if (!s)
+            s = csv_count_rows(&tab[f], o, path, label, feat, nfeat, o->source_rows ? o->source_rows[f] : -1,
+                               &keep[f], err);
         total += keep[f];
     }
     if (!s && first < 0) { /* no file here (a deployment's server): the features are what the config lists */
@@ -273,27 +325,7 @@ static dpfl_status csv_read_all(const paths *src, const dpfl_file_options *o, dp
         if (!(all->absent = dpfl_alloc((size_t)src->n, err))) s = DPFL_ENOMEM;
         else memcpy(all->absent, src->absent, (size_t)src->n);
     }
-    int32_t i = 0;
-    for (int32_t f = 0; f < src->n && !s; f++) {
-        if (src->absent[f]) {
-            memset(all->x + (size_t)i * nfeat, 0, (size_t)keep[f] * (size_t)nfeat * sizeof(float));
-            for (int32_t r = 0; r < keep[f]; r++, i++) {
-                all->y[i] = 0;
-                all->group[i] = f;
-            }
-            continue;
-        }
-        for (int32_t r = 0; r < tab[f].rows; r++) {
-            const double *row = tab[f].v + (size_t)r * tab[f].cols;
-            int miss = isnan(row[label]);
-            for (int j = 0; j < nfeat && !miss; j++) miss = isnan(row[feat[j]]);
-            if (miss) continue;
-            float *x = all->x + (size_t)i * nfeat;
-            for (int j = 0; j < nfeat; j++) x[j] = (float)row[feat[j]];
-            all->y[i] = (int32_t)row[label];
-            all->group[i++] = f;
-        }
-    }
+    if (!s) csv_fill(all, src, tab, keep, label, feat, nfeat);
     for (int32_t f = 0; tab && f < src->n; f++) dpfl__table_free(&tab[f]);
     free(tab);
     free(keep);

@@ -285,11 +285,11 @@ typedef struct {
     size_t len, off;
 } zip_member;
 
-/* The members of a ZIP archive named *.npy (at most cap), their data extracted. */
-static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, zip_member *m, int cap, int *n,
-                               dpfl_error *err)
+/* The central directory's entry count and offset, from the end-of-central-directory record (ZIP64's where the
+ * classic fields overflow). */
+static dpfl_status zip_directory(const uint8_t *z, size_t len, const char *path, uint64_t *count, uint64_t *cd_off,
+                                 dpfl_error *err)
 {
-    *n = 0;
     size_t eocd = (size_t)-1;
     for (size_t i = len >= 22 ? len - 22 + 1 : 0; i-- > 0 && len - i <= 22 + 65535;)
         if (dpfl_bytes_load_u32(z + i) == 0x06054b50) {
@@ -297,15 +297,66 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
             break;
         }
     if (eocd == (size_t)-1) return bad(err, path, 0, "not a ZIP (.npz) archive: no end-of-central-directory record");
-    uint64_t count = dpfl_bytes_load_u16(z + eocd + 10), cd_off = dpfl_bytes_load_u32(z + eocd + 16);
-    if (count == 0xFFFF || cd_off == 0xFFFFFFFFu) { /* ZIP64: locator just before the EOCD */
+    *count = dpfl_bytes_load_u16(z + eocd + 10), *cd_off = dpfl_bytes_load_u32(z + eocd + 16);
+    if (*count == 0xFFFF || *cd_off == 0xFFFFFFFFu) { /* ZIP64: locator just before the EOCD */
         if (eocd < 20 || dpfl_bytes_load_u32(z + eocd - 20) != 0x07064b50)
             return bad(err, path, eocd, "ZIP64 locator missing");
         uint64_t r = dpfl_bytes_load_u64(z + eocd - 20 + 8);
         if (r > len - 56 || len < 56 || dpfl_bytes_load_u32(z + r) != 0x06064b50)
             return bad(err, path, eocd - 20, "bad ZIP64 record");
-        count = dpfl_bytes_load_u64(z + r + 32), cd_off = dpfl_bytes_load_u64(z + r + 48);
+        *count = dpfl_bytes_load_u64(z + r + 32), *cd_off = dpfl_bytes_load_u64(z + r + 48);
     }
+    return DPFL_OK;
+}
+
+/* A central directory entry's ZIP64 extra field (xl bytes at x): the 0xFFFFFFFF fields, in order. */
+static void zip64_extra(const uint8_t *x, unsigned xl, uint64_t *usize, uint64_t *csize, uint64_t *loc)
+{
+    for (unsigned q = 0; q + 4 <= xl;) {
+        unsigned id = dpfl_bytes_load_u16(x + q), sz = dpfl_bytes_load_u16(x + q + 2), k = q + 4;
+        if (q + 4 + sz > xl) break;
+        if (id == 1) {
+            if (*usize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) *usize = dpfl_bytes_load_u64(x + k), k += 8;
+            if (*csize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) *csize = dpfl_bytes_load_u64(x + k), k += 8;
+            if (*loc == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) *loc = dpfl_bytes_load_u64(x + k);
+        }
+        q += 4 + sz;
+    }
+}
+
+/* A member's bytes into o->data (o->len of them): stored (method 0) or deflated (8), then its CRC-32 checked. */
+static dpfl_status zip_extract(zip_member *o, const uint8_t *z, size_t data, unsigned method, uint64_t csize,
+                               uint32_t crc, const char *path, dpfl_error *err)
+{
+    const uint64_t usize = o->len;
+    if (method == 0) {
+        memcpy(o->data, z + data, (size_t)usize);
+    } else {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        if (inflateInit2(&zs, -15) != Z_OK) return dpfl_fail(err, DPFL_ENOMEM, "zlib failed (%s)", path);
+        zs.next_in = (Bytef *)(z + data);
+        zs.avail_in = (uInt)(csize > UINT_MAX ? UINT_MAX : csize);
+        zs.next_out = o->data;
+        zs.avail_out = (uInt)(usize > UINT_MAX ? UINT_MAX : usize);
+        int r = inflate(&zs, Z_FINISH);
+        size_t got = (size_t)zs.total_out;
+        inflateEnd(&zs);
+        if (r != Z_STREAM_END || got != usize) return bad(err, path, data, "corrupt deflated member");
+    }
+    if ((uint32_t)crc32(0L, o->data, (uInt)o->len) != crc && o->len <= UINT_MAX)
+        return bad(err, path, data, "member fails its CRC-32");
+    return DPFL_OK;
+}
+
+/* The members of a ZIP archive named *.npy (at most cap), their data extracted. */
+static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, zip_member *m, int cap, int *n,
+                               dpfl_error *err)
+{
+    *n = 0;
+    uint64_t count = 0, cd_off = 0;
+    dpfl_status st = zip_directory(z, len, path, &count, &cd_off, err);
+    if (st) return st;
     size_t p = (size_t)cd_off;
     for (uint64_t e = 0; e < count; e++) {
         if (p > len || len - p < 46 || dpfl_bytes_load_u32(z + p) != 0x02014b50)
@@ -316,17 +367,8 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
         uint64_t csize = dpfl_bytes_load_u32(z + p + 20), usize = dpfl_bytes_load_u32(z + p + 24);
         uint64_t loc = dpfl_bytes_load_u32(z + p + 42);
         if (len - p - 46 < (size_t)nl + xl + cl) return bad(err, path, p, "central directory entry past the end");
-        const uint8_t *name = z + p + 46, *x = name + nl;
-        for (unsigned q = 0; q + 4 <= xl;) { /* ZIP64 extra: the 0xFFFFFFFF fields, in order */
-            unsigned id = dpfl_bytes_load_u16(x + q), sz = dpfl_bytes_load_u16(x + q + 2), k = q + 4;
-            if (q + 4 + sz > xl) break;
-            if (id == 1) {
-                if (usize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) usize = dpfl_bytes_load_u64(x + k), k += 8;
-                if (csize == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) csize = dpfl_bytes_load_u64(x + k), k += 8;
-                if (loc == 0xFFFFFFFFu && k + 8 <= q + 4 + sz) loc = dpfl_bytes_load_u64(x + k);
-            }
-            q += 4 + sz;
-        }
+        const uint8_t *name = z + p + 46;
+        zip64_extra(name + nl, xl, &usize, &csize, &loc);
         const size_t entry = p;
         p += 46 + (size_t)nl + xl + cl;
         if (nl < 5 || nl >= sizeof m->name || memcmp(name + nl - 4, ".npy", 4)) continue;
@@ -350,23 +392,7 @@ static dpfl_status zip_members(const uint8_t *z, size_t len, const char *path, z
         o->data = malloc(usize ? (size_t)usize : 1);
         if (!o->data) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
         ++*n;
-        if (method == 0) {
-            memcpy(o->data, z + data, (size_t)usize);
-        } else {
-            z_stream zs;
-            memset(&zs, 0, sizeof zs);
-            if (inflateInit2(&zs, -15) != Z_OK) return dpfl_fail(err, DPFL_ENOMEM, "zlib failed (%s)", path);
-            zs.next_in = (Bytef *)(z + data);
-            zs.avail_in = (uInt)(csize > UINT_MAX ? UINT_MAX : csize);
-            zs.next_out = o->data;
-            zs.avail_out = (uInt)(usize > UINT_MAX ? UINT_MAX : usize);
-            int r = inflate(&zs, Z_FINISH);
-            size_t got = (size_t)zs.total_out;
-            inflateEnd(&zs);
-            if (r != Z_STREAM_END || got != usize) return bad(err, path, data, "corrupt deflated member");
-        }
-        if ((uint32_t)crc32(0L, o->data, (uInt)o->len) != crc && o->len <= UINT_MAX)
-            return bad(err, path, data, "member fails its CRC-32");
+        if ((st = zip_extract(o, z, data, method, csize, crc, path, err))) return st;
     }
     return DPFL_OK;
 }

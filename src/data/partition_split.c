@@ -138,6 +138,73 @@ static dpfl_status split_classes(const dpfl_dataset *d, int32_t K, int32_t N, dp
     return s;
 }
 
+/* Client k's j-th class (choice[k N + j]): uniform among the classes it does not hold yet that have the most free
+ * holder places (places[c], decremented), and the holder's weight wt ~ U(0.4, 0.6). */
+static dpfl_status cr_draw_class(int32_t k, int32_t j, int32_t K, int32_t N, int32_t C, int64_t *places,
+                                 int32_t *choice, double *wt, dpfl_rng *rng, dpfl_error *err)
+{
+    int32_t *mine = choice + (size_t)k * N;
+    int64_t most = 0;
+    int32_t ties = 0;
+    for (int32_t c = 0; c < C; c++) {
+        int held = 0;
+        for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
+        if (held || places[c] < most || places[c] == 0) continue;
+        if (places[c] > most) most = places[c], ties = 0;
+        ties++;
+    }
+    if (!ties)
+        return dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: client %d cannot get %d distinct classes "
+                         "with free places (%d clients, %d classes)", k, N, K, C);
+    int32_t pick = (int32_t)dpfl_rng_below(rng, (uint64_t)ties), c = 0;
+    for (;; c++) {
+        int held = 0;
+        for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
+        if (!held && places[c] == most && pick-- == 0) break;
+    }
+    mine[j] = c;
+    places[c]--;
+    wt[(size_t)k * N + j] = 0.4 + 0.2 * dpfl_rng_uniform(rng);
+    return DPFL_OK;
+}
+
+/* cnt[i] for every holder i of class c (in client order): class c's m examples in proportion to the weights
+ * (largest remainder); who, hw, take: scratch of KN entries. */
+static dpfl_status cr_class_counts(int32_t c, int32_t m, size_t KN, const int32_t *choice, const double *wt,
+                                   int32_t *who, double *hw, int64_t *take, int64_t *cnt, dpfl_error *err)
+{
+    int32_t h = 0;
+    for (size_t i = 0; i < KN; i++)
+        if (choice[i] == c) who[h] = (int32_t)i, hw[h++] = wt[i];
+    if (h > m)
+        return dpfl_fail(err, DPFL_EINVAL, "data.clients: class %d has %d examples for %d holders; use fewer "
+                         "clients or data.classes_per_client", c, m, h);
+    if (h == 0) return DPFL_OK;
+    dpfl__apportion(m, hw, h, take);
+    for (int32_t i = 0; i < h; i++) cnt[who[i]] = take[i];
+    return DPFL_OK;
+}
+
+/* The partition itself: client k takes cnt[k N + j] examples of its class choice[k N + j], the next unplaced ones
+ * of that class (off, idx: the examples by class; next: C entries of scratch). */
+static void cr_fill(dpfl_partition *p, int32_t K, int32_t N, int32_t C, const int64_t *cnt, const int32_t *choice,
+                    const int32_t *off, const int32_t *idx, int32_t *next)
+{
+    for (int32_t k = 0; k < K; k++) {
+        int64_t n = 0;
+        for (int32_t j = 0; j < N; j++) n += cnt[(size_t)k * N + j];
+        p->offset[k + 1] = p->offset[k] + (int32_t)n;
+    }
+    for (int32_t c = 0; c < C; c++) next[c] = off[c];
+    for (int32_t k = 0; k < K; k++) {
+        int32_t m = p->offset[k];
+        for (int32_t j = 0; j < N; j++) {
+            int32_t c = choice[(size_t)k * N + j];
+            for (int64_t i = 0; i < cnt[(size_t)k * N + j]; i++) p->index[m++] = idx[next[c]++];
+        }
+    }
+}
+
 /* PrivateFL exactly as its paper states it (Yang et al. 2023, sec. 5, following pFedHN, Shamsian et al. 2021): every
  * client chooses N distinct classes at random, each class getting the same number of holders N K / C (when C does not
  * divide N K, a random N K mod C classes get one more): client after client takes, N times, a class drawn uniformly
@@ -167,64 +234,13 @@ static dpfl_status split_classes_random(const dpfl_dataset *d, int32_t K, int32_
         for (int32_t c = 0; c < C; c++) places[order[c]] = (int64_t)(KN / (size_t)C) + ((size_t)c < KN % (size_t)C);
     }
     for (int32_t k = 0; k < K && !s; k++)
-        for (int32_t j = 0; j < N && !s; j++) {
-            int32_t *mine = choice + (size_t)k * N;
-            int64_t most = 0;
-            int32_t ties = 0;
-            for (int32_t c = 0; c < C; c++) {
-                int held = 0;
-                for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
-                if (held || places[c] < most || places[c] == 0) continue;
-                if (places[c] > most) most = places[c], ties = 0;
-                ties++;
-            }
-            if (!ties) {
-                s = dpfl_fail(err, DPFL_EINVAL, "data.classes_per_client: client %d cannot get %d distinct classes "
-                              "with free places (%d clients, %d classes)", k, N, K, C);
-                break;
-            }
-            int32_t pick = (int32_t)dpfl_rng_below(rng, (uint64_t)ties), c = 0;
-            for (;; c++) {
-                int held = 0;
-                for (int32_t i = 0; i < j; i++) held |= mine[i] == c;
-                if (!held && places[c] == most && pick-- == 0) break;
-            }
-            mine[j] = c;
-            places[c]--;
-            wt[(size_t)k * N + j] = 0.4 + 0.2 * dpfl_rng_uniform(rng);
-        }
-    for (int32_t c = 0; c < C && !s; c++) { /* class c among its holders, in client order */
-        int32_t h = 0, m = off[c + 1] - off[c];
-        for (size_t i = 0; i < KN; i++)
-            if (choice[i] == c) who[h] = (int32_t)i, hw[h++] = wt[i];
-        if (h > m) {
-            s = dpfl_fail(err, DPFL_EINVAL, "data.clients: class %d has %d examples for %d holders; use fewer "
-                          "clients or data.classes_per_client", c, m, h);
-            break;
-        }
-        if (h == 0) continue;
-        dpfl__apportion(m, hw, h, take);
-        for (int32_t i = 0; i < h; i++) cnt[who[i]] = take[i];
-    }
+        for (int32_t j = 0; j < N && !s; j++) s = cr_draw_class(k, j, K, N, C, places, choice, wt, rng, err);
+    for (int32_t c = 0; c < C && !s; c++) /* class c among its holders, in client order */
+        s = cr_class_counts(c, off[c + 1] - off[c], KN, choice, wt, who, hw, take, cnt, err);
     int64_t total = 0;
     for (size_t i = 0; !s && i < KN; i++) total += cnt[i];
     if (!s) s = dpfl__part_alloc(p, K, total, err);
-    if (!s) {
-        for (int32_t k = 0; k < K; k++) {
-            int64_t n = 0;
-            for (int32_t j = 0; j < N; j++) n += cnt[(size_t)k * N + j];
-            p->offset[k + 1] = p->offset[k] + (int32_t)n;
-        }
-        int32_t *next = order; /* reused: the next unplaced example of each class */
-        for (int32_t c = 0; c < C; c++) next[c] = off[c];
-        for (int32_t k = 0; k < K; k++) {
-            int32_t m = p->offset[k];
-            for (int32_t j = 0; j < N; j++) {
-                int32_t c = choice[(size_t)k * N + j];
-                for (int64_t i = 0; i < cnt[(size_t)k * N + j]; i++) p->index[m++] = idx[next[c]++];
-            }
-        }
-    }
+    if (!s) cr_fill(p, K, N, C, cnt, choice, off, idx, order); /* order reused: the next example of each class */
     free(places), free(cnt), free(choice), free(order), free(wt), free(hw), free(who), free(take);
     dpfl_free(off);
     dpfl_free(idx);

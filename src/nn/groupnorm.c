@@ -12,6 +12,7 @@
 #include "layers.h"
 
 #include <math.h>
+#include <string.h>
 
 #define GN_EPS 1e-5
 
@@ -91,3 +92,109 @@ void dpfl_nn_groupnorm_backward(float *dinp, float *ps, const float *dout, const
         }
     }
 }
+
+/* ---------------------------------------------------------------- the layer: spec, shapes, driver hooks */
+/* The channels and values per channel a GroupNorm layer normalizes: a flat input (1, 1, F) is F channels of 1
+ * value (LayerNorm over features; both layouts coincide with one channel). */
+static void gn_shape(const dpfl_layer *L, int *C, int *S)
+{
+    if (L->in_c == 1 && L->in_h == 1) *C = L->in_w, *S = 1;
+    else *C = L->in_c, *S = L->in_h * L->in_w;
+}
+
+static int gn_match(const char *tok) { return !strncmp(tok, "gn", 2) || !strcmp(tok, "ln"); }
+
+/* gn<G> and ln: GroupNorm, LayerNorm (= gn1) */
+static dpfl_status gn_parse(dpfl_nn_builder *bd, const char *tok)
+{
+    const char *p = tok;
+    dpfl_layer *L;
+    long g = 1;
+    if (tok[0] == 'g') {
+        p += 2;
+        g = dpfl_nn_read_int(&p);
+        if (*p || g < 1) return dpfl_nn_build_bad(bd, tok, "expected gn<G> (GroupNorm with G groups) or ln");
+    }
+    L = dpfl_nn_build_push(bd, DPFL_LAYER_GROUPNORM);
+    if (!L) return dpfl_nn_build_bad(bd, tok, "too many layers");
+    int C, S;
+    gn_shape(L, &C, &S);
+    if (C % g) {
+        bd->m->nlayers--;
+        return dpfl_nn_build_bad(bd, tok, "the number of groups must divide the number of channels");
+    }
+    L->groups = (int32_t)g;
+    L->nparam = 2 * (size_t)C;
+    return DPFL_OK;
+}
+
+/* PyTorch's: gamma = 1, beta = 0 */
+static void gn_init(const dpfl_layer *L, float *p, dpfl_rng *rng)
+{
+    (void)rng;
+    for (size_t i = 0; i < L->nparam; i++) p[i] = i < L->nparam / 2 ? 1.0f : 0.0f;
+}
+
+static size_t gn_state_floats(const dpfl_layer *L) { return 2 * (size_t)L->groups; }
+
+typedef struct {
+    const dpfl_layer *L;
+    float *out, *ps, *stats;
+    const float *in, *gout, *w;
+    int B, cnhw;
+} gn_job;
+
+/* forward (gout == NULL) or backward of the (example, group) items [lo, hi) */
+static void gn_run(void *ctx, int64_t lo, int64_t hi)
+{
+    gn_job *j = ctx;
+    int C, S;
+    gn_shape(j->L, &C, &S);
+    if (j->gout)
+        dpfl_nn_groupnorm_backward(j->out, j->ps, j->gout, j->in, j->w, j->stats, j->B, C, S, j->L->groups, j->cnhw,
+                                   lo, hi);
+    else
+        dpfl_nn_groupnorm_forward(j->out, j->stats, j->in, j->w, j->B, C, S, j->L->groups, j->cnhw, lo, hi);
+}
+
+static void gn_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_nn_ws *ws = f->ws;
+    dpfl_par_for(ws->par, (int64_t)f->B * f->L->groups, gn_run,
+                 &(gn_job){.L = f->L, .out = f->out, .in = f->in, .w = f->w, .stats = ws->state[f->l], .B = f->B,
+                           .cnhw = ws->slot_cnhw[ws->in_slot[f->l]]});
+}
+
+/* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
+static void gn_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l, B = j->B;
+    double *sq = j->sq;
+    (void)m;
+    float *ps = ws->ps + ws->ps_off[l];
+    dpfl_par_for(ws->par, (int64_t)B * L->groups, gn_run,
+                 &(gn_job){.L = L, .out = j->gin, .gout = j->gout, .in = j->in, .w = j->w, .ps = ps,
+                           .stats = ws->state[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+    if (j->mode == DPFL_BWD_PERSAMPLE) {
+        for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
+    } else {
+        dpfl_vec_zero(j->gbuf, L->nparam);
+        for (int b = 0; b < B; b++) dpfl_vec_axpy(j->gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
+    }
+}
+
+/* nn.GroupNorm's weight (gamma) and bias (beta), (C,) */
+static int gn_arrays(const dpfl_layer *L, dpfl_nn_param_array *a)
+{
+    const size_t C = L->nparam / 2;
+    a[0] = (dpfl_nn_param_array){.name = "weight", .off = 0, .count = C, .ndim = 1, .shape = {(int64_t)C}};
+    a[1] = (dpfl_nn_param_array){.name = "bias", .off = C, .count = C, .ndim = 1, .shape = {(int64_t)C}};
+    return 2;
+}
+
+const dpfl_layer_ops dpfl_nn_groupnorm_ops = {
+    .name = "groupnorm", .match = gn_match, .parse = gn_parse, .init = gn_init, .layout = DPFL_NN_LAYOUT_SAME,
+    .keeps_persample = 1, .state_floats = gn_state_floats, .forward = gn_forward, .backward = gn_backward,
+    .arrays = gn_arrays,
+};

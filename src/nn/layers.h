@@ -226,13 +226,6 @@ void dpfl_nn_groupnorm_forward(float *out, float *stats, const float *inp, const
                                int cnhw, int64_t lo, int64_t hi);
 void dpfl_nn_groupnorm_backward(float *dinp, float *ps, const float *dout, const float *inp, const float *w,
                                 const float *stats, int B, int C, int S, int G, int cnhw, int64_t lo, int64_t hi);
-/* The channels and values per channel a GroupNorm layer normalizes: a flat input (1, 1, F) is F channels of 1
- * value (LayerNorm over features; both layouts coincide with one channel). */
-static inline void dpfl_nn_groupnorm_shape(const dpfl_layer *L, int *C, int *S)
-{
-    if (L->in_c == 1 && L->in_h == 1) *C = L->in_w, *S = 1;
-    else *C = L->in_c, *S = L->in_h * L->in_w;
-}
 
 /* ---------------------------------------------------------------- residual.c */
 /* dst = src (add = 0) or dst += src (add = 1), B examples of C planes of S values, each in its own layout. */
@@ -293,7 +286,8 @@ struct dpfl_nn_ws {
     uint8_t *drop_on;            /* per layer: mask applied in the last forward */
     uint8_t *fuse_relu;          /* per layer: conv/linear applies the following ReLU itself */
     uint8_t *pool_relu;          /* per layer: maxpool's backward applies the preceding ReLU's backward */
-    float **gn_stats;            /* per layer (groupnorm): (max_batch, groups, 2) mean and 1/std of the last forward */
+    float **state;               /* per layer: max_batch x the kind's state_floats (GroupNorm: mean and 1/std per
+                                    group) of the last forward */
     /* residual blocks */
     int32_t *skip_slot;          /* per layer (add): the slot added to the block's output */
     int32_t *res_end;            /* per layer: the index of the add closing the block this layer starts, else -1 */
@@ -339,6 +333,109 @@ double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, f
  * layer's gradient is added times ws->step_alpha once the layer's input gradient no longer needs its weights
  * (Linear: inside the weight-gradient GEMM; other layers through ws->step_buf). */
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode);
+/* ---------------------------------------------------------------- the layer operation table (layer_table.c) */
+/* What the model builder (model.c), the workspace and driver (net.c, persample.c) and the exporter (model_npz.c)
+ * ask of a layer kind.  A new layer is its own .c file, defining a dpfl_layer_ops with these hooks, plus one row in
+ * layer_table.c and its value in dpfl_layer_kind (include/dpfl/nn.h). */
+
+/* The model being built: the activation a layer token reads (c, h, w; cnhw: spatial) and the open residual
+ * block (its first layer, -1: none, and its input's shape). */
+typedef struct {
+    dpfl_model *m;
+    int c, h, w;
+    int cnhw;
+    const char *spec;
+    dpfl_error *err;
+    int bstart, bc, bh, bw, bcnhw;
+} dpfl_nn_builder;
+/* The next layer, of the given kind, shaped as the current activation (in = out) at the end of the parameter
+ * vector; NULL when the model is full. */
+DPFL_HIDDEN dpfl_layer *dpfl_nn_build_push(dpfl_nn_builder *bd, dpfl_layer_kind kind);
+/* The one-line error of a bad layer token: its text, the spec, why, and the valid layers. */
+DPFL_HIDDEN dpfl_status dpfl_nn_build_bad(dpfl_nn_builder *bd, const char *tok, const char *why);
+/* An unsigned decimal at *p (advanced past it); -1 if there is none or it exceeds 2^24. */
+DPFL_HIDDEN long dpfl_nn_read_int(const char **p);
+
+/* One layer's forward pass: its place in the workspace and its buffers. */
+typedef struct {
+    dpfl_nn_ws *ws;
+    const dpfl_layer *L;
+    int l, B, train;
+    float *out;
+    const float *in, *w; /* the layer's input activation and parameters */
+    size_t n;            /* the input's floats */
+    dpfl_rng *rng;
+} dpfl_nn_fwd;
+
+/* One layer's backward pass: its place in the workspace, what it reads and where its gradients go. */
+typedef struct {
+    const dpfl_layer *L;
+    int l, B;
+    dpfl_bwd_mode mode;
+    int step;           /* STEP: non-Linear layers write their gradient to step_buf, added to the params after */
+    float *gin, *gbuf;  /* the input's gradient (NULL: not needed); the parameters' (GRAD, STEP), else NULL */
+    float *grads;
+    const float *gout, *in, *out, *w;
+    size_t n;           /* the input's floats */
+    double *sq;         /* per-example squared norms (PERSAMPLE) */
+} dpfl_nn_bwd;
+
+/* A parameter array of an exported layer: name suffix (PyTorch's: "weight", "bias", ...), where it starts in the
+ * layer's slice, its length and its shape (ndim <= 4). */
+typedef struct {
+    const char *name;
+    size_t off, count;
+    int ndim;
+    int64_t shape[4];
+} dpfl_nn_param_array;
+
+typedef enum { DPFL_NN_LAYOUT_SAME, DPFL_NN_LAYOUT_CNHW, DPFL_NN_LAYOUT_ROWS } dpfl_nn_layout;
+
+typedef struct {
+    const char *name;                    /* the kind's name in exported models (dpfl_layer_kinds) */
+    int (*match)(const char *tok);       /* 1 for the spec tokens it reads (NULL: inserted by the builder only) */
+    dpfl_status (*parse)(dpfl_nn_builder *bd, const char *tok); /* pushes and shapes the layer, moves bd's shape */
+    void (*init)(const dpfl_layer *L, float *p, dpfl_rng *rng); /* NULL: U(+-1/sqrt(fan_in)), PyTorch's */
+    int inplace;                         /* may overwrite its input (its backward needs only its output) */
+    dpfl_nn_layout layout;               /* its output's layout */
+    int keeps_persample;                 /* its backward leaves every example's gradient in ws->ps (the clipped sum
+                                            then reads them); Conv2d decides per workspace mode (net.c) */
+    size_t (*state_floats)(const dpfl_layer *L); /* per-example state kept from forward to backward; NULL: none */
+    void (*forward)(const dpfl_nn_fwd *f);
+    void (*backward)(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j);
+    /* its parameter arrays for export, into a (at most 2: model_npz.c's room); returns how many; NULL: the kind
+     * has no parameters */
+    int (*arrays)(const dpfl_layer *L, dpfl_nn_param_array *a);
+} dpfl_layer_ops;
+
+/* The row of a kind (every dpfl_layer_kind has one). */
+DPFL_HIDDEN const dpfl_layer_ops *dpfl_nn_layer_ops(dpfl_layer_kind kind);
+/* How many kinds there are; their names, comma-separated in dpfl_layer_kind's order, into buf (cap bytes, enough:
+ * asserted), returning the length. */
+DPFL_HIDDEN int dpfl_nn_layer_kind_count(void);
+DPFL_HIDDEN size_t dpfl_nn_layer_kind_names(char *buf, size_t cap);
+
+/* model.c: the built-in kinds' spec tokens and parsers (their rows are in net.c beside their driver hooks) */
+DPFL_HIDDEN int dpfl_nn_match_conv(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_pool(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_fc(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_flatten(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_relu(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_tanh(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_sigmoid(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_affine(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_avgpool(const char *tok);
+DPFL_HIDDEN int dpfl_nn_match_dropout(const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_conv_pool(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_fc(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_flatten(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_activation(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_affine(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_avgpool(dpfl_nn_builder *bd, const char *tok);
+DPFL_HIDDEN dpfl_status dpfl_nn_parse_dropout(dpfl_nn_builder *bd, const char *tok);
+/* the input transform's initial parameters: the identity (dpfl_model_affine_identity) */
+DPFL_HIDDEN void dpfl_nn_affine_init(const dpfl_layer *L, float *p, dpfl_rng *rng);
+
 /* Examples per im2col chunk for conv layer L at batch B. */
 int dpfl_nn_conv_chunk(const dpfl_layer *L, int B);
 /* Geometry of conv layer l for the current batch. */

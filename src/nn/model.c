@@ -38,17 +38,12 @@
     "resnet20-gn, resnet18-gn, privatefl-dnn, privatefl-purchase, net:LAYER,LAYER,...; prefixes transform:, " \
     "transform-<a><b>:, mse:; see docs/models.md"
 
-typedef struct {
-    dpfl_model *m;
-    int c, h, w;
-    int cnhw; /* current activation is a conv-style (spatial) tensor */
-    const char *spec;
-    dpfl_error *err;
-    /* the open residual block: its first layer (-1: none) and its input's shape */
-    int bstart, bc, bh, bw, bcnhw;
-} builder;
+typedef dpfl_nn_builder builder;
+#define push dpfl_nn_build_push
+#define read_int dpfl_nn_read_int
+#define bad_token dpfl_nn_build_bad
 
-static dpfl_layer *push(builder *bd, dpfl_layer_kind kind)
+dpfl_layer *dpfl_nn_build_push(builder *bd, dpfl_layer_kind kind)
 {
     dpfl_model *m = bd->m;
     if (m->nlayers >= MAX_LAYERS) return NULL;
@@ -61,8 +56,7 @@ static dpfl_layer *push(builder *bd, dpfl_layer_kind kind)
     return L;
 }
 
-/* Reads an unsigned decimal after *p; returns -1 if there is none. */
-static long read_int(const char **p)
+long dpfl_nn_read_int(const char **p)
 {
     if (!isdigit((unsigned char)**p)) return -1;
     char *end;
@@ -71,7 +65,7 @@ static long read_int(const char **p)
     return v > 1 << 24 ? -1 : v;
 }
 
-static dpfl_status bad_token(builder *bd, const char *tok, const char *why)
+dpfl_status dpfl_nn_build_bad(builder *bd, const char *tok, const char *why)
 {
     return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_LAYERS, tok, bd->spec, why);
 }
@@ -86,7 +80,7 @@ static dpfl_status add_flatten(builder *bd)
 }
 
 /* conv<OC>... and pool<k>...: a convolution or a max pooling */
-static dpfl_status add_conv_pool(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_conv_pool(builder *bd, const char *tok)
 {
     const char *p = tok;
     dpfl_layer *L;
@@ -128,7 +122,7 @@ static dpfl_status add_conv_pool(builder *bd, const char *tok)
 }
 
 /* fc<OC>[nb]: a linear layer (after a flatten where the input is not flat) */
-static dpfl_status add_fc(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_fc(builder *bd, const char *tok)
 {
     const char *p = tok;
     dpfl_layer *L;
@@ -150,7 +144,7 @@ static dpfl_status add_fc(builder *bd, const char *tok)
 }
 
 /* relu, tanh, sigmoid */
-static dpfl_status add_activation(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_activation(builder *bd, const char *tok)
 {
     dpfl_layer *L;
     L = push(bd, tok[0] == 'r' ? DPFL_LAYER_RELU : tok[0] == 't' ? DPFL_LAYER_TANH : DPFL_LAYER_SIGMOID);
@@ -159,7 +153,7 @@ static dpfl_status add_activation(builder *bd, const char *tok)
 }
 
 /* affine[<a><b>]: PrivateFL's input transform, the first layer only */
-static dpfl_status add_affine(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_affine(builder *bd, const char *tok)
 {
     dpfl_layer *L;
     const char *m = tok[6] ? tok + 6 : "cp";
@@ -177,32 +171,8 @@ static dpfl_status add_affine(builder *bd, const char *tok)
     return DPFL_OK;
 }
 
-/* gn<G> and ln: GroupNorm, LayerNorm (= gn1) */
-static dpfl_status add_groupnorm(builder *bd, const char *tok)
-{
-    const char *p = tok;
-    dpfl_layer *L;
-    long g = 1;
-    if (tok[0] == 'g') {
-        p += 2;
-        g = read_int(&p);
-        if (*p || g < 1) return bad_token(bd, tok, "expected gn<G> (GroupNorm with G groups) or ln");
-    }
-    L = push(bd, DPFL_LAYER_GROUPNORM);
-    if (!L) return bad_token(bd, tok, "too many layers");
-    int C, S;
-    dpfl_nn_groupnorm_shape(L, &C, &S);
-    if (C % g) {
-        bd->m->nlayers--;
-        return bad_token(bd, tok, "the number of groups must divide the number of channels");
-    }
-    L->groups = (int32_t)g;
-    L->nparam = 2 * (size_t)C;
-    return DPFL_OK;
-}
-
 /* avgpool<k>[s<s>] and gap: average pooling, global over the plane */
-static dpfl_status add_avgpool(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_avgpool(builder *bd, const char *tok)
 {
     const char *p = tok;
     dpfl_layer *L;
@@ -226,7 +196,7 @@ static dpfl_status add_avgpool(builder *bd, const char *tok)
 }
 
 /* drop<p>: dropout */
-static dpfl_status add_dropout(builder *bd, const char *tok)
+dpfl_status dpfl_nn_parse_dropout(builder *bd, const char *tok)
 {
     dpfl_layer *L;
     char *end;
@@ -238,36 +208,41 @@ static dpfl_status add_dropout(builder *bd, const char *tok)
     return DPFL_OK;
 }
 
+dpfl_status dpfl_nn_parse_flatten(builder *bd, const char *tok)
+{
+    (void)tok;
+    return add_flatten(bd);
+}
+
+/* the spec tokens of the built-in kinds */
+int dpfl_nn_match_conv(const char *tok) { return !strncmp(tok, "conv", 4); }
+int dpfl_nn_match_pool(const char *tok) { return !strncmp(tok, "pool", 4); }
+int dpfl_nn_match_fc(const char *tok) { return !strncmp(tok, "fc", 2); }
+int dpfl_nn_match_flatten(const char *tok) { return !strcmp(tok, "flatten"); }
+int dpfl_nn_match_relu(const char *tok) { return !strcmp(tok, "relu"); }
+int dpfl_nn_match_tanh(const char *tok) { return !strcmp(tok, "tanh"); }
+int dpfl_nn_match_sigmoid(const char *tok) { return !strcmp(tok, "sigmoid"); }
+int dpfl_nn_match_affine(const char *tok) { return !strncmp(tok, "affine", 6); }
+int dpfl_nn_match_avgpool(const char *tok) { return !strncmp(tok, "avgpool", 7) || !strcmp(tok, "gap"); }
+int dpfl_nn_match_dropout(const char *tok) { return !strncmp(tok, "drop", 4); }
+
+/* A layer token: the kind whose row in the layer table reads it (their tokens do not overlap) parses it. */
 static dpfl_status add_token(builder *bd, const char *tok)
 {
-    dpfl_status st;
-    if (!strncmp(tok, "conv", 4) || !strncmp(tok, "pool", 4)) {
-        st = add_conv_pool(bd, tok);
-    } else if (!strncmp(tok, "fc", 2)) {
-        st = add_fc(bd, tok);
-    } else if (!strcmp(tok, "flatten")) {
-        return add_flatten(bd);
-    } else if (!strcmp(tok, "relu") || !strcmp(tok, "tanh") || !strcmp(tok, "sigmoid")) {
-        st = add_activation(bd, tok);
-    } else if (!strncmp(tok, "affine", 6)) {
-        st = add_affine(bd, tok);
-    } else if (!strncmp(tok, "gn", 2) || !strcmp(tok, "ln")) {
-        st = add_groupnorm(bd, tok);
-    } else if (!strncmp(tok, "bn", 2) || !strncmp(tok, "batchnorm", 9)) {
+    if (!strncmp(tok, "bn", 2) || !strncmp(tok, "batchnorm", 9))
         return bad_token(bd, tok, "BatchNorm is not supported: it normalizes with statistics of the whole batch, so "
                                   "an example's gradient depends on the other examples and per-example clipping no "
                                   "longer bounds its influence (DP-SGD's guarantee fails); use gn<G> (GroupNorm, "
                                   "per example) or ln (LayerNorm) instead");
-    } else if (!strncmp(tok, "avgpool", 7) || !strcmp(tok, "gap")) {
-        st = add_avgpool(bd, tok);
-    } else if (!strncmp(tok, "drop", 4)) {
-        st = add_dropout(bd, tok);
-    } else {
-        return bad_token(bd, tok, "unknown layer");
+    for (int k = 0; k < dpfl_nn_layer_kind_count(); k++) {
+        const dpfl_layer_ops *ops = dpfl_nn_layer_ops((dpfl_layer_kind)k);
+        if (!ops->match || !ops->match(tok)) continue;
+        dpfl_status st = ops->parse(bd, tok);
+        if (st) return st;
+        bd->m->nparam += bd->m->layers[bd->m->nlayers - 1].nparam;
+        return DPFL_OK;
     }
-    if (st) return st;
-    bd->m->nparam += bd->m->layers[bd->m->nlayers - 1].nparam;
-    return DPFL_OK;
+    return bad_token(bd, tok, "unknown layer");
 }
 
 /* ------------------------------------------------------------------------------------------ residual blocks
@@ -564,12 +539,9 @@ void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng)
     for (int l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (!L->nparam) continue;
-        if (L->kind == DPFL_LAYER_AFFINE) { /* identity: a = 1, b = 0 */
-            dpfl_model_affine_identity(L, params + L->param_off);
-            continue;
-        }
-        if (L->kind == DPFL_LAYER_GROUPNORM) { /* PyTorch's: gamma = 1, beta = 0 */
-            for (size_t i = 0; i < L->nparam; i++) params[L->param_off + i] = i < L->nparam / 2 ? 1.0f : 0.0f;
+        const dpfl_layer_ops *ops = dpfl_nn_layer_ops(L->kind);
+        if (ops->init) { /* the kind's own (affine: the identity; GroupNorm: gamma = 1, beta = 0) */
+            ops->init(L, params + L->param_off, rng);
             continue;
         }
         size_t fan_in = L->kind == DPFL_LAYER_CONV2D ? (size_t)L->in_c * L->k * L->k : (size_t)L->in_w;
@@ -577,6 +549,12 @@ void dpfl_model_init(const dpfl_model *m, float *params, dpfl_rng *rng)
         float *p = params + L->param_off;
         for (size_t i = 0; i < L->nparam; i++) p[i] = (float)((2.0 * dpfl_rng_uniform(rng) - 1.0) * bound);
     }
+}
+
+void dpfl_nn_affine_init(const dpfl_layer *L, float *p, dpfl_rng *rng)
+{
+    (void)rng;
+    dpfl_model_affine_identity(L, p);
 }
 
 void dpfl_model_affine_identity(const dpfl_layer *L, float *p)

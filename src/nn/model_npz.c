@@ -28,8 +28,6 @@
 enum { MAX_LAYERS_NPZ = 256, MAX_ARRAYS = 8 + 2 * MAX_LAYERS_NPZ, LAYER_COLUMNS = 14 };
 
 static const char layer_columns[] = "kind,in_c,in_h,in_w,out_c,out_h,out_w,k,stride,pad,bias,groups,from,shortcut";
-/* in dpfl_layer_kind's order */
-static const char layer_kinds[] = "linear,conv2d,maxpool2d,relu,tanh,sigmoid,flatten,dropout,affine,groupnorm,avgpool2d,add";
 
 typedef struct {
     char name[48];     /* member name without ".npy" */
@@ -235,51 +233,24 @@ static void add_string(npy_array *arr, int *n, const char *name, const char *str
     add(arr, n, name, descr, buf, (len ? len : 1) * 4)->ndim = 0;
 }
 
-/* Layer l's parameters as arrays named as PyTorch names them ("<l>.weight", "<l>.bias", "<l>.scale", "<l>.shift"). */
+/* Layer l's parameters as arrays named as PyTorch names them ("<l>.weight", "<l>.bias", "<l>.scale", "<l>.shift"):
+ * the names and shapes its kind's row in the layer table gives. */
 static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L, int32_t l, const float *p,
                                     const char *path, dpfl_error *err)
 {
     char name[48];
     int n = *np;
-    if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D) {
-        const int conv = L->kind == DPFL_LAYER_CONV2D;
-        const int64_t in = conv ? L->in_c : (int64_t)L->in_c * L->in_h * L->in_w, oc = conv ? L->out_c : L->out_w;
-        const size_t nw = (size_t)oc * (size_t)in * (conv ? (size_t)L->k * L->k : 1);
-        snprintf(name, sizeof name, "%d.weight", (int)l);
-        npy_array *a = add(arr, &n, name, "<f4", p, nw * sizeof(float));
-        a->ndim = conv ? 4 : 2;
-        a->shape[0] = oc, a->shape[1] = in, a->shape[2] = L->k, a->shape[3] = L->k;
-        if (L->bias) {
-            snprintf(name, sizeof name, "%d.bias", (int)l);
-            a = add(arr, &n, name, "<f4", p + nw, (size_t)oc * sizeof(float));
-            a->ndim = 1, a->shape[0] = oc;
-        }
-        DPFL_ASSERT(nw + (L->bias ? (size_t)oc : 0) == L->nparam);
-    } else if (L->kind == DPFL_LAYER_AFFINE) {
-        const int mode[2] = {L->k, L->pad};
-        const char *what[2] = {"scale", "shift"};
-        size_t off = 0;
-        for (int j = 0; j < 2; j++) {
-            if (mode[j] == DPFL_AFFINE_NONE) continue;
-            const size_t cnt = mode[j] == DPFL_AFFINE_CHANNEL ? (size_t)L->in_c : (size_t)L->in_c * L->in_h * L->in_w;
-            snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
-            npy_array *a = add(arr, &n, name, "<f4", p + off, cnt * sizeof(float));
-            a->ndim = mode[j] == DPFL_AFFINE_CHANNEL ? 1 : 3;
-            a->shape[0] = L->in_c, a->shape[1] = L->in_h, a->shape[2] = L->in_w;
-            off += cnt;
-        }
-        DPFL_ASSERT(off == L->nparam);
-    } else if (L->kind == DPFL_LAYER_GROUPNORM) { /* nn.GroupNorm's weight (gamma) and bias (beta), (C,) */
-        const size_t C = L->nparam / 2;
-        const char *what[2] = {"weight", "bias"};
-        for (int j = 0; j < 2; j++) {
-            snprintf(name, sizeof name, "%d.%s", (int)l, what[j]);
-            add(arr, &n, name, "<f4", p + j * C, C * sizeof(float))->ndim = 1;
-            arr[n - 1].shape[0] = (int64_t)C;
-        }
-    } else {
+    dpfl_nn_param_array pa[2];
+    const dpfl_layer_ops *ops = dpfl_nn_layer_ops(L->kind);
+    const int k = ops->arrays ? ops->arrays(L, pa) : -1;
+    if (k < 0)
         return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): layer %d has parameters of an unknown kind", path,
                          (int)l);
+    for (int i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "%d.%s", (int)l, pa[i].name);
+        npy_array *a = add(arr, &n, name, "<f4", p + pa[i].off, pa[i].count * sizeof(float));
+        a->ndim = pa[i].ndim;
+        for (int d = 0; d < 4; d++) a->shape[d] = pa[i].shape[d];
     }
     *np = n;
     return DPFL_OK;
@@ -298,6 +269,8 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
         dpfl_status st = add_layer_params(arr, &n, L, l, params + L->param_off, path, err);
         if (st) return st;
     }
+    char layer_kinds[256]; /* the kinds' names in dpfl_layer_kind's order (the layer table's) */
+    dpfl_nn_layer_kind_names(layer_kinds, sizeof layer_kinds);
     uint8_t spec32[sizeof m->spec * 4], cols32[sizeof layer_columns * 4], kinds32[sizeof layer_kinds * 4];
     add_string(arr, &n, "dpfl_spec", m->spec, spec32);
     add_string(arr, &n, "dpfl_layer_columns", layer_columns, cols32);

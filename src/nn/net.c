@@ -31,10 +31,7 @@ int dpfl_nn_conv_chunk(const dpfl_layer *L, int B)
 
 typedef struct {
     const dpfl_layer *L;
-    float *out, *mask, *ps;
-    float *stats;
-    const float *w;
-    int B, cnhw;
+    float *out, *mask;
     const float *in, *gout, *act;
     int32_t *idx;
     int kind, relu;
@@ -118,24 +115,9 @@ static void avgpool_job(void *ctx, int64_t lo, int64_t hi)
                                 L->out_w, kh, kw, st);
 }
 
-static void groupnorm_job(void *ctx, int64_t lo, int64_t hi)
-{
-    layer_job *j = ctx;
-    int C, S;
-    dpfl_nn_groupnorm_shape(j->L, &C, &S);
-    if (j->gout)
-        dpfl_nn_groupnorm_backward(j->out, j->ps, j->gout, j->in, j->w, j->stats, j->B, C, S, j->L->groups, j->cnhw,
-                                   lo, hi);
-    else
-        dpfl_nn_groupnorm_forward(j->out, j->stats, j->in, j->w, j->B, C, S, j->L->groups, j->cnhw, lo, hi);
-}
-
 static size_t numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
 static size_t numel_out(const dpfl_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
-static int inplace_kind(dpfl_layer_kind k)
-{
-    return k == DPFL_LAYER_RELU || k == DPFL_LAYER_TANH || k == DPFL_LAYER_SIGMOID || k == DPFL_LAYER_DROPOUT;
-}
+static int inplace_kind(dpfl_layer_kind k) { return dpfl_nn_layer_ops(k)->inplace; }
 
 void dpfl_nn_conv_geom(const dpfl_nn_ws *ws, int l, dpfl_conv_geom *g)
 {
@@ -157,10 +139,10 @@ void dpfl_nn_ws_free(dpfl_nn_ws *ws)
     for (int s = 1; s < ws->nslots; s++) dpfl_free(ws->act[s]), dpfl_free(ws->grad[s]);
     for (int l = 0; l < m->nlayers; l++) {
         dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
-        if (ws->gn_stats) dpfl_free(ws->gn_stats[l]);
+        if (ws->state) dpfl_free(ws->state[l]);
         if (ws->skip_grad) dpfl_free(ws->skip_grad[l]);
     }
-    dpfl_free(ws->gn_stats), dpfl_free(ws->skip_grad), dpfl_free(ws->skip_slot), dpfl_free(ws->res_end);
+    dpfl_free(ws->state), dpfl_free(ws->skip_grad), dpfl_free(ws->skip_slot), dpfl_free(ws->res_end);
     dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
     dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
     dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
@@ -191,7 +173,7 @@ static int default_threads(void)
     return initial_threads;
 }
 
-/* Room for every example's own gradient, ws->ps: GroupNorm and input-transform layers always keep them; a Conv2d
+/* Room for every example's own gradient, ws->ps: the kinds that keep them (GroupNorm, input transform); a Conv2d
  * only when `mode` materializes them there (dpfl_nn_conv_uses_ghost says no).  Ghost-norm convs need none, which
  * keeps a ResNet-18's workspace from holding max_batch copies of its 11 million weights. */
 static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err)
@@ -200,8 +182,12 @@ static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_err
     size_t ps = 0, mb = (size_t)ws->max_batch;
     for (int l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
-        int keep = L->kind == DPFL_LAYER_AFFINE || L->kind == DPFL_LAYER_GROUPNORM ||
+        int keep = dpfl_nn_layer_ops(L->kind)->keeps_persample ||
                    (L->kind == DPFL_LAYER_CONV2D && !dpfl_nn_conv_uses_ghost(mode, L));
+        /* a kind with parameters whose row does not keep per-example gradients would leave its parameters out of
+         * every example's norm and out of the clipped sum: only Linear and Conv2d have their own paths */
+        DPFL_ASSERT(!L->nparam || dpfl_nn_layer_ops(L->kind)->keeps_persample || L->kind == DPFL_LAYER_LINEAR ||
+                    L->kind == DPFL_LAYER_CONV2D);
         ws->ps_off[l] = ps;
         if (keep) ps += mb * L->nparam;
     }
@@ -236,7 +222,7 @@ static int ws_alloc_tables(dpfl_nn_ws *ws, int nl, size_t mb, dpfl_error *err)
     ALLOC(ws->xpad, nl);
     ALLOC(ws->direct, nl);
     ALLOC(ws->cdir, nl);
-    ALLOC(ws->gn_stats, nl);
+    ALLOC(ws->state, nl);
     ALLOC(ws->skip_grad, nl);
     ALLOC(ws->skip_slot, nl);
     ALLOC(ws->res_end, nl);
@@ -251,7 +237,7 @@ typedef struct {
     size_t col, dsc, gram, cdw, stepn, dwp;
 } ws_scratch;
 
-/* Layer l's own buffers (pooling indices, dropout mask, GroupNorm statistics, a projection shortcut's gradient, a
+/* Layer l's own buffers (pooling indices, dropout mask, its kind's state (GroupNorm's statistics), a projection shortcut's gradient, a
  * direct convolution's padded input and plan) and its share of the scratch; 0 when out of memory. */
 static int ws_layer_buffers(dpfl_nn_ws *ws, int l, size_t mb, ws_scratch *z, dpfl_error *err)
 {
@@ -266,7 +252,8 @@ static int ws_layer_buffers(dpfl_nn_ws *ws, int l, size_t mb, ws_scratch *z, dpf
             ws->pool_relu[l] = 1;
     }
     if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
-    if (L->kind == DPFL_LAYER_GROUPNORM) ALLOC(ws->gn_stats[l], mb * 2 * (size_t)L->groups);
+    const dpfl_layer_ops *ops = dpfl_nn_layer_ops(L->kind);
+    if (ops->state_floats) ALLOC(ws->state[l], mb * ops->state_floats(L));
     if (L->kind == DPFL_LAYER_ADD && L->shortcut)
         ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
     if (L->kind == DPFL_LAYER_CONV2D) {
@@ -319,9 +306,8 @@ static int ws_plan_slots(dpfl_nn_ws *ws, size_t mb, ws_scratch *z, dpfl_error *e
         if (!alias) {
             int s = ws->nslots++;
             ws->slot_numel[s] = numel_out(L);
-            ws->slot_cnhw[s] = L->kind == DPFL_LAYER_CONV2D ? 1
-                               : (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_FLATTEN) ? 0
-                                                                                                 : ws->slot_cnhw[cur];
+            const dpfl_nn_layout lay = dpfl_nn_layer_ops(L->kind)->layout;
+            ws->slot_cnhw[s] = lay == DPFL_NN_LAYOUT_CNHW ? 1 : lay == DPFL_NN_LAYOUT_ROWS ? 0 : ws->slot_cnhw[cur];
             ALLOC(ws->act[s], mb * ws->slot_numel[s]);
             ALLOC(ws->grad[s], mb * ws->slot_numel[s]);
             cur = s;
@@ -422,6 +408,86 @@ void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
                                                                                                     : 1;
 }
 
+/* ---------------------------------------------------------------- the built-in kinds' forward passes */
+static void linear_forward(const dpfl_nn_fwd *f)
+{
+    const dpfl_layer *L = f->L;
+    const float *w = f->w;
+    dpfl_nn_linear_forward(f->out, f->in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, f->B, L->in_w, L->out_w,
+                           f->ws->fuse_relu[f->l], f->ws->par);
+}
+
+static void conv_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_nn_ws *ws = f->ws;
+    const dpfl_layer *L = f->L;
+    const int l = f->l, B = f->B;
+    const float *w = f->w;
+    dpfl_conv_geom g;
+    dpfl_nn_conv_geom(ws, l, &g);
+    size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+    if (ws->direct[l]) {
+        dpfl_nn_conv2d_direct_forward(ws, l, f->out, f->in, w, L->bias ? w + nw : NULL, ws->fuse_relu[l]);
+        return;
+    }
+    dpfl_nn_conv2d_forward(f->out, f->in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
+                           ws->fuse_relu[l], ws->par);
+}
+
+static void maxpool_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_par_for(f->ws->par, (int64_t)f->B * f->L->in_c, pool_job,
+                 &(layer_job){.L = f->L, .out = f->out, .in = f->in, .idx = f->ws->pool_idx[f->l]});
+}
+
+static void activation_forward(const dpfl_nn_fwd *f)
+{
+    const dpfl_layer *L = f->L;
+    if (!(L->kind == DPFL_LAYER_RELU && f->l > 0 && f->ws->fuse_relu[f->l - 1]))
+        run_elem(f->ws->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .kind = L->kind, .n = f->n});
+}
+
+static void dropout_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_nn_ws *ws = f->ws;
+    const dpfl_layer *L = f->L;
+    const int l = f->l;
+    ws->drop_on[l] = f->train && f->rng && L->drop > 0.0f;
+    if (ws->drop_on[l]) {
+        uint64_t sa = dpfl_rng_u64(f->rng), sb = dpfl_rng_u64(f->rng);
+        run_elem(ws->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .mask = ws->drop_mask[l], .kind = L->kind,
+                                       .n = f->n, .sa = sa, .sb = sb});
+    } else if (f->out != f->in) {
+        memcpy(f->out, f->in, f->n * sizeof *f->out);
+    }
+}
+
+static void flatten_forward(const dpfl_nn_fwd *f)
+{
+    const dpfl_layer *L = f->L;
+    if (f->out != f->in && f->ws->slot_cnhw[f->ws->in_slot[f->l]])
+        dpfl_nn_flatten_forward(f->out, f->in, f->B, L->in_c, L->in_h * L->in_w);
+    else if (f->out != f->in)
+        memcpy(f->out, f->in, f->n * sizeof *f->out);
+}
+
+static void affine_forward(const dpfl_nn_fwd *f) { dpfl_nn_affine_forward(f->out, f->in, f->w, f->L, f->B); }
+
+static void avgpool_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_par_for(f->ws->par, (int64_t)f->B * f->L->in_c, avgpool_job,
+                 &(layer_job){.L = f->L, .out = f->out, .in = f->in});
+}
+
+static void add_forward(const dpfl_nn_fwd *f)
+{
+    dpfl_nn_ws *ws = f->ws;
+    const dpfl_layer *L = f->L;
+    const int l = f->l;
+    dpfl_nn_add_forward(f->out, ws->slot_cnhw[ws->out_slot[l]], f->in, ws->act[ws->skip_slot[l]],
+                        ws->slot_cnhw[ws->skip_slot[l]], f->B, L->out_c, (size_t)L->out_h * L->out_w);
+}
+
 const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
                                  int32_t B, int train, dpfl_rng *rng)
 {
@@ -430,65 +496,10 @@ const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_
     ws->act[0] = (float *)x; /* slot 0 is only ever read */
     for (int l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
-        const float *in = ws->act[ws->in_slot[l]];
-        float *out = ws->act[ws->out_slot[l]];
-        const float *w = params + L->param_off;
-        size_t n = (size_t)B * numel_in(L);
-        switch (L->kind) {
-        case DPFL_LAYER_LINEAR:
-            dpfl_nn_linear_forward(out, in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, B, L->in_w, L->out_w,
-                                   ws->fuse_relu[l], ws->par);
-            break;
-        case DPFL_LAYER_CONV2D: {
-            dpfl_conv_geom g;
-            dpfl_nn_conv_geom(ws, l, &g);
-            size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-            if (ws->direct[l]) {
-                dpfl_nn_conv2d_direct_forward(ws, l, out, in, w, L->bias ? w + nw : NULL, ws->fuse_relu[l]);
-                break;
-            }
-            dpfl_nn_conv2d_forward(out, in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
-                                   ws->fuse_relu[l], ws->par);
-            break;
-        }
-        case DPFL_LAYER_MAXPOOL2D:
-            dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
-                         &(layer_job){.L = L, .out = out, .in = in, .idx = ws->pool_idx[l]});
-            break;
-        case DPFL_LAYER_RELU:
-        case DPFL_LAYER_TANH:
-        case DPFL_LAYER_SIGMOID:
-            if (!(L->kind == DPFL_LAYER_RELU && l > 0 && ws->fuse_relu[l - 1]))
-                run_elem(ws->par, &(layer_job){.L = L, .out = out, .in = in, .kind = L->kind, .n = n});
-            break;
-        case DPFL_LAYER_DROPOUT:
-            ws->drop_on[l] = train && rng && L->drop > 0.0f;
-            if (ws->drop_on[l]) {
-                uint64_t sa = dpfl_rng_u64(rng), sb = dpfl_rng_u64(rng);
-                run_elem(ws->par, &(layer_job){.L = L, .out = out, .in = in, .mask = ws->drop_mask[l],
-                                               .kind = L->kind, .n = n, .sa = sa, .sb = sb});
-            } else if (out != in) {
-                memcpy(out, in, n * sizeof *out);
-            }
-            break;
-        case DPFL_LAYER_FLATTEN:
-            if (out != in && ws->slot_cnhw[ws->in_slot[l]]) dpfl_nn_flatten_forward(out, in, B, L->in_c, L->in_h * L->in_w);
-            else if (out != in) memcpy(out, in, n * sizeof *out);
-            break;
-        case DPFL_LAYER_AFFINE: dpfl_nn_affine_forward(out, in, w, L, B); break;
-        case DPFL_LAYER_GROUPNORM:
-            dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
-                         &(layer_job){.L = L, .out = out, .in = in, .w = w, .stats = ws->gn_stats[l], .B = B,
-                                      .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
-            break;
-        case DPFL_LAYER_AVGPOOL2D:
-            dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = out, .in = in});
-            break;
-        case DPFL_LAYER_ADD:
-            dpfl_nn_add_forward(out, ws->slot_cnhw[ws->out_slot[l]], in, ws->act[ws->skip_slot[l]],
-                                ws->slot_cnhw[ws->skip_slot[l]], B, L->out_c, (size_t)L->out_h * L->out_w);
-            break;
-        }
+        const dpfl_nn_fwd f = {.ws = ws, .L = L, .l = l, .B = B, .train = train, .out = ws->act[ws->out_slot[l]],
+                               .in = ws->act[ws->in_slot[l]], .w = params + L->param_off,
+                               .n = (size_t)B * numel_in(L), .rng = rng};
+        dpfl_nn_layer_ops(L->kind)->forward(&f);
     }
     return ws->act[ws->out_slot[m->nlayers - 1]];
 }
@@ -508,132 +519,115 @@ static int first_param_layer(const dpfl_model *m)
     return m->nlayers;
 }
 
-/* One layer's backward pass: its place in the workspace, what it reads and where its gradients go. */
-typedef struct {
-    const dpfl_layer *L;
-    int l, B;
-    dpfl_bwd_mode mode;
-    int step;           /* STEP: non-Linear layers write their gradient to step_buf, added to the params after */
-    float *gin, *gbuf;  /* the input's gradient (NULL: not needed); the parameters' (GRAD, STEP), else NULL */
-    float *grads;
-    const float *gout, *in, *out, *w;
-    size_t n;           /* the input's floats */
-    double *sq;         /* per-example squared norms (PERSAMPLE) */
-} bwd_layer;
-
-/* the layers with parameters: Linear, Conv2d, Affine, GroupNorm */
-static void backward_params(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+/* ---------------------------------------------------------------- the built-in kinds' backward passes */
+static void linear_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
-    const int l = j->l, B = j->B, step = j->step;
+    const int B = j->B, step = j->step;
     const dpfl_bwd_mode mode = j->mode;
-    float *gin = j->gin, *const gbuf = j->gbuf, *grads = j->grads;
-    const float *gout = j->gout, *in = j->in, *w = j->w;
-    double *sq = j->sq;
     (void)m;
-    switch (L->kind) {
-    case DPFL_LAYER_LINEAR: {
-        float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : grads + L->param_off;
-        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(sq, gout, in, B, L->in_w, L->out_w, L->bias);
-        dpfl_nn_linear_backward(gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, gout, in, w, B,
-                                L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
-        break; /* a STEP has been applied by the GEMM */
-    }
-    case DPFL_LAYER_CONV2D: {
-        dpfl_conv_geom g;
-        dpfl_nn_conv_geom(ws, l, &g);
-        int chunk = dpfl_nn_conv_chunk(L, B);
-        float *dw = gbuf;
-        size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-        if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
-            dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
-            break;
-        }
-        if (mode == DPFL_BWD_PERSAMPLE) {
-            if (ws->ghost[l])
-                dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
-            else
-                dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col,
-                                         ws->par);
-        }
-        dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col,
-                                ws->par);
-        break;
-    }
-    case DPFL_LAYER_AFFINE:
-        if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(ws->ps + ws->ps_off[l], sq, gout, in, L, B);
-        dpfl_nn_affine_backward(gin, gbuf, gout, in, w, L, B);
-        break;
-    case DPFL_LAYER_GROUPNORM: {
-        /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
-        float *ps = ws->ps + ws->ps_off[l];
-        dpfl_par_for(ws->par, (int64_t)B * L->groups, groupnorm_job,
-                     &(layer_job){.L = L, .out = gin, .gout = gout, .in = in, .w = w, .ps = ps,
-                                  .stats = ws->gn_stats[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
-        if (mode == DPFL_BWD_PERSAMPLE) {
-            for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
-        } else {
-            dpfl_vec_zero(gbuf, L->nparam);
-            for (int b = 0; b < B; b++) dpfl_vec_axpy(gbuf, 1.0f, ps + (size_t)b * L->nparam, L->nparam);
-        }
-        break;
-    }
-    default: break;
-    }
+    float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : j->grads + L->param_off;
+    if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(j->sq, j->gout, j->in, B, L->in_w, L->out_w, L->bias);
+    dpfl_nn_linear_backward(j->gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, j->gout, j->in, j->w,
+                            B, L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
+    /* a STEP has been applied by the GEMM */
 }
 
-/* the layers without parameters: pooling, activations, dropout, flatten, a residual block's sum */
-static void backward_plain(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+static void conv_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
     const int l = j->l, B = j->B;
+    const dpfl_bwd_mode mode = j->mode;
     float *gin = j->gin;
-    const float *gout = j->gout, *out = j->out;
-    const size_t n = j->n;
-    switch (L->kind) {
-    case DPFL_LAYER_MAXPOOL2D:
-        if (gin)
-            dpfl_par_for(ws->par, (int64_t)B * L->in_c, pool_job,
-                         &(layer_job){.L = L, .out = gin, .gout = gout, .idx = ws->pool_idx[l],
-                                      .act = ws->pool_relu[l] ? out : NULL});
-        break;
-    case DPFL_LAYER_RELU:
-    case DPFL_LAYER_TANH:
-    case DPFL_LAYER_SIGMOID:
-        if (gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
-            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .act = out, .kind = L->kind, .n = n});
-        break;
-    case DPFL_LAYER_DROPOUT:
-        if (gin && ws->drop_on[l])
-            run_elem(ws->par, &(layer_job){.L = L, .out = gin, .gout = gout, .mask = ws->drop_mask[l],
-                                           .kind = L->kind, .n = n});
-        else if (gin && gin != gout)
-            memcpy(gin, gout, n * sizeof *gin);
-        break;
-    case DPFL_LAYER_FLATTEN:
-        if (gin && gin != gout && ws->slot_cnhw[ws->in_slot[l]])
-            dpfl_nn_flatten_backward(gin, gout, B, L->in_c, L->in_h * L->in_w);
-        else if (gin && gin != gout)
-            memcpy(gin, gout, n * sizeof *gin);
-        break;
-    case DPFL_LAYER_AVGPOOL2D:
-        if (gin) dpfl_par_for(ws->par, (int64_t)B * L->in_c, avgpool_job, &(layer_job){.L = L, .out = gin, .gout = gout});
-        break;
-    case DPFL_LAYER_ADD: {
-        const size_t S = (size_t)L->out_h * L->out_w;
-        const int oc = ws->slot_cnhw[ws->out_slot[l]];
-        if (gin) memcpy(gin, gout, n * sizeof *gin); /* the block's output: same layout as the sum */
-        if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
-            dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], gout, oc, B, L->out_c,
-                                S, 0);
-        break;
+    const float *gout = j->gout, *in = j->in, *w = j->w;
+    double *sq = j->sq;
+    (void)m;
+    dpfl_conv_geom g;
+    dpfl_nn_conv_geom(ws, l, &g);
+    int chunk = dpfl_nn_conv_chunk(L, B);
+    float *dw = j->gbuf;
+    size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
+    if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
+        dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
+        return;
     }
-    default: break;
+    if (mode == DPFL_BWD_PERSAMPLE) {
+        if (ws->ghost[l])
+            dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
+        else
+            dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->par);
     }
+    dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col, ws->par);
+}
+
+static void affine_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    (void)m;
+    if (j->mode == DPFL_BWD_PERSAMPLE)
+        dpfl_nn_affine_persample(ws->ps + ws->ps_off[j->l], j->sq, j->gout, j->in, j->L, j->B);
+    dpfl_nn_affine_backward(j->gin, j->gbuf, j->gout, j->in, j->w, j->L, j->B);
+}
+
+static void maxpool_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    (void)m;
+    if (j->gin)
+        dpfl_par_for(ws->par, (int64_t)j->B * j->L->in_c, pool_job,
+                     &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .idx = ws->pool_idx[j->l],
+                                  .act = ws->pool_relu[j->l] ? j->out : NULL});
+}
+
+static void activation_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l;
+    if (j->gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
+        run_elem(ws->par, &(layer_job){.L = L, .out = j->gin, .gout = j->gout, .act = j->out, .kind = L->kind,
+                                       .n = j->n});
+}
+
+static void dropout_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    (void)m;
+    if (j->gin && ws->drop_on[j->l])
+        run_elem(ws->par, &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .mask = ws->drop_mask[j->l],
+                                       .kind = j->L->kind, .n = j->n});
+    else if (j->gin && j->gin != j->gout)
+        memcpy(j->gin, j->gout, j->n * sizeof *j->gin);
+}
+
+static void flatten_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    (void)m;
+    if (j->gin && j->gin != j->gout && ws->slot_cnhw[ws->in_slot[j->l]])
+        dpfl_nn_flatten_backward(j->gin, j->gout, j->B, j->L->in_c, j->L->in_h * j->L->in_w);
+    else if (j->gin && j->gin != j->gout)
+        memcpy(j->gin, j->gout, j->n * sizeof *j->gin);
+}
+
+static void avgpool_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    (void)m;
+    if (j->gin)
+        dpfl_par_for(ws->par, (int64_t)j->B * j->L->in_c, avgpool_job,
+                     &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout});
+}
+
+static void add_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+{
+    const dpfl_layer *L = j->L;
+    const int l = j->l;
+    const size_t S = (size_t)L->out_h * L->out_w;
+    const int oc = ws->slot_cnhw[ws->out_slot[l]];
+    (void)m;
+    if (j->gin) memcpy(j->gin, j->gout, j->n * sizeof *j->gin); /* the block's output: same layout as the sum */
+    if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
+        dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], j->gout, oc, j->B, L->out_c,
+                            S, 0);
 }
 
 /* the first layer of a residual block: add the shortcut's gradient to the block input's */
-static void backward_block_input(const dpfl_model *m, dpfl_nn_ws *ws, const bwd_layer *j)
+static void backward_block_input(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
     const int l = j->l, B = j->B;
@@ -656,7 +650,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const dpfl_layer *L = &m->layers[l];
         const int step = mode == DPFL_BWD_STEP && L->nparam;
-        const bwd_layer j = {
+        const dpfl_nn_bwd j = {
             .L = L, .l = l, .B = B, .mode = mode, .step = step, .grads = grads,
             .gin = l <= first ? NULL
                    : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
@@ -665,11 +659,7 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
             .gout = ws->grad[ws->out_slot[l]], .in = ws->act[ws->in_slot[l]], .out = ws->act[ws->out_slot[l]],
             .w = params + L->param_off, .n = (size_t)B * numel_in(L), .sq = ws->sq + (size_t)l * ws->max_batch,
         };
-        if (L->kind == DPFL_LAYER_LINEAR || L->kind == DPFL_LAYER_CONV2D || L->kind == DPFL_LAYER_AFFINE ||
-            L->kind == DPFL_LAYER_GROUPNORM)
-            backward_params(m, ws, &j);
-        else
-            backward_plain(m, ws, &j);
+        dpfl_nn_layer_ops(L->kind)->backward(m, ws, &j);
         backward_block_input(m, ws, &j);
         if (step && L->kind != DPFL_LAYER_LINEAR)
             dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
@@ -727,3 +717,82 @@ void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, 
     if (mean_loss) *mean_loss = n ? loss / n : 0.0;
     if (accuracy) *accuracy = n ? (double)correct / n : 0.0;
 }
+
+/* ---------------------------------------------------------------- the built-in kinds' rows (layer_table.c) */
+/* exported parameters: PyTorch's "weight" (OC, C) or (OC, C, k, k), then "bias" (OC) */
+static int weight_bias_arrays(const dpfl_layer *L, dpfl_nn_param_array *a)
+{
+    const int conv = L->kind == DPFL_LAYER_CONV2D;
+    const int64_t in = conv ? L->in_c : (int64_t)L->in_c * L->in_h * L->in_w, oc = conv ? L->out_c : L->out_w;
+    const size_t nw = (size_t)oc * (size_t)in * (conv ? (size_t)L->k * L->k : 1);
+    a[0] = (dpfl_nn_param_array){.name = "weight", .off = 0, .count = nw, .ndim = conv ? 4 : 2,
+                                 .shape = {oc, in, L->k, L->k}};
+    DPFL_ASSERT(nw + (L->bias ? (size_t)oc : 0) == L->nparam);
+    if (!L->bias) return 1;
+    a[1] = (dpfl_nn_param_array){.name = "bias", .off = nw, .count = (size_t)oc, .ndim = 1, .shape = {oc}};
+    return 2;
+}
+
+/* the input transform's "scale" a and "shift" b, each (C,) or (C, H, W) where present */
+static int affine_arrays(const dpfl_layer *L, dpfl_nn_param_array *a)
+{
+    const int mode[2] = {L->k, L->pad};
+    const char *what[2] = {"scale", "shift"};
+    size_t off = 0;
+    int n = 0;
+    for (int j = 0; j < 2; j++) {
+        if (mode[j] == DPFL_AFFINE_NONE) continue;
+        const size_t cnt = mode[j] == DPFL_AFFINE_CHANNEL ? (size_t)L->in_c : (size_t)L->in_c * L->in_h * L->in_w;
+        a[n++] = (dpfl_nn_param_array){.name = what[j], .off = off, .count = cnt,
+                                       .ndim = mode[j] == DPFL_AFFINE_CHANNEL ? 1 : 3,
+                                       .shape = {L->in_c, L->in_h, L->in_w}};
+        off += cnt;
+    }
+    DPFL_ASSERT(off == L->nparam);
+    return n;
+}
+
+const dpfl_layer_ops dpfl_nn_linear_ops = {
+    .name = "linear", .match = dpfl_nn_match_fc, .parse = dpfl_nn_parse_fc, .layout = DPFL_NN_LAYOUT_ROWS,
+    .forward = linear_forward, .backward = linear_backward, .arrays = weight_bias_arrays,
+};
+const dpfl_layer_ops dpfl_nn_conv2d_ops = {
+    .name = "conv2d", .match = dpfl_nn_match_conv, .parse = dpfl_nn_parse_conv_pool, .layout = DPFL_NN_LAYOUT_CNHW,
+    .forward = conv_forward, .backward = conv_backward, .arrays = weight_bias_arrays,
+};
+const dpfl_layer_ops dpfl_nn_maxpool2d_ops = {
+    .name = "maxpool2d", .match = dpfl_nn_match_pool, .parse = dpfl_nn_parse_conv_pool,
+    .forward = maxpool_forward, .backward = maxpool_backward,
+};
+const dpfl_layer_ops dpfl_nn_relu_ops = {
+    .name = "relu", .match = dpfl_nn_match_relu, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .forward = activation_forward, .backward = activation_backward,
+};
+const dpfl_layer_ops dpfl_nn_tanh_ops = {
+    .name = "tanh", .match = dpfl_nn_match_tanh, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .forward = activation_forward, .backward = activation_backward,
+};
+const dpfl_layer_ops dpfl_nn_sigmoid_ops = {
+    .name = "sigmoid", .match = dpfl_nn_match_sigmoid, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .forward = activation_forward, .backward = activation_backward,
+};
+const dpfl_layer_ops dpfl_nn_flatten_ops = {
+    .name = "flatten", .match = dpfl_nn_match_flatten, .parse = dpfl_nn_parse_flatten,
+    .layout = DPFL_NN_LAYOUT_ROWS, .forward = flatten_forward, .backward = flatten_backward,
+};
+const dpfl_layer_ops dpfl_nn_dropout_ops = {
+    .name = "dropout", .match = dpfl_nn_match_dropout, .parse = dpfl_nn_parse_dropout, .inplace = 1,
+    .forward = dropout_forward, .backward = dropout_backward,
+};
+const dpfl_layer_ops dpfl_nn_affine_ops = {
+    .name = "affine", .match = dpfl_nn_match_affine, .parse = dpfl_nn_parse_affine, .init = dpfl_nn_affine_init,
+    .keeps_persample = 1, .forward = affine_forward, .backward = affine_backward, .arrays = affine_arrays,
+};
+const dpfl_layer_ops dpfl_nn_avgpool2d_ops = {
+    .name = "avgpool2d", .match = dpfl_nn_match_avgpool, .parse = dpfl_nn_parse_avgpool,
+    .forward = avgpool_forward, .backward = avgpool_backward,
+};
+/* a residual block's end: made by the block syntax of model.c, no token of its own */
+const dpfl_layer_ops dpfl_nn_add_ops = {
+    .name = "add", .forward = add_forward, .backward = add_backward,
+};

@@ -23,12 +23,9 @@ void rp_anchor(char *out, size_t len, int i)
     snprintf(out, len, "run-%d", i + 1);
 }
 
-static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error *err)
+/* the run's heading, its privacy statement, where its randomness came from and its warnings */
+static void run_statement(rp_buf *b, const rp_run *r, const cJSON *sum, const char *id)
 {
-    rp_buf *b = c->b;
-    const cJSON *sum = r->summary;
-    char id[32], v[4][64];
-    rp_anchor(id, sizeof id, idx);
     rp_buf_printf(b, "<section class=\"run\" id=\"%s\">\n<h2>", id);
     rp_buf_html(b, r->name);
     rp_buf_puts(b, "</h2>\n<p class=\"path\">");
@@ -60,6 +57,12 @@ static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error 
         }
         rp_buf_puts(b, "</ul>\n");
     }
+}
+
+/* the headline: accuracy, loss, rounds, dataset, model, clients */
+static void run_headline(rp_buf *b, const cJSON *sum)
+{
+    char v[4][64];
     rp_fmt_num(v[0], sizeof v[0], rp_num(sum, "test_accuracy"));
     rp_fmt_num(v[1], sizeof v[1], rp_num(sum, "test_loss"));
     rp_fmt_num(v[2], sizeof v[2], rp_num(sum, "rounds"));
@@ -76,14 +79,11 @@ static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error 
     rp_buf_html(b, rp_str(sum, "model") ? rp_str(sum, "model") : "?");
     rp_fmt_num(v[0], sizeof v[0], rp_num(sum, "clients"));
     rp_buf_printf(b, ", %s clients.</p>\n", v[0]);
+}
 
-    rp_buf_puts(b, "<div class=\"plots\">\n");
-    dpfl_status st = rp_run_plots(c, r, err);
-    if (st) return st;
-    rp_buf_puts(b, "</div>\n");
-    if (!private && !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sum, "epsilon")))
-        rp_buf_puts(b, "<p class=\"note\">No ε plot: this run reports no privacy guarantee.</p>\n");
-
+/* summary.json's privacy report: its keys, and its PriFedSync, rPDP-FL and not-private parts */
+static void run_privacy_report(rp_buf *b, const cJSON *sum)
+{
     rp_buf_puts(b, "<h3>Privacy report (summary.json)</h3>\n<p>Covered by the guarantee: the released model after "
                    "every round and what is computed from it alone (its accuracy on the held-out test set), and "
                    "values computed from public settings or private estimates (<code>metrics.jsonl</code> and these "
@@ -111,6 +111,25 @@ static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error 
         static const char *const skip_np[] = {"note", NULL};
         rp_key_table(b, np, skip_np);
     }
+}
+
+static dpfl_status run_section(rp_page *c, const rp_run *r, int idx, dpfl_error *err)
+{
+    rp_buf *b = c->b;
+    const cJSON *sum = r->summary;
+    char id[32];
+    rp_anchor(id, sizeof id, idx);
+    run_statement(b, r, sum, id);
+    run_headline(b, sum);
+    const int private = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sum, "private"));
+    rp_buf_puts(b, "<div class=\"plots\">\n");
+    dpfl_status st = rp_run_plots(c, r, err);
+    if (st) return st;
+    rp_buf_puts(b, "</div>\n");
+    if (!private && !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(sum, "epsilon")))
+        rp_buf_puts(b, "<p class=\"note\">No ε plot: this run reports no privacy guarantee.</p>\n");
+
+    run_privacy_report(b, sum);
     rp_buf_puts(b, "<h3>Resolved config (config.ini)</h3>\n<pre class=\"config\">");
     rp_buf_html(b, r->config_text);
     rp_buf_puts(b, "</pre>\n</section>\n");
