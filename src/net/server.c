@@ -49,51 +49,11 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
 #include <sodium.h>
 #include <zmq.h>
 
-#define RID_MAX 256
+#include "server_internal.h"
 
-typedef struct {
-    uint8_t rid[RID_MAX]; /* ZeroMQ routing id of the client's current connection */
-    size_t rid_len;       /* 0: not connected (never said hello, said bye, or unreachable) */
-    int hello;            /* its config was checked */
-    int32_t in_round;     /* index i of results[] while it takes part in the round in progress, else -1 */
-    int owes;             /* distributed DP: it owes the step in progress a message */
-} peer;
-
-typedef struct {
-    dpfl_transport t;
-    dpfl_serve_options o;
-    net_zap zap;   /* the allow-list's authentication thread (zap.c) */
-    void *zctx, *sock;
-    uint8_t sk[32], pk[32];
-    /* the run */
-    const dpfl_config *cfg;
-    dpfl_round_job *job; /* the round in progress (its last between rounds) */
-    int32_t released;    /* rounds released (for a client's hello) */
-    int32_t K;
-    size_t P;
-    peer *peers;
-    uint8_t config_digest[32], partition_key[32], partition_digest[32];
-    /* the round in progress */
-    int32_t round, pending;
-    uint8_t model_digest[32];
-    int ddp_step;         /* distributed DP: the secure-aggregation message type the step waits for (0: none) */
-    int32_t answered;     /* its unmasking answers */
-    int32_t updates;      /* updates (or masked inputs) that arrived in the round in progress */
-    char gone[160];       /* the round's dropouts, for its one log line: " 2, 5" */
-    int32_t ngone;
-    /* rounds that sampled clients and received no update, in a row (--max-empty-rounds) */
-    int32_t empty_streak, empty_first;
-    size_t max_frame;
-    float *w0;            /* personalization = helper: the initial model, to every client after the hello */
-} server;
-
-#define LOG(...) net_log("serve", __VA_ARGS__)
-#define INFO(sv, ...) ((sv)->o.quiet ? (void)0 : net_log("serve", __VA_ARGS__))
-/* per client and message: only with --verbose (the round's one line says who dropped) */
-#define DETAIL(sv, ...) ((sv)->o.quiet || !(sv)->o.verbose ? (void)0 : net_log("serve", __VA_ARGS__))
 
 /* ------------------------------------------------------------------------------------------ frames */
-static int send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
+int net_srv_send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
 {
     if (!p->rid_len) return -1;
     uint8_t *buf;
@@ -114,9 +74,9 @@ static int send_frame(server *sv, peer *p, const dpfl_wire_msg *m)
 }
 
 /* ERROR to a connection that may belong to no known client (a frame that did not decode) */
-static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
+void net_srv_send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
+void net_srv_send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32_t code, const char *fmt, ...)
 {
     dpfl_wire_msg m;
     memset(&m, 0, sizeof m);
@@ -133,10 +93,10 @@ static void send_error_to(server *sv, const uint8_t *rid, size_t rid_len, uint32
     peer tmp;
     memcpy(tmp.rid, rid, rid_len);
     tmp.rid_len = rid_len;
-    send_frame(sv, &tmp, &m);
+    net_srv_send_frame(sv, &tmp, &m);
 }
 
-static void send_round(server *sv, int32_t k)
+void net_srv_send_round(server *sv, int32_t k)
 {
     peer *p = &sv->peers[k];
     const dpfl_round_job *job = sv->job;
@@ -160,7 +120,7 @@ static void send_round(server *sv, int32_t k)
     }
     m.nparam = sv->P;
     m.fvec = job->global;
-    if (send_frame(sv, p, &m) == 0) DETAIL(sv, "round %d: sent to client %d", sv->round, k);
+    if (net_srv_send_frame(sv, p, &m) == 0) DETAIL(sv, "round %d: sent to client %d", sv->round, k);
     else DETAIL(sv, "round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
 }
 
@@ -176,7 +136,7 @@ static void say_hello(server *sv, peer *p)
     m.nparam = sv->P;
     m.rounds = (uint32_t)sv->cfg->fl.rounds;
     m.released = (uint32_t)sv->released;
-    send_frame(sv, p, &m);
+    net_srv_send_frame(sv, p, &m);
 }
 
 /* personalization = helper: the model round `round` released (0: the initial model w0) to client p. */
@@ -190,7 +150,7 @@ static void send_sync(server *sv, peer *p, int32_t round, const float *w)
     dpfl_wire_model_digest(w, sv->P, m.model_digest);
     m.nparam = sv->P;
     m.fvec = w;
-    if (send_frame(sv, p, &m)) LOG("round %d: could not reach a client with its helper models' sync", round);
+    if (net_srv_send_frame(sv, p, &m)) LOG("round %d: could not reach a client with its helper models' sync", round);
 }
 
 /* After the release: every client whose update (or masked input) was added syncs its helper model with the
@@ -211,15 +171,15 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
     if (p->in_round < 0 || (int32_t)m->round != sv->round) {
         LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
             sv->round ? "it owes this round nothing (a late or repeated answer)" : "no round is in progress");
-        if (sv->round) send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (round %d in progress)",
+        if (sv->round) net_srv_send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (round %d in progress)",
                                      m->round, sv->round);
-        else send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (no round in progress)", m->round);
+        else net_srv_send_error_to(sv, p->rid, p->rid_len, 2, "update of round %u not expected (no round in progress)", m->round);
         return;
     }
     if (m->nparam != sv->P || memcmp(m->model_digest, sv->model_digest, 32)) {
         LOG("dropped an update of round %u from client %d (%s): %s", m->round, k, who,
             m->nparam != sv->P ? "wrong number of parameters" : "trained from another model than this round's");
-        send_error_to(sv, p->rid, p->rid_len, 2, "update does not match round %d (%s)", sv->round,
+        net_srv_send_error_to(sv, p->rid, p->rid_len, 2, "update does not match round %d (%s)", sv->round,
                       m->nparam != sv->P ? "parameters" : "model digest");
         return;
     }
@@ -240,7 +200,7 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
 
 /* A client leaves the round without an update (error, bye, the deadline).  With distributed DP one whose masked
  * input was added stays in the round's sum (the others' shares unmask it); it only stops being waited for. */
-static void client_gone(server *sv, int32_t k)
+void net_srv_client_gone(server *sv, int32_t k)
 {
     peer *p = &sv->peers[k];
     if (p->in_round < 0) return;
@@ -260,7 +220,7 @@ static void client_gone(server *sv, int32_t k)
 
 /* The round is over: arrived of expected updates (or masked inputs summed); counts the rounds in a row that
  * expected some and received none. */
-static void round_over(server *sv, int32_t expected, int32_t arrived)
+void net_srv_round_over(server *sv, int32_t expected, int32_t arrived)
 {
     if (expected <= 0) return; /* nobody was asked: neither empty nor not */
     if (arrived > 0) {
@@ -271,71 +231,11 @@ static void round_over(server *sv, int32_t expected, int32_t arrived)
 }
 
 /* "; dropped: clients 2, 5" (or nothing) for the round's line */
-static const char *dropped_text(const server *sv, char *buf, size_t n)
+const char *net_srv_dropped_text(const server *sv, char *buf, size_t n)
 {
     if (!sv->ngone) return "";
     snprintf(buf, n, "; dropped (%d): client%s%s", sv->ngone, sv->ngone > 1 ? "s" : "", sv->gone);
     return buf;
-}
-
-static void send_secagg(server *sv, int32_t k, const uint8_t *data, size_t len)
-{
-    dpfl_wire_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = DPFL_WIRE_SECAGG;
-    m.sender = DPFL_WIRE_SERVER;
-    m.round = (uint32_t)sv->round;
-    m.data = data;
-    m.data_len = len;
-    if (send_frame(sv, &sv->peers[k], &m))
-        LOG("round %d: could not reach client %d with a secure-aggregation message", sv->round, k);
-}
-
-static const char *step_name(int type)
-{
-    switch (type) {
-    case DPFL_SECAGG_ADVERT: return "its keys";
-    case DPFL_SECAGG_SHARES: return "its shares";
-    case DPFL_SECAGG_MASKED: return "its masked input";
-    case DPFL_SECAGG_UNMASK: return "its unmasking shares";
-    default: return "?";
-    }
-}
-
-/* A secure-aggregation message from client k: the step in progress's, from the id the client has in the round. */
-static void take_secagg(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
-{
-    peer *p = &sv->peers[k];
-    dpfl_secagg_server *sa = sv->job->ddp->secagg;
-    if (!sv->ddp_step || (int32_t)m->round != sv->round || p->in_round < 0 || !p->owes) {
-        LOG("dropped a secure-aggregation message of round %u from client %d (%s): not expected now", m->round, k, who);
-        send_error_to(sv, p->rid, p->rid_len, 2, "secure-aggregation message of round %u not expected", m->round);
-        return;
-    }
-    uint32_t id;
-    memcpy(&id, m->data + 8, 4);
-    dpfl_error e;
-    dpfl_status st = DPFL_OK;
-    if (m->data[5] != sv->ddp_step || id != (uint32_t)p->in_round) {
-        st = dpfl_fail(&e, DPFL_EFORMAT, "message type %u from id %u, the step waits for %s from id %d", m->data[5],
-                       id, step_name(sv->ddp_step), p->in_round);
-    } else {
-        switch (sv->ddp_step) {
-        case DPFL_SECAGG_ADVERT: st = dpfl_secagg_server_add_advert(sa, m->data, m->data_len, &e); break;
-        case DPFL_SECAGG_SHARES: st = dpfl_secagg_server_add_shares(sa, m->data, m->data_len, &e); break;
-        case DPFL_SECAGG_MASKED: st = dpfl_secagg_server_add_masked(sa, m->data, m->data_len, &e); break;
-        default: st = dpfl_secagg_server_add_unmask(sa, m->data, m->data_len, &e); break;
-        }
-    }
-    if (st) {
-        LOG("round %d: client %d (%s): %s refused: %s", sv->round, k, who, step_name(sv->ddp_step), e.msg);
-        send_error_to(sv, p->rid, p->rid_len, 2, "secure aggregation, round %d: %s", sv->round, e.msg);
-        client_gone(sv, k);
-        return;
-    }
-    p->owes = 0;
-    sv->pending--;
-    if (sv->ddp_step == DPFL_SECAGG_UNMASK) sv->answered++;
 }
 
 /* One message from the socket (blocking: the caller polled). */
@@ -349,7 +249,7 @@ static void take_hello(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, c
         char a[17], b[17];
         LOG("refused client %d (%s): its config (digest %s) is not the server's (%s)", k, who,
             net_short_hex(m->config_digest, a), net_short_hex(sv->config_digest, b));
-        send_error_to(sv, rid, rid_len, 4, "refused: your config is not the server's (give the client the run's "
+        net_srv_send_error_to(sv, rid, rid_len, 4, "refused: your config is not the server's (give the client the run's "
                                            "config.ini; only fl.rounds, run.threads, run.eval_every, data_dir "
                                            "may differ)");
         p->rid_len = 0;
@@ -359,7 +259,7 @@ static void take_hello(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, c
     INFO(sv, "client %d joined (%s)", k, who);
     say_hello(sv, p);
     if (sv->w0) send_sync(sv, p, 0, sv->w0);
-    if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) send_round(sv, k);
+    if (p->in_round >= 0 && (!sv->job->ddp || sv->ddp_step == DPFL_SECAGG_ADVERT)) net_srv_send_round(sv, k);
 }
 
 /* An authenticated frame of client k (peer p), by its type. */
@@ -374,25 +274,25 @@ static void dispatch(server *sv, peer *p, int32_t k, const dpfl_wire_msg *m, con
         r.type = DPFL_WIRE_HEARTBEAT;
         r.sender = DPFL_WIRE_SERVER;
         r.round = (uint32_t)sv->round;
-        send_frame(sv, p, &r);
+        net_srv_send_frame(sv, p, &r);
         break;
     }
     case DPFL_WIRE_UPDATE:
         if (sv->job && sv->job->ddp) {
             LOG("dropped an update from client %d (%s): distributed DP takes masked inputs only", k, who);
-            send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
+            net_srv_send_error_to(sv, rid, rid_len, 2, "plain updates are refused: this run aggregates securely");
         } else {
             take_update(sv, k, m, who);
         }
         break;
-    case DPFL_WIRE_SECAGG: take_secagg(sv, k, m, who); break;
+    case DPFL_WIRE_SECAGG: net_srv_take_secagg(sv, k, m, who); break;
     case DPFL_WIRE_ERROR:
         LOG("client %d reports (round %u): %s", k, m->round, m->text);
-        client_gone(sv, k);
+        net_srv_client_gone(sv, k);
         break;
     case DPFL_WIRE_BYE:
         INFO(sv, "client %d left: %s", k, m->text);
-        client_gone(sv, k);
+        net_srv_client_gone(sv, k);
         p->rid_len = 0;
         p->hello = 0;
         break;
@@ -431,14 +331,14 @@ static void handle_message(server *sv)
     if (zmq_msg_more(&body)) { /* a frame is one message part */
         drain_multipart(sv);
         LOG("dropped a multipart message (%s): a frame is one message", who);
-        if (rid_len) send_error_to(sv, rid, rid_len, 1, "multipart message: one frame per message");
+        if (rid_len) net_srv_send_error_to(sv, rid, rid_len, 1, "multipart message: one frame per message");
         goto out;
     }
     dpfl_wire_msg m;
     dpfl_error err;
     if (dpfl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &m, &err)) {
         LOG("dropped a frame (%s): %s", who, err.msg);
-        if (rid_len) send_error_to(sv, rid, rid_len, 1, "%s", err.msg);
+        if (rid_len) net_srv_send_error_to(sv, rid, rid_len, 1, "%s", err.msg);
         goto out;
     }
     char expect[32];
@@ -446,7 +346,7 @@ static void handle_message(server *sv)
     if (m.sender >= (uint32_t)sv->K || !user || strcmp(user, expect)) {
         LOG("dropped a %s frame claiming to be client %u (%s): %s", dpfl_wire_type_name(m.type), m.sender, who,
             m.sender >= (uint32_t)sv->K ? "no such client in this run" : "that key may not act as that client");
-        if (rid_len) send_error_to(sv, rid, rid_len, 3, "refused: key %s may not act as client %u", user ? user : "?",
+        if (rid_len) net_srv_send_error_to(sv, rid, rid_len, 3, "refused: key %s may not act as client %u", user ? user : "?",
                                    m.sender);
         goto out;
     }
@@ -464,7 +364,7 @@ out:
 }
 
 /* Handle messages until the deadline (dpfl_now() seconds) or until done(sv) holds. */
-static dpfl_status serve_until(server *sv, double deadline, int (*done)(const server *), dpfl_error *err)
+dpfl_status net_srv_serve_until(server *sv, double deadline, int (*done)(const server *), dpfl_error *err)
 {
     while (!done(sv)) {
         double left = deadline - dpfl_now();
@@ -480,7 +380,7 @@ static dpfl_status serve_until(server *sv, double deadline, int (*done)(const se
     return DPFL_OK;
 }
 
-static int round_done(const server *sv) { return sv->pending == 0; }
+int net_srv_round_done(const server *sv) { return sv->pending == 0; }
 static int never(const server *sv) { (void)sv; return 0; }
 
 static int32_t joined(const server *sv)
@@ -496,147 +396,6 @@ static int all_joined(const server *sv)
 }
 
 /* ------------------------------------------------------------------------------------------ the transport */
-/* One step of secure aggregation: every client still in the round owes a message of type `step`; those that have
- * not sent it by the deadline are out (dropped, unless their masked input is in). */
-static dpfl_status ddp_step(server *sv, int step, dpfl_error *err)
-{
-    sv->ddp_step = step;
-    dpfl_status st = serve_until(sv, dpfl_now() + sv->o.round_timeout, round_done, err);
-    for (int32_t k = 0; k < sv->K; k++)
-        if (sv->peers[k].in_round >= 0 && sv->peers[k].owes) {
-            DETAIL(sv, "round %d: client %d did not send %s within %g s: %s", sv->round, k, step_name(step),
-                sv->o.round_timeout, step == DPFL_SECAGG_UNMASK ? "not needed if enough others answer" : "a dropout");
-            client_gone(sv, k);
-        }
-    return st;
-}
-
-static int32_t in_round_count(const server *sv)
-{
-    int32_t n = 0;
-    for (int32_t k = 0; k < sv->K; k++) n += sv->peers[k].in_round >= 0;
-    return n;
-}
-
-/* Every client still in the round owes the next step a message. */
-static void owe_all(server *sv)
-{
-    sv->pending = 0;
-    for (int32_t k = 0; k < sv->K; k++)
-        if (sv->peers[k].in_round >= 0) sv->peers[k].owes = 1, sv->pending++;
-}
-
-/* The rest of the round's clients out: too few are left for secure aggregation to release anything. */
-static void ddp_abandon(server *sv, const char *why)
-{
-    for (int32_t k = 0; k < sv->K; k++) client_gone(sv, k);
-    char d[200];
-    LOG("round %d: %s (threshold %d): nothing is released this round%s", sv->round, why, sv->job->ddp->threshold,
-        dropped_text(sv, d, sizeof d));
-    round_over(sv, sv->job->nsampled, 0);
-    sv->ddp_step = 0;
-}
-
-/* Distributed DP: ROUND, then secure aggregation's rounds 0-2 (keys, shares, masked inputs), each step waiting
- * round_timeout at most; masked inputs are added to the server's sum as they arrive.  The unmasking is
- * secagg_finish, after the run's own bookkeeping (the aggregation mode's release). */
-static dpfl_status run_ddp(server *sv, const dpfl_round_job *job, int32_t n, dpfl_error *err)
-{
-    const int32_t t = job->ddp->threshold;
-    if (!t) { /* fewer than two clients: nothing can be released, and nobody is asked to train */
-        INFO(sv, "round %d: %d client(s) sampled, too few for secure aggregation: nothing is released", sv->round, n);
-        for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
-        return DPFL_OK;
-    }
-    owe_all(sv);
-    sv->ddp_step = DPFL_SECAGG_ADVERT;
-    for (int32_t k = 0; k < sv->K; k++) {
-        if (sv->peers[k].in_round < 0) continue;
-        if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
-        else DETAIL(sv, "round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
-    }
-    dpfl_status st = ddp_step(sv, DPFL_SECAGG_ADVERT, err);
-    if (st) return st;
-    if (in_round_count(sv) < t) {
-        ddp_abandon(sv, "too few clients advertised their keys");
-        return DPFL_OK;
-    }
-    dpfl_secagg_msg msg = {0};
-    dpfl_error e;
-    if (dpfl_secagg_server_keys(job->ddp->secagg, &msg, &e)) {
-        ddp_abandon(sv, e.msg);
-        return DPFL_OK;
-    }
-    owe_all(sv);
-    for (int32_t k = 0; k < sv->K; k++)
-        if (sv->peers[k].in_round >= 0) send_secagg(sv, k, msg.data, msg.len);
-    dpfl_secagg_msg_free(&msg);
-    if ((st = ddp_step(sv, DPFL_SECAGG_SHARES, err))) return st;
-    if (in_round_count(sv) < t) {
-        ddp_abandon(sv, "too few clients shared their keys");
-        return DPFL_OK;
-    }
-    owe_all(sv);
-    for (int32_t k = 0; k < sv->K; k++) {
-        if (sv->peers[k].in_round < 0) continue;
-        if (dpfl_secagg_server_shares_for(job->ddp->secagg, (uint32_t)sv->peers[k].in_round, &msg, &e)) {
-            ddp_abandon(sv, e.msg);
-            return DPFL_OK;
-        }
-        send_secagg(sv, k, msg.data, msg.len);
-        dpfl_secagg_msg_free(&msg);
-    }
-    if ((st = ddp_step(sv, DPFL_SECAGG_MASKED, err))) return st;
-    sv->ddp_step = 0;
-    if (in_round_count(sv) < t) { /* no unmasking follows (secagg_finish is not called): the round ends here */
-        char d[200];
-        LOG("round %d: %d masked inputs of %d clients sampled (threshold %d): nothing is released this round%s",
-            sv->round, in_round_count(sv), n, t, dropped_text(sv, d, sizeof d));
-        round_over(sv, job->nsampled, 0);
-    } else {
-        DETAIL(sv, "round %d: %d masked inputs of %d clients sampled", sv->round, in_round_count(sv), n);
-    }
-    return DPFL_OK;
-}
-
-static dpfl_status secagg_finish(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
-                                 int32_t arrived, uint32_t *sum, int *released, dpfl_error *err)
-{
-    server *sv = t->ctx;
-    const int32_t threshold = job->ddp->threshold;
-    *released = 0;
-    const int32_t survivors = in_round_count(sv);
-    owe_all(sv);
-    sv->answered = 0;
-    for (int32_t k = 0; k < sv->K; k++)
-        if (sv->peers[k].in_round >= 0) send_secagg(sv, k, req, len);
-    dpfl_status st = ddp_step(sv, DPFL_SECAGG_UNMASK, err);
-    sv->ddp_step = 0;
-    if (!st) {
-        uint32_t summed = 0;
-        dpfl_error e;
-        char d[200];
-        if (sv->answered < threshold)
-            LOG("round %d: %d of %d clients answered the unmasking (threshold %d): nothing is released this round%s",
-                sv->round, sv->answered, survivors, threshold, dropped_text(sv, d, sizeof d));
-        else if (dpfl_secagg_server_finish(job->ddp->secagg, sum, &summed, &e))
-            LOG("round %d: the unmasking failed (%s): nothing is released this round%s", sv->round, e.msg,
-                dropped_text(sv, d, sizeof d));
-        else if ((int32_t)summed != arrived)
-            LOG("round %d: %u inputs summed, %d arrived: nothing is released this round%s", sv->round, summed, arrived,
-                dropped_text(sv, d, sizeof d));
-        else {
-            *released = 1;
-            INFO(sv, "round %d: %d clients sampled, the sum of %u masked inputs unmasked (%d answers)%s", sv->round,
-                 job->nsampled, summed, sv->answered, dropped_text(sv, d, sizeof d));
-        }
-        round_over(sv, job->nsampled, *released ? (int32_t)summed : 0);
-    }
-    for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
-    sv->round = 0;
-    return st;
-}
-
 /* --max-empty-rounds: refuse the next round once that many in a row sampled clients and received nothing (their
  * rounds are charged and checkpointed by then; this one has sent nothing yet) */
 static dpfl_status check_empty(const server *sv, int32_t round, dpfl_error *err)
@@ -658,7 +417,7 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     if (st) return st;
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1, sv->peers[k].owes = 0;
     sv->round = 0;
-    if ((st = serve_until(sv, dpfl_now(), never, err))) return st; /* what queued up between rounds first */
+    if ((st = net_srv_serve_until(sv, dpfl_now(), never, err))) return st; /* what queued up between rounds first */
     sv->job = job;
     sv->released = job->released;
     sv->round = job->round;
@@ -668,7 +427,7 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     if (job->ddp) {
         for (int32_t i = start; i < start + n; i++)
             if (!job->reports[i].dropped) sv->peers[job->sampled[i]].in_round = i;
-        return run_ddp(sv, job, n, err);
+        return net_srv_run_ddp(sv, job, n, err);
     }
     sv->pending = 0;
     for (int32_t i = start; i < start + n; i++) {
@@ -680,21 +439,21 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     for (int32_t i = start; i < start + n; i++) {
         const int32_t k = job->sampled[i];
         if (sv->peers[k].in_round < 0) continue;
-        if (sv->peers[k].hello && sv->peers[k].rid_len) send_round(sv, k);
+        if (sv->peers[k].hello && sv->peers[k].rid_len) net_srv_send_round(sv, k);
         else DETAIL(sv, "round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
     }
     const double t0 = dpfl_now();
-    if ((st = serve_until(sv, t0 + sv->o.round_timeout, round_done, err))) return st;
+    if ((st = net_srv_serve_until(sv, t0 + sv->o.round_timeout, net_srv_round_done, err))) return st;
     for (int32_t k = 0; k < sv->K; k++) {
         if (sv->peers[k].in_round < 0) continue;
         DETAIL(sv, "round %d: client %d did not answer within %g s: a dropout (sampled and charged, no update)",
                sv->round, k, sv->o.round_timeout);
-        client_gone(sv, k);
+        net_srv_client_gone(sv, k);
     }
     char d[200];
     INFO(sv, "round %d: %d clients sampled, %d updates in %.2f s%s%s", sv->round, n, sv->updates, dpfl_now() - t0,
-         dropped_text(sv, d, sizeof d), expected < n ? " (and those client_dp.dropout drew)" : "");
-    round_over(sv, expected, sv->updates);
+         net_srv_dropped_text(sv, d, sizeof d), expected < n ? " (and those client_dp.dropout drew)" : "");
+    net_srv_round_over(sv, expected, sv->updates);
     sv->round = 0;
     return DPFL_OK;
 }
@@ -738,7 +497,7 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
     LOG("listening on %s (server key %s), %d client keys in the allow-list %s; %d rounds released, waiting for "
         "%d of %d clients", sv->o.bind, pkz, nallowed, sv->zap.dir, setup->released,
         sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients, sv->K);
-    st = serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
+    st = net_srv_serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
     if (st) return st;
     if (!all_joined(sv)) {
         const int32_t want = sv->o.wait_clients < 0 || sv->o.wait_clients > sv->K ? sv->K : sv->o.wait_clients;
@@ -765,7 +524,7 @@ static void finish(const dpfl_transport *t, int32_t released, dpfl_status st, co
         m.code = 2, dpfl_wire_set_text(&m, "the server was interrupted after round %u; the run can be resumed", m.round);
     else dpfl_wire_set_text(&m, "run finished after %u rounds", m.round);
     for (int32_t k = 0; k < sv->K; k++)
-        if (sv->peers[k].rid_len) send_frame(sv, &sv->peers[k], &m);
+        if (sv->peers[k].rid_len) net_srv_send_frame(sv, &sv->peers[k], &m);
 }
 
 static void server_close(server *sv)
@@ -804,7 +563,7 @@ dpfl_status dpfl_net_serve(const dpfl_config *cfg, const dpfl_run_options *run, 
     sv->t.whole_round = 1;
     sv->t.start = start;
     sv->t.finish = finish;
-    sv->t.secagg_finish = secagg_finish;
+    sv->t.secagg_finish = net_srv_secagg_finish;
     sv->t.after_round = after_round;
     sv->t.clients_hold_data = 1; /* files absent here are the sites' own (data.source_rows) */
     sv->t.ctx = sv;
