@@ -299,7 +299,7 @@ static void add_event(const sgm_ev *v, const double *pm, int64_t k0, size_t m, d
     double lm0 = lmgf(logp, k0, m, h, lam);
     sa->logm += T * round_lm(v, lm0);
     for (int s = 0; s < NTHETA; s++) {
-        double th = ldexp(1.0, s - 3);
+        double th = dpfl_pld_theta[s];
         if (need_up) sa->up[s] += T * round_lm(v, lmgf(logp, k0, m, h, lam + th));
         if (need_dn) sa->dn[s] += T * round_lm(v, lmgf(logp, k0, m, h, lam - th));
     }
@@ -326,21 +326,21 @@ static void add_event(const sgm_ev *v, const double *pm, int64_t k0, size_t m, d
         double re = creal(spec[j]), im = cimag(spec[j]);
         double dr = ef; /* error of the round's spectral value */
         if (mix) { /* the round's spectrum (1 - w) + w S^K, w = lambda M^K / M_round */
-            double lr = 0.5 * K * log(re * re + im * im), sr = 0, si = 0;
+            double lr = 0.5 * K * log(re * re + im * im), sr = 0, si = 0, mag = exp(lr);
             if (lr > -745) {
-                double ph = fmod(K * atan2(im, re), 2 * M_PI), mag = exp(lr);
+                double ph = fmod(K * atan2(im, re), 2 * M_PI);
                 sr = mag * cos(ph);
                 si = mag * sin(ph);
             }
-            dr = w * K * exp(lr * (K - 1) / K) * ef + 4 * K * DBL_EPSILON * w * exp(lr);
+            dr = w * K * exp(lr * (K - 1) / K) * ef + 4 * K * DBL_EPSILON * w * mag;
             re = (1 - w) + w * sr;
             im = w * si;
         }
         double ar = creal(acc[j]), ai = cimag(acc[j]);
         double l2 = log(re * re + im * im);
         double lr = 0.5 * T * l2;
-        double dx = T * exp(0.5 * (T - 1) * l2) * dr + 4 * T * DBL_EPSILON * exp(lr); /* error of R^T */
         double mx = exp(lr), ma2 = ar * ar + ai * ai;
+        double dx = T * exp(0.5 * (T - 1) * l2) * dr + 4 * T * DBL_EPSILON * mx; /* error of R^T */
         sa->e2[j] = mx * mx * sa->e2[j] + ma2 * dx * dx;
         if (acc[j] == 0) continue;
         if (!(lr > -745)) {
@@ -356,11 +356,11 @@ static void add_event(const sgm_ev *v, const double *pm, int64_t k0, size_t m, d
 /* Tilted mass at losses >= x (a Chernoff bound; 0 when the support is inside the window) */
 double dpfl_pld_tilted_above(const pld_side *sd, double x)
 {
-    double w = 1;
+    double a = 0; /* the smallest exponent, then one exp (exp is monotone): min(1, min_s e^{up_s - theta_s x}) */
     for (int s = 0; s < NTHETA; s++)
-        if (sd->up[s] > -INFINITY) w = fmin(w, exp(sd->up[s] - ldexp(1.0, s - 3) * x));
+        if (sd->up[s] > -INFINITY) a = fmin(a, sd->up[s] - dpfl_pld_theta[s] * x);
         else return 0;
-    return w;
+    return exp(a);
 }
 
 /* the error allowance at eps: crel plus what wrapped from above the window down to above eps */
@@ -417,7 +417,7 @@ static int finish_side(pld_composed *c, double *buf, fftw_plan inv, const side_a
     for (int s = 0; s < NTHETA; s++) out->up[s] = need_up ? sa->up[s] - sa->logm : -INFINITY;
     if (need_dn) {
         w_dn = INFINITY;
-        for (int s = 0; s < NTHETA; s++) w_dn = fmin(w_dn, exp(sa->dn[s] - sa->logm + ldexp(1.0, s - 3) * bot));
+        for (int s = 0; s < NTHETA; s++) w_dn = fmin(w_dn, exp(sa->dn[s] - sa->logm + dpfl_pld_theta[s] * bot));
         w_dn = fmin(w_dn, 1);
     }
     /* per-bin error: rms of the spectral errors through the inverse transform, plus the inverse transform's own

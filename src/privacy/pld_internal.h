@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #define NTHETA 12 /* Chernoff bounds on the tilted mass outside the window at theta = 2^-3 .. 2^8 */
+/* theta_s = 2^(s - 3), exactly */
+static const double dpfl_pld_theta[NTHETA] = {0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256};
 
 typedef struct {
     double *g;   /* tilted composed pmf, index r <-> k = klo + r; the pmf itself is f_k = g_k exp(logm - lam k h) */
