@@ -7,7 +7,7 @@
  *                      after this, the case the protocol recovers from)
  *   client   (worker)  after local training: clip, scale, rotate, round, noise, wrap (dpfl_ddp_encode), then its
  *                      masked input (secure aggregation round 2)
- *   arrive   (server)  masked inputs summed in client order as they arrive
+ *   add      (server)  masked inputs summed as they arrive (a modular sum: any order gives the same bits)
  *   release  (server)  with >= t survivors: unmasking (round 3), the modular sum, decoding, the server step; with
  *                      fewer: nothing is released (the round is still charged: the ledger never under-counts)
  * Every released sum carries Skellam noise of variance >= mu (t or more clients each adding mu / t), which is what
@@ -116,11 +116,9 @@ static dpfl_status noise_table(fl_ddp_state *d, int32_t n, dpfl_error *err)
 static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
 {
     fl_ddp_state *d = &a->ddp;
-    dpfl_vec_zero(v->acc, v->nparam);
     secagg_round_free(d, v->nsampled);
     const int32_t n = v->nsampled;
     const dpfl_ddp_plan *p = &d->plan;
-    d->arrived = d->clipped = 0;
     d->t = 0;
     memset(d->sum, 0, p->d * sizeof(uint32_t));
     if (n < 2) return DPFL_OK; /* secure aggregation needs two clients: nothing is released */
@@ -213,18 +211,16 @@ static void client_send(fl_agg_state *a, const fl_round_view *v, worker *w, int3
     r->ddp_status = st;
 }
 
-static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
-                       dpfl_error *err)
+/* In process, client i's encoded (and masked) input, made by the worker in the slot of the transport's call, into
+ * the modular sum (which is order-independent: integers mod 2^bits).  Remote clients' masked inputs never come here:
+ * the transport adds them to the secure-aggregation server as they arrive. */
+static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err)
 {
+    (void)u;
     fl_ddp_state *d = &a->ddp;
     const client_result *r = &v->results[i];
-    m->replied++;
-    d->clipped += r->norm > a->cdp.S; /* a simulation diagnostic: a real server never sees the norm */
-    if (!d->t) return DPFL_OK;
-    if (d->remote) { /* its masked input was added as it arrived (the transport refuses a malformed one) */
-        d->arrived++;
-        return DPFL_OK;
-    }
+    const int32_t j = i - v->job->start;
+    if (!d->t || d->remote) return DPFL_OK;
     if (r->ddp_status)
         return dpfl_fail(err, r->ddp_status, "client %d (distributed DP): %s", r->client, d->err[j].msg);
     dpfl_status st = DPFL_OK;
@@ -237,8 +233,15 @@ static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32
         const uint32_t *e = d->enc[j];
         for (size_t k = 0; k < dim; k++) d->sum[k] = (d->sum[k] + e[k]) & mask;
     }
-    if (!st) d->arrived++;
     return st;
+}
+
+/* The round's clients whose norm exceeded S (a simulation diagnostic: a real server never sees the norm). */
+static int32_t count_clipped(const fl_agg_state *a, const fl_round_view *v)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < v->nsampled; i++) n += !v->results[i].dropped && v->results[i].norm > a->cdp.S;
+    return n;
 }
 
 static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
@@ -249,14 +252,15 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
     m->ddp_threshold = d->t;
     m->ddp_released = 0;
     m->update_clip = a->cdp.S;
-    if (m->replied > 0 && !d->remote) m->update_clip_fraction = (double)d->clipped / m->replied;
+    if (m->replied > 0 && !d->remote) m->update_clip_fraction = (double)count_clipped(a, v) / m->replied;
+    const int32_t arrived = m->replied; /* every input that was not dropped was added (or the round failed) */
     dpfl_status st = DPFL_OK;
-    if (d->t && d->arrived >= d->t) {
+    if (d->t && arrived >= d->t) {
         if (d->remote) {
             dpfl_secagg_msg req = {0};
             int released = 0;
             if (!(st = dpfl_secagg_server_unmask_request(d->sa_server, &req, err)))
-                st = v->transport->secagg_finish(v->transport, v->job, req.data, req.len, d->arrived, d->sum,
+                st = v->transport->secagg_finish(v->transport, v->job, req.data, req.len, arrived, d->sum,
                                                  &released, err);
             dpfl_secagg_msg_free(&req);
             if (st || !released) goto out; /* too few answers to unmask: nothing is released */
@@ -272,7 +276,7 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
             dpfl_secagg_msg_free(&req);
             uint32_t summed = 0;
             if (st || (st = dpfl_secagg_server_finish(d->sa_server, d->sum, &summed, err))) goto out;
-            DPFL_ASSERT((int32_t)summed == d->arrived);
+            DPFL_ASSERT((int32_t)summed == arrived);
         }
         const double denom = fl_round_design(v, round).denom;
         worker *w = &v->workers[0]; /* the workers are idle between rounds */
@@ -280,9 +284,9 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
                                   err)))
             goto out;
         dpfl_vec_axpy(v->global, (float)v->cfg->fl.eta, v->acc, v->nparam);
-        const double mu_round = d->arrived * dpfl_ddp_client_variance(p, v->nsampled);
+        const double mu_round = arrived * dpfl_ddp_client_variance(p, v->nsampled);
         m->ddp_released = 1;
-        m->ddp_overflow = dpfl_ddp_overflow_bound(p, d->arrived, mu_round);
+        m->ddp_overflow = dpfl_ddp_overflow_bound(p, arrived, mu_round);
         m->update_noise_std = sqrt(mu_round) * p->gamma / denom;
     }
 out:
