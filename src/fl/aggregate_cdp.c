@@ -12,16 +12,16 @@
 
 /* The round's client sampling design: the one the sampler returned when it drew this round, else (a round not
  * sampled yet: a trial charge, calibration) the design the sampler would draw from. */
-dpfl_mech_clients fl_round_design(const fl_round_view *v, int32_t round)
+dpfl_mech_clients fl_round_design(const fl_sampling_view *smp, int32_t round)
 {
-    if (v->design && round == v->round) return *v->design;
-    return dpfl_mech_clients_make(v->sampling, v->clients, dpfl_round_client_rate(v->cfg, round),
-                                  dpfl_round_clients_per_round(v->cfg, round));
+    if (smp->design && round == smp->round) return *smp->design;
+    return dpfl_mech_clients_make(smp->sampling, smp->clients, dpfl_round_client_rate(smp->cfg, round),
+                                  dpfl_round_clients_per_round(smp->cfg, round));
 }
 
-dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_round_view *v, int32_t round)
+dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_sampling_view *smp, int32_t round)
 {
-    const dpfl_mech_clients d = fl_round_design(v, round);
+    const dpfl_mech_clients d = fl_round_design(smp, round);
     return dpfl_mech_round_of(&d, c->S, c->z_sum);
 }
 
@@ -33,7 +33,7 @@ static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *e
     if ((st = dpfl_xsum_init(&a->sum, model->nparam, err)) || (st = dpfl_xsum_init(&c->raw, model->nparam, err)))
         return st;
     if (!(c->raw_sum = dpfl_alloc(model->nparam * sizeof(float), err)) ||
-        !(c->norms = calloc((size_t)v->clients, sizeof *c->norms)))
+        !(c->norms = calloc((size_t)v->smp.clients, sizeof *c->norms)))
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client-level DP buffers for %zu parameters)", model->nparam);
     if (!v->cfg->client_dp.per_layer) return DPFL_OK;
     c->nlayers_clip = model->nlayers; /* per-layer update clipping: the layers' slices */
@@ -47,9 +47,8 @@ static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *e
     return DPFL_OK;
 }
 
-static void destroy(fl_agg_state *a, const fl_round_view *v)
+static void destroy(fl_agg_state *a)
 {
-    (void)v;
     free(a->cdp.norms);
     free(a->cdp.layer_off);
     free(a->cdp.layer_len);
@@ -61,14 +60,14 @@ static void destroy(fl_agg_state *a, const fl_round_view *v)
 /* Andrew et al. 2021: the count noise sigma_b in force (the default, expected clients per round / 20, included)
  * must leave room for the update sum's z_Delta; checked here, before any release.  The pair's multiplier is what
  * the mechanism (mech/clip.c) returns for the two noises it will draw. */
-static dpfl_status set_noise(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err)
+static dpfl_status set_noise(fl_agg_state *a, const fl_sampling_view *smp, int32_t round, double z, dpfl_error *err)
 {
     fl_cdp_state *c = &a->cdp;
     if (c->strategy != DPFL_CLIP_ADAPTIVE || !(z > 0)) return DPFL_OK;
-    const dpfl_mech_clients d = fl_round_design(v, round);
+    const dpfl_mech_clients d = fl_round_design(smp, round);
     dpfl_mech_adaptive ad;
     dpfl_error e;
-    if (dpfl_mech_adaptive_make(z, v->cfg->client_dp.quantile_noise, &d, &ad, &e))
+    if (dpfl_mech_adaptive_make(z, smp->cfg->client_dp.quantile_noise, &d, &ad, &e))
         return dpfl_fail(err, DPFL_EINVAL, "client_dp.quantile_noise: round %d: %s%s; set quantile_noise > %g or "
                                            "lower client_dp.noise",
                          (int)round, e.msg,
@@ -97,31 +96,30 @@ static void client_send(fl_agg_state *a, const fl_round_view *v, worker *w, int3
 
 /* One arrived update into the exact sums (its raw value into V_c / U_s's), clipped to S in place first: the
  * truncation the sum applies never increases a coordinate's magnitude, so the clipped term's norm stays <= S. */
-static dpfl_status add_clipped(fl_agg_state *a, const fl_round_view *v, float *u, dpfl_error *err)
+static dpfl_status add_clipped(fl_cdp_state *c, dpfl_xsum *sum, float *u, size_t P, dpfl_error *err)
 {
-    fl_cdp_state *c = &a->cdp;
     dpfl_status st = dpfl_xsum_add(&c->raw, u, 1.0, err);
     if (st) return st;
-    dpfl_mech_clip_update(u, v->nparam, c->S_used, c->layer_off, c->layer_len, c->nlayers_clip);
-    return dpfl_xsum_add(&a->sum, u, 1.0, err);
+    dpfl_mech_clip_update(u, P, c->S_used, c->layer_off, c->layer_len, c->nlayers_clip);
+    return dpfl_xsum_add(sum, u, 1.0, err);
 }
 
 static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err)
 {
     (void)i;
-    return add_clipped(a, v, u, err);
+    return add_clipped(&a->cdp, &a->sum, u, v->nparam, err);
 }
 
 /* What the round's reports say, in client order: the updates clipped, the sum of their squared raw norms (V_c). */
-static int32_t round_norms(const fl_cdp_state *c, const fl_round_view *v, double *sumsq)
+static int32_t round_norms(const client_result *results, int32_t n, double S, double *sumsq)
 {
     int32_t nclipped = 0;
     *sumsq = 0;
-    for (int32_t i = 0; i < v->nsampled; i++) {
-        const client_result *r = &v->results[i];
+    for (int32_t i = 0; i < n; i++) {
+        const client_result *r = &results[i];
         if (r->dropped) continue;
         *sumsq += r->norm * r->norm;
-        nclipped += r->norm > c->S_used;
+        nclipped += r->norm > S;
     }
     return nclipped;
 }
@@ -136,9 +134,9 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
     fl_cdp_state *c = &a->cdp;
     const double S_used = c->S_used;
     double sumsq;
-    const int32_t nclipped = round_norms(c, v, &sumsq);
+    const int32_t nclipped = round_norms(v->results, v->nsampled, S_used, &sumsq);
     dpfl_xsum_result(&a->sum, 1.0, v->acc);
-    dpfl_mech_round mr = fl_round_mech(c, v, round);
+    dpfl_mech_round mr = fl_round_mech(c, &v->smp, round);
     dpfl_rng nrng;
     dpfl_rng_derive(v->root, &nrng, (uint64_t)round, UINT64_MAX, PURPOSE_SERVER_NOISE);
     dpfl_mech_gaussian(&nrng, v->acc, P, c->z_sum, S_used, (float)(1.0 / mr.denom), v->nthreads);
@@ -162,9 +160,9 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
 
 /* The round's release: the Gaussian sum at the sampling design that ran, at the release's multiplier (adaptive:
  * the update sum and the quantile count together, as dpfl_mech_adaptive_make returned it). */
-static dpfl_event event(const fl_agg_state *a, const fl_round_view *v, int32_t round)
+static dpfl_event event(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round)
 {
-    dpfl_mech_round r = fl_round_mech(&a->cdp, v, round);
+    dpfl_mech_round r = fl_round_mech(&a->cdp, smp, round);
     r.z = a->cdp.z_release;
     return dpfl_mech_round_event(&r);
 }
@@ -191,13 +189,13 @@ static dpfl_status median_release(fl_agg_state *a, const fl_round_view *v, int32
     c->S_used = nr > 0 ? dpfl_mech_median(c->norms, nr) : c->S;
     dpfl_status st;
     for (int32_t i = 0; i < v->nsampled; i++)
-        if (!v->results[i].dropped && (st = add_clipped(a, v, v->slots[i], err))) return st;
+        if (!v->results[i].dropped && (st = add_clipped(c, &a->sum, v->slots[i], v->nparam, err))) return st;
     return release(a, v, round, m, err);
 }
 
-static dpfl_event median_event(const fl_agg_state *a, const fl_round_view *v, int32_t round)
+static dpfl_event median_event(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round)
 {
-    (void)a, (void)v, (void)round;
+    (void)a, (void)smp, (void)round;
     return dpfl_event_not_private(1); /* the clip is data-dependent: no sensitivity bound */
 }
 

@@ -8,11 +8,7 @@ static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *e
     return dpfl_xsum_init(&a->sum, v->nparam, err);
 }
 
-static void destroy(fl_agg_state *a, const fl_round_view *v)
-{
-    (void)v;
-    dpfl_xsum_free(&a->sum);
-}
+static void destroy(fl_agg_state *a) { dpfl_xsum_free(&a->sum); }
 
 static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
 {
@@ -21,16 +17,16 @@ static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round,
     return DPFL_OK;
 }
 
-static double weight(const fl_round_view *v, int32_t k)
+static double weight(const dpfl_partition *part, int uniform, int32_t k)
 {
-    return v->uniform_weights ? 1.0 : dpfl_partition_size(v->part, k);
+    return uniform ? 1.0 : dpfl_partition_size(part, k);
 }
 
 /* w_k u_k into the exact sum as it arrives; the weights' total is known at release, once the round is over (a
  * network round learns who dropped out only then) */
 static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err)
 {
-    return dpfl_xsum_add(&a->sum, u, weight(v, v->results[i].client), err);
+    return dpfl_xsum_add(&a->sum, u, weight(v->part, v->uniform_weights, v->results[i].client), err);
 }
 
 static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
@@ -40,7 +36,7 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
     if (m->replied == 0) return DPFL_OK;
     double W = 0; /* the weights of the clients that replied, in client order */
     for (int32_t c = 0; c < v->nsampled; c++)
-        if (!v->results[c].dropped) W += weight(v, v->sampled[c]);
+        if (!v->results[c].dropped) W += weight(v->part, v->uniform_weights, v->sampled[c]);
     dpfl_xsum_result(&a->sum, W, v->acc);
     dpfl_vec_axpy(v->global, (float)v->cfg->fl.eta, v->acc, v->nparam);
     return DPFL_OK;
@@ -58,11 +54,11 @@ const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg)
 
 /* Every mode: the update sum's multiplier and the release's are z until the mode's set_noise says otherwise
  * (adaptive clipping splits z with the quantile count; distributed DP plans its encoding for z). */
-dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_round_view *v, int32_t round,
+dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_sampling_view *smp, int32_t round,
                              double z, dpfl_error *err)
 {
     a->cdp.z_sum = z;
     a->cdp.sigma_b = 0.0;
     a->cdp.z_release = z;
-    return agg->set_noise ? agg->set_noise(a, v, round, z, err) : DPFL_OK;
+    return agg->set_noise ? agg->set_noise(a, smp, round, z, err) : DPFL_OK;
 }

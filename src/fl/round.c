@@ -70,22 +70,23 @@ static void metrics_init(dpfl_round_metrics *m, int32_t round)
 }
 
 /* What the clients of the round reported: loss, examples and, with DP-SGD, the clipped fraction and noise std. */
-static void client_metrics(const fl_round_view *v, const fl_record_dp *rd, dpfl_round_metrics *m)
+static void client_metrics(const client_result *results, int32_t n, size_t P, const fl_record_dp *rd,
+                           dpfl_round_metrics *m)
 {
     double loss_sum = 0;
     int64_t clipped = 0;
-    for (int32_t i = 0; i < v->nsampled; i++) {
-        loss_sum += v->results[i].loss_sum;
-        m->examples += v->results[i].examples;
-        clipped += v->results[i].clipped;
+    for (int32_t i = 0; i < n; i++) {
+        loss_sum += results[i].loss_sum;
+        m->examples += results[i].examples;
+        clipped += results[i].clipped;
+        m->replied += !results[i].dropped;
     }
-    m->clients = v->nsampled;
-    for (int32_t i = 0; i < v->nsampled; i++) m->replied += !v->results[i].dropped;
+    m->clients = n;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
     if (!rd->on) return;
     m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
     dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(rd->poisson, 1, 1, rd->clip.clip, rd->z);
-    m->noise_std = rd->secure ? dpfl_mech_discrete_std(v->nparam, d.z, d.sens) : d.noise_std;
+    m->noise_std = rd->secure ? dpfl_mech_discrete_std(P, d.z, d.sens) : d.noise_std;
 }
 
 /* The server takes client i's update u as it arrives, in any order (the auditing observer sees it first). */
@@ -156,7 +157,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         /* a whole-round transport handed each update to the server as it arrived (server_arrive) */
         if (!s->transport->whole_round && (st = server_add(s, err))) return st;
     }
-    client_metrics(&v, &s->rdp, m);
+    client_metrics(s->results, ms, s->model->nparam, &s->rdp, m);
     if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
     if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent

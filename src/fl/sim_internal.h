@@ -155,12 +155,14 @@ typedef struct {
     dpfl_poisson_table *noise;       /* the clients' Poisson table (lambda = client variance / 2) */
     uint8_t seed[32];                /* the round's public rotation seed */
     int32_t t;                       /* the round's threshold; 0: the round can release nothing */
-    int32_t nslots;                  /* slots the next three have */
+    int32_t nslots;                  /* slots the next three have (client i of a round: slot i mod nslots) */
+    size_t nparam;
     uint32_t **enc;                  /* per slot: the client's wrapped vector (d values) */
     dpfl_secagg_msg *masked;         /* per slot: its masked input */
     dpfl_error *err;                 /* per slot */
     uint32_t *sum;                   /* the modular sum (d values) */
     dpfl_secagg_server *sa_server;
+    int32_t nsa;                     /* entries of the next two (the round's sampled clients) */
     dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
     dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
 } fl_ddp_state;
@@ -174,18 +176,24 @@ typedef struct {
     fl_ddp_state ddp;   /* distributed DP only */
 } fl_agg_state;
 
+/* What a round's client sampling design depends on (fl_sim_sampling): what set_noise and event read. */
+typedef struct {
+    const dpfl_config *cfg;
+    int32_t clients;                  /* K */
+    dpfl_client_sampling sampling;
+    int32_t round;                    /* the round sampled (or set up) last */
+    const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
+} fl_sampling_view;
+
 /* What an aggregation mode sees of the round (fl_sim_view): read-only settings and the round's buffers. */
 typedef struct {
     const dpfl_config *cfg;
     const dpfl_model *model;
     size_t nparam;
     const dpfl_partition *part;
-    int32_t clients;                  /* K */
-    dpfl_client_sampling sampling;
+    fl_sampling_view smp;             /* the sampling design's inputs */
     int uniform_weights;
     const dpfl_rng *root;
-    int32_t round;                    /* the round sampled (or set up) last */
-    const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
     int32_t nsampled, nslots, nthreads;
     const int32_t *sampled;
     client_result *results;
@@ -208,9 +216,9 @@ typedef struct fl_aggregator {
     int whole_round;   /* add keeps every update of the round in its client's slot until release (median clipping:
                           the clip is the median of all the round's norms; O(cohort x model), documented) */
     dpfl_status (*create)(fl_agg_state *a, const fl_round_view *v, dpfl_error *err); /* buffers (NULL: none) */
-    void (*free)(fl_agg_state *a, const fl_round_view *v);
+    void (*free)(fl_agg_state *a);
     /* the noise multiplier from `round` on (client_dp.noise, or a calibrated one) */
-    dpfl_status (*set_noise)(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err);
+    dpfl_status (*set_noise)(fl_agg_state *a, const fl_sampling_view *smp, int32_t round, double z, dpfl_error *err);
     dpfl_status (*begin)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err);
     /* a worker thread, after client i (slot j) trained: what the client itself does to u before sending */
     void (*client_send)(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u);
@@ -220,17 +228,17 @@ typedef struct fl_aggregator {
     dpfl_status (*release)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
                            dpfl_error *err);
     /* what release is, at the noise in force */
-    dpfl_event (*event)(const fl_agg_state *a, const fl_round_view *v, int32_t round);
+    dpfl_event (*event)(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round);
 } fl_aggregator;
 extern const fl_aggregator fl_agg_mean, fl_agg_cdp, fl_agg_cdp_median, fl_agg_ddp;
 const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg);
 /* The noise multiplier z from `round` on into a (the modes' shared part, then the mode's set_noise). */
-dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_round_view *v, int32_t round,
+dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_sampling_view *smp, int32_t round,
                              double z, dpfl_error *err);
 /* The round's client-level mechanism: the sampling design (the sampler's own for the round it sampled), clip S,
  * the update sum's multiplier. */
-dpfl_mech_clients fl_round_design(const fl_round_view *v, int32_t round);
-dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_round_view *v, int32_t round);
+dpfl_mech_clients fl_round_design(const fl_sampling_view *smp, int32_t round);
+dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_sampling_view *smp, int32_t round);
 /* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 
@@ -277,6 +285,7 @@ struct dpfl_sim {
 
 /* sim.c: the views the sub-structs' functions get */
 fl_round_view fl_sim_view(const dpfl_sim *s);
+fl_sampling_view fl_sim_sampling(const dpfl_sim *s);
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s); /* for the current round and chunk */
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
 typedef struct {
