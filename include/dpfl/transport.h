@@ -3,8 +3,9 @@
  * The run (dpfl_run's loop) samples the clients, draws who drops out, and for each chunk of the sampled list hands
  * a transport a dpfl_round_job: the global model and the round's public values; the transport has each client of
  * the chunk train (in process, on another MPI rank, over the network) and writes its update into the job's slot
- * and its report into the job's report.  The server then adds the updates in client order, whatever transport ran
- * them, so the model's bits do not depend on it.  Three implementations: in-process worker threads (src/fl/
+ * and its report into the job's report (in process), or hands each update to job->arrive as it comes in (a
+ * whole-round transport: the network, MPI).  The server's sum is exact and order-independent, so the model's bits
+ * depend neither on the transport nor on the order of arrival, and the server holds O(model) for the updates.  Three implementations: in-process worker threads (src/fl/
  * transport_local.c), ZeroMQ (src/net/server.c, `dpfl serve`) and MPI (src/cli/mpi_train.c).  A transport sees no
  * simulation internals: only this header, the job, and the public dpfl_sim accessors. */
 #ifndef DPFL_TRANSPORT_H
@@ -37,7 +38,8 @@ typedef struct {
 } dpfl_ddp_round_info;
 
 /* One call of run_clients: clients sampled[start .. start + count) of the round. */
-typedef struct {
+typedef struct dpfl_round_job dpfl_round_job;
+struct dpfl_round_job {
     dpfl_sim *sim;               /* opaque: for the public dpfl_sim_* accessors (the in-process transport trains with it) */
     int32_t round;               /* 1-based */
     int32_t released;            /* rounds released before this one */
@@ -45,7 +47,12 @@ typedef struct {
     const int32_t *sampled;
     dpfl_client_report *reports; /* nsampled: reports[i] is sampled[i]'s */
     int32_t start, count;        /* this call's clients */
-    float *const *slots;         /* count slots of nparam floats: the update of sampled[start + j] into slots[j] */
+    float *const *slots;         /* count slots of nparam floats: the update of sampled[start + j] into slots[j]
+                                    (NULL for a whole-round transport: it calls arrive instead) */
+    /* a whole-round transport: client i's update u (nparam floats, the transport's own buffer, which the server may
+     * change: it clips in place) to the server as soon as it arrives, after reports[i]; any order, each arrived
+     * update once (not for distributed DP, whose masked inputs go to ddp->secagg); an error ends the run */
+    dpfl_status (*arrive)(dpfl_round_job *job, int32_t i, float *u, dpfl_error *err);
     const float *global;         /* the model the clients train from */
     size_t nparam;
     double lr;                   /* the round's learning rate */
@@ -53,7 +60,7 @@ typedef struct {
     double record_z;             /* DP-SGD's noise multiplier (0 without record-level DP) */
     int client_level;            /* client-level DP: the server measures each update's norm itself */
     const dpfl_ddp_round_info *ddp;   /* distributed DP; NULL otherwise */
-} dpfl_round_job;
+};
 
 /* What a transport learns once the run is set up, before its first round. */
 typedef struct {
@@ -70,7 +77,8 @@ typedef struct dpfl_transport dpfl_transport;
 struct dpfl_transport {
     /* train the job's clients; an error ends the run */
     dpfl_status (*run_clients)(const dpfl_transport *t, dpfl_round_job *job, dpfl_error *err);
-    int whole_round;       /* 1: one call per round with a slot for every sampled client (one deadline per round) */
+    int whole_round;       /* 1: one call per round for every sampled client (one deadline per round); each update
+                              goes to job->arrive as it comes in (no slots) */
     int clients_hold_data; /* 1: every client is a process with its own data: files absent here are never read;
                               its own state (optimizer, helper model, input transform) lives there too, so the
                               server keeps none and does not evaluate the clients' own models */

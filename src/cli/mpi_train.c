@@ -279,16 +279,22 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
     MPI_Bcast(drop, n, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast((void *)job->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
     dpfl_status st = job->ddp ? ddp_rounds(job, ids, drop, err) : DPFL_OK;
+    /* each update into one buffer and on to the server's exact, order-independent sum (job->arrive): rank 0 holds
+     * O(model) for the round's updates, not one per sampled client */
+    float *u = job->ddp ? NULL : dpfl_alloc(P * sizeof *u, err);
+    if (!job->ddp && !u) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers are sending: the round cannot be unwound */
     for (int32_t j = 0; !job->ddp && j < n; j++) {
         if (drop[j]) continue;
         client_answer a;
         MPI_Recv(&a, sizeof a, MPI_BYTE, owner(ids[j]), 2 * j, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Recv(job->slots[j], (int)P, MPI_FLOAT, owner(ids[j]), 2 * j + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(u, (int)P, MPI_FLOAT, owner(ids[j]), 2 * j + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         dpfl_client_report *r = &job->reports[start + j];
         r->loss_sum = a.loss_sum, r->norm = a.norm, r->examples = a.examples, r->steps = a.steps;
         r->clipped = a.clipped;
         if (a.status && !st) st = dpfl_fail(err, (dpfl_status)a.status, "rank %d, client %d: %s", owner(ids[j]), ids[j], a.msg);
+        if (!st) st = job->arrive(job, start + j, u, err);
     }
+    dpfl_free(u);
     free(ids), free(drop);
     return st;
 }

@@ -7,7 +7,7 @@
  *                      after this, the case the protocol recovers from)
  *   client   (worker)  after local training: clip, scale, rotate, round, noise, wrap (dpfl_ddp_encode), then its
  *                      masked input (secure aggregation round 2)
- *   arrive   (server)  masked inputs summed in client order as they arrive
+ *   add      (server)  masked inputs summed as they arrive (a modular sum: any order gives the same bits)
  *   release  (server)  with >= t survivors: unmasking (round 3), the modular sum, decoding, the server step; with
  *                      fewer: nothing is released (the round is still charged: the ledger never under-counts)
  * Every released sum carries Skellam noise of variance >= mu (t or more clients each adding mu / t), which is what
@@ -40,9 +40,9 @@ void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c,
     }
 }
 
-static void secagg_round_free(fl_ddp_state *d, int32_t nsampled)
+static void secagg_round_free(fl_ddp_state *d)
 {
-    for (int32_t i = 0; d->sa_clients && i < nsampled; i++) {
+    for (int32_t i = 0; d->sa_clients && i < d->nsa; i++) {
         dpfl_secagg_client_free(d->sa_clients[i]);
         dpfl_secagg_msg_free(&d->sa_sf[i]);
     }
@@ -50,6 +50,7 @@ static void secagg_round_free(fl_ddp_state *d, int32_t nsampled)
     free(d->sa_sf);
     d->sa_clients = NULL;
     d->sa_sf = NULL;
+    d->nsa = 0;
     dpfl_secagg_server_free(d->sa_server);
     d->sa_server = NULL;
     for (int32_t j = 0; d->masked && j < d->nslots; j++) dpfl_secagg_msg_free(&d->masked[j]);
@@ -59,7 +60,8 @@ static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *e
 {
     fl_ddp_state *dd = &a->ddp;
     const size_t d = pow2_at_least(v->nparam);
-    dd->nslots = v->nslots; /* the in-process slots (a network round's extra slots need none of these) */
+    dd->nslots = v->nslots; /* the in-process slots */
+    dd->nparam = v->nparam;
     dd->enc = calloc((size_t)v->nslots, sizeof *dd->enc);
     dd->masked = calloc((size_t)v->nslots, sizeof *dd->masked);
     dd->err = calloc((size_t)v->nslots, sizeof *dd->err);
@@ -76,34 +78,30 @@ static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *e
     return DPFL_OK;
 }
 
-static void destroy(fl_agg_state *a, const fl_round_view *v)
+static void destroy(fl_agg_state *a)
 {
     fl_ddp_state *d = &a->ddp;
-    secagg_round_free(d, v->nsampled);
+    secagg_round_free(d);
     for (int32_t j = 0; d->enc && j < d->nslots; j++) dpfl_free(d->enc[j]);
     free(d->enc);
     free(d->masked);
     free(d->err);
     dpfl_free(d->sum);
-    dpfl_poisson_table_free(d->noise);
-    for (int32_t i = 0; v->workers && i < v->nthreads; i++) {
-        dpfl_free(v->workers[i].ddp_work);
-        dpfl_free(v->workers[i].ddp_iwork);
-    }
+    dpfl_poisson_table_free(d->noise); /* the workers' encoding buffers go with the workers (sim.c) */
 }
 
-static dpfl_status set_noise(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err)
+static dpfl_status set_noise(fl_agg_state *a, const fl_sampling_view *smp, int32_t round, double z, dpfl_error *err)
 {
     fl_ddp_state *d = &a->ddp;
     (void)round;
-    const dpfl_config *cfg = v->cfg;
+    const dpfl_config *cfg = smp->cfg;
     if (!(z > 0)) return DPFL_OK; /* calibrated later */
     if (z == d->plan.z && d->plan.clip == a->cdp.S) return DPFL_OK;
     /* the largest cohort the modulus must hold: the full population, or the Poisson cohort's mean + 7 sd */
     double rate = 0;
     for (int32_t r = 1; r <= cfg->fl.rounds; r++) rate = fmax(rate, dpfl_round_client_rate(cfg, r));
-    const int32_t cohort = dpfl_mech_clients_max_cohort(v->sampling, v->clients, rate);
-    return dpfl_ddp_plan_make(v->nparam, a->cdp.S, z, cfg->client_dp.ddp_inflation, cfg->client_dp.ddp_bits, cohort,
+    const int32_t cohort = dpfl_mech_clients_max_cohort(smp->sampling, smp->clients, rate);
+    return dpfl_ddp_plan_make(d->nparam, a->cdp.S, z, cfg->client_dp.ddp_inflation, cfg->client_dp.ddp_bits, cohort,
                               cfg->client_dp.ddp_tolerated_dropout, &d->plan, err);
 }
 
@@ -116,11 +114,9 @@ static dpfl_status noise_table(fl_ddp_state *d, int32_t n, dpfl_error *err)
 static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
 {
     fl_ddp_state *d = &a->ddp;
-    dpfl_vec_zero(v->acc, v->nparam);
-    secagg_round_free(d, v->nsampled);
+    secagg_round_free(d);
     const int32_t n = v->nsampled;
     const dpfl_ddp_plan *p = &d->plan;
-    d->arrived = d->clipped = 0;
     d->t = 0;
     memset(d->sum, 0, p->d * sizeof(uint32_t));
     if (n < 2) return DPFL_OK; /* secure aggregation needs two clients: nothing is released */
@@ -136,6 +132,7 @@ static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round,
     const dpfl_secagg_params sp = {(uint32_t)n, (uint32_t)d->t, (uint32_t)p->bits, p->d};
     if ((st = dpfl_secagg_server_create(&sp, &d->sa_server, err))) return st;
     if (d->remote) return DPFL_OK; /* rounds 0-2 over the network (run_clients) */
+    d->nsa = n;
     d->sa_clients = calloc((size_t)n, sizeof *d->sa_clients);
     d->sa_sf = calloc((size_t)n, sizeof *d->sa_sf);
     if (!d->sa_clients || !d->sa_sf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (secure aggregation, %d clients)", n);
@@ -165,11 +162,11 @@ out:
 }
 
 /* Client k's update u, clipped, rotated, rounded, noised and wrapped into enc, with the client's own stream. */
-static dpfl_status encode(fl_ddp_state *d, const fl_round_view *v, worker *w, int32_t k, const float *u, uint32_t *enc,
-                          double *norm, dpfl_error *err)
+static dpfl_status encode(fl_ddp_state *d, const dpfl_rng *root, int32_t round, worker *w, int32_t k, const float *u,
+                          uint32_t *enc, double *norm, dpfl_error *err)
 {
     dpfl_rng rng; /* the client's own stream: its rounding and its noise */
-    dpfl_rng_derive(v->root, &rng, (uint64_t)v->round, (uint64_t)k, PURPOSE_DDP_CLIENT);
+    dpfl_rng_derive(root, &rng, (uint64_t)round, (uint64_t)k, PURPOSE_DDP_CLIENT);
     int tries;
     return dpfl_ddp_encode(&d->plan, u, d->seed, d->noise, &rng, w->ddp_work, w->ddp_iwork, enc, norm,
                            &tries, err);
@@ -193,8 +190,7 @@ dpfl_status dpfl_sim_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int
 dpfl_status dpfl_sim_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
                                  dpfl_error *err)
 {
-    const fl_round_view v = fl_sim_view(s);
-    return encode(&s->aggst.ddp, &v, &s->workers[0], k, u, enc, norm, err);
+    return encode(&s->aggst.ddp, &s->root, s->round, &s->workers[0], k, u, enc, norm, err);
 }
 
 static void client_send(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u)
@@ -206,25 +202,23 @@ static void client_send(fl_agg_state *a, const fl_round_view *v, worker *w, int3
         r->norm = dpfl_vec_norm2(u, v->nparam);
         return;
     }
-    dpfl_status st = encode(d, v, w, r->client, u, d->enc[j], &r->norm, &d->err[j]);
+    dpfl_status st = encode(d, v->root, v->smp.round, w, r->client, u, d->enc[j], &r->norm, &d->err[j]);
     if (!st && d->secagg)
         st = dpfl_secagg_client_masked_input(d->sa_clients[i], d->sa_sf[i].data, d->sa_sf[i].len, d->enc[j],
                                              &d->masked[j], &d->err[j]);
     r->ddp_status = st;
 }
 
-static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
-                       dpfl_error *err)
+/* In process, client i's encoded (and masked) input, made by the worker in the slot of the transport's call, into
+ * the modular sum (which is order-independent: integers mod 2^bits).  Remote clients' masked inputs never come here:
+ * the transport adds them to the secure-aggregation server as they arrive. */
+static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err)
 {
+    (void)u;
     fl_ddp_state *d = &a->ddp;
     const client_result *r = &v->results[i];
-    m->replied++;
-    d->clipped += r->norm > a->cdp.S; /* a simulation diagnostic: a real server never sees the norm */
-    if (!d->t) return DPFL_OK;
-    if (d->remote) { /* its masked input was added as it arrived (the transport refuses a malformed one) */
-        d->arrived++;
-        return DPFL_OK;
-    }
+    const int32_t j = i - v->job->start;
+    if (!d->t || d->remote) return DPFL_OK;
     if (r->ddp_status)
         return dpfl_fail(err, r->ddp_status, "client %d (distributed DP): %s", r->client, d->err[j].msg);
     dpfl_status st = DPFL_OK;
@@ -237,8 +231,15 @@ static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, int32
         const uint32_t *e = d->enc[j];
         for (size_t k = 0; k < dim; k++) d->sum[k] = (d->sum[k] + e[k]) & mask;
     }
-    if (!st) d->arrived++;
     return st;
+}
+
+/* The round's clients whose norm exceeded S (a simulation diagnostic: a real server never sees the norm). */
+static int32_t count_clipped(const client_result *r, int32_t n, double S)
+{
+    int32_t c = 0;
+    for (int32_t i = 0; i < n; i++) c += !r[i].dropped && r[i].norm > S;
+    return c;
 }
 
 static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
@@ -249,14 +250,15 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
     m->ddp_threshold = d->t;
     m->ddp_released = 0;
     m->update_clip = a->cdp.S;
-    if (m->replied > 0 && !d->remote) m->update_clip_fraction = (double)d->clipped / m->replied;
+    if (m->replied > 0 && !d->remote) m->update_clip_fraction = (double)count_clipped(v->results, v->nsampled, a->cdp.S) / m->replied;
+    const int32_t arrived = m->replied; /* every input that was not dropped was added (or the round failed) */
     dpfl_status st = DPFL_OK;
-    if (d->t && d->arrived >= d->t) {
+    if (d->t && arrived >= d->t) {
         if (d->remote) {
             dpfl_secagg_msg req = {0};
             int released = 0;
             if (!(st = dpfl_secagg_server_unmask_request(d->sa_server, &req, err)))
-                st = v->transport->secagg_finish(v->transport, v->job, req.data, req.len, d->arrived, d->sum,
+                st = v->transport->secagg_finish(v->transport, v->job, req.data, req.len, arrived, d->sum,
                                                  &released, err);
             dpfl_secagg_msg_free(&req);
             if (st || !released) goto out; /* too few answers to unmask: nothing is released */
@@ -272,28 +274,28 @@ static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t roun
             dpfl_secagg_msg_free(&req);
             uint32_t summed = 0;
             if (st || (st = dpfl_secagg_server_finish(d->sa_server, d->sum, &summed, err))) goto out;
-            DPFL_ASSERT((int32_t)summed == d->arrived);
+            DPFL_ASSERT((int32_t)summed == arrived);
         }
-        const double denom = fl_round_design(v, round).denom;
+        const double denom = fl_round_design(&v->smp, round).denom;
         worker *w = &v->workers[0]; /* the workers are idle between rounds */
         if ((st = dpfl_ddp_decode(p, d->sum, d->seed, w->ddp_iwork, w->ddp_work, (float)(1.0 / denom), v->acc,
                                   err)))
             goto out;
         dpfl_vec_axpy(v->global, (float)v->cfg->fl.eta, v->acc, v->nparam);
-        const double mu_round = d->arrived * dpfl_ddp_client_variance(p, v->nsampled);
+        const double mu_round = arrived * dpfl_ddp_client_variance(p, v->nsampled);
         m->ddp_released = 1;
-        m->ddp_overflow = dpfl_ddp_overflow_bound(p, d->arrived, mu_round);
+        m->ddp_overflow = dpfl_ddp_overflow_bound(p, arrived, mu_round);
         m->update_noise_std = sqrt(mu_round) * p->gamma / denom;
     }
 out:
-    secagg_round_free(d, v->nsampled);
+    secagg_round_free(d);
     return st;
 }
 
 /* The round's release: the Skellam sum at the client rate of the design that ran. */
-static dpfl_event event(const fl_agg_state *a, const fl_round_view *v, int32_t round)
+static dpfl_event event(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round)
 {
-    const dpfl_mech_clients design = fl_round_design(v, round);
+    const dpfl_mech_clients design = fl_round_design(smp, round);
     DPFL_ASSERT(a->ddp.plan.z > 0);
     return dpfl_ddp_event(&a->ddp.plan, design.q);
 }

@@ -1,6 +1,8 @@
 /* One round: sample the clients (mech/), decide who drops out, train them through the transport in chunks of
- * `slots` clients, and hand the updates to the server in client order -- the order of floating-point additions
- * is fixed by the client list alone, not by the number of threads or which thread ran which client. */
+ * `slots` clients, and hand each update to the server as it arrives.  The server's sums are exact and
+ * order-independent (core/exact_sum.c; distributed DP's is modular), so the model's bits depend on the set of
+ * updates alone -- not on the number of threads, which thread ran which client, nor the order in which a network
+ * or MPI round's updates come in -- and the server holds O(model) for the updates, not a slot per client. */
 #include "sim_internal.h"
 
 #include <math.h>
@@ -45,9 +47,8 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         if (!s->results[i].dropped &&
             (st = fl_clients_alloc(&s->clients, s->model, s->sampled[i], dpfl_sim_client_steps(s, s->sampled[i]), err)))
             return st;
-    if ((s->agg->whole_round || s->transport->whole_round) && ms > s->nslots) {
-        /* median clipping needs every update of the round before it can clip any, and a network round waits for
-         * all its clients at once: one slot per client */
+    if (s->agg->whole_round && ms > s->nslots) {
+        /* median clipping needs every update of the round before it can clip any: one slot per client */
         float **more = realloc(s->slots, (size_t)ms * sizeof *more);
         if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
         s->slots = more;
@@ -69,21 +70,48 @@ static void metrics_init(dpfl_round_metrics *m, int32_t round)
 }
 
 /* What the clients of the round reported: loss, examples and, with DP-SGD, the clipped fraction and noise std. */
-static void client_metrics(const fl_round_view *v, const fl_record_dp *rd, dpfl_round_metrics *m)
+static void client_metrics(const client_result *results, int32_t n, size_t P, const fl_record_dp *rd,
+                           dpfl_round_metrics *m)
 {
     double loss_sum = 0;
     int64_t clipped = 0;
-    for (int32_t i = 0; i < v->nsampled; i++) {
-        loss_sum += v->results[i].loss_sum;
-        m->examples += v->results[i].examples;
-        clipped += v->results[i].clipped;
+    for (int32_t i = 0; i < n; i++) {
+        loss_sum += results[i].loss_sum;
+        m->examples += results[i].examples;
+        clipped += results[i].clipped;
+        m->replied += !results[i].dropped;
     }
-    m->clients = v->nsampled;
+    m->clients = n;
     m->train_loss = m->examples ? loss_sum / (double)m->examples : NAN;
     if (!rd->on) return;
     m->clip_fraction = m->examples ? (double)clipped / (double)m->examples : NAN;
     dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(rd->poisson, 1, 1, rd->clip.clip, rd->z);
-    m->noise_std = rd->secure ? dpfl_mech_discrete_std(v->nparam, d.z, d.sens) : d.noise_std;
+    m->noise_std = rd->secure ? dpfl_mech_discrete_std(P, d.z, d.sens) : d.noise_std;
+}
+
+/* The server takes client i's update u as it arrives, in any order (the auditing observer sees it first). */
+static dpfl_status server_take(dpfl_sim *s, int32_t i, float *u, dpfl_error *err)
+{
+    if (s->observer) s->observer(s->observer_ctx, s->round, s->results[i].client, u, s->model->nparam);
+    const fl_round_view v = fl_sim_view(s);
+    return s->agg->add(&s->aggst, &v, i, u, err);
+}
+
+/* a whole-round transport's arrivals (dpfl_round_job.arrive) */
+static dpfl_status server_arrive(dpfl_round_job *job, int32_t i, float *u, dpfl_error *err)
+{
+    DPFL_ASSERT(i >= 0 && i < job->nsampled && !job->reports[i].dropped);
+    return server_take(job->sim, i, u, err);
+}
+
+/* In process: the chunk's updates, from its slots (in client order, though any order would give the same bits). */
+static dpfl_status server_add(dpfl_sim *s, dpfl_error *err)
+{
+    dpfl_status st;
+    for (int32_t j = 0; j < s->chunk_len; j++)
+        if (!s->results[s->chunk_start + j].dropped && (st = server_take(s, s->chunk_start + j, s->slots[j], err)))
+            return st;
+    return DPFL_OK;
 }
 
 /* The transport's view of the current chunk (include/dpfl/transport.h). */
@@ -98,28 +126,16 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
     }
     s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->ledger.rounds, .nsampled = s->nsampled,
                               .sampled = s->sampled, .reports = s->results, .start = s->chunk_start,
-                              .count = s->chunk_len, .slots = s->slots, .global = s->global,
+                              .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->slots,
+                              .arrive = server_arrive, .global = s->global,
                               .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggst.cdp.S,
                               .record_z = s->rdp.on ? s->rdp.z : 0.0, .client_level = s->agg->client_level,
                               .ddp = plan ? &s->ddp_round : NULL};
     return &s->job;
 }
 
-/* The server takes the chunk's arrived updates in client order (the auditing observer sees each first). */
-static dpfl_status server_add(dpfl_sim *s, const fl_round_view *v, dpfl_round_metrics *m, dpfl_error *err)
-{
-    dpfl_status st;
-    for (int32_t j = 0; j < s->chunk_len; j++) {
-        const client_result *r = &s->results[s->chunk_start + j];
-        if (r->dropped) continue;
-        if (s->observer) s->observer(s->observer_ctx, s->round, r->client, s->slots[j], s->model->nparam);
-        if ((st = s->agg->add(&s->aggst, v, s->chunk_start + j, j, m, err))) return st;
-    }
-    return DPFL_OK;
-}
-
 /* The round, top to bottom: the clients train (through the transport, in chunks of slots), the aggregation mode
- * takes the arrived updates in client order and releases the next global model, the helper models sync, and the
+ * takes the updates as they arrive and releases the next global model, the helper models sync, and the
  * ledger is charged what ran. */
 dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
 {
@@ -132,15 +148,16 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     if ((st = prepare_clients(s, round, ms, err))) return st;
     const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
     if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;
-    for (int32_t start = 0; start < ms; start += s->nslots) {
+    const int32_t chunk = s->transport->whole_round ? ms : s->nslots; /* a whole-round transport: one call */
+    for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;
-        s->chunk_len = ms - start < s->nslots ? ms - start : s->nslots;
+        s->chunk_len = ms - start < chunk ? ms - start : chunk;
         s->tctx = fl_sim_train_ctx(s);
-        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err)) ||
-            (st = server_add(s, &v, m, err)))
-            return st;
+        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err))) return st;
+        /* a whole-round transport handed each update to the server as it arrived (server_arrive) */
+        if (!s->transport->whole_round && (st = server_add(s, err))) return st;
     }
-    client_metrics(&v, &s->rdp, m);
+    client_metrics(s->results, ms, s->model->nparam, &s->rdp, m);
     if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
     if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent

@@ -24,6 +24,8 @@ static void worker_free(worker *w)
     dpfl_free(w->part);
     dpfl_free(w->norms);
     dpfl_free(w->radius);
+    dpfl_free(w->ddp_work); /* distributed DP's (aggregate_ddp.c allocates them) */
+    dpfl_free(w->ddp_iwork);
     dpfl_optim_free(&w->opt);
 }
 
@@ -31,8 +33,7 @@ void dpfl_sim_free(dpfl_sim *s)
 {
     if (!s) return;
     if (s->agg && s->agg->free) {
-        const fl_round_view v = fl_sim_view(s);
-        s->agg->free(&s->aggst, &v);
+        s->agg->free(&s->aggst);
     }
     for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
@@ -166,12 +167,17 @@ fail:
     return st;
 }
 
+fl_sampling_view fl_sim_sampling(const dpfl_sim *s)
+{
+    return (fl_sampling_view){.cfg = s->cfg, .clients = s->part->clients, .sampling = s->sampling,
+                              .round = s->round,
+                              .design = s->design_round > 0 && s->design_round == s->round ? &s->design : NULL};
+}
+
 fl_round_view fl_sim_view(const dpfl_sim *s)
 {
     return (fl_round_view){.cfg = s->cfg, .model = s->model, .nparam = s->model->nparam, .part = s->part,
-                           .clients = s->part->clients, .sampling = s->sampling,
-                           .uniform_weights = s->uniform_weights, .root = &s->root, .round = s->round,
-                           .design = s->design_round > 0 && s->design_round == s->round ? &s->design : NULL,
+                           .smp = fl_sim_sampling(s), .uniform_weights = s->uniform_weights, .root = &s->root,
                            .nsampled = s->nsampled, .nslots = s->nslots, .nthreads = s->nthreads,
                            .sampled = s->sampled, .results = s->results, .slots = s->slots, .global = s->global,
                            .acc = s->acc, .workers = s->workers, .transport = s->transport, .job = &s->job};
@@ -200,8 +206,8 @@ int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
 
 dpfl_mech_rpdp dpfl_sim_rpdp_design(const dpfl_sim *s)
 {
-    const fl_round_view v = fl_sim_view(s);
-    const dpfl_mech_clients d = fl_round_design(&v, s->round > 0 ? s->round : 1);
+    const fl_sampling_view smp = fl_sim_sampling(s);
+    const dpfl_mech_clients d = fl_round_design(&smp, s->round > 0 ? s->round : 1);
     int64_t steps = 0;
     for (int32_t k = 0; k < s->part->clients; k++) {
         const int64_t sk = dpfl_sim_client_steps(s, k);
@@ -234,8 +240,8 @@ void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, d
 
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
-    const fl_round_view v = fl_sim_view(s);
-    return fl_agg_set_noise(s->agg, &s->aggst, &v, round, z, err);
+    const fl_sampling_view smp = fl_sim_sampling(s);
+    return fl_agg_set_noise(s->agg, &s->aggst, &smp, round, z, err);
 }
 
 double dpfl_sim_client_release_noise(const dpfl_sim *s) { return s->aggst.cdp.z_release; }

@@ -13,6 +13,7 @@
 #include "dpfl/ddp.h"
 #include "dpfl/secagg.h"
 #include "dpfl/transport.h"
+#include "core/exact_sum.h"
 
 #include <stdatomic.h>
 
@@ -140,12 +141,10 @@ typedef struct {
     double z_sum;     /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
     double sigma_b;   /* adaptive: noise std on the unclipped count */
     double z_release; /* the multiplier of the whole release, from the noises drawn (adaptive: dpfl_mech_adaptive) */
-    float *raw_sum;   /* V_c / U_s */
+    dpfl_xsum raw;    /* the round's exact sum of the raw (unclipped) updates, for V_c / U_s */
+    float *raw_sum;   /* and that sum rounded, at release */
     double *norms;    /* per sampled client */
-    /* the round's sums (reset by begin) */
-    double S_used;  /* the clip the round applies (median clipping: the median of its norms) */
-    double sumsq;   /* sum of squared raw update norms (V_c) */
-    int32_t nclipped;
+    double S_used;    /* the clip the round applies (median clipping: the median of its norms; set by begin) */
 } fl_cdp_state;
 
 /* Distributed DP's state (client_dp.mechanism = ddp; aggregate_ddp.c). */
@@ -156,23 +155,35 @@ typedef struct {
     dpfl_poisson_table *noise;       /* the clients' Poisson table (lambda = client variance / 2) */
     uint8_t seed[32];                /* the round's public rotation seed */
     int32_t t;                       /* the round's threshold; 0: the round can release nothing */
-    int32_t arrived, clipped;
-    int32_t nslots;                  /* slots the next three have */
+    int32_t nslots;                  /* slots the next three have (client i of a round: slot i mod nslots) */
+    size_t nparam;
     uint32_t **enc;                  /* per slot: the client's wrapped vector (d values) */
     dpfl_secagg_msg *masked;         /* per slot: its masked input */
     dpfl_error *err;                 /* per slot */
     uint32_t *sum;                   /* the modular sum (d values) */
     dpfl_secagg_server *sa_server;
+    int32_t nsa;                     /* entries of the next two (the round's sampled clients) */
     dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
     dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
 } fl_ddp_state;
 
 /* The aggregation modes' own state: the mean's weight, client-level DP's clip and noises, distributed DP's. */
 typedef struct {
-    double mean_weight; /* fl_agg_mean: the round's total weight of the clients that replied */
+    /* fl_agg_mean (the weighted updates) and client-level DP (the clipped ones): the round's exact,
+     * order-independent sum (core/exact_sum.c), whatever order the updates arrive in; O(model) */
+    dpfl_xsum sum;
     fl_cdp_state cdp;   /* the update clip S with client-level DP (central or distributed); the central server's sums */
     fl_ddp_state ddp;   /* distributed DP only */
 } fl_agg_state;
+
+/* What a round's client sampling design depends on (fl_sim_sampling): what set_noise and event read. */
+typedef struct {
+    const dpfl_config *cfg;
+    int32_t clients;                  /* K */
+    dpfl_client_sampling sampling;
+    int32_t round;                    /* the round sampled (or set up) last */
+    const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
+} fl_sampling_view;
 
 /* What an aggregation mode sees of the round (fl_sim_view): read-only settings and the round's buffers. */
 typedef struct {
@@ -180,12 +191,9 @@ typedef struct {
     const dpfl_model *model;
     size_t nparam;
     const dpfl_partition *part;
-    int32_t clients;                  /* K */
-    dpfl_client_sampling sampling;
+    fl_sampling_view smp;             /* the sampling design's inputs */
     int uniform_weights;
     const dpfl_rng *root;
-    int32_t round;                    /* the round sampled (or set up) last */
-    const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
     int32_t nsampled, nslots, nthreads;
     const int32_t *sampled;
     client_result *results;
@@ -198,36 +206,39 @@ typedef struct {
 
 /* The server's aggregation mode: how the updates of a round become the next global model, and the client-level
  * event that release is.  One implementation per mode, chosen once (fl_aggregator_for); the round (round.c) calls
- * begin, then add for each arrived update in client order, then release, and charges event.  Each takes the
- * modes' state and the round's view, never the simulation. */
+ * begin, then add for each update as it arrives -- in any order: the sums are exact and order-independent, so the
+ * server holds O(model), not a slot per client -- then release, and charges event.  What release counts over the
+ * round's clients (replied, clipped, norms) it reads from the reports, in client order.  Each takes the modes'
+ * state and the round's view, never the simulation. */
 typedef struct fl_aggregator {
     const char *name;
     int client_level;  /* a client-level DP release: dropouts are drawn, the round is charged event() */
-    int whole_round;   /* add needs every update of the round in its slot first (median clipping) */
+    int whole_round;   /* add keeps every update of the round in its client's slot until release (median clipping:
+                          the clip is the median of all the round's norms; O(cohort x model), documented) */
     dpfl_status (*create)(fl_agg_state *a, const fl_round_view *v, dpfl_error *err); /* buffers (NULL: none) */
-    void (*free)(fl_agg_state *a, const fl_round_view *v);
+    void (*free)(fl_agg_state *a);
     /* the noise multiplier from `round` on (client_dp.noise, or a calibrated one) */
-    dpfl_status (*set_noise)(fl_agg_state *a, const fl_round_view *v, int32_t round, double z, dpfl_error *err);
+    dpfl_status (*set_noise)(fl_agg_state *a, const fl_sampling_view *smp, int32_t round, double z, dpfl_error *err);
     dpfl_status (*begin)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err);
     /* a worker thread, after client i (slot j) trained: what the client itself does to u before sending */
     void (*client_send)(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u);
-    /* the server: client i's update arrived in slot j (called in client order) */
-    dpfl_status (*add)(fl_agg_state *a, const fl_round_view *v, int32_t i, int32_t j, dpfl_round_metrics *m,
-                       dpfl_error *err);
+    /* the server: client i's update u arrived (in any order; u is the server's buffer, which add may change);
+     * in process, u is the slot of i in the transport's current call (v->job) */
+    dpfl_status (*add)(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err);
     dpfl_status (*release)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
                            dpfl_error *err);
     /* what release is, at the noise in force */
-    dpfl_event (*event)(const fl_agg_state *a, const fl_round_view *v, int32_t round);
+    dpfl_event (*event)(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round);
 } fl_aggregator;
 extern const fl_aggregator fl_agg_mean, fl_agg_cdp, fl_agg_cdp_median, fl_agg_ddp;
 const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg);
 /* The noise multiplier z from `round` on into a (the modes' shared part, then the mode's set_noise). */
-dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_round_view *v, int32_t round,
+dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_sampling_view *smp, int32_t round,
                              double z, dpfl_error *err);
 /* The round's client-level mechanism: the sampling design (the sampler's own for the round it sampled), clip S,
  * the update sum's multiplier. */
-dpfl_mech_clients fl_round_design(const fl_round_view *v, int32_t round);
-dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_round_view *v, int32_t round);
+dpfl_mech_clients fl_round_design(const fl_sampling_view *smp, int32_t round);
+dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_sampling_view *smp, int32_t round);
 /* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 
@@ -274,6 +285,7 @@ struct dpfl_sim {
 
 /* sim.c: the views the sub-structs' functions get */
 fl_round_view fl_sim_view(const dpfl_sim *s);
+fl_sampling_view fl_sim_sampling(const dpfl_sim *s);
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s); /* for the current round and chunk */
 /* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
 typedef struct {

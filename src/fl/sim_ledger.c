@@ -11,8 +11,8 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
     for (int32_t i = 0; i < s->nsampled; i++) s->steps[i] = dpfl_sim_client_steps(s, s->sampled[i]);
     dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
     if (!s->agg->client_level) return DPFL_OK;
-    const fl_round_view v = fl_sim_view(s);
-    dpfl_event ev = s->agg->event(&s->aggst, &v, s->round); /* the release the aggregation mode ran */
+    const fl_sampling_view smp = fl_sim_sampling(s);
+    dpfl_event ev = s->agg->event(&s->aggst, &smp, s->round); /* the release the aggregation mode ran */
     return dpfl_ledger_charge_client(l, &ev, err);
 }
 
@@ -28,9 +28,9 @@ dpfl_status dpfl_sim_client_event(const dpfl_sim *s, int32_t round, double z, dp
     /* the mode's noise settings for z on a copy of its state (set_noise allocates nothing): the simulation and
      * the noise in force are unchanged */
     fl_agg_state a = s->aggst;
-    const fl_round_view v = fl_sim_view(s);
-    dpfl_status st = fl_agg_set_noise(s->agg, &a, &v, round, z, err);
-    if (!st) *ev = s->agg->event(&a, &v, round);
+    const fl_sampling_view smp = fl_sim_sampling(s);
+    dpfl_status st = fl_agg_set_noise(s->agg, &a, &smp, round, z, err);
+    if (!st) *ev = s->agg->event(&a, &smp, round);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /* The in-process transport: the round's clients are trained by the simulation's pool of worker threads, which
  * take them from an atomic counter, each writing its update into the client's slot.  Which thread trains which client does not change any
- * bit: the server adds the slots in client order (round.c). */
+ * bit: the server adds the slots to its exact, order-independent sum (round.c). */
 #include "sim_internal.h"
 
 #include "core/parallel.h"

@@ -164,7 +164,9 @@ static void after_round(const dpfl_transport *t, const dpfl_round_job *job)
         if (!job->reports[i].dropped) send_sync(sv, &sv->peers[job->sampled[i]], job->round, job->global);
 }
 
-/* The client sent its update of the round in progress: into its slot (the round is one chunk). */
+/* The client sent its update of the round in progress: decoded into the one update buffer and handed to the
+ * server's sum at once (job->arrive: exact and order-independent), so the server holds O(model), not a slot per
+ * sampled client. */
 static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const char *who)
 {
     peer *p = &sv->peers[k];
@@ -185,13 +187,14 @@ static void take_update(server *sv, int32_t k, const dpfl_wire_msg *m, const cha
     }
     const int32_t i = p->in_round;
     dpfl_client_report *r = &sv->job->reports[i];
-    float *slot = sv->job->slots[i - sv->job->start];
+    float *slot = sv->ubuf;
     dpfl_wire_floats(m, slot);
     r->steps = m->steps;
     r->examples = m->examples;
     r->loss_sum = m->loss_sum;
     r->clipped = m->clipped;
     if (sv->job->client_level) r->norm = dpfl_vec_norm2(slot, sv->P); /* the server's own view, not the client's word */
+    if (!sv->arrive_st) sv->arrive_st = sv->job->arrive(sv->job, i, slot, &sv->arrive_err);
     p->in_round = -1;
     sv->pending--;
     sv->updates++;
@@ -443,7 +446,12 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
         else DETAIL(sv, "round %d: client %d is not connected (it gets the round if it says hello in time)", sv->round, k);
     }
     const double t0 = dpfl_now();
+    sv->arrive_st = DPFL_OK;
     if ((st = net_srv_serve_until(sv, t0 + sv->o.round_timeout, net_srv_round_done, err))) return st;
+    if (sv->arrive_st) {
+        *err = sv->arrive_err;
+        return sv->arrive_st;
+    }
     for (int32_t k = 0; k < sv->K; k++) {
         if (sv->peers[k].in_round < 0) continue;
         DETAIL(sv, "round %d: client %d did not answer within %g s: a dropout (sampled and charged, no update)",
@@ -472,6 +480,7 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
         if (!(sv->w0 = dpfl_alloc(sv->P * sizeof *sv->w0, err))) return DPFL_ENOMEM;
         dpfl_vec_copy(sv->w0, setup->initial_model, sv->P);
     }
+    if (!(sv->ubuf = dpfl_alloc(sv->P * sizeof *sv->ubuf, err))) return DPFL_ENOMEM;
     if (!(sv->peers = calloc((size_t)sv->K, sizeof *sv->peers))) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
     for (int32_t k = 0; k < sv->K; k++) sv->peers[k].in_round = -1;
     /* the largest frame a client may send is an update; anything much larger is cut by ZeroMQ before it is read */
@@ -535,6 +544,7 @@ static void server_close(server *sv)
     if (sv->zctx) zmq_ctx_term(sv->zctx);
     free(sv->peers);
     dpfl_free(sv->w0);
+    dpfl_free(sv->ubuf);
     sodium_memzero(sv->sk, sizeof sv->sk);
 }
 

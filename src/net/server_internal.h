@@ -45,6 +45,9 @@ typedef struct {
     int32_t empty_streak, empty_first;
     size_t max_frame;
     float *w0;            /* personalization = helper: the initial model, to every client after the hello */
+    float *ubuf;          /* one update as it arrives (P floats), handed to the server's exact sum at once */
+    dpfl_status arrive_st; /* the round's first failure to add an update (it ends the run) */
+    dpfl_error arrive_err;
 } server;
 
 #define LOG(...) net_log("serve", __VA_ARGS__)
