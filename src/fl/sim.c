@@ -266,7 +266,7 @@ int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
 {
     DPFL_ASSERT(k >= 0 && k < s->part->clients);
     const int keep = s->clients.keep;
-    if (state) *state = keep ? s->clients.cstate[k].state : NULL;
+    if (state) *state = keep ? fl_clients_peek(&s->clients, k) : NULL; /* a paged-out block: read back */
     return keep ? s->clients.cstate[k].t : 0;
 }
 

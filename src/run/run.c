@@ -64,6 +64,18 @@ static dpfl_status claim_run_dir(const dpfl_run_options *opt, int remove, dpfl_e
     return DPFL_OK;
 }
 
+/* The clients' state files go to RUN_DIR/clients (fl/client_store.c); what the checkpoint does not name there (a
+ * round killed before its checkpoint, generations a crash kept, a replaced run's) is removed. */
+static dpfl_status client_store(run_ctx *c, dpfl_error *err)
+{
+    dpfl_sim *sim = c->node.in.sim;
+    if (!sim || !dpfl_sim_keeps_client_state(sim) || !dpfl_sim_client_state_floats(sim)) return DPFL_OK;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/clients", c->io.dir);
+    dpfl_status st = fl_clients_set_dir(&sim->clients, path, err);
+    return st ? st : fl_store_prune(&sim->clients, err);
+}
+
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->node.in.cfg;
@@ -100,7 +112,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
      * config_sha256 in summary.json is the hash of the file beside it */
     if ((st = dpfl_file_write_text(path, io->ini, strlen(io->ini), err)) ||
-        (st = open_round_files(io, c->opt->resume, a->ledger.rounds, err)))
+        (st = open_round_files(io, c->opt->resume, a->ledger.rounds, err)) || (st = client_store(c, err)))
         return st;
     c->pr.last_eval.test_accuracy = c->pr.last_eval.test_loss = c->pr.last_eval.client_acc_mean = NAN;
     c->pr.emd_mean = c->pr.emd_std = NAN;

@@ -6,7 +6,25 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+double fl_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* stage i of the round ends now: its time since *wall / *cpu, which restart there */
+static void stage_end(run_progress *pr, int i, double *wall, double *cpu)
+{
+    const double w = dpfl_now(), u = fl_cpu_seconds();
+    pr->stage_wall[i] += w - *wall;
+    pr->stage_cpu[i] += u - *cpu;
+    *wall = w;
+    *cpu = u;
+}
 
 /* Charge round r to a->trial; *stop = 1 if that passes a budget. */
 static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_record_report *next, double *next_ledger,
@@ -66,7 +84,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         return st;
     }
     dpfl_round_metrics m;
+    double wall = dpfl_now(), cpu = fl_cpu_seconds();
     if ((st = dpfl_sim_train(in->sim, r, &m, err))) return st;
+    stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu);
+    c->pr.stage_rounds++;
     if ((st = dpfl_ledger_copy(&a->ledger, dpfl_sim_ledger(in->sim), err))) return st;
     if (a->rpdp.on) {
         fl_rpdp_charge(&a->rpdp);
@@ -79,8 +100,11 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     a->rs.S = in->cdp_on ? dpfl_sim_update_clip(in->sim) : a->rs.S;
     c->pr.comm += m.clients;
     if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
+        stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu); /* the ledger's bookkeeping above: training's */
         dpfl_sim_evaluate(in->sim, &m);
         c->pr.last_eval = m;
+        stage_end(&c->pr, RUN_STAGE_EVAL, &wall, &cpu);
+        c->pr.stage_evals++;
     }
     m.wall_seconds += c->pr.wall0;
     a->rs.wall = m.wall_seconds;
@@ -90,11 +114,13 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     char *line;
     if ((st = fl_report_round_line(in, a, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
+    wall = dpfl_now(), cpu = fl_cpu_seconds();
     if ((st = fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
                                   a->rpdp.on ? &a->rpdp : NULL, line, err))) {
         free(line);
         return st;
     }
+    stage_end(&c->pr, RUN_STAGE_CHECKPOINT, &wall, &cpu);
     if (fprintf(c->io.metrics, "%s\n", line) < 0 || fflush(c->io.metrics) != 0) {
         free(line);
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->io.dir);
