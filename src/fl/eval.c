@@ -57,9 +57,11 @@ static void *eval_worker(void *p)
             const fl_clients *c = &s->clients;
             const size_t floats = fl_clients_state_floats(c);
             float **b = &job->blocks[a->id];
-            if ((!*b && !(*b = dpfl_alloc(floats * sizeof(float), NULL))) ||
-                fl_store_read(c, job->paged - 1, *b, NULL)) { /* figures NAN: the state file is unreadable */
-                job->loss = job->acc = NAN;
+            dpfl_error e;
+            if ((!*b && !(*b = dpfl_alloc(floats * sizeof(float), &e))) || fl_store_read(c, job->paged - 1, *b, &e)) {
+                job->loss = job->acc = NAN; /* and the run stops with e */
+                int no = 0;
+                if (atomic_compare_exchange_strong(&s->clients.read_failed, &no, 1)) s->clients.read_err = e;
                 continue;
             }
             model = c->helper ? *b : job->w;

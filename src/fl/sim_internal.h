@@ -88,6 +88,8 @@ typedef struct {
     int32_t resident;   /* blocks in memory */
     int32_t stamp;      /* the round being prepared (last_use of the blocks it needs) */
     float *scratch;     /* a paged-out block read for fl_clients_peek */
+    atomic_int read_failed; /* an evaluation could not read a state file: read_err says why (the run stops) */
+    dpfl_error read_err;
     int64_t files_written, files_read, evictions; /* since this process started (tests, docs) */
 } fl_clients;
 

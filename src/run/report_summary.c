@@ -372,8 +372,8 @@ static void stage_seconds(const run_progress *pr, const dpfl_sim *sim, cJSON *su
 {
     static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint"};
     cJSON *o = cJSON_AddObjectToObject(sum, "stage_seconds");
-    cJSON_AddNumberToObject(o, "rounds", pr->stage_rounds);
-    cJSON_AddNumberToObject(o, "evaluations", pr->stage_evals);
+    cJSON_AddNumberToObject(o, "session_rounds", pr->stage_rounds);
+    cJSON_AddNumberToObject(o, "session_evaluations", pr->stage_evals);
     for (int i = 0; i < RUN_STAGES; i++) {
         cJSON *s = cJSON_AddObjectToObject(o, names[i]);
         fl_json_num(s, "wall", pr->stage_wall[i]);

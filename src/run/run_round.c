@@ -2,6 +2,7 @@
  * trained, let alone released), training, then the release in order -- checkpoint (model + ledger + the round's
  * metrics line) first, then metrics.jsonl and diagnostics.jsonl. */
 #include "run_internal.h"
+#include "fl/sim_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,13 @@ double fl_cpu_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static dpfl_status eval_failed(const dpfl_sim *sim, dpfl_error *err)
+{
+    if (!atomic_load(&sim->clients.read_failed)) return DPFL_OK;
+    *err = sim->clients.read_err;
+    return DPFL_EFORMAT;
 }
 
 /* stage i of the round ends now: its time since *wall / *cpu, which restart there */
@@ -102,6 +110,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
         stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu); /* the ledger's bookkeeping above: training's */
         dpfl_sim_evaluate(in->sim, &m);
+        if ((st = eval_failed(in->sim, err))) return st; /* a client's state file could not be read */
         c->pr.last_eval = m;
         stage_end(&c->pr, RUN_STAGE_EVAL, &wall, &cpu);
         c->pr.stage_evals++;
