@@ -57,8 +57,8 @@ static dpfl_status write_all(int fd, const void *buf, size_t len, const char *pa
     return DPFL_OK;
 }
 
-/* client k's block as generation gen into its temporary file (written and fsync'd, not yet renamed); *crc gets
- * the payload's CRC-32 */
+/* client k's block as generation gen into its temporary file (written, its write-back started, not yet fsync'd nor
+ * renamed); *crc gets the payload's CRC-32 */
 static dpfl_status write_tmp(const fl_clients *c, int32_t k, int32_t gen, const float *state, uint32_t *crc,
                              dpfl_error *err)
 {
@@ -82,20 +82,21 @@ static dpfl_status write_tmp(const fl_clients *c, int32_t k, int32_t gen, const 
     dpfl_status st = write_all(fd, head, sizeof head, path, err);
     if (!st) st = write_all(fd, state, body, path, err);
     if (!st) st = write_all(fd, tail, sizeof tail, path, err);
-    if (!st && fsync(fd) != 0) st = dpfl_fail(err, DPFL_EIO, "cannot fsync (%s): %s", path, strerror(errno));
+    if (!st) sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* the disk starts while the next file is written */
     if (close(fd) != 0 && !st) st = dpfl_fail(err, DPFL_EIO, "cannot close (%s): %s", path, strerror(errno));
     if (st) unlink(path);
     return st;
 }
 
-static dpfl_status sync_dir(const char *dir, dpfl_error *err)
+/* fsync a file or a folder */
+static dpfl_status sync_path(const char *path, int dir, dpfl_error *err)
 {
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return dpfl_fail(err, DPFL_EIO, "cannot open folder (%s): %s", dir, strerror(errno));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0) return dpfl_fail(err, DPFL_EIO, "cannot open (%s): %s", path, strerror(errno));
     const int bad = fsync(fd) != 0;
     const int e = errno;
     close(fd);
-    return bad ? dpfl_fail(err, DPFL_EIO, "cannot fsync folder (%s): %s", dir, strerror(e)) : DPFL_OK;
+    return bad ? dpfl_fail(err, DPFL_EIO, "cannot fsync (%s): %s", path, strerror(e)) : DPFL_OK;
 }
 
 dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t gen, dpfl_error *err)
@@ -112,7 +113,12 @@ dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t 
         st = write_tmp(c, ks[done], gen, o->state, &crc[done], err);
     }
     char path[1200], tmp[1210];
-    for (int32_t i = 0; i < done; i++) { /* every file is durable under its temporary name: rename them (or drop) */
+    for (int32_t i = 0; i < done && !st; i++) { /* every file durable under its temporary name */
+        fl_store_path(c, ks[i], gen, path, sizeof path);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        st = sync_path(tmp, 0, err);
+    }
+    for (int32_t i = 0; i < done; i++) { /* then renamed (or dropped) */
         fl_store_path(c, ks[i], gen, path, sizeof path);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (st) {
@@ -122,7 +128,7 @@ dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t 
             unlink(tmp);
         }
     }
-    if (!st) st = sync_dir(c->dir, err); /* the renames themselves durable before a checkpoint names them */
+    if (!st) st = sync_path(c->dir, 1, err); /* the renames themselves durable before a checkpoint names them */
     for (int32_t i = 0; i < n && !st; i++) {
         client_opt *o = &c->cstate[ks[i]];
         /* a generation no durable checkpoint refers to can go at once */

@@ -370,7 +370,7 @@ static dpfl_status write_json(const char *path, cJSON *sum, dpfl_error *err)
  * fl.client_state_max_mb) */
 static void stage_seconds(const run_progress *pr, const dpfl_sim *sim, cJSON *sum)
 {
-    static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint"};
+    static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint", "client_files_overlapped"};
     cJSON *o = cJSON_AddObjectToObject(sum, "stage_seconds");
     cJSON_AddNumberToObject(o, "session_rounds", pr->stage_rounds);
     cJSON_AddNumberToObject(o, "session_evaluations", pr->stage_evals);

@@ -28,7 +28,9 @@ typedef struct {
     char sha[65];           /* of config.ini */
 } run_io;
 
-enum { RUN_STAGE_TRAIN, RUN_STAGE_EVAL, RUN_STAGE_CHECKPOINT, RUN_STAGES };
+/* the stages of a round that summary.json times; FILES: the clients' state files, written by a thread of their own
+ * during the evaluation (the checkpoint stage counts the wait for them that the evaluation did not hide) */
+enum { RUN_STAGE_TRAIN, RUN_STAGE_EVAL, RUN_STAGE_CHECKPOINT, RUN_STAGE_FILES, RUN_STAGES };
 
 /* This session's progress: timing, the latest evaluation, what happened so far. */
 typedef struct {
@@ -42,7 +44,8 @@ typedef struct {
     int64_t upd_sampled, upd_arrived; /* over the whole run (report_updates.c, at the summary) */
     int32_t upd_empty;                /* rounds that sampled clients and received no update */
     /* this session's wall and process CPU seconds per stage of its rounds (summary.json "stage_seconds"):
-     * training (with aggregation and the helper sync), evaluation, checkpoint (with the clients' state files) */
+     * training (with aggregation and the helper sync), evaluation, checkpoint; the state files' thread (its own
+     * wall and CPU time, inside the others': it overlaps the evaluation) */
     double stage_wall[RUN_STAGES], stage_cpu[RUN_STAGES];
     int32_t stage_rounds, stage_evals;
 } run_progress;
