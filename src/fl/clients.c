@@ -303,6 +303,13 @@ void fl_clients_commit(fl_clients *c)
     }
 }
 
+void fl_clients_set_w0(fl_clients *c, const float *w0)
+{
+    dpfl_vec_copy(c->w0, w0, c->nparam);
+    for (int32_t k = 0; c->cstate && k < c->count; k++)
+        if (!c->cstate[k].state && !c->cstate[k].gen) c->cstate[k].eval_ok = 0;
+}
+
 const float *fl_clients_peek(const fl_clients *c, int32_t k)
 {
     const client_opt *o = &c->cstate[k];

@@ -174,7 +174,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     for (int32_t k = 0; k < npersonal && s->clients.helper; k++) { /* kept until the client's block changes */
         client_opt *o = &s->clients.cstate[k];
         const eval_job *h = &jobs[chunks + nclient + k];
-        if ((o->state || o->gen) && !isnan(h->acc)) o->eval_ok = 1, o->eval_loss = h->loss, o->eval_acc = h->acc;
+        if (!isnan(h->acc)) o->eval_ok = 1, o->eval_loss = h->loss, o->eval_acc = h->acc; /* w0 before it trains */
     }
     for (int32_t i = 0; i < s->nthreads; i++) dpfl_free(blocks[i]);
     free(blocks);

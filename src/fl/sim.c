@@ -253,7 +253,7 @@ const float *dpfl_sim_initial_model(const dpfl_sim *s) { return s->clients.w0; }
 void dpfl_sim_set_initial_model(dpfl_sim *s, const float *w0)
 {
     DPFL_ASSERT(s->clients.w0);
-    dpfl_vec_copy(s->clients.w0, w0, s->model->nparam);
+    fl_clients_set_w0(&s->clients, w0); /* and the helper evaluations of w0 kept are stale */
 }
 
 const float *dpfl_sim_helper_model(const dpfl_sim *s, int32_t k)

@@ -48,7 +48,8 @@ typedef struct {
     uint32_t crc;
     int32_t last_use;  /* the round that last needed the block in memory (fl_clients_begin_round's) */
     uint8_t dirty;     /* the block in memory is newer than file gen */
-    uint8_t eval_ok;   /* helper models: eval_loss, eval_acc are its own model's on its test split, still current */
+    uint8_t eval_ok;   /* helper models: eval_loss, eval_acc are its own model's (w0 before it first trains) on its
+                          test split, still current */
     double eval_loss, eval_acc;
 } client_opt;
 
@@ -102,6 +103,8 @@ size_t fl_clients_state_floats(const fl_clients *c);
 dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, int64_t steps, dpfl_error *err);
 /* restore client k's block (checkpoints, deployed clients) */
 dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
+/* w0 (every helper model before its client's first sync) set: the evaluations of w0 kept are no longer current */
+void fl_clients_set_w0(fl_clients *c, const float *w0);
 /* The model client k uses: its helper model, or w0 before its first sync (a paged-out block is read into a
  * scratch block valid until the next call; NULL if that read fails). */
 const float *fl_client_model(const fl_clients *c, int32_t k);
