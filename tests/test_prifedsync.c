@@ -231,38 +231,6 @@ static char *slurp(const char *path)
     return dpfl_file_read_all(path, &t, &n, NULL) ? NULL : t;
 }
 
-/* The clients' state files of two runs (RUN/clients/client<k>.g<round>.bin): the same names with the same bytes;
- * their number. */
-static int client_files_match(const char *a, const char *b)
-{
-    char da[512], db[512], pa[1200], pb[1200];
-    snprintf(da, sizeof da, "%s/clients", a);
-    snprintf(db, sizeof db, "%s/clients", b);
-    int na = 0, nb = 0;
-    DIR *d = opendir(da);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        snprintf(pa, sizeof pa, "%s/%s", da, e->d_name);
-        snprintf(pb, sizeof pb, "%s/%s", db, e->d_name);
-        char *fa = NULL, *fb = NULL;
-        size_t la, lb;
-        assert_int_equal(dpfl_file_read_all(pa, &fa, &la, NULL), DPFL_OK);
-        if (dpfl_file_read_all(pb, &fb, &lb, NULL) != DPFL_OK) fail_msg("%s has no %s", db, e->d_name);
-        assert_int_equal(la, lb);
-        assert_memory_equal(fa, fb, la);
-        free(fa);
-        free(fb);
-        na++;
-    }
-    closedir(d);
-    assert_non_null(d = opendir(db));
-    for (struct dirent *e; (e = readdir(d));) nb += e->d_name[0] != '.';
-    closedir(d);
-    assert_int_equal(na, nb);
-    return na;
-}
-
 /* A run stopped after 2 rounds and resumed to 5 ends bit-identical to 5 rounds straight: the model, and the whole
  * checkpoint but its wall-time fields -- the references to every client's state file and w0 --, the state files
  * themselves (helper model, Adam state) and the same metrics lines. */
@@ -304,7 +272,7 @@ static void helper_models_resume_bit_identically(void **state)
     const size_t P = 20 * 16 + 16 + 16 * 10 + 10;
     const size_t ck = fixture_checkpoints_match(A, B);
     assert_true(ck > P * sizeof(float) && ck < 2 * P * sizeof(float) * 3);
-    assert_int_equal(client_files_match(A, B), 8);
+    assert_int_equal(fixture_client_files_match(A, B), 8);
     char *da = slurp("/tmp/dpfl_test_pfsA/metrics.jsonl"), *db = slurp("/tmp/dpfl_test_pfsB/metrics.jsonl");
     assert_non_null(da);
     assert_non_null(db);
@@ -588,7 +556,7 @@ static void client_state_pages_under_the_cap_bit_identically(void **state)
         free(ma);
         free(mb);
         fixture_checkpoints_match(runs[i], B);
-        assert_true(client_files_match(runs[i], B) > 9);
+        assert_true(fixture_client_files_match(runs[i], B) > 9);
         snprintf(pa, sizeof pa, "%s/metrics.jsonl", runs[i]);
         snprintf(pb, sizeof pb, "%s/metrics.jsonl", B);
         char *da = slurp(pa), *db = slurp(pb);

@@ -62,9 +62,9 @@ static dpfl_status write_all(int fd, const void *buf, size_t len, const char *pa
 static dpfl_status write_tmp(const fl_clients *c, int32_t k, int32_t gen, const float *state, uint32_t *crc,
                              dpfl_error *err)
 {
-    char path[1200];
-    fl_store_path(c, k, gen, path, sizeof path);
-    strcat(path, ".tmp");
+    char name[1200], path[1210];
+    fl_store_path(c, k, gen, name, sizeof name);
+    snprintf(path, sizeof path, "%s.tmp", name);
     const size_t floats = fl_clients_state_floats(c), body = floats * sizeof(float);
     uint8_t head[FILE_HEAD + PAYLOAD_HEAD], tail[4];
     dpfl_bytes_store_u32(head, STORE_MAGIC);
