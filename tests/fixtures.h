@@ -6,6 +6,7 @@
 #include "dpfl/data.h"
 #include "dpfl/fl.h"
 
+#include <dirent.h>
 #include <stdio.h>
 
 #include <stdlib.h>
@@ -104,5 +105,36 @@ static inline size_t fixture_checkpoints_match(const char *dir_a, const char *di
     free(ma);
     free(mb);
     return la - (size_t)lla;
+}
+/* The clients' state files of two runs (RUN/clients/client<k>.g<round>.bin): the same names with the same bytes;
+ * their number. */
+static inline int fixture_client_files_match(const char *a, const char *b)
+{
+    char da[512], db[512], pa[1200], pb[1200];
+    snprintf(da, sizeof da, "%s/clients", a);
+    snprintf(db, sizeof db, "%s/clients", b);
+    int na = 0, nb = 0;
+    DIR *d = opendir(da);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(pa, sizeof pa, "%s/%s", da, e->d_name);
+        snprintf(pb, sizeof pb, "%s/%s", db, e->d_name);
+        char *fa = NULL, *fb = NULL;
+        size_t la, lb;
+        assert_int_equal(dpfl_file_read_all(pa, &fa, &la, NULL), DPFL_OK);
+        if (dpfl_file_read_all(pb, &fb, &lb, NULL) != DPFL_OK) fail_msg("%s has no %s", db, e->d_name);
+        assert_int_equal(la, lb);
+        assert_memory_equal(fa, fb, la);
+        free(fa);
+        free(fb);
+        na++;
+    }
+    closedir(d);
+    assert_non_null(d = opendir(db));
+    for (struct dirent *e; (e = readdir(d));) nb += e->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(na, nb);
+    return na;
 }
 #endif

@@ -857,7 +857,9 @@ static void keep_is_deterministic_across_thread_counts(void **state)
     fixture_free(&f);
 }
 
-/* keep refuses up front, naming fl.client_state, when every client's state together could exceed the cap. */
+/* fl.client_state_max_mb limits the state kept in memory: any number of clients may keep state; a round whose
+ * sampled clients' blocks cannot fit together (here a simulation without a folder to page to) fails in one line
+ * naming the cap, and one client's state over the cap is refused up front. */
 static void keep_refuses_state_over_the_cap(void **state)
 {
     (void)state;
@@ -871,16 +873,21 @@ static void keep_refuses_state_over_the_cap(void **state)
     f.cfg.data.clients = 8;
     f.cfg.fl.optimizer = DPFL_OPT_ADAM;
     f.cfg.fl.client_state = DPFL_STATE_KEEP;
-    f.cfg.fl.client_state_max_mb = 1; /* 8 clients x 2 x 24,003 floats = 1.47 MiB */
-    float *g = malloc(big.nparam * sizeof *g);
+    f.cfg.fl.sampling = DPFL_SAMPLE_ALL;
+    f.cfg.fl.client_state_max_mb = 1; /* 8 clients x 2 x 24,003 floats = 1.47 MiB: 5 blocks fit */
+    float *g = calloc(big.nparam, sizeof *g);
     dpfl_rng root;
     dpfl_rng_init_seed(&root, 1);
     dpfl_sim *sim = NULL;
-    assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "fl.client_state"));
+    assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
+    dpfl_round_metrics m;
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.client_state_max_mb"));
     assert_null(strchr(err.msg, '\n'));
+    dpfl_sim_free(sim);
     f.cfg.fl.client_state_max_mb = 2;
     assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
+    assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     dpfl_sim_free(sim);
     /* SGD without momentum keeps no vectors: any number of clients fits */
     f.cfg.fl.optimizer = DPFL_OPT_SGD;

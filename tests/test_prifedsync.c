@@ -4,6 +4,7 @@
 #include "dpfl/privacy.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -231,7 +232,8 @@ static char *slurp(const char *path)
 }
 
 /* A run stopped after 2 rounds and resumed to 5 ends bit-identical to 5 rounds straight: the model, and the whole
- * checkpoint but its wall-time fields -- every helper model, Adam state and w0 -- and the same metrics lines. */
+ * checkpoint but its wall-time fields -- the references to every client's state file and w0 --, the state files
+ * themselves (helper model, Adam state) and the same metrics lines. */
 static void helper_models_resume_bit_identically(void **state)
 {
     (void)state;
@@ -265,18 +267,36 @@ static void helper_models_resume_bit_identically(void **state)
     assert_memory_equal(ma, mb, la);
     free(ma);
     free(mb);
-    /* 8 clients: helper (P floats) + Adam m and v per client that trained, and w0 */
+    /* 8 clients: helper (P floats) + Adam m and v per client that trained, each in its own file; w0 in the
+     * checkpoint */
     const size_t P = 20 * 16 + 16 + 16 * 10 + 10;
-    assert_true(fixture_checkpoints_match(A, B) > 4 * P * sizeof(float) * 3);
+    const size_t ck = fixture_checkpoints_match(A, B);
+    assert_true(ck > P * sizeof(float) && ck < 2 * P * sizeof(float) * 3);
+    assert_int_equal(fixture_client_files_match(A, B), 8);
     char *da = slurp("/tmp/dpfl_test_pfsA/metrics.jsonl"), *db = slurp("/tmp/dpfl_test_pfsB/metrics.jsonl");
     assert_non_null(da);
     assert_non_null(db);
     assert_string_equal(da, db);
     free(da);
     free(db);
-    /* the personalized accuracy is reported each evaluated round, with the round it first reached the target */
+    /* the personalized accuracy is reported each evaluated round, with the round it first reached the target; the
+     * straight run evaluates only the helper models that changed since their last evaluation, the resumed one
+     * every helper model at its first round: the same figures */
     char *diag = slurp("/tmp/dpfl_test_pfsB/diagnostics.jsonl"), *sum = slurp("/tmp/dpfl_test_pfsB/summary.json");
-    assert_non_null(strstr(diag, "\"personal_accuracy_mean\":"));
+    char *diag_a = slurp("/tmp/dpfl_test_pfsA/diagnostics.jsonl");
+    assert_non_null(diag_a);
+    int lines = 0;
+    for (const char *pa = diag_a, *pb = diag; (pa = strstr(pa, "\"personal_accuracy_mean\":"));) {
+        assert_non_null(pb = strstr(pb, "\"personal_accuracy_mean\":"));
+        const char *ea = strstr(pa, "\"local_accuracy_mean\""), *eb = strstr(pb, "\"local_accuracy_mean\"");
+        assert_non_null(ea);
+        assert_non_null(eb);
+        assert_int_equal(ea - pa, eb - pb); /* the mean and the spread, digit for digit */
+        assert_memory_equal(pa, pb, (size_t)(ea - pa));
+        pa = ea, pb = eb, lines++;
+    }
+    assert_int_equal(lines, 5);
+    free(diag_a);
     cJSON *s = cJSON_Parse(sum);
     const cJSON *np = cJSON_GetObjectItemCaseSensitive(s, "not_private");
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(np, "personal_accuracy_mean")));
@@ -450,7 +470,8 @@ static void helper_models_compose_with_client_level_dp(void **state)
     fl_fixture_free(&f);
 }
 
-/* Memory: the clients' own state is refused up front, naming the cap, when it could exceed it. */
+/* Memory: fl.client_state_max_mb is a cache limit (any number of clients); a client's own state larger than the
+ * cap is refused up front, naming the cap and what the state holds. */
 static void client_state_cap_is_checked_up_front(void **state)
 {
     (void)state;
@@ -475,11 +496,91 @@ static void client_state_cap_is_checked_up_front(void **state)
     fixture_set(&f.cfg, "fl.client_state", "keep");
     fixture_set(&f.cfg, "fl.optimizer", "adam");
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err),
-                     DPFL_EINVAL); /* 400 x 3 x 2,803 floats = 12.8 MiB */
-    assert_non_null(strstr(err.msg, "fl.client_state_max_mb"));
-    assert_non_null(strstr(err.msg, "helper models + optimizer state"));
+                     DPFL_OK); /* 400 x 3 x 2,803 floats = 12.8 MiB in all: paged under the cap */
+    dpfl_sim_free(sim);
     free(global);
     fl_fixture_free(&f);
+    fl_fixture_make(&f, "mlp:10-40000-3", sizes, 4); /* 560,003 parameters: one client's state is 6.4 MiB */
+    fixture_set(&f.cfg, "fl.personalization", "helper");
+    fixture_set(&f.cfg, "fl.client_state", "keep");
+    fixture_set(&f.cfg, "fl.optimizer", "adam");
+    fixture_set(&f.cfg, "fl.client_state_max_mb", "6");
+    global = calloc(f.model.nparam, sizeof(float));
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err),
+                     DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.client_state_max_mb"));
+    assert_non_null(strstr(err.msg, "helper model + optimizer state"));
+    assert_null(strchr(err.msg, '\n'));
+    free(global);
+    fl_fixture_free(&f);
+}
+
+/* Under a small fl.client_state_max_mb the blocks of clients a round does not train page out to their files and
+ * come back when the client is sampled again: the run (and a resume of it, under the cap) is bit-identical to one
+ * that keeps every block in memory -- model, metrics, checkpoint and state files. */
+static void client_state_pages_under_the_cap_bit_identically(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_pfs_page.ini", *A = "/tmp/dpfl_test_pfs_pageA", *B = "/tmp/dpfl_test_pfs_pageB",
+               *C = "/tmp/dpfl_test_pfs_pageC";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_pageA /tmp/dpfl_test_pfs_pageB /tmp/dpfl_test_pfs_pageC"), 0);
+    write_pfs_config(cfgp, 6);
+    dpfl_config cfg;
+    dpfl_error err;
+    dpfl_config_defaults(&cfg);
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    /* 24 clients, about 6 a round; 9,310 parameters x 3 (helper, Adam m, v) = 109 KiB a client: 9 fit in 1 MiB */
+    snprintf(cfg.model.arch, sizeof cfg.model.arch, "mlp:20-300-10");
+    cfg.data.clients = 24;
+    cfg.fl.client_rate = 0.25;
+    dpfl_run_options all = {.out_dir = B, .quiet = 1}, capped = {.out_dir = C, .quiet = 1};
+    assert_int_equal(dpfl_run(&cfg, &all, &err), DPFL_OK);
+    cfg.fl.client_state_max_mb = 1;
+    assert_int_equal(dpfl_run(&cfg, &capped, &err), DPFL_OK);
+    cfg.fl.rounds = 3;
+    dpfl_run_options first = {.out_dir = A, .quiet = 1}, resume = {.out_dir = A, .quiet = 1, .resume = 1};
+    assert_int_equal(dpfl_run(&cfg, &first, &err), DPFL_OK);
+    cfg.fl.rounds = 6;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    const char *runs[2] = {A, C};
+    for (int i = 0; i < 2; i++) {
+        char pa[256], pb[256];
+        snprintf(pa, sizeof pa, "%s/model.bin", runs[i]);
+        snprintf(pb, sizeof pb, "%s/model.bin", B);
+        char *ma, *mb;
+        size_t la, lb;
+        assert_int_equal(dpfl_file_read_all(pa, &ma, &la, &err), DPFL_OK);
+        assert_int_equal(dpfl_file_read_all(pb, &mb, &lb, &err), DPFL_OK);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ma, mb, la);
+        free(ma);
+        free(mb);
+        fixture_checkpoints_match(runs[i], B);
+        assert_true(fixture_client_files_match(runs[i], B) > 9);
+        snprintf(pa, sizeof pa, "%s/metrics.jsonl", runs[i]);
+        snprintf(pb, sizeof pb, "%s/metrics.jsonl", B);
+        char *da = slurp(pa), *db = slurp(pb);
+        assert_non_null(da);
+        assert_non_null(db);
+        assert_string_equal(da, db);
+        free(da);
+        free(db);
+    }
+    /* the capped run paged: blocks out, and files read back */
+    char *sum = slurp("/tmp/dpfl_test_pfs_pageC/summary.json");
+    cJSON *s = cJSON_Parse(sum), *cs = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "stage_seconds"), "client_state");
+    assert_non_null(cs);
+    assert_true(cJSON_GetObjectItem(cs, "paged_out")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItem(cs, "files_read")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItem(cs, "in_memory")->valuedouble <= 9);
+    cJSON_Delete(s);
+    free(sum);
+    sum = slurp("/tmp/dpfl_test_pfs_pageB/summary.json");
+    s = cJSON_Parse(sum);
+    cs = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "stage_seconds"), "client_state");
+    assert_true(cJSON_GetObjectItem(cs, "paged_out")->valuedouble == 0);
+    cJSON_Delete(s);
+    free(sum);
 }
 
 /* PriFedSync's non-asymptotic bound at K, R > 1, by value: tests/reference/pin_fdp.py (mpmath at 1500 digits, WBK
@@ -531,6 +632,7 @@ int main(void)
         cmocka_unit_test(fdp_exact_bound_pins_k_and_r_by_value),
         cmocka_unit_test(prifedsync_guarantee_is_the_smaller_bound_and_the_budget_checks_it),
         cmocka_unit_test(client_state_cap_is_checked_up_front),
+        cmocka_unit_test(client_state_pages_under_the_cap_bit_identically),
         cmocka_unit_test(helper_models_compose_with_client_level_dp),
     };
     return cmocka_run_group_tests_name("prifedsync", tests, NULL, NULL);

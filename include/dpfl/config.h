@@ -129,8 +129,8 @@ typedef struct {                  /* [fl] */
     dpfl_schedule clients_per_round_schedule; /* "ROUND:M, ..." overrides clients_per_round */
     dpfl_weighting weighting;
     dpfl_client_state client_state; /* optimizer state (momentum, Adam m, v, t) reset or kept per client */
-    int32_t client_state_max_mb;  /* refuse runs whose per-client state (optimizer state kept, helper models) could
-                                     exceed this many MiB in all */
+    int32_t client_state_max_mb;  /* MiB of per-client state (optimizer state kept, helper models) held in memory;
+                                     above it, blocks of clients the round does not train page out to their files */
     dpfl_personalization personalization; /* helper: PriFedSync's personalized helper models (Algorithm 1, eq. 2.1) */
     double helper_alpha;          /* alpha of h_i = (1 - alpha) w_i + alpha w_global */
     /* parameters that stay with each client, never sent nor aggregated (FedBN / FedGN, PP-SGD): "" none, or a comma

@@ -178,7 +178,7 @@ const fl_keydef fl_config_keys[] = {
     {"fl", "client_state", FL_KEY_CHOICE, F(fl.client_state), .choices = "reset|keep", .dflt = "reset",
      .help = "local optimizer state (momentum, Adam moments and step count): fresh each round, or kept per client across its rounds"},
     {"fl", "client_state_max_mb", FL_KEY_INT, F(fl.client_state_max_mb), .lo = 1, .hi = 1 << 30, .dflt = "8192",
-     .help = "largest total per-client state (kept optimizer state, helper models; clients x per-client MiB) a run may need"},
+     .help = "per-client state (kept optimizer state, helper models) held in memory; above it, clients a round does not train are paged out to their files in the run folder"},
     {"fl", "personalization", FL_KEY_CHOICE, F(fl.personalization), .choices = "none|helper", .dflt = "none",
      .help = "helper: each client keeps and uses its own helper model (1 - helper_alpha) w_i + helper_alpha w_global (PriFedSync)"},
     {"fl", "helper_alpha", FL_KEY_DOUBLE, F(fl.helper_alpha), .lo = 0, .hi = 1, .dflt = "0.1",

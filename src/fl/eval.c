@@ -1,7 +1,9 @@
 /* Evaluation of the global model: on the global test set in chunks of EVAL_CHUNK examples, and on each client's
  * own test split where the partition has them (their mean and spread); with fl.personalization = helper or an
  * personal parameters also each client's own model (its helper model or the global one, with its own transform and
- * personal layers) on its own split; on the worker threads. */
+ * personal layers) on its own split; on the worker threads.  A helper model evaluated since it last changed is not
+ * evaluated again (its figures are kept with the client: the same numbers, PriFedSync's clients that did not sync);
+ * a block paged out to its state file is read by the worker that evaluates it. */
 #include "sim_internal.h"
 
 #include <math.h>
@@ -14,6 +16,9 @@ struct eval_job {
     const float *pv;    /* NULL, or the client's own personal parameters in place of w's personal slices */
     const int32_t *idx; /* test-set indices */
     int32_t n;
+    int32_t paged;      /* k + 1: client k's own model, from its state file (blocks[worker]); 0: w and pv */
+    int done;           /* loss and acc are known already (a helper model that did not change) */
+    float **blocks;     /* one block per worker for paged-out clients (allocated by the worker when needed) */
     double loss, acc;
 };
 
@@ -46,8 +51,26 @@ static void *eval_worker(void *p)
         int j = atomic_fetch_add(&s->next, 1);
         if (j >= s->chunk_len) break;
         eval_job *job = &s->jobs[j];
+        if (job->done) continue;
         const float *model = job->w;
-        if (job->pv) { /* the worker's own copy: w with the client's personal parameters */
+        if (job->paged) {
+            const fl_clients *c = &s->clients;
+            const size_t floats = fl_clients_state_floats(c);
+            float **b = &job->blocks[a->id];
+            dpfl_error e;
+            if ((!*b && !(*b = dpfl_alloc(floats * sizeof(float), &e))) || fl_store_read(c, job->paged - 1, *b, &e)) {
+                job->loss = job->acc = NAN; /* and the run stops with e */
+                int no = 0;
+                if (atomic_compare_exchange_strong(&s->clients.read_failed, &no, 1)) s->clients.read_err = e;
+                continue;
+            }
+            model = c->helper ? *b : job->w;
+            if (c->npers) {
+                dpfl_vec_copy(w->local, model, s->model->nparam);
+                fl_personal_load(c, *b + floats - c->npers, w->local);
+                model = w->local;
+            }
+        } else if (job->pv) { /* the worker's own copy: w with the client's personal parameters */
             dpfl_vec_copy(w->local, job->w, s->model->nparam);
             fl_personal_load(&s->clients, job->pv, w->local);
             model = w->local;
@@ -108,9 +131,11 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     /* the clients' own models live in their processes (dpfl join, MPI workers): not evaluated here */
     int32_t npersonal = (s->clients.helper || s->clients.npers) && !s->transport->clients_hold_data ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
-    if (!all || !jobs) {
+    float **blocks = calloc((size_t)s->nthreads, sizeof *blocks);
+    if (!all || !jobs || !blocks) {
         free(all);
         free(jobs);
+        free(blocks);
         return; /* metrics stay NAN */
     }
     if (te->absent) { /* a deployment's server without some sites' files: only the rows it holds */
@@ -128,14 +153,31 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
         if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
         if (k < npersonal) {
+            const client_opt *o = &s->clients.cstate[k];
             *h = *g;
-            h->w = s->clients.helper ? fl_client_model(&s->clients, k) : s->global;
-            h->pv = s->clients.npers ? fl_client_personal(&s->clients, k) : NULL;
+            h->blocks = blocks;
+            if (s->clients.helper && o->eval_ok) { /* unchanged since its last evaluation */
+                h->done = 1;
+                h->loss = o->eval_loss;
+                h->acc = o->eval_acc;
+            } else if (!o->state && o->gen) {
+                h->paged = k + 1;
+            } else {
+                h->w = s->clients.helper ? fl_client_model(&s->clients, k) : s->global;
+                h->pv = s->clients.npers ? fl_client_personal(&s->clients, k) : NULL;
+            }
         }
     }
     s->jobs = jobs;
     s->chunk_len = chunks + nclient + npersonal;
     fl_run_parallel(s, eval_worker, s->chunk_len);
+    for (int32_t k = 0; k < npersonal && s->clients.helper; k++) { /* kept until the client's block changes */
+        client_opt *o = &s->clients.cstate[k];
+        const eval_job *h = &jobs[chunks + nclient + k];
+        if (!isnan(h->acc)) o->eval_ok = 1, o->eval_loss = h->loss, o->eval_acc = h->acc; /* w0 before it trains */
+    }
+    for (int32_t i = 0; i < s->nthreads; i++) dpfl_free(blocks[i]);
+    free(blocks);
     global_result(jobs, chunks, n, &m->test_loss, &m->test_accuracy);
     spread(jobs + chunks, nclient, &m->client_acc_mean, &m->client_acc_std);
     spread(jobs + chunks + nclient, npersonal, &m->personal_acc_mean, &m->personal_acc_std);

@@ -42,6 +42,7 @@ static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_
         s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
     }
     dpfl_status st;
+    fl_clients_begin_round(&s->clients, round); /* blocks of earlier rounds' clients may page out */
     /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
     for (int32_t i = 0; i < ms && !s->transport->clients_hold_data; i++)
         if (!s->results[i].dropped &&

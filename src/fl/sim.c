@@ -259,7 +259,7 @@ const float *dpfl_sim_initial_model(const dpfl_sim *s) { return s->clients.w0; }
 void dpfl_sim_set_initial_model(dpfl_sim *s, const float *w0)
 {
     DPFL_ASSERT(s->clients.w0);
-    dpfl_vec_copy(s->clients.w0, w0, s->model->nparam);
+    fl_clients_set_w0(&s->clients, w0); /* and the helper evaluations of w0 kept are stale */
 }
 
 const float *dpfl_sim_helper_model(const dpfl_sim *s, int32_t k)
@@ -272,7 +272,7 @@ int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
 {
     DPFL_ASSERT(k >= 0 && k < s->part->clients);
     const int keep = s->clients.keep;
-    if (state) *state = keep ? s->clients.cstate[k].state : NULL;
+    if (state) *state = keep ? fl_clients_peek(&s->clients, k) : NULL; /* a paged-out block: read back */
     return keep ? s->clients.cstate[k].t : 0;
 }
 

@@ -37,11 +37,21 @@ typedef struct {
 } worker;
 
 typedef struct {
-    float *state; /* the client's own floats, NULL until it first trains: its helper model (P floats, with
-                     personalization = helper), then state_vecs * P optimizer floats (momentum, or Adam m then v) */
+    float *state; /* the client's own floats in memory (NULL: it never trained, or its block is paged out to its
+                     state file): its helper model (P floats, with personalization = helper), then state_vecs * P
+                     optimizer floats (momentum, or Adam m then v), then its personal parameters */
     int64_t t;    /* local steps taken over all the client's rounds (the optimizer's t with client_state = keep) */
     double local_acc; /* helper models: accuracy of its latest freshly trained model on its test split (NAN: none
                          since this process started; not checkpointed, a diagnostic) */
+    /* its state files (client_store.c): the newest one's generation and CRC, and the generation the latest
+     * durable checkpoint refers to (0: none) */
+    int32_t gen, ref_gen;
+    uint32_t crc;
+    int32_t last_use;  /* the round that last needed the block in memory (fl_clients_begin_round's) */
+    uint8_t dirty;     /* the block in memory is newer than file gen */
+    uint8_t eval_ok;   /* helper models: eval_loss, eval_acc are its own model's (w0 before it first trains) on its
+                          test split, still current */
+    double eval_loss, eval_acc;
 } client_opt;
 
 /* what one client's local training reports to the server (besides its update): include/dpfl/transport.h */
@@ -72,6 +82,17 @@ typedef struct {
     float alpha;        /* helper_alpha */
     float *w0;          /* helper: the initial model, every client's helper until its first sync */
     client_opt *cstate; /* one per client (NULL without state) */
+    /* the blocks in memory are a cache (fl.client_state_max_mb): above it, blocks of clients the current round
+     * does not train are paged out to their state files in dir (least recently used first) and read back when
+     * the client is next sampled */
+    char *dir;          /* the state files' folder (NULL: none: blocks stay in memory, up to the cap) */
+    size_t cap;         /* bytes the blocks in memory may take */
+    int32_t resident;   /* blocks in memory */
+    int32_t stamp;      /* the round being prepared (last_use of the blocks it needs) */
+    float *scratch;     /* a paged-out block read for fl_clients_peek */
+    atomic_int read_failed; /* an evaluation could not read a state file: read_err says why (the run stops) */
+    dpfl_error read_err;
+    int64_t files_written, files_read, evictions; /* since this process started (tests, docs) */
 } fl_clients;
 
 dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_model *model,
@@ -83,8 +104,36 @@ size_t fl_clients_state_floats(const fl_clients *c);
 dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, int64_t steps, dpfl_error *err);
 /* restore client k's block (checkpoints, deployed clients) */
 dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
-/* The model client k uses: its helper model, or w0 before its first sync. */
+/* w0 (every helper model before its client's first sync) set: the evaluations of w0 kept are no longer current */
+void fl_clients_set_w0(fl_clients *c, const float *w0);
+/* The model client k uses: its helper model, or w0 before its first sync (a paged-out block is read into a
+ * scratch block valid until the next call; NULL if that read fails). */
 const float *fl_client_model(const fl_clients *c, int32_t k);
+/* client k's whole block (as fl_client_model: in memory, else read into the scratch block; NULL: none or a failed
+ * read) */
+const float *fl_clients_peek(const fl_clients *c, int32_t k);
+/* The round being prepared: fl_clients_alloc marks the blocks it needs with it, and may page out only blocks not
+ * needed since an earlier round. */
+void fl_clients_begin_round(fl_clients *c, int32_t round);
+/* The state files' folder (made if missing); without one, blocks are never paged out. */
+dpfl_status fl_clients_set_dir(fl_clients *c, const char *dir, dpfl_error *err);
+/* A checkpoint's reference: client k took t steps and its block is file generation gen with CRC crc (gen 0: no
+ * floats); read when the client next needs it. */
+dpfl_status fl_clients_restore_ref(fl_clients *c, int32_t k, int64_t t, int32_t gen, uint32_t crc, dpfl_error *err);
+/* Every block that changed since its file into a new file of generation gen (the round a checkpoint is about to
+ * record), durable on return; then, once the checkpoint naming them is durable, fl_clients_commit removes the
+ * generations it no longer names. */
+dpfl_status fl_clients_flush(fl_clients *c, int32_t gen, dpfl_error *err);
+void fl_clients_commit(fl_clients *c);
+/* client_store.c: the files (generation gen of client k); write: those of ks[0..n) as generation gen, durable
+ * (renamed, folder fsync'd) on return; read: client k's current generation into state, checked against its
+ * name, t and CRC; prune: every file in the folder that no checkpoint reference names (after a resume or for a new
+ * run), and a clear error if a named one is missing */
+void fl_store_path(const fl_clients *c, int32_t k, int32_t gen, char *path, size_t len);
+dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t gen, dpfl_error *err);
+dpfl_status fl_store_read(const fl_clients *c, int32_t k, float *state, dpfl_error *err);
+void fl_store_remove(const fl_clients *c, int32_t k, int32_t gen);
+dpfl_status fl_store_prune(const fl_clients *c, dpfl_error *err);
 /* client k's own personal parameters (npers floats in its state), NULL before it first trains */
 float *fl_client_personal(const fl_clients *c, int32_t k);
 /* personal values vals (npers floats) into their slices of the P-vector model, and back */

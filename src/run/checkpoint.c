@@ -1,7 +1,10 @@
 /* The run's checkpoint: the released model, the privacy ledger that paid for it and the round's metrics line, in
- * one atomic, checksummed file, written before anything of the round is released. */
+ * one atomic, checksummed file, written before anything of the round is released; the clients' own state
+ * (PriFedSync's helper models and Adam state, Zheng et al., Algorithm 1) in a file per client beside it, which
+ * the checkpoint names by generation and CRC (fl/client_store.c): a round writes only the clients that changed. */
 #include "run_internal.h"
 #include "core/bytes.h"
+#include "fl/sim_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +12,11 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 7u /* 7: Skellam (distributed DP) events; 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
+#define CKPT_VERSION 8u /* 8: client states in their own files (clients/), named here; 7: Skellam (distributed DP) events; 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
                            structs, padding included) */
 
-/* The fields go through core/bytes.h; the client states and w0 are written from where they live (no copy): those
- * floats are little-endian on a little-endian host only. */
+/* The fields go through core/bytes.h; w0 is written from where it lives (no copy): those floats are
+ * little-endian on a little-endian host only. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are little-endian; add byte swaps here");
 
 /* Checkpoint: the released model and the ledger that paid for it, in one atomic file (magic, version, CRC-32 by
@@ -26,13 +29,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
  *           i32 bound, i64 count
  *   states  i32 flags (1: per-client state, 2: helper models), i32 nstates, u64 floats; then per client with a
- *           state, in client order: i32 client, i64 t; then their states (f32[floats] each) in the same order;
- *           with helper models, f32 w0[nparam] (the helper of every client that has not synced yet)
+ *           state, in client order: i32 client, i64 t, i32 generation, u32 crc (its state file clients/client<k>.
+ *           g<generation>.bin and that file's CRC-32: fl/client_store.c; 0, 0 when floats is 0); with helper
+ *           models, f32 w0[nparam] (the helper of every client that has not synced yet)
  *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
  *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
 enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8 + 8 * 2,
-       STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
+       STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 + 4 + 4, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
        RPDP_LEVEL_BYTES = 8 + 8 + 4 + 4, RPDP_RECORD_BYTES = 8 + 4 };
 
 /* Through core/bytes.h: writes never overrun (sizes are computed first); reads past the end give zeros and set
@@ -179,47 +183,46 @@ static void put_head_model_ledger(dpfl_bytes_writer *c, const float *params, siz
 }
 
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const dpfl_sim *sim, const fl_rpdp *rp, const char *line,
+                               const run_state *rs, dpfl_sim *sim, const fl_rpdp *rp, const char *line,
                                dpfl_error *err)
 {
     size_t ll = strlen(line);
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const float *w0 = sim ? dpfl_sim_initial_model(sim) : NULL;
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
+    fl_clients *cl = keep ? &sim->clients : NULL;
+    dpfl_status st;
+    /* first the files of the clients that changed since their last one, durable before the checkpoint names them */
+    if (floats && (st = fl_clients_flush(cl, l->rounds, err))) return st;
     int32_t nstates = 0;
-    for (int32_t k = 0; keep && k < l->clients; k++) nstates += dpfl_sim_client_state(sim, k, NULL) > 0;
-    /* the fixed part is one buffer; each client's state is written from where it lives (no copy) */
+    for (int32_t k = 0; keep && k < l->clients; k++) nstates += cl->cstate[k].t > 0;
     size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
                  (size_t)l->nclient_events * EVENT_BYTES + STATE_HEAD_BYTES + (size_t)nstates * STATE_INDEX_BYTES;
-    const int nparts = 3 + (floats ? nstates : 0) + (w0 != NULL);
+    const int nparts = 3 + (w0 != NULL);
     const size_t rlen = rpdp_bytes(rp);
     char *buf = malloc(len), *rbuf = malloc(rlen);
-    const void **parts = malloc((size_t)nparts * sizeof *parts);
-    size_t *lens = malloc((size_t)nparts * sizeof *lens);
-    if (!buf || !parts || !lens || !rbuf) {
+    if (!buf || !rbuf) {
         free(buf);
         free(rbuf);
-        free(parts);
-        free(lens);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
+    const void *parts[4];
+    size_t lens[4];
     dpfl_bytes_writer c = dpfl_bytes_writer_over(buf, len);
     put_head_model_ledger(&c, params, nparam, l, rs, ll);
     dpfl_bytes_put_i32(&c, keep | (w0 ? 2 : 0));
     dpfl_bytes_put_i32(&c, nstates);
     dpfl_bytes_put_i64(&c, (int64_t)floats);
-    int np = 1;
     for (int32_t k = 0; keep && k < l->clients; k++) {
-        const float *state;
-        int64_t t = dpfl_sim_client_state(sim, k, &state);
-        if (t == 0) continue;
+        const client_opt *o = &cl->cstate[k];
+        if (o->t == 0) continue;
+        DPFL_ASSERT(!o->dirty && (o->gen > 0) == (floats > 0));
         dpfl_bytes_put_i32(&c, k);
-        dpfl_bytes_put_i64(&c, t);
-        if (floats) {
-            parts[np] = state;
-            lens[np++] = floats * sizeof(float);
-        }
+        dpfl_bytes_put_i64(&c, o->t);
+        dpfl_bytes_put_i32(&c, o->gen);
+        dpfl_bytes_put_u32(&c, o->crc);
     }
+    int np = 1;
     if (w0) {
         parts[np] = w0;
         lens[np++] = nparam * sizeof(float);
@@ -237,39 +240,34 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     DPFL_ASSERT(np == nparts);
     char path[1100];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
-    dpfl_status st = dpfl_file_write_parts(path, CKPT_MAGIC, CKPT_VERSION, parts, lens, nparts, err);
+    st = dpfl_file_write_parts(path, CKPT_MAGIC, CKPT_VERSION, parts, lens, nparts, err);
     free(buf);
     free(rbuf);
-    free(parts);
-    free(lens);
+    /* durable: the generations it no longer names can go */
+    if (!st && floats) fl_clients_commit(cl);
     return st;
 }
 
-/* The client states: index (client, t) then the states, in client order. */
-static dpfl_status load_states(dpfl_bytes_reader *c, dpfl_sim *sim, int32_t clients, int32_t nstates, size_t floats,
-                               dpfl_error *err)
+/* The client states' references (client, t, generation, CRC), in client order; the files are read when the
+ * clients next need them. */
+static dpfl_status load_states(dpfl_bytes_reader *c, dpfl_sim *sim, int32_t clients, int32_t nstates, dpfl_error *err)
 {
     if (dpfl_bytes_left(c) < (size_t)nstates * STATE_INDEX_BYTES) return DPFL_EFORMAT;
-    dpfl_bytes_reader states = *c;
-    states.p += (size_t)nstates * STATE_INDEX_BYTES;
-    if (dpfl_bytes_left(&states) < (size_t)nstates * floats * sizeof(float)) return DPFL_EFORMAT;
     int32_t prev = -1;
-    float *state = floats ? malloc(floats * sizeof(float)) : NULL;
-    if (floats && !state) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
-    dpfl_status st = DPFL_OK;
-    for (int32_t i = 0; i < nstates && !st; i++) {
-        int32_t k;
+    for (int32_t i = 0; i < nstates; i++) {
+        int32_t k, gen;
         int64_t t;
+        uint32_t crc;
         dpfl_bytes_get_i32(c, &k);
         dpfl_bytes_get_i64(c, &t);
-        if (k <= prev || k >= clients || t <= 0) st = DPFL_EFORMAT;
+        dpfl_bytes_get_i32(c, &gen);
+        dpfl_bytes_get_u32(c, &crc);
+        if (k <= prev || k >= clients || t <= 0) return DPFL_EFORMAT;
         prev = k;
-        dpfl_bytes_get_f32s(&states, state, floats);
-        if (!st) st = dpfl_sim_set_client_state(sim, k, t, state, err);
+        dpfl_status st = fl_clients_restore_ref(&sim->clients, k, t, gen, crc, err);
+        if (st) return st;
     }
-    free(state);
-    c->p = states.p;
-    return st;
+    return DPFL_OK;
 }
 
 typedef struct {
@@ -401,7 +399,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         return st;
     }
     const int helper = sim && dpfl_sim_initial_model(sim);
-    if ((st = load_states(&c, sim, clients, nstates, floats, err))) {
+    if ((st = load_states(&c, sim, clients, nstates, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
     }

@@ -1,6 +1,7 @@
 /* What a run reports at its end: model.bin, summary.json (every guarantee, with the events behind it, apart from
  * the values no epsilon covers) and the final lines on the terminal. */
 #include "run_internal.h"
+#include "fl/sim_internal.h"
 
 #include "dpfl/transport.h"
 
@@ -364,6 +365,30 @@ static dpfl_status write_json(const char *path, cJSON *sum, dpfl_error *err)
 }
 
 /* The final evaluation (if the last round was not evaluated), model.bin and summary.json. */
+/* "stage_seconds": this session's rounds, wall and process CPU seconds per stage (not private: timing), and what
+ * the clients' state files cost it (fl/client_store.c: files written and read, blocks paged out under
+ * fl.client_state_max_mb) */
+static void stage_seconds(const run_progress *pr, const dpfl_sim *sim, cJSON *sum)
+{
+    static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint", "client_files_overlapped"};
+    cJSON *o = cJSON_AddObjectToObject(sum, "stage_seconds");
+    cJSON_AddNumberToObject(o, "session_rounds", pr->stage_rounds);
+    cJSON_AddNumberToObject(o, "session_evaluations", pr->stage_evals);
+    for (int i = 0; i < RUN_STAGES; i++) {
+        cJSON *s = cJSON_AddObjectToObject(o, names[i]);
+        fl_json_num(s, "wall", pr->stage_wall[i]);
+        fl_json_num(s, "cpu", pr->stage_cpu[i]);
+    }
+    if (!sim || !sim->clients.keep) return;
+    const fl_clients *c = &sim->clients;
+    cJSON *f = cJSON_AddObjectToObject(o, "client_state");
+    cJSON_AddNumberToObject(f, "bytes_per_client", (double)(fl_clients_state_floats(c) * sizeof(float)));
+    cJSON_AddNumberToObject(f, "files_written", (double)c->files_written);
+    cJSON_AddNumberToObject(f, "files_read", (double)c->files_read);
+    cJSON_AddNumberToObject(f, "paged_out", (double)c->evictions);
+    cJSON_AddNumberToObject(f, "in_memory", c->resident);
+}
+
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
 {
     const run_inputs *in = &c->node.in;
@@ -393,6 +418,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
+    stage_seconds(&c->pr, in->sim, sum);
     if (c->transport && c->transport->about) cJSON_AddStringToObject(sum, "transport", c->transport->about);
     snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
     return write_json(path, sum, err);

@@ -64,6 +64,18 @@ static dpfl_status claim_run_dir(const dpfl_run_options *opt, int remove, dpfl_e
     return DPFL_OK;
 }
 
+/* The clients' state files go to RUN_DIR/clients (fl/client_store.c); what the checkpoint does not name there (a
+ * round killed before its checkpoint, generations a crash kept, a replaced run's) is removed. */
+static dpfl_status client_store(run_ctx *c, dpfl_error *err)
+{
+    dpfl_sim *sim = c->node.in.sim;
+    if (!sim || !dpfl_sim_keeps_client_state(sim) || !dpfl_sim_client_state_floats(sim)) return DPFL_OK;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/clients", c->opt->out_dir);
+    dpfl_status st = fl_clients_set_dir(&sim->clients, path, err);
+    return st ? st : fl_store_prune(&sim->clients, err);
+}
+
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
 {
     const dpfl_config *cfg = c->node.in.cfg;
@@ -75,6 +87,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     dpfl_status st;
     io->dir = c->opt->out_dir;
     if ((st = claim_run_dir(c->opt, 0, err)) || (st = fl_setup_node(&c->node, &s, err))) return st;
+    /* a resume reads its clients' state files from here on (an MPI transport's start sends them to the workers) */
+    if (c->opt->resume && (st = client_store(c, err))) return st;
     if (c->opt->resume && cfg->fl.rounds < a->ledger.rounds) /* before config.ini is rewritten */
         return dpfl_fail(err, DPFL_EINVAL, "resume (%s): fl.rounds = %d is below the %d rounds the run has released, "
                          "which a resume cannot take back; give fl.rounds > %d to extend the run", io->dir,
@@ -100,7 +114,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     /* always the config this process runs (a resume may have changed rounds, threads or eval_every), so that
      * config_sha256 in summary.json is the hash of the file beside it */
     if ((st = dpfl_file_write_text(path, io->ini, strlen(io->ini), err)) ||
-        (st = open_round_files(io, c->opt->resume, a->ledger.rounds, err)))
+        (st = open_round_files(io, c->opt->resume, a->ledger.rounds, err)) ||
+        (!c->opt->resume && (st = client_store(c, err))))
         return st;
     c->pr.last_eval.test_accuracy = c->pr.last_eval.test_loss = c->pr.last_eval.client_acc_mean = NAN;
     c->pr.emd_mean = c->pr.emd_std = NAN;

@@ -28,6 +28,10 @@ typedef struct {
     char sha[65];           /* of config.ini */
 } run_io;
 
+/* the stages of a round that summary.json times; FILES: the clients' state files, written by a thread of their own
+ * during the evaluation (the checkpoint stage counts the wait for them that the evaluation did not hide) */
+enum { RUN_STAGE_TRAIN, RUN_STAGE_EVAL, RUN_STAGE_CHECKPOINT, RUN_STAGE_FILES, RUN_STAGES };
+
 /* This session's progress: timing, the latest evaluation, what happened so far. */
 typedef struct {
     double t_start, wall0;  /* dpfl_now() at the start; the wall time of earlier sessions (a resume) */
@@ -39,6 +43,11 @@ typedef struct {
     double emd_mean, emd_std; /* PrivateFL's EMD at the latest evaluated round of this session (NAN: none) */
     int64_t upd_sampled, upd_arrived; /* over the whole run (report_updates.c, at the summary) */
     int32_t upd_empty;                /* rounds that sampled clients and received no update */
+    /* this session's wall and process CPU seconds per stage of its rounds (summary.json "stage_seconds"):
+     * training (with aggregation and the helper sync), evaluation, checkpoint; the state files' thread (its own
+     * wall and CPU time, inside the others': it overlaps the evaluation) */
+    double stage_wall[RUN_STAGES], stage_cpu[RUN_STAGES];
+    int32_t stage_rounds, stage_evals;
 } run_progress;
 
 typedef struct {
@@ -63,6 +72,8 @@ void fl_run_free(run_ctx *c);
 /* Round r: charge a copy of the ledger, stop (*stop = 1, nothing released) if that would pass a budget, else
  * train, checkpoint and release the round. */
 dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err);
+/* the process's CPU seconds so far (the stages' cost on a shared machine) */
+double fl_cpu_seconds(void);
 /* report.c: the round's metrics line (malloc'd) and its diagnostics line; summary.json; the final lines. */
 dpfl_status fl_report_round_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *m, char **line,
                                  dpfl_error *err);
@@ -85,13 +96,15 @@ void fl_report_progress_line(const run_inputs *in, const run_acct *a, const dpfl
 void fl_report_progress(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
                         const dpfl_round_metrics *m);
 
-/* sim (may be NULL: none) supplies the per-client optimizer states of fl.client_state = keep. */
+/* sim (may be NULL: none) supplies the per-client state (fl.client_state = keep, helper models, personal
+ * parameters): the blocks that changed go to their state files first (the folder fl_run_setup gave the sim). */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, const dpfl_sim *sim, const fl_rpdp *rp, const char *line,
+                               const run_state *rs, dpfl_sim *sim, const fl_rpdp *rp, const char *line,
                                dpfl_error *err);
 /* The run state of a checkpoint alone (to redraw its partition before anything else is set up). */
 dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err);
-/* *line (malloc'd) gets the last released round's metrics line; sim gets the saved client states back. */
+/* *line (malloc'd) gets the last released round's metrics line; sim gets the references to the client state files
+ * back (read when each client next needs its block). */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err);
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */

@@ -2,11 +2,84 @@
  * trained, let alone released), training, then the release in order -- checkpoint (model + ledger + the round's
  * metrics line) first, then metrics.jsonl and diagnostics.jsonl. */
 #include "run_internal.h"
+#include "fl/sim_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+double fl_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static dpfl_status eval_failed(const dpfl_sim *sim, dpfl_error *err)
+{
+    if (!atomic_load(&sim->clients.read_failed)) return DPFL_OK;
+    *err = sim->clients.read_err;
+    return DPFL_EFORMAT;
+}
+
+/* The clients' state files of the round (the blocks that changed: its clients), written by a thread of their own
+ * while the round is evaluated: mostly waiting on the disk.  The checkpoint names them only after the join. */
+typedef struct {
+    fl_clients *clients;
+    int32_t gen;
+    int running;
+    pthread_t th;
+    dpfl_status st;
+    dpfl_error err;
+    double wall, cpu; /* the thread's own */
+} files_job;
+
+static void *files_thread(void *p)
+{
+    files_job *j = p;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    const double w0 = dpfl_now();
+    j->st = fl_clients_flush(j->clients, j->gen, &j->err);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    j->wall = dpfl_now() - w0;
+    j->cpu = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return NULL;
+}
+
+/* with no thread (none to start, or pthread_create failed) the checkpoint writes the files itself */
+static void files_start(files_job *j, dpfl_sim *sim, int32_t gen)
+{
+    memset(j, 0, sizeof *j);
+    if (!sim || !sim->clients.keep || !sim->clients.dir || !fl_clients_state_floats(&sim->clients)) return;
+    j->clients = &sim->clients;
+    j->gen = gen;
+    j->running = pthread_create(&j->th, NULL, files_thread, j) == 0;
+}
+
+static dpfl_status files_join(files_job *j, run_progress *pr, dpfl_error *err)
+{
+    if (!j->running) return DPFL_OK;
+    pthread_join(j->th, NULL);
+    j->running = 0;
+    pr->stage_wall[RUN_STAGE_FILES] += j->wall;
+    pr->stage_cpu[RUN_STAGE_FILES] += j->cpu;
+    if (j->st) *err = j->err;
+    return j->st;
+}
+
+/* stage i of the round ends now: its time since *wall / *cpu, which restart there */
+static void stage_end(run_progress *pr, int i, double *wall, double *cpu)
+{
+    const double w = dpfl_now(), u = fl_cpu_seconds();
+    pr->stage_wall[i] += w - *wall;
+    pr->stage_cpu[i] += u - *cpu;
+    *wall = w;
+    *cpu = u;
+}
 
 /* Charge round r to a->trial; *stop = 1 if that passes a budget. */
 static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_record_report *next, double *next_ledger,
@@ -66,7 +139,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         return st;
     }
     dpfl_round_metrics m;
+    double wall = dpfl_now(), cpu = fl_cpu_seconds();
     if ((st = dpfl_sim_train(in->sim, r, &m, err))) return st;
+    stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu);
+    c->pr.stage_rounds++;
     if ((st = dpfl_ledger_copy(&a->ledger, dpfl_sim_ledger(in->sim), err))) return st;
     if (a->rpdp.on) {
         fl_rpdp_charge(&a->rpdp);
@@ -78,10 +154,21 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     a->rs.examples += m.examples;
     a->rs.S = in->cdp_on ? dpfl_sim_update_clip(in->sim) : a->rs.S;
     c->pr.comm += m.clients;
+    stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu); /* the ledger's bookkeeping above: training's */
+    files_job files;
+    files_start(&files, in->sim, a->ledger.rounds);
     if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
         dpfl_sim_evaluate(in->sim, &m);
+        if ((st = eval_failed(in->sim, err))) { /* a client's state file could not be read */
+            files_join(&files, &c->pr, err);
+            return st;
+        }
         c->pr.last_eval = m;
+        stage_end(&c->pr, RUN_STAGE_EVAL, &wall, &cpu);
+        c->pr.stage_evals++;
     }
+    if ((st = files_join(&files, &c->pr, err))) return st;
+    stage_end(&c->pr, RUN_STAGE_CHECKPOINT, &wall, &cpu); /* what the evaluation did not hide of the files */
     m.wall_seconds += c->pr.wall0;
     a->rs.wall = m.wall_seconds;
     /* diagnostics first (covered by no epsilon, so not a release to pay for): a crash after the checkpoint can
@@ -90,11 +177,13 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     char *line;
     if ((st = fl_report_round_line(in, a, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
+    wall = dpfl_now(), cpu = fl_cpu_seconds();
     if ((st = fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
                                   a->rpdp.on ? &a->rpdp : NULL, line, err))) {
         free(line);
         return st;
     }
+    stage_end(&c->pr, RUN_STAGE_CHECKPOINT, &wall, &cpu);
     if (fprintf(c->io.metrics, "%s\n", line) < 0 || fflush(c->io.metrics) != 0) {
         free(line);
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->io.dir);
