@@ -114,6 +114,7 @@ typedef struct {                  /* [fl] */
     dpfl_client_sampling sampling;
     double client_rate;
     int32_t clients_per_round;
+    int32_t participations;       /* sampling = cross-device: the rounds each client takes part in */
     int32_t local_epochs;         /* used when local_steps == 0 */
     int32_t local_steps;
     int32_t batch;
