@@ -274,7 +274,14 @@ static void configurations_are_checked(void **state)
  * client level, the calibrated multiplier z gives the 2-fold Gaussian of z / 2 at the target (to calibration's
  * tolerance) and summary.json reports replace-one and 2 participations; record level, the worst client's epsilon
  * meets the target after its 2 participations of 8 rounds (calibrated for 8 rounds it would be far below). */
-static cJSON *run_json(const char *name, const char *level)
+static int stop_at_3(void *ctx, const dpfl_run_round *r)
+{
+    (void)ctx;
+    return r->round == 3;
+}
+
+/* mode 0: a whole run; 1: stopped after round 3 (mid-pass); 2: resumed */
+static cJSON *run_mode(const char *name, const char *level, int mode)
 {
     char ini[1024], path[512], out[256];
     snprintf(ini, sizeof ini,
@@ -292,7 +299,8 @@ static cJSON *run_json(const char *name, const char *level)
     dpfl_config_defaults(&cfg);
     dpfl_error err;
     assert_int_equal(dpfl_config_load(&cfg, path, &err), DPFL_OK);
-    dpfl_run_options o = {.out_dir = out, .quiet = 1, .force = 1};
+    dpfl_run_options o = {.out_dir = out, .quiet = 1, .force = mode != 2, .resume = mode == 2,
+                          .on_round = mode == 1 ? stop_at_3 : NULL};
     if (dpfl_run(&cfg, &o, &err) != DPFL_OK) {
         print_error("run %s: %s\n", name, err.msg);
         fail();
@@ -307,6 +315,8 @@ static cJSON *run_json(const char *name, const char *level)
     assert_non_null(j);
     return j;
 }
+
+static cJSON *run_json(const char *name, const char *level) { return run_mode(name, level, 0); }
 
 static double number(const cJSON *o, const char *key)
 {
@@ -332,6 +342,22 @@ static void runs_calibrate_for_r_releases(void **state)
     cJSON_Delete(r);
 }
 
+/* Stopped after round 3 (mid-pass, E = 4) and resumed: the same cohorts, model and ledger as the whole run (the
+ * sampler is a function of the pass's stream; the checkpoint holds the ledger's pass charges). */
+static void a_resumed_run_is_the_whole_run(void **state)
+{
+    (void)state;
+    const char *level = "[client_dp]\nenabled = yes\nclip = 1\nnoise = 2\ndelta = 1e-5";
+    cJSON *whole = run_mode("whole", level, 0);
+    cJSON_Delete(run_mode("parts", level, 1));
+    cJSON *parts = run_mode("parts", level, 2);
+    assert_true(number(whole, "client_epsilon") == number(parts, "client_epsilon"));
+    assert_true(number(parts, "rounds") == 8);
+    fixture_checkpoints_match("/tmp/dpfl_test_cross_device_whole", "/tmp/dpfl_test_cross_device_parts");
+    cJSON_Delete(whole);
+    cJSON_Delete(parts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +367,7 @@ int main(void)
         cmocka_unit_test(ledger_refuses_amplification),
         cmocka_unit_test(configurations_are_checked),
         cmocka_unit_test(runs_calibrate_for_r_releases),
+        cmocka_unit_test(a_resumed_run_is_the_whole_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
