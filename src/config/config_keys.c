@@ -193,6 +193,9 @@ const fl_keydef fl_config_keys[] = {
      .help = "parameters that stay with each client and are never sent, clipped, noised or aggregated: a comma list of "
              "norm (every GroupNorm layer: FedGN / FedBN), head (the last layer with parameters: PP-SGD's personal "
              "head), or 0-based layer positions in model.arch; empty: none (the input transform is always personal)"},
+    {"fl", "scaffold", FL_KEY_CHOICE, F(fl.scaffold), .choices = "no|yes", .dflt = "no",
+     .help = "SCAFFOLD's control variates (option II; DP-SCAFFOLD with record_dp, Noble et al. 2022): each local step "
+             "corrected by c - c_i, c_i updated from the client's own sent update; plain SGD, not with client_dp"},
     {"fl", "target_accuracy", FL_KEY_DOUBLE, F(fl.target_accuracy), .lo = 0, .hi = 1, .dflt = "0.9",
      .help = "summary.json reports the first evaluated round whose mean accuracy reaches this"},
     {"record_dp", "enabled", FL_KEY_CHOICE, F(record_dp.enabled), .choices = "no|yes", .dflt = "no",

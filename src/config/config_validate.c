@@ -116,6 +116,25 @@ static dpfl_status validate_cross_device(const dpfl_config *c, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* SCAFFOLD's control variates (src/fl/scaffold.c): where the client's variate is post-processing of what it
+ * releases (record-level DP-SGD, or no DP) and the correction is a plain SGD step. */
+static dpfl_status validate_scaffold(const dpfl_config *c, dpfl_error *err)
+{
+    if (!c->fl.scaffold) return DPFL_OK;
+    const char *why =
+        c->client_dp.enabled ? "client_dp (the server's control variate would be formed from the clients' unclipped, "
+                               "un-noised updates and steer every later round: no client-level bound covers it; "
+                               "DP-SCAFFOLD is record-level DP)"
+        : c->fl.optimizer != DPFL_OPT_SGD || c->fl.momentum != 0.0
+            ? "fl.optimizer other than plain sgd (the correction c - c_i is added to each plain SGD step)"
+        : c->fl.personalization == DPFL_PERSONAL_HELPER ? "personalization = helper (training starts from a helper "
+                                                          "model, not the global one the variate is measured from)"
+        : c->record_dp.enabled && c->record_dp.e2e ? "record_dp.e2e (its client-level bound is not analysed with "
+                                                     "control variates)"
+                                                   : NULL;
+    return why ? dpfl_fail(err, DPFL_EINVAL, "fl.scaffold: not available with %s", why) : DPFL_OK;
+}
+
 /* data.clients against the sampler, and some local work per round */
 static dpfl_status validate_fl(const dpfl_config *c, dpfl_error *err)
 {
@@ -126,7 +145,8 @@ static dpfl_status validate_fl(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: must be > 0 with sampling = poisson");
     if (c->fl.local_steps == 0 && c->fl.local_epochs == 0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: one of local_steps and local_epochs must be > 0");
-    return validate_cross_device(c, err);
+    dpfl_status st = validate_cross_device(c, err);
+    return st ? st : validate_scaffold(c, err);
 }
 
 /* record_dp (when enabled): the adjacency its sampler is analysed under, a noise or a target, a finite clip */

@@ -12,7 +12,7 @@
 
 size_t fl_clients_state_floats(const fl_clients *c)
 {
-    return ((size_t)c->helper + (size_t)c->state_vecs) * c->nparam + c->npers;
+    return ((size_t)c->helper + (size_t)c->state_vecs + (size_t)c->scaffold) * c->nparam + c->npers;
 }
 
 /* Marks the layers fl.personal names ("norm", "head", positions in model.arch; the input transform, layer 0 when
@@ -97,7 +97,8 @@ dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_mo
     c->alpha = (float)cfg->fl.helper_alpha;
     dpfl_status st = personal_slices(c, cfg, model, global, err);
     if (st) return st;
-    c->keep = c->keep_opt || c->helper || c->npers;
+    c->scaffold = cfg->fl.scaffold;
+    c->keep = c->keep_opt || c->helper || c->npers || c->scaffold;
     c->state_vecs = c->keep_opt ? (opt->kind != DPFL_OPT_SGD || opt->momentum != 0.0) + (opt->kind != DPFL_OPT_SGD) : 0;
     if (!c->keep) return DPFL_OK;
     /* the worst case: every client takes part at least once */
@@ -109,11 +110,12 @@ dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_mo
                                            "clients, client_state = reset, personalization = none or a larger cap",
                          c->helper ? "helper models" : "", c->helper && c->keep_opt ? " + " : "",
                          c->keep_opt ? "optimizer state" : "", (c->helper || c->keep_opt) && c->npers ? " + " : "",
-                         c->npers ? "personal parameters" : "", need_mb, clients, per_client / 1048576.0,
+                         c->npers ? "personal parameters" : c->scaffold ? "control variates" : "", need_mb, clients, per_client / 1048576.0,
                          cfg->fl.client_state_max_mb);
     if (!(c->cstate = calloc((size_t)clients, sizeof *c->cstate)))
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state: table of %d clients)", clients);
     for (int32_t k = 0; k < clients; k++) c->cstate[k].local_acc = NAN;
+    if (c->scaffold && !(c->cbar = dpfl_calloc(model->nparam, sizeof(float), err))) return DPFL_ENOMEM;
     if (c->helper) {
         if (!(c->w0 = dpfl_alloc(model->nparam * sizeof(float), err))) return DPFL_ENOMEM;
         dpfl_vec_copy(c->w0, global, model->nparam); /* Algorithm 1: h_i <- w0 */
@@ -126,6 +128,8 @@ void fl_clients_free(fl_clients *c)
     for (int32_t k = 0; c->cstate && k < c->count; k++) dpfl_free(c->cstate[k].state);
     free(c->cstate);
     dpfl_free(c->w0);
+    dpfl_free(c->cbar);
+    c->cbar = NULL;
     free(c->pr_off);
     free(c->pr_len);
     dpfl_free(c->pinit);
@@ -165,6 +169,12 @@ dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *sta
     }
     o->t = t;
     return DPFL_OK;
+}
+
+float *fl_client_variate(const fl_clients *c, int32_t k)
+{
+    const client_opt *o = &c->cstate[k];
+    return c->scaffold && o->state ? o->state + fl_clients_state_floats(c) - c->npers - c->nparam : NULL;
 }
 
 float *fl_client_personal(const fl_clients *c, int32_t k)

@@ -131,6 +131,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->nsampled;
     dpfl_status st;
+    if ((st = fl_scaffold_begin(&s->clients, s->transport, err))) return st; /* the server's c (fl.scaffold) */
     if ((st = prepare_clients(s, round, ms, err))) return st;
     const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
     if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;
