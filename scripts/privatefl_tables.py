@@ -6,12 +6,13 @@ examples privatefl_{cdp,ldp}[_transform].ini:
       private transform, under CDP (client level) and LDP (record level)
   8   CDP per-round clip (the examples' fixed clip) against per-step clip (client_dp.clip_strategy = per-step,
       McMahan et al. 2018), and per-step + the transform
+  5   DP-SCAFFOLD (fl.scaffold = yes, LDP), with and without the transform, beside FedAvg-LDP
   11  cross-device: every client in exactly r rounds (fl.sampling = cross-device, cohorts of 10, r = 1: 10 rounds,
       r = 2: 20 rounds), FedAvg and PrivateFL under CDP and LDP
 
 usage: scripts/privatefl_tables.py TABLE [--eps 2,4,6,8] [--rounds N] [--rows A,B] [--out runs/privatefl_tableT]
                                    [--set KEY=VALUE ...]
---rounds N (tables 7 and 8) trains N rounds instead of the examples' 150 (the noise is calibrated for N).  Each
+--rounds N (tables 5, 7 and 8) trains N rounds instead of the examples' 150 (the noise is calibrated for N).  Each
 cell is one `./build/dpfl train` (the binary $DPFL_BIN if set) with the target epsilon and 200 test examples per
 client: FedAvg rows give the global model's accuracy on the clients' own test sets (`client_accuracy_mean`),
 PrivateFL rows each client's own transform + the global model there (`personal_accuracy_mean`); in brackets the
@@ -39,6 +40,12 @@ TABLES = {
          ["client_dp.clip_strategy=per-step"], "0.726 / 0.804 / 0.892 / 0.911"),
     ],
 }
+TABLES["5"] = [
+    ("fedavg_ldp", "FedAvg-LDP", "privatefl_ldp", [], "-"),
+    ("dp_scaffold", "DP-SCAFFOLD (LDP)", "privatefl_ldp", ["fl.scaffold=yes"], "0.306 / 0.448 / 0.560 / 0.634"),
+    ("dp_scaffold_transform", "DP-SCAFFOLD + PrivateFL (LDP)", "privatefl_ldp_transform", ["fl.scaffold=yes"],
+     "0.531 / 0.557 / 0.652 / 0.691"),
+]
 CROSS = ["fl.sampling=cross-device", "fl.client_rate=0.1"]
 TABLES["11"] = [
     (f"{m}_r{r}", f"{label}, r = {r} ({10 * r} rounds)", f"privatefl_{m}",
