@@ -44,6 +44,9 @@ modes=(
   "rpdp|--set record_dp.enabled=yes --set record_dp.budgets=threelevels --set record_dp.delta=1e-3 --set record_dp.clip=0.5"
   "rpdp-filter|--set record_dp.enabled=yes --set record_dp.budgets=threelevels --set record_dp.delta=1e-3 --set record_dp.clip=0.5 --set record_dp.budget_policy=filter"
   "prifedsync|--set fl.algorithm=prifedsync --set record_dp.noise=1.0 --set fl.sampling=all"
+  "cross-device|--set client_dp.enabled=yes --set client_dp.noise=1.0 --set client_dp.clip=1 --set fl.sampling=cross-device --set fl.client_rate=0.5 --set fl.participations=2 --set fl.rounds=4"
+  "cross-device-record|--set record_dp.enabled=yes --set record_dp.noise=1.1 --set fl.sampling=cross-device --set fl.client_rate=0.25 --set fl.participations=1 --set fl.rounds=4"
+  "scaffold|--set record_dp.enabled=yes --set record_dp.noise=1.1 --set fl.scaffold=yes"
 )
 for m in "${modes[@]}"; do
   name=${m%%|*}; sets=${m#*|}

@@ -114,6 +114,7 @@ typedef struct {                  /* [fl] */
     dpfl_client_sampling sampling;
     double client_rate;
     int32_t clients_per_round;
+    int32_t participations;       /* sampling = cross-device: the rounds each client takes part in */
     int32_t local_epochs;         /* used when local_steps == 0 */
     int32_t local_steps;
     int32_t batch;
@@ -136,6 +137,7 @@ typedef struct {                  /* [fl] */
     /* parameters that stay with each client, never sent nor aggregated (FedBN / FedGN, PP-SGD): "" none, or a comma
      * list of norm (every GroupNorm layer), head (the last layer with parameters), layer positions in model.arch */
     char personal[64];
+    int scaffold;                 /* DP-SCAFFOLD (Noble et al. 2022): control variates, record-level DP only */
     double target_accuracy;       /* the first round whose mean accuracy reaches this is reported */
 } dpfl_fl_config;
 

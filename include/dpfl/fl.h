@@ -162,6 +162,13 @@ void dpfl_ledger_free(dpfl_ledger *l);
 void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps);
 /* Charge one round's client-level release (merged into the previous run of equal events). */
 dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err);
+/* Charge round `round`'s client-level release ev under the client design that ran: every round as it is, except
+ * cross-device cohorts, where a client's data enters exactly one release per pass: the release is charged at the
+ * pass's first round for the whole pass and not at its other rounds, and only as an unsampled Gaussian under
+ * replace-one -- an event claiming amplification by sampling (poisson, fixed, two-stage) or another adjacency is
+ * refused (DPFL_EINVAL), so the ledger composes exactly ceil(round / E) Gaussians. */
+dpfl_status dpfl_ledger_charge_round(dpfl_ledger *l, const dpfl_mech_clients *design, int32_t round,
+                                     const dpfl_event *ev, dpfl_error *err);
 /* Copy src's counts and events into dst (same number of clients). */
 dpfl_status dpfl_ledger_copy(dpfl_ledger *dst, const dpfl_ledger *src, dpfl_error *err);
 

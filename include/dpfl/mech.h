@@ -31,9 +31,12 @@ int32_t dpfl_mech_poisson_batch(dpfl_rng *r, const int32_t *idx, int32_t n, doub
 int32_t dpfl_mech_poisson_batch_rates(dpfl_rng *r, const int32_t *idx, int32_t n, const double *p, int32_t *out);
 int32_t dpfl_mech_fixed_batch(dpfl_rng *r, const int32_t *idx, int32_t n, int32_t B, int32_t *out);
 
-typedef enum { DPFL_SAMPLE_POISSON = 0, DPFL_SAMPLE_FIXED, DPFL_SAMPLE_ALL } dpfl_client_sampling;
+/* CROSS_DEVICE: shuffled disjoint cohorts (PrivateFL's cross-device setting, its Table 11): a uniformly random
+ * permutation of the K clients cut into E = K / m cohorts of m = rate K, one cohort a round, the permutation drawn
+ * anew every E rounds (a "pass"), so that every client takes part exactly once per pass. */
+typedef enum { DPFL_SAMPLE_POISSON = 0, DPFL_SAMPLE_FIXED, DPFL_SAMPLE_ALL, DPFL_SAMPLE_CROSS_DEVICE } dpfl_client_sampling;
 /* Clients of round: all K; each with probability rate; or m of K without replacement.  out (K entries) gets
- * them in ascending order; returns how many. */
+ * them in ascending order; returns how many.  (Cross-device needs the round: dpfl_mech_sample_clients_ran.) */
 int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
                                  int32_t *out);
 /* A round's client sampling design, the part of the round's event the sampler carries out: what
@@ -41,15 +44,30 @@ int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t
 typedef struct {
     dpfl_client_sampling kind;
     int32_t K;    /* clients */
-    double rate;  /* Poisson: each client's probability */
-    int32_t m;    /* fixed: clients per round */
-    double q;     /* the sampling rate the event charges: rate, m / K, or 1 (every client) */
-    double denom; /* the clients the design expects (the noisy sum's divisor): rate K, m, or K */
+    double rate;  /* Poisson: each client's probability; cross-device: the cohort's share m / K */
+    int32_t m;    /* fixed: clients per round; cross-device: the cohort, rate K rounded (argument m ignored) */
+    double q;     /* the sampling rate the event charges: rate, m / K, or 1 (every client; cross-device: no
+                     amplification by sampling is valid for cohorts, so none is charged) */
+    double denom; /* the clients the design expects (the noisy sum's divisor): rate K, m, or K; cross-device m */
 } dpfl_mech_clients;
 dpfl_mech_clients dpfl_mech_clients_make(dpfl_client_sampling kind, int32_t K, double rate, int32_t m);
-/* dpfl_mech_sample_clients, returning the design it drew from (the event part it carried out) in *ran. */
+/* The clients drawn for round `round` (1-based) into out (K entries, ascending), returning how many and the design
+ * it drew from (the event part it carried out) in *ran.  r must be the stream dpfl_mech_clients_stream names for
+ * the round: cross-device rounds of one pass draw the same permutation from it and take their own cohort. */
 int32_t dpfl_mech_sample_clients_ran(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
-                                     int32_t *out, dpfl_mech_clients *ran);
+                                     int32_t round, int32_t *out, dpfl_mech_clients *ran);
+/* The counter of the round's client-sampling stream: the round itself, or (cross-device) the first round of its
+ * pass, so that every round of a pass sees the pass's permutation. */
+int64_t dpfl_mech_clients_stream(const dpfl_mech_clients *d, int32_t round);
+/* Cross-device: the rounds of one pass, K / m (1 for the other designs). */
+int32_t dpfl_mech_clients_pass(const dpfl_mech_clients *d);
+/* Whether round `round`'s client-level release is charged to the ledger: every round, but cross-device only the
+ * first round of each pass, charged then for the whole pass -- after round t no client has entered more than
+ * ceil(t / E) releases, each an unsampled Gaussian (dpfl_ledger_charge_round). */
+int dpfl_mech_clients_charged(const dpfl_mech_clients *d, int32_t round);
+/* The most client-level releases one client's data enters in rounds 1..rounds (what calibration and the ledger
+ * compose): rounds, or (cross-device) ceil(rounds / E) -- the participations fl.participations counts. */
+int64_t dpfl_mech_clients_releases(const dpfl_mech_clients *d, int32_t rounds);
 /* The largest cohort rounds at rates up to max_rate can draw, to a modulus's safety: Poisson, the mean + 7 sd
  * (at most K); fixed and all, K. */
 int32_t dpfl_mech_clients_max_cohort(dpfl_client_sampling kind, int32_t K, double max_rate);
@@ -202,7 +220,8 @@ typedef struct {
 dpfl_mech_round dpfl_mech_round_make(dpfl_client_sampling sampling, int32_t K, double rate, int32_t m, double clip,
                                      double z);
 /* The round's event: poisson(rate, z) (add-remove), fixed(K, m, z/2) (replace-one: replacing a client moves the
- * sum by 2S), gaussian(z) (every client). */
+ * sum by 2S), gaussian(z) (every client), cross-device gaussian(z/2): one unsampled Gaussian release of the
+ * client's update under replace-one (no amplification; the ledger charges it once per pass). */
 dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r);
 /* The std of the noise on the released average: z clip / denom. */
 double dpfl_mech_round_std(const dpfl_mech_round *r);

@@ -85,6 +85,9 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
 
 /* The client sampling rate round `round` with K clients is accounted at (the round mechanism's, mech/round.c). */
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);
+/* The client-level releases one client's data enters in `rounds` rounds, which calibration composes: rounds, or
+ * with cross-device cohorts its participations (dpfl_mech_clients_releases). */
+int64_t fl_client_releases(const dpfl_config *cfg, int32_t K, int32_t rounds);
 /* The accountant client-level epsilons are composed with (client_dp.accountant; GDP's CLT is not a bound: RDP). */
 dpfl_accountant fl_client_accountant(const dpfl_config *cfg);
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,

@@ -21,6 +21,12 @@ double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round
     return client_design(cfg, K, round).q;
 }
 
+int64_t fl_client_releases(const dpfl_config *cfg, int32_t K, int32_t rounds)
+{
+    const dpfl_mech_clients d = client_design(cfg, K, 1);
+    return dpfl_mech_clients_releases(&d, rounds);
+}
+
 dpfl_accountant fl_client_accountant(const dpfl_config *cfg)
 {
     return cfg->client_dp.accountant == DPFL_ACC_PLD ? DPFL_ACC_PLD : DPFL_ACC_RDP;

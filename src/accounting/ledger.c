@@ -66,6 +66,22 @@ dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl
     return DPFL_OK;
 }
 
+dpfl_status dpfl_ledger_charge_round(dpfl_ledger *l, const dpfl_mech_clients *design, int32_t round,
+                                     const dpfl_event *ev, dpfl_error *err)
+{
+    if (design->kind != DPFL_SAMPLE_CROSS_DEVICE || ev->kind == DPFL_EV_NOT_PRIVATE)
+        return dpfl_ledger_charge_client(l, ev, err);
+    /* shuffled cohorts: who takes part is not independent across clients or rounds, so no subsampling bound holds;
+     * what holds is that each client's update enters one Gaussian release per pass (replace-one: 2S) */
+    if (ev->kind != DPFL_EV_GAUSSIAN || ev->adjacency != DPFL_ADJ_REPLACE_ONE || ev->count != 1)
+        return dpfl_fail(err, DPFL_EINVAL, "ledger: round %d: cross-device cohorts are charged one unsampled Gaussian "
+                                           "release under replace-one per pass, not %s (no amplification by sampling "
+                                           "is valid for them)",
+                         (int)round, dpfl_event_kind_name(ev->kind));
+    if (!dpfl_mech_clients_charged(design, round)) return DPFL_OK; /* charged at its pass's first round */
+    return dpfl_ledger_charge_client(l, ev, err);
+}
+
 dpfl_status dpfl_ledger_copy(dpfl_ledger *dst, const dpfl_ledger *src, dpfl_error *err)
 {
     DPFL_ASSERT(dst->clients == src->clients);
@@ -296,6 +312,10 @@ dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config 
     co.accountant = ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP;
     if (ra.integer_orders) co.opts.orders = dpfl_rdp_default_orders(&co.opts.norders);
     co.tol = 1e-4;
+    /* cross-device cohorts: a client trains in its participations only, not in every round */
+    const dpfl_mech_clients design = dpfl_mech_clients_make(cfg->fl.sampling, part->clients, cfg->fl.client_rate,
+                                                            cfg->fl.clients_per_round);
+    if (design.kind == DPFL_SAMPLE_CROSS_DEVICE) rounds = (int32_t)dpfl_mech_clients_releases(&design, rounds);
     /* a replicated record is charged in each of its clients (all of size s) */
     int32_t copies;
     dpfl_status st = dpfl_record_copies(part, &copies, err);

@@ -30,7 +30,7 @@ typedef struct {
     const char *ignored_because;
 } fl_keydef;
 
-#define FL_CONFIG_NKEYS 94
+#define FL_CONFIG_NKEYS 96
 /* dpfl_config.user_set: who set each key (0: no one -- the default, a preset or a run's resolved config.ini) */
 enum { FL_SET_FILE = 1, FL_SET_CLI = 2 };
 extern const fl_keydef fl_config_keys[FL_CONFIG_NKEYS];

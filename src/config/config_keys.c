@@ -13,6 +13,8 @@
 /* ------------------------------------------------------------------------------------------ ignored-key rules */
 static int poisson_sampling(const dpfl_config *c) { return c->fl.sampling == DPFL_SAMPLE_POISSON; }
 static int fixed_sampling(const dpfl_config *c) { return c->fl.sampling == DPFL_SAMPLE_FIXED; }
+static int cross_device_sampling(const dpfl_config *c) { return c->fl.sampling == DPFL_SAMPLE_CROSS_DEVICE; }
+static int rate_sampling(const dpfl_config *c) { return poisson_sampling(c) || cross_device_sampling(c); }
 static int adaptive_clipping(const dpfl_config *c) { return c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE; }
 static int shards_partition(const dpfl_config *c) { return c->data.partition == DPFL_PART_SHARDS; }
 static int dirichlet_partition(const dpfl_config *c)
@@ -133,11 +135,14 @@ const fl_keydef fl_config_keys[] = {
      .help = "a preset: expands into the settings below (keys you set win); trusted-curator and naive-e2e: the thesis's baselines (its Algorithms 7 and 8; docs/privacy.md)"},
     {"fl", "rounds", FL_KEY_INT, F(fl.rounds), .lo = 1, .hi = 100000000, .dflt = "10",
      .help = "communication rounds"},
-    {"fl", "sampling", FL_KEY_CHOICE, F(fl.sampling), .choices = "poisson|fixed|all", .dflt = "all",
-     .help = "client sampling per round"},
+    {"fl", "sampling", FL_KEY_CHOICE, F(fl.sampling), .choices = "poisson|fixed|all|cross-device", .dflt = "all",
+     .help = "client sampling per round; cross-device: shuffled disjoint cohorts of client_rate x clients, each client in exactly `participations` rounds (PrivateFL Table 11; no sampling amplification)"},
     {"fl", "client_rate", FL_KEY_DOUBLE, F(fl.client_rate), .lo = 0, .hi = 1, .dflt = "0.1",
-     .help = "Poisson client sampling probability",
-     WHEN(poisson_sampling, "it applies to sampling = poisson")},
+     .help = "Poisson client sampling probability; cross-device: the cohort's share of the clients",
+     WHEN(rate_sampling, "it applies to sampling = poisson or cross-device")},
+    {"fl", "participations", FL_KEY_INT, F(fl.participations), .lo = 1, .hi = 1000000, .dflt = "1",
+     .help = "cross-device: the rounds each client takes part in (rounds = participations / client_rate)",
+     WHEN(cross_device_sampling, "it applies to sampling = cross-device")},
     {"fl", "clients_per_round", FL_KEY_INT, F(fl.clients_per_round), .lo = 1, .hi = 1000000, .dflt = "10",
      .help = "clients per round (sampling = fixed)",
      WHEN(fixed_sampling, "it applies to sampling = fixed")},
@@ -188,6 +193,9 @@ const fl_keydef fl_config_keys[] = {
      .help = "parameters that stay with each client and are never sent, clipped, noised or aggregated: a comma list of "
              "norm (every GroupNorm layer: FedGN / FedBN), head (the last layer with parameters: PP-SGD's personal "
              "head), or 0-based layer positions in model.arch; empty: none (the input transform is always personal)"},
+    {"fl", "scaffold", FL_KEY_CHOICE, F(fl.scaffold), .choices = "no|yes", .dflt = "no",
+     .help = "SCAFFOLD's control variates (option II; DP-SCAFFOLD with record_dp, Noble et al. 2022): each local step "
+             "corrected by c - c_i, c_i updated from the client's own sent update; plain SGD, not with client_dp"},
     {"fl", "target_accuracy", FL_KEY_DOUBLE, F(fl.target_accuracy), .lo = 0, .hi = 1, .dflt = "0.9",
      .help = "summary.json reports the first evaluated round whose mean accuracy reaches this"},
     {"record_dp", "enabled", FL_KEY_CHOICE, F(record_dp.enabled), .choices = "no|yes", .dflt = "no",

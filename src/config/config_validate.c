@@ -83,6 +83,58 @@ static dpfl_status validate_personal(const dpfl_config *c, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* Cross-device cohorts (PrivateFL Table 11): whole cohorts that partition the clients, rounds that give every
+ * client exactly `participations` rounds, and only mechanisms whose releases the ledger can charge once per pass
+ * (one unsampled Gaussian of one multiplier for all the pass's rounds). */
+static dpfl_status validate_cross_device(const dpfl_config *c, dpfl_error *err)
+{
+    if (c->fl.sampling != DPFL_SAMPLE_CROSS_DEVICE) return DPFL_OK;
+    const int32_t K = c->data.clients;
+    const double mk = c->fl.client_rate * K;
+    const int32_t m = (int32_t)llround(mk);
+    if (m < 1 || fabs(mk - m) > 1e-9 * fmax(1.0, mk) || K % m != 0)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: %g x %d clients = %g is not a whole cohort that divides "
+                                           "data.clients (cross-device cuts the clients into cohorts of that size)",
+                         c->fl.client_rate, K, mk);
+    const int64_t want = (int64_t)c->fl.participations * (K / m);
+    if (c->fl.rounds != want)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.rounds: %d, but cross-device sampling with %d participations and %d "
+                                           "cohorts per pass needs rounds = %lld (each client in exactly %d)",
+                         c->fl.rounds, c->fl.participations, K / m, (long long)want, c->fl.participations);
+    const char *why = c->client_dp.enabled && c->client_dp.mechanism == DPFL_CLIENT_MECH_DDP
+                          ? "client_dp.mechanism = ddp (the Skellam accountant's client sampling is Poisson)"
+                      : c->client_dp.enabled && c->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE
+                          ? "client_dp.clip_strategy = adaptive (its quantile releases are charged round by round)"
+                      : c->client_dp.enabled && c->client_dp.noise_schedule.n
+                          ? "client_dp.noise_schedule (one pass is charged at one multiplier)"
+                      : c->record_dp.enabled && c->record_dp.e2e
+                          ? "record_dp.e2e (its bound is for clients sampled independently each round)"
+                      : c->record_dp.enabled && c->record_dp.budgets != DPFL_BUDGETS_NONE
+                          ? "record_dp.budgets (rPDP-FL's two-stage bound is for Poisson client sampling)"
+                          : NULL;
+    if (why) return dpfl_fail(err, DPFL_EINVAL, "fl.sampling = cross-device: not available with %s", why);
+    return DPFL_OK;
+}
+
+/* SCAFFOLD's control variates (src/fl/scaffold.c): where the client's variate is post-processing of what it
+ * releases (record-level DP-SGD, or no DP) and the correction is a plain SGD step. */
+static dpfl_status validate_scaffold(const dpfl_config *c, dpfl_error *err)
+{
+    if (!c->fl.scaffold) return DPFL_OK;
+    const char *why =
+        c->client_dp.enabled ? "client_dp (the server's control variate would be formed from the clients' unclipped, "
+                               "un-noised updates and steer every later round: no client-level bound covers it; "
+                               "DP-SCAFFOLD is record-level DP)"
+        : c->fl.optimizer != DPFL_OPT_SGD || c->fl.momentum != 0.0
+            ? "fl.optimizer other than plain sgd (the correction c - c_i is added to each plain SGD step)"
+        : c->fl.personalization == DPFL_PERSONAL_HELPER ? "personalization = helper (training starts from a helper "
+                                                          "model, not the global one the variate is measured from)"
+        : c->record_dp.enabled && c->record_dp.e2e ? "record_dp.e2e (its client-level bound is not analysed with "
+                                                     "control variates)"
+                                                   : NULL;
+    return why ? dpfl_fail(err, DPFL_EINVAL, "fl.scaffold: not available with %s", why) : DPFL_OK;
+}
+
 /* data.clients against the sampler, and some local work per round */
 static dpfl_status validate_fl(const dpfl_config *c, dpfl_error *err)
 {
@@ -93,7 +145,8 @@ static dpfl_status validate_fl(const dpfl_config *c, dpfl_error *err)
         return dpfl_fail(err, DPFL_EINVAL, "fl.client_rate: must be > 0 with sampling = poisson");
     if (c->fl.local_steps == 0 && c->fl.local_epochs == 0)
         return dpfl_fail(err, DPFL_EINVAL, "fl.local_steps: one of local_steps and local_epochs must be > 0");
-    return DPFL_OK;
+    dpfl_status st = validate_cross_device(c, err);
+    return st ? st : validate_scaffold(c, err);
 }
 
 /* record_dp (when enabled): the adjacency its sampler is analysed under, a noise or a target, a finite clip */

@@ -1,4 +1,4 @@
-/* A client's side of a round: local training from the global model (or, with fl.personalization = helper, from
+/* A client's side of a round (SCAFFOLD's control variates, fl.scaffold: scaffold.c): local training from the global model (or, with fl.personalization = helper, from
  * its own helper model), plain or with record-level DP-SGD, with its optimizer state reset or kept across rounds
  * (fl.client_state).  The update Delta = local - global goes to the server through the transport; nothing else
  * leaves the client except what client_result reports.
@@ -141,6 +141,7 @@ static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *
     const double denom = rd->p ? rd->denom[k] : d.denom;
     if (rd->p && !(denom > 0)) return; /* no record of this client may be sampled: no step, a zero update */
     const int plain = dpfl_optim_plain_sgd(&w->opt) && !rd->e2e && !rd->secure;
+    const float *ci = c->scaffold ? fl_client_variate(c, k) : NULL;
     for (int64_t s = 0; s < steps; s++) {
         int32_t b = rd->p      ? dpfl_mech_poisson_batch_rates(rng, mine, n, rd->p, w->order)
                     : d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
@@ -157,6 +158,7 @@ static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *
         } else {
             noisy_step(t, w, &d, denom, rng);
         }
+        if (ci) fl_scaffold_correct(c, ci, w->local, t->lr); /* after the release: post-processing */
         if (t->per_step) project_to_global(t, c, w->local, w->grad);
         res->examples += b;
         res->steps++;
@@ -170,6 +172,7 @@ static void train_client_plain(const fl_train_ctx *t, const fl_clients *c, worke
     const int32_t n = dpfl_partition_size(t->part, k);
     const int32_t B = t->cfg->fl.batch;
     memcpy(w->order, t->part->index + t->part->offset[k], (size_t)n * sizeof(int32_t));
+    const float *ci = c->scaffold ? fl_client_variate(c, k) : NULL;
     int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
     for (int64_t s = 0; s < steps; s++) {
         if (pos >= n) {
@@ -187,6 +190,7 @@ static void train_client_plain(const fl_train_ctx *t, const fl_clients *c, worke
             loss = dpfl_nn_grad(t->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
             dpfl_optim_step(&w->opt, w->local, w->grad, t->lr);
         }
+        if (ci) fl_scaffold_correct(c, ci, w->local, t->lr);
         if (t->per_step) project_to_global(t, c, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
@@ -265,6 +269,7 @@ void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k,
     float *pv = fl_client_personal(c, k);
     train_client_from(t, c, w, k, c->helper ? fl_client_model(c, k) : t->global, pv, out, res);
     if (pv) fl_personal_store(c, w->local, pv); /* the trained personal parameters stay with the client */
+    if (c->scaffold) fl_scaffold_update(c, fl_client_variate(c, k), out, res->steps, t->lr); /* from what it sent */
     if ((c->helper || c->npers) && o->state) {
         if (c->helper) dpfl_vec_copy(o->state, w->local, P); /* w~(i), until the sync mixes it */
         o->local_acc = local_accuracy(t, w, k);
@@ -279,6 +284,9 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
 {
     if (k < 0 || k >= s->part->clients)
         return dpfl_fail(err, DPFL_EINVAL, "client %d: the partition has clients 0 to %d", k, s->part->clients - 1);
+    if (s->clients.scaffold)
+        return dpfl_fail(err, DPFL_EINVAL, "fl.scaffold: not available deployed (serve/join, mpirun): the server's "
+                                           "control variate is not sent to client processes");
     dpfl_status st = fl_clients_alloc(&s->clients, s->model, k, dpfl_sim_client_steps(s, k), err);
     if (st) return st;
     s->round = round;

@@ -16,7 +16,7 @@
 
 size_t fl_clients_state_floats(const fl_clients *c)
 {
-    return ((size_t)c->helper + (size_t)c->state_vecs) * c->nparam + c->npers;
+    return ((size_t)c->helper + (size_t)c->state_vecs + (size_t)c->scaffold) * c->nparam + c->npers;
 }
 
 /* Marks the layers fl.personal names ("norm", "head", positions in model.arch; the input transform, layer 0 when
@@ -101,7 +101,8 @@ dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_mo
     c->alpha = (float)cfg->fl.helper_alpha;
     dpfl_status st = personal_slices(c, cfg, model, global, err);
     if (st) return st;
-    c->keep = c->keep_opt || c->helper || c->npers;
+    c->scaffold = cfg->fl.scaffold;
+    c->keep = c->keep_opt || c->helper || c->npers || c->scaffold;
     c->state_vecs = c->keep_opt ? (opt->kind != DPFL_OPT_SGD || opt->momentum != 0.0) + (opt->kind != DPFL_OPT_SGD) : 0;
     if (!c->keep) return DPFL_OK;
     /* a cache limit: a round needs its sampled clients' blocks together; at least one must fit */
@@ -113,10 +114,12 @@ dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_mo
                                            "client_state = reset, personalization = none or a larger cap",
                          c->helper ? "helper model" : "", c->helper && c->keep_opt ? " + " : "",
                          c->keep_opt ? "optimizer state" : "", (c->helper || c->keep_opt) && c->npers ? " + " : "",
-                         c->npers ? "personal parameters" : "", block_mb, cfg->fl.client_state_max_mb);
+                         c->npers ? "personal parameters" : c->scaffold ? "control variates" : "", block_mb,
+                         cfg->fl.client_state_max_mb);
     if (!(c->cstate = calloc((size_t)clients, sizeof *c->cstate)))
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state: table of %d clients)", clients);
     for (int32_t k = 0; k < clients; k++) c->cstate[k].local_acc = NAN;
+    if (c->scaffold && !(c->cbar = dpfl_calloc(model->nparam, sizeof(float), err))) return DPFL_ENOMEM;
     if (c->helper) {
         if (!(c->w0 = dpfl_alloc(model->nparam * sizeof(float), err))) return DPFL_ENOMEM;
         dpfl_vec_copy(c->w0, global, model->nparam); /* Algorithm 1: h_i <- w0 */
@@ -133,6 +136,8 @@ void fl_clients_free(fl_clients *c)
     c->dir = NULL;
     c->scratch = NULL;
     dpfl_free(c->w0);
+    dpfl_free(c->cbar);
+    c->cbar = NULL;
     free(c->pr_off);
     free(c->pr_len);
     dpfl_free(c->pinit);
@@ -317,6 +322,28 @@ const float *fl_clients_peek(const fl_clients *c, int32_t k)
     fl_clients *m = (fl_clients *)c; /* the scratch block: a cache fill, not a change of state */
     if (!m->scratch && !(m->scratch = dpfl_alloc(block_bytes(c), NULL))) return NULL;
     return fl_store_read(c, k, m->scratch, NULL) ? NULL : m->scratch;
+}
+
+float *fl_client_variate(const fl_clients *c, int32_t k)
+{
+    const client_opt *o = &c->cstate[k];
+    return c->scaffold && o->state ? o->state + fl_clients_state_floats(c) - c->npers - c->nparam : NULL;
+}
+
+dpfl_status fl_client_variate_read(fl_clients *c, int32_t k, const float **ci, dpfl_error *err)
+{
+    const client_opt *o = &c->cstate[k];
+    const float *b = o->state;
+    *ci = NULL;
+    if (!c->scaffold) return DPFL_OK;
+    if (!b && o->gen > 0) { /* paged out, or not read back since a resume: its file, into the scratch block */
+        if (!c->scratch && !(c->scratch = dpfl_alloc(block_bytes(c), err))) return DPFL_ENOMEM;
+        dpfl_status st = fl_store_read(c, k, c->scratch, err);
+        if (st) return st;
+        b = c->scratch;
+    }
+    if (b) *ci = b + fl_clients_state_floats(c) - c->npers - c->nparam;
+    return DPFL_OK;
 }
 
 float *fl_client_personal(const fl_clients *c, int32_t k)

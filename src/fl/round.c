@@ -11,13 +11,15 @@
 
 int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
 {
-    dpfl_rng rng;
-    dpfl_rng_derive(&s->root, &rng, (uint64_t)round, UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
+    const double rate = dpfl_round_client_rate(s->cfg, round);
+    const int32_t m = dpfl_round_clients_per_round(s->cfg, round);
+    const dpfl_mech_clients d = dpfl_mech_clients_make(s->sampling, s->part->clients, rate, m);
+    dpfl_rng rng; /* the round's stream (cross-device: its pass's, whose permutation every round of it shares) */
+    dpfl_rng_derive(&s->root, &rng, (uint64_t)dpfl_mech_clients_stream(&d, round), UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
     s->round = round;
     /* the sampler returns the design it drew from: what the round's event charges */
-    s->nsampled = dpfl_mech_sample_clients_ran(&rng, s->sampling, s->part->clients,
-                                               dpfl_round_client_rate(s->cfg, round),
-                                               dpfl_round_clients_per_round(s->cfg, round), s->sampled, &s->design);
+    s->nsampled = dpfl_mech_sample_clients_ran(&rng, s->sampling, s->part->clients, rate, m, round, s->sampled,
+                                               &s->design);
     s->design_round = round;
     if (clients) *clients = s->sampled;
     return s->nsampled;
@@ -146,6 +148,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->nsampled;
     dpfl_status st;
+    if ((st = fl_scaffold_begin(&s->clients, s->transport, err))) return st; /* the server's c (fl.scaffold) */
     if ((st = prepare_clients(s, round, ms, err))) return st;
     const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
     if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;

@@ -81,6 +81,9 @@ typedef struct {
     int32_t count;      /* clients */
     float alpha;        /* helper_alpha */
     float *w0;          /* helper: the initial model, every client's helper until its first sync */
+    int scaffold;       /* fl.scaffold: P floats of a client's state, before its personal ones, are its control
+                           variate c_i (scaffold.c); cbar is the server's c, the mean of every client's c_i */
+    float *cbar;
     client_opt *cstate; /* one per client (NULL without state) */
     /* the blocks in memory are a cache (fl.client_state_max_mb): above it, blocks of clients the current round
      * does not train are paged out to their state files in dir (least recently used first) and read back when
@@ -142,6 +145,19 @@ void fl_personal_store(const fl_clients *c, const float *model, float *vals);
 /* the personal slices of v set to zero (an update), or to their initial values (the global model) */
 void fl_personal_zero(const fl_clients *c, float *v);
 void fl_personal_reset(const fl_clients *c, float *model);
+/* client k's control variate c_i (P floats of its state; NULL before it first trains: zero) */
+float *fl_client_variate(const fl_clients *c, int32_t k);
+/* client k's c_i wherever its block is, in memory or in its file (read into the scratch block, valid until the next
+ * read); NULL before the client first trained (c_i = 0) */
+dpfl_status fl_client_variate_read(fl_clients *c, int32_t k, const float **ci, dpfl_error *err);
+/* SCAFFOLD (scaffold.c): the server's c = the mean over all K clients of their c_i (a client that never trained
+ * has c_i = 0), in client order -- what SCAFFOLD's server update c += (1/K) sum dc_i keeps it equal to; refused
+ * when the clients are other processes (the variate is not sent to them) */
+dpfl_status fl_scaffold_begin(fl_clients *c, const dpfl_transport *t, dpfl_error *err);
+/* after one local step: local -= lr (c - c_i) */
+void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr);
+/* after the client's round (option II): c_i <- c_i - c - u / (steps lr), u = the update it sent */
+void fl_scaffold_update(const fl_clients *c, float *ci, const float *u, int64_t steps, double lr);
 /* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
  * the round whose update arrived (h_k holds w~_k since its training). */
 void fl_clients_sync_helpers(fl_clients *c, const client_result *results, int32_t n, const float *global);

@@ -13,7 +13,7 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
     if (!s->agg->client_level) return DPFL_OK;
     const fl_sampling_view smp = fl_sim_sampling(s);
     dpfl_event ev = s->agg->event(&s->aggst, &smp, s->round); /* the release the aggregation mode ran */
-    return dpfl_ledger_charge_client(l, &ev, err);
+    return dpfl_ledger_charge_round(l, &s->design, s->round, &ev, err); /* cross-device: once per pass */
 }
 
 dpfl_status dpfl_sim_client_event(const dpfl_sim *s, int32_t round, double z, dpfl_event *ev, dpfl_error *err)

@@ -21,6 +21,12 @@ dpfl_event dpfl_mech_round_event(const dpfl_mech_round *r)
     switch (r->sampling) {
     case DPFL_SAMPLE_POISSON: return dpfl_event_poisson(dpfl_mech_round_rate(r), r->z, 1); /* the design's q */
     case DPFL_SAMPLE_FIXED: return dpfl_event_fixed(r->K, r->m, r->z / 2.0, 1);
+    case DPFL_SAMPLE_CROSS_DEVICE: { /* replace-one (replacing a client's data moves its clipped update, so the sum,
+                                        by 2S), unsampled: the cohorts are a shuffle, no amplification is claimed */
+        dpfl_event e = dpfl_event_gaussian(r->z / 2.0, 1);
+        e.adjacency = DPFL_ADJ_REPLACE_ONE;
+        return e;
+    }
     case DPFL_SAMPLE_ALL: break;
     }
     return dpfl_event_gaussian(r->z, 1);

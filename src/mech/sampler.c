@@ -1,5 +1,6 @@
 /* Batch and client samplers.  Every draw comes from the caller's ChaCha20 stream, so a seeded run is reproducible
- * and an unseeded one unpredictable; what they sample is what the events of dpsgd.c and round.c charge. */
+ * and an unseeded one unpredictable; what they sample is what the events of dpsgd.c and round.c charge.
+ * Cross-device cohorts: PrivateFL (Yang et al. 2023), Table 11 -- each client takes part in exactly r rounds. */
 #include "dpfl/mech.h"
 
 #include <math.h>
@@ -60,8 +61,35 @@ dpfl_mech_clients dpfl_mech_clients_make(dpfl_client_sampling kind, int32_t K, d
     } else if (kind == DPFL_SAMPLE_FIXED) {
         d.q = (double)m / K;
         d.denom = (double)m;
+    } else if (kind == DPFL_SAMPLE_CROSS_DEVICE) {
+        d.m = (int32_t)fmax(1.0, fmin((double)K, round(rate * K))); /* config validation: rate K divides K */
+        d.rate = (double)d.m / K;
+        d.q = 1.0; /* no amplification: who takes part is a shuffle, not independent sampling */
+        d.denom = (double)d.m;
     }
     return d;
+}
+
+int32_t dpfl_mech_clients_pass(const dpfl_mech_clients *d)
+{
+    return d->kind == DPFL_SAMPLE_CROSS_DEVICE && d->m > 0 ? d->K / d->m : 1;
+}
+
+int64_t dpfl_mech_clients_stream(const dpfl_mech_clients *d, int32_t round)
+{
+    const int32_t E = dpfl_mech_clients_pass(d);
+    return (int64_t)((round - 1) / E) * E + 1;
+}
+
+int dpfl_mech_clients_charged(const dpfl_mech_clients *d, int32_t round)
+{
+    return (round - 1) % dpfl_mech_clients_pass(d) == 0;
+}
+
+int64_t dpfl_mech_clients_releases(const dpfl_mech_clients *d, int32_t rounds)
+{
+    const int32_t E = dpfl_mech_clients_pass(d);
+    return rounds <= 0 ? 0 : ((int64_t)rounds + E - 1) / E;
 }
 
 int32_t dpfl_mech_clients_max_cohort(dpfl_client_sampling kind, int32_t K, double max_rate)
@@ -70,10 +98,26 @@ int32_t dpfl_mech_clients_max_cohort(dpfl_client_sampling kind, int32_t K, doubl
     return kind == DPFL_SAMPLE_POISSON ? (int32_t)fmin(K, ceil(mean + 7 * sqrt(mean) + 2)) : K;
 }
 
-int32_t dpfl_mech_sample_clients_ran(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
-                                     int32_t *out, dpfl_mech_clients *ran)
+/* Round `round`'s cohort: the pass's permutation of the K clients (a full Fisher-Yates shuffle, the same for every
+ * round of the pass: r is the pass's stream), cohort (round - 1) mod E of it, in ascending order. */
+static int32_t cohort(dpfl_rng *r, const dpfl_mech_clients *d, int32_t round, int32_t *out)
 {
-    if (ran) *ran = dpfl_mech_clients_make(kind, K, rate, m);
+    const int32_t K = d->K, m = d->m, E = dpfl_mech_clients_pass(d);
+    DPFL_ASSERT(m >= 1 && K % m == 0 && round >= 1);
+    for (int32_t k = 0; k < K; k++) out[k] = k;
+    partial_shuffle(r, out, K, K - 1);
+    const int32_t first = ((round - 1) % E) * m;
+    for (int32_t i = 0; i < m; i++) out[i] = out[first + i];
+    sort_ascending(out, m);
+    return m;
+}
+
+int32_t dpfl_mech_sample_clients_ran(dpfl_rng *r, dpfl_client_sampling kind, int32_t K, double rate, int32_t m,
+                                     int32_t round, int32_t *out, dpfl_mech_clients *ran)
+{
+    const dpfl_mech_clients d = dpfl_mech_clients_make(kind, K, rate, m);
+    if (ran) *ran = d;
+    if (kind == DPFL_SAMPLE_CROSS_DEVICE) return cohort(r, &d, round, out);
     return dpfl_mech_sample_clients(r, kind, K, rate, m, out);
 }
 
@@ -95,6 +139,10 @@ int32_t dpfl_mech_sample_clients(dpfl_rng *r, dpfl_client_sampling kind, int32_t
         partial_shuffle(r, out, K, m);
         sort_ascending(out, m);
         return m;
+    case DPFL_SAMPLE_CROSS_DEVICE: { /* without a round: the first cohort of a pass */
+        const dpfl_mech_clients d = dpfl_mech_clients_make(kind, K, rate, m);
+        return cohort(r, &d, 1, out);
+    }
     }
     return 0;
 }

@@ -215,7 +215,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
                 probe *= 0.5;
             if (st) return st;
             const double event_per_unit = ev.z / probe;
-            ev.count = cfg->fl.rounds;
+            ev.count = fl_client_releases(cfg, in->part.clients, cfg->fl.rounds); /* cross-device: participations */
             dpfl_calibrate_opts co = {0};
             co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
             co.tol = 1e-4;

@@ -83,9 +83,12 @@ static void summary_client(const run_inputs *in, const run_acct *a, cJSON *sum)
     cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, in->part.clients, a->ledger.rounds > 0 ? a->ledger.rounds : 1));
     cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
     cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP ? "zero-out"
-                                                               : (cfg->fl.sampling == DPFL_SAMPLE_FIXED) ? "replace-one"
+                                                               : (cfg->fl.sampling == DPFL_SAMPLE_FIXED ||
+                                                                  cfg->fl.sampling == DPFL_SAMPLE_CROSS_DEVICE) ? "replace-one"
                                                                                                   : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", a->ledger.rounds);
+    if (cfg->fl.sampling == DPFL_SAMPLE_CROSS_DEVICE) /* the releases a client's data entered: one per pass */
+        cJSON_AddNumberToObject(sum, "client_participations", (double)fl_client_releases(cfg, in->part.clients, a->ledger.rounds));
     cJSON_AddNumberToObject(sum, "client_noise", a->rs.client_z);
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
     cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
