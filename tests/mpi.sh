@@ -64,6 +64,23 @@ for np in 2 3; do
 done
 t_end
 
+t_begin "mpirun: cross-device cohorts (each client in exactly 2 of 8 rounds) give one process's bytes and epsilons"
+sed -e 's/^rounds = 4$/rounds = 8/' -e 's/^sampling = poisson$/sampling = cross-device/' \
+    -e 's/^client_rate = 0.5$/client_rate = 0.25\nparticipations = 2/' "$tmp/run.ini" >"$tmp/xd.ini"
+grep -q "^participations = 2$" "$tmp/xd.ini" || t_fail "xd.ini: the sed did not apply"
+"$dpfl" train "$tmp/xd.ini" --out "$tmp/xd-one" --quiet >"$tmp/xd-one.log" 2>&1 || t_fail "one process: $(tail -1 "$tmp/xd-one.log")"
+if "${MPIRUN[@]}" 3 "$dpfl" train "$tmp/xd.ini" --out "$tmp/xd-np3" --quiet >"$tmp/xd-np3.log" 2>&1; then
+  cmp -s "$tmp/xd-one/model.bin" "$tmp/xd-np3/model.bin" || t_fail "3 ranks: model.bin differs from one process's"
+  for k in client_epsilon epsilon; do
+    [ -n "$(eps $k "$tmp/xd-one/summary.json")" ] || t_fail "no $k in summary.json"
+    [ "$(eps $k "$tmp/xd-one/summary.json")" = "$(eps $k "$tmp/xd-np3/summary.json")" ] ||
+      t_fail "3 ranks: $k $(eps $k "$tmp/xd-np3/summary.json") != $(eps $k "$tmp/xd-one/summary.json")"
+  done
+else
+  t_fail "3 ranks: $(tail -2 "$tmp/xd-np3.log")"
+fi
+t_end
+
 t_begin "mpirun: each rank holds only its own clients' files (data.source_rows); rank 0 none"
 # examples/own_csv.ini: four centres' CSV files, one client each; with 3 ranks, rank 1 trains clients 0 and 2, rank 2
 # clients 1 and 3 (client k on rank 1 + k mod 2).  Each rank runs in its own folder holding just those files.

@@ -436,6 +436,23 @@ static void personal_models_deployed_equal_the_simulation(void **state)
     }
 }
 
+/* Cross-device participation (PrivateFL Table 11): the server draws the shuffled cohorts (one client of 3 a round, a
+ * new order each pass) from the run's stream as the simulation does, each client trains in exactly 2 of the 6 rounds,
+ * and the client level is charged one release a pass: a cohort or a charge that differed would change the bytes or
+ * the epsilons. */
+static void cross_device_deployed_equals_the_simulation(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char extra[1024];
+    snprintf(extra, sizeof extra, "sampling = cross-device\nclient_rate = 0.3333333333333333\nparticipations = 2\n%s",
+             DP);
+    deployed_equals_simulated("xd", 6, extra);
+    cJSON *sim = json_file(tp("xd-sim/summary.json"));
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(sim, "client_epsilon"));
+    cJSON_Delete(sim);
+}
+
 /* rPDP-FL's individual Renyi filter (Feldman-Zrnic): each record's spend lives in the client that holds it, a
  * record that has spent its cap leaves that client's sampler, and client.bin keeps the spend.  4 rounds planned and
  * run (every record spends its cap), then server and clients resumed on their folders to 7 rounds: a client that
@@ -1123,6 +1140,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(deployed_run_equals_the_simulation, kill_leftovers),
         cmocka_unit_test_teardown(personal_models_deployed_equal_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(cross_device_deployed_equals_the_simulation, kill_leftovers),
         cmocka_unit_test_teardown(the_filter_runs_deployed_and_its_spend_survives_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
         cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),
