@@ -62,6 +62,19 @@ static inline void fl_fixture_make(fl_fixture *f, const char *arch, const int32_
     f->cfg.data.clients = K;
 }
 
+/* A simulation of the fixture's federation: the model initialized into global from the seed, then created over it. */
+static inline dpfl_sim *fl_fixture_sim(fl_fixture *f, float *global, uint64_t seed)
+{
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, seed);
+    dpfl_model_init(&f->model, global, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, global, &sim, &err),
+                     DPFL_OK);
+    return sim;
+}
+
 static inline void fl_fixture_free(fl_fixture *f)
 {
     dpfl_partition_free(&f->part);

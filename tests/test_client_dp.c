@@ -25,24 +25,12 @@ static void fixture_make(fixture *f, const char *arch, const int32_t *sizes, int
 
 static void fixture_free(fixture *f) { fl_fixture_free(f); }
 
-static dpfl_sim *sim_make(fixture *f, float *global, uint64_t seed)
-{
-    dpfl_rng root;
-    dpfl_rng_init_seed(&root, seed);
-    dpfl_model_init(&f->model, global, &root);
-    dpfl_sim *sim;
-    dpfl_error err;
-    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, global, &sim, &err),
-                     DPFL_OK);
-    return sim;
-}
-
 /* One round from a fresh model: *delta (P doubles) = global after - global before. */
 static void one_round(fixture *f, uint64_t seed, double *delta, dpfl_round_metrics *m)
 {
     size_t P = f->model.nparam;
     float *g = malloc(P * sizeof *g), *before = malloc(P * sizeof *before);
-    dpfl_sim *sim = sim_make(f, g, seed);
+    dpfl_sim *sim = fl_fixture_sim(f, g, seed);
     memcpy(before, g, P * sizeof *g);
     dpfl_error err;
     assert_int_equal(dpfl_sim_round(sim, 1, m, &err), DPFL_OK);
@@ -258,7 +246,7 @@ static void adaptive_clipping_converges_to_the_target_quantile(void **state)
         f.cfg.client_dp.target_quantile = gammas[gi];
         f.cfg.client_dp.clip_lr = 0.2;
         float *g = malloc(f.model.nparam * sizeof *g);
-        dpfl_sim *sim = sim_make(&f, g, 11);
+        dpfl_sim *sim = fl_fixture_sim(&f, g, 11);
         dpfl_error err;
         double frac = 0, logS = 0;
         int n = 0;
@@ -282,7 +270,7 @@ static void adaptive_clipping_converges_to_the_target_quantile(void **state)
         dpfl_sim_free(sim);
         f.cfg.client_dp.clip_strategy = DPFL_CLIP_FIXED;
         f.cfg.client_dp.clip = S;
-        sim = sim_make(&f, g, 11);
+        sim = fl_fixture_sim(&f, g, 11);
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
         if (fabs((1.0 - m.update_clip_fraction) - gammas[gi]) > 0.1) {
@@ -321,7 +309,7 @@ static void adaptive_quantile_count_has_the_accounted_sensitivity(void **state)
     f.cfg.client_dp.target_quantile = 0.5;
     f.cfg.client_dp.clip_lr = 0.2;
     float *g = malloc(f.model.nparam * sizeof *g);
-    dpfl_sim *sim = sim_make(&f, g, 4);
+    dpfl_sim *sim = fl_fixture_sim(&f, g, 4);
     dpfl_error err;
     int differs = 0;
     for (int r = 1; r <= 8; r++) {

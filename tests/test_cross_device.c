@@ -18,18 +18,6 @@ static void cross_device(dpfl_config *c, const char *rate, const char *r, const 
     fixture_set(c, "fl.rounds", rounds);
 }
 
-static dpfl_sim *sim_make(fl_fixture *f, float *global, uint64_t seed)
-{
-    dpfl_rng root;
-    dpfl_rng_init_seed(&root, seed);
-    dpfl_model_init(&f->model, global, &root);
-    dpfl_sim *sim;
-    dpfl_error err;
-    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, global, &sim, &err),
-                     DPFL_OK);
-    return sim;
-}
-
 /* K = 20 clients, cohorts of 5 (E = 4 rounds a pass), r = 1, 2, 3: every pass is a partition of the clients into
  * cohorts of exactly 5, so every client takes part exactly r times in r E rounds, and the ledger counts the same;
  * the passes' permutations differ (reshuffled every E rounds), and a seed gives the same cohorts again.  Fails if
@@ -54,7 +42,7 @@ static void every_client_takes_part_exactly_r_times(void **state)
         float *g = malloc(f.model.nparam * sizeof *g);
         int32_t first[3][20], again[20];
         for (uint64_t seed = 1; seed <= 2; seed++) {
-            dpfl_sim *sim = sim_make(&f, g, seed);
+            dpfl_sim *sim = fl_fixture_sim(&f, g, seed);
             int32_t count[20] = {0};
             for (int32_t t = 1; t <= 4 * r; t++) {
                 dpfl_round_metrics m;
@@ -80,7 +68,7 @@ static void every_client_takes_part_exactly_r_times(void **state)
         if (r >= 2) assert_true(memcmp(first[0], first[1], sizeof first[0]) != 0);
         /* the second seed's first pass differs from the first seed's; re-running seed 1 repeats it */
         assert_true(memcmp(first[0], again, sizeof again) != 0);
-        dpfl_sim *sim = sim_make(&f, g, 1);
+        dpfl_sim *sim = fl_fixture_sim(&f, g, 1);
         for (int32_t t = 1; t <= 4; t++) {
             const int32_t *who;
             assert_int_equal(dpfl_sim_sample(sim, t, &who), 5);
@@ -153,7 +141,7 @@ static void charged_epsilon_is_the_r_fold_gaussian(void **state)
     dpfl_error err;
     assert_int_equal(dpfl_config_validate(&f.cfg, &err), DPFL_OK);
     float *g = malloc(f.model.nparam * sizeof *g);
-    dpfl_sim *sim = sim_make(&f, g, 3);
+    dpfl_sim *sim = fl_fixture_sim(&f, g, 3);
     for (int32_t t = 1; t <= 12; t++) {
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, t, &m, &err), DPFL_OK);

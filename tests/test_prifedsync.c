@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static dpfl_sim *sim_make(fl_fixture *f, float *global, uint64_t seed)
-{
-    dpfl_rng root;
-    dpfl_rng_init_seed(&root, seed);
-    dpfl_model_init(&f->model, global, &root);
-    dpfl_sim *sim;
-    dpfl_error err;
-    assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, global, &sim, &err),
-                     DPFL_OK);
-    return sim;
-}
-
 /* the updates the server receives, per client (one round at a time) */
 typedef struct {
     float *u[4];
@@ -49,7 +37,7 @@ static void helper_model_formula_on_a_hand_example(void **state)
     fixture_set(&f.cfg, "fl.lr", "0.1");
     const size_t P = f.model.nparam;
     float *global = malloc(P * sizeof(float)), *before = malloc(P * sizeof(float)), *w0 = malloc(P * sizeof(float));
-    dpfl_sim *sim = sim_make(&f, global, 3);
+    dpfl_sim *sim = fl_fixture_sim(&f, global, 3);
     memcpy(w0, global, P * sizeof(float));
     seen_updates seen = {{malloc(P * sizeof(float)), malloc(P * sizeof(float)), malloc(P * sizeof(float)), NULL}, P};
     dpfl_sim_set_update_observer(sim, observe, &seen);
@@ -81,7 +69,7 @@ static void helper_model_formula_on_a_hand_example(void **state)
     /* alpha = 1 is FedAvg: every helper is the global model after the round */
     dpfl_sim_free(sim);
     fixture_set(&f.cfg, "fl.helper_alpha", "1");
-    sim = sim_make(&f, global, 3);
+    sim = fl_fixture_sim(&f, global, 3);
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     for (int32_t k = 0; k < 3; k++) assert_memory_equal(dpfl_sim_helper_model(sim, k), global, P * sizeof(float));
     dpfl_sim_free(sim);
@@ -107,7 +95,7 @@ static void helpers_persist_across_rounds_a_client_sits_out(void **state)
     fixture_set(&f.cfg, "fl.lr", "0.1");
     const size_t P = f.model.nparam;
     float *global = malloc(P * sizeof(float)), *snap = malloc(6 * P * sizeof(float));
-    dpfl_sim *sim = sim_make(&f, global, 9);
+    dpfl_sim *sim = fl_fixture_sim(&f, global, 9);
     dpfl_round_metrics m;
     dpfl_error err;
     int sat_out = 0, synced = 0;
@@ -151,7 +139,7 @@ static void clients_train_from_their_helper(void **state)
     fixture_set(&f.cfg, "fl.lr_gamma", "1e-6");
     const size_t P = f.model.nparam;
     float *global = malloc(P * sizeof(float)), *h1 = malloc(3 * P * sizeof(float));
-    dpfl_sim *sim = sim_make(&f, global, 8);
+    dpfl_sim *sim = fl_fixture_sim(&f, global, 8);
     dpfl_round_metrics m;
     dpfl_error err;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
@@ -184,7 +172,7 @@ static void sync_counts_follow_p(void **state)
     fixture_set(&f.cfg, "fl.client_rate", "0.3");
     const size_t P = f.model.nparam;
     float *global = malloc(P * sizeof(float));
-    dpfl_sim *sim = sim_make(&f, global, 4);
+    dpfl_sim *sim = fl_fixture_sim(&f, global, 4);
     int64_t count[20] = {0}, total = 0;
     const int R = 2000;
     for (int32_t r = 1; r <= R; r++) {
@@ -447,7 +435,7 @@ static void helper_models_compose_with_client_level_dp(void **state)
     fixture_set(&f.cfg, "client_dp.noise", "1.0");
     const size_t P = f.model.nparam;
     float *global = malloc(P * sizeof(float)), *before = malloc(P * sizeof(float));
-    dpfl_sim *sim = sim_make(&f, global, 5);
+    dpfl_sim *sim = fl_fixture_sim(&f, global, 5);
     memcpy(before, global, P * sizeof(float));
     dpfl_round_metrics m;
     dpfl_error err;
