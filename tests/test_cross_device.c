@@ -31,7 +31,7 @@ static void every_client_takes_part_exactly_r_times(void **state)
     for (int r = 1; r <= 3; r++) {
         fl_fixture f;
         fl_fixture_make(&f, "mlp:10-4-3", sizes, 20);
-        char rs[8], rounds[8];
+        char rs[16], rounds[16];
         snprintf(rs, sizeof rs, "%d", r);
         snprintf(rounds, sizeof rounds, "%d", 4 * r);
         cross_device(&f.cfg, "0.25", rs, rounds);
