@@ -2,7 +2,7 @@
  * what a peer or the allow-list folder hands the server.  Byte 0 is the mode:
  *   bit 1 set    the rest is a key file (Z85 text), read with dpfl_net_key_read;
  *   else bit 0   set: the rest is the whole frame; clear: the rest is [type][sender u32][payload], wrapped in a
- *                well-formed header (magic, version 1, the payload's length) with a correct CRC-32, so that the
+ *                well-formed header (magic, the current version, the payload's length) with a correct CRC-32, so that the
  *                fuzzer reaches each type's layout and range checks instead of stopping at the checksum.
  * A frame the decoder accepts must re-encode to exactly its own bytes (the format is canonical: no two encodings
  * of one message), its vector must read back, and every refusal must carry a message. */
@@ -23,6 +23,7 @@ static void check_frame(const uint8_t *buf, size_t len)
         float *v = malloc(m.nparam * sizeof(float) + 1);
         if (!v) abort();
         dpfl_wire_floats(&m, v);
+        dpfl_wire_control(&m, v); /* a round's control variate: 0 or nparam floats */
         free(v);
     }
     uint8_t *again;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpirun -np R dpfl train (src/cli/mpi_train.c): the same model bytes and epsilons as one process for a seed, with
-# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets and distributed
-# DP (secure aggregation over MPI messages), on 2 and 3
+# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets, distributed
+# DP (secure aggregation over MPI messages) and DP-SCAFFOLD, on 2 and 3
 # ranks, and after a resume; a setting the ranks cannot share is refused on one line.  Run by
 # `make test`; skipped, saying so, where mpirun or an MPI build is missing (CI installs OpenMPI: scripts/setup.sh).
 set -u
@@ -199,6 +199,22 @@ same_as_one ddp "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noi
 same_as_one ddpdrop "$tmp/run.ini" --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0 \
   --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set fl.client_state=keep \
   --set fl.optimizer=sgd --set fl.momentum=0.9
+t_end
+
+t_begin "mpirun: DP-SCAFFOLD: rank 0 keeps c and broadcasts it with the model, each worker its clients' c_i; a resume ends as one run"
+# record-level DP only (client_dp off); clients sit rounds out at q = 0.5, so a c not broadcast (zero on the
+# workers), not updated on rank 0 or missing from its checkpoint changes the bytes
+sc=(--set client_dp.enabled=no --set fl.scaffold=yes)
+same_as_one scaffold "$tmp/run.ini" "${sc[@]}"
+if "${MPIRUN[@]}" 3 "$dpfl" train "$tmp/run.ini" --out "$tmp/sc-res" --quiet "${sc[@]}" --set fl.rounds=2 \
+     >"$tmp/sc-res.log" 2>&1 &&
+   "${MPIRUN[@]}" 3 "$dpfl" train --resume "$tmp/sc-res" --set fl.rounds=4 --quiet >>"$tmp/sc-res.log" 2>&1; then
+  cmp -s "$tmp/scaffold-one/model.bin" "$tmp/sc-res/model.bin" || t_fail "scaffold resumed on 3 ranks: model.bin differs"
+  [ "$(eps epsilon "$tmp/scaffold-one/summary.json")" = "$(eps epsilon "$tmp/sc-res/summary.json")" ] ||
+    t_fail "scaffold resumed on 3 ranks: epsilon differs"
+else
+  t_fail "scaffold, 2 rounds then a resume on 3 ranks: $(tail -2 "$tmp/sc-res.log")"
+fi
 t_end
 
 t_begin "mpirun: what cannot run across ranks is refused on one line saying why"

@@ -453,6 +453,36 @@ static void cross_device_deployed_equals_the_simulation(void **state)
     cJSON_Delete(sim);
 }
 
+/* DP-SCAFFOLD (fl.scaffold): the server keeps c, forms each dc_i from the update it receives and sends c with every
+ * round; each client keeps its c_i in its own process (client.bin).  With Poisson client sampling at 0.6 clients sit
+ * rounds out; 4 rounds, then server and clients resumed on their folders to 6 rounds (c from the server's
+ * checkpoint, each c_i from its client.bin) against dpfl train --resume: a c not sent (zero at the clients), not
+ * updated, formed from another update or lost on a restart changes the bytes. */
+static void scaffold_deployed_equals_the_simulation(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    deployed_equals_simulated("sc", 4, "sampling = poisson\nclient_rate = 0.6\nscaffold = yes\nlr = 0.2\n\n"
+                                       "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n");
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "'%s' train --resume '%s' --set fl.rounds=6 --quiet", bin, tp("sc-sim"));
+    assert_int_equal(system(cmd), 0);
+    const int port = free_port();
+    pid_t srv = spawn(tp("sc-server2.log"), "serve --resume '%s' --set fl.rounds=6 --bind tcp://127.0.0.1:%d --keys '%s' "
+                                           "--join-timeout 30 --round-timeout 30", tp("sc-dep"), port, tp("keys/server"));
+    pid_t cl[3];
+    for (int k = 0; k < 3; k++)
+        cl[k] = join(port, tp("sc.ini"), k, tp("keys/c%d", k), tp("sc-state%d", k), tp("sc-client%d-2.log", k), "");
+    expect_exit(srv, 0, tp("sc-server2.log"), 60);
+    for (int k = 0; k < 3; k++) {
+        expect_exit(cl[k], 0, tp("sc-client%d-2.log", k), 10);
+        assert_true(contains(tp("sc-client%d-2.log", k), "carrying on from"));
+    }
+    assert_same_bytes(tp("sc-sim/model.bin"), tp("sc-dep/model.bin"));
+    assert_same_file(tp("sc-sim/metrics.jsonl"), tp("sc-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("sc-sim/summary.json"), tp("sc-dep/summary.json"), "epsilon");
+}
+
 /* rPDP-FL's individual Renyi filter (Feldman-Zrnic): each record's spend lives in the client that holds it, a
  * record that has spent its cap leaves that client's sampler, and client.bin keeps the spend.  4 rounds planned and
  * run (every record spends its cap), then server and clients resumed on their folders to 7 rounds: a client that
@@ -1141,6 +1171,7 @@ int main(void)
         cmocka_unit_test_teardown(deployed_run_equals_the_simulation, kill_leftovers),
         cmocka_unit_test_teardown(personal_models_deployed_equal_the_simulation, kill_leftovers),
         cmocka_unit_test_teardown(cross_device_deployed_equals_the_simulation, kill_leftovers),
+        cmocka_unit_test_teardown(scaffold_deployed_equals_the_simulation, kill_leftovers),
         cmocka_unit_test_teardown(the_filter_runs_deployed_and_its_spend_survives_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(unlisted_keys_and_impostors_are_refused, kill_leftovers),
         cmocka_unit_test_teardown(malformed_frames_do_not_stop_the_server, kill_leftovers),

@@ -67,7 +67,8 @@ static void every_type_round_trips(void **state)
 {
     (void)state;
     float w[5] = {1.0f, -2.5f, 3e-7f, 0.0f, 1e30f};
-    dpfl_wire_msg msgs[11];
+    const float cv[5] = {0.25f, -1e-3f, 7.0f, -0.0f, 2e-20f};
+    dpfl_wire_msg msgs[12];
     memset(msgs, 0, sizeof msgs);
     msgs[0] = round_msg(w, 5);
     msgs[1] = update_msg(w, 5);
@@ -88,7 +89,9 @@ static void every_type_round_trips(void **state)
     msgs[9].fvec = w, msgs[9].model_digest[3] = 4;
     msgs[10] = msgs[9];
     msgs[10].round = 0;
-    for (int i = 0; i < 11; i++) {
+    msgs[11] = round_msg(w, 5); /* fl.scaffold: the server's control variate follows the model */
+    msgs[11].ncontrol = 5, msgs[11].fcvec = cv;
+    for (int i = 0; i < 12; i++) {
         uint8_t *buf, *again;
         size_t len, len2;
         dpfl_error err;
@@ -120,6 +123,13 @@ static void every_type_round_trips(void **state)
             float got[5];
             dpfl_wire_floats(&d, got);
             assert_memory_equal(got, w, sizeof w);
+        }
+        assert_int_equal(d.ncontrol, msgs[i].ncontrol);
+        assert_true((d.cvec != NULL) == (msgs[i].ncontrol != 0));
+        if (d.cvec) {
+            float got[5];
+            dpfl_wire_control(&d, got);
+            assert_memory_equal(got, cv, sizeof cv);
         }
         /* canonical: a decoded frame encodes to the same bytes */
         d.fvec = NULL;
@@ -158,7 +168,8 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
         expect_refused(b, len, want);                                                                                 \
     } while (0)
     EDIT(0, 'X', "bad magic");
-    EDIT(4, 2, "version 2 is not supported");
+    EDIT(4, 1, "version 1 is not supported"); /* 1: rounds without SCAFFOLD's control variate */
+    EDIT(4, 3, "version 3 is not supported");
     EDIT(5, 0, "unknown frame type 0");
     EDIT(5, 9, "unknown frame type 9");
     EDIT(6, 1, "reserved bits");
@@ -232,6 +243,39 @@ static void malformed_frames_are_refused_with_a_reason(void **state)
     reseal(b2, len);
     expect_refused(b2, len, "threshold 1");
     free(b2);
+    free(good);
+
+    /* SCAFFOLD's control variate: of another length than the model (encoding refuses it; a frame whose counts were
+     * edited to 2 + 6 keeps its length), not finite, or more values announced than the payload holds */
+    const float cw[4] = {0.5f, -0.5f, 1.0f, 2.0f};
+    r.cohort = 0, r.index = 0, r.threshold = 0, r.client_z = 0;
+    r.ncontrol = 3, r.fcvec = cw;
+    assert_int_equal(dpfl_wire_encode(&r, &good, &len, &err), DPFL_EFORMAT);
+    assert_non_null(strstr(err.msg, "control variate of 3 values for 4 parameters"));
+    r.ncontrol = 4;
+    assert_int_equal(dpfl_wire_encode(&r, &good, &len, &err), DPFL_OK);
+    const size_t NP = DDP + 12 + 8 + 32; /* u64 nparam, u64 ncontrol, the model, the control variate */
+    b2 = malloc(len);
+    memcpy(b2, good, len);
+    b2[NP] = 2, b2[NP + 8] = 6;
+    reseal(b2, len);
+    expect_refused(b2, len, "control variate of 6 values for 2 parameters");
+    memcpy(b2, good, len);
+    memcpy(b2 + NP + 16 + 4 * 4 + 4, &nan, 4);
+    reseal(b2, len);
+    expect_refused(b2, len, "value 1 of the control variate is not finite");
+    memcpy(b2, good, len);
+    b2[NP + 8] = 5;
+    reseal(b2, len);
+    expect_refused(b2, len, "4 parameters announced");
+    free(b2);
+    free(good);
+    dpfl_wire_msg rd;
+    assert_int_equal(dpfl_wire_encode(&r, &good, &len, &err), DPFL_OK);
+    assert_int_equal(dpfl_wire_decode(good, len, &rd, &err), DPFL_OK);
+    float back[4];
+    dpfl_wire_control(&rd, back);
+    assert_memory_equal(back, cw, sizeof cw);
     free(good);
 
     /* a sync (helper models) sent by a client; one announcing more parameters than it holds */

@@ -12,8 +12,9 @@
 
 enum { K = 4 };
 
-/* The server's reconstruction from what it receives: c = mean of its copies of the c_i at each round's start, and
- * for each arrived update u of client i, c_i <- c_i - c - u / (steps_i lr). */
+/* The server's reconstruction from what it receives: c = mean of its copies of the c_i at each round's start (what
+ * the server's own c equals, to float rounding: server_variate_is_the_mean_of_the_clients), and for each arrived
+ * update u of client i, c_i <- c_i - c - u / (steps_i lr). */
 typedef struct {
     size_t P;
     float *ci[K], *c;
@@ -44,7 +45,7 @@ static void observe(void *ctx, int32_t round, int32_t client, const float *u, si
 }
 
 static double run_rounds(fl_fixture *f, float *g, const char *scaffold, int rounds, server_view *view,
-                         const float **variates, dpfl_sim **out)
+                         const float **variates, dpfl_sim **out, const char *per_round)
 {
     static const int32_t sizes[K] = {30, 40, 50, 60};
     fl_fixture_make(f, "mlp:10-8-3", sizes, K);
@@ -56,6 +57,10 @@ static double run_rounds(fl_fixture *f, float *g, const char *scaffold, int roun
     fixture_set(&f->cfg, "fl.local_epochs", "1"); /* ceil(n / 10) steps: 3, 4, 5 and 6 */
     fixture_set(&f->cfg, "fl.lr", "0.2");
     fixture_set(&f->cfg, "run.threads", "1");
+    if (per_round) { /* some clients sit rounds out */
+        fixture_set(&f->cfg, "fl.sampling", "fixed");
+        fixture_set(&f->cfg, "fl.clients_per_round", per_round);
+    }
     dpfl_error err;
     assert_int_equal(dpfl_config_validate(&f->cfg, &err), DPFL_OK);
     const size_t P = f->model.nparam;
@@ -75,9 +80,9 @@ static double run_rounds(fl_fixture *f, float *g, const char *scaffold, int roun
     if (variates) {
         const size_t floats = dpfl_sim_client_state_floats(sim);
         assert_int_equal(floats, f->model.nparam); /* plain SGD, nothing personal: the state is the variate alone */
-        for (int k = 0; k < K; k++) {
+        for (int k = 0; k < K; k++) { /* NULL: client k never trained (c_i = 0) */
             const float *s;
-            assert_true(dpfl_sim_client_state(sim, k, &s) > 0);
+            assert_true(dpfl_sim_client_state(sim, k, &s) > 0 || per_round);
             variates[k] = s;
         }
     }
@@ -101,8 +106,8 @@ static void variate_is_post_processing_of_the_sent_update(void **state)
     dpfl_sim *sim, *plain;
     fl_fixture fa, fb;
     float *ga = malloc(P * sizeof *ga), *gb = malloc(P * sizeof *gb);
-    const double eps = run_rounds(&fa, ga, "yes", 4, &v, variates, &sim);
-    const double eps_plain = run_rounds(&fb, gb, "no", 4, NULL, NULL, &plain);
+    const double eps = run_rounds(&fa, ga, "yes", 4, &v, variates, &sim, NULL);
+    const double eps_plain = run_rounds(&fb, gb, "no", 4, NULL, NULL, &plain, NULL);
     assert_int_equal(fa.model.nparam, P);
     assert_int_equal(v.updates, 4 * K);
     double largest = 0;
@@ -132,8 +137,44 @@ static void variate_is_post_processing_of_the_sent_update(void **state)
     free(v.c);
 }
 
+/* The server's c is its own state, c += (1/N) sum of the dc_i it forms from the updates it receives; with every c_i
+ * starting at 0 it stays the mean of all N clients' c_i, to float rounding, whether every client trains every round
+ * or 2 of 4 do (clients that never trained count as c_i = 0).  Fails if c is not updated, updated with a wrong sign
+ * or scale, or from another update than the one received. */
+static void server_variate_is_the_mean_of_the_clients(void **state)
+{
+    (void)state;
+    const char *per_round[2] = {NULL, "2"};
+    for (int c = 0; c < 2; c++) {
+        fl_fixture f;
+        dpfl_sim *sim;
+        const float *variates[K];
+        float *g = malloc((10 * 8 + 8 + 8 * 3 + 3) * sizeof *g);
+        run_rounds(&f, g, "yes", 5, NULL, variates, &sim, per_round[c]);
+        const size_t P = f.model.nparam;
+        const float *cbar = dpfl_sim_control(sim);
+        assert_non_null(cbar);
+        double largest = 0;
+        for (size_t j = 0; j < P; j++) {
+            double mean = 0;
+            for (int k = 0; k < K; k++) mean += variates[k] ? variates[k][j] : 0.0;
+            mean /= K;
+            if (fabs(cbar[j] - mean) > 1e-5 * (1.0 + fabs(mean))) {
+                print_error("%s: coordinate %zu: the server's c %g, the clients' mean %g\n",
+                            per_round[c] ? "2 of 4 a round" : "every client", j, cbar[j], mean);
+                fail();
+            }
+            largest = fmax(largest, fabs(mean));
+        }
+        assert_true(largest > 1e-3); /* the variates moved */
+        dpfl_sim_free(sim);
+        fl_fixture_free(&f);
+        free(g);
+    }
+}
+
 /* One-line refusals: client-level DP (the server's c from raw updates), an optimizer other than plain SGD, helper
- * models, e2e; a deployed client. */
+ * models, e2e.  (A deployed client trains with the c the server sends: tests/test_deploy.c, tests/mpi.sh.) */
 static void invalid_combinations_are_refused(void **state)
 {
     (void)state;
@@ -162,29 +203,11 @@ static void invalid_combinations_are_refused(void **state)
             fail();
         }
     }
-    /* a client trained as another process's client (dpfl join, MPI workers) has no server variate */
-    static const int32_t sizes[2] = {20, 20};
-    fl_fixture f;
-    fl_fixture_make(&f, "mlp:10-3", sizes, 2);
-    fixture_set(&f.cfg, "fl.scaffold", "yes");
-    float *g = malloc(f.model.nparam * sizeof *g), *u = malloc(f.model.nparam * sizeof *u);
-    dpfl_rng root;
-    dpfl_rng_init_seed(&root, 1);
-    dpfl_model_init(&f.model, g, &root);
-    dpfl_sim *sim;
-    dpfl_error err;
-    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, g, &sim, &err), DPFL_OK);
-    dpfl_client_report rep;
-    assert_int_equal(dpfl_sim_client_round(sim, 1, 1.0, 0, u, &rep, &err), DPFL_EINVAL);
-    assert_non_null(strstr(err.msg, "deployed"));
-    dpfl_sim_free(sim);
-    free(g);
-    free(u);
-    fl_fixture_free(&f);
 }
 
-/* The server's c is the mean of the clients' c_i, which the checkpoint holds as client state: a run stopped after
- * round 2 and resumed equals the whole run (checkpoint bytes, model, epsilon). */
+/* The checkpoint holds the server's c (server state) and the clients' c_i (client state): a run stopped after round 2
+ * and resumed equals the whole run (checkpoint bytes, c included, model, epsilon); clients sit rounds out (Poisson
+ * sampling at 0.5), so a c recomputed or restarted at 0 on a resume would differ. */
 static int stop_at_2(void *ctx, const dpfl_run_round *r)
 {
     (void)ctx;
@@ -194,7 +217,7 @@ static int stop_at_2(void *ctx, const dpfl_run_round *r)
 static void run_to(const char *out, int mode)
 {
     const char *ini = "[data]\ndataset = synthetic\npartition = shards\nclients = 6\n\n[model]\narch = mlp:20-12-10\n\n"
-                      "[fl]\nrounds = 5\nlocal_steps = 3\nbatch = 20\nlr = 0.1\nscaffold = yes\n\n"
+                      "[fl]\nrounds = 5\nsampling = poisson\nclient_rate = 0.5\nlocal_steps = 3\nbatch = 20\nlr = 0.1\nscaffold = yes\n\n"
                       "[record_dp]\nenabled = yes\nnoise = 1.5\nclip = 1\n\n[run]\nseed = 4\nthreads = 1\n";
     FILE *fp = fopen("/tmp/dpfl_test_scaffold.ini", "w");
     assert_non_null(fp);
@@ -226,6 +249,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(variate_is_post_processing_of_the_sent_update),
+        cmocka_unit_test(server_variate_is_the_mean_of_the_clients),
         cmocka_unit_test(invalid_combinations_are_refused),
         cmocka_unit_test(a_resumed_run_is_the_whole_run),
     };

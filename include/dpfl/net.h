@@ -15,16 +15,18 @@
  * (Z85, libsodium) do not need libzmq.
  *
  * Wire format, one frame per ZeroMQ message, every integer little-endian:
- *   u32 magic "DPFW", u8 version 1, u8 type, u16 reserved (0), u32 sender (client id, 0xFFFFFFFF the server),
+ *   u32 magic "DPFW", u8 version 2, u8 type, u16 reserved (0), u32 sender (client id, 0xFFFFFFFF the server),
  *   u32 payload length (<= DPFL_WIRE_MAX_PAYLOAD), payload, u32 CRC-32 of everything before it.
  * Payloads by type (f64 = IEEE-754 double, f32 = float):
  *   HELLO      u8 config_digest[32], u8 partition_digest[32], u8 partition_key[32], u64 nparam, u32 rounds,
  *              u32 released  (a client sends its config digest and zeros; the server answers with everything)
  *   ROUND      u32 round, u32 released, f64 lr, f64 update_clip, f64 record_z, u8 rates_digest[32],
  *              u8 model_digest[32], u32 cohort, u32 index, u32 threshold, f64 client_z, u8 ddp_seed[32],
- *              u64 nparam, f32 model[nparam]      (server -> the round's clients; cohort = 0 unless
+ *              u64 nparam, u64 ncontrol, f32 model[nparam], f32 control[ncontrol]
+ *                                                 (server -> the round's clients; cohort = 0 unless
  *              client_dp.mechanism = ddp: then the round's n sampled clients, this client's secure-aggregation id,
- *              the threshold t, the noise multiplier and the rotation seed)
+ *              the threshold t, the noise multiplier and the rotation seed; ncontrol = 0, or nparam with
+ *              fl.scaffold: the server's control variate c, every value finite.  Version 2 added ncontrol)
  *   UPDATE     u32 round, u32 flags, u8 model_digest[32], i64 steps, i64 examples, f64 loss_sum, i64 clipped,
  *              u64 nparam, f32 update[nparam]                          (client -> server; every value finite)
  *   HEARTBEAT  u32 round
@@ -47,7 +49,7 @@
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 
 #define DPFL_WIRE_MAGIC 0x57465044u /* "DPFW" */
-#define DPFL_WIRE_VERSION 1u
+#define DPFL_WIRE_VERSION 2u /* 2: ROUND carries SCAFFOLD's control variate */
 #define DPFL_WIRE_HEADER 16u
 #define DPFL_WIRE_TRAILER 4u
 #define DPFL_WIRE_MAX_PAYLOAD ((size_t)1 << 30)
@@ -90,6 +92,9 @@ typedef struct {
      * dpfl_wire_floats); encoding reads fvec if set, else vec. */
     const uint8_t *vec;
     const float *fvec;
+    uint64_t ncontrol;                /* ROUND: 0, or nparam: the server's control variate c (fl.scaffold) */
+    const uint8_t *cvec;              /* ROUND: its ncontrol floats, as vec / fvec are the model's */
+    const float *fcvec;
     uint32_t code;                         /* ERROR, BYE */
     char text[DPFL_WIRE_MAX_TEXT + 1];     /* ERROR, BYE: NUL-terminated here */
 } dpfl_wire_msg;
@@ -101,6 +106,8 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
 dpfl_status dpfl_wire_decode(const void *buf, size_t len, dpfl_wire_msg *m, dpfl_error *err);
 /* The nparam floats of a decoded ROUND, UPDATE or SYNC (nothing for other types). */
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out);
+/* The ncontrol floats of a decoded ROUND (nothing when it carries none). */
+void dpfl_wire_control(const dpfl_wire_msg *m, float *out);
 /* BLAKE2b-256 of n floats (their little-endian bytes): names a model in ROUND and UPDATE. */
 void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32]);
 /* ERROR / BYE text: printf-style, cut to DPFL_WIRE_MAX_TEXT, bytes outside printable ASCII replaced by '?'. */

@@ -60,6 +60,8 @@ struct dpfl_round_job {
     double record_z;             /* DP-SGD's noise multiplier (0 without record-level DP) */
     int client_level;            /* client-level DP: the server measures each update's norm itself */
     const dpfl_ddp_round_info *ddp;   /* distributed DP; NULL otherwise */
+    const float *control;        /* fl.scaffold: the server's control variate c (nparam floats), sent with the model;
+                                    NULL otherwise */
 };
 
 /* What a transport learns once the run is set up, before its first round. */
@@ -112,6 +114,10 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double update_clip
  * alpha global with global the model that round released (the simulation's own sync; nothing without a helper
  * or before client k first trained). */
 void dpfl_sim_client_sync(dpfl_sim *s, int32_t k, const float *global);
+/* fl.scaffold: the control variate c (nparam floats) the simulation's clients train with -- the server's own on the
+ * server, the one the server sent on a client process (copied in by the caller before dpfl_sim_client_round);
+ * NULL without SCAFFOLD. */
+float *dpfl_sim_control(dpfl_sim *s);
 /* The learning rate of round `round` (1-based) as the server's schedule gives it. */
 double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round);
 /* Distributed DP: the round's public values as the server sent them (n sampled, threshold t, rotation seed; t is

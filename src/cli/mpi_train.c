@@ -278,6 +278,7 @@ static dpfl_status mpi_run_clients(const dpfl_transport *t, dpfl_round_job *job,
     MPI_Bcast(ids, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(drop, n, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Bcast((void *)job->global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (job->control) MPI_Bcast((void *)job->control, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD); /* fl.scaffold's c */
     dpfl_status st = job->ddp ? ddp_rounds(job, ids, drop, err) : DPFL_OK;
     /* each update into one buffer and on to the server's exact, order-independent sum (job->arrive): rank 0 holds
      * O(model) for the round's updates, not one per sampled client */
@@ -512,6 +513,8 @@ static int worker_rank(const dpfl_config *cfg)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         MPI_Bcast(n->in.global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        float *control = dpfl_sim_control(n->in.sim); /* fl.scaffold: the server's c (the same config as rank 0's) */
+        if (control) MPI_Bcast(control, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
         nmine = 0;
         dpfl_error re = {{0}};
         dpfl_status rst = n->acct.rpdp.on ? rpdp_replay(n, &replayed, h.released, &re) : DPFL_OK;

@@ -284,9 +284,6 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
 {
     if (k < 0 || k >= s->part->clients)
         return dpfl_fail(err, DPFL_EINVAL, "client %d: the partition has clients 0 to %d", k, s->part->clients - 1);
-    if (s->clients.scaffold)
-        return dpfl_fail(err, DPFL_EINVAL, "fl.scaffold: not available deployed (serve/join, mpirun): the server's "
-                                           "control variate is not sent to client processes");
     dpfl_status st = fl_clients_alloc(&s->clients, s->model, k, dpfl_sim_client_steps(s, k), err);
     if (st) return st;
     s->round = round;

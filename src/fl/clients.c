@@ -119,7 +119,10 @@ dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_mo
     if (!(c->cstate = calloc((size_t)clients, sizeof *c->cstate)))
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-client state: table of %d clients)", clients);
     for (int32_t k = 0; k < clients; k++) c->cstate[k].local_acc = NAN;
-    if (c->scaffold && !(c->cbar = dpfl_calloc(model->nparam, sizeof(float), err))) return DPFL_ENOMEM;
+    if (c->scaffold && (!(c->cbar = dpfl_calloc(model->nparam, sizeof(float), err)) ||
+                        !(c->dcmean = dpfl_alloc(model->nparam * sizeof(float), err))))
+        return DPFL_ENOMEM;
+    if (c->scaffold && (st = dpfl_xsum_init(&c->dc, model->nparam, err))) return st;
     if (c->helper) {
         if (!(c->w0 = dpfl_alloc(model->nparam * sizeof(float), err))) return DPFL_ENOMEM;
         dpfl_vec_copy(c->w0, global, model->nparam); /* Algorithm 1: h_i <- w0 */
@@ -137,7 +140,9 @@ void fl_clients_free(fl_clients *c)
     c->scratch = NULL;
     dpfl_free(c->w0);
     dpfl_free(c->cbar);
-    c->cbar = NULL;
+    dpfl_free(c->dcmean);
+    dpfl_xsum_free(&c->dc);
+    c->cbar = c->dcmean = NULL;
     free(c->pr_off);
     free(c->pr_len);
     dpfl_free(c->pinit);
@@ -328,22 +333,6 @@ float *fl_client_variate(const fl_clients *c, int32_t k)
 {
     const client_opt *o = &c->cstate[k];
     return c->scaffold && o->state ? o->state + fl_clients_state_floats(c) - c->npers - c->nparam : NULL;
-}
-
-dpfl_status fl_client_variate_read(fl_clients *c, int32_t k, const float **ci, dpfl_error *err)
-{
-    const client_opt *o = &c->cstate[k];
-    const float *b = o->state;
-    *ci = NULL;
-    if (!c->scaffold) return DPFL_OK;
-    if (!b && o->gen > 0) { /* paged out, or not read back since a resume: its file, into the scratch block */
-        if (!c->scratch && !(c->scratch = dpfl_alloc(block_bytes(c), err))) return DPFL_ENOMEM;
-        dpfl_status st = fl_store_read(c, k, c->scratch, err);
-        if (st) return st;
-        b = c->scratch;
-    }
-    if (b) *ci = b + fl_clients_state_floats(c) - c->npers - c->nparam;
-    return DPFL_OK;
 }
 
 float *fl_client_personal(const fl_clients *c, int32_t k)

@@ -96,6 +96,8 @@ static void client_metrics(const client_result *results, int32_t n, size_t P, co
 static dpfl_status server_take(dpfl_sim *s, int32_t i, float *u, dpfl_error *err)
 {
     if (s->observer) s->observer(s->observer_ctx, s->round, s->results[i].client, u, s->model->nparam);
+    dpfl_status st = fl_scaffold_take(&s->clients, u, s->results[i].steps, s->lr, err); /* the server's dc_i */
+    if (st) return st;
     const fl_round_view v = fl_sim_view(s);
     return s->agg->add(&s->aggst, &v, i, u, err);
 }
@@ -133,7 +135,7 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
                               .arrive = server_arrive, .global = s->global,
                               .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggst.cdp.S,
                               .record_z = s->rdp.on ? s->rdp.z : 0.0, .client_level = s->agg->client_level,
-                              .ddp = plan ? &s->ddp_round : NULL};
+                              .ddp = plan ? &s->ddp_round : NULL, .control = dpfl_sim_control(s)};
     return &s->job;
 }
 
@@ -148,7 +150,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->nsampled;
     dpfl_status st;
-    if ((st = fl_scaffold_begin(&s->clients, s->transport, err))) return st; /* the server's c (fl.scaffold) */
+    fl_scaffold_begin(&s->clients); /* the round's dc_i (fl.scaffold) */
     if ((st = prepare_clients(s, round, ms, err))) return st;
     const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
     if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;
@@ -163,6 +165,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     }
     client_metrics(s->results, ms, s->model->nparam, &s->rdp, m);
     if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
+    fl_scaffold_end(&s->clients); /* the server's c moves (fl.scaffold) */
     if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */

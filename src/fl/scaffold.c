@@ -4,9 +4,17 @@
  * g the step's gradient, noised under DP-SGD); after its K steps the client sends u = y - x, as every client does, and
  * sets
  *     c_i+ = c_i - c + (x - y) / (K lr) = c_i - c - u / (K lr)                      (option II)
- * while the server's c += (1/N) sum_{i in S} (c_i+ - c_i), which keeps c equal to the mean of all N clients' c_i
- * (every c_i starts at 0); dpfl computes c as that mean at the start of each round, in client order, so that a
- * resumed run recomputes it bit for bit from the c_i its checkpoint holds (they are client state).
+ * while the server's c += (1/N) sum_{i in S} (c_i+ - c_i) with c_i+ - c_i = -c - u_i / (K_i lr): c is the server's
+ * own state, formed from the updates it receives (K_i the steps the client reports, lr the round's, both public),
+ * so a server whose clients are other processes (dpfl serve, mpirun) keeps it as the simulation does and sends it
+ * with the model.  The round's sum of u_i / (K_i lr) is exact and order-independent (core/exact_sum.c), so c's
+ * bits do not depend on the order the updates arrive in; c moves once, after the release, and the checkpoint holds
+ * it (server state; the c_i are client state).  With every c_i starting at 0 and every update arriving, c stays
+ * the mean of all N clients' c_i (to float rounding: each side rounds its own sums).  A client whose update does
+ * not arrive (a deployed client past the round's deadline) has moved its c_i while the server added no dc_i:
+ * from then on c differs from the mean of the c_i by that unmatched dc_i / N -- c is still a function of what was
+ * released, so the privacy argument below is unchanged; the simulation has no such client (dropouts are client-level DP's,
+ * which DP-SCAFFOLD refuses).
  *
  * Privacy (record level): what the client releases is u, the output of its DP-SGD steps.  The corrections it adds
  * are functions of c (public: computed from earlier releases) and c_i (its own earlier releases and c), i.e. of
@@ -19,24 +27,34 @@
 
 #include <string.h>
 
-dpfl_status fl_scaffold_begin(fl_clients *c, const dpfl_transport *t, dpfl_error *err)
+void fl_scaffold_begin(fl_clients *c)
 {
-    if (!c->scaffold) return DPFL_OK;
-    if (t->clients_hold_data)
-        return dpfl_fail(err, DPFL_EINVAL, "fl.scaffold: not available deployed (serve/join, mpirun): the server's "
-                                           "control variate is not sent to client processes");
-    const size_t P = c->nparam;
-    float *cbar = c->cbar;
-    dpfl_vec_zero(cbar, P);
-    for (int32_t k = 0; k < c->count; k++) { /* every client's c_i, paged out or not (a resume reads files) */
-        const float *ci;
-        dpfl_status st = fl_client_variate_read(c, k, &ci, err);
-        if (st) return st;
-        if (ci) dpfl_vec_axpy(cbar, 1.0f, ci, P);
-    }
-    dpfl_vec_scale(cbar, (float)(1.0 / c->count), P);
-    return DPFL_OK;
+    if (!c->scaffold) return;
+    dpfl_xsum_zero(&c->dc);
+    c->dcn = 0;
 }
+
+/* The server, as client i's update u arrives: dc_i = -c - u inv with inv = 1 / (K_i lr) as the client rounds it;
+ * the sum keeps the u inv part (exactly: a float times a float is a double) and the count for the -c part. */
+dpfl_status fl_scaffold_take(fl_clients *c, const float *u, int64_t steps, double lr, dpfl_error *err)
+{
+    if (!c->scaffold || !(steps > 0 && lr > 0)) return DPFL_OK; /* the client kept its c_i: no dc_i */
+    const float inv = (float)(1.0 / ((double)steps * lr));
+    c->dcn++;
+    return dpfl_xsum_add(&c->dc, u, (double)inv, err);
+}
+
+/* c <- c + (1/N) sum_i dc_i = c (1 - m / N) - (sum_i u_i inv_i) / N, m the updates taken */
+void fl_scaffold_end(fl_clients *c)
+{
+    if (!c->scaffold || c->dcn == 0) return;
+    const size_t P = c->nparam;
+    dpfl_xsum_result(&c->dc, (double)c->count, c->dcmean);
+    const double keep = 1.0 - (double)c->dcn / (double)c->count;
+    for (size_t j = 0; j < P; j++) c->cbar[j] = (float)((double)c->cbar[j] * keep - (double)c->dcmean[j]);
+}
+
+float *dpfl_sim_control(dpfl_sim *s) { return s->clients.scaffold ? s->clients.cbar : NULL; }
 
 void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr)
 {

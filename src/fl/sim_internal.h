@@ -82,8 +82,12 @@ typedef struct {
     float alpha;        /* helper_alpha */
     float *w0;          /* helper: the initial model, every client's helper until its first sync */
     int scaffold;       /* fl.scaffold: P floats of a client's state, before its personal ones, are its control
-                           variate c_i (scaffold.c); cbar is the server's c, the mean of every client's c_i */
+                           variate c_i (scaffold.c); cbar is c, the server's state (checkpointed; sent to client
+                           processes with the model): the mean of every client's c_i when every update arrives */
     float *cbar;
+    dpfl_xsum dc;       /* the server's exact sum over the round's arrived updates u_i of u_i / (K_i lr) */
+    int32_t dcn;        /* and their number */
+    float *dcmean;      /* P floats: that sum / N, at the round's end */
     client_opt *cstate; /* one per client (NULL without state) */
     /* the blocks in memory are a cache (fl.client_state_max_mb): above it, blocks of clients the current round
      * does not train are paged out to their state files in dir (least recently used first) and read back when
@@ -147,13 +151,13 @@ void fl_personal_zero(const fl_clients *c, float *v);
 void fl_personal_reset(const fl_clients *c, float *model);
 /* client k's control variate c_i (P floats of its state; NULL before it first trains: zero) */
 float *fl_client_variate(const fl_clients *c, int32_t k);
-/* client k's c_i wherever its block is, in memory or in its file (read into the scratch block, valid until the next
- * read); NULL before the client first trained (c_i = 0) */
-dpfl_status fl_client_variate_read(fl_clients *c, int32_t k, const float **ci, dpfl_error *err);
-/* SCAFFOLD (scaffold.c): the server's c = the mean over all K clients of their c_i (a client that never trained
- * has c_i = 0), in client order -- what SCAFFOLD's server update c += (1/K) sum dc_i keeps it equal to; refused
- * when the clients are other processes (the variate is not sent to them) */
-dpfl_status fl_scaffold_begin(fl_clients *c, const dpfl_transport *t, dpfl_error *err);
+/* SCAFFOLD (scaffold.c), the server's side: c is its own state, updated as in Karimireddy et al. / Noble et al.,
+ * c <- c + (1/N) sum_{i in S} dc_i with dc_i = c_i+ - c_i = -c - u_i / (K_i lr), formed from each update u_i it
+ * receives (K_i: the steps the client reports, lr public).  begin: a round's sum starts empty; take: client i's
+ * update arrived (any order: the sum is exact); end: after the release, c moves. */
+void fl_scaffold_begin(fl_clients *c);
+dpfl_status fl_scaffold_take(fl_clients *c, const float *u, int64_t steps, double lr, dpfl_error *err);
+void fl_scaffold_end(fl_clients *c);
 /* after one local step: local -= lr (c - c_i) */
 void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr);
 /* after the client's round (option II): c_i <- c_i - c - u / (steps lr), u = the update it sent */

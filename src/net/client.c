@@ -133,6 +133,9 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
     else if (m->record_z != z)
         snprintf(why, cap, "record-level noise multiplier %.17g, this client's is %.17g (same config and fl.rounds?)",
                  m->record_z, z);
+    else if ((m->ncontrol != 0) != (dpfl_sim_control(s) != NULL))
+        snprintf(why, cap, "the round %s SCAFFOLD's control variate, this client's config has fl.scaffold = %s",
+                 m->ncontrol ? "carries" : "lacks", dpfl_sim_control(s) ? "yes" : "no");
     if (why[0]) return why;
     if (n->acct.rpdp.on) {
         dpfl_error err;
@@ -216,6 +219,7 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         return DPFL_OK;
     }
     if (cl->ddp) return net_client_ddp_round(cl, m, err);
+    if (m->ncontrol) dpfl_wire_control(m, dpfl_sim_control(n->in.sim)); /* fl.scaffold: the server's c */
     dpfl_client_report res;
     dpfl_status st =
         dpfl_sim_client_round(n->in.sim, (int32_t)m->round, m->update_clip, cl->own.k, cl->update, &res, err);

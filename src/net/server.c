@@ -120,6 +120,8 @@ void net_srv_send_round(server *sv, int32_t k)
     }
     m.nparam = sv->P;
     m.fvec = job->global;
+    m.ncontrol = job->control ? sv->P : 0; /* fl.scaffold: the server's c, which the client's steps use */
+    m.fcvec = job->control;
     if (net_srv_send_frame(sv, p, &m) == 0) DETAIL(sv, "round %d: sent to client %d", sv->round, k);
     else DETAIL(sv, "round %d: could not reach client %d now (it gets the round when it says hello again)", sv->round, k);
 }

@@ -18,7 +18,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-en
 
 enum {
     HELLO_BYTES = 32 * 3 + 8 + 4 + 4,
-    ROUND_FIXED = 4 + 4 + 8 * 3 + 32 + 32 + 4 * 3 + 8 + 32 + 8,
+    ROUND_FIXED = 4 + 4 + 8 * 3 + 32 + 32 + 4 * 3 + 8 + 32 + 8 + 8,
     UPDATE_FIXED = 4 + 4 + 32 + 8 * 4 + 8,
     HEARTBEAT_BYTES = 4,
     TEXT_FIXED = 4 + 4,
@@ -79,6 +79,17 @@ static dpfl_status check_values(const dpfl_wire_msg *m, const uint8_t *vec, cons
                    !(m->client_z > 0) || isinf(m->client_z)) {
             return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: client %u of a cohort of %u, threshold %u, noise %g out "
                                                 "of range", t, m->index, m->cohort, m->threshold, m->client_z);
+        }
+        if (m->ncontrol != 0 && m->ncontrol != m->nparam)
+            return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: a control variate of %llu values for %llu parameters", t,
+                             (unsigned long long)m->ncontrol, (unsigned long long)m->nparam);
+        for (uint64_t i = 0; i < m->ncontrol; i++) {
+            float v;
+            if (m->fcvec) v = m->fcvec[i];
+            else memcpy(&v, m->cvec + 4 * i, 4);
+            if (!isfinite(v))
+                return dpfl_fail(err, DPFL_EFORMAT, "bad %s frame: value %llu of the control variate is not finite", t,
+                                 (unsigned long long)i);
         }
         break;
     case DPFL_WIRE_UPDATE:
@@ -142,8 +153,10 @@ static size_t payload_len(const dpfl_wire_msg *m, size_t textlen)
     case DPFL_WIRE_UPDATE:
     case DPFL_WIRE_SYNC: {
         size_t fixed = m->type == DPFL_WIRE_ROUND ? ROUND_FIXED : m->type == DPFL_WIRE_SYNC ? SYNC_FIXED : UPDATE_FIXED;
-        if (m->nparam > (DPFL_WIRE_MAX_PAYLOAD - fixed) / 4) return 0;
-        return fixed + 4 * (size_t)m->nparam;
+        const uint64_t nc = m->type == DPFL_WIRE_ROUND ? m->ncontrol : 0; /* 0 or nparam (checked) */
+        if (m->nparam > (DPFL_WIRE_MAX_PAYLOAD - fixed) / 4 || nc > (DPFL_WIRE_MAX_PAYLOAD - fixed) / 4 - m->nparam)
+            return 0;
+        return fixed + 4 * (size_t)(m->nparam + nc);
     }
     default: return 0;
     }
@@ -157,6 +170,8 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
     if ((m->type == DPFL_WIRE_ROUND || m->type == DPFL_WIRE_UPDATE || m->type == DPFL_WIRE_SYNC) && m->nparam &&
         !m->fvec && !m->vec)
         return dpfl_fail(err, DPFL_EINVAL, "%s frame without its vector", dpfl_wire_type_name(m->type));
+    if (m->type == DPFL_WIRE_ROUND && m->ncontrol && !m->fcvec && !m->cvec)
+        return dpfl_fail(err, DPFL_EINVAL, "round frame without its control variate");
     if (m->type == DPFL_WIRE_SECAGG && m->data_len && !m->data)
         return dpfl_fail(err, DPFL_EINVAL, "secagg frame without its message");
     dpfl_status st = check_values(m, m->vec, m->fvec, textlen, err);
@@ -197,7 +212,10 @@ dpfl_status dpfl_wire_encode(const dpfl_wire_msg *m, uint8_t **out, size_t *len,
         dpfl_bytes_put_f64(&c, m->client_z);
         dpfl_bytes_put(&c, m->ddp_seed, 32);
         dpfl_bytes_put_u64(&c, m->nparam);
+        dpfl_bytes_put_u64(&c, m->ncontrol);
         dpfl_bytes_put(&c, m->fvec ? (const void *)m->fvec : (const void *)m->vec, 4 * (size_t)m->nparam);
+        if (m->ncontrol)
+            dpfl_bytes_put(&c, m->fcvec ? (const void *)m->fcvec : (const void *)m->cvec, 4 * (size_t)m->ncontrol);
         break;
     case DPFL_WIRE_SECAGG:
         dpfl_bytes_put_u32(&c, m->round);
@@ -302,8 +320,13 @@ static int payload_read(dpfl_bytes_reader *c, dpfl_wire_msg *m, uint32_t plen, s
         dpfl_bytes_get_f64(c, &m->client_z);
         dpfl_bytes_get(c, m->ddp_seed, 32);
         dpfl_bytes_get_u64(c, &m->nparam);
-        if (m->nparam != (plen - ROUND_FIXED) / 4 || (plen - ROUND_FIXED) % 4) return PAYLOAD_BADVEC;
+        dpfl_bytes_get_u64(c, &m->ncontrol);
+        /* nparam + ncontrol floats, neither larger than the payload (no overflow in the sum) */
+        if (m->nparam > plen / 4 || m->ncontrol > plen / 4 || m->nparam + m->ncontrol != (plen - ROUND_FIXED) / 4 ||
+            (plen - ROUND_FIXED) % 4)
+            return PAYLOAD_BADVEC;
         m->vec = c->p;
+        m->cvec = m->ncontrol ? c->p + 4 * (size_t)m->nparam : NULL;
         return PAYLOAD_OK;
     case DPFL_WIRE_SECAGG:
         if (plen < SECAGG_MIN) return PAYLOAD_BADLEN;
@@ -373,6 +396,7 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
     }
     if ((st = check_values(m, m->vec, NULL, textlen, err))) {
         m->vec = NULL;
+        m->cvec = NULL;
         m->data = NULL;
         return st;
     }
@@ -382,6 +406,11 @@ dpfl_status dpfl_wire_decode(const void *data, size_t len, dpfl_wire_msg *m, dpf
 void dpfl_wire_floats(const dpfl_wire_msg *m, float *out)
 {
     if (m->vec && m->nparam) memcpy(out, m->vec, 4 * (size_t)m->nparam);
+}
+
+void dpfl_wire_control(const dpfl_wire_msg *m, float *out)
+{
+    if (m->cvec && m->ncontrol) memcpy(out, m->cvec, 4 * (size_t)m->ncontrol);
 }
 
 void dpfl_wire_model_digest(const float *w, size_t n, uint8_t out[32])

@@ -28,10 +28,13 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   ledger  i64 participations[clients], i64 record_steps[clients],
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
  *           i32 bound, i64 count
- *   states  i32 flags (1: per-client state, 2: helper models), i32 nstates, u64 floats; then per client with a
+ *   states  i32 flags (1: per-client state, 2: helper models, 4: SCAFFOLD's c), i32 nstates, u64 floats; then per
+ *           client with a
  *           state, in client order: i32 client, i64 t, i32 generation, u32 crc (its state file clients/client<k>.
  *           g<generation>.bin and that file's CRC-32: fl/client_store.c; 0, 0 when floats is 0); with helper
- *           models, f32 w0[nparam] (the helper of every client that has not synced yet)
+ *           models, f32 w0[nparam] (the helper of every client that has not synced yet); with fl.scaffold,
+ *           f32 c[nparam] (the server's control variate, src/fl/scaffold.c; flag 4 came without a new format
+ *           number: format-8 files without it read as before)
  *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
  *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
@@ -189,6 +192,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     size_t ll = strlen(line);
     const int keep = sim && dpfl_sim_keeps_client_state(sim);
     const float *w0 = sim ? dpfl_sim_initial_model(sim) : NULL;
+    const float *cv = sim ? dpfl_sim_control(sim) : NULL;
     const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
     fl_clients *cl = keep ? &sim->clients : NULL;
     dpfl_status st;
@@ -198,7 +202,7 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     for (int32_t k = 0; keep && k < l->clients; k++) nstates += cl->cstate[k].t > 0;
     size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
                  (size_t)l->nclient_events * EVENT_BYTES + STATE_HEAD_BYTES + (size_t)nstates * STATE_INDEX_BYTES;
-    const int nparts = 3 + (w0 != NULL);
+    const int nparts = 3 + (w0 != NULL) + (cv != NULL);
     const size_t rlen = rpdp_bytes(rp);
     char *buf = malloc(len), *rbuf = malloc(rlen);
     if (!buf || !rbuf) {
@@ -206,11 +210,11 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
         free(rbuf);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (checkpoint)");
     }
-    const void *parts[4];
-    size_t lens[4];
+    const void *parts[5];
+    size_t lens[5];
     dpfl_bytes_writer c = dpfl_bytes_writer_over(buf, len);
     put_head_model_ledger(&c, params, nparam, l, rs, ll);
-    dpfl_bytes_put_i32(&c, keep | (w0 ? 2 : 0));
+    dpfl_bytes_put_i32(&c, keep | (w0 ? 2 : 0) | (cv ? 4 : 0));
     dpfl_bytes_put_i32(&c, nstates);
     dpfl_bytes_put_i64(&c, (int64_t)floats);
     for (int32_t k = 0; keep && k < l->clients; k++) {
@@ -225,6 +229,10 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     int np = 1;
     if (w0) {
         parts[np] = w0;
+        lens[np++] = nparam * sizeof(float);
+    }
+    if (cv) {
+        parts[np] = cv;
         lens[np++] = nparam * sizeof(float);
     }
     DPFL_ASSERT(c.p == c.end);
@@ -337,12 +345,19 @@ static dpfl_status get_states_head(dpfl_bytes_reader *c, const dpfl_sim *sim, in
     dpfl_bytes_get_i32(c, &sflags);
     dpfl_bytes_get_i32(c, nstates);
     dpfl_bytes_get_u64(c, &sfloats);
-    if (c->short_read || (sflags & ~3) || ((sflags & 2) && !(sflags & 1)))
+    if (c->short_read || (sflags & ~7) || ((sflags & 6) && !(sflags & 1)))
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
     const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
     if (shelper != helper)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.personalization = %s; the config "
                                             "says %s", path, shelper ? "helper" : "none", helper ? "helper" : "none");
+    const int sscaffold = (sflags & 4) != 0, scaffold = sim && dpfl_sim_control((dpfl_sim *)sim);
+    if (sscaffold != scaffold)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) %s; the config says fl.scaffold = %s", path,
+                         sscaffold ? "holds SCAFFOLD's server control variate"
+                                   : "holds no SCAFFOLD control variate (fl.scaffold = no, or a dpfl that recomputed "
+                                     "it each round: start a new run)",
+                         scaffold ? "yes" : "no");
     if (skeep != keep)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.client_state = %s; the config says %s",
                          path, skeep ? "keep" : "reset", keep ? "keep" : "reset");
@@ -407,6 +422,11 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         if (dpfl_bytes_left(&c) < nparam * sizeof(float)) goto bad;
         dpfl_sim_set_initial_model(sim, (const float *)(const void *)c.p); /* memcpy inside: no alignment needed */
         c.p += nparam * sizeof(float);
+    }
+    float *cv = sim ? dpfl_sim_control(sim) : NULL;
+    if (cv) {
+        if (dpfl_bytes_left(&c) < nparam * sizeof(float)) goto bad;
+        dpfl_bytes_get_f32s(&c, cv, nparam);
     }
     if ((st = get_rpdp(&c, rp, clients, path, err))) {
         free(buf);
