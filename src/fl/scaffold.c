@@ -39,7 +39,7 @@ void fl_scaffold_begin(fl_clients *c)
 dpfl_status fl_scaffold_take(fl_clients *c, const float *u, int64_t steps, double lr, dpfl_error *err)
 {
     if (!c->scaffold || !(steps > 0 && lr > 0)) return DPFL_OK; /* the client kept its c_i: no dc_i */
-    const float inv = (float)(1.0 / ((double)steps * lr));
+    const float inv = (float)(1.0 / (lr * (double)steps)); /* the client's inv (a product commutes exactly) */
     c->dcn++;
     return dpfl_xsum_add(&c->dc, u, (double)inv, err);
 }
