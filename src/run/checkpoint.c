@@ -28,13 +28,12 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   ledger  i64 participations[clients], i64 record_steps[clients],
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
  *           i32 bound, i64 count
- *   states  i32 flags (1: per-client state, 2: helper models, 4: SCAFFOLD's c), i32 nstates, u64 floats; then per
- *           client with a
- *           state, in client order: i32 client, i64 t, i32 generation, u32 crc (its state file clients/client<k>.
- *           g<generation>.bin and that file's CRC-32: fl/client_store.c; 0, 0 when floats is 0); with helper
- *           models, f32 w0[nparam] (the helper of every client that has not synced yet); with fl.scaffold,
- *           f32 c[nparam] (the server's control variate, src/fl/scaffold.c; flag 4 came without a new format
- *           number: format-8 files without it read as before)
+ *   states  i32 flags (1: per-client state, 2: helper models, 4: SCAFFOLD's c), i32 nstates, u64 floats; then
+ *           per client with a state, in client order: i32 client, i64 t, i32 generation, u32 crc (its state file
+ *           clients/client<k>.g<generation>.bin and that file's CRC-32: fl/client_store.c; 0, 0 when floats is 0);
+ *           with helper models, f32 w0[nparam] (the helper of every client that has not synced yet); with
+ *           fl.scaffold, f32 c[nparam] (the server's control variate, src/fl/scaffold.c; flag 4 came without a new
+ *           format number: format-8 files without it read as before)
  *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
  *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
