@@ -13,7 +13,7 @@
  * writes a JSON list of {model, batch, mode, examples_per_second, grad_examples_per_second, peak_rss_mb, nparam,
  * train_mflop_per_example} (nparam: the model's parameter count, which bench/pytorch_reference.py checks its
  * models against; train_mflop_per_example: train_flop below, so examples/s x it is the GEMM rate reached) plus
- * {gemm_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
+ * {gemm_gflops, fma_peak_gflops} to argv[1] (default bench/results.json).  grad_examples_per_second counts only the fused
  * gradient-and-update call, so the cost of the noise is visible separately.  peak_rss_mb is the process's peak
  * resident memory when the row is done (models run in order, the largest last: for resnet18-gn it is that
  * model's peak, its two workspaces, parameter copies and the data included). */
@@ -65,6 +65,72 @@ static double gemm_gflops(double secs)
     openblas_set_num_threads(1);
     return best;
 }
+
+/* The machine's measured FMA rate: every core this process may run on, each thread a chain-free loop of 12
+ * independent vector FMAs (enough to cover the FMA latency on two pipes), at the widest width the CPU runs
+ * (AVX-512 where it has it, else AVX2 + FMA).  It is the hard ceiling for any float32 training step, dpfl's or
+ * PyTorch's: examples/s x train_mflop_per_example cannot exceed it (2 FLOP per lane per FMA). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <pthread.h>
+#define FMA_ITERS 20000000L
+__attribute__((target("avx2,fma"))) static void *fma_loop_avx2(void *arg)
+{
+    __m256 acc[12], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i);
+    for (long it = 0; it < FMA_ITERS; it++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+    float sink = 0;
+    for (int i = 0; i < 12; i++) sink += _mm256_cvtss_f32(acc[i]);
+    *(float *)arg = sink;
+    return NULL;
+}
+__attribute__((target("avx512f"))) static void *fma_loop_avx512(void *arg)
+{
+    __m512 acc[12], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < FMA_ITERS; it++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+    float sink = 0;
+    for (int i = 0; i < 12; i++) sink += _mm512_cvtss_f32(acc[i]);
+    *(float *)arg = sink;
+    return NULL;
+}
+static double fma_gflops(int *lanes_out)
+{
+    *lanes_out = 0;
+    int lanes = __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
+    if (!lanes) return 0.0;
+    void *(*loop)(void *) = lanes == 16 ? fma_loop_avx512 : fma_loop_avx2;
+    cpu_set_t cs;
+    int n = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    pthread_t th[256];
+    float sink[256];
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t = dpfl_now();
+        int started = 0;
+        for (int i = 0; i < n; i++) started += pthread_create(&th[i], NULL, loop, &sink[i]) == 0;
+        if (started < n) n = started; /* pthread_create failed: measure the threads that did start */
+        for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+        t = dpfl_now() - t;
+        double g = (double)n * FMA_ITERS * 12.0 * lanes * 2.0 / t / 1e9;
+        if (g > best) best = g;
+    }
+    *lanes_out = lanes;
+    return best;
+}
+#else
+static double fma_gflops(int *lanes_out)
+{
+    *lanes_out = 0;
+    return 0.0;
+}
+#endif
 
 typedef struct {
     const char *model, *mode;
@@ -225,6 +291,9 @@ int main(int argc, char **argv)
     }
     double gf = gemm_gflops(secs < 1.0 ? secs : 1.0);
     printf("SGEMM (2048^3): %.1f GFLOP/s\n", gf);
+    int lanes;
+    double fma = fma_gflops(&lanes);
+    printf("FMA peak (measured, %d float lanes, every core): %.1f GFLOP/s\n", lanes, fma);
 
     FILE *f = fopen(out, "w");
     if (!f) {
@@ -239,7 +308,7 @@ int main(int argc, char **argv)
                 "\"train_mflop_per_example\": %.2f},\n",
                 rows[i].model, rows[i].batch, rows[i].mode, rows[i].eps, rows[i].grad_eps, rows[i].rss_mb,
                 rows[i].nparam, rows[i].mflop);
-    fprintf(f, "  {\"gemm_gflops\": %.1f}\n]\n", gf);
+    fprintf(f, "  {\"gemm_gflops\": %.1f, \"fma_peak_gflops\": %.1f}\n]\n", gf, fma);
     fclose(f);
     free(x), free(y);
     return 0;

@@ -19,7 +19,7 @@
  * (materialized norms) come out of the same pass at no extra cost: the batch gradient is their sum anyway.
  *
  * The Makefile compiles this file twice: with AVX-512 flags (AVX512_FLAGS; its functions end in _avx512) and, as
- * conv_direct_avx2.c, with AVX2 + FMA flags (_avx2: 8-float vectors, 4 o x 24 p tiles, 16 registers).  Nothing
+ * conv_direct_avx2.c, with AVX2 + FMA flags (_avx2: 8-float vectors, 2 o x 48 p tiles, 16 registers).  Nothing
  * here runs unless dpfl_nn_conv_direct_usable() said yes when the workspace was made, which it does only when
  * dpfl_cpu_avx512() or dpfl_cpu_avx2() (core/cpu.h); dpfl_nn_conv_direct_geom chooses the variant (layers.h).
  * Otherwise, and in builds without the kernels, the im2col path is used.  The Winograd kernels are AVX-512 only. */
@@ -212,10 +212,12 @@ static inline float sum_n(const float *r, int n)
 
 #else /* AVX2, or never called (no layer is usable) */
 
-static void copy_pad(float *dst, const float *src, int n, int total)
+/* rows are short (8-32 floats and a border of 2-4): inline loops the compiler vectorizes beat memcpy's and memset's
+ * calls */
+static void copy_pad(float *restrict dst, const float *restrict src, int n, int total)
 {
-    memcpy(dst, src, (size_t)n * sizeof *dst);
-    memset(dst + n, 0, (size_t)(total - n) * sizeof *dst);
+    for (int x = 0; x < n; x++) dst[x] = src[x];
+    for (int x = n; x < total; x++) dst[x] = 0.0f;
 }
 
 static void copy_bias(float *dst, const float *src, int n, float b, int relu)
@@ -432,9 +434,13 @@ static void backward_job(void *ctx, int64_t tid, int64_t tid_end)
                         copy_pad(pl + top + (size_t)y * d->Wz, src + (size_t)y * d->OW, d->OW, d->Wz);
                     memset(pl + end, 0, (d->zpl - end) * sizeof *pl);
                 }
-                conv_rows(tile, d->pz, dz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k, d->Cp / 4);
+                /* only the H rows of dxpad that dinp keeps (its pad rows would be thrown away): np positions
+                 * from row pad on; the last vector reads at most (H + pad + k - 1) Wz + k + 14 < zpl floats in */
+                const int np = up16(d->H * d->Wz);
+                conv_rows(tile, np, dz + (size_t)d->pad * d->Wz, d->zpl, d->OC, k, d->Wz, j->w, (size_t)d->OC * k * k,
+                          d->Cp / 4);
                 for (int c = 0; c < d->C; c++) {
-                    const float *tr = tile + (size_t)c * d->pz + (size_t)d->pad * d->Wz + d->pad;
+                    const float *tr = tile + (size_t)c * np + d->pad;
                     float *dst = j->dinp + (size_t)c * g->cs + (size_t)b * g->bs;
                     for (int y = 0; y < d->H; y++) copy_pad(dst + (size_t)y * d->W, tr + (size_t)y * d->Wz, d->W, d->W);
                 }

@@ -1,7 +1,7 @@
 /* The direct Conv2d of conv_direct.c with AVX2 + FMA (the Makefile's AVX2_FLAGS): the register tiles below, then
  * conv_direct.c itself, whose functions end in _avx2 here.  AVX2 has 16 vector registers of 8 floats (AVX-512: 32
- * of 16), so the forward / input-gradient tile is 4 output rows x 24 positions (12 accumulators, 3 input vectors
- * and one broadcast weight), and the weight-gradient tile 2 rows x up to 6 (channel, ki, kj) columns, run twice for
+ * of 16), so the forward / input-gradient tile is 2 output rows x 48 positions (12 accumulators, 2 broadcast
+ * weights and one input vector), and the weight-gradient tile 2 rows x up to 6 (channel, ki, kj) columns, run twice for
  * the 4 rows conv_direct.c asks for.  The sums run in another order than the AVX-512 kernels' (8 lanes, not 16):
  * results agree within rounding, and each is the same on any number of threads (one thread per example, a fixed
  * order within it). */
@@ -11,47 +11,50 @@
 #include <immintrin.h>
 #include <stddef.h>
 
-/* t[i][0..8R) (row stride tld, i < 4) = sum over C channels (plane stride xpl) and k x k offsets of
- * w[i][c][ki][kj] (row stride wo) * x[c][ki Wi + kj + 0..8R) */
+/* t[i][0..8R) (row stride tld, i < 2) = sum over C channels (plane stride xpl) and k x k offsets of
+ * w[i][c][ki][kj] (row stride wo) * x[c][ki Wi + kj + 0..8R), R <= 6.  Each input vector is loaded once and used
+ * by both rows at once (2 broadcast weights, 1 input vector and 12 accumulators: 15 of the 16 registers), so a
+ * (c, ki, kj) step is 2 + R loads for 2R FMAs.  A wider tile of 4 rows x 3 vectors needs all 16 registers and the
+ * compiler then folds the input loads into the FMAs, loading each vector 4 times: load-bound on two load ports.
+ * Every output sums its terms in the (c, ki, kj) order, one FMA each, whatever the tile shape. */
 static inline __attribute__((always_inline)) void conv_tile8(float *t, size_t tld, const float *x, size_t xpl, int C,
                                                              int k, int Wi, const float *w, size_t wo, const int R)
 {
-    __m256 acc[4][3];
-    for (int i = 0; i < 4; i++)
-        for (int r = 0; r < R; r++) acc[i][r] = _mm256_setzero_ps();
+    __m256 acc[2][6];
+    for (int r = 0; r < R; r++) acc[0][r] = _mm256_setzero_ps(), acc[1][r] = _mm256_setzero_ps();
     const int kk = k * k;
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * xpl, *wc = w + (size_t)c * kk;
         for (int ki = 0; ki < k; ki++) {
             const float *xr = xc + (size_t)ki * Wi, *wr = wc + ki * k;
             for (int kj = 0; kj < k; kj++) {
-                __m256 v[3];
-                for (int r = 0; r < R; r++) v[r] = _mm256_loadu_ps(xr + kj + 8 * r);
-                for (int i = 0; i < 4; i++) {
-                    const __m256 a = _mm256_broadcast_ss(wr + i * wo + kj);
-                    for (int r = 0; r < R; r++) acc[i][r] = _mm256_fmadd_ps(a, v[r], acc[i][r]);
+                const __m256 a0 = _mm256_broadcast_ss(wr + kj), a1 = _mm256_broadcast_ss(wr + wo + kj);
+                for (int r = 0; r < R; r++) {
+                    __m256 v = _mm256_loadu_ps(xr + kj + 8 * r);
+                    __asm__("" : "+x"(v)); /* one load in a register, not folded into each FMA as a second load */
+                    acc[0][r] = _mm256_fmadd_ps(a0, v, acc[0][r]);
+                    acc[1][r] = _mm256_fmadd_ps(a1, v, acc[1][r]);
                 }
             }
         }
     }
-    for (int i = 0; i < 4; i++)
-        for (int r = 0; r < R; r++) _mm256_storeu_ps(t + i * tld + 8 * r, acc[i][r]);
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(t + 8 * r, acc[0][r]), _mm256_storeu_ps(t + tld + 8 * r, acc[1][r]);
 }
 
-/* t (nrow4*4 rows, row stride np) over np positions (a multiple of 16), 24 at a time, each position block over all
- * row groups (the input window stays in L1); k = 1 and k = 3 compiled apart so their kernel loops unroll */
+/* t (nrow4*4 rows, row stride np) over np positions (a multiple of 16), 48 at a time, each position block over all
+ * row pairs (the input window stays in L1); k = 1 and k = 3 compiled apart so their kernel loops unroll */
 static inline __attribute__((always_inline)) void conv_rows_k(float *t, int np, const float *x, size_t xpl, int C,
                                                               const int k, int Wi, const float *w, size_t wo,
                                                               int nrow4)
 {
-    for (int p0 = 0; p0 < np; p0 += 24) {
-        const int R = (np - p0) / 8 < 3 ? (np - p0) / 8 : 3; /* np - p0 is a multiple of 8 */
-        for (int g = 0; g < nrow4; g++) {
-            float *tt = t + (size_t)g * 4 * np + p0;
-            const float *ww = w + (size_t)g * 4 * wo;
-            if (R == 3) conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 3);
-            else if (R == 2) conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 2);
-            else conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 1);
+    for (int p0 = 0; p0 < np; p0 += 48) {
+        const int R = (np - p0) / 8 < 6 ? (np - p0) / 8 : 6; /* np - p0 is a multiple of 16: R is 2, 4 or 6 */
+        for (int g = 0; g < 2 * nrow4; g++) {
+            float *tt = t + (size_t)g * 2 * np + p0;
+            const float *ww = w + (size_t)g * 2 * wo;
+            if (R == 6) conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 6);
+            else if (R == 4) conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 4);
+            else conv_tile8(tt, np, x + p0, xpl, C, k, Wi, ww, wo, 2);
         }
     }
 }
@@ -84,7 +87,8 @@ static inline __attribute__((always_inline)) void dw_tile2(float res[4][6], int 
     for (int v = 0; v < 2 * nv; v++) {
         const __m256 a0 = _mm256_loadu_ps(d0 + 8 * v), a1 = _mm256_loadu_ps(d1 + 8 * v);
         for (int j = 0; j < NJ; j++) {
-            const __m256 xv = _mm256_loadu_ps(x[j] + 8 * v);
+            __m256 xv = _mm256_loadu_ps(x[j] + 8 * v);
+            __asm__("" : "+x"(xv)); /* loaded once for both rows (see conv_tile8) */
             acc[0][j] = _mm256_fmadd_ps(a0, xv, acc[0][j]);
             acc[1][j] = _mm256_fmadd_ps(a1, xv, acc[1][j]);
         }

@@ -21,25 +21,47 @@ static inline size_t plane(int cnhw, int b, int c, int B, int C, int S)
     return (cnhw ? (size_t)c * B + b : (size_t)b * C + c) * (size_t)S;
 }
 
-/* Mean and 1/sqrt(var + eps) of channels [c0, c0 + cg) over the examples [b0, b1) (one example: b1 = b0 + 1),
- * in double, two passes. */
-static void moments(double *mu, double *rstd, const float *x, int b0, int b1, int c0, int cg, int B, int C, int S,
+/* Groups are worked on GN_LANES at a time (tasks t = b G + g, consecutive): each group's sums are one chain of
+ * double additions in the order of one group alone (channel by channel, value by value), so the results are the
+ * same bits as a group at a time, but the lanes' chains run side by side instead of each waiting on its own
+ * adder latency. */
+#define GN_LANES 4
+
+/* the plane of channel j of task t's group */
+static inline const float *group_plane(const float *x, int64_t t, int j, int G, int cg, int B, int C, int S, int cnhw)
+{
+    return x + plane(cnhw, (int)(t / G), (int)(t % G) * cg + j, B, C, S);
+}
+
+/* Mean and 1/sqrt(var + eps) of tasks t0 .. t0 + n - 1 (n <= GN_LANES), in double, two passes. */
+static void moments(double *mu, double *rstd, const float *x, int64_t t0, int n, int G, int cg, int B, int C, int S,
                     int cnhw)
 {
-    double s = 0.0, n = (double)(b1 - b0) * cg * S;
-    for (int b = b0; b < b1; b++)
-        for (int c = c0; c < c0 + cg; c++) {
-            const float *p = x + plane(cnhw, b, c, B, C, S);
-            for (int i = 0; i < S; i++) s += p[i];
-        }
-    double m = s / n, v = 0.0;
-    for (int b = b0; b < b1; b++)
-        for (int c = c0; c < c0 + cg; c++) {
-            const float *p = x + plane(cnhw, b, c, B, C, S);
-            for (int i = 0; i < S; i++) v += ((double)p[i] - m) * ((double)p[i] - m);
-        }
-    *mu = m;
-    *rstd = 1.0 / sqrt(v / n + GN_EPS);
+    double s[GN_LANES] = {0}, v[GN_LANES] = {0}, m[GN_LANES];
+    const float *p[GN_LANES];
+    const double cnt = (double)cg * S;
+    for (int j = 0; j < cg; j++) {
+        for (int l = 0; l < n; l++) p[l] = group_plane(x, t0 + l, j, G, cg, B, C, S, cnhw);
+        if (n == GN_LANES)
+            for (int i = 0; i < S; i++) s[0] += p[0][i], s[1] += p[1][i], s[2] += p[2][i], s[3] += p[3][i];
+        else
+            for (int l = 0; l < n; l++)
+                for (int i = 0; i < S; i++) s[l] += p[l][i];
+    }
+    for (int l = 0; l < n; l++) m[l] = s[l] / cnt;
+    for (int j = 0; j < cg; j++) {
+        for (int l = 0; l < n; l++) p[l] = group_plane(x, t0 + l, j, G, cg, B, C, S, cnhw);
+        if (n == GN_LANES)
+            for (int i = 0; i < S; i++) {
+                const double d0 = (double)p[0][i] - m[0], d1 = (double)p[1][i] - m[1];
+                const double d2 = (double)p[2][i] - m[2], d3 = (double)p[3][i] - m[3];
+                v[0] += d0 * d0, v[1] += d1 * d1, v[2] += d2 * d2, v[3] += d3 * d3;
+            }
+        else
+            for (int l = 0; l < n; l++)
+                for (int i = 0; i < S; i++) v[l] += ((double)p[l][i] - m[l]) * ((double)p[l][i] - m[l]);
+    }
+    for (int l = 0; l < n; l++) mu[l] = m[l], rstd[l] = 1.0 / sqrt(v[l] / cnt + GN_EPS);
 }
 
 void dpfl_nn_groupnorm_forward(float *out, float *stats, const float *inp, const float *w, int B, int C, int S, int G,
@@ -47,18 +69,49 @@ void dpfl_nn_groupnorm_forward(float *out, float *stats, const float *inp, const
 {
     const int cg = C / G;
     const float *gamma = w, *beta = w + C;
-    for (int64_t t = lo; t < hi; t++) {
-        const int b = (int)(t / G), g = (int)(t % G);
-        double mu, rstd;
-        moments(&mu, &rstd, inp, b, b + 1, g * cg, cg, B, C, S, cnhw);
-        stats[2 * t] = (float)mu, stats[2 * t + 1] = (float)rstd;
-        const float fm = (float)mu, fr = (float)rstd;
-        for (int c = g * cg; c < (g + 1) * cg; c++) {
-            const size_t o = plane(cnhw, b, c, B, C, S);
-            const float a = fr * gamma[c], sh = beta[c] - fm * a;
-            for (int i = 0; i < S; i++) out[o + i] = inp[o + i] * a + sh;
+    for (int64_t t0 = lo; t0 < hi; t0 += GN_LANES) {
+        const int n = hi - t0 < GN_LANES ? (int)(hi - t0) : GN_LANES;
+        double mu[GN_LANES], rstd[GN_LANES];
+        moments(mu, rstd, inp, t0, n, G, cg, B, C, S, cnhw);
+        for (int l = 0; l < n; l++) {
+            const int64_t t = t0 + l;
+            const int b = (int)(t / G), g = (int)(t % G);
+            stats[2 * t] = (float)mu[l], stats[2 * t + 1] = (float)rstd[l];
+            const float fm = (float)mu[l], fr = (float)rstd[l];
+            for (int c = g * cg; c < (g + 1) * cg; c++) {
+                const size_t o = plane(cnhw, b, c, B, C, S);
+                const float a = fr * gamma[c], sh = beta[c] - fm * a;
+                for (int i = 0; i < S; i++) out[o + i] = inp[o + i] * a + sh;
+            }
         }
     }
+}
+
+/* dgamma_c and dbeta_c of channel c of task t's example (sums over the S values of the channel, each its own chain)
+ * for n <= GN_LANES tasks side by side */
+static void channel_sums(double *dg, double *db, const float *dout, const float *inp, const float *stats, int64_t t0,
+                         int n, int j, int G, int cg, int B, int C, int S, int cnhw)
+{
+    const float *x[GN_LANES], *d[GN_LANES];
+    double mu[GN_LANES], rs[GN_LANES];
+    for (int l = 0; l < n; l++) {
+        x[l] = group_plane(inp, t0 + l, j, G, cg, B, C, S, cnhw);
+        d[l] = group_plane(dout, t0 + l, j, G, cg, B, C, S, cnhw);
+        mu[l] = stats[2 * (t0 + l)], rs[l] = stats[2 * (t0 + l) + 1];
+        dg[l] = 0.0, db[l] = 0.0;
+    }
+    if (n == GN_LANES)
+        for (int i = 0; i < S; i++)
+            for (int l = 0; l < GN_LANES; l++) {
+                const double xh = ((double)x[l][i] - mu[l]) * rs[l], dy = d[l][i];
+                dg[l] += dy * xh, db[l] += dy;
+            }
+    else
+        for (int l = 0; l < n; l++)
+            for (int i = 0; i < S; i++) {
+                const double xh = ((double)x[l][i] - mu[l]) * rs[l], dy = d[l][i];
+                dg[l] += dy * xh, db[l] += dy;
+            }
 }
 
 void dpfl_nn_groupnorm_backward(float *dinp, float *ps, const float *dout, const float *inp, const float *w,
@@ -66,28 +119,32 @@ void dpfl_nn_groupnorm_backward(float *dinp, float *ps, const float *dout, const
 {
     const int cg = C / G;
     const float *gamma = w;
-    for (int64_t t = lo; t < hi; t++) {
-        const int b = (int)(t / G), g = (int)(t % G);
-        const float mu = stats[2 * t], rstd = stats[2 * t + 1];
-        float *pg = ps + (size_t)b * 2 * C;
-        double sd = 0.0, sdx = 0.0; /* sums of dxhat and dxhat * xhat over the group */
-        for (int c = g * cg; c < (g + 1) * cg; c++) {
-            const size_t o = plane(cnhw, b, c, B, C, S);
-            double dg = 0.0, db = 0.0;
-            for (int i = 0; i < S; i++) {
-                const double xh = ((double)inp[o + i] - mu) * rstd, dy = dout[o + i];
-                dg += dy * xh, db += dy;
+    for (int64_t t0 = lo; t0 < hi; t0 += GN_LANES) {
+        const int n = hi - t0 < GN_LANES ? (int)(hi - t0) : GN_LANES;
+        double sd[GN_LANES] = {0}, sdx[GN_LANES] = {0}; /* sums of dxhat and dxhat * xhat over each group */
+        for (int j = 0; j < cg; j++) {
+            double dg[GN_LANES], db[GN_LANES];
+            channel_sums(dg, db, dout, inp, stats, t0, n, j, G, cg, B, C, S, cnhw);
+            for (int l = 0; l < n; l++) {
+                const int64_t t = t0 + l;
+                const int c = (int)(t % G) * cg + j;
+                float *pg = ps + (size_t)(t / G) * 2 * C;
+                pg[c] = (float)dg[l], pg[C + c] = (float)db[l];
+                sd[l] += db[l] * gamma[c], sdx[l] += dg[l] * gamma[c];
             }
-            pg[c] = (float)dg, pg[C + c] = (float)db;
-            sd += db * gamma[c], sdx += dg * gamma[c];
         }
         if (!dinp) continue;
-        const double n = (double)cg * S, md = sd / n, mdx = sdx / n;
-        for (int c = g * cg; c < (g + 1) * cg; c++) {
-            const size_t o = plane(cnhw, b, c, B, C, S);
-            for (int i = 0; i < S; i++) {
-                const double xh = ((double)inp[o + i] - mu) * rstd;
-                dinp[o + i] = (float)(rstd * ((double)dout[o + i] * gamma[c] - md - xh * mdx));
+        for (int l = 0; l < n; l++) {
+            const int64_t t = t0 + l;
+            const int b = (int)(t / G), g = (int)(t % G);
+            const float mu = stats[2 * t], rstd = stats[2 * t + 1];
+            const double cnt = (double)cg * S, md = sd[l] / cnt, mdx = sdx[l] / cnt;
+            for (int c = g * cg; c < (g + 1) * cg; c++) {
+                const size_t o = plane(cnhw, b, c, B, C, S);
+                for (int i = 0; i < S; i++) {
+                    const double xh = ((double)inp[o + i] - mu) * rstd;
+                    dinp[o + i] = (float)(rstd * ((double)dout[o + i] * gamma[c] - md - xh * mdx));
+                }
             }
         }
     }
