@@ -1,44 +1,69 @@
 /* FedAvg's aggregation without client-level DP (McMahan et al. 2017): the updates that arrive are averaged,
  * weighted by client size (fl.weighting = size) or uniformly, and the global model steps by eta along the mean.
- * With fl.personalization = helper this is PriFedSync's w_global <- (1 - eta) w_global + eta mean(w~(i)). */
+ * With fl.personalization = helper this is PriFedSync's w_global <- (1 - eta) w_global + eta mean(w~(i)).
+ * Also what every mode shares: the choice of mode, the plain noise parameters, the server step. */
 #include "sim_internal.h"
 
-static dpfl_status create(fl_agg_state *a, const fl_round_view *v, dpfl_error *err)
+#include <stdlib.h>
+
+/* the mean's state: the round's exact, order-independent sum of the weighted updates (core/exact_sum.c), whatever
+ * order they arrive in; O(model) */
+typedef struct {
+    dpfl_xsum sum;
+    const dpfl_partition *part;
+    int uniform;
+    fl_agg_model out;
+} fl_mean;
+
+static void destroy(void *self)
 {
-    return dpfl_xsum_init(&a->sum, v->nparam, err);
+    fl_mean *a = self;
+    if (!a) return;
+    dpfl_xsum_free(&a->sum);
+    free(a);
 }
 
-static void destroy(fl_agg_state *a) { dpfl_xsum_free(&a->sum); }
-
-static dpfl_status begin(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err)
+static dpfl_status create(const fl_agg_setup *su, void **self, dpfl_error *err)
 {
-    (void)v, (void)round, (void)err;
-    dpfl_xsum_zero(&a->sum);
+    fl_mean *a = calloc(1, sizeof *a);
+    if (!a) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (the mean's state)");
+    *self = a;
+    a->part = su->part;
+    a->uniform = su->uniform_weights;
+    a->out = su->out;
+    return dpfl_xsum_init(&a->sum, su->out.nparam, err);
+}
+
+static dpfl_status begin(void *self, const fl_round_view *v, dpfl_error *err)
+{
+    (void)v, (void)err;
+    dpfl_xsum_zero(&((fl_mean *)self)->sum);
     return DPFL_OK;
 }
 
-static double weight(const dpfl_partition *part, int uniform, int32_t k)
+static double weight(const fl_mean *a, int32_t k)
 {
-    return uniform ? 1.0 : dpfl_partition_size(part, k);
+    return a->uniform ? 1.0 : dpfl_partition_size(a->part, k);
 }
 
 /* w_k u_k into the exact sum as it arrives; the weights' total is known at release, once the round is over (a
  * network round learns who dropped out only then) */
-static dpfl_status add(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err)
+static dpfl_status add(void *self, const fl_arrival *u, dpfl_error *err)
 {
-    return dpfl_xsum_add(&a->sum, u, weight(v->part, v->uniform_weights, v->results[i].client), err);
+    fl_mean *a = self;
+    return dpfl_xsum_add(&a->sum, u->u, weight(a, u->r->client), err);
 }
 
-static dpfl_status release(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
-                           dpfl_error *err)
+static dpfl_status release(void *self, const fl_round_view *v, dpfl_round_metrics *m, dpfl_error *err)
 {
-    (void)round, (void)err;
+    (void)err;
+    fl_mean *a = self;
     if (m->replied == 0) return DPFL_OK;
     double W = 0; /* the weights of the clients that replied, in client order */
     for (int32_t c = 0; c < v->nsampled; c++)
-        if (!v->results[c].dropped) W += weight(v->part, v->uniform_weights, v->sampled[c]);
-    dpfl_xsum_result(&a->sum, W, v->acc);
-    dpfl_vec_axpy(v->global, (float)v->cfg->fl.eta, v->acc, v->nparam);
+        if (!v->results[c].dropped) W += weight(a, v->sampled[c]);
+    dpfl_xsum_result(&a->sum, W, a->out.acc);
+    fl_agg_step(&a->out);
     return DPFL_OK;
 }
 
@@ -54,11 +79,14 @@ const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg)
 
 /* Every mode: the update sum's multiplier and the release's are z until the mode's set_noise says otherwise
  * (adaptive clipping splits z with the quantile count; distributed DP plans its encoding for z). */
-dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_sampling_view *smp, int32_t round,
-                             double z, dpfl_error *err)
+void fl_agg_params_plain(fl_agg_params *p, double z)
 {
-    a->cdp.z_sum = z;
-    a->cdp.sigma_b = 0.0;
-    a->cdp.z_release = z;
-    return agg->set_noise ? agg->set_noise(a, smp, round, z, err) : DPFL_OK;
+    p->z_sum = z;
+    p->sigma_b = 0.0;
+    p->z_release = z;
+}
+
+void fl_agg_step(const fl_agg_model *m)
+{
+    dpfl_vec_axpy(m->global, (float)m->eta, m->acc, m->nparam);
 }

@@ -289,7 +289,7 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
     s->round = round;
     s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
     s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
-    s->aggst.cdp.S = S;
+    dpfl_sim_set_update_clip(s, S);
     s->chunk_start = 0;
     s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */
     const fl_train_ctx t = fl_sim_train_ctx(s);

@@ -98,8 +98,9 @@ static dpfl_status server_take(dpfl_sim *s, int32_t i, float *u, dpfl_error *err
     if (s->observer) s->observer(s->observer_ctx, s->round, s->results[i].client, u, s->model->nparam);
     dpfl_status st = fl_scaffold_take(&s->clients, u, s->results[i].steps, s->lr, err); /* the server's dc_i */
     if (st) return st;
-    const fl_round_view v = fl_sim_view(s);
-    return s->agg->add(&s->aggst, &v, i, u, err);
+    const fl_arrival a = {.i = i, .j = i - s->job.start, .r = &s->results[i], .u = u,
+                          .keep = s->agg->whole_round ? s->slots[i] : NULL};
+    return s->agg->add(s->aggself, &a, err);
 }
 
 /* a whole-round transport's arrivals (dpfl_round_job.arrive) */
@@ -123,17 +124,12 @@ static dpfl_status server_add(dpfl_sim *s, dpfl_error *err)
 static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
 {
     const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s);
-    if (plan) {
-        s->ddp_round.threshold = s->aggst.ddp.t;
-        s->ddp_round.client_z = plan->z;
-        memcpy(s->ddp_round.seed, s->aggst.ddp.seed, 32);
-        s->ddp_round.secagg = s->aggst.ddp.sa_server;
-    }
+    if (plan) fl_ddp_round_info(s->aggself, &s->ddp_round);
     s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->ledger.rounds, .nsampled = s->nsampled,
                               .sampled = s->sampled, .reports = s->results, .start = s->chunk_start,
                               .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->slots,
                               .arrive = server_arrive, .global = s->global,
-                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggst.cdp.S,
+                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggp.S,
                               .record_z = s->rdp.on ? s->rdp.z : 0.0, .client_level = s->agg->client_level,
                               .ddp = plan ? &s->ddp_round : NULL, .control = dpfl_sim_control(s)};
     return &s->job;
@@ -153,7 +149,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     fl_scaffold_begin(&s->clients); /* the round's dc_i (fl.scaffold) */
     if ((st = prepare_clients(s, round, ms, err))) return st;
     const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
-    if ((st = s->agg->begin(&s->aggst, &v, round, err))) return st;
+    if ((st = s->agg->begin(s->aggself, &v, err))) return st;
     const int32_t chunk = s->transport->whole_round ? ms : s->nslots; /* a whole-round transport: one call */
     for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;
@@ -164,7 +160,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         if (!s->transport->whole_round && (st = server_add(s, err))) return st;
     }
     client_metrics(s->results, ms, s->model->nparam, &s->rdp, m);
-    if ((st = s->agg->release(&s->aggst, &v, round, m, err))) return st;
+    if ((st = s->agg->release(s->aggself, &v, m, err))) return st;
     fl_scaffold_end(&s->clients); /* the server's c moves (fl.scaffold) */
     if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent

@@ -1,7 +1,8 @@
 /* The federated simulation (McMahan et al. 2017): set-up, settings, and the views its parts get.  The handle
  * holds the parts, each with its own functions: the clients' own state (clients.c, fl_clients), record-level DP
  * (fl_record_dp, read by client.c's local training through an fl_train_ctx), the aggregation mode's state
- * (aggregate_*.c, fl_agg_state, which sees the round through an fl_round_view).  A round is round.c; evaluation is
+ * (aggregate_*.c, each mode's own type behind a void *, with the clip and noise it shares in fl_agg_params; it sees
+ * the round through an fl_round_view).  A round is round.c; evaluation is
  * eval.c; every privacy mechanism is in mech/.  The dpfl_sim_* functions here are the handle's methods: they pass
  * the parts down. */
 #include "sim_internal.h"
@@ -32,9 +33,7 @@ static void worker_free(worker *w)
 void dpfl_sim_free(dpfl_sim *s)
 {
     if (!s) return;
-    if (s->agg && s->agg->free) {
-        s->agg->free(&s->aggst);
-    }
+    if (s->agg && s->agg->free) s->agg->free(s->aggself);
     for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
     for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
     fl_clients_free(&s->clients);
@@ -119,6 +118,16 @@ static dpfl_status buffers_create(dpfl_sim *s, dpfl_error *err)
     return DPFL_OK;
 }
 
+/* what the aggregation mode's create reads (after the buffers and workers exist) */
+static fl_agg_setup agg_setup(dpfl_sim *s)
+{
+    return (fl_agg_setup){.cfg = s->cfg, .model = s->model, .part = s->part, .uniform_weights = s->uniform_weights,
+                          .root = &s->root, .sampling = s->sampling, .nslots = s->nslots, .nthreads = s->nthreads,
+                          .workers = s->workers, .par = &s->aggp,
+                          .out = {.nparam = s->model->nparam, .global = s->global, .acc = s->acc,
+                                  .eta = s->cfg->fl.eta}};
+}
+
 dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, const dpfl_dataset *train,
                             const dpfl_dataset *test, const dpfl_partition *part, const dpfl_rng *root,
                             float *global, dpfl_sim **out, dpfl_error *err)
@@ -143,9 +152,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
     record_dp_init(&s->rdp, cfg);
     s->agg = fl_aggregator_for(cfg);
-    s->aggst.ddp.secagg = cfg->client_dp.ddp_secagg;
-    s->aggst.cdp.strategy = cfg->client_dp.clip_strategy;
-    s->aggst.cdp.S = cfg->client_dp.clip;
+    s->aggp.S = cfg->client_dp.clip;
     s->transport = &fl_transport_local;
     s->sampling = cfg->fl.sampling;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
@@ -155,8 +162,8 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
     if ((st = workers_create(s, B, err))) goto fail;
-    const fl_round_view v = fl_sim_view(s);
-    if ((s->agg->create && (st = s->agg->create(&s->aggst, &v, err))) ||
+    const fl_agg_setup su = agg_setup(s);
+    if ((st = s->agg->create(&su, &s->aggself, err)) ||
         (s->agg->client_level && (st = dpfl_sim_set_client_noise(s, 1, cfg->client_dp.noise, err))))
         goto fail;
     s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
@@ -176,11 +183,10 @@ fl_sampling_view fl_sim_sampling(const dpfl_sim *s)
 
 fl_round_view fl_sim_view(const dpfl_sim *s)
 {
-    return (fl_round_view){.cfg = s->cfg, .model = s->model, .nparam = s->model->nparam, .part = s->part,
-                           .smp = fl_sim_sampling(s), .uniform_weights = s->uniform_weights, .root = &s->root,
-                           .nsampled = s->nsampled, .nslots = s->nslots, .nthreads = s->nthreads,
-                           .sampled = s->sampled, .results = s->results, .slots = s->slots, .global = s->global,
-                           .acc = s->acc, .workers = s->workers, .transport = s->transport, .job = &s->job};
+    const fl_sampling_view smp = fl_sim_sampling(s);
+    return (fl_round_view){.round = s->round, .design = fl_round_design(&smp, s->round), .nsampled = s->nsampled,
+                           .sampled = s->sampled, .results = s->results, .slots = s->slots,
+                           .transport = s->transport, .job = &s->job};
 }
 
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s)
@@ -189,14 +195,13 @@ fl_train_ctx fl_sim_train_ctx(dpfl_sim *s)
                           .root = &s->root, .global = s->global, .rdp = &s->rdp, .round = s->round,
                           .eval_batch = s->eval_batch, .lr = s->lr,
                           .threads = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1,
-                          .per_step = s->agg->client_level && s->aggst.cdp.strategy == DPFL_CLIP_PER_STEP,
-                          .S = s->aggst.cdp.S};
+                          .per_step = s->agg->client_level && s->cfg->client_dp.clip_strategy == DPFL_CLIP_PER_STEP,
+                          .S = s->aggp.S};
 }
 
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
 {
-    s->transport = t ? t : &fl_transport_local;
-    s->aggst.ddp.remote = s->transport->secagg_finish != NULL;
+    s->transport = t ? t : &fl_transport_local; /* distributed DP: remote when it has secagg_finish (its begin) */
 }
 
 int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
@@ -241,15 +246,17 @@ void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, d
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
     const fl_sampling_view smp = fl_sim_sampling(s);
-    return fl_agg_set_noise(s->agg, &s->aggst, &smp, round, z, err);
+    const dpfl_mech_clients d = fl_round_design(&smp, round);
+    fl_agg_params_plain(&s->aggp, z);
+    return s->agg->set_noise ? s->agg->set_noise(s->aggself, &d, round, z, err) : DPFL_OK;
 }
 
-double dpfl_sim_client_release_noise(const dpfl_sim *s) { return s->aggst.cdp.z_release; }
-double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->aggst.cdp.sigma_b; }
-double dpfl_sim_update_noise(const dpfl_sim *s) { return s->aggst.cdp.z_sum; }
+double dpfl_sim_client_release_noise(const dpfl_sim *s) { return s->aggp.z_release; }
+double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->aggp.sigma_b; }
+double dpfl_sim_update_noise(const dpfl_sim *s) { return s->aggp.z_sum; }
 const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s)
 {
-    return s->agg == &fl_agg_ddp && s->aggst.ddp.plan.z > 0 ? &s->aggst.ddp.plan : NULL;
+    return s->agg == &fl_agg_ddp ? fl_ddp_plan(s->aggself) : NULL;
 }
 
 int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->clients.keep; }
@@ -293,8 +300,8 @@ void dpfl_sim_set_update_observer(dpfl_sim *s, dpfl_sim_update_fn fn, void *ctx)
     s->observer_ctx = ctx;
 }
 
-double dpfl_sim_update_clip(const dpfl_sim *s) { return s->aggst.cdp.S; }
-void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->aggst.cdp.S = S; }
+double dpfl_sim_update_clip(const dpfl_sim *s) { return s->aggp.S; }
+void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->aggp.S = S; }
 
 int32_t dpfl_sim_client_losses(const dpfl_sim *s, int32_t *clients, double *losses)
 {

@@ -4,8 +4,8 @@
  * threads), eval.c (evaluation), sim_ledger.c (what the simulation charges).  Mechanisms come from mech/.
  *
  * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: fl_clients,
- * fl_record_dp (through fl_train_ctx, what local training reads), fl_agg_state (with fl_round_view, what an
- * aggregation mode sees of the round). */
+ * fl_record_dp (through fl_train_ctx, what local training reads), the aggregation mode's state (its own type, private
+ * to its file; with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
@@ -201,51 +201,7 @@ int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
 void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k, float *out, client_result *res);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
 
-/* Client-level DP's server-side state (aggregate_cdp.c; S is also distributed DP's clip). */
-typedef struct {
-    dpfl_clip_strategy strategy;
-    size_t *layer_off, *layer_len; /* per-layer update clipping: the layers' slices; NULL when flat */
-    int32_t nlayers_clip;
-    double S;         /* current update clip */
-    double z_sum;     /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
-    double sigma_b;   /* adaptive: noise std on the unclipped count */
-    double z_release; /* the multiplier of the whole release, from the noises drawn (adaptive: dpfl_mech_adaptive) */
-    dpfl_xsum raw;    /* the round's exact sum of the raw (unclipped) updates, for V_c / U_s */
-    float *raw_sum;   /* and that sum rounded, at release */
-    double *norms;    /* per sampled client */
-    double S_used;    /* the clip the round applies (median clipping: the median of its norms; set by begin) */
-} fl_cdp_state;
-
-/* Distributed DP's state (client_dp.mechanism = ddp; aggregate_ddp.c). */
-typedef struct {
-    int secagg;
-    int remote;                      /* the clients are other processes (transport->secagg_finish) */
-    dpfl_ddp_plan plan;              /* for the noise multiplier in force (plan.z == 0: none yet) */
-    dpfl_poisson_table *noise;       /* the clients' Poisson table (lambda = client variance / 2) */
-    uint8_t seed[32];                /* the round's public rotation seed */
-    int32_t t;                       /* the round's threshold; 0: the round can release nothing */
-    int32_t nslots;                  /* slots the next three have (client i of a round: slot i mod nslots) */
-    size_t nparam;
-    uint32_t **enc;                  /* per slot: the client's wrapped vector (d values) */
-    dpfl_secagg_msg *masked;         /* per slot: its masked input */
-    dpfl_error *err;                 /* per slot */
-    uint32_t *sum;                   /* the modular sum (d values) */
-    dpfl_secagg_server *sa_server;
-    int32_t nsa;                     /* entries of the next two (the round's sampled clients) */
-    dpfl_secagg_client **sa_clients; /* per sampled index, the round's secure aggregation clients */
-    dpfl_secagg_msg *sa_sf;          /* per sampled index, the SHARES_FOR message addressed to it */
-} fl_ddp_state;
-
-/* The aggregation modes' own state: the mean's weight, client-level DP's clip and noises, distributed DP's. */
-typedef struct {
-    /* fl_agg_mean (the weighted updates) and client-level DP (the clipped ones): the round's exact,
-     * order-independent sum (core/exact_sum.c), whatever order the updates arrive in; O(model) */
-    dpfl_xsum sum;
-    fl_cdp_state cdp;   /* the update clip S with client-level DP (central or distributed); the central server's sums */
-    fl_ddp_state ddp;   /* distributed DP only */
-} fl_agg_state;
-
-/* What a round's client sampling design depends on (fl_sim_sampling): what set_noise and event read. */
+/* What a round's client sampling design depends on (fl_sim_sampling). */
 typedef struct {
     const dpfl_config *cfg;
     int32_t clients;                  /* K */
@@ -253,61 +209,100 @@ typedef struct {
     int32_t round;                    /* the round sampled (or set up) last */
     const dpfl_mech_clients *design;  /* the design the client sampler returned for `round` (NULL: none yet) */
 } fl_sampling_view;
+/* The round's client-level mechanism: the sampling design (the sampler's own for the round it sampled, else the
+ * one it would draw from). */
+dpfl_mech_clients fl_round_design(const fl_sampling_view *smp, int32_t round);
 
-/* What an aggregation mode sees of the round (fl_sim_view): read-only settings and the round's buffers. */
+/* What every aggregation mode shares with the simulation: the update clip and the noise multipliers in force (the
+ * handle holds it; a mode with client-level DP reads and sets it through the pointer its set-up gave it). */
+typedef struct {
+    double S;         /* the update clip (client-level DP, central or distributed; adaptive clipping moves it) */
+    double z_sum;     /* multiplier of the noise on the sum of updates (adaptive: z_Delta) */
+    double sigma_b;   /* adaptive: noise std on the unclipped count */
+    double z_release; /* the multiplier of the whole release, from the noises drawn (adaptive: dpfl_mech_adaptive) */
+} fl_agg_params;
+/* every mode, until its set_noise says otherwise: the update sum's and the release's multiplier are z */
+void fl_agg_params_plain(fl_agg_params *p, double z);
+
+/* Where a release goes (every mode's): the global model steps by eta along the server's buffer acc. */
+typedef struct {
+    size_t nparam;
+    float *global, *acc;
+    double eta;       /* fl.eta */
+} fl_agg_model;
+void fl_agg_step(const fl_agg_model *m);
+
+/* What a mode's create reads: the run's settings and the buffers that stay for the simulation's life. */
 typedef struct {
     const dpfl_config *cfg;
     const dpfl_model *model;
-    size_t nparam;
     const dpfl_partition *part;
-    fl_sampling_view smp;             /* the sampling design's inputs */
     int uniform_weights;
     const dpfl_rng *root;
-    int32_t nsampled, nslots, nthreads;
+    dpfl_client_sampling sampling;
+    int32_t nslots, nthreads;
+    worker *workers;                  /* their distributed DP buffers are the mode's to allocate */
+    fl_agg_model out;
+    fl_agg_params *par;
+} fl_agg_setup;
+
+/* What begin and release see of the round. */
+typedef struct {
+    int32_t round;
+    dpfl_mech_clients design;         /* the round's client sampling design (fl_round_design) */
+    int32_t nsampled;
     const int32_t *sampled;
-    client_result *results;
+    const client_result *results;     /* in client order */
     float *const *slots;
-    float *global, *acc;              /* the model released into; the server's sum */
-    worker *workers;                  /* the workers' distributed DP buffers (idle between rounds) */
     const fl_transport *transport;
     const dpfl_round_job *job;        /* the transport's current call */
 } fl_round_view;
 
+/* One update that arrived at the server. */
+typedef struct {
+    int32_t i;                /* the client's index in the round */
+    int32_t j;                /* in process: the slot of the transport's current call the client's worker used */
+    const client_result *r;   /* its report */
+    float *u;                 /* the update: the server's buffer, which add may change */
+    float *keep;              /* whole-round modes: where the update is kept until release (slot i); else NULL */
+} fl_arrival;
+
 /* The server's aggregation mode: how the updates of a round become the next global model, and the client-level
- * event that release is.  One implementation per mode, chosen once (fl_aggregator_for); the round (round.c) calls
- * begin, then add for each update as it arrives -- in any order: the sums are exact and order-independent, so the
- * server holds O(model), not a slot per client -- then release, and charges event.  What release counts over the
- * round's clients (replied, clipped, norms) it reads from the reports, in client order.  Each takes the modes'
- * state and the round's view, never the simulation. */
+ * event that release is.  One implementation per mode, chosen once (fl_aggregator_for), each with a state of its
+ * own type that only its file knows: create makes it, every other callback gets it back as `self` and casts it
+ * once.  The round (round.c) calls begin, then add for each update as it arrives -- in any order: the sums are
+ * exact and order-independent, so the server holds O(model), not a slot per client -- then release, and charges
+ * event.  What release counts over the round's clients (replied, clipped, norms) it reads from the reports, in
+ * client order. */
 typedef struct fl_aggregator {
     const char *name;
     int client_level;  /* a client-level DP release: dropouts are drawn, the round is charged event() */
     int whole_round;   /* add keeps every update of the round in its client's slot until release (median clipping:
                           the clip is the median of all the round's norms; O(cohort x model), documented) */
-    dpfl_status (*create)(fl_agg_state *a, const fl_round_view *v, dpfl_error *err); /* buffers (NULL: none) */
-    void (*free)(fl_agg_state *a);
-    /* the noise multiplier from `round` on (client_dp.noise, or a calibrated one) */
-    dpfl_status (*set_noise)(fl_agg_state *a, const fl_sampling_view *smp, int32_t round, double z, dpfl_error *err);
-    dpfl_status (*begin)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_error *err);
-    /* a worker thread, after client i (slot j) trained: what the client itself does to u before sending */
-    void (*client_send)(fl_agg_state *a, const fl_round_view *v, worker *w, int32_t i, int32_t j, float *u);
-    /* the server: client i's update u arrived (in any order; u is the server's buffer, which add may change);
-     * in process, u is the slot of i in the transport's current call (v->job) */
-    dpfl_status (*add)(fl_agg_state *a, const fl_round_view *v, int32_t i, float *u, dpfl_error *err);
-    dpfl_status (*release)(fl_agg_state *a, const fl_round_view *v, int32_t round, dpfl_round_metrics *m,
-                           dpfl_error *err);
+    dpfl_status (*create)(const fl_agg_setup *su, void **self, dpfl_error *err);
+    void (*free)(void *self);
+    /* the noise multiplier z from `round` on (client_dp.noise, or a calibrated one), after fl_agg_params_plain:
+     * what else it implies (NULL: nothing) */
+    dpfl_status (*set_noise)(void *self, const dpfl_mech_clients *design, int32_t round, double z, dpfl_error *err);
+    dpfl_status (*begin)(void *self, const fl_round_view *v, dpfl_error *err);
+    /* a worker thread, after client i (slot j, report r) trained: what the client itself does to u before sending */
+    void (*client_send)(void *self, worker *w, int32_t i, int32_t j, client_result *r, float *u);
+    /* the server: an update arrived (in any order) */
+    dpfl_status (*add)(void *self, const fl_arrival *a, dpfl_error *err);
+    dpfl_status (*release)(void *self, const fl_round_view *v, dpfl_round_metrics *m, dpfl_error *err);
     /* what release is, at the noise in force */
-    dpfl_event (*event)(const fl_agg_state *a, const fl_sampling_view *smp, int32_t round);
+    dpfl_event (*event)(const void *self, const dpfl_mech_clients *design);
+    /* what release would be at multiplier z from `round` on, the state and the noise in force unchanged (a trial
+     * charge, calibration) */
+    dpfl_status (*event_at)(const void *self, const dpfl_mech_clients *design, int32_t round, double z,
+                            dpfl_event *ev, dpfl_error *err);
 } fl_aggregator;
 extern const fl_aggregator fl_agg_mean, fl_agg_cdp, fl_agg_cdp_median, fl_agg_ddp;
 const fl_aggregator *fl_aggregator_for(const dpfl_config *cfg);
-/* The noise multiplier z from `round` on into a (the modes' shared part, then the mode's set_noise). */
-dpfl_status fl_agg_set_noise(const fl_aggregator *agg, fl_agg_state *a, const fl_sampling_view *smp, int32_t round,
-                             double z, dpfl_error *err);
-/* The round's client-level mechanism: the sampling design (the sampler's own for the round it sampled), clip S,
- * the update sum's multiplier. */
-dpfl_mech_clients fl_round_design(const fl_sampling_view *smp, int32_t round);
-dpfl_mech_round fl_round_mech(const fl_cdp_state *c, const fl_sampling_view *smp, int32_t round);
+/* distributed DP's state (fl_agg_ddp's self): its plan for the noise in force (NULL: none yet), the round's public
+ * values */
+const dpfl_ddp_plan *fl_ddp_plan(const void *self);
+void fl_ddp_round_info(const void *self, dpfl_ddp_round_info *info);
 /* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 
@@ -337,9 +332,10 @@ struct dpfl_sim {
     int uniform_weights;
     fl_clients clients;  /* per-client state */
     fl_record_dp rdp;    /* record-level DP */
-    /* the server's aggregation mode, chosen once at dpfl_sim_create, and its state */
+    /* the server's aggregation mode, chosen once at dpfl_sim_create, its state, and the clip and noise it shares */
     const fl_aggregator *agg;
-    fl_agg_state aggst;
+    void *aggself;
+    fl_agg_params aggp;
     /* per-round job shared with the threads */
     int32_t round, chunk_start, chunk_len;
     double lr;

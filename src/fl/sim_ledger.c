@@ -12,7 +12,8 @@ dpfl_status dpfl_sim_charge(const dpfl_sim *s, dpfl_ledger *l, dpfl_error *err)
     dpfl_ledger_charge(l, s->sampled, s->nsampled, s->steps);
     if (!s->agg->client_level) return DPFL_OK;
     const fl_sampling_view smp = fl_sim_sampling(s);
-    dpfl_event ev = s->agg->event(&s->aggst, &smp, s->round); /* the release the aggregation mode ran */
+    const dpfl_mech_clients d = fl_round_design(&smp, s->round);
+    dpfl_event ev = s->agg->event(s->aggself, &d); /* the release the aggregation mode ran */
     return dpfl_ledger_charge_round(l, &s->design, s->round, &ev, err); /* cross-device: once per pass */
 }
 
@@ -25,13 +26,10 @@ dpfl_status dpfl_sim_client_event(const dpfl_sim *s, int32_t round, double z, dp
     if (!(z > 0) || isinf(z))
         return dpfl_fail(err, DPFL_EINVAL, "client-level event: noise multiplier %g (must be finite and > 0)", z);
     if (round < 1) return dpfl_fail(err, DPFL_EINVAL, "client-level event: round %d (rounds start at 1)", (int)round);
-    /* the mode's noise settings for z on a copy of its state (set_noise allocates nothing): the simulation and
-     * the noise in force are unchanged */
-    fl_agg_state a = s->aggst;
+    /* the mode's event at z: the simulation and the noise in force are unchanged */
     const fl_sampling_view smp = fl_sim_sampling(s);
-    dpfl_status st = fl_agg_set_noise(s->agg, &a, &smp, round, z, err);
-    if (!st) *ev = s->agg->event(&a, &smp, round);
-    return st;
+    const dpfl_mech_clients d = fl_round_design(&smp, round);
+    return s->agg->event_at(s->aggself, &d, round, z, ev, err);
 }
 
 const dpfl_ledger *dpfl_sim_ledger(const dpfl_sim *s) { return &s->ledger; }

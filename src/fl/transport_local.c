@@ -45,10 +45,7 @@ static void *client_worker(void *p)
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
         fl_client_train(&s->tctx, &s->clients, w, s->sampled[i], s->slots[j], &s->results[i]);
         /* what the client does before sending (distributed DP: its own clipping, noise and masking) */
-        if (s->agg->client_send) {
-            const fl_round_view v = fl_sim_view(s);
-            s->agg->client_send(&s->aggst, &v, w, i, j, s->slots[j]);
-        }
+        if (s->agg->client_send) s->agg->client_send(s->aggself, w, i, j, &s->results[i], s->slots[j]);
     }
     return NULL;
 }

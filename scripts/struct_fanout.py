@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Two measures of issue 33 (Architecture v2) over the C sources, from their text alone (no compiler):
+
+  1. fan-out: for each struct type, the function definitions that take it whole -- a parameter of that type, by
+     value or through one pointer (`T x`, `T *x`, `const T *x`; `T **x`, an array of them, is not counted);
+  2. long functions: the function definitions of more than --max-lines lines (from the line with the name to the
+     closing brace) in the files given with --long.
+
+Struct types are the names of `typedef struct ... } NAME;`, `typedef struct TAG NAME;` and `struct NAME {` found
+in the headers and sources scanned, and their aliases (`typedef T NAME;`), each counted under its own name; a definition is a function name with its parameter list at the start of a
+line, followed by `{`.  Usage:
+
+  scripts/struct_fanout.py                       # fan-out over src/**/*.c, top 15; long functions in the round path
+  scripts/struct_fanout.py --top 0 --show fl_round_view
+  scripts/struct_fanout.py --long src/fl/round.c src/fl/client.c --max-lines 80
+"""
+import argparse
+import glob
+import os
+import re
+import sys
+
+ROUND_PATH = ["src/fl/round.c", "src/fl/client.c", "src/fl/clients.c", "src/fl/aggregate_mean.c",
+              "src/fl/aggregate_cdp.c", "src/fl/aggregate_ddp.c", "src/fl/transport_local.c",
+              "src/run/run_round.c", "src/run/run.c"]
+
+
+def strip_comments(text):
+    """Comments and string/char literals blanked (newlines kept, so line numbers stay)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + re.sub(r"[^\n]", " ", text[i + 1:j]) + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def struct_names(paths):
+    names, texts = set(), []
+    for p in paths:
+        t = strip_comments(open(p, encoding="utf-8", errors="replace").read())
+        # typedef struct [TAG] { ... } NAME;  -- match the closing brace at the typedef's depth
+        for m in re.finditer(r"\btypedef\s+struct\b\s*(\w+)?\s*\{", t):
+            depth, i = 1, m.end()
+            while i < len(t) and depth:
+                depth += {"{": 1, "}": -1}.get(t[i], 0)
+                i += 1
+            nm = re.match(r"\s*(\w+)\s*;", t[i:])
+            if nm:
+                names.add(nm.group(1))
+            if m.group(1):
+                names.add(m.group(1))
+        for m in re.finditer(r"\btypedef\s+struct\s+(\w+)\s+(\w+)\s*;", t):
+            names.update(m.groups())
+        for m in re.finditer(r"^struct\s+(\w+)\s*\{", t, re.M):
+            names.add(m.group(1))
+        texts.append(t)
+    # aliases: typedef [struct] T U; with T a struct type (e.g. client_result for dpfl_client_report)
+    grown = True
+    while grown:
+        grown = False
+        for t in texts:
+            for m in re.finditer(r"\btypedef\s+(?:struct\s+)?(\w+)\s+(\w+)\s*;", t):
+                if m.group(1) in names and m.group(2) not in names:
+                    names.add(m.group(2))
+                    grown = True
+    return names
+
+
+DEF = re.compile(r"^(?!static_assert|typedef|return|if|for|while|switch)[A-Za-z_][\w \t\*]*?\b(\w+)\s*\(([^;{}]*?)\)\s*\{",
+                 re.M | re.S)
+
+
+def definitions(path):
+    """(name, params, first line, last line) of each function defined in path."""
+    t = strip_comments(open(path, encoding="utf-8", errors="replace").read())
+    for m in DEF.finditer(t):
+        name, params = m.group(1), m.group(2)
+        if name in ("if", "for", "while", "switch", "sizeof"):
+            continue
+        depth, i = 1, m.end()
+        while i < len(t) and depth:
+            depth += {"{": 1, "}": -1}.get(t[i], 0)
+            i += 1
+        first = t.count("\n", 0, m.start(1)) + 1
+        last = t.count("\n", 0, i) + 1
+        yield name, params, first, last
+
+
+def whole_params(params, structs):
+    """the struct types params takes by value or through one pointer"""
+    found = set()
+    for p in params.split(","):
+        p = " ".join(p.replace("*", " * ").split())
+        m = re.match(r"^(?:const\s+|volatile\s+)*(?:struct\s+)?(\w+)\s*((?:\*\s*(?:const\s*)?)*)", p)
+        if m and m.group(1) in structs and m.group(2).count("*") <= 1:
+            found.add(m.group(1))
+    return found
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    ap.add_argument("--top", type=int, default=15, help="struct types listed, most taken first (0: all)")
+    ap.add_argument("--show", action="append", default=[], help="list the functions taking this type")
+    ap.add_argument("--long", nargs="*", default=None, help="files for the long-function list (default: round path)")
+    ap.add_argument("--max-lines", type=int, default=80)
+    a = ap.parse_args()
+    os.chdir(a.root)
+    sources = sorted(glob.glob("src/**/*.c", recursive=True))
+    headers = sorted(glob.glob("src/**/*.h", recursive=True) + glob.glob("include/**/*.h", recursive=True))
+    structs = struct_names(headers + sources)
+    takers = {}
+    for path in sources:
+        for name, params, first, _ in definitions(path):
+            for s in whole_params(params, structs):
+                takers.setdefault(s, []).append(f"{path}:{first} {name}")
+    ranked = sorted(takers.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    print(f"struct types taken whole (by value or one pointer) by function definitions in src/**/*.c:")
+    for s, fns in ranked[: a.top or len(ranked)]:
+        print(f"  {len(fns):4d}  {s}")
+    for s in a.show:
+        print(f"functions taking {s}:")
+        for f in takers.get(s, []):
+            print(f"  {f}")
+    files = ROUND_PATH if a.long is None else a.long
+    where = " ".join(files) if len(files) <= 12 else f"{len(files)} files"
+    print(f"functions over {a.max_lines} lines in {where}:")
+    nlong = 0
+    for path in files:
+        for name, _, first, last in definitions(path):
+            if last - first + 1 > a.max_lines:
+                print(f"  {last - first + 1:4d}  {path}:{first} {name}")
+                nlong += 1
+    if not nlong:
+        print("  none")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
