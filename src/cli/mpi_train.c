@@ -23,10 +23,11 @@
  * Zrnic 2021) is charged where the records are trained, on their worker, and travels the same way: after each
  * round the spend of the records of each client trained in it, to rank 0 before its checkpoint; at the start (a
  * resume) each worker the spend of its own clients' records from that checkpoint, never another's.  A crash
- * between a worker's round and rank 0's checkpoint loses nothing: the round's update reached rank 0's memory only
- * (the round's outputs -- checkpoint, metrics, model -- are written after its spend is in), and the resume redoes the
- * round from the checkpoint's spend, as one process redoes a round it died in, charging it once for the one
- * release; with a seed the redone round is the same bits.  Distributed DP: secure aggregation over MPI messages,
+ * between a worker's round and rank 0's checkpoint loses no charge: the round's updates reached rank 0's memory
+ * only, which died with the job unwritten (the round's outputs -- checkpoint, metrics, model -- are written after
+ * its spend is in), and the resume redoes the round from the checkpoint's spend, as one process redoes a round it
+ * died in, charging it once for the one release; with a seed the redone round is the same bits.  (As for every
+ * record-level charge under mpirun, rank 0 is the job's own server: the guarantee covers what the run writes.)  Distributed DP: secure aggregation over MPI messages,
  * rank 0 leading it with the run's own secure-aggregation server (ddp_rounds, mpi_secagg_finish; Bell et al. 2020):
  * rank 0 sees masked inputs only.  Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
  * (MPI=0 without). */
