@@ -247,6 +247,14 @@ flt=(--set record_dp.budget_policy=filter --set record_dp.budget_rounds=4)
 same_as_one flt "$tmp/rpdp.ini" "${flt[@]}" --set fl.rounds=4
 grep -q '"filtered_out":[[:space:]]*[1-9]' "$tmp/flt-one/summary.json" || t_fail "no record was filtered out"
 for np in 2 3; do [ -d "$tmp/flt-np$np" ] && same_filter "$np ranks" "$tmp/flt-one" "$tmp/flt-np$np"; done
+# with distributed DP, kept state and dropouts: round 2 samples one client, so nothing can be released, yet one process
+# trains it (its spend, its momentum): the worker must too, and send both
+ddp=(--set client_dp.enabled=yes --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0
+     --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set client_dp.delta=1e-2
+     --set fl.client_state=keep --set fl.optimizer=sgd --set fl.momentum=0.9)
+same_as_one fltddp "$tmp/rpdp.ini" "${flt[@]}" --set fl.rounds=6 "${ddp[@]}"
+grep -q '"participants":[[:space:]]*1[,}]' "$tmp/fltddp-one/diagnostics.jsonl" || t_fail "no round of one client"
+for np in 2 3; do [ -d "$tmp/fltddp-np$np" ] && same_filter "distributed DP, $np ranks" "$tmp/fltddp-one" "$tmp/fltddp-np$np"; done
 # 4 rounds, then --resume to 7: on 3 ranks from 3 ranks' checkpoint, in one process from it, on 3 ranks from one
 # process's checkpoint
 "$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt7" --quiet "${flt[@]}" --set fl.rounds=7 >"$tmp/flt7.log" 2>&1 ||
