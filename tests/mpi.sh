@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpirun -np R dpfl train (src/cli/mpi_train.c): the same model bytes and epsilons as one process for a seed, with
-# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets, distributed
-# DP (secure aggregation over MPI messages) and DP-SCAFFOLD, on 2 and 3
+# dropouts and client-level DP, kept client state, input transforms, helper models, rPDP-FL budgets (the filter's
+# per-record spend too, across a resume and a kill), distributed DP (secure aggregation over MPI messages) and
+# DP-SCAFFOLD, on 2 and 3
 # ranks, and after a resume; a setting the ranks cannot share is refused on one line.  Run by
 # `make test`; skipped, saying so, where mpirun or an MPI build is missing (CI installs OpenMPI: scripts/setup.sh).
 set -u
@@ -222,8 +223,103 @@ out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/run.ini" --out "$tmp/ddp" --quiet --s
       --set client_dp.ddp_secagg=no 2>&1) && t_fail "distributed DP without secure aggregation under mpirun exited 0"
 grep -q "client_dp.ddp_secagg = no would send each client's noisy update to rank 0 in the clear" <<<"$out" ||
   t_fail "no clear error: $out"
-out=$("${MPIRUN[@]}" 2 "$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt" --quiet --set record_dp.budget_policy=filter 2>&1) &&
-  t_fail "the per-record filter under mpirun exited 0"
-grep -q "record_dp.budget_policy = filter is not supported across ranks" <<<"$out" || t_fail "no clear error: $out"
+t_end
+
+t_begin "mpirun: rPDP-FL filter: each record's spend, charged on its worker, reaches rank 0's checkpoint every round and goes back on a resume"
+# the individual Renyi filter (Feldman-Zrnic) with 4 planned rounds: most records spend their cap in them and leave
+# the sampler, the others train on past the plan.  A run that forgot a record's spend (rank 0's checkpoint without
+# the workers' charges, or a resumed worker without the checkpoint's) would sample spent records again: past round
+# 4 the bytes differ.  Compared with one process: model.bin, metrics.jsonl (every round's epsilon), summary.json's
+# record_budgets and every record's spend in checkpoint.bin.
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+# RUN's per-record filter spend, hex: the f64 of every record, just before the round's metrics line (checkpoint.bin
+# layout, src/run/checkpoint.c); an error unless some record has spent something
+spend() {
+  "$PY" - "$1" <<'PYS'
+import json, sys
+d = sys.argv[1]
+ck = open(d + '/checkpoint.bin', 'rb').read()
+line = open(d + '/metrics.jsonl', 'rb').read().rstrip(b'\n').split(b'\n')[-1]
+n = int(json.load(open(d + '/summary.json'))['record_budgets']['records'])
+at = ck.rfind(line)
+if at < 8 * n: sys.exit('no metrics line in ' + d + '/checkpoint.bin')
+sp = ck[at - 8 * n:at]
+if not any(sp): sys.exit('no record of ' + d + ' spent anything')
+print(sp.hex())
+PYS
+}
+budgets() { "$PY" -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1] + "/summary.json"))["record_budgets"], sort_keys=True))' "$1"; }
+# RUN equals REF: model bytes, metrics lines, the record budgets' report and every record's spend
+same_filter() {
+  local what=$1 ref=$2 d=$3
+  cmp -s "$ref/model.bin" "$d/model.bin" || t_fail "$what: model.bin differs"
+  cmp -s "$ref/metrics.jsonl" "$d/metrics.jsonl" || t_fail "$what: metrics.jsonl differs"
+  [ "$(budgets "$ref")" = "$(budgets "$d")" ] || t_fail "$what: summary.json's record_budgets differ"
+  local a b
+  a=$(spend "$ref" 2>&1) || t_fail "$what: $a"
+  b=$(spend "$d" 2>&1) || t_fail "$what: $b"
+  [ "$a" = "$b" ] || t_fail "$what: the per-record spend in checkpoint.bin differs from one process's"
+}
+flt=(--set record_dp.budget_policy=filter --set record_dp.budget_rounds=4)
+same_as_one flt "$tmp/rpdp.ini" "${flt[@]}" --set fl.rounds=4
+grep -q '"filtered_out":[[:space:]]*[1-9]' "$tmp/flt-one/summary.json" || t_fail "no record was filtered out"
+for np in 2 3; do [ -d "$tmp/flt-np$np" ] && same_filter "$np ranks" "$tmp/flt-one" "$tmp/flt-np$np"; done
+# with distributed DP, kept state and dropouts: round 2 samples one client, so nothing can be released, yet one process
+# trains it (its spend, its momentum): the worker must too, and send both
+ddp=(--set client_dp.enabled=yes --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0
+     --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set client_dp.delta=1e-2
+     --set fl.client_state=keep --set fl.optimizer=sgd --set fl.momentum=0.9)
+same_as_one fltddp "$tmp/rpdp.ini" "${flt[@]}" --set fl.rounds=6 "${ddp[@]}"
+grep -q '"participants":[[:space:]]*1[,}]' "$tmp/fltddp-one/diagnostics.jsonl" || t_fail "no round of one client"
+for np in 2 3; do [ -d "$tmp/fltddp-np$np" ] && same_filter "distributed DP, $np ranks" "$tmp/fltddp-one" "$tmp/fltddp-np$np"; done
+# 4 rounds, then --resume to 7: on 3 ranks from 3 ranks' checkpoint, in one process from it, on 3 ranks from one
+# process's checkpoint
+"$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt7" --quiet "${flt[@]}" --set fl.rounds=7 >"$tmp/flt7.log" 2>&1 ||
+  t_fail "7 rounds, one process: $(tail -1 "$tmp/flt7.log")"
+for how in mpi-mpi mpi-one one-mpi; do
+  d=$tmp/flt-$how
+  if [ "${how%-*}" = mpi ]; then "${MPIRUN[@]}" 3 "$dpfl" train "$tmp/rpdp.ini" --out "$d" --quiet "${flt[@]}" --set fl.rounds=4
+  else "$dpfl" train "$tmp/rpdp.ini" --out "$d" --quiet "${flt[@]}" --set fl.rounds=4; fi >"$d.log" 2>&1 ||
+    { t_fail "$how: 4 rounds: $(tail -2 "$d.log")"; continue; }
+  if [ "${how#*-}" = mpi ]; then "${MPIRUN[@]}" 3 "$dpfl" train --resume "$d" --set fl.rounds=7 --quiet
+  else "$dpfl" train --resume "$d" --set fl.rounds=7 --quiet; fi >>"$d.log" 2>&1 ||
+    { t_fail "$how: resume: $(tail -2 "$d.log")"; continue; }
+  same_filter "resumed ($how)" "$tmp/flt7" "$d"
+done
+# killed: worker rank 2 stopped once round 1 is out, so rank 0 waits in a round that rank 1 has trained (its
+# records' spend charged there, not yet in rank 0's checkpoint); rank 0 SIGKILLed there, the job with it.  The
+# resume redoes that round from the checkpoint's spend: the uninterrupted run's bytes, metrics and spend.  40
+# rounds, so that the stop lands mid-run on a fast or a busy machine too.
+"$dpfl" train "$tmp/rpdp.ini" --out "$tmp/flt40" --quiet "${flt[@]}" --set fl.rounds=40 >"$tmp/flt40.log" 2>&1 ||
+  t_fail "40 rounds, one process: $(tail -1 "$tmp/flt40.log")"
+d=$tmp/flt-kill
+"${MPIRUN[@]}" 3 "$dpfl" train "$tmp/rpdp.ini" --out "$d" --quiet "${flt[@]}" --set fl.rounds=40 >"$d.log" 2>&1 &
+mp=$!
+r0=; r2=
+for _ in $(seq 1 3000); do
+  if [ -z "$r0" ] || [ -z "$r2" ]; then
+    for c in $(pgrep -P $mp); do
+      case $(tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=') in
+        *=0) r0=$c ;; *=2) r2=$c ;;
+      esac
+    done
+  fi
+  [ -n "$r0" ] && [ -n "$r2" ] && [ -s "$d/metrics.jsonl" ] && break
+  sleep 0.01
+done
+if [ -z "$r0" ] || [ -z "$r2" ]; then
+  t_fail "kill: no rank 0 or rank 2 among mpirun's children"
+else
+  kill -STOP "$r2"; sleep 1
+  lines=$(wc -l <"$d/metrics.jsonl")
+  kill -9 "$r0"; kill -CONT "$r2" 2>/dev/null
+  wait $mp && t_fail "kill: mpirun exited 0 after rank 0 was killed"
+  [ "$lines" -ge 1 ] && [ "$lines" -lt 40 ] || t_fail "kill: not mid-run ($lines of 40 rounds out)"
+  if "${MPIRUN[@]}" 3 "$dpfl" train --resume "$d" --quiet >>"$d.log" 2>&1; then
+    same_filter "killed at round $((lines + 1)) and resumed" "$tmp/flt40" "$d"
+  else
+    t_fail "kill: resume: $(tail -2 "$d.log")"
+  fi
+fi
 t_end
 t_summary

@@ -79,6 +79,13 @@ void dpfl_sim_set_record_rates(dpfl_sim *s, double *p, const double *client_deno
  * left. */
 #define DPFL_FILTER_OUT 1e-4
 void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, double alpha);
+/* The filter's spend of client k's records (spent[i] of each, in partition order) for a process that trains the
+ * client apart from the one that checkpoints it (mpirun's workers): dpfl_sim_filter_spent copies it into out (NULL:
+ * only counts) and returns how many records (0 without the filter); dpfl_sim_set_filter_spent takes them back and
+ * leaves out of the sampler each record within DPFL_FILTER_OUT of its cap, as a step's charge does (DPFL_EINVAL,
+ * nothing taken, for a value outside [0, cap]). */
+int32_t dpfl_sim_filter_spent(const dpfl_sim *s, int32_t k, double *out);
+dpfl_status dpfl_sim_set_filter_spent(dpfl_sim *s, int32_t k, const double *v, dpfl_error *err);
 /* Client-level noise multiplier z of the round's whole release (adaptive clipping splits it between the update
  * sum and the quantile estimate; an error if the quantile noise in force at `round` leaves nothing for the sum). */
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err);

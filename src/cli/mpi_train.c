@@ -17,10 +17,17 @@
  * and, after each round's release, the released model, with which each worker syncs the clients it trained in it
  * (the simulation syncs exactly those; every update of a round reaches rank 0).  rPDP-FL budgets: each worker
  * replays the per-record levels' opt-outs and charges round by round from the `released` count in the round's
- * broadcast, as rank 0's run does (fl_rpdp_before_round, fl_rpdp_charge); the filter's per-record spend lives
- * with the records, on their worker (refused: it would need the same trip).  After each round the workers send
+ * broadcast, as rank 0's run does (fl_rpdp_before_round, fl_rpdp_charge).  After each round the workers send
  * rank 0 the state of the clients they trained, so that its checkpoint holds every client's state as one process's
- * does; a resume sends each worker its clients' states back.  Distributed DP: secure aggregation over MPI messages,
+ * does; a resume sends each worker its clients' states back.  The rPDP-FL filter's per-record spend (Feldman and
+ * Zrnic 2021) is charged where the records are trained, on their worker, and travels the same way: after each
+ * round the spend of the records of each client trained in it, to rank 0 before its checkpoint; at the start (a
+ * resume) each worker the spend of its own clients' records from that checkpoint, never another's.  A crash
+ * between a worker's round and rank 0's checkpoint loses no charge: the round's updates reached rank 0's memory
+ * only, which died with the job unwritten (the round's outputs -- checkpoint, metrics, model -- are written after
+ * its spend is in), and the resume redoes the round from the checkpoint's spend, as one process redoes a round it
+ * died in, charging it once for the one release; with a seed the redone round is the same bits.  (As for every
+ * record-level charge under mpirun, rank 0 is the job's own server: the guarantee covers what the run writes.)  Distributed DP: secure aggregation over MPI messages,
  * rank 0 leading it with the run's own secure-aggregation server (ddp_rounds, mpi_secagg_finish; Bell et al. 2020):
  * rank 0 sees masked inputs only.  Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
  * (MPI=0 without). */
@@ -68,11 +75,12 @@ typedef struct {
     int64_t helper_p;     /* personalization = helper: the model's parameters (w0, then each released model, follow) */
     int64_t floats;       /* floats of one client's state (dpfl_sim_client_state_floats) */
     int32_t keeps, nstates;
+    int32_t filter;       /* record_dp.budget_policy = filter: each worker's records' spend follows (TAG_SPENT) */
 } start_msg;
 
 static int nranks, rank, started;
 
-enum { TAG_STATE_T = 30000, TAG_STATE = 30001, TAG_ADVERT = 30010, TAG_SHARES = 30011, TAG_SHARES_FOR = 30012,
+enum { TAG_STATE_T = 30000, TAG_STATE = 30001, TAG_SPENT = 30002, TAG_ADVERT = 30010, TAG_SHARES = 30011, TAG_SHARES_FOR = 30012,
        TAG_MASKED = 30013, TAG_UNMASK = 30014 };
 
 /* Variable-length messages (secure aggregation's): a send, a receive of whatever length came (malloc'd; NULL and
@@ -111,6 +119,47 @@ static start_msg sm;
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 
+/* The rPDP-FL filter: each worker gets the spend of its own clients' records (theirs alone: a record's spend is a
+ * function of its data), from rank 0's checkpoint on a resume (zeros in a new run), in one message, client after
+ * client in client order, in partition order within each. */
+static void send_spent(const dpfl_sim *s, int32_t clients)
+{
+    size_t cap = 0;
+    for (int32_t k = 0; k < clients; k++) cap += (size_t)dpfl_sim_filter_spent(s, k, NULL);
+    double *buf = malloc((cap > 0 ? cap : 1) * sizeof *buf);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for it */
+    for (int r = 1; r < nranks; r++) {
+        size_t len = 0;
+        for (int32_t k = r - 1; k < clients; k += nranks - 1) len += (size_t)dpfl_sim_filter_spent(s, k, buf + len);
+        MPI_Send(buf, (int)len, MPI_DOUBLE, r, TAG_SPENT, MPI_COMM_WORLD);
+    }
+    free(buf);
+}
+
+/* A worker's side of send_spent: its clients' spend into its simulation (the first error kept in *st). */
+static void recv_spent(dpfl_sim *s, int32_t clients, dpfl_status *st, dpfl_error *err)
+{
+    MPI_Status ms;
+    int n;
+    MPI_Probe(0, TAG_SPENT, MPI_COMM_WORLD, &ms);
+    MPI_Get_count(&ms, MPI_DOUBLE, &n);
+    double *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Recv(buf, n, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    size_t off = 0;
+    for (int32_t k = rank - 1; !*st && k < clients; k += nranks - 1) {
+        const size_t m = (size_t)dpfl_sim_filter_spent(s, k, NULL);
+        if (off + m > (size_t)n) *st = dpfl_fail(err, DPFL_EINVAL, "rank 0 sent the filter's spend of %d records, "
+                                                                     "this rank's clients hold more", n);
+        else *st = dpfl_sim_set_filter_spent(s, k, buf + off, err);
+        off += m;
+    }
+    if (!*st && off != (size_t)n)
+        *st = dpfl_fail(err, DPFL_EINVAL, "rank 0 sent the filter's spend of %d records, this rank's clients hold %zu",
+                        n, off);
+    free(buf);
+}
+
 static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup *setup, dpfl_error *err)
 {
     (void)t, (void)err;
@@ -123,6 +172,8 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     int32_t *ids = malloc((size_t)(setup->clients > 0 ? setup->clients : 1) * sizeof *ids);
     if (!ids) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this message */
     sm.nstates = 0;
+    sm.filter = 0;
+    for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_sim_filter_spent(setup->sim, k, NULL) > 0;
     for (int32_t k = 0; sm.keeps && k < setup->clients; k++) /* a resume: the states its checkpoint holds */
         if (dpfl_sim_client_state(setup->sim, k, NULL) > 0) ids[sm.nstates++] = k;
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -135,6 +186,7 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
         if (sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, owner(ids[i]), TAG_STATE, MPI_COMM_WORLD);
     }
     free(ids);
+    if (sm.filter) send_spent(setup->sim, setup->clients);
     started = 1;
     return DPFL_OK;
 }
@@ -146,23 +198,41 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
 {
     dpfl_sim *s = job->sim;
     (void)t;
-    if (!sm.keeps) return;
+    if (!sm.keeps && !sm.filter) return;
     round_head h = {.round = job->round, .sync = 1};
     MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (sm.helper_p) MPI_Bcast((void *)job->global, (int)sm.helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
     float *buf = sm.floats ? malloc((size_t)sm.floats * sizeof *buf) : NULL;
     if (sm.floats && !buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    int32_t most = 0; /* the filter: the largest record count of a client of the round */
+    for (int32_t i = 0; sm.filter && i < job->nsampled; i++) {
+        const int32_t m = dpfl_sim_filter_spent(s, job->sampled[i], NULL);
+        most = m > most ? m : most;
+    }
+    double *spent = sm.filter ? malloc((size_t)(most > 0 ? most : 1) * sizeof *spent) : NULL;
+    if (sm.filter && !spent) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int32_t i = 0; i < job->nsampled; i++) {
         if (job->reports[i].dropped) continue;
         const int32_t k = job->sampled[i];
+        dpfl_error e;
+        /* the filter's spend of the client's records in this round, charged on its worker: rank 0's checkpoint
+         * holds it, as one process's does (a resume sends it back, mpi_start) */
+        const int32_t m = sm.filter ? dpfl_sim_filter_spent(s, k, NULL) : 0;
+        if (m > 0) {
+            MPI_Recv(spent, m, MPI_DOUBLE, owner(k), TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (dpfl_sim_set_filter_spent(s, k, spent, &e)) {
+                cli_error("rank %d: %s", owner(k), e.msg);
+                MPI_Abort(MPI_COMM_WORLD, 1); /* the round is out on the workers: it cannot be unwound */
+            }
+        }
+        if (!sm.keeps) continue;
         int64_t st;
         MPI_Recv(&st, 1, MPI_INT64_T, owner(k), TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (st <= 0) continue; /* no state (a client without records) */
         if (sm.floats) MPI_Recv(buf, (int)sm.floats, MPI_FLOAT, owner(k), TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        dpfl_error e;
         if (dpfl_sim_set_client_state(s, k, st, buf, &e)) MPI_Abort(MPI_COMM_WORLD, 1); /* out of memory */
     }
-    free(buf);
+    free(buf), free(spent);
 }
 
 static void mpi_finish(const dpfl_transport *t, int32_t released, dpfl_status st, const char *why)
@@ -341,7 +411,22 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
 {
     dpfl_sim *s = n->in.sim;
     worker_ddp_reset(w);
-    if (!h->threshold) return; /* too few clients sampled: nobody trains (as dpfl serve) */
+    if (!h->threshold) { /* fewer than 2 clients sampled: nothing can be released and rank 0 takes no input; one
+                          * process still trains them (their kept state, the filter's spend), so this rank does,
+                          * and sends rank 0 only what mpi_after_round asks for */
+        for (int32_t j = 0; j < h->n; j++) {
+            if (drop[j] || owner(ids[j]) != rank) continue;
+            dpfl_client_report res;
+            memset(&res, 0, sizeof res);
+            dpfl_error e = rst ? *re : (dpfl_error){{0}};
+            if (rst || dpfl_sim_client_round(s, h->round, h->S, ids[j], u, &res, &e)) {
+                cli_error("rank %d, client %d: %s", rank, ids[j], e.msg);
+                MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 would wait for its state */
+            }
+            mine[(*nmine)++] = ids[j];
+        }
+        return;
+    }
     if (h->n > w->cap) {
         dpfl_secagg_client **ns = realloc(w->sa, (size_t)h->n * sizeof *ns);
         if (ns) w->sa = ns;
@@ -425,6 +510,18 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
     }
 }
 
+/* The filter's spend of client k's records after a round it trained on this worker, to rank 0 (mpi_after_round). */
+static void send_client_spent(const dpfl_sim *s, int32_t k)
+{
+    const int32_t m = dpfl_sim_filter_spent(s, k, NULL);
+    if (m <= 0) return;
+    double *buf = malloc((size_t)m * sizeof *buf);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 waits for it */
+    dpfl_sim_filter_spent(s, k, buf);
+    MPI_Send(buf, m, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD);
+    free(buf);
+}
+
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg)
 {
@@ -460,6 +557,10 @@ static int worker_rank(const dpfl_config *cfg)
         if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (!st) st = dpfl_sim_set_client_state(n->in.sim, sids[i], t, sbuf, &err);
     }
+    if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter))
+        st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
+                       sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
+    if (sm.filter) recv_spent(st ? NULL : n->in.sim, st ? 0 : n->in.part.clients, &st, &err); /* a resume: the spend */
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
@@ -491,6 +592,8 @@ static int worker_rank(const dpfl_config *cfg)
             if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
             for (int32_t j = 0; j < nmine; j++) {
                 const float *state = NULL;
+                if (sm.filter) send_client_spent(n->in.sim, mine[j]);
+                if (!sm.keeps) continue;
                 if (hp) dpfl_sim_client_sync(n->in.sim, mine[j], w0);
                 const int64_t t = dpfl_sim_client_state(n->in.sim, mine[j], &state);
                 MPI_Send(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD);
@@ -551,11 +654,6 @@ static const char *unsupported(const dpfl_config *cfg)
     if (cfg->client_dp.enabled && cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP && !cfg->client_dp.ddp_secagg)
         return "mpirun: client_dp.ddp_secagg = no would send each client's noisy update to rank 0 in the clear: across "
                "ranks distributed DP runs secure aggregation (ddp_secagg = yes)";
-    if (cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE &&
-        cfg->record_dp.budget_policy == DPFL_POLICY_FILTER)
-        return "mpirun: record_dp.budget_policy = filter is not supported across ranks (each record's spent budget "
-               "would live on its worker, out of rank 0's checkpoint: a resume would spend it again); run it in one "
-               "process";
     return NULL;
 }
 

@@ -243,6 +243,32 @@ void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, d
     s->rdp.filter_alpha = alpha;
 }
 
+int32_t dpfl_sim_filter_spent(const dpfl_sim *s, int32_t k, double *out)
+{
+    if (!s->rdp.spent) return 0;
+    const int32_t *idx = s->part->index + s->part->offset[k];
+    const int32_t n = dpfl_partition_size(s->part, k);
+    for (int32_t i = 0; out && i < n; i++) out[i] = s->rdp.spent[idx[i]];
+    return n;
+}
+
+dpfl_status dpfl_sim_set_filter_spent(dpfl_sim *s, int32_t k, const double *v, dpfl_error *err)
+{
+    const int32_t *idx = s->part->index + s->part->offset[k];
+    const int32_t n = s->rdp.spent ? dpfl_partition_size(s->part, k) : 0;
+    for (int32_t i = 0; i < n; i++) /* all checked before any is taken */
+        if (!(v[i] >= 0 && v[i] <= s->rdp.cap[idx[i]]))
+            return dpfl_fail(err, DPFL_EINVAL, "client %d: filter loss %g of record %d is outside [0, its cap %g]", k,
+                             v[i], idx[i], s->rdp.cap[idx[i]]);
+    fl_record_dp *rd = &s->rdp;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t r = idx[i];
+        rd->spent[r] = v[i];
+        if (rd->cap[r] - rd->spent[r] < DPFL_FILTER_OUT * rd->cap[r]) rd->p[r] = 0.0; /* filtered out, as client.c */
+    }
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
 {
     const fl_sampling_view smp = fl_sim_sampling(s);
