@@ -12,6 +12,11 @@ set -eu
 BUILD=${1:-build}
 N=${2:-3}
 MODELS=${DPFL_BENCH_MODELS:-mlp:784-512-256-10,cnn-mnist,cnn-tf-cifar,resnet20-gn}
+# plain `make` does not relink the benchmarks: a bench_nn older than the library measures old kernels
+if [ ! -x "$BUILD/bench/bench_nn" ] || [ "$BUILD/libdpfl.a" -nt "$BUILD/bench/bench_nn" ]; then
+  echo "compare_pytorch: $BUILD/bench/bench_nn is missing or older than $BUILD/libdpfl.a: run make $BUILD/bench/bench_nn (or make bench) first" >&2
+  exit 1
+fi
 . bench/torch_env.sh # the OpenMP OpenBLAS for PyTorch, both cores, tcmalloc
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { case "$flags" in *" $1 "*) return 0 ;; esac; return 1; }
