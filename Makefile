@@ -129,7 +129,7 @@ MANPAGES := $(BUILD)/man/dpfl.1 $(MAN_CMDS:%=$(BUILD)/man/dpfl-%.1)
 HEADERS  := $(wildcard include/dpfl/*.h)
 SHIPPED  := $(wildcard data/heart-disease/*)
 
-.PHONY: all setup data demo test test-python test-san test-tsan bench mutate torture valgrind clean FORCE man \
+.PHONY: all setup data demo test test-targets print-shtests test-python test-san test-tsan bench mutate torture valgrind clean FORCE man \
         examples install uninstall
 all: $(BIN) $(DEPLOY_BIN) $(SO)
 
@@ -292,9 +292,13 @@ demo: setup
 # Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
 # or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
 # against it, the man pages, make uninstall).
+SHTESTS := tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/ux.sh \
+           tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
 test: setup
-	@$(MAKE) --no-print-directory $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
-	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) tests/exports.sh tests/cli.sh tests/layering.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/ux.sh tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
+	@$(MAKE) --no-print-directory test-targets
+	@BUILD=$(BUILD) MAKE="$(MAKE)" tests/run.sh $(TESTS) $(SHTESTS)
+test-targets: $(BIN) $(SO) $(TESTS) $(EXAMPLES) $(MANPAGES)
+print-shtests: ; @echo $(SHTESTS)
 
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh
@@ -328,8 +332,7 @@ valgrind: setup
 
 # One-line mutations of the privacy mechanisms (tests/mutations.txt): every one must make a test fail.  Not in CI.
 mutate: setup
-	@$(MAKE) --no-print-directory $(BIN) $(TESTS)
-	@tests/mutate.sh
+	@tests/mutate.py $(MUTATE_ARGS)
 
 bench: setup
 	@$(MAKE) --no-print-directory $(BIN) $(BENCHES)
