@@ -1,6 +1,6 @@
 /* The privacy mechanisms measured against what the accountant is told: every test here must fail when a
  * mechanism loses its privacy (noise gone, a sensitivity factor dropped, every record sampled, the step scaled),
- * which `make mutate` (tests/mutate.sh) checks by applying such one-line mutations. */
+ * which `make mutate` (tests/mutate.py) checks by applying such one-line mutations. */
 #include "testutil.h"
 #include "fixtures.h"
 #include "dpfl/fl.h"
