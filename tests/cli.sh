@@ -100,6 +100,13 @@ fails "two configs" "more than one CONFIG.ini given ('b.ini')" "$dpfl" train a.i
 fails "three key names" "unexpected argument 'c'" "$dpfl" keygen a b c
 fails "no positional argument wanted" "unexpected argument 'stray'" "$dpfl" calibrate stray
 fails "no model" "missing MODEL.bin or RUN_DIR" "$dpfl" eval --json
+# the run commands' config or --resume (one function for both, src/cli/config_cli.c)
+for c in "train" "serve --bind tcp://127.0.0.1:1 --keys $tmp"; do
+  fails "$c: no config" "missing CONFIG.ini (see 'dpfl ${c%% *} --help')" "$dpfl" $c
+  fails "$c: config and --resume" "give either CONFIG.ini or --resume RUN_DIR, not both" "$dpfl" $c a.ini --resume "$tmp"
+  fails "$c: --resume --out" "--out cannot be used with --resume" "$dpfl" $c --resume "$tmp" --out x
+  fails "$c: --resume --force" "--force cannot be used with --resume" "$dpfl" $c --resume "$tmp" --force
+done
 fails "no run directory" "missing RUN_DIR" "$dpfl" report
 fails "required" "--steps is required" "$dpfl" calibrate --target-epsilon 1 --delta 1e-5 --q 0.01
 fails "--p list, then a bad number" "--p: 'x' is not a number" "$dpfl" scf --p 0.1 0.2 x

@@ -44,11 +44,16 @@ int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unset
 /* config_cli.c: "dpfl: warning: ..." on stderr when cfg's own CSV features are far from unit scale and
  * data.normalize = none (reads the files once more; says nothing when they cannot be read) */
 void cli_scale_hint(const dpfl_config *cfg);
-/* config_cli.c: dir/config.ini into config_path, or an error naming what dir is not (a folder, a run's) */
-int cli_resume_config(const char *dir, char *config_path, size_t cap);
-/* config_cli.c: a resume's fl.rounds (cfg, after --set) against the run's config.ini: more rounds than a noise
- * calibrated for the file's fl.rounds allows are refused with one line (0: fine) */
-int cli_resume_rounds(const dpfl_config *cfg, const char *config_path);
+/* config_cli.c: the config of a run command (`dpfl train`, `dpfl serve`, cmd naming it in errors): CONFIG.ini, or
+ * --resume RUN_DIR's config.ini with RUN_DIR as the output folder (then neither --out nor --force, and a resume's
+ * fl.rounds checked against a calibrated noise), read with the --unset and --set values over it; *out (NULL: runs/
+ * and the config file's name up to its first dot, kept in paths) the output folder.  0, or the exit status after
+ * printing the error. */
+typedef struct {
+    char config[1100], out[512];
+} cli_run_paths;
+int cli_run_config(const char *cmd, const char *config_path, const char *resume, const cli_strings *unsets,
+                   const cli_strings *sets, const char **out, int force, dpfl_config *cfg, cli_run_paths *paths);
 
 /* The command line main() was given.  Where ZeroMQ or OpenMPI is built in, the dpfl binary links neither: its
  * cli_serve, cli_join, cli_keygen and cli_mpi_train (front.c) run this whole command line again in dpfl-deploy,

@@ -48,29 +48,11 @@ int cli_keygen(int argc, char **argv)
 static int serve(const char *config_path, const char *resume, const cli_strings *sets, const char *out, int force,
                  dpfl_serve_options so)
 {
-    char resume_cfg[1100];
-    if (resume) {
-        if (config_path) return cli_usage_error("serve", "give either CONFIG.ini or --resume RUN_DIR, not both");
-        if (out) return cli_usage_error("serve", "--out cannot be used with --resume");
-        if (force) return cli_usage_error("serve", "--force cannot be used with --resume");
-        int rc = cli_resume_config(resume, resume_cfg, sizeof resume_cfg);
-        if (rc) return rc;
-        config_path = resume_cfg;
-        out = resume;
-    }
-    if (!config_path) return cli_usage_error("serve", "missing CONFIG.ini");
     dpfl_config cfg;
-    int rc = cli_config_read(&cfg, config_path, NULL, sets, resume != NULL);
-    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
+    cli_run_paths paths;
+    int rc = cli_run_config("serve", config_path, resume, NULL, sets, &out, force, &cfg, &paths);
     if (rc) return rc;
     dpfl_error err;
-    char outbuf[512];
-    if (!out) {
-        const char *base = strrchr(config_path, '/');
-        base = base ? base + 1 : config_path;
-        snprintf(outbuf, sizeof outbuf, "runs/%.*s", (int)strcspn(base, "."), base);
-        out = outbuf;
-    }
     dpfl_run_options opt;
     memset(&opt, 0, sizeof opt);
     opt.out_dir = out;

@@ -30,30 +30,11 @@ int cli_mpi_size(void)
 static int train(const char *config_path, const char *resume, const cli_strings *unsets, const cli_strings *sets,
                  const char *out, int quiet, int force)
 {
-    char resume_cfg[1100];
-    if (resume) {
-        if (config_path) return cli_usage_error("train", "give either CONFIG.ini or --resume RUN_DIR, not both");
-        if (out) return cli_usage_error("train", "--out cannot be used with --resume");
-        if (force) return cli_usage_error("train", "--force cannot be used with --resume");
-        int rc = cli_resume_config(resume, resume_cfg, sizeof resume_cfg);
-        if (rc) return rc;
-        config_path = resume_cfg;
-        out = resume;
-    }
-    if (!config_path) return cli_usage_error("train", "missing CONFIG.ini");
     dpfl_config cfg;
-    int rc = cli_config_read(&cfg, config_path, unsets, sets, resume != NULL);
-    if (!rc && resume) rc = cli_resume_rounds(&cfg, config_path);
+    cli_run_paths paths;
+    int rc = cli_run_config("train", config_path, resume, unsets, sets, &out, force, &cfg, &paths);
     if (rc) return rc;
     dpfl_error err;
-    char outbuf[512];
-    if (!out) {
-        const char *base = strrchr(config_path, '/');
-        base = base ? base + 1 : config_path;
-        size_t n = strcspn(base, ".");
-        snprintf(outbuf, sizeof outbuf, "runs/%.*s", (int)n, base);
-        out = outbuf;
-    }
     if (!resume && !quiet) cli_scale_hint(&cfg);
     dpfl_run_options opt = {.out_dir = out, .quiet = quiet, .resume = resume != NULL, .force = force};
     if (cli_mpi_size() > 1) return cli_mpi_train(&cfg, &opt); /* under mpirun: clients over the ranks */

@@ -37,7 +37,7 @@ int cli_config_read(dpfl_config *cfg, const char *path, const cli_strings *unset
     return 0;
 }
 
-int cli_resume_rounds(const dpfl_config *cfg, const char *config_path)
+static int resume_rounds(const dpfl_config *cfg, const char *config_path)
 {
     dpfl_config file;
     dpfl_config_defaults(&file);
@@ -73,7 +73,7 @@ void cli_scale_hint(const dpfl_config *cfg)
     dpfl_dataset_free(&test);
 }
 
-int cli_resume_config(const char *dir, char *config_path, size_t cap)
+static int resume_config(const char *dir, char *config_path, size_t cap)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0) return cli_error("--resume %s: %s", dir, strerror(errno));
@@ -82,5 +82,30 @@ int cli_resume_config(const char *dir, char *config_path, size_t cap)
     if (stat(config_path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return cli_error("--resume %s: not a run folder (no config.ini, which dpfl train writes when a run starts); "
                          "start a run with dpfl train CONFIG.ini --out %s", dir, dir);
+    return 0;
+}
+
+int cli_run_config(const char *cmd, const char *config_path, const char *resume, const cli_strings *unsets,
+                   const cli_strings *sets, const char **out, int force, dpfl_config *cfg, cli_run_paths *paths)
+{
+    if (resume) {
+        if (config_path) return cli_usage_error(cmd, "give either CONFIG.ini or --resume RUN_DIR, not both");
+        if (*out) return cli_usage_error(cmd, "--out cannot be used with --resume");
+        if (force) return cli_usage_error(cmd, "--force cannot be used with --resume");
+        int rc = resume_config(resume, paths->config, sizeof paths->config);
+        if (rc) return rc;
+        config_path = paths->config;
+        *out = resume;
+    }
+    if (!config_path) return cli_usage_error(cmd, "missing CONFIG.ini");
+    int rc = cli_config_read(cfg, config_path, unsets, sets, resume != NULL);
+    if (!rc && resume) rc = resume_rounds(cfg, config_path);
+    if (rc) return rc;
+    if (!*out) {
+        const char *base = strrchr(config_path, '/');
+        base = base ? base + 1 : config_path;
+        snprintf(paths->out, sizeof paths->out, "runs/%.*s", (int)strcspn(base, "."), base);
+        *out = paths->out;
+    }
     return 0;
 }
