@@ -4,7 +4,10 @@ apply the one-line change to a scratch copy of the working tree, rebuild, and ru
 fails.  A mutation is killed when a test fails; it survives when every C test binary and every shell test of
 `make test` passes with it.
 
-  tests/mutate.py [--slots N] [NAME...]     (only the named mutations; N scratch trees at once, default 1)
+  tests/mutate.py [--slots N] [--hints LOG] [NAME...]
+      NAME...      only the named mutations
+      --slots N    N scratch trees at once (default 1)
+      --hints LOG  a previous run's output: the test that killed a mutation there is tried first
 
 Order, so that a killed mutation costs one or two tests and not the whole suite: the C test binaries that call a
 function defined in the mutated file run first, fastest first, then the other binaries, then the shell tests of
@@ -19,9 +22,16 @@ import glob, os, re, shutil, subprocess, sys, tempfile, threading, time
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.chdir(root)
 args = sys.argv[1:]
-nslots = 1
-if args[:1] == ["--slots"]:
-    nslots, args = int(args[1]), args[2:]
+nslots, hints = 1, {}
+while args[:1] in (["--slots"], ["--hints"]):
+    if args[0] == "--slots":
+        nslots = int(args[1])
+    else:  # "KILLED   NAME (TEST: ...; N s)" -> TEST
+        for l in open(args[1]):
+            m = re.match(r"KILLED +(\S+) \((test_\w+|tests/\w+\.sh)", l)
+            if m:
+                hints[m.group(1)] = m.group(2)
+    args = args[2:]
 only = set(args)
 MAKE = ["make", "-s", "--no-print-directory"]
 data = os.environ.get("DPFL_DATA", os.path.join(root, "data"))
@@ -133,7 +143,18 @@ try:
                 for t in first:
                     if sh_in(tree, t, 1800):
                         return shell_killed(tree, p, s, t)
-            for t in test_order(path):
+            order_here = test_order(path)
+            hint = hints.get(name)
+            if hint in order_here:
+                order_here = [hint] + [t for t in order_here if t != hint]
+            elif hint in shtests and hint not in first:
+                first.append(hint)
+                rc, msg = make(tree, ["test-targets"])
+                if rc:
+                    return "ERROR", "the mutant does not build: " + msg
+                if sh_in(tree, hint, 1800):
+                    return shell_killed(tree, p, s, hint)
+            for t in order_here:
                 rc, msg = make(tree, [f"build/tests/{t}"])
                 if rc:
                     return "ERROR", "the mutant does not build: " + msg
