@@ -1,11 +1,14 @@
-/* The simulation's internals, shared by its files: sim.c (set-up, settings, the views below), clients.c (the
- * clients' own state), client.c (local training), aggregate_*.c (the aggregation modes), round.c (one round:
- * sampling, dropouts, the clients through the transport, the server), transport_local.c (in-process worker
- * threads), eval.c (evaluation), sim_ledger.c (what the simulation charges).  Mechanisms come from mech/.
+/* The simulation's internals, shared by its files: sim.c (set-up, what local training reads), sim_clients.c and
+ * sim_server.c (the public functions of its two sides), clients.c (the clients' own state), client.c (local
+ * training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
+ * transport, the server), transport_local.c (in-process worker threads), eval.c (evaluation), sim_ledger.c (what the
+ * server charges).  Mechanisms come from mech/.
  *
- * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: fl_clients,
- * fl_record_dp (through fl_train_ctx, what local training reads), the aggregation mode's state (its own type, private
- * to its file; with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round). */
+ * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: the clients'
+ * side (struct dpfl_clients: fl_clients, and fl_record_dp, read through fl_train_ctx by local training), the
+ * server's side (struct dpfl_server: the sampler fl_sampler, the aggregation mode's state, its own type private to
+ * its file, with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round; the
+ * ledger) and the worker threads (fl_workers). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
