@@ -143,14 +143,14 @@ int main(int argc, char **argv)
     memset(&rs, 0, sizeof rs);
     rs.record_z = 1.1, rs.wall = 12.5, rs.S = 1.0, rs.examples = 100;
     snprintf(path, sizeof path, "%s/checkpoint.bin", tmp);
-    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, "{\"round\":1}", &err)) goto fail;
+    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, NULL, "{\"round\":1}", &err)) goto fail;
     dpfl_file_seeds("fuzz_checkpoint", "ckpt-record", path, 2);
     dpfl_event ev = dpfl_event_poisson(0.5, 1.2, 1);
     dpfl_ledger_charge(&l, cl, 1, st);
     if (dpfl_ledger_charge_client(&l, &ev, &err) || dpfl_ledger_charge_client(&l, &ev, &err)) goto fail;
     ev = dpfl_event_gaussian(0.9, 1);
     if (dpfl_ledger_charge_client(&l, &ev, &err)) goto fail;
-    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, "{\"round\":2,\"x\":1}", &err)) goto fail;
+    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, NULL, "{\"round\":2,\"x\":1}", &err)) goto fail;
     dpfl_file_seeds("fuzz_checkpoint", "ckpt-client-events", path, 2);
     /* with per-record budgets: 5 records on 2 levels, one dropped (the harness's bit 2) */
     fl_rpdp rp;
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
     rp.lv[0] = (fl_rpdp_level){0.1, 0.02, 2, 0, 3};
     rp.lv[1] = (fl_rpdp_level){5.0, 0.6, 2, 1, 1};
     for (int i = 0; i < 5; i++) rp.budget[i] = i < 3 ? 0.1 : 5.0, rp.level[i] = i < 3 ? 0 : i == 3 ? 1 : FL_RPDP_DROPPED;
-    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, &rp, "{\"round\":2}", &err)) goto fail;
+    if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, &rp, "{\"round\":2}", &err)) goto fail;
     fl_rpdp_free(&rp);
     dpfl_file_seeds("fuzz_checkpoint", "ckpt-budgets", path, 6);
     dpfl_ledger_free(&l);

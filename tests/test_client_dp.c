@@ -313,10 +313,10 @@ static void adaptive_quantile_count_has_the_accounted_sensitivity(void **state)
     dpfl_error err;
     int differs = 0;
     for (int r = 1; r <= 8; r++) {
-        double S = dpfl_sim_update_clip(sim);
+        double S = dpfl_server_update_clip(dpfl_sim_server(sim));
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
-        double b = 0.5 - log(dpfl_sim_update_clip(sim) / S) / 0.2; /* S' = S exp(-eta_S (b - gamma)) */
+        double b = 0.5 - log(dpfl_server_update_clip(dpfl_sim_server(sim)) / S) / 0.2; /* S' = S exp(-eta_S (b - g)) */
         double want = (m.replied - 0.5 * m.replied) / (0.5 * 40) + 0.5;
         if (fabs(b - want) > 1e-3) {
             print_error("round %d: %d participants, all unclipped: released estimate %.6f, expected %.6f\n", r,

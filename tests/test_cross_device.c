@@ -60,7 +60,7 @@ static void every_client_takes_part_exactly_r_times(void **state)
                 if (t % 4 == 0)
                     for (int32_t k = 0; k < 20; k++) assert_int_equal(count[k], t / 4); /* once in each pass */
             }
-            const dpfl_ledger *l = dpfl_sim_ledger(sim);
+            const dpfl_ledger *l = dpfl_server_ledger(dpfl_sim_server(sim));
             for (int32_t k = 0; k < 20; k++) assert_int_equal(l->participations[k], r);
             dpfl_sim_free(sim);
         }
@@ -163,7 +163,7 @@ static void charged_epsilon_is_the_r_fold_gaussian(void **state)
     assert_true(ga.epsilon < 0.8 * eps); /* amplification would report far less */
     assert_true(gaussian_eps(z / 2.0, 12, delta) > 1.5 * eps); /* every round charged: far more */
     /* the ledger holds one Gaussian event, three releases, replace-one */
-    const dpfl_ledger *l = dpfl_sim_ledger(sim);
+    const dpfl_ledger *l = dpfl_server_ledger(dpfl_sim_server(sim));
     assert_int_equal(l->nclient_events, 1);
     assert_int_equal(l->client_events[0].kind, DPFL_EV_GAUSSIAN);
     assert_int_equal(l->client_events[0].adjacency, DPFL_ADJ_REPLACE_ONE);
@@ -171,7 +171,7 @@ static void charged_epsilon_is_the_r_fold_gaussian(void **state)
     assert_true(l->client_events[0].z == z / 2.0);
     /* the event calibration composes for the run is the same: r releases */
     dpfl_event ev;
-    assert_int_equal(dpfl_sim_client_event(sim, 1, z, &ev, &err), DPFL_OK);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, z, &ev, &err), DPFL_OK);
     assert_true(ev.kind == DPFL_EV_GAUSSIAN && ev.z == z / 2.0 && ev.adjacency == DPFL_ADJ_REPLACE_ONE);
     const dpfl_mech_clients d = dpfl_mech_clients_make(DPFL_SAMPLE_CROSS_DEVICE, 20, 0.25, 0);
     assert_int_equal(dpfl_mech_clients_releases(&d, 12), 3);

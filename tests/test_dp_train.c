@@ -46,7 +46,7 @@ static void train_rounds(fixture *f, const dpfl_partition *part, int rounds, flo
         const int32_t *sampled;
         int32_t m = dpfl_sim_sample(sim, r, &sampled);
         int64_t steps[16];
-        for (int32_t i = 0; i < m; i++) steps[i] = dpfl_sim_client_steps(sim, sampled[i]);
+        for (int32_t i = 0; i < m; i++) steps[i] = dpfl_clients_steps(dpfl_sim_clients(sim), sampled[i]);
         dpfl_round_metrics met;
         assert_int_equal(dpfl_sim_train(sim, r, &met, &err), DPFL_OK);
         if (ledger) dpfl_ledger_charge(ledger, sampled, m, steps);
@@ -641,7 +641,7 @@ static void simulation_owns_its_ledger(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
-    assert_int_equal(dpfl_sim_set_client_noise(sim, 1, 2.0, &err), DPFL_OK);
+    assert_int_equal(dpfl_server_set_noise(dpfl_sim_server(sim), 1, 2.0, &err), DPFL_OK);
     for (int r = 1; r <= 3; r++) {
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
@@ -650,7 +650,7 @@ static void simulation_owns_its_ledger(void **state)
     double ce;
     int priv;
     assert_int_equal(dpfl_sim_epsilon(sim, &rep, &ce, &priv, &err), DPFL_OK);
-    assert_int_equal(dpfl_sim_ledger(sim)->rounds, 3);
+    assert_int_equal(dpfl_server_ledger(dpfl_sim_server(sim))->rounds, 3);
     dpfl_event rec = dpfl_event_poisson(10.0 / 40, 1.3, 6), cl = dpfl_event_gaussian(2.0, 3);
     dpfl_guarantee gr, gc;
     assert_int_equal(dpfl_account_epsilon(&rec, 1, 1e-5, DPFL_ACC_RDP, NULL, &gr, &err), DPFL_OK);
@@ -981,7 +981,7 @@ static void e2e_step_sum_is_projected_to_b_times_c(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_sim_set_record_noise(sim, 1.0);
+    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.0);
     int over = 0, under = 0;
     for (int32_t r = 1; r <= 12; r++) {
         memcpy(start, global, P * sizeof(float));

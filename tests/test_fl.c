@@ -778,7 +778,7 @@ static void run_adam_rounds(fixture *f, const dpfl_partition *part, const char *
         /* state exists exactly for the clients that have trained (lazily), with their total step count */
         for (int32_t k = 0; k < K; k++) {
             const float *st;
-            int64_t t = dpfl_sim_client_state(sim, k, &st);
+            int64_t t = dpfl_clients_state(dpfl_sim_clients(sim), k, &st);
             assert_int_equal(t, keep ? steps_of[k] : 0);
             assert_true((st != NULL) == (keep && steps_of[k] > 0));
             if (st) assert_true(max_rel_diff(st, opt[k].m, P) < 1e-3 && max_rel_diff(st + P, opt[k].v, P) < 1e-3);
@@ -895,7 +895,7 @@ static void keep_refuses_state_over_the_cap(void **state)
     f.cfg.fl.optimizer = DPFL_OPT_SGD;
     f.cfg.fl.client_state_max_mb = 1;
     assert_int_equal(dpfl_sim_create(&f.cfg, &big, &f.train, &f.test, &part, &root, g, &sim, &err), DPFL_OK);
-    assert_int_equal(dpfl_sim_client_state_floats(sim), 0);
+    assert_int_equal(dpfl_clients_state_floats(dpfl_sim_clients(sim)), 0);
     dpfl_sim_free(sim);
     free(g);
     dpfl_model_free(&big);

@@ -1,4 +1,4 @@
-/* dpfl_sim_client_event: the client-level event one round of a simulation's aggregation mode releases at a noise
+/* dpfl_server_client_event: the client-level event one round of a simulation's aggregation mode releases at a noise
  * multiplier z (what calibration searches over), for every mode, against the event the run driver builds from the
  * config today (accounting/client_accounting.c, and run.c's distributed DP plan) and against what the simulation's
  * own ledger is charged when it runs the round at that noise. */
@@ -75,7 +75,7 @@ static dpfl_event run_event(const fixture *f, int32_t round, double z)
 }
 
 /* For rounds 1-3 and two multipliers: the simulation's event equals the run's; the noise in force is untouched;
- * after dpfl_sim_set_client_noise(z) and the round, the ledger's charge equals the event asked for before. */
+ * after dpfl_server_set_noise(z) and the round, the ledger's charge equals the event asked for before. */
 static void check_mode(fixture *f, int bitwise)
 {
     float *g;
@@ -85,9 +85,9 @@ static void check_mode(fixture *f, int bitwise)
     for (int32_t r = 1; r <= 3; r++) {
         for (int i = 0; i < 2; i++) {
             dpfl_event ev, want = run_event(f, r, zs[i]);
-            const double before = dpfl_sim_update_noise(sim);
-            assert_int_equal(dpfl_sim_client_event(sim, r, zs[i], &ev, &err), DPFL_OK);
-            assert_true(dpfl_sim_update_noise(sim) == before); /* asked on a copy */
+            const double before = dpfl_server_update_noise(dpfl_sim_server(sim));
+            assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), r, zs[i], &ev, &err), DPFL_OK);
+            assert_true(dpfl_server_update_noise(dpfl_sim_server(sim)) == before); /* asked on a copy */
             assert_int_equal(ev.kind, want.kind);
             if (bitwise) assert_true(event_same(&ev, &want));
             else assert_true(fabs(ev.z - want.z) <= 1e-12 * want.z && ev.q == want.q);
@@ -95,15 +95,15 @@ static void check_mode(fixture *f, int bitwise)
         /* the round at zs[r % 2], sampled first: the charge is the event of the design the sampler ran */
         const double z = zs[r % 2];
         dpfl_event asked;
-        assert_int_equal(dpfl_sim_set_client_noise(sim, r, z, &err), DPFL_OK);
+        assert_int_equal(dpfl_server_set_noise(dpfl_sim_server(sim), r, z, &err), DPFL_OK);
         dpfl_sim_sample(sim, r, NULL);
-        assert_int_equal(dpfl_sim_client_event(sim, r, z, &asked, &err), DPFL_OK);
+        assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), r, z, &asked, &err), DPFL_OK);
         const dpfl_event want = run_event(f, r, z);
         if (bitwise) assert_true(event_same(&asked, &want));
         else assert_true(fabs(asked.z - want.z) <= 1e-12 * want.z && asked.q == want.q);
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_train(sim, r, &m, &err), DPFL_OK);
-        const dpfl_ledger *l = dpfl_sim_ledger(sim);
+        const dpfl_ledger *l = dpfl_server_ledger(dpfl_sim_server(sim));
         const dpfl_event *last = &l->client_events[l->nclient_events - 1];
         if (asked.kind == DPFL_EV_NOT_PRIVATE) { /* the ledger merges them: one event counting the rounds */
             assert_true(last->kind == DPFL_EV_NOT_PRIVATE && last->count == r);
@@ -113,8 +113,8 @@ static void check_mode(fixture *f, int bitwise)
         }
     }
     dpfl_event ev;
-    assert_int_equal(dpfl_sim_client_event(sim, 1, 0.0, &ev, &err), DPFL_EINVAL);
-    assert_int_equal(dpfl_sim_client_event(sim, 1, -1.0, &ev, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, 0.0, &ev, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, -1.0, &ev, &err), DPFL_EINVAL);
     dpfl_sim_free(sim);
     free(g);
 }
@@ -129,7 +129,7 @@ static void mean_mode_is_not_private(void **state)
     dpfl_sim *sim = sim_make(&f, &g);
     dpfl_event ev;
     dpfl_error err;
-    assert_int_equal(dpfl_sim_client_event(sim, 1, 1.0, &ev, &err), DPFL_OK);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, 1.0, &ev, &err), DPFL_OK);
     assert_int_equal(ev.kind, DPFL_EV_NOT_PRIVATE);
     dpfl_sim_free(sim);
     free(g);
@@ -180,13 +180,13 @@ static void cdp_adaptive_equals_the_run_event_up_to_rounding(void **state)
     f.cfg.client_dp.clip_strategy = DPFL_CLIP_ADAPTIVE;
     f.cfg.client_dp.quantile_noise = 2.0;
     check_mode(&f, 0);
-    /* a z the count noise leaves nothing for: refused, as dpfl_sim_set_client_noise refuses it */
+    /* a z the count noise leaves nothing for: refused, as dpfl_server_set_noise refuses it */
     float *g;
     dpfl_sim *sim = sim_make(&f, &g);
     dpfl_event ev;
     dpfl_error err;
-    assert_int_equal(dpfl_sim_client_event(sim, 1, 5.0, &ev, &err), DPFL_EINVAL);
-    assert_int_equal(dpfl_sim_set_client_noise(sim, 1, 5.0, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, 5.0, &ev, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_server_set_noise(dpfl_sim_server(sim), 1, 5.0, &err), DPFL_EINVAL);
     dpfl_sim_free(sim);
     free(g);
     fl_fixture_free(&f);
@@ -205,7 +205,7 @@ static void median_is_not_private(void **state)
     dpfl_sim *sim = sim_make(&f, &g);
     dpfl_event ev;
     dpfl_error err;
-    assert_int_equal(dpfl_sim_client_event(sim, 1, 1.0, &ev, &err), DPFL_OK);
+    assert_int_equal(dpfl_server_client_event(dpfl_sim_server(sim), 1, 1.0, &ev, &err), DPFL_OK);
     assert_int_equal(ev.kind, DPFL_EV_NOT_PRIVATE);
     dpfl_sim_free(sim);
     free(g);

@@ -78,7 +78,7 @@ static void expect_malformed(const uint8_t *payload, size_t len, uint32_t versio
     float params[4];
     run_state rs;
     char *line = NULL;
-    assert_int_equal(fl_checkpoint_load(tmpdir, params, 4, &l, &rs, NULL, NULL, &line, &err), DPFL_EFORMAT);
+    assert_int_equal(fl_checkpoint_load(tmpdir, params, 4, &l, &rs, NULL, NULL, NULL, &line, &err), DPFL_EFORMAT);
     if (!strstr(err.msg, want)) {
         print_error("'%s' does not say '%s'\n", err.msg, want);
         fail();
@@ -115,7 +115,7 @@ static void checkpoint_with_bad_events_is_an_error(void **state)
     float params[4];
     run_state rs;
     char *line = NULL;
-    assert_int_equal(fl_checkpoint_load(tmpdir, params, 4, &l, &rs, NULL, NULL, &line, &err), DPFL_OK);
+    assert_int_equal(fl_checkpoint_load(tmpdir, params, 4, &l, &rs, NULL, NULL, NULL, &line, &err), DPFL_OK);
     free(line);
     dpfl_ledger_free(&l);
 }

@@ -14,6 +14,12 @@ typedef struct {
     size_t P;
 } seen_updates;
 
+/* client k's helper model (the clients' side of the simulation) */
+static const float *helper_model(dpfl_sim *sim, int32_t k)
+{
+    return dpfl_clients_helper_model(dpfl_sim_clients(sim), k);
+}
+
 static void observe(void *ctx, int32_t round, int32_t client, const float *update, size_t P)
 {
     (void)round;
@@ -40,8 +46,8 @@ static void helper_model_formula_on_a_hand_example(void **state)
     dpfl_sim *sim = fl_fixture_sim(&f, global, 3);
     memcpy(w0, global, P * sizeof(float));
     seen_updates seen = {{malloc(P * sizeof(float)), malloc(P * sizeof(float)), malloc(P * sizeof(float)), NULL}, P};
-    dpfl_sim_set_update_observer(sim, observe, &seen);
-    for (int32_t k = 0; k < 3; k++) assert_memory_equal(dpfl_sim_helper_model(sim, k), w0, P * sizeof(float));
+    dpfl_server_set_update_observer(dpfl_sim_server(sim), observe, &seen);
+    for (int32_t k = 0; k < 3; k++) assert_memory_equal(helper_model(sim, k), w0, P * sizeof(float));
     dpfl_round_metrics m;
     dpfl_error err;
     for (int32_t r = 1; r <= 2; r++) {
@@ -49,7 +55,7 @@ static void helper_model_formula_on_a_hand_example(void **state)
         float *h_before[3];
         for (int32_t k = 0; k < 3; k++) {
             h_before[k] = malloc(P * sizeof(float));
-            memcpy(h_before[k], dpfl_sim_helper_model(sim, k), P * sizeof(float));
+            memcpy(h_before[k], helper_model(sim, k), P * sizeof(float));
         }
         assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
         for (size_t j = 0; j < P; j++) {
@@ -59,7 +65,7 @@ static void helper_model_formula_on_a_hand_example(void **state)
             for (int32_t k = 0; k < 3; k++) {
                 double trained = (double)before[j] + seen.u[k][j]; /* w~_k */
                 double want = 0.75 * trained + 0.25 * global[j];
-                assert_true(fabs(dpfl_sim_helper_model(sim, k)[j] - want) <= 1e-5 * (1 + fabs(want)));
+                assert_true(fabs(helper_model(sim, k)[j] - want) <= 1e-5 * (1 + fabs(want)));
             }
         }
         /* training started from the helper: in round 2 the updates differ from training from the global model,
@@ -71,7 +77,7 @@ static void helper_model_formula_on_a_hand_example(void **state)
     fixture_set(&f.cfg, "fl.helper_alpha", "1");
     sim = fl_fixture_sim(&f, global, 3);
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
-    for (int32_t k = 0; k < 3; k++) assert_memory_equal(dpfl_sim_helper_model(sim, k), global, P * sizeof(float));
+    for (int32_t k = 0; k < 3; k++) assert_memory_equal(helper_model(sim, k), global, P * sizeof(float));
     dpfl_sim_free(sim);
     for (int i = 0; i < 3; i++) free(seen.u[i]);
     free(global);
@@ -100,14 +106,14 @@ static void helpers_persist_across_rounds_a_client_sits_out(void **state)
     dpfl_error err;
     int sat_out = 0, synced = 0;
     for (int32_t r = 1; r <= 12; r++) {
-        for (int32_t k = 0; k < 6; k++) memcpy(snap + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float));
+        for (int32_t k = 0; k < 6; k++) memcpy(snap + k * P, helper_model(sim, k), P * sizeof(float));
         const int32_t *who;
         int32_t ms = dpfl_sim_sample(sim, r, &who);
         assert_int_equal(dpfl_sim_train(sim, r, &m, &err), DPFL_OK);
         for (int32_t k = 0; k < 6; k++) {
             int in = 0;
             for (int32_t i = 0; i < ms; i++) in |= who[i] == k;
-            int same = memcmp(snap + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float)) == 0;
+            int same = memcmp(snap + k * P, helper_model(sim, k), P * sizeof(float)) == 0;
             assert_int_equal(same, !in);
             sat_out += !in;
             synced += in;
@@ -143,12 +149,12 @@ static void clients_train_from_their_helper(void **state)
     dpfl_round_metrics m;
     dpfl_error err;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
-    for (int32_t k = 0; k < 3; k++) memcpy(h1 + k * P, dpfl_sim_helper_model(sim, k), P * sizeof(float));
+    for (int32_t k = 0; k < 3; k++) memcpy(h1 + k * P, helper_model(sim, k), P * sizeof(float));
     assert_int_equal(dpfl_sim_round(sim, 2, &m, &err), DPFL_OK);
     for (int32_t k = 0; k < 3; k++) {
         double from_helper = 0, helper_to_global = 0;
         for (size_t j = 0; j < P; j++) {
-            from_helper = fmax(from_helper, fabs(dpfl_sim_helper_model(sim, k)[j] - h1[k * P + j]));
+            from_helper = fmax(from_helper, fabs(helper_model(sim, k)[j] - h1[k * P + j]));
             helper_to_global = fmax(helper_to_global, fabs(h1[k * P + j] - global[j]));
         }
         assert_true(from_helper < 1e-5);
@@ -451,7 +457,7 @@ static void helper_models_compose_with_client_level_dp(void **state)
     assert_int_equal(dpfl_sim_epsilon(sim, NULL, &ceps, &cpriv, &err), DPFL_OK);
     assert_true(cpriv && ceps > 0 && isfinite(ceps));
     /* the helpers mixed the noisy global model in: h = 0.9 w~ + 0.1 w_global differs from w_global */
-    assert_memory_not_equal(dpfl_sim_helper_model(sim, 0), global, P * sizeof(float));
+    assert_memory_not_equal(helper_model(sim, 0), global, P * sizeof(float));
     dpfl_sim_free(sim);
     free(global);
     free(before);

@@ -57,15 +57,15 @@ static void transform_never_leaves_the_client(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    assert_true(dpfl_sim_keeps_client_state(sim));
-    assert_int_equal(dpfl_sim_client_state_floats(sim), T); /* plain SGD, no helper: the transform alone */
+    assert_true(dpfl_clients_keep_state(dpfl_sim_clients(sim)));
+    assert_int_equal(dpfl_clients_state_floats(dpfl_sim_clients(sim)), T); /* plain SGD, no helper: the transform */
     seen o = {0, T, 0, 0};
-    dpfl_sim_set_update_observer(sim, observe, &o);
+    dpfl_server_set_update_observer(dpfl_sim_server(sim), observe, &o);
     dpfl_round_metrics m;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     for (int32_t k = 0; k < 3; k++) {
         const float *st;
-        dpfl_sim_client_state(sim, k, &st);
+        dpfl_clients_state(dpfl_sim_clients(sim), k, &st);
         assert_non_null(st);
         assert_false(is_identity(st, T, 1));
         memcpy(after1 + k * T, st, T * sizeof(float));
@@ -77,7 +77,7 @@ static void transform_never_leaves_the_client(void **state)
     assert_true(is_identity(global, T, 1));
     for (int32_t k = 0; k < 3; k++) {
         const float *st;
-        dpfl_sim_client_state(sim, k, &st);
+        dpfl_clients_state(dpfl_sim_clients(sim), k, &st);
         double moved = 0, from_id = 0;
         for (size_t i = 0; i < T; i++) {
             moved += fabs((double)st[i] - after1[k * T + i]);
@@ -117,14 +117,14 @@ static void ldp_clipping_covers_the_transform(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_sim_set_record_noise(sim, 1.0);
+    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.0);
     dpfl_round_metrics m;
     dpfl_test_noise_divisor = 1e12;
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);
     dpfl_test_noise_divisor = 1.0;
     assert_int_equal(st, DPFL_OK);
     const float *tr;
-    dpfl_sim_client_state(sim, 0, &tr);
+    dpfl_clients_state(dpfl_sim_clients(sim), 0, &tr);
     double ss_tr = 0, ss_model = 0;
     for (size_t i = 0; i < T; i++) ss_tr += pow((double)tr[i] - start[i], 2);
     for (size_t i = T; i < P; i++) ss_model += pow((double)global[i] - start[i], 2);
@@ -235,16 +235,16 @@ static void per_step_clipping_leaves_the_transform_alone(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    assert_int_equal(dpfl_sim_set_client_noise(sim, 1, 1.0, &err), DPFL_OK);
+    assert_int_equal(dpfl_server_set_noise(dpfl_sim_server(sim), 1, 1.0, &err), DPFL_OK);
     seen o = {0, T, 0, 0};
-    dpfl_sim_set_update_observer(sim, observe, &o);
+    dpfl_server_set_update_observer(dpfl_sim_server(sim), observe, &o);
     dpfl_round_metrics m;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     assert_int_equal(o.nonzero_prefix, 0);
     double far = 0;
     for (int32_t k = 0; k < 3; k++) {
         const float *st;
-        dpfl_sim_client_state(sim, k, &st);
+        dpfl_clients_state(dpfl_sim_clients(sim), k, &st);
         double d = 0;
         for (size_t i = 0; i < T; i++) d += pow((double)st[i] - (i < 1 ? 1.0 : 0.0), 2);
         far = fmax(far, sqrt(d));

@@ -70,7 +70,7 @@ static double run_rounds(fl_fixture *f, float *g, const char *scaffold, int roun
     (void)P;
     dpfl_sim *sim;
     assert_int_equal(dpfl_sim_create(&f->cfg, &f->model, &f->train, &f->test, &f->part, &root, g, &sim, &err), DPFL_OK);
-    if (view) dpfl_sim_set_update_observer(sim, observe, view);
+    if (view) dpfl_server_set_update_observer(dpfl_sim_server(sim), observe, view);
     for (int32_t r = 1; r <= rounds; r++) {
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
@@ -78,11 +78,11 @@ static double run_rounds(fl_fixture *f, float *g, const char *scaffold, int roun
     dpfl_record_report rep;
     assert_int_equal(dpfl_sim_epsilon(sim, &rep, NULL, NULL, &err), DPFL_OK);
     if (variates) {
-        const size_t floats = dpfl_sim_client_state_floats(sim);
+        const size_t floats = dpfl_clients_state_floats(dpfl_sim_clients(sim));
         assert_int_equal(floats, f->model.nparam); /* plain SGD, nothing personal: the state is the variate alone */
         for (int k = 0; k < K; k++) { /* NULL: client k never trained (c_i = 0) */
             const float *s;
-            assert_true(dpfl_sim_client_state(sim, k, &s) > 0 || per_round);
+            assert_true(dpfl_clients_state(dpfl_sim_clients(sim), k, &s) > 0 || per_round);
             variates[k] = s;
         }
     }
@@ -122,7 +122,7 @@ static void variate_is_post_processing_of_the_sent_update(void **state)
         }
     assert_true(largest > 1e-3); /* the variates moved */
     assert_true(eps > 0 && eps == eps_plain);
-    const dpfl_ledger *a = dpfl_sim_ledger(sim), *b = dpfl_sim_ledger(plain);
+    const dpfl_ledger *a = dpfl_server_ledger(dpfl_sim_server(sim)), *b = dpfl_server_ledger(dpfl_sim_server(plain));
     for (int k = 0; k < K; k++) assert_true(a->record_steps[k] == b->record_steps[k] && a->record_steps[k] > 0);
     assert_int_equal(a->nclient_events, 0);
     /* the corrected steps trained another model than plain DP-SGD did (the sims step ga and gb in place) */
@@ -152,7 +152,7 @@ static void server_variate_is_the_mean_of_the_clients(void **state)
         float *g = malloc((10 * 8 + 8 + 8 * 3 + 3) * sizeof *g);
         run_rounds(&f, g, "yes", 5, NULL, variates, &sim, per_round[c]);
         const size_t P = f.model.nparam;
-        const float *cbar = dpfl_sim_control(sim);
+        const float *cbar = dpfl_server_control(dpfl_sim_server(sim));
         assert_non_null(cbar);
         double largest = 0;
         for (size_t j = 0; j < P; j++) {

@@ -126,7 +126,7 @@ static double epsilon_after(fl_fixture *f, int rounds, dpfl_ledger *out)
     }
     dpfl_record_report rep;
     assert_int_equal(dpfl_sim_epsilon(sim, &rep, NULL, NULL, &err), DPFL_OK);
-    assert_int_equal(dpfl_ledger_copy(out, dpfl_sim_ledger(sim), &err), DPFL_OK);
+    assert_int_equal(dpfl_ledger_copy(out, dpfl_server_ledger(dpfl_sim_server(sim)), &err), DPFL_OK);
     dpfl_sim_free(sim);
     free(global);
     return rep.epsilon;
@@ -232,7 +232,7 @@ static void check_personal(const char *arch, const char *which, int kind, const 
     dpfl_sim *sim;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
     leak_watch lw = {mask, P, 0, 0, 0};
-    dpfl_sim_set_update_observer(sim, watch_update, &lw);
+    dpfl_server_set_update_observer(dpfl_sim_server(sim), watch_update, &lw);
     for (int32_t r = 1; r <= 3; r++) {
         dpfl_round_metrics m;
         assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
@@ -252,10 +252,10 @@ static void check_personal(const char *arch, const char *which, int kind, const 
     /* each client's own values: trained (moved from the start) and its own */
     const float *st[4];
     for (int32_t k = 0; k < 4; k++) {
-        dpfl_sim_client_state(sim, k, &st[k]);
+        dpfl_clients_state(dpfl_sim_clients(sim), k, &st[k]);
         assert_non_null(st[k]);
     }
-    const size_t tail = dpfl_sim_client_state_floats(sim) - npers;
+    const size_t tail = dpfl_clients_state_floats(dpfl_sim_clients(sim)) - npers;
     size_t changed = 0, differ = 0;
     for (size_t j = 0, q = 0; j < P; j++) {
         if (!mask[j]) continue;

@@ -54,11 +54,13 @@ static dpfl_status run_rounds(dpfl_sim *sim, const dpfl_partition *part, int32_t
 {
     dpfl_ledger trial;
     dpfl_status st = dpfl_ledger_init(&trial, part->clients, err);
-    const dpfl_record_accounting ra = dpfl_sim_record_accounting(sim); /* the mechanism the simulation runs */
+    dpfl_server *sv = dpfl_sim_server(sim); /* the server's side: its ledger and what a round charges */
+    const dpfl_record_accounting ra = dpfl_clients_record_accounting(dpfl_sim_clients(sim)); /* what the clients run */
     for (int32_t r = 1; !st && r <= rounds; r++) {
         dpfl_record_report next, now;
         dpfl_sim_sample(sim, r, NULL); /* who takes part in round r */
-        if ((st = dpfl_ledger_copy(&trial, dpfl_sim_ledger(sim), err)) || (st = dpfl_sim_charge(sim, &trial, err)) ||
+        if ((st = dpfl_ledger_copy(&trial, dpfl_server_ledger(sv), err)) ||
+            (st = dpfl_server_charge(sv, &trial, err)) ||
             (st = dpfl_ledger_record_epsilon(&trial, part, &ra, &next, NULL, err)))
             break;
         if (budget > 0 && next.epsilon > budget) {

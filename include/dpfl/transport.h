@@ -7,7 +7,8 @@
  * whole-round transport: the network, MPI).  The server's sum is exact and order-independent, so the model's bits
  * depend neither on the transport nor on the order of arrival, and the server holds O(model) for the updates.  Three implementations: in-process worker threads (src/fl/
  * transport_local.c), ZeroMQ (src/net/server.c, `dpfl serve`) and MPI (src/cli/mpi_train.c).  A transport sees no
- * simulation internals: only this header, the job, and the public dpfl_sim accessors. */
+ * simulation internals: only this header, the job, and the public accessors of the simulation and of its two sides
+ * (dpfl_sim_clients, dpfl_sim_server). */
 #ifndef DPFL_TRANSPORT_H
 #define DPFL_TRANSPORT_H
 
@@ -40,7 +41,8 @@ typedef struct {
 /* One call of run_clients: clients sampled[start .. start + count) of the round. */
 typedef struct dpfl_round_job dpfl_round_job;
 struct dpfl_round_job {
-    dpfl_sim *sim;               /* opaque: for the public dpfl_sim_* accessors (the in-process transport trains with it) */
+    dpfl_sim *sim;               /* opaque: for the public accessors (dpfl_sim_clients, dpfl_sim_server; the in-process
+                                    transport trains with it) */
     int32_t round;               /* 1-based */
     int32_t released;            /* rounds released before this one */
     int32_t nsampled;            /* the whole round's sampled clients, in order */
@@ -95,7 +97,7 @@ struct dpfl_transport {
     dpfl_status (*secagg_finish)(const dpfl_transport *t, const dpfl_round_job *job, const uint8_t *req, size_t len,
                                  int32_t arrived, uint32_t *sum, int *released, dpfl_error *err);
     /* optional: after each round's release (job->global: the released model; job->reports: whose update arrived).
-     * fl.personalization = helper: the processes that hold the helper models sync them (dpfl_sim_client_sync) */
+     * fl.personalization = helper: the processes that hold the helper models sync them (dpfl_clients_sync) */
     void (*after_round)(const dpfl_transport *t, const dpfl_round_job *job);
     void *ctx;
     const char *about; /* optional: how the clients are reached (e.g. "mpirun, 4 ranks"), summary.json's transport */
@@ -105,21 +107,22 @@ struct dpfl_transport {
  * What a process that holds clients (a deployed client, an MPI worker rank) runs with its own dpfl_sim, set up
  * like the server's: the same local training, encoding and streams as the in-process simulation. */
 
-/* Client k's part of round `round`: local training from the global model the server sent (dpfl_sim_global, copied
- * in by the caller) with update clip S, its update into out (nparam floats) and its report into rep, on all the
- * simulation's threads; the client's own state block is allocated on its first participation. */
+/* Client k's part of round `round`: local training from the global model the server sent (copied into the
+ * simulation's global model by the caller) with update clip S, its update into out (nparam floats) and its report
+ * into rep, on all the simulation's threads; the client's own state block is allocated on its first
+ * participation. */
 dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double update_clip, int32_t k, float *out,
                                   dpfl_client_report *rep, dpfl_error *err);
 /* personalization = helper: client k's helper model after its update of a round arrived, h_k <- (1 - alpha) h_k +
  * alpha global with global the model that round released (the simulation's own sync; nothing without a helper
  * or before client k first trained). */
-void dpfl_sim_client_sync(dpfl_sim *s, int32_t k, const float *global);
+void dpfl_clients_sync(dpfl_clients *c, int32_t k, const float *global);
 /* fl.scaffold: the control variate c (nparam floats) the simulation's clients train with -- the server's own on the
  * server, the one the server sent on a client process (copied in by the caller before dpfl_sim_client_round);
  * NULL without SCAFFOLD. */
-float *dpfl_sim_control(dpfl_sim *s);
+float *dpfl_server_control(dpfl_server *sv);
 /* The learning rate of round `round` (1-based) as the server's schedule gives it. */
-double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round);
+double dpfl_clients_round_lr(const dpfl_clients *c, int32_t round);
 /* Distributed DP: the round's public values as the server sent them (n sampled, threshold t, rotation seed; t is
  * checked against this client's plan), then client k's update u encoded (clip, rotate, round, Skellam noise, wrap)
  * into enc (the plan's d values) with its own stream. */
@@ -133,7 +136,7 @@ void dpfl_sim_secagg_seed(const dpfl_rng *root, int32_t round, int32_t k, uint8_
 
 /* The rates digest of client k's records (rPDP-FL; all zero without per-record rates): what server and client
  * compare before a round. */
-void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32]);
+void dpfl_clients_rates_digest(const dpfl_clients *c, int32_t k, uint8_t out[32]);
 
 /* dpfl_run with the round's clients reached through t (NULL: the in-process worker threads). */
 dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,

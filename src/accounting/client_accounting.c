@@ -15,7 +15,7 @@ static dpfl_mech_clients client_design(const dpfl_config *cfg, int32_t K, int32_
 }
 
 /* What the summary reports as the accounted client rate.  (The event a round releases is the aggregation mode's
- * own, dpfl_sim_client_event.) */
+ * own, dpfl_server_client_event.) */
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round)
 {
     return client_design(cfg, K, round).q;

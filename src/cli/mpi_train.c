@@ -73,7 +73,7 @@ typedef struct { /* a worker's answer for one client, besides its update */
  * holds (nstates client ids follow, then each state goes to its worker). */
 typedef struct {
     int64_t helper_p;     /* personalization = helper: the model's parameters (w0, then each released model, follow) */
-    int64_t floats;       /* floats of one client's state (dpfl_sim_client_state_floats) */
+    int64_t floats;       /* floats of one client's state (dpfl_clients_state_floats) */
     int32_t keeps, nstates;
     int32_t filter;       /* record_dp.budget_policy = filter: each worker's records' spend follows (TAG_SPENT) */
 } start_msg;
@@ -122,22 +122,23 @@ static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 /* The rPDP-FL filter: each worker gets the spend of its own clients' records (theirs alone: a record's spend is a
  * function of its data), from rank 0's checkpoint on a resume (zeros in a new run), in one message, client after
  * client in client order, in partition order within each. */
-static void send_spent(const dpfl_sim *s, int32_t clients)
+static void send_spent(const dpfl_clients *cl, int32_t clients)
 {
     size_t cap = 0;
-    for (int32_t k = 0; k < clients; k++) cap += (size_t)dpfl_sim_filter_spent(s, k, NULL);
+    for (int32_t k = 0; k < clients; k++) cap += (size_t)dpfl_clients_filter_spent(cl, k, NULL);
     double *buf = malloc((cap > 0 ? cap : 1) * sizeof *buf);
     if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for it */
     for (int r = 1; r < nranks; r++) {
         size_t len = 0;
-        for (int32_t k = r - 1; k < clients; k += nranks - 1) len += (size_t)dpfl_sim_filter_spent(s, k, buf + len);
+        for (int32_t k = r - 1; k < clients; k += nranks - 1)
+            len += (size_t)dpfl_clients_filter_spent(cl, k, buf + len);
         MPI_Send(buf, (int)len, MPI_DOUBLE, r, TAG_SPENT, MPI_COMM_WORLD);
     }
     free(buf);
 }
 
 /* A worker's side of send_spent: its clients' spend into its simulation (the first error kept in *st). */
-static void recv_spent(dpfl_sim *s, int32_t clients, dpfl_status *st, dpfl_error *err)
+static void recv_spent(dpfl_clients *cl, int32_t clients, dpfl_status *st, dpfl_error *err)
 {
     MPI_Status ms;
     int n;
@@ -148,10 +149,10 @@ static void recv_spent(dpfl_sim *s, int32_t clients, dpfl_status *st, dpfl_error
     MPI_Recv(buf, n, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     size_t off = 0;
     for (int32_t k = rank - 1; !*st && k < clients; k += nranks - 1) {
-        const size_t m = (size_t)dpfl_sim_filter_spent(s, k, NULL);
+        const size_t m = (size_t)dpfl_clients_filter_spent(cl, k, NULL);
         if (off + m > (size_t)n) *st = dpfl_fail(err, DPFL_EINVAL, "rank 0 sent the filter's spend of %d records, "
                                                                      "this rank's clients hold more", n);
-        else *st = dpfl_sim_set_filter_spent(s, k, buf + off, err);
+        else *st = dpfl_clients_set_filter_spent(cl, k, buf + off, err);
         off += m;
     }
     if (!*st && off != (size_t)n)
@@ -167,26 +168,27 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     memcpy(key, setup->partition_key, 32);
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
     sm.helper_p = setup->initial_model ? (int64_t)setup->nparam : 0;
-    sm.keeps = dpfl_sim_keeps_client_state(setup->sim);
-    sm.floats = (int64_t)dpfl_sim_client_state_floats(setup->sim);
+    dpfl_clients *cl = dpfl_sim_clients(setup->sim);
+    sm.keeps = dpfl_clients_keep_state(cl);
+    sm.floats = (int64_t)dpfl_clients_state_floats(cl);
     int32_t *ids = malloc((size_t)(setup->clients > 0 ? setup->clients : 1) * sizeof *ids);
     if (!ids) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this message */
     sm.nstates = 0;
     sm.filter = 0;
-    for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_sim_filter_spent(setup->sim, k, NULL) > 0;
+    for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_clients_filter_spent(cl, k, NULL) > 0;
     for (int32_t k = 0; sm.keeps && k < setup->clients; k++) /* a resume: the states its checkpoint holds */
-        if (dpfl_sim_client_state(setup->sim, k, NULL) > 0) ids[sm.nstates++] = k;
+        if (dpfl_clients_state(cl, k, NULL) > 0) ids[sm.nstates++] = k;
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (sm.helper_p) MPI_Bcast((void *)setup->initial_model, (int)sm.helper_p, MPI_FLOAT, 0, MPI_COMM_WORLD);
     MPI_Bcast(ids, sm.nstates, MPI_INT32_T, 0, MPI_COMM_WORLD);
     for (int32_t i = 0; i < sm.nstates; i++) { /* each to the worker that holds the client */
         const float *state;
-        int64_t st = dpfl_sim_client_state(setup->sim, ids[i], &state);
+        int64_t st = dpfl_clients_state(cl, ids[i], &state);
         MPI_Send(&st, 1, MPI_INT64_T, owner(ids[i]), TAG_STATE_T, MPI_COMM_WORLD);
         if (sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, owner(ids[i]), TAG_STATE, MPI_COMM_WORLD);
     }
     free(ids);
-    if (sm.filter) send_spent(setup->sim, setup->clients);
+    if (sm.filter) send_spent(cl, setup->clients);
     started = 1;
     return DPFL_OK;
 }
@@ -196,7 +198,7 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
  * checkpoint holds every client's state as one process's does (a resume sends them back, mpi_start). */
 static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
 {
-    dpfl_sim *s = job->sim;
+    dpfl_clients *cl = dpfl_sim_clients(job->sim);
     (void)t;
     if (!sm.keeps && !sm.filter) return;
     round_head h = {.round = job->round, .sync = 1};
@@ -206,7 +208,7 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
     if (sm.floats && !buf) MPI_Abort(MPI_COMM_WORLD, 1);
     int32_t most = 0; /* the filter: the largest record count of a client of the round */
     for (int32_t i = 0; sm.filter && i < job->nsampled; i++) {
-        const int32_t m = dpfl_sim_filter_spent(s, job->sampled[i], NULL);
+        const int32_t m = dpfl_clients_filter_spent(cl, job->sampled[i], NULL);
         most = m > most ? m : most;
     }
     double *spent = sm.filter ? malloc((size_t)(most > 0 ? most : 1) * sizeof *spent) : NULL;
@@ -217,10 +219,10 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
         dpfl_error e;
         /* the filter's spend of the client's records in this round, charged on its worker: rank 0's checkpoint
          * holds it, as one process's does (a resume sends it back, mpi_start) */
-        const int32_t m = sm.filter ? dpfl_sim_filter_spent(s, k, NULL) : 0;
+        const int32_t m = sm.filter ? dpfl_clients_filter_spent(cl, k, NULL) : 0;
         if (m > 0) {
             MPI_Recv(spent, m, MPI_DOUBLE, owner(k), TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            if (dpfl_sim_set_filter_spent(s, k, spent, &e)) {
+            if (dpfl_clients_set_filter_spent(cl, k, spent, &e)) {
                 cli_error("rank %d: %s", owner(k), e.msg);
                 MPI_Abort(MPI_COMM_WORLD, 1); /* the round is out on the workers: it cannot be unwound */
             }
@@ -230,7 +232,7 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
         MPI_Recv(&st, 1, MPI_INT64_T, owner(k), TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (st <= 0) continue; /* no state (a client without records) */
         if (sm.floats) MPI_Recv(buf, (int)sm.floats, MPI_FLOAT, owner(k), TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (dpfl_sim_set_client_state(s, k, st, buf, &e)) MPI_Abort(MPI_COMM_WORLD, 1); /* out of memory */
+        if (dpfl_clients_set_state(cl, k, st, buf, &e)) MPI_Abort(MPI_COMM_WORLD, 1); /* out of memory */
     }
     free(buf), free(spent);
 }
@@ -443,10 +445,11 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
     for (int32_t j = 0; j < h->n; j++) any |= owner(ids[j]) == rank;
     const dpfl_ddp_plan *plan = NULL;
     if (any && !st) { /* the round's public values, checked against this rank's own plan */
-        dpfl_sim_set_update_clip(s, h->S);
-        st = dpfl_sim_set_client_noise(s, h->round, dpfl_round_client_noise(n->in.cfg, h->round, n->acct.rs.client_z), &e);
+        dpfl_server_set_update_clip(n->in.server, h->S);
+        st = dpfl_server_set_noise(n->in.server, h->round, dpfl_round_client_noise(n->in.cfg, h->round,
+                                                                                    n->acct.rs.client_z), &e);
         if (!st) st = dpfl_sim_ddp_client_setup(s, h->round, h->n, h->threshold, h->seed, &e);
-        if (!st && (plan = dpfl_sim_ddp_plan(s))->z != h->client_z)
+        if (!st && (plan = dpfl_server_ddp_plan(n->in.server))->z != h->client_z)
             st = dpfl_fail(&e, DPFL_EINVAL, "client-level noise multiplier %.17g, rank %d's plan has %.17g", h->client_z,
                            rank, plan->z);
     }
@@ -511,13 +514,13 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
 }
 
 /* The filter's spend of client k's records after a round it trained on this worker, to rank 0 (mpi_after_round). */
-static void send_client_spent(const dpfl_sim *s, int32_t k)
+static void send_client_spent(const dpfl_clients *cl, int32_t k)
 {
-    const int32_t m = dpfl_sim_filter_spent(s, k, NULL);
+    const int32_t m = dpfl_clients_filter_spent(cl, k, NULL);
     if (m <= 0) return;
     double *buf = malloc((size_t)m * sizeof *buf);
     if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 waits for it */
-    dpfl_sim_filter_spent(s, k, buf);
+    dpfl_clients_filter_spent(cl, k, buf);
     MPI_Send(buf, m, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD);
     free(buf);
 }
@@ -546,21 +549,22 @@ static int worker_rank(const dpfl_config *cfg)
     const size_t P = st ? 0 : n->in.model.nparam;
     if (!st && hp && (size_t)hp != P) st = dpfl_fail(&err, DPFL_EINVAL, "rank 0's model has %lld parameters, "
                                                      "this rank's %zu", (long long)hp, P);
-    if (!st && hp) dpfl_sim_set_initial_model(n->in.sim, w0); /* every helper until its first sync */
-    if (!st && sm.keeps && (int64_t)dpfl_sim_client_state_floats(n->in.sim) != sm.floats)
+    if (!st && hp) dpfl_clients_set_initial_model(n->in.clients, w0); /* every helper until its first sync */
+    if (!st && sm.keeps && (int64_t)dpfl_clients_state_floats(n->in.clients) != sm.floats)
         st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 keeps %lld floats per client, this rank %zu", (long long)sm.floats,
-                       dpfl_sim_client_state_floats(n->in.sim));
+                       dpfl_clients_state_floats(n->in.clients));
     for (int32_t i = 0; i < sm.nstates; i++) { /* a resume: the states of this rank's clients, from the checkpoint */
         if (owner(sids[i]) != rank) continue;
         int64_t t;
         MPI_Recv(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (!st) st = dpfl_sim_set_client_state(n->in.sim, sids[i], t, sbuf, &err);
+        if (!st) st = dpfl_clients_set_state(n->in.clients, sids[i], t, sbuf, &err);
     }
     if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter))
         st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
                        sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
-    if (sm.filter) recv_spent(st ? NULL : n->in.sim, st ? 0 : n->in.part.clients, &st, &err); /* a resume: the spend */
+    if (sm.filter) /* a resume: the spend */
+        recv_spent(st ? NULL : n->in.clients, st ? 0 : n->in.part.clients, &st, &err);
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
@@ -592,10 +596,10 @@ static int worker_rank(const dpfl_config *cfg)
             if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
             for (int32_t j = 0; j < nmine; j++) {
                 const float *state = NULL;
-                if (sm.filter) send_client_spent(n->in.sim, mine[j]);
+                if (sm.filter) send_client_spent(n->in.clients, mine[j]);
                 if (!sm.keeps) continue;
-                if (hp) dpfl_sim_client_sync(n->in.sim, mine[j], w0);
-                const int64_t t = dpfl_sim_client_state(n->in.sim, mine[j], &state);
+                if (hp) dpfl_clients_sync(n->in.clients, mine[j], w0);
+                const int64_t t = dpfl_clients_state(n->in.clients, mine[j], &state);
                 MPI_Send(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD);
                 if (t > 0 && sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD);
             }
@@ -616,7 +620,7 @@ static int worker_rank(const dpfl_config *cfg)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         MPI_Bcast(n->in.global, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        float *control = dpfl_sim_control(n->in.sim); /* fl.scaffold: the server's c (the same config as rank 0's) */
+        float *control = dpfl_server_control(n->in.server); /* fl.scaffold: the server's c (rank 0's config) */
         if (control) MPI_Bcast(control, (int)P, MPI_FLOAT, 0, MPI_COMM_WORLD);
         nmine = 0;
         dpfl_error re = {{0}};

@@ -244,16 +244,16 @@ static dpfl_status encode(fl_ddp *d, worker *w, int32_t k, const float *u, uint3
 }
 
 dpfl_status dpfl_sim_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int32_t t, const uint8_t seed[32],
-                                dpfl_error *err)
+                                      dpfl_error *err)
 {
-    DPFL_ASSERT(s->agg == &fl_agg_ddp);
-    fl_ddp *d = s->aggself;
+    DPFL_ASSERT(s->sv.agg == &fl_agg_ddp);
+    fl_ddp *d = s->sv.aggself;
     if (!(d->plan.z > 0)) return dpfl_fail(err, DPFL_EINVAL, "distributed DP: no noise multiplier set");
     if (n < 2 || t != dpfl_ddp_threshold(&d->plan, n))
         return dpfl_fail(err, DPFL_EINVAL, "distributed DP: threshold %d for a cohort of %d, this client's plan "
                                            "gives %d (the same client_dp settings are needed)", t, n,
                          n >= 2 ? dpfl_ddp_threshold(&d->plan, n) : 0);
-    s->round = round;
+    s->sv.smp.round = round;
     d->round = round;
     d->t = t;
     memcpy(d->seed, seed, 32);
@@ -261,12 +261,12 @@ dpfl_status dpfl_sim_ddp_client_setup(dpfl_sim *s, int32_t round, int32_t n, int
 }
 
 dpfl_status dpfl_sim_ddp_client_encode(dpfl_sim *s, int32_t k, const float *u, uint32_t *enc, double *norm,
-                                 dpfl_error *err)
+                                       dpfl_error *err)
 {
-    DPFL_ASSERT(s->agg == &fl_agg_ddp);
-    fl_ddp *d = s->aggself;
-    d->round = s->round;
-    return encode(d, &s->workers[0], k, u, enc, norm, err);
+    DPFL_ASSERT(s->sv.agg == &fl_agg_ddp);
+    fl_ddp *d = s->sv.aggself;
+    d->round = s->sv.smp.round;
+    return encode(d, &s->wk.workers[0], k, u, enc, norm, err);
 }
 
 static void client_send(void *self, worker *w, int32_t i, int32_t j, client_result *r, float *u)

@@ -284,19 +284,19 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
 {
     if (k < 0 || k >= s->part->clients)
         return dpfl_fail(err, DPFL_EINVAL, "client %d: the partition has clients 0 to %d", k, s->part->clients - 1);
-    dpfl_status st = fl_clients_alloc(&s->clients, s->model, k, dpfl_sim_client_steps(s, k), err);
+    dpfl_status st = fl_clients_alloc(&s->cl.st, s->model, k, dpfl_clients_steps(&s->cl, k), err);
     if (st) return st;
-    s->round = round;
-    s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
-    s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
-    dpfl_sim_set_update_clip(s, S);
+    s->sv.smp.round = round;
+    s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
+    s->cl.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
+    dpfl_server_set_update_clip(&s->sv, S);
     s->chunk_start = 0;
     s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */
     const fl_train_ctx t = fl_sim_train_ctx(s);
-    worker *w = &s->workers[0];
-    if (w->ws_threads != s->nthreads)
-        w->ws_threads = dpfl_nn_ws_set_threads(w->ws, s->nthreads, NULL) ? 0 : s->nthreads;
-    fl_client_train(&t, &s->clients, w, k, out, res);
-    if (s->agg->client_level) res->norm = dpfl_vec_norm2(out, s->model->nparam);
+    worker *w = &s->wk.workers[0];
+    if (w->ws_threads != s->wk.nthreads)
+        w->ws_threads = dpfl_nn_ws_set_threads(w->ws, s->wk.nthreads, NULL) ? 0 : s->wk.nthreads;
+    fl_client_train(&t, &s->cl.st, w, k, out, res);
+    if (s->sv.agg->client_level) res->norm = dpfl_vec_norm2(out, s->model->nparam);
     return DPFL_OK;
 }

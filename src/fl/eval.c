@@ -42,26 +42,25 @@ static void eval_examples(const dpfl_model *m, const float *w, dpfl_nn_ws *ws, c
     *acc = n ? correct / n : NAN;
 }
 
-static void *eval_worker(void *p)
+static void eval_worker(void *ctx, int32_t id)
 {
-    thread_arg *a = p;
-    dpfl_sim *s = a->s;
-    worker *w = &s->workers[a->id];
+    dpfl_sim *s = ctx;
+    worker *w = &s->wk.workers[id];
     for (;;) {
-        int j = atomic_fetch_add(&s->next, 1);
-        if (j >= s->chunk_len) break;
+        int j = atomic_fetch_add(&s->wk.next, 1);
+        if (j >= s->wk.count) break;
         eval_job *job = &s->jobs[j];
         if (job->done) continue;
         const float *model = job->w;
         if (job->paged) {
-            const fl_clients *c = &s->clients;
+            const fl_clients *c = &s->cl.st;
             const size_t floats = fl_clients_state_floats(c);
-            float **b = &job->blocks[a->id];
+            float **b = &job->blocks[id];
             dpfl_error e;
             if ((!*b && !(*b = dpfl_alloc(floats * sizeof(float), &e))) || fl_store_read(c, job->paged - 1, *b, &e)) {
                 job->loss = job->acc = NAN; /* and the run stops with e */
                 int no = 0;
-                if (atomic_compare_exchange_strong(&s->clients.read_failed, &no, 1)) s->clients.read_err = e;
+                if (atomic_compare_exchange_strong(&s->cl.st.read_failed, &no, 1)) s->cl.st.read_err = e;
                 continue;
             }
             model = c->helper ? *b : job->w;
@@ -72,13 +71,12 @@ static void *eval_worker(void *p)
             }
         } else if (job->pv) { /* the worker's own copy: w with the client's personal parameters */
             dpfl_vec_copy(w->local, job->w, s->model->nparam);
-            fl_personal_load(&s->clients, job->pv, w->local);
+            fl_personal_load(&s->cl.st, job->pv, w->local);
             model = w->local;
         }
         eval_examples(s->model, model, w->ws, s->test, job->idx, job->n, s->eval_batch, w->xbuf, w->ybuf, &job->loss,
                       &job->acc);
     }
-    return NULL;
 }
 
 /* The whole test set in chunks of EVAL_CHUNK examples (jobs[0 .. chunks)): all[i] = i, n examples. */
@@ -129,9 +127,9 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
     /* the clients' own models live in their processes (dpfl join, MPI workers): not evaluated here */
-    int32_t npersonal = (s->clients.helper || s->clients.npers) && !s->transport->clients_hold_data ? nclient : 0;
+    int32_t npersonal = (s->cl.st.helper || s->cl.st.npers) && !s->transport->clients_hold_data ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
-    float **blocks = calloc((size_t)s->nthreads, sizeof *blocks);
+    float **blocks = calloc((size_t)s->wk.nthreads, sizeof *blocks);
     if (!all || !jobs || !blocks) {
         free(all);
         free(jobs);
@@ -153,30 +151,30 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
         if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
         if (k < npersonal) {
-            const client_opt *o = &s->clients.cstate[k];
+            const client_opt *o = &s->cl.st.cstate[k];
             *h = *g;
             h->blocks = blocks;
-            if (s->clients.helper && o->eval_ok) { /* unchanged since its last evaluation */
+            if (s->cl.st.helper && o->eval_ok) { /* unchanged since its last evaluation */
                 h->done = 1;
                 h->loss = o->eval_loss;
                 h->acc = o->eval_acc;
             } else if (!o->state && o->gen) {
                 h->paged = k + 1;
             } else {
-                h->w = s->clients.helper ? fl_client_model(&s->clients, k) : s->global;
-                h->pv = s->clients.npers ? fl_client_personal(&s->clients, k) : NULL;
+                h->w = s->cl.st.helper ? fl_client_model(&s->cl.st, k) : s->global;
+                h->pv = s->cl.st.npers ? fl_client_personal(&s->cl.st, k) : NULL;
             }
         }
     }
     s->jobs = jobs;
     s->chunk_len = chunks + nclient + npersonal;
-    fl_run_parallel(s, eval_worker, s->chunk_len);
-    for (int32_t k = 0; k < npersonal && s->clients.helper; k++) { /* kept until the client's block changes */
-        client_opt *o = &s->clients.cstate[k];
+    fl_run_parallel(&s->wk, eval_worker, s, s->chunk_len);
+    for (int32_t k = 0; k < npersonal && s->cl.st.helper; k++) { /* kept until the client's block changes */
+        client_opt *o = &s->cl.st.cstate[k];
         const eval_job *h = &jobs[chunks + nclient + k];
         if (!isnan(h->acc)) o->eval_ok = 1, o->eval_loss = h->loss, o->eval_acc = h->acc; /* w0 before it trains */
     }
-    for (int32_t i = 0; i < s->nthreads; i++) dpfl_free(blocks[i]);
+    for (int32_t i = 0; i < s->wk.nthreads; i++) dpfl_free(blocks[i]);
     free(blocks);
     global_result(jobs, chunks, n, &m->test_loss, &m->test_accuracy);
     spread(jobs + chunks, nclient, &m->client_acc_mean, &m->client_acc_std);
@@ -185,7 +183,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         double sum = 0, sum2 = 0;
         int32_t cnt = 0;
         for (int32_t k = 0; k < npersonal; k++) {
-            double a = s->clients.cstate[k].local_acc;
+            double a = s->cl.st.cstate[k].local_acc;
             if (!isfinite(a)) continue;
             sum += a;
             sum2 += a * a;

@@ -13,16 +13,16 @@ int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
 {
     const double rate = dpfl_round_client_rate(s->cfg, round);
     const int32_t m = dpfl_round_clients_per_round(s->cfg, round);
-    const dpfl_mech_clients d = dpfl_mech_clients_make(s->sampling, s->part->clients, rate, m);
+    const dpfl_mech_clients d = dpfl_mech_clients_make(s->sv.smp.sampling, s->part->clients, rate, m);
     dpfl_rng rng; /* the round's stream (cross-device: its pass's, whose permutation every round of it shares) */
     dpfl_rng_derive(&s->root, &rng, (uint64_t)dpfl_mech_clients_stream(&d, round), UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
-    s->round = round;
+    s->sv.smp.round = round;
     /* the sampler returns the design it drew from: what the round's event charges */
-    s->nsampled = dpfl_mech_sample_clients_ran(&rng, s->sampling, s->part->clients, rate, m, round, s->sampled,
-                                               &s->design);
-    s->design_round = round;
-    if (clients) *clients = s->sampled;
-    return s->nsampled;
+    s->sv.nsampled = dpfl_mech_sample_clients_ran(&rng, s->sv.smp.sampling, s->part->clients, rate, m, round,
+                                                  s->sv.sampled, &s->sv.smp.design);
+    s->sv.smp.design_round = round;
+    if (clients) *clients = s->sv.sampled;
+    return s->sv.nsampled;
 }
 
 dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
@@ -31,33 +31,42 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     return dpfl_sim_train(s, round, m, err);
 }
 
-/* Who drops out is decided before anyone trains; clients get their state blocks. */
-static dpfl_status prepare_clients(dpfl_sim *s, int32_t round, int32_t ms, dpfl_error *err)
+/* The server's reports of the round's clients, and who drops out: decided before anyone trains (client-level DP's
+ * client_dp.dropout, from the round's own stream). */
+static void server_begin_round(dpfl_server *sv, const dpfl_rng *root, int32_t round)
 {
-    const size_t P = s->model->nparam;
-    for (int32_t i = 0; i < ms; i++) {
-        memset(&s->results[i], 0, sizeof s->results[i]);
-        s->results[i].client = s->sampled[i];
-        if (!s->agg->client_level) continue; /* client_dp.dropout */
+    for (int32_t i = 0; i < sv->nsampled; i++) {
+        memset(&sv->results[i], 0, sizeof sv->results[i]);
+        sv->results[i].client = sv->sampled[i];
+        if (!sv->agg->client_level) continue; /* client_dp.dropout */
         dpfl_rng drng;
-        dpfl_rng_derive(&s->root, &drng, (uint64_t)round, (uint64_t)s->sampled[i], PURPOSE_DROPOUT);
-        s->results[i].dropped = dpfl_rng_bernoulli(&drng, s->cfg->client_dp.dropout);
+        dpfl_rng_derive(root, &drng, (uint64_t)round, (uint64_t)sv->sampled[i], PURPOSE_DROPOUT);
+        sv->results[i].dropped = dpfl_rng_bernoulli(&drng, sv->cfg->client_dp.dropout);
     }
+}
+
+/* The clients of the round that do not drop out get their state blocks (blocks of earlier rounds' clients may page
+ * out). */
+static dpfl_status clients_begin_round(dpfl_clients *cl, const dpfl_server *sv, int32_t round, dpfl_error *err)
+{
     dpfl_status st;
-    fl_clients_begin_round(&s->clients, round); /* blocks of earlier rounds' clients may page out */
-    /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
-    for (int32_t i = 0; i < ms && !s->transport->clients_hold_data; i++)
-        if (!s->results[i].dropped &&
-            (st = fl_clients_alloc(&s->clients, s->model, s->sampled[i], dpfl_sim_client_steps(s, s->sampled[i]), err)))
+    fl_clients_begin_round(&cl->st, round);
+    for (int32_t i = 0; i < sv->nsampled; i++)
+        if (!sv->results[i].dropped &&
+            (st = fl_clients_alloc(&cl->st, cl->model, sv->sampled[i], dpfl_clients_steps(cl, sv->sampled[i]), err)))
             return st;
-    if (s->agg->whole_round && ms > s->nslots) {
-        /* median clipping needs every update of the round before it can clip any: one slot per client */
-        float **more = realloc(s->slots, (size_t)ms * sizeof *more);
-        if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
-        s->slots = more;
-        for (; s->nslots < ms; s->nslots++)
-            if (!(s->slots[s->nslots] = dpfl_alloc(P * sizeof(float), err))) return DPFL_ENOMEM;
-    }
+    return DPFL_OK;
+}
+
+/* median clipping needs every update of the round before it can clip any: one slot per client */
+static dpfl_status slots_reserve(fl_workers *wk, int32_t ms, size_t P, dpfl_error *err)
+{
+    if (ms <= wk->nslots) return DPFL_OK;
+    float **more = realloc(wk->slots, (size_t)ms * sizeof *more);
+    if (!more) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (median clipping needs %d updates)", ms);
+    wk->slots = more;
+    for (; wk->nslots < ms; wk->nslots++)
+        if (!(wk->slots[wk->nslots] = dpfl_alloc(P * sizeof(float), err))) return DPFL_ENOMEM;
     return DPFL_OK;
 }
 
@@ -92,46 +101,52 @@ static void client_metrics(const client_result *results, int32_t n, size_t P, co
     m->noise_std = rd->secure ? dpfl_mech_discrete_std(P, d.z, d.sens) : d.noise_std;
 }
 
-/* The server takes client i's update u as it arrives, in any order (the auditing observer sees it first). */
-static dpfl_status server_take(dpfl_sim *s, int32_t i, float *u, dpfl_error *err)
+/* The server takes client i's update u of the transport's call job as it arrives, in any order (the auditing
+ * observer sees it first); keep: where a whole-round mode keeps it until release (else NULL). */
+static dpfl_status server_take(dpfl_server *sv, const dpfl_round_job *job, int32_t i, float *u, float *keep,
+                               dpfl_error *err)
 {
-    if (s->observer) s->observer(s->observer_ctx, s->round, s->results[i].client, u, s->model->nparam);
-    dpfl_status st = fl_scaffold_take(&s->clients, u, s->results[i].steps, s->lr, err); /* the server's dc_i */
-    if (st) return st;
-    const fl_arrival a = {.i = i, .j = i - s->job.start, .r = &s->results[i], .u = u,
-                          .keep = s->agg->whole_round ? s->slots[i] : NULL};
-    return s->agg->add(s->aggself, &a, err);
+    if (sv->observer) sv->observer(sv->observer_ctx, sv->smp.round, sv->results[i].client, u, sv->model->nparam);
+    dpfl_status st;
+    if (sv->scaffold && (st = fl_scaffold_take(sv->scaffold, u, sv->results[i].steps, job->lr, err)))
+        return st; /* the server's dc_i */
+    const fl_arrival a = {.i = i, .j = i - job->start, .r = &sv->results[i], .u = u, .keep = keep};
+    return sv->agg->add(sv->aggself, &a, err);
 }
 
 /* a whole-round transport's arrivals (dpfl_round_job.arrive) */
 static dpfl_status server_arrive(dpfl_round_job *job, int32_t i, float *u, dpfl_error *err)
 {
     DPFL_ASSERT(i >= 0 && i < job->nsampled && !job->reports[i].dropped);
-    return server_take(job->sim, i, u, err);
+    dpfl_sim *s = job->sim;
+    return server_take(&s->sv, job, i, u, s->sv.agg->whole_round ? s->wk.slots[i] : NULL, err);
 }
 
-/* In process: the chunk's updates, from its slots (in client order, though any order would give the same bits). */
-static dpfl_status server_add(dpfl_sim *s, dpfl_error *err)
+/* In process: the call's updates, from its slots (in client order, though any order would give the same bits). */
+static dpfl_status server_add(dpfl_server *sv, const dpfl_round_job *job, float *const *slots, dpfl_error *err)
 {
     dpfl_status st;
-    for (int32_t j = 0; j < s->chunk_len; j++)
-        if (!s->results[s->chunk_start + j].dropped && (st = server_take(s, s->chunk_start + j, s->slots[j], err)))
+    for (int32_t j = 0; j < job->count; j++) {
+        const int32_t i = job->start + j;
+        if (!sv->results[i].dropped &&
+            (st = server_take(sv, job, i, slots[j], sv->agg->whole_round ? slots[i] : NULL, err)))
             return st;
+    }
     return DPFL_OK;
 }
 
 /* The transport's view of the current chunk (include/dpfl/transport.h). */
 static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
 {
-    const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s);
-    if (plan) fl_ddp_round_info(s->aggself, &s->ddp_round);
-    s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->ledger.rounds, .nsampled = s->nsampled,
-                              .sampled = s->sampled, .reports = s->results, .start = s->chunk_start,
-                              .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->slots,
+    const dpfl_ddp_plan *plan = dpfl_server_ddp_plan(&s->sv);
+    if (plan) fl_ddp_round_info(s->sv.aggself, &s->ddp_round);
+    s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->sv.ledger.rounds, .nsampled = s->sv.nsampled,
+                              .sampled = s->sv.sampled, .reports = s->sv.results, .start = s->chunk_start,
+                              .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->wk.slots,
                               .arrive = server_arrive, .global = s->global,
-                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->aggp.S,
-                              .record_z = s->rdp.on ? s->rdp.z : 0.0, .client_level = s->agg->client_level,
-                              .ddp = plan ? &s->ddp_round : NULL, .control = dpfl_sim_control(s)};
+                              .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->sv.aggp.S,
+                              .record_z = s->cl.rdp.on ? s->cl.rdp.z : 0.0, .client_level = s->sv.agg->client_level,
+                              .ddp = plan ? &s->ddp_round : NULL, .control = dpfl_server_control(&s->sv)};
     return &s->job;
 }
 
@@ -140,37 +155,45 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
  * ledger is charged what ran. */
 dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
 {
-    DPFL_ASSERT(s->round == round);
+    DPFL_ASSERT(s->sv.smp.round == round);
     metrics_init(m, round);
-    s->lr = dpfl_optim_lr(&s->optcfg, round - 1);
-    s->rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
-    const int32_t ms = s->nsampled;
+    s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
+    s->cl.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
+    const int32_t ms = s->sv.nsampled;
     dpfl_status st;
-    fl_scaffold_begin(&s->clients); /* the round's dc_i (fl.scaffold) */
-    if ((st = prepare_clients(s, round, ms, err))) return st;
-    const fl_round_view v = fl_sim_view(s); /* after prepare_clients: the slots are final */
-    if ((st = s->agg->begin(s->aggself, &v, err))) return st;
-    const int32_t chunk = s->transport->whole_round ? ms : s->nslots; /* a whole-round transport: one call */
+    fl_scaffold_begin(&s->cl.st); /* the round's dc_i (fl.scaffold) */
+    server_begin_round(&s->sv, &s->root, round);
+    /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
+    if ((!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv, round, err))) ||
+        (s->sv.agg->whole_round && (st = slots_reserve(&s->wk, ms, s->model->nparam, err))))
+        return st;
+    const fl_sampling_view smp = fl_sampler_view(&s->sv.smp); /* what begin and release see of the round */
+    const fl_round_view v = {.round = round, .design = fl_round_design(&smp, round), .nsampled = ms,
+                             .sampled = s->sv.sampled, .results = s->sv.results, .slots = s->wk.slots,
+                             .transport = s->transport, .job = &s->job}; /* the slots are final */
+    if ((st = s->sv.agg->begin(s->sv.aggself, &v, err))) return st;
+    const int32_t chunk = s->transport->whole_round ? ms : s->wk.nslots; /* a whole-round transport: one call */
     for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;
         s->chunk_len = ms - start < chunk ? ms - start : chunk;
         s->tctx = fl_sim_train_ctx(s);
-        if ((st = s->transport->run_clients(s->transport, round_job(s, round), err))) return st;
+        dpfl_round_job *job = round_job(s, round);
+        if ((st = s->transport->run_clients(s->transport, job, err))) return st;
         /* a whole-round transport handed each update to the server as it arrived (server_arrive) */
-        if (!s->transport->whole_round && (st = server_add(s, err))) return st;
+        if (!s->transport->whole_round && (st = server_add(&s->sv, job, s->wk.slots, err))) return st;
     }
-    client_metrics(s->results, ms, s->model->nparam, &s->rdp, m);
-    if ((st = s->agg->release(s->aggself, &v, m, err))) return st;
-    fl_scaffold_end(&s->clients); /* the server's c moves (fl.scaffold) */
-    if (s->clients.helper) fl_clients_sync_helpers(&s->clients, s->results, ms, s->global);
+    client_metrics(s->sv.results, ms, s->model->nparam, &s->cl.rdp, m);
+    if ((st = s->sv.agg->release(s->sv.aggself, &v, m, err))) return st;
+    fl_scaffold_end(&s->cl.st); /* the server's c moves (fl.scaffold) */
+    if (s->cl.st.helper) fl_clients_sync_helpers(&s->cl.st, s->sv.results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */
-    if (s->clients.npers) fl_personal_reset(&s->clients, s->global);
+    if (s->cl.st.npers) fl_personal_reset(&s->cl.st, s->global);
     if (s->transport->after_round) { /* the released model to the processes that hold the helper models */
         s->chunk_start = 0;
         s->chunk_len = ms;
         s->transport->after_round(s->transport, round_job(s, round));
     }
     m->wall_seconds = dpfl_now() - s->t0;
-    return dpfl_sim_charge(s, &s->ledger, err); /* the simulation owns the ledger of what it released */
+    return dpfl_server_charge(&s->sv, &s->sv.ledger, err); /* the server owns the ledger of what it released */
 }

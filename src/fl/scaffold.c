@@ -54,7 +54,6 @@ void fl_scaffold_end(fl_clients *c)
     for (size_t j = 0; j < P; j++) c->cbar[j] = (float)((double)c->cbar[j] * keep - (double)c->dcmean[j]);
 }
 
-float *dpfl_sim_control(dpfl_sim *s) { return s->clients.scaffold ? s->clients.cbar : NULL; }
 
 void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr)
 {

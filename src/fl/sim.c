@@ -1,10 +1,10 @@
-/* The federated simulation (McMahan et al. 2017): set-up, settings, and the views its parts get.  The handle
- * holds the parts, each with its own functions: the clients' own state (clients.c, fl_clients), record-level DP
- * (fl_record_dp, read by client.c's local training through an fl_train_ctx), the aggregation mode's state
- * (aggregate_*.c, each mode's own type behind a void *, with the clip and noise it shares in fl_agg_params; it sees
- * the round through an fl_round_view).  A round is round.c; evaluation is
- * eval.c; every privacy mechanism is in mech/.  The dpfl_sim_* functions here are the handle's methods: they pass
- * the parts down. */
+/* The federated simulation (McMahan et al. 2017): set-up, and what the round gives local training.  The handle
+ * holds two public sides with functions of their own -- the clients' (struct dpfl_clients, sim_clients.c: every
+ * client's own state in fl_clients, record-level DP in fl_record_dp, read by client.c's local training through an
+ * fl_train_ctx) and the server's (struct dpfl_server, sim_server.c and sim_ledger.c: the sampler, the aggregation
+ * mode's state, aggregate_*.c, each mode's own type behind a void *, with the clip and noise it shares in
+ * fl_agg_params, and the ledger) -- and the worker threads (fl_workers, transport_local.c).  A round is round.c;
+ * evaluation is eval.c; every privacy mechanism is in mech/. */
 #include "sim_internal.h"
 #include "core/parallel.h"
 
@@ -33,42 +33,51 @@ static void worker_free(worker *w)
 void dpfl_sim_free(dpfl_sim *s)
 {
     if (!s) return;
-    if (s->agg && s->agg->free) s->agg->free(s->aggself);
-    for (int32_t i = 0; s->workers && i < s->nthreads; i++) worker_free(&s->workers[i]);
-    for (int32_t i = 0; s->slots && i < s->nslots; i++) dpfl_free(s->slots[i]);
-    fl_clients_free(&s->clients);
-    dpfl_par_free(s->pool);
-    free(s->workers);
-    free(s->slots);
-    free(s->results);
-    free(s->sampled);
-    free(s->steps);
-    dpfl_ledger_free(&s->ledger);
+    if (s->sv.agg && s->sv.agg->free) s->sv.agg->free(s->sv.aggself);
+    for (int32_t i = 0; s->wk.workers && i < s->wk.nthreads; i++) worker_free(&s->wk.workers[i]);
+    for (int32_t i = 0; s->wk.slots && i < s->wk.nslots; i++) dpfl_free(s->wk.slots[i]);
+    fl_clients_free(&s->cl.st);
+    dpfl_par_free(s->wk.pool);
+    free(s->wk.workers);
+    free(s->wk.slots);
+    free(s->sv.results);
+    free(s->sv.sampled);
+    free(s->sv.steps);
+    dpfl_ledger_free(&s->sv.ledger);
     dpfl_free(s->acc);
     free(s);
 }
 
-/* One worker per thread: its nn workspace (single-threaded unless it lends itself to a lone client), buffers and
- * optimizer. */
-static dpfl_status workers_create(dpfl_sim *s, int32_t B, dpfl_error *err)
+/* One worker per thread: its nn workspace (single-threaded unless it lends itself to a lone client), buffers
+ * (examples of dim floats, batches of B, a client of up to max_client records) and the clients' optimizer; and the
+ * in-process transport's slots. */
+static dpfl_status workers_create(fl_workers *wk, const dpfl_clients *cl, size_t dim, int32_t max_client, int32_t B,
+                                  dpfl_error *err)
 {
-    const size_t P = s->model->nparam;
+    const size_t P = cl->model->nparam;
+    wk->workers = calloc((size_t)wk->nthreads, sizeof *wk->workers);
+    wk->slots = calloc((size_t)wk->nslots, sizeof *wk->slots);
+    if (!wk->workers || !wk->slots)
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
+    for (int32_t i = 0; i < wk->nslots; i++)
+        if (!(wk->slots[i] = dpfl_alloc(P * sizeof(float), err)))
+            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
     dpfl_status st;
-    for (int32_t i = 0; i < s->nthreads; i++) {
-        worker *w = &s->workers[i];
-        if (!(w->ws = dpfl_nn_ws_create(s->model, B, err))) return DPFL_ENOMEM;
+    for (int32_t i = 0; i < wk->nthreads; i++) {
+        worker *w = &wk->workers[i];
+        if (!(w->ws = dpfl_nn_ws_create(cl->model, B, err))) return DPFL_ENOMEM;
         if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) return st;
         w->ws_threads = 1;
         if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
-            !(w->xbuf = dpfl_alloc((size_t)B * (size_t)s->train->dim * sizeof(float), err)) ||
+            !(w->xbuf = dpfl_alloc((size_t)B * dim * sizeof(float), err)) ||
             !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
-            !(w->order = dpfl_alloc(((size_t)s->max_client + 1) * sizeof(int32_t), err)))
+            !(w->order = dpfl_alloc(((size_t)max_client + 1) * sizeof(int32_t), err)))
             return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
-        if (s->rdp.on && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
-                       !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err)) ||
-                       !(w->radius = dpfl_alloc((size_t)B * sizeof(float), err))))
+        if (cl->rdp.on && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
+                           !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err)) ||
+                           !(w->radius = dpfl_alloc((size_t)B * sizeof(float), err))))
             return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
-        if ((st = dpfl_optim_init(&w->opt, &s->optcfg, P, err))) return st;
+        if ((st = dpfl_optim_init(&w->opt, &cl->optcfg, P, err))) return st;
     }
     return DPFL_OK;
 }
@@ -97,35 +106,27 @@ static void record_dp_init(fl_record_dp *r, const dpfl_config *cfg)
     r->clip.per_layer = cfg->record_dp.per_layer;
 }
 
-/* The round's buffers: slots, reports, the sampled list and steps, the ledger, the server's sum. */
-static dpfl_status buffers_create(dpfl_sim *s, dpfl_error *err)
+/* The server's side (its aggregation mode is created later, once the workers exist): the sampler, the round's
+ * buffers (the sampled list, reports, steps) and the ledger. */
+static dpfl_status server_init(dpfl_server *sv, const dpfl_config *cfg, const dpfl_model *model,
+                               const dpfl_partition *part, fl_clients *clients, dpfl_error *err)
 {
-    const size_t P = s->model->nparam;
-    const int32_t K = s->part->clients;
-    s->workers = calloc((size_t)s->nthreads, sizeof *s->workers);
-    s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
-    s->results = calloc((size_t)K, sizeof *s->results);
-    s->sampled = calloc((size_t)K, sizeof *s->sampled);
-    s->steps = calloc((size_t)K, sizeof *s->steps);
-    dpfl_status st = dpfl_ledger_init(&s->ledger, K, err);
+    const int32_t K = part->clients;
+    sv->cfg = cfg;
+    sv->part = part;
+    sv->model = model;
+    sv->smp = (fl_sampler){.cfg = cfg, .clients = K, .sampling = cfg->fl.sampling};
+    sv->agg = fl_aggregator_for(cfg);
+    sv->aggp.S = cfg->client_dp.clip;
+    sv->scaffold = clients->scaffold ? clients : NULL; /* c, the server's state, is kept with the clients' c_i */
+    sv->results = calloc((size_t)K, sizeof *sv->results);
+    sv->sampled = calloc((size_t)K, sizeof *sv->sampled);
+    sv->steps = calloc((size_t)K, sizeof *sv->steps);
+    dpfl_status st = dpfl_ledger_init(&sv->ledger, K, err);
     if (st) return st;
-    if (!s->workers || !s->slots || !s->results || !s->sampled || !s->steps ||
-        !(s->acc = dpfl_alloc(P * sizeof(float), err)))
-        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
-    for (int32_t i = 0; i < s->nslots; i++)
-        if (!(s->slots[i] = dpfl_alloc(P * sizeof(float), err)))
-            return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
+    if (!sv->results || !sv->sampled || !sv->steps)
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %d clients)", K);
     return DPFL_OK;
-}
-
-/* what the aggregation mode's create reads (after the buffers and workers exist) */
-static fl_agg_setup agg_setup(dpfl_sim *s)
-{
-    return (fl_agg_setup){.cfg = s->cfg, .model = s->model, .part = s->part, .uniform_weights = s->uniform_weights,
-                          .root = &s->root, .sampling = s->sampling, .nslots = s->nslots, .nthreads = s->nthreads,
-                          .workers = s->workers, .par = &s->aggp,
-                          .out = {.nparam = s->model->nparam, .global = s->global, .acc = s->acc,
-                                  .eta = s->cfg->fl.eta}};
 }
 
 dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, const dpfl_dataset *train,
@@ -141,32 +142,38 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->part = part;
     s->root = *root;
     s->global = global;
-    s->nthreads = cfg->run.threads > 0 ? cfg->run.threads : 1;
-    s->nslots = 2 * s->nthreads;
+    s->wk.nthreads = cfg->run.threads > 0 ? cfg->run.threads : 1;
+    s->wk.nslots = 2 * s->wk.nthreads;
     s->eval_batch = dpfl_eval_batch(cfg);
     s->t0 = dpfl_now();
-    optim_config(&s->optcfg, cfg);
-    dpfl_status st = fl_clients_init(&s->clients, cfg, model, &s->optcfg, part->clients, global, err);
+    s->cl = (struct dpfl_clients){.cfg = cfg, .model = model, .part = part, .smp = &s->sv.smp};
+    optim_config(&s->cl.optcfg, cfg);
+    dpfl_status st = fl_clients_init(&s->cl.st, cfg, model, &s->cl.optcfg, part->clients, global, err);
     if (st) goto fail;
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
-    record_dp_init(&s->rdp, cfg);
-    s->agg = fl_aggregator_for(cfg);
-    s->aggp.S = cfg->client_dp.clip;
+    record_dp_init(&s->cl.rdp, cfg);
     s->transport = &fl_transport_local;
-    s->sampling = cfg->fl.sampling;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
     const int32_t B = cfg->fl.batch > s->eval_batch ? cfg->fl.batch : s->eval_batch;
-    if ((st = buffers_create(s, err))) goto fail;
+    if ((st = server_init(&s->sv, cfg, model, part, &s->cl.st, err))) goto fail;
+    if (!(s->acc = dpfl_alloc(model->nparam * sizeof(float), err))) {
+        st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", model->nparam);
+        goto fail;
+    }
     /* Parallelism is across clients: each worker computes single-threaded (no BLAS or nn helper threads), which
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
-    if ((st = workers_create(s, B, err))) goto fail;
-    const fl_agg_setup su = agg_setup(s);
-    if ((st = s->agg->create(&su, &s->aggself, err)) ||
-        (s->agg->client_level && (st = dpfl_sim_set_client_noise(s, 1, cfg->client_dp.noise, err))))
+    if ((st = workers_create(&s->wk, &s->cl, (size_t)train->dim, s->max_client, B, err))) goto fail;
+    /* the aggregation mode's create reads the run's settings and the buffers that stay for the simulation's life */
+    const fl_agg_setup su = {.cfg = cfg, .model = model, .part = part, .uniform_weights = s->uniform_weights,
+                             .root = &s->root, .sampling = s->sv.smp.sampling, .nslots = s->wk.nslots,
+                             .nthreads = s->wk.nthreads, .workers = s->wk.workers, .par = &s->sv.aggp,
+                             .out = {.nparam = model->nparam, .global = global, .acc = s->acc, .eta = cfg->fl.eta}};
+    if ((st = s->sv.agg->create(&su, &s->sv.aggself, err)) ||
+        (s->sv.agg->client_level && (st = dpfl_server_set_noise(&s->sv, 1, cfg->client_dp.noise, err))))
         goto fail;
-    s->pool = dpfl_par_create(s->nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
+    s->wk.pool = dpfl_par_create(s->wk.nthreads); /* NULL: one thread, or none could start (then serial, same bits) */
     *out = s;
     return DPFL_OK;
 fail:
@@ -174,29 +181,14 @@ fail:
     return st;
 }
 
-fl_sampling_view fl_sim_sampling(const dpfl_sim *s)
-{
-    return (fl_sampling_view){.cfg = s->cfg, .clients = s->part->clients, .sampling = s->sampling,
-                              .round = s->round,
-                              .design = s->design_round > 0 && s->design_round == s->round ? &s->design : NULL};
-}
-
-fl_round_view fl_sim_view(const dpfl_sim *s)
-{
-    const fl_sampling_view smp = fl_sim_sampling(s);
-    return (fl_round_view){.round = s->round, .design = fl_round_design(&smp, s->round), .nsampled = s->nsampled,
-                           .sampled = s->sampled, .results = s->results, .slots = s->slots,
-                           .transport = s->transport, .job = &s->job};
-}
-
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s)
 {
     return (fl_train_ctx){.cfg = s->cfg, .model = s->model, .train = s->train, .test = s->test, .part = s->part,
-                          .root = &s->root, .global = s->global, .rdp = &s->rdp, .round = s->round,
+                          .root = &s->root, .global = s->global, .rdp = &s->cl.rdp, .round = s->sv.smp.round,
                           .eval_batch = s->eval_batch, .lr = s->lr,
-                          .threads = s->chunk_len < s->nthreads ? s->nthreads / s->chunk_len : 1,
-                          .per_step = s->agg->client_level && s->cfg->client_dp.clip_strategy == DPFL_CLIP_PER_STEP,
-                          .S = s->aggp.S};
+                          .threads = s->chunk_len < s->wk.nthreads ? s->wk.nthreads / s->chunk_len : 1,
+                          .per_step = s->sv.agg->client_level && s->cfg->client_dp.clip_strategy == DPFL_CLIP_PER_STEP,
+                          .S = s->sv.aggp.S};
 }
 
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
@@ -204,155 +196,3 @@ void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t)
     s->transport = t ? t : &fl_transport_local; /* distributed DP: remote when it has secagg_finish (its begin) */
 }
 
-int64_t dpfl_sim_client_steps(const dpfl_sim *s, int32_t k)
-{
-    return fl_client_steps(s->cfg, dpfl_partition_size(s->part, k));
-}
-
-dpfl_mech_rpdp dpfl_sim_rpdp_design(const dpfl_sim *s)
-{
-    const fl_sampling_view smp = fl_sim_sampling(s);
-    const dpfl_mech_clients d = fl_round_design(&smp, s->round > 0 ? s->round : 1);
-    int64_t steps = 0;
-    for (int32_t k = 0; k < s->part->clients; k++) {
-        const int64_t sk = dpfl_sim_client_steps(s, k);
-        if (sk > steps) steps = sk;
-    }
-    return dpfl_mech_rpdp_of(&d, steps, s->rdp.z);
-}
-
-void dpfl_sim_set_record_noise(dpfl_sim *s, double z)
-{
-    s->rdp.z = z;
-    /* the exact sampler's range is checked by the run driver before any release */
-    DPFL_ASSERT(!s->rdp.secure || dpfl_mech_discrete_in_range(s->model->nparam, z));
-}
-
-void dpfl_sim_set_record_rates(dpfl_sim *s, double *p, const double *client_denom)
-{
-    DPFL_ASSERT(s->rdp.poisson && !s->rdp.secure && !s->rdp.e2e);
-    s->rdp.p = p;
-    s->rdp.denom = client_denom;
-}
-
-void dpfl_sim_set_record_filter(dpfl_sim *s, double *spent, const double *cap, double alpha)
-{
-    DPFL_ASSERT(s->rdp.p && !s->rdp.clip.per_layer && alpha > 1.0);
-    s->rdp.spent = spent;
-    s->rdp.cap = cap;
-    s->rdp.filter_alpha = alpha;
-}
-
-int32_t dpfl_sim_filter_spent(const dpfl_sim *s, int32_t k, double *out)
-{
-    if (!s->rdp.spent) return 0;
-    const int32_t *idx = s->part->index + s->part->offset[k];
-    const int32_t n = dpfl_partition_size(s->part, k);
-    for (int32_t i = 0; out && i < n; i++) out[i] = s->rdp.spent[idx[i]];
-    return n;
-}
-
-dpfl_status dpfl_sim_set_filter_spent(dpfl_sim *s, int32_t k, const double *v, dpfl_error *err)
-{
-    const int32_t *idx = s->part->index + s->part->offset[k];
-    const int32_t n = s->rdp.spent ? dpfl_partition_size(s->part, k) : 0;
-    for (int32_t i = 0; i < n; i++) /* all checked before any is taken */
-        if (!(v[i] >= 0 && v[i] <= s->rdp.cap[idx[i]]))
-            return dpfl_fail(err, DPFL_EINVAL, "client %d: filter loss %g of record %d is outside [0, its cap %g]", k,
-                             v[i], idx[i], s->rdp.cap[idx[i]]);
-    fl_record_dp *rd = &s->rdp;
-    for (int32_t i = 0; i < n; i++) {
-        const int32_t r = idx[i];
-        rd->spent[r] = v[i];
-        if (rd->cap[r] - rd->spent[r] < DPFL_FILTER_OUT * rd->cap[r]) rd->p[r] = 0.0; /* filtered out, as client.c */
-    }
-    return DPFL_OK;
-}
-
-dpfl_status dpfl_sim_set_client_noise(dpfl_sim *s, int32_t round, double z, dpfl_error *err)
-{
-    const fl_sampling_view smp = fl_sim_sampling(s);
-    const dpfl_mech_clients d = fl_round_design(&smp, round);
-    fl_agg_params_plain(&s->aggp, z);
-    return s->agg->set_noise ? s->agg->set_noise(s->aggself, &d, round, z, err) : DPFL_OK;
-}
-
-double dpfl_sim_client_release_noise(const dpfl_sim *s) { return s->aggp.z_release; }
-double dpfl_sim_quantile_noise(const dpfl_sim *s) { return s->aggp.sigma_b; }
-double dpfl_sim_update_noise(const dpfl_sim *s) { return s->aggp.z_sum; }
-const dpfl_ddp_plan *dpfl_sim_ddp_plan(const dpfl_sim *s)
-{
-    return s->agg == &fl_agg_ddp ? fl_ddp_plan(s->aggself) : NULL;
-}
-
-int dpfl_sim_keeps_client_state(const dpfl_sim *s) { return s->clients.keep; }
-size_t dpfl_sim_client_state_floats(const dpfl_sim *s) { return fl_clients_state_floats(&s->clients); }
-const float *dpfl_sim_initial_model(const dpfl_sim *s) { return s->clients.w0; }
-
-void dpfl_sim_set_initial_model(dpfl_sim *s, const float *w0)
-{
-    DPFL_ASSERT(s->clients.w0);
-    fl_clients_set_w0(&s->clients, w0); /* and the helper evaluations of w0 kept are stale */
-}
-
-const float *dpfl_sim_helper_model(const dpfl_sim *s, int32_t k)
-{
-    DPFL_ASSERT(s->clients.helper && k >= 0 && k < s->part->clients);
-    return fl_client_model(&s->clients, k);
-}
-
-int64_t dpfl_sim_client_state(const dpfl_sim *s, int32_t k, const float **state)
-{
-    DPFL_ASSERT(k >= 0 && k < s->part->clients);
-    const int keep = s->clients.keep;
-    if (state) *state = keep ? fl_clients_peek(&s->clients, k) : NULL; /* a paged-out block: read back */
-    return keep ? s->clients.cstate[k].t : 0;
-}
-
-void dpfl_sim_client_sync(dpfl_sim *s, int32_t k, const float *global)
-{
-    const client_result r = {.client = k, .steps = 1}; /* as the round syncs a client whose update arrived */
-    if (s->clients.helper) fl_clients_sync_helpers(&s->clients, &r, 1, global);
-}
-
-dpfl_status dpfl_sim_set_client_state(dpfl_sim *s, int32_t k, int64_t t, const float *state, dpfl_error *err)
-{
-    return fl_clients_set(&s->clients, k, t, state, err);
-}
-
-void dpfl_sim_set_update_observer(dpfl_sim *s, dpfl_sim_update_fn fn, void *ctx)
-{
-    s->observer = fn;
-    s->observer_ctx = ctx;
-}
-
-double dpfl_sim_update_clip(const dpfl_sim *s) { return s->aggp.S; }
-void dpfl_sim_set_update_clip(dpfl_sim *s, double S) { s->aggp.S = S; }
-
-int32_t dpfl_sim_client_losses(const dpfl_sim *s, int32_t *clients, double *losses)
-{
-    int32_t n = 0;
-    for (int32_t i = 0; i < s->nsampled; i++) {
-        const client_result *r = &s->results[i];
-        if (r->dropped || r->examples == 0) continue;
-        clients[n] = r->client;
-        losses[n++] = r->loss_sum / (double)r->examples;
-    }
-    return n;
-}
-
-/* rPDP-FL: a digest of client k's records' rates and divisor, which a deployed client compares with its own. */
-void dpfl_sim_rates_digest(const dpfl_sim *s, int32_t k, uint8_t out[32])
-{
-    memset(out, 0, 32);
-    if (!s->rdp.p) return;
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, 32);
-    const int32_t *idx = s->part->index + s->part->offset[k];
-    const int32_t n = dpfl_partition_size(s->part, k);
-    for (int32_t i = 0; i < n; i++) crypto_generichash_update(&st, (const unsigned char *)&s->rdp.p[idx[i]], 8);
-    crypto_generichash_update(&st, (const unsigned char *)&s->rdp.denom[k], 8);
-    crypto_generichash_final(&st, out, 32);
-}
-
-double dpfl_sim_round_lr(const dpfl_sim *s, int32_t round) { return dpfl_optim_lr(&s->optcfg, (int64_t)round - 1); }

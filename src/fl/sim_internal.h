@@ -1,11 +1,14 @@
-/* The simulation's internals, shared by its files: sim.c (set-up, settings, the views below), clients.c (the
- * clients' own state), client.c (local training), aggregate_*.c (the aggregation modes), round.c (one round:
- * sampling, dropouts, the clients through the transport, the server), transport_local.c (in-process worker
- * threads), eval.c (evaluation), sim_ledger.c (what the simulation charges).  Mechanisms come from mech/.
+/* The simulation's internals, shared by its files: sim.c (set-up, what local training reads), sim_clients.c and
+ * sim_server.c (the public functions of its two sides), clients.c (the clients' own state), client.c (local
+ * training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
+ * transport, the server), transport_local.c (in-process worker threads), eval.c (evaluation), sim_ledger.c (what the
+ * server charges).  Mechanisms come from mech/.
  *
- * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: fl_clients,
- * fl_record_dp (through fl_train_ctx, what local training reads), the aggregation mode's state (its own type, private
- * to its file; with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round). */
+ * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: the clients'
+ * side (struct dpfl_clients: fl_clients, and fl_record_dp, read through fl_train_ctx by local training), the
+ * server's side (struct dpfl_server: the sampler fl_sampler, the aggregation mode's state, its own type private to
+ * its file, with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round; the
+ * ledger) and the worker threads (fl_workers). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
@@ -201,7 +204,7 @@ int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
 void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k, float *out, client_result *res);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
 
-/* What a round's client sampling design depends on (fl_sim_sampling). */
+/* What a round's client sampling design depends on (fl_sampler_view). */
 typedef struct {
     const dpfl_config *cfg;
     int32_t clients;                  /* K */
@@ -306,56 +309,90 @@ void fl_ddp_round_info(const void *self, dpfl_ddp_round_info *info);
 /* 32 bytes from the stream (a, b, c) of root: the round's rotation seed, a secure-aggregation client's seed */
 void fl_ddp_seed_bytes(const dpfl_rng *root, uint64_t a, uint64_t b, uint64_t c, uint8_t out[32]);
 
+/* The client sampler's state (dpfl_sim_sample): what a round's client design depends on; the server's. */
+typedef struct {
+    const dpfl_config *cfg;
+    int32_t clients;                  /* K */
+    dpfl_client_sampling sampling;
+    int32_t round;                    /* the round sampled (or set up) last */
+    dpfl_mech_clients design;         /* the design the sampler drew round design_round from (0: none yet) */
+    int32_t design_round;
+} fl_sampler;
+fl_sampling_view fl_sampler_view(const fl_sampler *smp);
+
+/* The public sub-handle of the clients' side (include/dpfl/fl.h, dpfl_sim_clients): every client's own state and
+ * what local training reads of record-level DP, with the run's settings it needs (borrowed).  Its functions are
+ * sim_clients.c's; it reads the server's sampler (the round's client design, for the rPDP design) and nothing
+ * else of the simulation. */
+struct dpfl_clients {
+    const dpfl_config *cfg;
+    const dpfl_model *model;
+    const dpfl_partition *part;
+    const fl_sampler *smp;    /* the server's (dpfl_server.smp) */
+    dpfl_optim_config optcfg; /* the local optimizer and the round's learning-rate schedule */
+    fl_clients st;            /* per-client state */
+    fl_record_dp rdp;         /* record-level DP */
+};
+
+/* The public sub-handle of the server's side (include/dpfl/fl.h, dpfl_sim_server): the client sampler, the round's
+ * cohort and the reports it received, the aggregation mode (chosen once at dpfl_sim_create), its state and the clip
+ * and noise it shares, the ledger of what it released, and the auditing observer.  Its functions are
+ * sim_server.c's and sim_ledger.c's. */
+struct dpfl_server {
+    const dpfl_config *cfg;
+    const dpfl_partition *part;
+    const dpfl_model *model;
+    fl_sampler smp;
+    int32_t *sampled;         /* the round's clients (smp.round), ascending */
+    int32_t nsampled;
+    client_result *results;   /* their reports, in client order */
+    int64_t *steps;           /* the sampled clients' local steps (what the ledger charges) */
+    dpfl_ledger ledger;       /* every round this simulation trained, charged as it ran */
+    const fl_aggregator *agg;
+    void *aggself;
+    fl_agg_params aggp;
+    fl_clients *scaffold;     /* fl.scaffold: the clients' state, which holds the server's c (NULL: off) */
+    dpfl_server_update_fn observer; /* auditing: sees each arrived update */
+    void *observer_ctx;
+};
+
+/* The worker threads and their buffers (transport_local.c runs jobs on them). */
+typedef struct {
+    struct dpfl_par *pool;    /* nthreads workers (core/parallel.c), NULL with one thread */
+    int32_t nthreads, nslots;
+    worker *workers;
+    float **slots;
+    atomic_int next;          /* the next job of the current call */
+    int32_t count;            /* the current call's jobs */
+} fl_workers;
+
 struct dpfl_sim {
     const dpfl_config *cfg;
     const dpfl_model *model;
     const dpfl_dataset *train, *test;
     const dpfl_partition *part;
     const fl_transport *transport;
-    struct dpfl_par *pool; /* nthreads workers (core/parallel.c), NULL with one thread */
     dpfl_rng root;
     float *global;
-    int32_t nthreads, nslots, max_client, eval_batch;
-    worker *workers;
-    float **slots;
-    client_result *results;
-    int32_t *sampled;
-    int32_t nsampled;
-    dpfl_mech_clients design; /* the design the client sampler drew round design_round from (0: none yet) */
-    int32_t design_round;
-    int64_t *steps;     /* the sampled clients' local steps (what the ledger charges) */
-    dpfl_ledger ledger; /* every round this simulation trained, charged as it ran */
+    int32_t max_client, eval_batch;
+    fl_workers wk;
     float *acc;
-    dpfl_optim_config optcfg;
     double t0;
-    dpfl_client_sampling sampling;
     int uniform_weights;
-    fl_clients clients;  /* per-client state */
-    fl_record_dp rdp;    /* record-level DP */
-    /* the server's aggregation mode, chosen once at dpfl_sim_create, its state, and the clip and noise it shares */
-    const fl_aggregator *agg;
-    void *aggself;
-    fl_agg_params aggp;
+    struct dpfl_clients cl; /* the clients' side (dpfl_sim_clients) */
+    struct dpfl_server sv;  /* the server's side (dpfl_sim_server) */
     /* per-round job shared with the threads */
-    int32_t round, chunk_start, chunk_len;
+    int32_t chunk_start, chunk_len;
     double lr;
     fl_train_ctx tctx;   /* what the current chunk's clients train with */
-    atomic_int next;
     eval_job *jobs;
     dpfl_round_job job;  /* the transport's current call */
     dpfl_ddp_round_info ddp_round;
-    dpfl_sim_update_fn observer; /* auditing: sees each arrived update */
-    void *observer_ctx;
 };
 
-/* sim.c: the views the sub-structs' functions get */
-fl_round_view fl_sim_view(const dpfl_sim *s);
-fl_sampling_view fl_sim_sampling(const dpfl_sim *s);
+/* sim.c: what local training reads */
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s); /* for the current round and chunk */
-/* transport_local.c: fn over `count` jobs on the worker threads (job state lives in s) */
-typedef struct {
-    dpfl_sim *s;
-    int32_t id;
-} thread_arg;
-void fl_run_parallel(dpfl_sim *s, void *(*fn)(void *), int32_t count);
+/* transport_local.c: fn(ctx, worker index) on the worker threads, which take the call's `count` jobs from wk->next
+ * (job state lives in ctx) */
+void fl_run_parallel(fl_workers *wk, void (*fn)(void *ctx, int32_t id), void *ctx, int32_t count);
 #endif

@@ -122,8 +122,7 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
 static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *why, size_t cap)
 {
     fl_node *n = own->node;
-    dpfl_sim *s = n->in.sim;
-    const double lr = dpfl_sim_round_lr(s, (int32_t)m->round);
+    const double lr = dpfl_clients_round_lr(n->in.clients, (int32_t)m->round);
     const double z = n->in.rdp_on ? n->acct.rs.record_z : 0.0;
     uint8_t rd[32], md[32];
     why[0] = '\0';
@@ -133,9 +132,9 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
     else if (m->record_z != z)
         snprintf(why, cap, "record-level noise multiplier %.17g, this client's is %.17g (same config and fl.rounds?)",
                  m->record_z, z);
-    else if ((m->ncontrol != 0) != (dpfl_sim_control(s) != NULL))
+    else if ((m->ncontrol != 0) != (dpfl_server_control(n->in.server) != NULL))
         snprintf(why, cap, "the round %s SCAFFOLD's control variate, this client's config has fl.scaffold = %s",
-                 m->ncontrol ? "carries" : "lacks", dpfl_sim_control(s) ? "yes" : "no");
+                 m->ncontrol ? "carries" : "lacks", dpfl_server_control(n->in.server) ? "yes" : "no");
     if (why[0]) return why;
     if (n->acct.rpdp.on) {
         dpfl_error err;
@@ -151,7 +150,7 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
             return why;
         }
     }
-    dpfl_sim_rates_digest(s, own->k, rd);
+    dpfl_clients_rates_digest(n->in.clients, own->k, rd);
     /* under the filter a record leaves the sampler here, as it spends (client.c): the server cannot follow its rates,
      * and needs not (what it reports for a record is its cap) */
     if (!n->acct.rpdp.filter && memcmp(rd, m->rates_digest, 32)) {
@@ -168,7 +167,7 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
 void net_client_charge_own(client_own *own, int32_t round)
 {
     fl_node *n = own->node;
-    const int64_t steps = dpfl_sim_client_steps(n->in.sim, own->k);
+    const int64_t steps = dpfl_clients_steps(n->in.clients, own->k);
     dpfl_ledger_charge(&n->acct.ledger, &own->k, 1, &steps);
     own->rounds_trained++;
     /* its helper model now holds what it trained: mixed with the round's released model once the server says
@@ -219,7 +218,7 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
         return DPFL_OK;
     }
     if (cl->ddp) return net_client_ddp_round(cl, m, err);
-    if (m->ncontrol) dpfl_wire_control(m, dpfl_sim_control(n->in.sim)); /* fl.scaffold: the server's c */
+    if (m->ncontrol) dpfl_wire_control(m, dpfl_server_control(n->in.server)); /* fl.scaffold: the server's c */
     dpfl_client_report res;
     dpfl_status st =
         dpfl_sim_client_round(n->in.sim, (int32_t)m->round, m->update_clip, cl->own.k, cl->update, &res, err);
@@ -288,9 +287,9 @@ dpfl_status net_client_on_sync(client *cl, const dpfl_wire_msg *m, dpfl_error *e
     if (memcmp(md, m->model_digest, 32)) {
         LOG(&cl->link, "dropped a sync of round %u: the model does not match its digest", m->round);
     } else if (m->round == 0) { /* w0: every helper model until its first sync (Algorithm 1: h_i <- w0) */
-        dpfl_sim_set_initial_model(n->in.sim, w);
+        dpfl_clients_set_initial_model(n->in.clients, w);
     } else {
-        dpfl_sim_client_sync(n->in.sim, cl->own.k, w);
+        dpfl_clients_sync(n->in.clients, cl->own.k, w);
         cl->own.sync_round = 0;
         st = net_client_state_save(&cl->own, err);
         INFO(&cl->link, "round %u: helper model synced with the released model", m->round);

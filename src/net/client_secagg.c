@@ -47,14 +47,14 @@ dpfl_status net_client_ddp_round(client *cl, const dpfl_wire_msg *m, dpfl_error 
         net_client_refuse(&cl->link, m->round, why);
         return DPFL_OK;
     }
-    dpfl_sim_set_update_clip(s, m->update_clip);
-    if (dpfl_sim_set_client_noise(s, (int32_t)m->round, dpfl_round_client_noise(n->in.cfg, (int32_t)m->round,
-                                                                                 n->acct.rs.client_z), &e) ||
+    dpfl_server_set_update_clip(n->in.server, m->update_clip);
+    if (dpfl_server_set_noise(n->in.server, (int32_t)m->round, dpfl_round_client_noise(n->in.cfg, (int32_t)m->round,
+                                                                                         n->acct.rs.client_z), &e) ||
         dpfl_sim_ddp_client_setup(s, (int32_t)m->round, (int32_t)m->cohort, (int32_t)m->threshold, m->ddp_seed, &e)) {
         net_client_refuse(&cl->link, m->round, e.msg);
         return DPFL_OK;
     }
-    const dpfl_ddp_plan *plan = dpfl_sim_ddp_plan(s); /* set: the set-up above checked it */
+    const dpfl_ddp_plan *plan = dpfl_server_ddp_plan(n->in.server); /* set: the set-up above checked it */
     if (plan->z != m->client_z) {
         snprintf(why, sizeof why, "client-level noise multiplier %.17g, this client's is %.17g", m->client_z,
                  plan->z);

@@ -141,8 +141,8 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
                     .participations = n->acct.ledger.participations[own->k],
                     .record_steps = n->acct.ledger.record_steps[own->k], .record_z = n->acct.rs.record_z,
                     .sync_round = own->sync_round};
-    h.t = dpfl_sim_client_state(n->in.sim, own->k, &state);
-    h.floats = state ? dpfl_sim_client_state_floats(n->in.sim) : 0;
+    h.t = dpfl_clients_state(n->in.clients, own->k, &state);
+    h.floats = state ? dpfl_clients_state_floats(n->in.clients) : 0;
     const fl_rpdp *rp = &n->acct.rpdp;
     const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
     const uint64_t nrec = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
@@ -202,7 +202,7 @@ static const char *head_check(const client_own *own, const state_head *h, const 
     if (h->client != own->k || h->clients != n->in.part.clients || h->nparam != own->P ||
         memcmp(h->config_digest, own->config_digest, 32) || memcmp(h->partition_digest, n->acct.rs.partition_digest, 32))
         return "it belongs to another client or run (use another --state folder)";
-    if (h->floats != (h->t > 0 ? dpfl_sim_client_state_floats(n->in.sim) : 0) || h->floats > dpfl_bytes_left(r) / 4 ||
+    if (h->floats != (h->t > 0 ? dpfl_clients_state_floats(n->in.clients) : 0) || h->floats > dpfl_bytes_left(r) / 4 ||
         h->participations < 0 || h->record_steps < 0 || h->replayed < 0 || h->sync_round < 0 ||
         (n->in.rdp_on && h->record_z != n->acct.rs.record_z))
         return "its state does not fit this run";
@@ -216,7 +216,7 @@ static const char *state_read(client_own *own, dpfl_bytes_reader *r, const state
     float *state = h->floats ? malloc(4 * h->floats) : NULL;
     if (h->floats && !state) return "out of memory";
     if (h->floats) dpfl_bytes_get_f32s(r, state, h->floats);
-    if (!r->short_read && dpfl_sim_set_client_state(own->node->in.sim, own->k, h->t, state, e)) why = e->msg;
+    if (!r->short_read && dpfl_clients_set_state(own->node->in.clients, own->k, h->t, state, e)) why = e->msg;
     free(state);
     return why;
 }

@@ -109,7 +109,7 @@ void net_srv_send_round(server *sv, int32_t k)
     m.lr = job->lr;
     m.update_clip = job->update_clip;
     m.record_z = job->record_z;
-    dpfl_sim_rates_digest(job->sim, k, m.rates_digest);
+    dpfl_clients_rates_digest(dpfl_sim_clients(job->sim), k, m.rates_digest);
     memcpy(m.model_digest, sv->model_digest, 32);
     if (job->ddp) { /* the round's public values of distributed DP */
         m.cohort = (uint32_t)job->nsampled;

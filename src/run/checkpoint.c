@@ -185,15 +185,14 @@ static void put_head_model_ledger(dpfl_bytes_writer *c, const float *params, siz
 }
 
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, dpfl_sim *sim, const fl_rpdp *rp, const char *line,
-                               dpfl_error *err)
+                               const run_state *rs, dpfl_clients *cs, const float *cv, const fl_rpdp *rp,
+                               const char *line, dpfl_error *err)
 {
     size_t ll = strlen(line);
-    const int keep = sim && dpfl_sim_keeps_client_state(sim);
-    const float *w0 = sim ? dpfl_sim_initial_model(sim) : NULL;
-    const float *cv = sim ? dpfl_sim_control(sim) : NULL;
-    const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
-    fl_clients *cl = keep ? &sim->clients : NULL;
+    const int keep = cs && dpfl_clients_keep_state(cs);
+    const float *w0 = cs ? dpfl_clients_initial_model(cs) : NULL;
+    const size_t floats = keep ? dpfl_clients_state_floats(cs) : 0;
+    fl_clients *cl = keep ? &cs->st : NULL;
     dpfl_status st;
     /* first the files of the clients that changed since their last one, durable before the checkpoint names them */
     if (floats && (st = fl_clients_flush(cl, l->rounds, err))) return st;
@@ -257,7 +256,8 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
 
 /* The client states' references (client, t, generation, CRC), in client order; the files are read when the
  * clients next need them. */
-static dpfl_status load_states(dpfl_bytes_reader *c, dpfl_sim *sim, int32_t clients, int32_t nstates, dpfl_error *err)
+static dpfl_status load_states(dpfl_bytes_reader *c, fl_clients *cl, int32_t clients, int32_t nstates,
+                               dpfl_error *err)
 {
     if (dpfl_bytes_left(c) < (size_t)nstates * STATE_INDEX_BYTES) return DPFL_EFORMAT;
     int32_t prev = -1;
@@ -271,7 +271,7 @@ static dpfl_status load_states(dpfl_bytes_reader *c, dpfl_sim *sim, int32_t clie
         dpfl_bytes_get_u32(c, &crc);
         if (k <= prev || k >= clients || t <= 0) return DPFL_EFORMAT;
         prev = k;
-        dpfl_status st = fl_clients_restore_ref(&sim->clients, k, t, gen, crc, err);
+        dpfl_status st = fl_clients_restore_ref(cl, k, t, gen, crc, err);
         if (st) return st;
     }
     return DPFL_OK;
@@ -336,8 +336,8 @@ dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err)
 }
 
 /* The client states' head (flags, count, floats per client), checked against the config; *nstates gets the count. */
-static dpfl_status get_states_head(dpfl_bytes_reader *c, const dpfl_sim *sim, int keep, size_t floats, int32_t clients,
-                                   const char *path, int32_t *nstates, dpfl_error *err)
+static dpfl_status get_states_head(dpfl_bytes_reader *c, int helper, int scaffold, int keep, size_t floats,
+                                   int32_t clients, const char *path, int32_t *nstates, dpfl_error *err)
 {
     int32_t sflags;
     uint64_t sfloats;
@@ -346,11 +346,11 @@ static dpfl_status get_states_head(dpfl_bytes_reader *c, const dpfl_sim *sim, in
     dpfl_bytes_get_u64(c, &sfloats);
     if (c->short_read || (sflags & ~7) || ((sflags & 6) && !(sflags & 1)))
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
-    const int skeep = sflags & 1, shelper = (sflags & 2) != 0, helper = sim && dpfl_sim_initial_model(sim);
+    const int skeep = sflags & 1, shelper = (sflags & 2) != 0;
     if (shelper != helper)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with fl.personalization = %s; the config "
                                             "says %s", path, shelper ? "helper" : "none", helper ? "helper" : "none");
-    const int sscaffold = (sflags & 4) != 0, scaffold = sim && dpfl_sim_control((dpfl_sim *)sim);
+    const int sscaffold = (sflags & 4) != 0;
     if (sscaffold != scaffold)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) %s; the config says fl.scaffold = %s", path,
                          sscaffold ? "holds SCAFFOLD's server control variate"
@@ -370,15 +370,16 @@ static dpfl_status get_states_head(dpfl_bytes_reader *c, const dpfl_sim *sim, in
 }
 
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err)
+                               dpfl_clients *cs, float *cv, fl_rpdp *rp, char **line, dpfl_error *err)
 {
     char path[1100];
     void *buf;
     size_t len;
     dpfl_status st = read_checkpoint(dir, path, &buf, &len, err);
     if (st) return st;
-    const int keep = sim && dpfl_sim_keeps_client_state(sim);
-    const size_t floats = keep ? dpfl_sim_client_state_floats(sim) : 0;
+    const int keep = cs && dpfl_clients_keep_state(cs);
+    const size_t floats = keep ? dpfl_clients_state_floats(cs) : 0;
+    const int helper = cs && dpfl_clients_initial_model(cs);
     dpfl_bytes_reader c = dpfl_bytes_reader_over(buf, len);
     ckpt_head h = read_head(&c);
     int32_t rounds = h.rounds, clients = h.clients;
@@ -408,21 +409,19 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         }
     }
     int32_t nstates;
-    if ((st = get_states_head(&c, sim, keep, floats, clients, path, &nstates, err))) {
+    if ((st = get_states_head(&c, helper, cv != NULL, keep, floats, clients, path, &nstates, err))) {
         free(buf);
         return st;
     }
-    const int helper = sim && dpfl_sim_initial_model(sim);
-    if ((st = load_states(&c, sim, clients, nstates, err))) {
+    if ((st = load_states(&c, keep ? &cs->st : NULL, clients, nstates, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
     }
     if (helper) {
         if (dpfl_bytes_left(&c) < nparam * sizeof(float)) goto bad;
-        dpfl_sim_set_initial_model(sim, (const float *)(const void *)c.p); /* memcpy inside: no alignment needed */
+        dpfl_clients_set_initial_model(cs, (const float *)(const void *)c.p); /* memcpy inside: no alignment */
         c.p += nparam * sizeof(float);
     }
-    float *cv = sim ? dpfl_sim_control(sim) : NULL;
     if (cv) {
         if (dpfl_bytes_left(&c) < nparam * sizeof(float)) goto bad;
         dpfl_bytes_get_f32s(&c, cv, nparam);

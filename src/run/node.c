@@ -183,19 +183,20 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         a->rpdp.on = budgets; /* the checkpoint's budgets block fills it */
         a->rpdp.n = in->train.n;
         a->rpdp.filter = budgets && cfg->record_dp.budget_policy == DPFL_POLICY_FILTER;
-        if ((st = fl_checkpoint_load(s->dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
+        if ((st = fl_checkpoint_load(s->dir, in->global, in->model.nparam, &a->ledger, &a->rs,
+                                     in->clients, dpfl_server_control(in->server),
                                      budgets ? &a->rpdp : NULL, s->ckpt_line, err)))
             return st;
         if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
-            const dpfl_mech_rpdp design = dpfl_sim_rpdp_design(in->sim);
+            const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients);
             fl_rpdp_set_design(&a->rpdp, &design);
             if ((st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
         }
-        if ((st = dpfl_sim_restore_ledger(in->sim, &a->ledger, err))) return st;
+        if ((st = dpfl_server_restore_ledger(in->server, &a->ledger, err))) return st;
     } else if (budgets) {
         dpfl_rng brng; /* the budgets' own stream: generated budgets never shift the other draws */
         dpfl_rng_derive(&in->root, &brng, 0, 0, PURPOSE_BUDGETS);
-        const dpfl_mech_rpdp design = dpfl_sim_rpdp_design(in->sim); /* the round it runs; z calibrated */
+        const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients); /* the round it runs; z calibrated */
         if ((st = fl_rpdp_plan(&a->rpdp, cfg, &design, &in->train, &in->part, &brng, err))) return st;
         a->rs.record_z = a->rpdp.mech.z;
     } else {
@@ -204,14 +205,14 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
             return st;
         if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
             /* the smallest z whose R rounds stay within the target: the event the aggregation mode releases
-             * (dpfl_sim_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
+             * (dpfl_server_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
              * next smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of
              * the noise for the update sum), and the
              * calibrated event multiplier converted back by the event's multiplier per unit of the mechanism's
              * (fixed-size client sampling is analysed replace-one: z / 2) */
             dpfl_event ev;
             double probe = 1.0;
-            while ((st = dpfl_sim_client_event(in->sim, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
+            while ((st = dpfl_server_client_event(in->server, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
                 probe *= 0.5;
             if (st) return st;
             const double event_per_unit = ev.z / probe;
@@ -228,17 +229,18 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
                                            "sampler's range (sigma^2 <= 2^62 grid units)", a->rs.record_z,
                          in->model.nparam);
-    if (in->rdp_on) dpfl_sim_set_record_noise(in->sim, a->rs.record_z);
-    if (budgets) dpfl_sim_set_record_rates(in->sim, a->rpdp.p, a->rpdp.denom);
-    if (budgets && a->rpdp.filter) dpfl_sim_set_record_filter(in->sim, a->rpdp.spent, a->rpdp.cap, a->rpdp.alpha);
+    if (in->rdp_on) dpfl_clients_set_record_noise(in->clients, a->rs.record_z);
+    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.p, a->rpdp.denom);
+    if (budgets && a->rpdp.filter)
+        dpfl_clients_set_record_filter(in->clients, a->rpdp.spent, a->rpdp.cap, a->rpdp.alpha);
     if (in->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
         for (int32_t r = cfg->fl.rounds; r > a->ledger.rounds; r--)
-            if ((st = dpfl_sim_set_client_noise(in->sim, r, dpfl_round_client_noise(cfg, r, a->rs.client_z), err)))
+            if ((st = dpfl_server_set_noise(in->server, r, dpfl_round_client_noise(cfg, r, a->rs.client_z), err)))
                 return st;
-        dpfl_sim_set_update_clip(in->sim, a->rs.S);
+        dpfl_server_set_update_clip(in->server, a->rs.S);
     }
-    a->ra = dpfl_sim_record_accounting(in->sim); /* the mechanism the simulation runs, not a copy of its settings */
+    a->ra = dpfl_clients_record_accounting(in->clients); /* the mechanism the clients run, not a copy of settings */
     return DPFL_OK;
 }
 
@@ -255,6 +257,8 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     if ((st = setup_data_model(in, &a->rs, &n->warn, s, err))) return st;
     if ((st = dpfl_sim_create(cfg, &in->model, &in->train, &in->test, &in->part, &in->root, in->global, &in->sim, err)))
         return st;
+    in->clients = dpfl_sim_clients(in->sim);
+    in->server = dpfl_sim_server(in->sim);
     if (s->transport) fl_sim_set_transport(in->sim, s->transport);
     if ((st = dpfl_ledger_init(&a->ledger, in->part.clients, err))) return st;
     in->rdp_on = cfg->record_dp.enabled;

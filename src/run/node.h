@@ -17,6 +17,8 @@ typedef struct {
     dpfl_partition part;
     dpfl_model model;
     dpfl_sim *sim;
+    dpfl_clients *clients; /* its two sides (dpfl_sim_clients, dpfl_sim_server), NULL until it exists */
+    dpfl_server *server;
     float *global;
     int rdp_on, cdp_on;
     int borrowed; /* train and test are views of the caller's arrays (dpfl_run_options.train): never freed */

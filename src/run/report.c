@@ -197,7 +197,7 @@ dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_pr
         cJSON_Delete(d);
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (diagnostics)");
     }
-    int32_t nl = dpfl_sim_client_losses(in->sim, ids, loss);
+    int32_t nl = dpfl_server_client_losses(in->server, ids, loss);
     cJSON *cl = cJSON_AddObjectToObject(d, "client_train_loss");
     for (int32_t i = 0; i < nl; i++) {
         char key[16];

@@ -93,8 +93,8 @@ static void summary_client(const run_inputs *in, const run_acct *a, cJSON *sum)
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
     cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
     if ((cfg->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE)) { /* the two noises whose combination was charged */
-        cJSON_AddNumberToObject(sum, "update_noise", dpfl_sim_update_noise(in->sim));
-        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_sim_quantile_noise(in->sim));
+        cJSON_AddNumberToObject(sum, "update_noise", dpfl_server_update_noise(in->server));
+        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_server_quantile_noise(in->server));
     }
     cJSON_AddNumberToObject(sum, "update_clip", a->rs.S);
 }
@@ -111,7 +111,7 @@ typedef struct {
 
 static dpfl_status ddp_guarantees(const run_inputs *in, const run_acct *a, ddp_report *g, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(in->sim);
+    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(in->server);
     memset(g, 0, sizeof *g);
     if (!p) return DPFL_OK;
     int64_t total = 0;
@@ -136,7 +136,7 @@ static dpfl_status ddp_guarantees(const run_inputs *in, const run_acct *a, ddp_r
 
 static dpfl_status summary_ddp(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_sim_ddp_plan(in->sim);
+    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(in->server);
     if (!p) return DPFL_OK;
     ddp_report g;
     dpfl_status st = ddp_guarantees(in, a, &g, err);
@@ -203,7 +203,7 @@ static int privacy_statement(const run_inputs *in, const run_acct *a, char *buf,
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     ddp_report g;
     dpfl_error e;
-    if (in->cdp_on && dpfl_sim_ddp_plan(in->sim) && n < len && ddp_guarantees(in, a, &g, &e) == DPFL_OK)
+    if (in->cdp_on && dpfl_server_ddp_plan(in->server) && n < len && ddp_guarantees(in, a, &g, &e) == DPFL_OK)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
                                                 "only the secure sum): (%.4g, %.3g)-DP for every client against "
                                                 "observers of the released models, (%.4g, %.3g)-DP against the "
@@ -371,7 +371,7 @@ static dpfl_status write_json(const char *path, cJSON *sum, dpfl_error *err)
 /* "stage_seconds": this session's rounds, wall and process CPU seconds per stage (not private: timing), and what
  * the clients' state files cost it (fl/client_store.c: files written and read, blocks paged out under
  * fl.client_state_max_mb) */
-static void stage_seconds(const run_progress *pr, const dpfl_sim *sim, cJSON *sum)
+static void stage_seconds(const run_progress *pr, const dpfl_clients *cl, cJSON *sum)
 {
     static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint", "client_files_overlapped"};
     cJSON *o = cJSON_AddObjectToObject(sum, "stage_seconds");
@@ -382,8 +382,8 @@ static void stage_seconds(const run_progress *pr, const dpfl_sim *sim, cJSON *su
         fl_json_num(s, "wall", pr->stage_wall[i]);
         fl_json_num(s, "cpu", pr->stage_cpu[i]);
     }
-    if (!sim || !sim->clients.keep) return;
-    const fl_clients *c = &sim->clients;
+    if (!cl || !cl->st.keep) return;
+    const fl_clients *c = &cl->st;
     cJSON *f = cJSON_AddObjectToObject(o, "client_state");
     cJSON_AddNumberToObject(f, "bytes_per_client", (double)(fl_clients_state_floats(c) * sizeof(float)));
     cJSON_AddNumberToObject(f, "files_written", (double)c->files_written);
@@ -421,7 +421,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
-    stage_seconds(&c->pr, in->sim, sum);
+    stage_seconds(&c->pr, in->clients, sum);
     if (c->transport && c->transport->about) cJSON_AddStringToObject(sum, "transport", c->transport->about);
     snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
     return write_json(path, sum, err);
@@ -461,7 +461,7 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
                         "against any observer keeping the sync probability %g (RDP bound)\n",
                 fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p);
     ddp_report g;
-    if (in->cdp_on && a->cprivate && dpfl_sim_ddp_plan(in->sim) && ddp_guarantees(in, a, &g, NULL) == DPFL_OK)
+    if (in->cdp_on && a->cprivate && dpfl_server_ddp_plan(in->server) && ddp_guarantees(in, a, &g, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
                         "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
                         "client)\n",

@@ -68,12 +68,12 @@ static dpfl_status claim_run_dir(const dpfl_run_options *opt, int remove, dpfl_e
  * round killed before its checkpoint, generations a crash kept, a replaced run's) is removed. */
 static dpfl_status client_store(run_ctx *c, dpfl_error *err)
 {
-    dpfl_sim *sim = c->node.in.sim;
-    if (!sim || !dpfl_sim_keeps_client_state(sim) || !dpfl_sim_client_state_floats(sim)) return DPFL_OK;
+    dpfl_clients *cl = c->node.in.clients;
+    if (!cl || !dpfl_clients_keep_state(cl) || !dpfl_clients_state_floats(cl)) return DPFL_OK;
     char path[1100];
     snprintf(path, sizeof path, "%s/clients", c->opt->out_dir);
-    dpfl_status st = fl_clients_set_dir(&sim->clients, path, err);
-    return st ? st : fl_store_prune(&sim->clients, err);
+    dpfl_status st = fl_clients_set_dir(&cl->st, path, err);
+    return st ? st : fl_store_prune(&cl->st, err);
 }
 
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
@@ -105,7 +105,7 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
                           * the folder is made: a deployment whose clients never joined leaves nothing behind */
         const dpfl_transport_setup setup = {cfg, c->node.in.part.clients, c->node.in.model.nparam,
                                             a->rs.partition_key, a->rs.partition_digest, a->ledger.rounds,
-                                            dpfl_sim_initial_model(c->node.in.sim), c->node.in.sim};
+                                            dpfl_clients_initial_model(c->node.in.clients), c->node.in.sim};
         if ((st = t->start(t, &setup, err))) return st;
     }
     if ((st = claim_run_dir(c->opt, 1, err)) || (st = dpfl_file_make_dirs(io->dir, 0755, err))) return st;
@@ -139,8 +139,8 @@ static dpfl_status interrupted_checkpoint(const run_ctx *c, dpfl_error *err)
     const run_inputs *in = &c->node.in;
     const run_acct *a = &c->node.acct;
     if (a->ledger.rounds > 0 || c->opt->resume) return DPFL_OK;
-    return fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
-                              a->rpdp.on ? &a->rpdp : NULL, "", err);
+    return fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->clients,
+                              dpfl_server_control(in->server), a->rpdp.on ? &a->rpdp : NULL, "", err);
 }
 
 dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err)
@@ -183,7 +183,7 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
         if (!st && !opt->quiet) fl_report_final_lines(in, &c->node.acct, &c->pr, opt->out_dir);
     }
     if (t && t->finish)
-        t->finish(t, in->sim ? dpfl_sim_ledger(in->sim)->rounds : 0, st,
+        t->finish(t, in->server ? dpfl_server_ledger(in->server)->rounds : 0, st,
                   st ? err->msg : c->pr.interrupted ? "interrupted" : "");
     fl_run_free(c);
     free(c);

@@ -96,17 +96,18 @@ void fl_report_progress_line(const run_inputs *in, const run_acct *a, const dpfl
 void fl_report_progress(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
                         const dpfl_round_metrics *m);
 
-/* sim (may be NULL: none) supplies the per-client state (fl.client_state = keep, helper models, personal
- * parameters): the blocks that changed go to their state files first (the folder fl_run_setup gave the sim). */
+/* cs (may be NULL: none) supplies the per-client state (fl.client_state = keep, helper models, personal
+ * parameters): the blocks that changed go to their state files first (the folder fl_run_setup gave the clients);
+ * cv (NULL: none) is SCAFFOLD's server control variate (dpfl_server_control). */
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
-                               const run_state *rs, dpfl_sim *sim, const fl_rpdp *rp, const char *line,
-                               dpfl_error *err);
+                               const run_state *rs, dpfl_clients *cs, const float *cv, const fl_rpdp *rp,
+                               const char *line, dpfl_error *err);
 /* The run state of a checkpoint alone (to redraw its partition before anything else is set up). */
 dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err);
-/* *line (malloc'd) gets the last released round's metrics line; sim gets the references to the client state files
- * back (read when each client next needs its block). */
+/* *line (malloc'd) gets the last released round's metrics line; cs gets the references to the client state files
+ * back (read when each client next needs its block), cv the server's control variate (both may be NULL: none). */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
-                               dpfl_sim *sim, fl_rpdp *rp, char **line, dpfl_error *err);
+                               dpfl_clients *cs, float *cv, fl_rpdp *rp, char **line, dpfl_error *err);
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err);
 

@@ -18,10 +18,10 @@ double fl_cpu_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static dpfl_status eval_failed(const dpfl_sim *sim, dpfl_error *err)
+static dpfl_status eval_failed(const fl_clients *c, dpfl_error *err)
 {
-    if (!atomic_load(&sim->clients.read_failed)) return DPFL_OK;
-    *err = sim->clients.read_err;
+    if (!atomic_load(&c->read_failed)) return DPFL_OK;
+    *err = c->read_err;
     return DPFL_EFORMAT;
 }
 
@@ -51,11 +51,11 @@ static void *files_thread(void *p)
 }
 
 /* with no thread (none to start, or pthread_create failed) the checkpoint writes the files itself */
-static void files_start(files_job *j, dpfl_sim *sim, int32_t gen)
+static void files_start(files_job *j, fl_clients *c, int32_t gen)
 {
     memset(j, 0, sizeof *j);
-    if (!sim || !sim->clients.keep || !sim->clients.dir || !fl_clients_state_floats(&sim->clients)) return;
-    j->clients = &sim->clients;
+    if (!c || !c->keep || !c->dir || !fl_clients_state_floats(c)) return;
+    j->clients = c;
     j->gen = gen;
     j->running = pthread_create(&j->th, NULL, files_thread, j) == 0;
 }
@@ -88,15 +88,15 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_rec
     const dpfl_config *cfg = in->cfg;
     dpfl_sim_sample(in->sim, r, NULL);
     dpfl_status st;
-    if (in->cdp_on && (st = dpfl_sim_set_client_noise(in->sim, r, dpfl_round_client_noise(cfg, r, a->rs.client_z), err)))
+    if (in->cdp_on && (st = dpfl_server_set_noise(in->server, r, dpfl_round_client_noise(cfg, r, a->rs.client_z), err)))
         return st;
     /* the charge the simulation will make when it trains this round, on a copy */
     if ((st = dpfl_ledger_copy(&a->trial, &a->ledger, err))) return st;
-    if ((st = dpfl_sim_charge(in->sim, &a->trial, err))) return st;
+    if ((st = dpfl_server_charge(in->server, &a->trial, err))) return st;
     *stop = 0;
     if (a->rpdp.on) { /* per-record budgets: the round sampled is the plan's; levels whose next round would pass
                        * their budget opt out first */
-        const dpfl_mech_rpdp ran = dpfl_sim_rpdp_design(in->sim);
+        const dpfl_mech_rpdp ran = dpfl_clients_rpdp_design(in->clients);
         int changed;
         if ((st = fl_rpdp_check_round(&a->rpdp, &ran, r, err)) || (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
             return st;
@@ -143,7 +143,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     if ((st = dpfl_sim_train(in->sim, r, &m, err))) return st;
     stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu);
     c->pr.stage_rounds++;
-    if ((st = dpfl_ledger_copy(&a->ledger, dpfl_sim_ledger(in->sim), err))) return st;
+    if ((st = dpfl_ledger_copy(&a->ledger, dpfl_server_ledger(in->server), err))) return st;
     if (a->rpdp.on) {
         fl_rpdp_charge(&a->rpdp);
         if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &next.epsilon, err))) return st;
@@ -152,14 +152,14 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     a->ledger_eps = next_ledger;
     a->ceps = next_ceps;
     a->rs.examples += m.examples;
-    a->rs.S = in->cdp_on ? dpfl_sim_update_clip(in->sim) : a->rs.S;
+    a->rs.S = in->cdp_on ? dpfl_server_update_clip(in->server) : a->rs.S;
     c->pr.comm += m.clients;
     stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu); /* the ledger's bookkeeping above: training's */
     files_job files;
-    files_start(&files, in->sim, a->ledger.rounds);
+    files_start(&files, &in->clients->st, a->ledger.rounds);
     if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
         dpfl_sim_evaluate(in->sim, &m);
-        if ((st = eval_failed(in->sim, err))) { /* a client's state file could not be read */
+        if ((st = eval_failed(&in->clients->st, err))) { /* a client's state file could not be read */
             files_join(&files, &c->pr, err);
             return st;
         }
@@ -178,8 +178,8 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     if ((st = fl_report_round_line(in, a, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
     wall = dpfl_now(), cpu = fl_cpu_seconds();
-    if ((st = fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->sim,
-                                  a->rpdp.on ? &a->rpdp : NULL, line, err))) {
+    if ((st = fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->clients,
+                                  dpfl_server_control(in->server), a->rpdp.on ? &a->rpdp : NULL, line, err))) {
         free(line);
         return st;
     }
