@@ -156,7 +156,7 @@ int main(int argc, char **argv)
     fl_rpdp rp;
     memset(&rp, 0, sizeof rp);
     if (fl_rpdp_alloc(&rp, 5, 3, 2, &err)) goto fail;
-    rp.planned_rounds = 2, rp.z = 3.5;
+    rp.planned_rounds = 2, rp.mech.z = 3.5;
     rp.lv[0] = (fl_rpdp_level){0.1, 0.02, 2, 0, 3};
     rp.lv[1] = (fl_rpdp_level){5.0, 0.6, 2, 1, 1};
     for (int i = 0; i < 5; i++) rp.budget[i] = i < 3 ? 0.1 : 5.0, rp.level[i] = i < 3 ? 0 : i == 3 ? 1 : FL_RPDP_DROPPED;
