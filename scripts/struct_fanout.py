@@ -3,6 +3,8 @@
 
   1. fan-out: for each struct type, the function definitions that take it whole -- a parameter of that type, by
      value or through one pointer (`T x`, `T *x`, `const T *x`; `T **x`, an array of them, is not counted);
+     with, per type, the number of files those definitions are in and how many lie outside the file holding
+     most of them (a module's own struct passed among its own functions, against one passed across modules);
   2. long functions: the function definitions of more than --max-lines lines (from the line with the name to the
      closing brace) in the files given with --long.
 
@@ -134,8 +136,13 @@ def main():
                 takers.setdefault(s, []).append(f"{path}:{first} {name}")
     ranked = sorted(takers.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     print(f"struct types taken whole (by value or one pointer) by function definitions in src/**/*.c:")
+    print("  (then: the files those functions are in, and how many are outside the file holding most of them)")
     for s, fns in ranked[: a.top or len(ranked)]:
-        print(f"  {len(fns):4d}  {s}")
+        per_file = {}
+        for f in fns:
+            per_file[f.split(":")[0]] = per_file.get(f.split(":")[0], 0) + 1
+        home = max(per_file, key=lambda k: (per_file[k], k))
+        print(f"  {len(fns):4d}  {s:<22} {len(per_file):3d} file(s), {len(fns) - per_file[home]:3d} outside {home}")
     for s in a.show:
         print(f"functions taking {s}:")
         for f in takers.get(s, []):
