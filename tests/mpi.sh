@@ -264,8 +264,8 @@ flt=(--set record_dp.budget_policy=filter --set record_dp.budget_rounds=4)
 same_as_one flt "$tmp/rpdp.ini" "${flt[@]}" --set fl.rounds=4
 grep -q '"filtered_out":[[:space:]]*[1-9]' "$tmp/flt-one/summary.json" || t_fail "no record was filtered out"
 for np in 2 3; do [ -d "$tmp/flt-np$np" ] && same_filter "$np ranks" "$tmp/flt-one" "$tmp/flt-np$np"; done
-# with distributed DP, kept state and dropouts: round 2 samples one client, so nothing can be released, yet one process
-# trains it (its spend, its momentum): the worker must too, and send both
+# with distributed DP, kept state and dropouts: round 2 samples one client, so nothing can be released and nobody trains
+# (in one process as with dpfl serve): no worker may train it either (its spend, its momentum would move)
 ddp=(--set client_dp.enabled=yes --set client_dp.mechanism=ddp --set client_dp.noise=0.8 --set client_dp.clip=1.0
      --set client_dp.dropout=0.2 --set client_dp.ddp_tolerated_dropout=0.25 --set client_dp.delta=1e-2
      --set fl.client_state=keep --set fl.optimizer=sgd --set fl.momentum=0.9)

@@ -282,6 +282,48 @@ static void too_few_survivors_release_nothing(void **state)
     free(g), free(init);
 }
 
+/* A round of fewer than two clients can release nothing (secure aggregation needs two), so nobody trains -- in one
+ * process as with dpfl serve and under mpirun (tests/mpi.sh compares them): no example is read, no loss reported, the
+ * model stays; the round is charged all the same.  Rounds of two or more clients train as before. */
+static void a_round_of_one_client_trains_nobody(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_make(&f, 6, 30);
+    f.cfg.fl.sampling = DPFL_SAMPLE_POISSON;
+    f.cfg.fl.client_rate = 0.25;
+    const size_t P = f.model.nparam;
+    float *g = malloc(P * sizeof *g), *before = malloc(P * sizeof *before);
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 12);
+    dpfl_model_init(&f.model, g, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, g, &sim, &err), DPFL_OK);
+    const int rounds = 24;
+    int small = 0, trained = 0;
+    for (int r = 1; r <= rounds; r++) {
+        dpfl_round_metrics m;
+        memcpy(before, g, P * sizeof *g);
+        assert_int_equal(dpfl_sim_round(sim, r, &m, &err), DPFL_OK);
+        if (m.clients < 2) {
+            small += m.clients == 1;
+            assert_int_equal(m.replied, 0);
+            assert_int_equal(m.examples, 0);
+            assert_int_equal(m.ddp_released, 0);
+            assert_memory_equal(g, before, P * sizeof *g);
+        } else {
+            trained += m.examples > 0;
+            assert_int_equal(m.replied, m.clients);
+        }
+    }
+    assert_true(small > 0 && trained > 0); /* both kinds of round happened */
+    assert_int_equal(dpfl_server_ledger(dpfl_sim_server(sim))->rounds, rounds);
+    dpfl_sim_free(sim);
+    fl_fixture_free(&f);
+    free(g), free(before);
+}
+
 /* With lr = 0 every update is zero: the model moves by the noise alone, whose per-coordinate std must be the
  * plan's sqrt(n mu / t) gamma / n -- the noise the accountant was told about (zeroed or misdivided noise fails). */
 static void the_noise_reaches_the_model(void **state)
@@ -345,6 +387,7 @@ int main(void)
         cmocka_unit_test(accounting_bounds_the_gaussian),
         cmocka_unit_test(secure_aggregation_gives_the_same_model),
         cmocka_unit_test(too_few_survivors_release_nothing),
+        cmocka_unit_test(a_round_of_one_client_trains_nobody),
         cmocka_unit_test(the_noise_reaches_the_model),
         cmocka_unit_test(config_refusals),
     };

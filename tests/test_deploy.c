@@ -1081,6 +1081,53 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     assert_same_summary_value(tp("t7b-sim/summary.json"), tp("t7b-dep/summary.json"), "client_epsilon");
 }
 
+/* A distributed-DP round that samples one client can release nothing (secure aggregation needs two): nobody is asked
+ * to train, deployed as in one process, so the client's kept state (momentum) does not move and the rounds after it
+ * agree to the bit (model.bin, metrics.jsonl); the round is charged in both. */
+static int participants_of_round(const char *diag, int round)
+{
+    char *t = slurp(diag);
+    assert_non_null(t);
+    int found = -1;
+    for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *o = cJSON_Parse(line);
+        if (o && num(o, "round") == round) found = (int)num(o, "participants");
+        cJSON_Delete(o);
+    }
+    free(t);
+    return found;
+}
+
+static void a_ddp_round_of_one_client_trains_nobody_deployed(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char extra[512], cfg[512];
+    snprintf(extra, sizeof extra, "sampling = poisson\nclient_rate = 0.3\noptimizer = sgd\nmomentum = 0.9\n"
+                                  "client_state = keep\n\n%s", DDP);
+    snprintf(cfg, sizeof cfg, "%s", tp("t7c.ini"));
+    int seed = 0; /* a seed whose round 2 samples one client and whose rounds 1 and 3 sample two or more */
+    for (int sd = 1; sd < 200 && !seed; sd++) {
+        write_config_seed(cfg, 4, 3, extra, sd);
+        train(cfg, tp("t7c-sim"));
+        const char *dg = tp("t7c-sim/diagnostics.jsonl");
+        if (participants_of_round(dg, 2) == 1 && participants_of_round(dg, 1) >= 2 && participants_of_round(dg, 3) >= 2)
+            seed = sd;
+    }
+    assert_true(seed > 0);
+    int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t7c-dep"), tp("t7c-server.log"), "--join-timeout 30 --round-timeout 30");
+    pid_t cl[4];
+    for (int k = 0; k < 4; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t7c-state%d", k), tp("t7c-client%d.log", k), "");
+    expect_exit(srv, 0, tp("t7c-server.log"), 60);
+    for (int k = 0; k < 4; k++) expect_exit(cl[k], 0, tp("t7c-client%d.log", k), 10);
+    assert_true(contains(tp("t7c-server.log"), "round 2: 1 client(s) sampled, too few for secure aggregation"));
+    assert_same_bytes(tp("t7c-sim/model.bin"), tp("t7c-dep/model.bin"));
+    assert_same_file(tp("t7c-sim/metrics.jsonl"), tp("t7c-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t7c-sim/summary.json"), tp("t7c-dep/summary.json"), "client_epsilon");
+}
+
 /* ---------------------------------------------------------------------------------------------- 8 */
 /* Each client's own ledger equals the simulation's epsilon of its records, for every client: with distributed DP
  * (the ledger charged when the masked input is ready), and for a client killed in the middle of a round and
@@ -1183,6 +1230,7 @@ int main(void)
         cmocka_unit_test_teardown(the_heart_deployment_script_runs, kill_leftovers),
         cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),
         cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),
+        cmocka_unit_test_teardown(a_ddp_round_of_one_client_trains_nobody_deployed, kill_leftovers),
         cmocka_unit_test_teardown(every_clients_own_ledger_with_ddp_and_after_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };

@@ -413,22 +413,8 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
 {
     dpfl_sim *s = n->in.sim;
     worker_ddp_reset(w);
-    if (!h->threshold) { /* fewer than 2 clients sampled: nothing can be released and rank 0 takes no input; one
-                          * process still trains them (their kept state, the filter's spend), so this rank does,
-                          * and sends rank 0 only what mpi_after_round asks for */
-        for (int32_t j = 0; j < h->n; j++) {
-            if (drop[j] || owner(ids[j]) != rank) continue;
-            dpfl_client_report res;
-            memset(&res, 0, sizeof res);
-            dpfl_error e = rst ? *re : (dpfl_error){{0}};
-            if (rst || dpfl_sim_client_round(s, h->round, h->S, ids[j], u, &res, &e)) {
-                cli_error("rank %d, client %d: %s", rank, ids[j], e.msg);
-                MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 would wait for its state */
-            }
-            mine[(*nmine)++] = ids[j];
-        }
-        return;
-    }
+    if (!h->threshold) return; /* fewer than 2 clients sampled: nothing can be released, and nobody trains (rank 0's
+                                * round marked every client of it dropped out, as in one process and dpfl serve) */
     if (h->n > w->cap) {
         dpfl_secagg_client **ns = realloc(w->sa, (size_t)h->n * sizeof *ns);
         if (ns) w->sa = ns;

@@ -4,7 +4,8 @@
  *   begin    (server)  n sampled clients; threshold t = max(2, ceil((1 - f) n)); each client's Skellam variance
  *                      mu / t; the round's public rotation seed; secure aggregation rounds 0-1 (every sampled
  *                      client advertises its keys and shares its secrets -- a client that drops out later drops
- *                      after this, the case the protocol recovers from)
+ *                      after this, the case the protocol recovers from); with n < 2, t = 0: the round can release
+ *                      nothing (can_release), and nobody is asked to train
  *   client   (worker)  after local training: clip, scale, rotate, round, noise, wrap (dpfl_ddp_encode), then its
  *                      masked input (secure aggregation round 2)
  *   add      (server)  masked inputs summed as they arrive (a modular sum: any order gives the same bits)
@@ -232,6 +233,8 @@ static dpfl_status begin(void *self, const fl_round_view *v, dpfl_error *err)
     return secagg_setup(d, &sp, n, v->sampled, err);
 }
 
+static int can_release(const void *self) { return ((const fl_ddp *)self)->t > 0; }
+
 /* Client k's update u, clipped, rotated, rounded, noised and wrapped into enc, with the client's own stream. */
 static dpfl_status encode(fl_ddp *d, worker *w, int32_t k, const float *u, uint32_t *enc, double *norm,
                           dpfl_error *err)
@@ -273,10 +276,7 @@ static void client_send(void *self, worker *w, int32_t i, int32_t j, client_resu
 {
     fl_ddp *d = self;
     r->ddp_status = DPFL_OK;
-    if (!d->t) {
-        r->norm = dpfl_vec_norm2(u, d->out.nparam);
-        return;
-    }
+    DPFL_ASSERT(d->t > 0); /* a round that can release nothing trains nobody (can_release) */
     dpfl_status st = encode(d, w, r->client, u, d->enc[j], &r->norm, &d->err[j]);
     if (!st && d->secagg)
         st = dpfl_secagg_client_masked_input(d->sa_clients[i], d->sa_sf[i].data, d->sa_sf[i].len, d->enc[j],
@@ -412,4 +412,4 @@ static dpfl_status event_at(const void *self, const dpfl_mech_clients *design, i
 
 const fl_aggregator fl_agg_ddp = {
     .name = "distributed DP", .client_level = 1, .create = create, .free = destroy, .set_noise = set_noise,
-    .begin = begin, .client_send = client_send, .add = add, .release = release, .event = event, .event_at = event_at};
+    .begin = begin, .can_release = can_release, .client_send = client_send, .add = add, .release = release, .event = event, .event_at = event_at};

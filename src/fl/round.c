@@ -45,6 +45,14 @@ static void server_begin_round(dpfl_server *sv, const dpfl_rng *root, int32_t ro
     }
 }
 
+/* A round its mode can release nothing from (too few clients for secure aggregation): nobody is asked to train, in
+ * one process as with dpfl serve and under mpirun, so a client's kept state and its records' spend do not move;
+ * its clients count as dropped out, and the round is charged all the same. */
+static void server_skip_round(dpfl_server *sv)
+{
+    for (int32_t i = 0; i < sv->nsampled; i++) sv->results[i].dropped = 1;
+}
+
 /* The clients of the round that do not drop out get their state blocks (blocks of earlier rounds' clients may page
  * out). */
 static dpfl_status clients_begin_round(dpfl_clients *cl, const dpfl_server *sv, int32_t round, dpfl_error *err)
@@ -172,6 +180,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
                              .sampled = s->sv.sampled, .results = s->sv.results, .slots = s->wk.slots,
                              .transport = s->transport, .job = &s->job}; /* the slots are final */
     if ((st = s->sv.agg->begin(s->sv.aggself, &v, err))) return st;
+    if (s->sv.agg->can_release && !s->sv.agg->can_release(s->sv.aggself)) server_skip_round(&s->sv);
     const int32_t chunk = s->transport->whole_round ? ms : s->wk.nslots; /* a whole-round transport: one call */
     for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;

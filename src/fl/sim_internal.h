@@ -288,6 +288,9 @@ typedef struct fl_aggregator {
      * what else it implies (NULL: nothing) */
     dpfl_status (*set_noise)(void *self, const dpfl_mech_clients *design, int32_t round, double z, dpfl_error *err);
     dpfl_status (*begin)(void *self, const fl_round_view *v, dpfl_error *err);
+    /* after begin: 0 when the round can release nothing whoever replies (distributed DP with fewer than two
+     * clients); then nobody is asked to train, on every transport (NULL: every round can release) */
+    int (*can_release)(const void *self);
     /* a worker thread, after client i (slot j, report r) trained: what the client itself does to u before sending */
     void (*client_send)(void *self, worker *w, int32_t i, int32_t j, client_result *r, float *u);
     /* the server: an update arrived (in any order) */
