@@ -125,7 +125,8 @@ DPFL_HIDDEN int32_t net_srv_round_begin(srv_round *r, dpfl_round_job *job);
 DPFL_HIDDEN void net_srv_unseat_all(srv_round *r);
 /* ROUND for client k: the model, the mechanism it must run, its index (distributed DP) */
 DPFL_HIDDEN void net_srv_round_msg(const srv_round *r, int32_t k, dpfl_wire_msg *m);
-/* Client k's update of the round in progress (peer p): 1 if it was taken, 0 if refused (logged, ERROR to p). */
+/* Client k's update of the round in progress: 1 if it was taken (added to the sum), 0 if refused (logged, and an
+ * ERROR to client k's connection in l). */
 DPFL_HIDDEN int net_srv_take_update(srv_round *r, srv_link *l, int32_t k, const dpfl_wire_msg *m, const char *who);
 DPFL_HIDDEN void net_srv_client_gone(srv_round *r, int32_t k);
 DPFL_HIDDEN void net_srv_round_over(srv_round *r, int32_t expected, int32_t arrived);
