@@ -4,14 +4,14 @@
  * leaves the client except what client_result reports.
  *
  * PriFedSync (Zheng et al., Algorithm 1 and eq. 2.1), line by line:
- *   Initialization w(i), h(i) <- w0          clients.c keeps w0; fl_client_model returns it until the first sync
+ *   Initialization w(i), h(i) <- w0          state_layout.c keeps w0; fl_store_helper returns it until the first sync
  *   w~(i) <- LocalPrivateTraining(S, h(i), K) train_client_from starts from h(i) (Algorithm 2: w(j) <- h(j)),
  *                                            K DP-SGD steps on fixed batches; w~(i) is kept in the client's block
  *   send w~(i); w_global <- (1 - eta) w_global + eta mean(w~(i))
  *                                            the update w~(i) - w_global, averaged uniformly, stepped by eta
  *                                            (round.c, or server.c with client-level DP)
  *   h(i) <- (1 - alpha) w(i) + alpha w_global, i in Omega
- *                                            fl_clients_sync_helpers, with w(i) = w~(i), the client's model just
+ *                                            fl_store_sync_helpers, with w(i) = w~(i), the client's model just
  *                                            trained; computed by the client from the global model it receives
  *                                            (the same value the paper's server pushes) */
 #include "sim_internal.h"
@@ -37,11 +37,11 @@ int64_t fl_client_steps(const dpfl_config *cfg, int32_t n)
 /* Client-level per-step clipping (McMahan et al. 2018): keep the local model within distance S of the global
  * model after every step, so the final update is bounded by construction.  A client's personal parameters (its
  * input transform, fl.personal's layers) are not part of the update and are left alone. */
-static void project_to_global(const fl_train_ctx *t, const fl_clients *c, float *local, float *tmp)
+static void project_to_global(const fl_train_ctx *t, const fl_personal_slices *ps, float *local, float *tmp)
 {
     const size_t P = t->model->nparam;
-    if (c->npr == 0 || (c->npr == 1 && c->pr_off[0] == 0)) { /* none, or a prefix (the input transform) */
-        const size_t T = c->npers, n = P - T;
+    if (ps->npr == 0 || (ps->npr == 1 && ps->pr_off[0] == 0)) { /* none, or a prefix (the input transform) */
+        const size_t T = ps->npers, n = P - T;
         dpfl_vec_sub(tmp, local + T, t->global + T, n);
         double norm = dpfl_vec_norm2(tmp, n);
         if (norm > t->S) {
@@ -51,14 +51,14 @@ static void project_to_global(const fl_train_ctx *t, const fl_clients *c, float 
         return;
     }
     dpfl_vec_sub(tmp, local, t->global, P);
-    fl_personal_zero(c, tmp);
+    fl_personal_zero(ps, tmp);
     if (!(dpfl_vec_norm2(tmp, P) > t->S)) return;
     dpfl_vec_clip(tmp, P, t->S);
     size_t pos = 0; /* the shared segments between the personal slices */
-    for (int32_t r = 0; r <= c->npr; r++) {
-        const size_t end = r < c->npr ? c->pr_off[r] : P;
+    for (int32_t r = 0; r <= ps->npr; r++) {
+        const size_t end = r < ps->npr ? ps->pr_off[r] : P;
         for (size_t i = pos; i < end; i++) local[i] = t->global[i] + tmp[i];
-        if (r < c->npr) pos = c->pr_off[r] + c->pr_len[r];
+        if (r < ps->npr) pos = ps->pr_off[r] + ps->pr_len[r];
     }
 }
 
@@ -129,7 +129,7 @@ static void noisy_step(const fl_train_ctx *t, worker *w, const dpfl_mech_dpsgd *
 
 /* Local steps of one client with record-level DP-SGD: the mechanism of each step (sampler, sensitivity, noise
  * std, denominator) is dpfl_mech_dpsgd, the same struct the ledger charges (ledger.c). */
-static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
+static void train_client_dp(const fl_train_ctx *t, worker *w, int32_t k, const float *ci, int64_t steps, dpfl_rng *rng,
                             client_result *res)
 {
     const fl_record_dp *rd = t->rdp;
@@ -141,7 +141,6 @@ static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *
     const double denom = rd->p ? rd->denom[k] : d.denom;
     if (rd->p && !(denom > 0)) return; /* no record of this client may be sampled: no step, a zero update */
     const int plain = dpfl_optim_plain_sgd(&w->opt) && !rd->e2e && !rd->secure;
-    const float *ci = c->scaffold ? fl_client_variate(c, k) : NULL;
     for (int64_t s = 0; s < steps; s++) {
         int32_t b = rd->p      ? dpfl_mech_poisson_batch_rates(rng, mine, n, rd->p, w->order)
                     : d.poisson ? dpfl_mech_poisson_batch(rng, mine, n, d.q, w->order)
@@ -158,21 +157,21 @@ static void train_client_dp(const fl_train_ctx *t, const fl_clients *c, worker *
         } else {
             noisy_step(t, w, &d, denom, rng);
         }
-        if (ci) fl_scaffold_correct(c, ci, w->local, t->lr); /* after the release: post-processing */
-        if (t->per_step) project_to_global(t, c, w->local, w->grad);
+        if (ci) fl_scaffold_correct(t->control, ci, w->local, P, t->lr); /* after the release: post-processing */
+        if (t->per_step) project_to_global(t, t->pers, w->local, w->grad);
         res->examples += b;
         res->steps++;
     }
 }
 
 /* Local steps without record-level DP: shuffled passes over the client's data. */
-static void train_client_plain(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, int64_t steps, dpfl_rng *rng,
-                               client_result *res)
+static void train_client_plain(const fl_train_ctx *t, worker *w, int32_t k, const float *ci, int64_t steps,
+                               dpfl_rng *rng, client_result *res)
 {
+    const size_t P = t->model->nparam;
     const int32_t n = dpfl_partition_size(t->part, k);
     const int32_t B = t->cfg->fl.batch;
     memcpy(w->order, t->part->index + t->part->offset[k], (size_t)n * sizeof(int32_t));
-    const float *ci = c->scaffold ? fl_client_variate(c, k) : NULL;
     int32_t pos = n; /* reshuffle at the start and whenever the client's data is exhausted */
     for (int64_t s = 0; s < steps; s++) {
         if (pos >= n) {
@@ -190,27 +189,25 @@ static void train_client_plain(const fl_train_ctx *t, const fl_clients *c, worke
             loss = dpfl_nn_grad(t->model, w->local, w->ws, w->xbuf, w->ybuf, b, rng, w->grad, NULL);
             dpfl_optim_step(&w->opt, w->local, w->grad, t->lr);
         }
-        if (ci) fl_scaffold_correct(c, ci, w->local, t->lr);
-        if (t->per_step) project_to_global(t, c, w->local, w->grad);
+        if (ci) fl_scaffold_correct(t->control, ci, w->local, P, t->lr);
+        if (t->per_step) project_to_global(t, t->pers, w->local, w->grad);
         res->loss_sum += loss * b;
         res->examples += b;
         res->steps++;
     }
 }
 
-/* Local training of one client from start (the global model, or its helper model) with its own personal
- * parameters pv (its input transform, fl.personal's layers; NULL: none, or the initial values it starts with);
- * writes Delta = local - global into out, with the personal slices zero: they never leave the client (the caller
- * keeps the trained ones from w->local). */
-static void train_client_from(const fl_train_ctx *t, const fl_clients *c, worker *w, int32_t k, const float *start,
-                              const float *pv, float *out, client_result *res)
+/* Local training of one client from the model in w->local (the global model, or its helper model, with its own
+ * personal parameters: its input transform, fl.personal's layers), with SCAFFOLD's correction by its variate ci
+ * (NULL: none); writes Delta = local - global into out, with the personal slices zero: they never leave the client
+ * (the caller keeps the trained ones from w->local). */
+static void train_client_from(const fl_train_ctx *t, worker *w, int32_t k, const float *ci, float *out,
+                              client_result *res)
 {
     const size_t P = t->model->nparam;
     const int32_t n = dpfl_partition_size(t->part, k);
     dpfl_rng rng;
     dpfl_rng_derive(t->root, &rng, (uint64_t)t->round, (uint64_t)k, PURPOSE_LOCAL);
-    dpfl_vec_copy(w->local, start, P);
-    if (pv) fl_personal_load(c, pv, w->local);
     memset(res, 0, sizeof *res);
     res->client = k;
     if (n == 0) {
@@ -218,10 +215,10 @@ static void train_client_from(const fl_train_ctx *t, const fl_clients *c, worker
         return;
     }
     const int64_t steps = fl_client_steps(t->cfg, n);
-    if (t->rdp->on) train_client_dp(t, c, w, k, steps, &rng, res);
-    else train_client_plain(t, c, w, k, steps, &rng, res);
+    if (t->rdp->on) train_client_dp(t, w, k, ci, steps, &rng, res);
+    else train_client_plain(t, w, k, ci, steps, &rng, res);
     dpfl_vec_sub(out, w->local, t->global, P);
-    fl_personal_zero(c, out); /* what is sent: the shared parameters' update only */
+    fl_personal_zero(t->pers, out); /* what is sent: the shared parameters' update only */
 }
 
 /* Accuracy of the worker's freshly trained local model on client k's own test split (NAN without one). */
@@ -244,37 +241,40 @@ static double local_accuracy(const fl_train_ctx *t, worker *w, int32_t k)
 
 /* The optimizer starts fresh (reset) or from the client's own state (keep: the worker borrows the client's block);
  * training starts from the global model, or from the client's helper model. */
-void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k, float *out, client_result *res)
+void fl_client_train(const fl_train_ctx *t, const fl_state_layout *L, fl_state_store *S, worker *w, int32_t k,
+                     float *out, client_result *res)
 {
-    if (!c->keep) {
+    const size_t P = L->nparam;
+    if (!L->keep) {
         dpfl_optim_reset(&w->opt);
-        train_client_from(t, c, w, k, t->global, NULL, out, res);
+        dpfl_vec_copy(w->local, t->global, P);
+        train_client_from(t, w, k, NULL, out, res);
         return;
     }
-    client_opt *o = &c->cstate[k];
+    client_opt *o = &S->cstate[k];
     float *own_m = w->opt.m, *own_v = w->opt.v;
-    const size_t P = c->nparam;
-    DPFL_ASSERT(o->state || fl_clients_state_floats(c) == 0 ||
-                fl_client_steps(t->cfg, dpfl_partition_size(t->part, k)) == 0);
-    if (c->keep_opt) {
-        if (o->state && c->state_vecs > 0) {
-            float *opt = o->state + (c->helper ? P : 0);
+    DPFL_ASSERT(o->state || S->floats == 0 || fl_client_steps(t->cfg, dpfl_partition_size(t->part, k)) == 0);
+    if (L->keep_opt) {
+        float *opt = fl_layout_optimizer(L, o->state);
+        if (opt) {
             w->opt.m = opt;
-            w->opt.v = c->state_vecs == 2 ? opt + P : NULL;
+            w->opt.v = L->state_vecs == 2 ? opt + P : NULL;
         }
         w->opt.t = o->t;
     } else {
         dpfl_optim_reset(&w->opt);
     }
-    float *pv = fl_client_personal(c, k);
-    train_client_from(t, c, w, k, c->helper ? fl_client_model(c, k) : t->global, pv, out, res);
-    if (pv) fl_personal_store(c, w->local, pv); /* the trained personal parameters stay with the client */
-    if (c->scaffold) fl_scaffold_update(c, fl_client_variate(c, k), out, res->steps, t->lr); /* from what it sent */
-    if ((c->helper || c->npers) && o->state) {
-        if (c->helper) dpfl_vec_copy(o->state, w->local, P); /* w~(i), until the sync mixes it */
+    float *pv = fl_layout_personal(L, o->state), *ci = fl_layout_variate(L, o->state);
+    dpfl_vec_copy(w->local, L->helper ? fl_store_helper(S, L, k) : t->global, P);
+    if (pv) fl_personal_load(&L->pers, pv, w->local);
+    train_client_from(t, w, k, ci, out, res);
+    if (pv) fl_personal_store(&L->pers, w->local, pv); /* the trained personal parameters stay with the client */
+    if (ci) fl_scaffold_update(t->control, ci, out, P, res->steps, t->lr); /* from what it sent */
+    if ((L->helper || L->pers.npers) && o->state) {
+        if (L->helper) dpfl_vec_copy(o->state, w->local, P); /* w~(i), until the sync mixes it */
         o->local_acc = local_accuracy(t, w, k);
     }
-    o->t = c->keep_opt ? w->opt.t : o->t + res->steps;
+    o->t = L->keep_opt ? w->opt.t : o->t + res->steps;
     w->opt.m = own_m;
     w->opt.v = own_v;
 }
@@ -284,7 +284,7 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
 {
     if (k < 0 || k >= s->part->clients)
         return dpfl_fail(err, DPFL_EINVAL, "client %d: the partition has clients 0 to %d", k, s->part->clients - 1);
-    dpfl_status st = fl_clients_alloc(&s->cl.st, s->model, k, dpfl_clients_steps(&s->cl, k), err);
+    dpfl_status st = fl_store_alloc(&s->cl.store, &s->cl.layout, k, dpfl_clients_steps(&s->cl, k), err);
     if (st) return st;
     s->sv.smp.round = round;
     s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
@@ -296,7 +296,7 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
     worker *w = &s->wk.workers[0];
     if (w->ws_threads != s->wk.nthreads)
         w->ws_threads = dpfl_nn_ws_set_threads(w->ws, s->wk.nthreads, NULL) ? 0 : s->wk.nthreads;
-    fl_client_train(&t, &s->cl.st, w, k, out, res);
+    fl_client_train(&t, &s->cl.layout, &s->cl.store, w, k, out, res);
     if (s->sv.agg->client_level) res->norm = dpfl_vec_norm2(out, s->model->nparam);
     return DPFL_OK;
 }

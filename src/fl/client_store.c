@@ -27,9 +27,9 @@ enum { FILE_HEAD = 16, PAYLOAD_HEAD = 4 + 4 + 8 + 8 };
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state files are little-endian; add byte swaps here");
 
-void fl_store_path(const fl_clients *c, int32_t k, int32_t gen, char *path, size_t len)
+void fl_files_path(const fl_state_files *F, int32_t k, int32_t gen, char *path, size_t len)
 {
-    snprintf(path, len, "%s/client%d.g%d.bin", c->dir, (int)k, (int)gen);
+    snprintf(path, len, "%s/client%d.g%d.bin", F->dir, (int)k, (int)gen);
 }
 
 static uLong crc_update(uLong crc, const void *data, size_t len)
@@ -57,22 +57,23 @@ static dpfl_status write_all(int fd, const void *buf, size_t len, const char *pa
     return DPFL_OK;
 }
 
-/* client k's block as generation gen into its temporary file (written, its write-back started, not yet fsync'd nor
- * renamed); *crc gets the payload's CRC-32 */
-static dpfl_status write_tmp(const fl_clients *c, int32_t k, int32_t gen, const float *state, uint32_t *crc,
+/* client k's block (its row o) as generation gen into its temporary file (written, its write-back started, not yet
+ * fsync'd nor renamed); *crc gets the payload's CRC-32 */
+static dpfl_status write_tmp(const fl_state_files *F, const client_opt *o, int32_t k, int32_t gen, uint32_t *crc,
                              dpfl_error *err)
 {
     char name[1200], path[1210];
-    fl_store_path(c, k, gen, name, sizeof name);
+    fl_files_path(F, k, gen, name, sizeof name);
     snprintf(path, sizeof path, "%s.tmp", name);
-    const size_t floats = fl_clients_state_floats(c), body = floats * sizeof(float);
+    const float *state = o->state;
+    const size_t floats = F->floats, body = floats * sizeof(float);
     uint8_t head[FILE_HEAD + PAYLOAD_HEAD], tail[4];
     dpfl_bytes_store_u32(head, STORE_MAGIC);
     dpfl_bytes_store_u32(head + 4, STORE_VERSION);
     dpfl_bytes_store_u64(head + 8, PAYLOAD_HEAD + body);
     dpfl_bytes_store_u32(head + 16, (uint32_t)k);
     dpfl_bytes_store_u32(head + 20, (uint32_t)gen);
-    dpfl_bytes_store_u64(head + 24, (uint64_t)c->cstate[k].t);
+    dpfl_bytes_store_u64(head + 24, (uint64_t)o->t);
     dpfl_bytes_store_u64(head + 32, floats);
     const uLong sum = crc_update(crc_update(crc32(0L, Z_NULL, 0), head + FILE_HEAD, PAYLOAD_HEAD), state, body);
     *crc = (uint32_t)sum;
@@ -99,27 +100,28 @@ static dpfl_status sync_path(const char *path, int dir, dpfl_error *err)
     return bad ? dpfl_fail(err, DPFL_EIO, "cannot fsync (%s): %s", path, strerror(e)) : DPFL_OK;
 }
 
-dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t gen, dpfl_error *err)
+dpfl_status fl_files_write(fl_state_files *F, client_opt *rows, const int32_t *ks, int32_t n, int32_t gen,
+                           dpfl_error *err)
 {
     if (n == 0) return DPFL_OK;
-    if (!c->dir) return dpfl_fail(err, DPFL_EINVAL, "the clients' state has no folder to be written to");
+    if (!F->dir) return dpfl_fail(err, DPFL_EINVAL, "the clients' state has no folder to be written to");
     uint32_t *crc = malloc((size_t)n * sizeof *crc);
     if (!crc) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client state files)");
     dpfl_status st = DPFL_OK;
     int32_t done = 0;
     for (; done < n && !st; done++) {
-        const client_opt *o = &c->cstate[ks[done]];
+        const client_opt *o = &rows[ks[done]];
         DPFL_ASSERT(o->state && gen > 0 && gen != o->ref_gen);
-        st = write_tmp(c, ks[done], gen, o->state, &crc[done], err);
+        st = write_tmp(F, o, ks[done], gen, &crc[done], err);
     }
     char path[1200], tmp[1210];
     for (int32_t i = 0; i < done && !st; i++) { /* every file durable under its temporary name */
-        fl_store_path(c, ks[i], gen, path, sizeof path);
+        fl_files_path(F, ks[i], gen, path, sizeof path);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         st = sync_path(tmp, 0, err);
     }
     for (int32_t i = 0; i < done; i++) { /* then renamed (or dropped) */
-        fl_store_path(c, ks[i], gen, path, sizeof path);
+        fl_files_path(F, ks[i], gen, path, sizeof path);
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (st) {
             unlink(tmp);
@@ -128,26 +130,25 @@ dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t 
             unlink(tmp);
         }
     }
-    if (!st) st = sync_path(c->dir, 1, err); /* the renames themselves durable before a checkpoint names them */
+    if (!st) st = sync_path(F->dir, 1, err); /* the renames themselves durable before a checkpoint names them */
     for (int32_t i = 0; i < n && !st; i++) {
-        client_opt *o = &c->cstate[ks[i]];
+        client_opt *o = &rows[ks[i]];
         /* a generation no durable checkpoint refers to can go at once */
-        if (o->gen > 0 && o->gen != o->ref_gen && o->gen != gen) fl_store_remove(c, ks[i], o->gen);
+        if (o->gen > 0 && o->gen != o->ref_gen && o->gen != gen) fl_files_remove(F, ks[i], o->gen);
         o->gen = gen;
         o->crc = crc[i];
         o->dirty = 0;
     }
     free(crc);
-    c->files_written += st ? 0 : n;
+    F->written += st ? 0 : n;
     return st;
 }
 
-dpfl_status fl_store_read(const fl_clients *c, int32_t k, float *state, dpfl_error *err)
+dpfl_status fl_files_read(const fl_state_files *F, const client_opt *o, int32_t k, float *state, dpfl_error *err)
 {
-    const client_opt *o = &c->cstate[k];
     char path[1200];
-    fl_store_path(c, k, o->gen, path, sizeof path);
-    const size_t floats = fl_clients_state_floats(c), body = floats * sizeof(float);
+    fl_files_path(F, k, o->gen, path, sizeof path);
+    const size_t floats = F->floats, body = floats * sizeof(float);
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return dpfl_fail(err, DPFL_EIO, "cannot open client %d's state (%s): %s", k, path, strerror(errno));
     uint8_t head[FILE_HEAD + PAYLOAD_HEAD], tail[4];
@@ -171,25 +172,25 @@ dpfl_status fl_store_read(const fl_clients *c, int32_t k, float *state, dpfl_err
     return DPFL_OK;
 }
 
-void fl_store_remove(const fl_clients *c, int32_t k, int32_t gen)
+void fl_files_remove(const fl_state_files *F, int32_t k, int32_t gen)
 {
     char path[1200];
-    fl_store_path(c, k, gen, path, sizeof path);
+    fl_files_path(F, k, gen, path, sizeof path);
     unlink(path); /* not durable: a file that comes back is not referred to, and the next resume removes it */
 }
 
-dpfl_status fl_store_prune(const fl_clients *c, dpfl_error *err)
+dpfl_status fl_files_prune(const fl_state_files *F, const client_opt *rows, dpfl_error *err)
 {
-    DIR *d = opendir(c->dir);
-    if (!d) return dpfl_fail(err, DPFL_EIO, "cannot open folder (%s): %s", c->dir, strerror(errno));
+    DIR *d = opendir(F->dir);
+    if (!d) return dpfl_fail(err, DPFL_EIO, "cannot open folder (%s): %s", F->dir, strerror(errno));
     char path[1200];
     for (struct dirent *e; (e = readdir(d));) {
         int k, gen, end = 0;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         const int named = sscanf(e->d_name, "client%d.g%d.bin%n", &k, &gen, &end) == 2 && !e->d_name[end];
-        if (named && k >= 0 && k < c->count && gen > 0 && c->cstate && c->cstate[k].ref_gen == gen) continue;
+        if (named && k >= 0 && k < F->count && gen > 0 && rows && rows[k].ref_gen == gen) continue;
         if (!named && strncmp(e->d_name, "client", 6)) continue; /* not the store's: left alone */
-        snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", F->dir, e->d_name);
         if (unlink(path) != 0 && errno != ENOENT) {
             closedir(d);
             return dpfl_fail(err, DPFL_EIO, "cannot remove a stale client state file (%s): %s", path,
@@ -197,9 +198,9 @@ dpfl_status fl_store_prune(const fl_clients *c, dpfl_error *err)
         }
     }
     closedir(d);
-    for (int32_t k = 0; c->cstate && k < c->count; k++) { /* every file the checkpoint names is here */
-        if (c->cstate[k].ref_gen == 0) continue;
-        fl_store_path(c, k, c->cstate[k].ref_gen, path, sizeof path);
+    for (int32_t k = 0; rows && k < F->count; k++) { /* every file the checkpoint names is here */
+        if (rows[k].ref_gen == 0) continue;
+        fl_files_path(F, k, rows[k].ref_gen, path, sizeof path);
         if (access(path, R_OK) != 0)
             return dpfl_fail(err, DPFL_EIO, "the checkpoint names client %d's state %s, which cannot be read: %s",
                              k, path, strerror(errno));

@@ -53,25 +53,27 @@ static void eval_worker(void *ctx, int32_t id)
         if (job->done) continue;
         const float *model = job->w;
         if (job->paged) {
-            const fl_clients *c = &s->cl.st;
-            const size_t floats = fl_clients_state_floats(c);
+            const fl_state_layout *L = &s->cl.layout;
+            fl_state_files *F = &s->cl.store.files;
+            const int32_t k = job->paged - 1;
             float **b = &job->blocks[id];
             dpfl_error e;
-            if ((!*b && !(*b = dpfl_alloc(floats * sizeof(float), &e))) || fl_store_read(c, job->paged - 1, *b, &e)) {
+            if ((!*b && !(*b = dpfl_alloc(F->floats * sizeof(float), &e))) ||
+                fl_files_read(F, &s->cl.store.cstate[k], k, *b, &e)) {
                 job->loss = job->acc = NAN; /* and the run stops with e */
                 int no = 0;
-                if (atomic_compare_exchange_strong(&s->cl.st.read_failed, &no, 1)) s->cl.st.read_err = e;
+                if (atomic_compare_exchange_strong(&F->read_failed, &no, 1)) F->read_err = e;
                 continue;
             }
-            model = c->helper ? *b : job->w;
-            if (c->npers) {
+            model = L->helper ? *b : job->w;
+            if (L->pers.npers) {
                 dpfl_vec_copy(w->local, model, s->model->nparam);
-                fl_personal_load(c, *b + floats - c->npers, w->local);
+                fl_personal_load(&L->pers, fl_layout_personal(L, *b), w->local);
                 model = w->local;
             }
         } else if (job->pv) { /* the worker's own copy: w with the client's personal parameters */
             dpfl_vec_copy(w->local, job->w, s->model->nparam);
-            fl_personal_load(&s->cl.st, job->pv, w->local);
+            fl_personal_load(&s->cl.layout.pers, job->pv, w->local);
             model = w->local;
         }
         eval_examples(s->model, model, w->ws, s->test, job->idx, job->n, s->eval_batch, w->xbuf, w->ybuf, &job->loss,
@@ -127,7 +129,8 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
     int32_t *all = malloc((size_t)n * sizeof *all);
     int32_t nclient = s->part->test_offset ? s->part->clients : 0;
     /* the clients' own models live in their processes (dpfl join, MPI workers): not evaluated here */
-    int32_t npersonal = (s->cl.st.helper || s->cl.st.npers) && !s->transport->clients_hold_data ? nclient : 0;
+    const fl_state_layout *L = &s->cl.layout;
+    int32_t npersonal = (L->helper || L->pers.npers) && !s->transport->clients_hold_data ? nclient : 0;
     eval_job *jobs = calloc((size_t)(chunks + nclient + npersonal), sizeof *jobs);
     float **blocks = calloc((size_t)s->wk.nthreads, sizeof *blocks);
     if (!all || !jobs || !blocks) {
@@ -151,26 +154,26 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
         if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
         if (k < npersonal) {
-            const client_opt *o = &s->cl.st.cstate[k];
+            const client_opt *o = &s->cl.store.cstate[k];
             *h = *g;
             h->blocks = blocks;
-            if (s->cl.st.helper && o->eval_ok) { /* unchanged since its last evaluation */
+            if (L->helper && o->eval_ok) { /* unchanged since its last evaluation */
                 h->done = 1;
                 h->loss = o->eval_loss;
                 h->acc = o->eval_acc;
             } else if (!o->state && o->gen) {
                 h->paged = k + 1;
             } else {
-                h->w = s->cl.st.helper ? fl_client_model(&s->cl.st, k) : s->global;
-                h->pv = s->cl.st.npers ? fl_client_personal(&s->cl.st, k) : NULL;
+                h->w = L->helper ? fl_store_helper(&s->cl.store, L, k) : s->global;
+                h->pv = fl_layout_personal(L, o->state);
             }
         }
     }
     s->jobs = jobs;
     s->chunk_len = chunks + nclient + npersonal;
     fl_run_parallel(&s->wk, eval_worker, s, s->chunk_len);
-    for (int32_t k = 0; k < npersonal && s->cl.st.helper; k++) { /* kept until the client's block changes */
-        client_opt *o = &s->cl.st.cstate[k];
+    for (int32_t k = 0; k < npersonal && L->helper; k++) { /* kept until the client's block changes */
+        client_opt *o = &s->cl.store.cstate[k];
         const eval_job *h = &jobs[chunks + nclient + k];
         if (!isnan(h->acc)) o->eval_ok = 1, o->eval_loss = h->loss, o->eval_acc = h->acc; /* w0 before it trains */
     }
@@ -183,7 +186,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         double sum = 0, sum2 = 0;
         int32_t cnt = 0;
         for (int32_t k = 0; k < npersonal; k++) {
-            double a = s->cl.st.cstate[k].local_acc;
+            double a = s->cl.store.cstate[k].local_acc;
             if (!isfinite(a)) continue;
             sum += a;
             sum2 += a * a;

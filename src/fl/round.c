@@ -58,10 +58,10 @@ static void server_skip_round(dpfl_server *sv)
 static dpfl_status clients_begin_round(dpfl_clients *cl, const dpfl_server *sv, int32_t round, dpfl_error *err)
 {
     dpfl_status st;
-    fl_clients_begin_round(&cl->st, round);
+    fl_store_begin_round(&cl->store, round);
     for (int32_t i = 0; i < sv->nsampled; i++)
-        if (!sv->results[i].dropped &&
-            (st = fl_clients_alloc(&cl->st, cl->model, sv->sampled[i], dpfl_clients_steps(cl, sv->sampled[i]), err)))
+        if (!sv->results[i].dropped && (st = fl_store_alloc(&cl->store, &cl->layout, sv->sampled[i],
+                                                             dpfl_clients_steps(cl, sv->sampled[i]), err)))
             return st;
     return DPFL_OK;
 }
@@ -116,7 +116,7 @@ static dpfl_status server_take(dpfl_server *sv, const dpfl_round_job *job, int32
 {
     if (sv->observer) sv->observer(sv->observer_ctx, sv->smp.round, sv->results[i].client, u, sv->model->nparam);
     dpfl_status st;
-    if (sv->scaffold && (st = fl_scaffold_take(sv->scaffold, u, sv->results[i].steps, job->lr, err)))
+    if (sv->scaffold.on && (st = fl_scaffold_take(&sv->scaffold, u, sv->results[i].steps, job->lr, err)))
         return st; /* the server's dc_i */
     const fl_arrival a = {.i = i, .j = i - job->start, .r = &sv->results[i], .u = u, .keep = keep};
     return sv->agg->add(sv->aggself, &a, err);
@@ -169,7 +169,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     s->cl.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->sv.nsampled;
     dpfl_status st;
-    fl_scaffold_begin(&s->cl.st); /* the round's dc_i (fl.scaffold) */
+    fl_scaffold_begin(&s->sv.scaffold); /* the round's dc_i (fl.scaffold) */
     server_begin_round(&s->sv, &s->root, round);
     /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
     if ((!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv, round, err))) ||
@@ -193,11 +193,11 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     }
     client_metrics(s->sv.results, ms, s->model->nparam, &s->cl.rdp, m);
     if ((st = s->sv.agg->release(s->sv.aggself, &v, m, err))) return st;
-    fl_scaffold_end(&s->cl.st); /* the server's c moves (fl.scaffold) */
-    if (s->cl.st.helper) fl_clients_sync_helpers(&s->cl.st, s->sv.results, ms, s->global);
+    fl_scaffold_end(&s->sv.scaffold); /* the server's c moves (fl.scaffold) */
+    if (s->cl.layout.helper) fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */
-    if (s->cl.st.npers) fl_personal_reset(&s->cl.st, s->global);
+    if (s->cl.layout.pers.npers) fl_personal_reset(&s->cl.layout.pers, s->global);
     if (s->transport->after_round) { /* the released model to the processes that hold the helper models */
         s->chunk_start = 0;
         s->chunk_len = ms;

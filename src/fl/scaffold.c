@@ -27,45 +27,62 @@
 
 #include <string.h>
 
-void fl_scaffold_begin(fl_clients *c)
+dpfl_status fl_scaffold_init(fl_scaffold *sc, int on, size_t nparam, int32_t clients, dpfl_error *err)
 {
-    if (!c->scaffold) return;
-    dpfl_xsum_zero(&c->dc);
-    c->dcn = 0;
+    memset(sc, 0, sizeof *sc);
+    sc->on = on;
+    sc->nparam = nparam;
+    sc->count = clients;
+    if (!on) return DPFL_OK;
+    if (!(sc->c = dpfl_calloc(nparam, sizeof(float), err)) || !(sc->dcmean = dpfl_alloc(nparam * sizeof(float), err)))
+        return DPFL_ENOMEM;
+    return dpfl_xsum_init(&sc->dc, nparam, err);
+}
+
+void fl_scaffold_free(fl_scaffold *sc)
+{
+    dpfl_free(sc->c);
+    dpfl_free(sc->dcmean);
+    dpfl_xsum_free(&sc->dc);
+    sc->c = sc->dcmean = NULL;
+}
+
+void fl_scaffold_begin(fl_scaffold *sc)
+{
+    if (!sc->on) return;
+    dpfl_xsum_zero(&sc->dc);
+    sc->dcn = 0;
 }
 
 /* The server, as client i's update u arrives: dc_i = -c - u inv with inv = 1 / (K_i lr) as the client rounds it;
  * the sum keeps the u inv part (exactly: a float times a float is a double) and the count for the -c part. */
-dpfl_status fl_scaffold_take(fl_clients *c, const float *u, int64_t steps, double lr, dpfl_error *err)
+dpfl_status fl_scaffold_take(fl_scaffold *sc, const float *u, int64_t steps, double lr, dpfl_error *err)
 {
-    if (!c->scaffold || !(steps > 0 && lr > 0)) return DPFL_OK; /* the client kept its c_i: no dc_i */
+    if (!sc->on || !(steps > 0 && lr > 0)) return DPFL_OK; /* the client kept its c_i: no dc_i */
     const float inv = (float)(1.0 / (lr * (double)steps)); /* the client's inv (a product commutes exactly) */
-    c->dcn++;
-    return dpfl_xsum_add(&c->dc, u, (double)inv, err);
+    sc->dcn++;
+    return dpfl_xsum_add(&sc->dc, u, (double)inv, err);
 }
 
 /* c <- c + (1/N) sum_i dc_i = c (1 - m / N) - (sum_i u_i inv_i) / N, m the updates taken */
-void fl_scaffold_end(fl_clients *c)
+void fl_scaffold_end(fl_scaffold *sc)
 {
-    if (!c->scaffold || c->dcn == 0) return;
-    const size_t P = c->nparam;
-    dpfl_xsum_result(&c->dc, (double)c->count, c->dcmean);
-    const double keep = 1.0 - (double)c->dcn / (double)c->count;
-    for (size_t j = 0; j < P; j++) c->cbar[j] = (float)((double)c->cbar[j] * keep - (double)c->dcmean[j]);
+    if (!sc->on || sc->dcn == 0) return;
+    const size_t P = sc->nparam;
+    dpfl_xsum_result(&sc->dc, (double)sc->count, sc->dcmean);
+    const double keep = 1.0 - (double)sc->dcn / (double)sc->count;
+    for (size_t j = 0; j < P; j++) sc->c[j] = (float)((double)sc->c[j] * keep - (double)sc->dcmean[j]);
 }
 
-
-void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr)
+void fl_scaffold_correct(const float *c, const float *ci, float *local, size_t P, double lr)
 {
-    const size_t P = c->nparam;
     const float a = (float)lr;
-    for (size_t j = 0; j < P; j++) local[j] -= a * (c->cbar[j] - ci[j]);
+    for (size_t j = 0; j < P; j++) local[j] -= a * (c[j] - ci[j]);
 }
 
-void fl_scaffold_update(const fl_clients *c, float *ci, const float *u, int64_t steps, double lr)
+void fl_scaffold_update(const float *c, float *ci, const float *u, size_t P, int64_t steps, double lr)
 {
-    const size_t P = c->nparam;
     if (!(steps > 0 && lr > 0)) return; /* no step, or none that moved: no new variate */
     const float inv = (float)(1.0 / ((double)steps * lr));
-    for (size_t j = 0; j < P; j++) ci[j] = ci[j] - c->cbar[j] - u[j] * inv;
+    for (size_t j = 0; j < P; j++) ci[j] = ci[j] - c[j] - u[j] * inv;
 }

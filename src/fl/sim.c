@@ -1,10 +1,11 @@
 /* The federated simulation (McMahan et al. 2017): set-up, and what the round gives local training.  The handle
  * holds two public sides with functions of their own -- the clients' (struct dpfl_clients, sim_clients.c: every
- * client's own state in fl_clients, record-level DP in fl_record_dp, read by client.c's local training through an
- * fl_train_ctx) and the server's (struct dpfl_server, sim_server.c and sim_ledger.c: the sampler, the aggregation
- * mode's state, aggregate_*.c, each mode's own type behind a void *, with the clip and noise it shares in
- * fl_agg_params, and the ledger) -- and the worker threads (fl_workers, transport_local.c).  A round is round.c;
- * evaluation is eval.c; every privacy mechanism is in mech/. */
+ * client's own state, its block's fl_state_layout and the blocks' fl_state_store (client_state.h), record-level DP
+ * in fl_record_dp, read by client.c's local training through an fl_train_ctx) and the server's (struct
+ * dpfl_server, sim_server.c and sim_ledger.c: the sampler, the aggregation mode's state, aggregate_*.c, each mode's
+ * own type behind a void *, with the clip and noise it shares in fl_agg_params, SCAFFOLD's c in fl_scaffold, and
+ * the ledger) -- and the worker threads (fl_workers, transport_local.c).  A round is round.c; evaluation is eval.c;
+ * every privacy mechanism is in mech/. */
 #include "sim_internal.h"
 #include "core/parallel.h"
 
@@ -36,7 +37,9 @@ void dpfl_sim_free(dpfl_sim *s)
     if (s->sv.agg && s->sv.agg->free) s->sv.agg->free(s->sv.aggself);
     for (int32_t i = 0; s->wk.workers && i < s->wk.nthreads; i++) worker_free(&s->wk.workers[i]);
     for (int32_t i = 0; s->wk.slots && i < s->wk.nslots; i++) dpfl_free(s->wk.slots[i]);
-    fl_clients_free(&s->cl.st);
+    fl_store_free(&s->cl.store);
+    fl_layout_free(&s->cl.layout);
+    fl_scaffold_free(&s->sv.scaffold);
     dpfl_par_free(s->wk.pool);
     free(s->wk.workers);
     free(s->wk.slots);
@@ -107,9 +110,9 @@ static void record_dp_init(fl_record_dp *r, const dpfl_config *cfg)
 }
 
 /* The server's side (its aggregation mode is created later, once the workers exist): the sampler, the round's
- * buffers (the sampled list, reports, steps) and the ledger. */
+ * buffers (the sampled list, reports, steps), the ledger and SCAFFOLD's c. */
 static dpfl_status server_init(dpfl_server *sv, const dpfl_config *cfg, const dpfl_model *model,
-                               const dpfl_partition *part, fl_clients *clients, dpfl_error *err)
+                               const dpfl_partition *part, dpfl_error *err)
 {
     const int32_t K = part->clients;
     sv->cfg = cfg;
@@ -118,12 +121,11 @@ static dpfl_status server_init(dpfl_server *sv, const dpfl_config *cfg, const dp
     sv->smp = (fl_sampler){.cfg = cfg, .clients = K, .sampling = cfg->fl.sampling};
     sv->agg = fl_aggregator_for(cfg);
     sv->aggp.S = cfg->client_dp.clip;
-    sv->scaffold = clients->scaffold ? clients : NULL; /* c, the server's state, is kept with the clients' c_i */
     sv->results = calloc((size_t)K, sizeof *sv->results);
     sv->sampled = calloc((size_t)K, sizeof *sv->sampled);
     sv->steps = calloc((size_t)K, sizeof *sv->steps);
     dpfl_status st = dpfl_ledger_init(&sv->ledger, K, err);
-    if (st) return st;
+    if (st || (st = fl_scaffold_init(&sv->scaffold, cfg->fl.scaffold, model->nparam, K, err))) return st;
     if (!sv->results || !sv->sampled || !sv->steps)
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %d clients)", K);
     return DPFL_OK;
@@ -148,15 +150,17 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->t0 = dpfl_now();
     s->cl = (struct dpfl_clients){.cfg = cfg, .model = model, .part = part, .smp = &s->sv.smp};
     optim_config(&s->cl.optcfg, cfg);
-    dpfl_status st = fl_clients_init(&s->cl.st, cfg, model, &s->cl.optcfg, part->clients, global, err);
-    if (st) goto fail;
+    dpfl_status st = fl_layout_init(&s->cl.layout, cfg, model, &s->cl.optcfg, global, err);
+    if (st || (st = fl_store_init(&s->cl.store, s->cl.layout.keep, part->clients, fl_layout_floats(&s->cl.layout),
+                                  cfg->fl.client_state_max_mb, err)))
+        goto fail;
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
     record_dp_init(&s->cl.rdp, cfg);
     s->transport = &fl_transport_local;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
     const int32_t B = cfg->fl.batch > s->eval_batch ? cfg->fl.batch : s->eval_batch;
-    if ((st = server_init(&s->sv, cfg, model, part, &s->cl.st, err))) goto fail;
+    if ((st = server_init(&s->sv, cfg, model, part, err))) goto fail;
     if (!(s->acc = dpfl_alloc(model->nparam * sizeof(float), err))) {
         st = dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", model->nparam);
         goto fail;
@@ -184,7 +188,8 @@ fail:
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s)
 {
     return (fl_train_ctx){.cfg = s->cfg, .model = s->model, .train = s->train, .test = s->test, .part = s->part,
-                          .root = &s->root, .global = s->global, .rdp = &s->cl.rdp, .round = s->sv.smp.round,
+                          .root = &s->root, .global = s->global, .rdp = &s->cl.rdp, .pers = &s->cl.layout.pers,
+                          .control = dpfl_server_control(&s->sv), .round = s->sv.smp.round,
                           .eval_batch = s->eval_batch, .lr = s->lr,
                           .threads = s->chunk_len < s->wk.nthreads ? s->wk.nthreads / s->chunk_len : 1,
                           .per_step = s->sv.agg->client_level && s->cfg->client_dp.clip_strategy == DPFL_CLIP_PER_STEP,

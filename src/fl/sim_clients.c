@@ -1,6 +1,6 @@
 /* The clients' side of the federated simulation (McMahan et al. 2017), the public sub-handle dpfl_clients
- * (include/dpfl/fl.h): every client's own state (clients.c's fl_clients: helper models, optimizer states, personal
- * parameters) and record-level DP as the clients run it (DP-SGD, Abadi et al. 2016; rPDP-FL's per-record rates,
+ * (include/dpfl/fl.h): every client's own state (client_state.h: helper models, optimizer states, personal
+ * parameters, SCAFFOLD's variates; its layout and the store of the blocks) and record-level DP as the clients run it (DP-SGD, Abadi et al. 2016; rPDP-FL's per-record rates,
  * Liu et al.; the individual filter, Feldman & Zrnic 2021).  Nothing here reads the rest of the simulation but
  * the server's client sampler (the round's design, for the rPDP design). */
 #include "sim_internal.h"
@@ -75,39 +75,40 @@ dpfl_status dpfl_clients_set_filter_spent(dpfl_clients *c, int32_t k, const doub
     return DPFL_OK;
 }
 
-int dpfl_clients_keep_state(const dpfl_clients *c) { return c->st.keep; }
-size_t dpfl_clients_state_floats(const dpfl_clients *c) { return fl_clients_state_floats(&c->st); }
-const float *dpfl_clients_initial_model(const dpfl_clients *c) { return c->st.w0; }
+int dpfl_clients_keep_state(const dpfl_clients *c) { return c->layout.keep; }
+size_t dpfl_clients_state_floats(const dpfl_clients *c) { return fl_layout_floats(&c->layout); }
+const float *dpfl_clients_initial_model(const dpfl_clients *c) { return c->layout.w0; }
 
 void dpfl_clients_set_initial_model(dpfl_clients *c, const float *w0)
 {
-    DPFL_ASSERT(c->st.w0);
-    fl_clients_set_w0(&c->st, w0); /* and the helper evaluations of w0 kept are stale */
+    DPFL_ASSERT(c->layout.w0);
+    dpfl_vec_copy(c->layout.w0, w0, c->layout.nparam);
+    fl_store_w0_changed(&c->store); /* the helper evaluations of w0 kept are stale */
 }
 
 const float *dpfl_clients_helper_model(const dpfl_clients *c, int32_t k)
 {
-    DPFL_ASSERT(c->st.helper && k >= 0 && k < c->part->clients);
-    return fl_client_model(&c->st, k);
+    DPFL_ASSERT(c->layout.helper && k >= 0 && k < c->part->clients);
+    return fl_store_helper(&c->store, &c->layout, k);
 }
 
 int64_t dpfl_clients_state(const dpfl_clients *c, int32_t k, const float **state)
 {
     DPFL_ASSERT(k >= 0 && k < c->part->clients);
-    const int keep = c->st.keep;
-    if (state) *state = keep ? fl_clients_peek(&c->st, k) : NULL; /* a paged-out block: read back */
-    return keep ? c->st.cstate[k].t : 0;
+    const int keep = c->layout.keep;
+    if (state) *state = keep ? fl_store_peek(&c->store, k) : NULL; /* a paged-out block: read back */
+    return keep ? c->store.cstate[k].t : 0;
 }
 
 void dpfl_clients_sync(dpfl_clients *c, int32_t k, const float *global)
 {
     const client_result r = {.client = k, .steps = 1}; /* as the round syncs a client whose update arrived */
-    if (c->st.helper) fl_clients_sync_helpers(&c->st, &r, 1, global);
+    if (c->layout.helper) fl_store_sync_helpers(&c->store, &c->layout, &r, 1, global);
 }
 
 dpfl_status dpfl_clients_set_state(dpfl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err)
 {
-    return fl_clients_set(&c->st, k, t, state, err);
+    return fl_store_set(&c->store, k, t, state, err);
 }
 
 /* rPDP-FL: a digest of client k's records' rates and divisor, which a deployed client compares with its own. */

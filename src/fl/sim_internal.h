@@ -1,14 +1,15 @@
 /* The simulation's internals, shared by its files: sim.c (set-up, what local training reads), sim_clients.c and
- * sim_server.c (the public functions of its two sides), clients.c (the clients' own state), client.c (local
- * training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
+ * sim_server.c (the public functions of its two sides), the clients' own state (client_state.h: personal.c,
+ * state_layout.c, clients.c, client_store.c; SCAFFOLD's server state scaffold.c), client.c (local training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
  * transport, the server), transport_local.c (in-process worker threads), eval.c (evaluation), sim_ledger.c (what the
  * server charges).  Mechanisms come from mech/.
  *
  * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: the clients'
- * side (struct dpfl_clients: fl_clients, and fl_record_dp, read through fl_train_ctx by local training), the
- * server's side (struct dpfl_server: the sampler fl_sampler, the aggregation mode's state, its own type private to
- * its file, with fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round; the
- * ledger) and the worker threads (fl_workers). */
+ * side (struct dpfl_clients: the state blocks' fl_state_layout and fl_state_store, and fl_record_dp, read through
+ * fl_train_ctx by local training), the server's side (struct dpfl_server: the sampler fl_sampler, the aggregation
+ * mode's state, its own type private to its file, with fl_agg_params, the clip and noise it shares, and
+ * fl_round_view, what it sees of the round; SCAFFOLD's fl_scaffold; the ledger) and the worker threads
+ * (fl_workers). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
@@ -17,6 +18,7 @@
 #include "dpfl/secagg.h"
 #include "dpfl/transport.h"
 #include "core/exact_sum.h"
+#include "client_state.h"
 
 #include <stdatomic.h>
 
@@ -39,24 +41,6 @@ typedef struct {
     int ws_threads;      /* threads of ws's own pool (more than 1 when fewer clients than threads train) */
 } worker;
 
-typedef struct {
-    float *state; /* the client's own floats in memory (NULL: it never trained, or its block is paged out to its
-                     state file): its helper model (P floats, with personalization = helper), then state_vecs * P
-                     optimizer floats (momentum, or Adam m then v), then its personal parameters */
-    int64_t t;    /* local steps taken over all the client's rounds (the optimizer's t with client_state = keep) */
-    double local_acc; /* helper models: accuracy of its latest freshly trained model on its test split (NAN: none
-                         since this process started; not checkpointed, a diagnostic) */
-    /* its state files (client_store.c): the newest one's generation and CRC, and the generation the latest
-     * durable checkpoint refers to (0: none) */
-    int32_t gen, ref_gen;
-    uint32_t crc;
-    int32_t last_use;  /* the round that last needed the block in memory (fl_clients_begin_round's) */
-    uint8_t dirty;     /* the block in memory is newer than file gen */
-    uint8_t eval_ok;   /* helper models: eval_loss, eval_acc are its own model's (w0 before it first trains) on its
-                          test split, still current */
-    double eval_loss, eval_acc;
-} client_opt;
-
 /* what one client's local training reports to the server (besides its update): include/dpfl/transport.h */
 typedef dpfl_client_report client_result;
 
@@ -65,109 +49,6 @@ typedef struct eval_job eval_job;
 typedef dpfl_transport fl_transport;
 extern const fl_transport fl_transport_local;
 void fl_sim_set_transport(dpfl_sim *s, const fl_transport *t);
-
-/* Per-client state (clients.c): fl.client_state = keep and/or fl.personalization = helper and/or an input
- * transform; one block per client, allocated the first time it trains. */
-typedef struct {
-    int keep;           /* some per-client state exists (any of the three) */
-    int keep_opt;       /* fl.client_state = keep: the optimizer state is the client's own */
-    int state_vecs;     /* optimizer vectors of P floats per client: 0 (plain SGD or reset), 1 (momentum), 2 (Adam) */
-    int helper;         /* fl.personalization = helper: the first P floats of a client's state are its helper model */
-    /* personal parameters (model.transform's input transform, fl.personal's layers): each client's own values of
-     * npr slices of the parameter vector (ascending, disjoint), npers floats in all, kept in the last npers floats
-     * of its state; never sent (zero in its update), never aggregated: the global model's slices stay at pinit */
-    size_t npers;
-    int32_t npr;
-    size_t *pr_off, *pr_len;
-    float *pinit;       /* the slices' initial values (the transform's identity, the other layers' initialization) */
-    size_t nparam;      /* P */
-    int32_t count;      /* clients */
-    float alpha;        /* helper_alpha */
-    float *w0;          /* helper: the initial model, every client's helper until its first sync */
-    int scaffold;       /* fl.scaffold: P floats of a client's state, before its personal ones, are its control
-                           variate c_i (scaffold.c); cbar is c, the server's state (checkpointed; sent to client
-                           processes with the model): the mean of every client's c_i when every update arrives */
-    float *cbar;
-    dpfl_xsum dc;       /* the server's exact sum over the round's arrived updates u_i of u_i / (K_i lr) */
-    int32_t dcn;        /* and their number */
-    float *dcmean;      /* P floats: that sum / N, at the round's end */
-    client_opt *cstate; /* one per client (NULL without state) */
-    /* the blocks in memory are a cache (fl.client_state_max_mb): above it, blocks of clients the current round
-     * does not train are paged out to their state files in dir (least recently used first) and read back when
-     * the client is next sampled */
-    char *dir;          /* the state files' folder (NULL: none: blocks stay in memory, up to the cap) */
-    size_t cap;         /* bytes the blocks in memory may take */
-    int32_t resident;   /* blocks in memory */
-    int32_t stamp;      /* the round being prepared (last_use of the blocks it needs) */
-    float *scratch;     /* a paged-out block read for fl_clients_peek */
-    atomic_int read_failed; /* an evaluation could not read a state file: read_err says why (the run stops) */
-    dpfl_error read_err;
-    int64_t files_written, files_read, evictions; /* since this process started (tests, docs) */
-} fl_clients;
-
-dpfl_status fl_clients_init(fl_clients *c, const dpfl_config *cfg, const dpfl_model *model,
-                            const dpfl_optim_config *opt, int32_t clients, const float *global, dpfl_error *err);
-void fl_clients_free(fl_clients *c);
-size_t fl_clients_state_floats(const fl_clients *c);
-/* client k's state block (zero optimizer state, helper model w0, identity transform) before it first trains
- * (steps: the local steps it takes; none: no block) */
-dpfl_status fl_clients_alloc(fl_clients *c, const dpfl_model *model, int32_t k, int64_t steps, dpfl_error *err);
-/* restore client k's block (checkpoints, deployed clients) */
-dpfl_status fl_clients_set(fl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
-/* w0 (every helper model before its client's first sync) set: the evaluations of w0 kept are no longer current */
-void fl_clients_set_w0(fl_clients *c, const float *w0);
-/* The model client k uses: its helper model, or w0 before its first sync (a paged-out block is read into a
- * scratch block valid until the next call; NULL if that read fails). */
-const float *fl_client_model(const fl_clients *c, int32_t k);
-/* client k's whole block (as fl_client_model: in memory, else read into the scratch block; NULL: none or a failed
- * read) */
-const float *fl_clients_peek(const fl_clients *c, int32_t k);
-/* The round being prepared: fl_clients_alloc marks the blocks it needs with it, and may page out only blocks not
- * needed since an earlier round. */
-void fl_clients_begin_round(fl_clients *c, int32_t round);
-/* The state files' folder (made if missing); without one, blocks are never paged out. */
-dpfl_status fl_clients_set_dir(fl_clients *c, const char *dir, dpfl_error *err);
-/* A checkpoint's reference: client k took t steps and its block is file generation gen with CRC crc (gen 0: no
- * floats); read when the client next needs it. */
-dpfl_status fl_clients_restore_ref(fl_clients *c, int32_t k, int64_t t, int32_t gen, uint32_t crc, dpfl_error *err);
-/* Every block that changed since its file into a new file of generation gen (the round a checkpoint is about to
- * record), durable on return; then, once the checkpoint naming them is durable, fl_clients_commit removes the
- * generations it no longer names. */
-dpfl_status fl_clients_flush(fl_clients *c, int32_t gen, dpfl_error *err);
-void fl_clients_commit(fl_clients *c);
-/* client_store.c: the files (generation gen of client k); write: those of ks[0..n) as generation gen, durable
- * (renamed, folder fsync'd) on return; read: client k's current generation into state, checked against its
- * name, t and CRC; prune: every file in the folder that no checkpoint reference names (after a resume or for a new
- * run), and a clear error if a named one is missing */
-void fl_store_path(const fl_clients *c, int32_t k, int32_t gen, char *path, size_t len);
-dpfl_status fl_store_write(fl_clients *c, const int32_t *ks, int32_t n, int32_t gen, dpfl_error *err);
-dpfl_status fl_store_read(const fl_clients *c, int32_t k, float *state, dpfl_error *err);
-void fl_store_remove(const fl_clients *c, int32_t k, int32_t gen);
-dpfl_status fl_store_prune(const fl_clients *c, dpfl_error *err);
-/* client k's own personal parameters (npers floats in its state), NULL before it first trains */
-float *fl_client_personal(const fl_clients *c, int32_t k);
-/* personal values vals (npers floats) into their slices of the P-vector model, and back */
-void fl_personal_load(const fl_clients *c, const float *vals, float *model);
-void fl_personal_store(const fl_clients *c, const float *model, float *vals);
-/* the personal slices of v set to zero (an update), or to their initial values (the global model) */
-void fl_personal_zero(const fl_clients *c, float *v);
-void fl_personal_reset(const fl_clients *c, float *model);
-/* client k's control variate c_i (P floats of its state; NULL before it first trains: zero) */
-float *fl_client_variate(const fl_clients *c, int32_t k);
-/* SCAFFOLD (scaffold.c), the server's side: c is its own state, updated as in Karimireddy et al. / Noble et al.,
- * c <- c + (1/N) sum_{i in S} dc_i with dc_i = c_i+ - c_i = -c - u_i / (K_i lr), formed from each update u_i it
- * receives (K_i: the steps the client reports, lr public).  begin: a round's sum starts empty; take: client i's
- * update arrived (any order: the sum is exact); end: after the release, c moves. */
-void fl_scaffold_begin(fl_clients *c);
-dpfl_status fl_scaffold_take(fl_clients *c, const float *u, int64_t steps, double lr, dpfl_error *err);
-void fl_scaffold_end(fl_clients *c);
-/* after one local step: local -= lr (c - c_i) */
-void fl_scaffold_correct(const fl_clients *c, const float *ci, float *local, double lr);
-/* after the client's round (option II): c_i <- c_i - c - u / (steps lr), u = the update it sent */
-void fl_scaffold_update(const fl_clients *c, float *ci, const float *u, int64_t steps, double lr);
-/* personalization = helper, after the server step: h_k <- (1 - alpha) w~_k + alpha w_global for every client of
- * the round whose update arrived (h_k holds w~_k since its training). */
-void fl_clients_sync_helpers(fl_clients *c, const client_result *results, int32_t n, const float *global);
 
 /* Record-level DP (DP-SGD) as the clients run it. */
 typedef struct {
@@ -192,6 +73,8 @@ typedef struct {
     const dpfl_rng *root;
     const float *global;
     fl_record_dp *rdp;  /* record-level DP (rdp->on), with the filter's per-record spend */
+    const fl_personal_slices *pers; /* the clients' personal slices (none: npr = 0) */
+    const float *control; /* fl.scaffold: the server's c (NULL: off) */
     int32_t round, eval_batch;
     double lr;
     int threads;        /* threads the client's own noise may use (idle threads of a short chunk help) */
@@ -200,8 +83,10 @@ typedef struct {
 } fl_train_ctx;
 
 int64_t fl_client_steps(const dpfl_config *cfg, int32_t n);
-/* client k's local training by worker w: its update Delta into out, its report into res */
-void fl_client_train(const fl_train_ctx *t, fl_clients *c, worker *w, int32_t k, float *out, client_result *res);
+/* client k's local training by worker w, with its state block (S's, laid out as L): its update Delta into out, its
+ * report into res */
+void fl_client_train(const fl_train_ctx *t, const fl_state_layout *L, fl_state_store *S, worker *w, int32_t k,
+                     float *out, client_result *res);
 void fl_gather(const dpfl_dataset *d, const int32_t *idx, int32_t n, float *x, int32_t *y);
 
 /* What a round's client sampling design depends on (fl_sampler_view). */
@@ -333,13 +218,14 @@ struct dpfl_clients {
     const dpfl_partition *part;
     const fl_sampler *smp;    /* the server's (dpfl_server.smp) */
     dpfl_optim_config optcfg; /* the local optimizer and the round's learning-rate schedule */
-    fl_clients st;            /* per-client state */
+    fl_state_layout layout;   /* what a client's state block holds (client_state.h) */
+    fl_state_store store;     /* every client's block, in memory or paged out to its file */
     fl_record_dp rdp;         /* record-level DP */
 };
 
 /* The public sub-handle of the server's side (include/dpfl/fl.h, dpfl_sim_server): the client sampler, the round's
  * cohort and the reports it received, the aggregation mode (chosen once at dpfl_sim_create), its state and the clip
- * and noise it shares, the ledger of what it released, and the auditing observer.  Its functions are
+ * and noise it shares, the ledger of what it released, SCAFFOLD's c, and the auditing observer.  Its functions are
  * sim_server.c's and sim_ledger.c's. */
 struct dpfl_server {
     const dpfl_config *cfg;
@@ -354,7 +240,7 @@ struct dpfl_server {
     const fl_aggregator *agg;
     void *aggself;
     fl_agg_params aggp;
-    fl_clients *scaffold;     /* fl.scaffold: the clients' state, which holds the server's c (NULL: off) */
+    fl_scaffold scaffold;     /* fl.scaffold: the server's c (scaffold.on = 0: off) */
     dpfl_server_update_fn observer; /* auditing: sees each arrived update */
     void *observer_ctx;
 };

@@ -34,7 +34,7 @@ const dpfl_ddp_plan *dpfl_server_ddp_plan(const dpfl_server *sv)
 double dpfl_server_update_clip(const dpfl_server *sv) { return sv->aggp.S; }
 void dpfl_server_set_update_clip(dpfl_server *sv, double S) { sv->aggp.S = S; }
 
-float *dpfl_server_control(dpfl_server *sv) { return sv->scaffold ? sv->scaffold->cbar : NULL; }
+float *dpfl_server_control(dpfl_server *sv) { return sv->scaffold.on ? sv->scaffold.c : NULL; }
 
 void dpfl_server_set_update_observer(dpfl_server *sv, dpfl_server_update_fn fn, void *ctx)
 {

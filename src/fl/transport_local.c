@@ -40,7 +40,8 @@ static void client_worker(void *ctx, int32_t id)
         worker *w = &s->wk.workers[id];
         int want = s->chunk_len < s->wk.nthreads ? s->wk.nthreads / s->chunk_len : 1;
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
-        fl_client_train(&s->tctx, &s->cl.st, w, s->sv.sampled[i], s->wk.slots[j], &s->sv.results[i]);
+        fl_client_train(&s->tctx, &s->cl.layout, &s->cl.store, w, s->sv.sampled[i], s->wk.slots[j],
+                        &s->sv.results[i]);
         /* what the client does before sending (distributed DP: its own clipping, noise and masking) */
         if (s->sv.agg->client_send) s->sv.agg->client_send(s->sv.aggself, w, i, j, &s->sv.results[i], s->wk.slots[j]);
     }

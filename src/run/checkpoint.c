@@ -192,10 +192,10 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     const int keep = cs && dpfl_clients_keep_state(cs);
     const float *w0 = cs ? dpfl_clients_initial_model(cs) : NULL;
     const size_t floats = keep ? dpfl_clients_state_floats(cs) : 0;
-    fl_clients *cl = keep ? &cs->st : NULL;
+    fl_state_store *cl = keep ? &cs->store : NULL;
     dpfl_status st;
     /* first the files of the clients that changed since their last one, durable before the checkpoint names them */
-    if (floats && (st = fl_clients_flush(cl, l->rounds, err))) return st;
+    if (floats && (st = fl_store_flush(cl, l->rounds, err))) return st;
     int32_t nstates = 0;
     for (int32_t k = 0; keep && k < l->clients; k++) nstates += cl->cstate[k].t > 0;
     size_t len = HEAD_BYTES + nparam * sizeof(float) + 2 * (size_t)l->clients * 8 +
@@ -250,13 +250,13 @@ dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t npar
     free(buf);
     free(rbuf);
     /* durable: the generations it no longer names can go */
-    if (!st && floats) fl_clients_commit(cl);
+    if (!st && floats) fl_store_commit(cl);
     return st;
 }
 
 /* The client states' references (client, t, generation, CRC), in client order; the files are read when the
  * clients next need them. */
-static dpfl_status load_states(dpfl_bytes_reader *c, fl_clients *cl, int32_t clients, int32_t nstates,
+static dpfl_status load_states(dpfl_bytes_reader *c, fl_state_store *cl, int32_t clients, int32_t nstates,
                                dpfl_error *err)
 {
     if (dpfl_bytes_left(c) < (size_t)nstates * STATE_INDEX_BYTES) return DPFL_EFORMAT;
@@ -271,7 +271,7 @@ static dpfl_status load_states(dpfl_bytes_reader *c, fl_clients *cl, int32_t cli
         dpfl_bytes_get_u32(c, &crc);
         if (k <= prev || k >= clients || t <= 0) return DPFL_EFORMAT;
         prev = k;
-        dpfl_status st = fl_clients_restore_ref(cl, k, t, gen, crc, err);
+        dpfl_status st = fl_store_restore_ref(cl, k, t, gen, crc, err);
         if (st) return st;
     }
     return DPFL_OK;
@@ -413,7 +413,7 @@ dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dp
         free(buf);
         return st;
     }
-    if ((st = load_states(&c, keep ? &cs->st : NULL, clients, nstates, err))) {
+    if ((st = load_states(&c, keep ? &cs->store : NULL, clients, nstates, err))) {
         free(buf);
         return st == DPFL_EFORMAT ? dpfl_fail(err, st, "checkpoint is malformed (%s): client states", path) : st;
     }

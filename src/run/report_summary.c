@@ -382,12 +382,12 @@ static void stage_seconds(const run_progress *pr, const dpfl_clients *cl, cJSON 
         fl_json_num(s, "wall", pr->stage_wall[i]);
         fl_json_num(s, "cpu", pr->stage_cpu[i]);
     }
-    if (!cl || !cl->st.keep) return;
-    const fl_clients *c = &cl->st;
+    if (!cl || !cl->layout.keep) return;
+    const fl_state_store *c = &cl->store;
     cJSON *f = cJSON_AddObjectToObject(o, "client_state");
-    cJSON_AddNumberToObject(f, "bytes_per_client", (double)(fl_clients_state_floats(c) * sizeof(float)));
-    cJSON_AddNumberToObject(f, "files_written", (double)c->files_written);
-    cJSON_AddNumberToObject(f, "files_read", (double)c->files_read);
+    cJSON_AddNumberToObject(f, "bytes_per_client", (double)(c->floats * sizeof(float)));
+    cJSON_AddNumberToObject(f, "files_written", (double)c->files.written);
+    cJSON_AddNumberToObject(f, "files_read", (double)c->files.read);
     cJSON_AddNumberToObject(f, "paged_out", (double)c->evictions);
     cJSON_AddNumberToObject(f, "in_memory", c->resident);
 }

@@ -72,8 +72,7 @@ static dpfl_status client_store(run_ctx *c, dpfl_error *err)
     if (!cl || !dpfl_clients_keep_state(cl) || !dpfl_clients_state_floats(cl)) return DPFL_OK;
     char path[1100];
     snprintf(path, sizeof path, "%s/clients", c->opt->out_dir);
-    dpfl_status st = fl_clients_set_dir(&cl->st, path, err);
-    return st ? st : fl_store_prune(&cl->st, err);
+    return fl_store_use_dir(&cl->store, path, err);
 }
 
 dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)

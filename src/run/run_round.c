@@ -18,17 +18,17 @@ double fl_cpu_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static dpfl_status eval_failed(const fl_clients *c, dpfl_error *err)
+static dpfl_status eval_failed(const fl_state_files *f, dpfl_error *err)
 {
-    if (!atomic_load(&c->read_failed)) return DPFL_OK;
-    *err = c->read_err;
+    if (!atomic_load(&f->read_failed)) return DPFL_OK;
+    *err = f->read_err;
     return DPFL_EFORMAT;
 }
 
 /* The clients' state files of the round (the blocks that changed: its clients), written by a thread of their own
  * while the round is evaluated: mostly waiting on the disk.  The checkpoint names them only after the join. */
 typedef struct {
-    fl_clients *clients;
+    fl_state_store *store;
     int32_t gen;
     int running;
     pthread_t th;
@@ -43,7 +43,7 @@ static void *files_thread(void *p)
     struct timespec t0, t1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     const double w0 = dpfl_now();
-    j->st = fl_clients_flush(j->clients, j->gen, &j->err);
+    j->st = fl_store_flush(j->store, j->gen, &j->err);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     j->wall = dpfl_now() - w0;
     j->cpu = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -51,11 +51,11 @@ static void *files_thread(void *p)
 }
 
 /* with no thread (none to start, or pthread_create failed) the checkpoint writes the files itself */
-static void files_start(files_job *j, fl_clients *c, int32_t gen)
+static void files_start(files_job *j, fl_state_store *s, int32_t gen)
 {
     memset(j, 0, sizeof *j);
-    if (!c || !c->keep || !c->dir || !fl_clients_state_floats(c)) return;
-    j->clients = c;
+    if (!s || !s->cstate || !s->files.dir || !s->floats) return;
+    j->store = s;
     j->gen = gen;
     j->running = pthread_create(&j->th, NULL, files_thread, j) == 0;
 }
@@ -156,10 +156,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     c->pr.comm += m.clients;
     stage_end(&c->pr, RUN_STAGE_TRAIN, &wall, &cpu); /* the ledger's bookkeeping above: training's */
     files_job files;
-    files_start(&files, &in->clients->st, a->ledger.rounds);
+    files_start(&files, &in->clients->store, a->ledger.rounds);
     if (r % cfg->run.eval_every == 0 || r == cfg->fl.rounds) {
         dpfl_sim_evaluate(in->sim, &m);
-        if ((st = eval_failed(&in->clients->st, err))) { /* a client's state file could not be read */
+        if ((st = eval_failed(&in->clients->store.files, err))) { /* a client's state file could not be read */
             files_join(&files, &c->pr, err);
             return st;
         }
