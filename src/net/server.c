@@ -82,7 +82,7 @@ static void send_sync(srv_link *l, peer *p, int32_t round, const float *w, size_
 }
 
 /* After the release: every client whose update (or masked input) was added syncs its helper model with the
- * released model, as the simulation syncs exactly those (fl_clients_sync_helpers).  A client that is not
+ * released model, as the simulation syncs exactly those (fl_store_sync_helpers).  A client that is not
  * connected now misses it and keeps the model it trained (said in docs/deployment.md). */
 static void after_round(const dpfl_transport *t, const dpfl_round_job *job)
 {
