@@ -113,42 +113,42 @@ static void every_record_stays_within_its_own_budget(void **state)
     const dpfl_mech_clients cd = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, f.part.clients, 0.5, 0);
     const dpfl_mech_rpdp design = dpfl_mech_rpdp_of(&cd, 5, 0.0);
     assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &design, &f.train, &f.part, &r, &err), DPFL_OK);
-    assert_int_equal(rp.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
-    dpfl_rpdp_params pp = {rp.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    assert_int_equal(rp.levels.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
+    dpfl_rpdp_params pp = {rp.levels.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
     /* a round is trained only at the plan's design: other steps, another rate or another noise is refused */
-    dpfl_mech_rpdp ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 1, &err), DPFL_OK);
+    dpfl_mech_rpdp ran = dpfl_mech_rpdp_of(&cd, 5, rp.levels.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 1, &err), DPFL_OK);
     ran.steps = 6;
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 2, &err), DPFL_EINVAL);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 2, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "6 local steps"));
-    ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
+    ran = dpfl_mech_rpdp_of(&cd, 5, rp.levels.mech.z);
     ran.clients.q = 0.75;
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 3, &err), DPFL_EINVAL);
-    ran = dpfl_mech_rpdp_of(&cd, 5, 0.9 * rp.mech.z);
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 4, &err), DPFL_EINVAL);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 3, &err), DPFL_EINVAL);
+    ran = dpfl_mech_rpdp_of(&cd, 5, 0.9 * rp.levels.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 4, &err), DPFL_EINVAL);
     double e1;
     assert_int_equal(dpfl_rpdp_epsilon(&pp, 1.0, &e1, &err), DPFL_OK);
     assert_true(e1 <= 10.0 && e1 > 9.99); /* z meets budget_max at p = 1, never above */
     int unused = 0, full = 0, tight = 0;
     for (int32_t i = 0; i < 600; i++) {
-        const fl_rpdp_level *lv = &rp.lv[rp.level[i]];
-        assert_true(lv->budget <= rp.budget[i]);
-        assert_true(rp.p[i] == lv->p);
-        if (rp.p[i] == 0) {
+        const fl_rpdp_level *lv = &rp.levels.lv[rp.rec.level[i]];
+        assert_true(lv->budget <= rp.rec.budget[i]);
+        assert_true(rp.rec.p[i] == lv->p);
+        if (rp.rec.p[i] == 0) {
             unused++;
             continue;
         }
         double e;
-        assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.p[i], &e, &err), DPFL_OK);
-        if (e > rp.budget[i]) {
-            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.budget[i], rp.p[i]);
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.rec.p[i], &e, &err), DPFL_OK);
+        if (e > rp.rec.budget[i]) {
+            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.rec.budget[i], rp.rec.p[i]);
             fail();
         }
-        if (rp.p[i] == 1.0) {
+        if (rp.rec.p[i] == 1.0) {
             full++;
             continue;
         }
-        assert_int_equal(dpfl_rpdp_epsilon(&pp, fmin(1.0, rp.p[i] * 1.002), &e, &err), DPFL_OK);
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, fmin(1.0, rp.rec.p[i] * 1.002), &e, &err), DPFL_OK);
         tight += e > lv->budget;
     }
     assert_true(unused >= 86 && unused < 100); /* the 1e-4 budgets (86 of them) */
@@ -157,8 +157,8 @@ static void every_record_stays_within_its_own_budget(void **state)
     /* the divisor of each client is its expected batch */
     for (int32_t k = 0; k < 3; k++) {
         double d = 0;
-        for (int32_t j = f.part.offset[k]; j < f.part.offset[k + 1]; j++) d += rp.p[f.part.index[j]];
-        assert_close(rp.denom[k], d, 1e-12);
+        for (int32_t j = f.part.offset[k]; j < f.part.offset[k + 1]; j++) d += rp.rec.p[f.part.index[j]];
+        assert_close(rp.rec.denom[k], d, 1e-12);
     }
     fl_rpdp_free(&rp);
     unlink(path);

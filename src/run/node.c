@@ -181,15 +181,15 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
     const int budgets = in->rdp_on && cfg->record_dp.budgets != DPFL_BUDGETS_NONE;
     if (s->resume) {
         a->rpdp.on = budgets; /* the checkpoint's budgets block fills it */
-        a->rpdp.n = in->train.n;
-        a->rpdp.filter = budgets && cfg->record_dp.budget_policy == DPFL_POLICY_FILTER;
+        a->rpdp.rec.n = in->train.n;
+        a->rpdp.filter.on = budgets && cfg->record_dp.budget_policy == DPFL_POLICY_FILTER;
         if ((st = fl_checkpoint_load(s->dir, in->global, in->model.nparam, &a->ledger, &a->rs,
                                      in->clients, dpfl_server_control(in->server),
                                      budgets ? &a->rpdp : NULL, s->ckpt_line, err)))
             return st;
         if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
             const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients);
-            fl_rpdp_set_design(&a->rpdp, &design);
+            fl_rpdp_set_design(&a->rpdp.levels, &design);
             if ((st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
         }
         if ((st = dpfl_server_restore_ledger(in->server, &a->ledger, err))) return st;
@@ -198,7 +198,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         dpfl_rng_derive(&in->root, &brng, 0, 0, PURPOSE_BUDGETS);
         const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients); /* the round it runs; z calibrated */
         if ((st = fl_rpdp_plan(&a->rpdp, cfg, &design, &in->train, &in->part, &brng, err))) return st;
-        a->rs.record_z = a->rpdp.mech.z;
+        a->rs.record_z = a->rpdp.levels.mech.z;
     } else {
         if (in->rdp_on && a->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&in->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &a->rs.record_z, err)))
@@ -230,9 +230,9 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
                                            "sampler's range (sigma^2 <= 2^62 grid units)", a->rs.record_z,
                          in->model.nparam);
     if (in->rdp_on) dpfl_clients_set_record_noise(in->clients, a->rs.record_z);
-    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.p, a->rpdp.denom);
-    if (budgets && a->rpdp.filter)
-        dpfl_clients_set_record_filter(in->clients, a->rpdp.spent, a->rpdp.cap, a->rpdp.alpha);
+    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.rec.p, a->rpdp.rec.denom);
+    if (budgets && a->rpdp.filter.on)
+        dpfl_clients_set_record_filter(in->clients, a->rpdp.filter.spent, a->rpdp.filter.cap, a->rpdp.filter.alpha);
     if (in->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
         for (int32_t r = cfg->fl.rounds; r > a->ledger.rounds; r--)

@@ -98,7 +98,7 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_rec
                        * their budget opt out first */
         const dpfl_mech_rpdp ran = dpfl_clients_rpdp_design(in->clients);
         int changed;
-        if ((st = fl_rpdp_check_round(&a->rpdp, &ran, r, err)) || (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
+        if ((st = fl_rpdp_check_round(&a->rpdp.levels, &ran, r, err)) || (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
             return st;
     } else if (in->rdp_on) {
         if ((st = fl_record_guarantee(in, &a->ra, a->rs.record_z, &a->trial, next, a->per_client, next_ledger, err)))
@@ -145,7 +145,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     c->pr.stage_rounds++;
     if ((st = dpfl_ledger_copy(&a->ledger, dpfl_server_ledger(in->server), err))) return st;
     if (a->rpdp.on) {
-        fl_rpdp_charge(&a->rpdp);
+        fl_rpdp_charge(&a->rpdp.levels);
         if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &next.epsilon, err))) return st;
     }
     a->report = next;
