@@ -141,7 +141,8 @@ static void every_record_stays_within_its_own_budget(void **state)
         double e;
         assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.rec.p[i], &e, &err), DPFL_OK);
         if (e > rp.rec.budget[i]) {
-            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.rec.budget[i], rp.rec.p[i]);
+            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.rec.budget[i],
+                        rp.rec.p[i]);
             fail();
         }
         if (rp.rec.p[i] == 1.0) {

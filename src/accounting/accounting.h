@@ -57,6 +57,8 @@ typedef struct {
     fl_rpdp_filter filter;
 } fl_rpdp;
 
+/* Whether cfg plans per-record budgets (record_dp on, record_dp.budgets set): the run's fl_rpdp is on. */
+int fl_rpdp_configured(const dpfl_config *cfg);
 dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nlevels, dpfl_error *err);
 /* budget_policy = filter: alpha and conv from the config and the records' budgets, caps and spent. */
 dpfl_status fl_rpdp_filter_setup(fl_rpdp_filter *f, const fl_rpdp_records *rec, const dpfl_config *cfg,

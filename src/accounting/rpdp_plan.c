@@ -31,6 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int fl_rpdp_configured(const dpfl_config *cfg)
+{
+    return cfg->record_dp.enabled && cfg->record_dp.budgets != DPFL_BUDGETS_NONE;
+}
+
 void fl_rpdp_free(fl_rpdp *rp)
 {
     free(rp->rec.budget);
@@ -240,7 +245,8 @@ dpfl_status fl_rpdp_rates(fl_rpdp *rp, const dpfl_partition *part, dpfl_error *e
             return dpfl_fail(err, DPFL_EFORMAT, "per-record budgets: record %lld has level %d of %d", (long long)i, l,
                              L->nlevels);
         rec->p[i] = l >= 0 && !L->lv[l].opted_out ? L->lv[l].p : 0.0;
-        if (f->on && l >= 0 && f->cap[i] - f->spent[i] < DPFL_FILTER_OUT * f->cap[i]) rec->p[i] = 0.0; /* spent (client.c) */
+        if (f->on && l >= 0 && f->cap[i] - f->spent[i] < DPFL_FILTER_OUT * f->cap[i])
+            rec->p[i] = 0.0; /* spent (client.c) */
         if (l >= 0) L->lv[l].records++;
     }
     double plan_p[FL_RPDP_LEVELS]; /* the plan's rates: opt-outs do not change the divisors */

@@ -42,8 +42,8 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
     fl_node *n = own->node;
     *eps = NAN;
     if (!n->in.rdp_on) return DPFL_OK;
-    if (n->acct.rpdp.on && n->acct.rpdp.filter.on) { /* the individual filter: each record's guarantee is its cap, as the
-                                                   * simulation reports it (fl_rpdp_filter_epsilon) */
+    if (n->acct.rpdp.on && n->acct.rpdp.filter.on) { /* the individual filter: each record's guarantee is its cap, as
+                                                      * the simulation reports it (fl_rpdp_filter_epsilon) */
         const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
         double last_cap = -1, e = 0;
         *eps = 0;
@@ -112,8 +112,8 @@ static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *
         cJSON_AddNumberToObject(o, "delta", n->in.cfg->record_dp.delta);
         cJSON_AddNumberToObject(o, "noise", n->acct.rs.record_z);
         cJSON_AddStringToObject(o, "epsilon_covers",
-                                n->acct.rpdp.filter.on ? "this client's records, each within its own cap (the individual "
-                                                      "Renyi filter; the largest here)"
+                                n->acct.rpdp.filter.on ? "this client's records, each within its own cap (the "
+                                                         "individual Renyi filter; the largest here)"
                                 : n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
                                                   "here); every released round of the run is charged (two-stage bound)"
                                                 : "this client's records: the rounds it trained and sent an update");

@@ -178,7 +178,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
     a->rs.record_z = cfg->record_dp.noise;
     a->rs.client_z = cfg->client_dp.noise;
     a->rs.S = cfg->client_dp.clip;
-    const int budgets = in->rdp_on && cfg->record_dp.budgets != DPFL_BUDGETS_NONE;
+    const int budgets = fl_rpdp_configured(cfg);
     if (s->resume) {
         a->rpdp.on = budgets; /* the checkpoint's budgets block fills it */
         a->rpdp.rec.n = in->train.n;
@@ -252,8 +252,8 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     run_acct *a = &n->acct;
     dpfl_status st;
     in->cfg = cfg;
-    a->cprivate = 1;
-    a->ledger_eps = NAN;
+    a->g.cprivate = 1;
+    a->g.ledger_eps = NAN;
     if ((st = setup_data_model(in, &a->rs, &n->warn, s, err))) return st;
     if ((st = dpfl_sim_create(cfg, &in->model, &in->train, &in->test, &in->part, &in->root, in->global, &in->sim, err)))
         return st;
@@ -265,16 +265,16 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     in->cdp_on = cfg->client_dp.enabled;
     if ((st = setup_noise(in, a, s, err))) return st;
     if ((in->rdp_on && !a->rpdp.on && in->part.clients <= 1000 && !a->ra.pld &&
-         !(a->per_client = malloc((size_t)in->part.clients * sizeof *a->per_client))) ||
+         !(a->g.per_client = malloc((size_t)in->part.clients * sizeof *a->g.per_client))) ||
         (st = dpfl_ledger_init(&a->trial, in->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if (a->rpdp.on) {
-        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &a->report.epsilon, err))) return st;
-    } else if (in->rdp_on && (st = fl_record_guarantee(in, &a->ra, a->rs.record_z, &a->ledger, &a->report, NULL,
-                                                       &a->ledger_eps, err))) {
+        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &a->g.report.epsilon, err))) return st;
+    } else if (in->rdp_on && (st = fl_record_guarantee(cfg, &in->part, &a->ra, a->rs.record_z, &a->ledger, &a->g.report,
+                                                       NULL, &a->g.ledger_eps, err))) {
         return st;
     }
-    if (in->cdp_on && (st = fl_client_epsilon(cfg, &a->ledger, &a->ceps, &a->cprivate, err))) return st;
+    if (in->cdp_on && (st = fl_client_epsilon(cfg, &a->ledger, &a->g.ceps, &a->g.cprivate, err))) return st;
     return DPFL_OK;
 }
 
@@ -298,7 +298,7 @@ void fl_node_free(fl_node *n)
     dpfl_ledger_free(&n->acct.ledger);
     dpfl_ledger_free(&n->acct.trial);
     fl_rpdp_free(&n->acct.rpdp);
-    free(n->acct.per_client);
+    free(n->acct.g.per_client);
     dpfl_sim_free(n->in.sim);
     dpfl_free(n->in.global);
     dpfl_model_free(&n->in.model);
