@@ -170,6 +170,31 @@ static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings 
     return DPFL_OK;
 }
 
+/* The smallest client-level z whose rounds stay within client_dp.target_epsilon: the event the aggregation mode
+ * releases (dpfl_server_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the next
+ * smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of the noise for the
+ * update sum), and the calibrated event multiplier converted back by the event's multiplier per unit of the
+ * mechanism's (fixed-size client sampling is analysed replace-one: z / 2). */
+static dpfl_status calibrate_client_noise(const dpfl_config *cfg, const dpfl_server *server, int32_t clients,
+                                          double *z, dpfl_error *err)
+{
+    dpfl_status st;
+    dpfl_event ev;
+    double probe = 1.0;
+    while ((st = dpfl_server_client_event(server, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
+        probe *= 0.5;
+    if (st) return st;
+    const double event_per_unit = ev.z / probe;
+    ev.count = fl_client_releases(cfg, clients, cfg->fl.rounds); /* cross-device: participations */
+    dpfl_calibrate_opts co = {0};
+    co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+    co.tol = 1e-4;
+    if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, z, err)))
+        return st;
+    *z /= event_per_unit;
+    return DPFL_OK;
+}
+
 /* The noise multipliers: from the checkpoint on a resume, else configured or calibrated to the targets. */
 static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, dpfl_error *err)
 {
@@ -203,27 +228,9 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         if (in->rdp_on && a->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&in->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &a->rs.record_z, err)))
             return st;
-        if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
-            /* the smallest z whose R rounds stay within the target: the event the aggregation mode releases
-             * (dpfl_server_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
-             * next smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of
-             * the noise for the update sum), and the
-             * calibrated event multiplier converted back by the event's multiplier per unit of the mechanism's
-             * (fixed-size client sampling is analysed replace-one: z / 2) */
-            dpfl_event ev;
-            double probe = 1.0;
-            while ((st = dpfl_server_client_event(in->server, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
-                probe *= 0.5;
-            if (st) return st;
-            const double event_per_unit = ev.z / probe;
-            ev.count = fl_client_releases(cfg, in->part.clients, cfg->fl.rounds); /* cross-device: participations */
-            dpfl_calibrate_opts co = {0};
-            co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
-            co.tol = 1e-4;
-            if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, &a->rs.client_z, err)))
-                return st;
-            a->rs.client_z /= event_per_unit;
-        }
+        if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN) &&
+            (st = calibrate_client_noise(cfg, in->server, in->part.clients, &a->rs.client_z, err)))
+            return st;
     }
     if (in->rdp_on && cfg->record_dp.secure_mode && !dpfl_mech_discrete_in_range(in->model.nparam, a->rs.record_z))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
