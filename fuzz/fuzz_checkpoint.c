@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fl_rpdp rp;
     memset(&rp, 0, sizeof rp);
     rp.on = (mode >> 2) & 1;
-    rp.n = 5;
+    rp.rec.n = 5;
     dpfl_status s = fl_checkpoint_load(fuzz_tmpdir(), params, NPARAM, &l, &rs, NULL, NULL, &rp, &line, &err);
     fl_rpdp_free(&rp);
     if (s == DPFL_OK) {

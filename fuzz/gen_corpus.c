@@ -156,10 +156,11 @@ int main(int argc, char **argv)
     fl_rpdp rp;
     memset(&rp, 0, sizeof rp);
     if (fl_rpdp_alloc(&rp, 5, 3, 2, &err)) goto fail;
-    rp.planned_rounds = 2, rp.mech.z = 3.5;
-    rp.lv[0] = (fl_rpdp_level){0.1, 0.02, 2, 0, 3};
-    rp.lv[1] = (fl_rpdp_level){5.0, 0.6, 2, 1, 1};
-    for (int i = 0; i < 5; i++) rp.budget[i] = i < 3 ? 0.1 : 5.0, rp.level[i] = i < 3 ? 0 : i == 3 ? 1 : FL_RPDP_DROPPED;
+    rp.levels.planned_rounds = 2, rp.levels.mech.z = 3.5;
+    rp.levels.lv[0] = (fl_rpdp_level){0.1, 0.02, 2, 0, 3};
+    rp.levels.lv[1] = (fl_rpdp_level){5.0, 0.6, 2, 1, 1};
+    for (int i = 0; i < 5; i++)
+        rp.rec.budget[i] = i < 3 ? 0.1 : 5.0, rp.rec.level[i] = i < 3 ? 0 : i == 3 ? 1 : FL_RPDP_DROPPED;
     if (fl_checkpoint_save(tmp, params, 4, &l, &rs, NULL, NULL, &rp, "{\"round\":2}", &err)) goto fail;
     fl_rpdp_free(&rp);
     dpfl_file_seeds("fuzz_checkpoint", "ckpt-budgets", path, 6);

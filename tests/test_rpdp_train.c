@@ -113,42 +113,43 @@ static void every_record_stays_within_its_own_budget(void **state)
     const dpfl_mech_clients cd = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, f.part.clients, 0.5, 0);
     const dpfl_mech_rpdp design = dpfl_mech_rpdp_of(&cd, 5, 0.0);
     assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &design, &f.train, &f.part, &r, &err), DPFL_OK);
-    assert_int_equal(rp.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
-    dpfl_rpdp_params pp = {rp.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
+    assert_int_equal(rp.levels.nlevels, FL_RPDP_LEVELS); /* over 256 distinct budgets: the lattice */
+    dpfl_rpdp_params pp = {rp.levels.mech.z, 0.5, 5, 6, 1e-4, DPFL_BOUND_RPDP, 0, NULL, 0};
     /* a round is trained only at the plan's design: other steps, another rate or another noise is refused */
-    dpfl_mech_rpdp ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 1, &err), DPFL_OK);
+    dpfl_mech_rpdp ran = dpfl_mech_rpdp_of(&cd, 5, rp.levels.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 1, &err), DPFL_OK);
     ran.steps = 6;
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 2, &err), DPFL_EINVAL);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 2, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "6 local steps"));
-    ran = dpfl_mech_rpdp_of(&cd, 5, rp.mech.z);
+    ran = dpfl_mech_rpdp_of(&cd, 5, rp.levels.mech.z);
     ran.clients.q = 0.75;
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 3, &err), DPFL_EINVAL);
-    ran = dpfl_mech_rpdp_of(&cd, 5, 0.9 * rp.mech.z);
-    assert_int_equal(fl_rpdp_check_round(&rp, &ran, 4, &err), DPFL_EINVAL);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 3, &err), DPFL_EINVAL);
+    ran = dpfl_mech_rpdp_of(&cd, 5, 0.9 * rp.levels.mech.z);
+    assert_int_equal(fl_rpdp_check_round(&rp.levels, &ran, 4, &err), DPFL_EINVAL);
     double e1;
     assert_int_equal(dpfl_rpdp_epsilon(&pp, 1.0, &e1, &err), DPFL_OK);
     assert_true(e1 <= 10.0 && e1 > 9.99); /* z meets budget_max at p = 1, never above */
     int unused = 0, full = 0, tight = 0;
     for (int32_t i = 0; i < 600; i++) {
-        const fl_rpdp_level *lv = &rp.lv[rp.level[i]];
-        assert_true(lv->budget <= rp.budget[i]);
-        assert_true(rp.p[i] == lv->p);
-        if (rp.p[i] == 0) {
+        const fl_rpdp_level *lv = &rp.levels.lv[rp.rec.level[i]];
+        assert_true(lv->budget <= rp.rec.budget[i]);
+        assert_true(rp.rec.p[i] == lv->p);
+        if (rp.rec.p[i] == 0) {
             unused++;
             continue;
         }
         double e;
-        assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.p[i], &e, &err), DPFL_OK);
-        if (e > rp.budget[i]) {
-            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.budget[i], rp.p[i]);
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, rp.rec.p[i], &e, &err), DPFL_OK);
+        if (e > rp.rec.budget[i]) {
+            print_error("record %d: epsilon %.10g over its budget %.10g (p = %g)\n", i, e, rp.rec.budget[i],
+                        rp.rec.p[i]);
             fail();
         }
-        if (rp.p[i] == 1.0) {
+        if (rp.rec.p[i] == 1.0) {
             full++;
             continue;
         }
-        assert_int_equal(dpfl_rpdp_epsilon(&pp, fmin(1.0, rp.p[i] * 1.002), &e, &err), DPFL_OK);
+        assert_int_equal(dpfl_rpdp_epsilon(&pp, fmin(1.0, rp.rec.p[i] * 1.002), &e, &err), DPFL_OK);
         tight += e > lv->budget;
     }
     assert_true(unused >= 86 && unused < 100); /* the 1e-4 budgets (86 of them) */
@@ -157,8 +158,8 @@ static void every_record_stays_within_its_own_budget(void **state)
     /* the divisor of each client is its expected batch */
     for (int32_t k = 0; k < 3; k++) {
         double d = 0;
-        for (int32_t j = f.part.offset[k]; j < f.part.offset[k + 1]; j++) d += rp.p[f.part.index[j]];
-        assert_close(rp.denom[k], d, 1e-12);
+        for (int32_t j = f.part.offset[k]; j < f.part.offset[k + 1]; j++) d += rp.rec.p[f.part.index[j]];
+        assert_close(rp.rec.denom[k], d, 1e-12);
     }
     fl_rpdp_free(&rp);
     unlink(path);
@@ -428,6 +429,78 @@ static void filter_charges_each_records_own_gradient_norm(void **state)
     free(global);
     free(start);
     free(g);
+    fl_fixture_free(&f);
+}
+
+/* Under the filter a record's guarantee is its cap once a round is trained, and nothing before: before the first
+ * charge the largest epsilon is 0 and there is no event; after it, the worst record is the one with the largest
+ * cap, its epsilon the accountant's on rdp-filter(alpha, cap) and within its budget; a record whose budget does not
+ * cover the conversion is dropped and stays at 0. */
+static void filter_releases_nothing_before_a_round(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {300, 200, 100};
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 3);
+    fixture_set(&f.cfg, "record_dp.enabled", "yes");
+    fixture_set(&f.cfg, "record_dp.budgets", "threelevels");
+    fixture_set(&f.cfg, "record_dp.budget_policy", "filter");
+    fixture_set(&f.cfg, "record_dp.budget_max", "2");
+    fixture_set(&f.cfg, "record_dp.filter_order", "30"); /* its conversion costs more than the 0.1 budgets */
+    fixture_set(&f.cfg, "record_dp.delta", "1e-5");
+    fixture_set(&f.cfg, "fl.local_steps", "4");
+    fixture_set(&f.cfg, "fl.rounds", "4");
+    fixture_set(&f.cfg, "fl.sampling", "poisson");
+    fixture_set(&f.cfg, "fl.client_rate", "0.5");
+    dpfl_error err;
+    assert_int_equal(dpfl_config_validate(&f.cfg, &err), DPFL_OK);
+    fl_rpdp rp;
+    memset(&rp, 0, sizeof rp);
+    dpfl_rng r;
+    dpfl_rng_init_seed(&r, 2);
+    const dpfl_mech_clients cd = dpfl_mech_clients_make(DPFL_SAMPLE_POISSON, f.part.clients, 0.5, 0);
+    const dpfl_mech_rpdp design = dpfl_mech_rpdp_of(&cd, 4, 0.0);
+    assert_int_equal(fl_rpdp_plan(&rp, &f.cfg, &design, &f.train, &f.part, &r, &err), DPFL_OK);
+    assert_true(rp.filter.on && rp.levels.nlevels == 1 && rp.levels.lv[0].p == 1.0);
+    int64_t worst = -1, dropped = -1;
+    for (int64_t i = 0; i < rp.rec.n; i++) {
+        assert_close(rp.filter.cap[i], fmax(rp.rec.budget[i] - rp.filter.conv, 0.0), 0);
+        if (rp.filter.cap[i] > 0 && (worst < 0 || rp.filter.cap[i] > rp.filter.cap[worst])) worst = i;
+        if (rp.filter.cap[i] == 0) dropped = i;
+    }
+    assert_true(worst >= 0 && dropped >= 0 && rp.filter.conv > 0.1 && rp.filter.conv < 1);
+    assert_true(rp.rec.level[dropped] == FL_RPDP_DROPPED && rp.rec.p[dropped] == 0.0);
+    double e = -1;
+    dpfl_run_event out;
+    dpfl_event ev;
+    memset(&out, 0, sizeof out);
+    out.events = &ev;
+    out.nevents = 1;
+    assert_int_equal(fl_rpdp_max_epsilon(&rp, &f.cfg, &e, &err), DPFL_OK);
+    assert_true(e == 0.0); /* nothing released yet */
+    assert_int_equal(fl_rpdp_max_event(&rp, &f.cfg, &out, &err), DPFL_OK);
+    assert_int_equal(out.nevents, 0);
+    assert_true(out.epsilon == 0.0);
+    assert_int_equal(fl_rpdp_filter_epsilon(&rp, &f.cfg, worst, &e, &err), DPFL_OK);
+    assert_true(e == 0.0);
+    fl_rpdp_charge(&rp.levels); /* one trained round */
+    assert_int_equal(rp.levels.lv[0].rounds, 1);
+    double mx;
+    assert_int_equal(fl_rpdp_max_epsilon(&rp, &f.cfg, &mx, &err), DPFL_OK);
+    const dpfl_event want = dpfl_event_rdp_filter(rp.filter.alpha, rp.filter.cap[worst], 1);
+    dpfl_guarantee g;
+    assert_int_equal(dpfl_account_epsilon(&want, 1, 1e-5, DPFL_ACC_RDP, NULL, &g, &err), DPFL_OK);
+    assert_true(mx > 0 && mx <= rp.rec.budget[worst]);
+    assert_close(mx, fmin(g.epsilon, rp.rec.budget[worst]), 0);
+    out.nevents = 1;
+    assert_int_equal(fl_rpdp_max_event(&rp, &f.cfg, &out, &err), DPFL_OK);
+    assert_int_equal(out.nevents, 1);
+    assert_true(out.accountant == DPFL_ACC_RDP && out.epsilon == mx);
+    assert_int_equal(ev.kind, DPFL_EV_RDP_FILTER); /* the worst record's filter: its order and cap */
+    assert_true(ev.alpha == want.alpha && ev.cap == want.cap);
+    assert_int_equal(fl_rpdp_filter_epsilon(&rp, &f.cfg, dropped, &e, &err), DPFL_OK);
+    assert_true(e == 0.0);
+    fl_rpdp_free(&rp);
     fl_fixture_free(&f);
 }
 
@@ -816,6 +889,7 @@ int main(void)
         cmocka_unit_test(rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero),
         cmocka_unit_test(filter_charges_each_records_own_gradient_norm),
         cmocka_unit_test(filter_runs_within_budgets_and_resumes),
+        cmocka_unit_test(filter_releases_nothing_before_a_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -384,7 +384,7 @@ static dpfl_status rpdp_replay(fl_node *n, int32_t *replayed, int32_t released, 
     int changed;
     dpfl_status st = DPFL_OK;
     for (; !st && *replayed < released; ++*replayed)
-        if (!(st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err))) fl_rpdp_charge(&n->acct.rpdp);
+        if (!(st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err))) fl_rpdp_charge(&n->acct.rpdp.levels);
     return st ? st : fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err);
 }
 
@@ -546,7 +546,7 @@ static int worker_rank(const dpfl_config *cfg)
         if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (!st) st = dpfl_clients_set_state(n->in.clients, sids[i], t, sbuf, &err);
     }
-    if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter))
+    if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter.on))
         st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
                        sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
     if (sm.filter) /* a resume: the spend */

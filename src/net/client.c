@@ -153,7 +153,7 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
     dpfl_clients_rates_digest(n->in.clients, own->k, rd);
     /* under the filter a record leaves the sampler here, as it spends (client.c): the server cannot follow its rates,
      * and needs not (what it reports for a record is its cap) */
-    if (!n->acct.rpdp.filter && memcmp(rd, m->rates_digest, 32)) {
+    if (!n->acct.rpdp.filter.on && memcmp(rd, m->rates_digest, 32)) {
         snprintf(why, cap, "per-record sampling rates differ from this client's (rPDP-FL budgets or plan)");
         return why;
     }
@@ -174,7 +174,7 @@ void net_client_charge_own(client_own *own, int32_t round)
      * its update was added (the simulation syncs exactly the clients whose update arrived) */
     if (n->in.cfg->fl.personalization == DPFL_PERSONAL_HELPER && steps > 0) own->sync_round = round;
     if (n->acct.rpdp.on && own->replayed < round) {
-        fl_rpdp_charge(&n->acct.rpdp);
+        fl_rpdp_charge(&n->acct.rpdp.levels);
         own->replayed = round;
     }
 }

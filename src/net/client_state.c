@@ -30,7 +30,7 @@ dpfl_status net_client_rpdp_catch_up(client_own *own, int32_t released, dpfl_err
     for (; n->acct.rpdp.on && own->replayed < released; own->replayed++) {
         dpfl_status st = fl_rpdp_before_round(&n->acct.rpdp, n->in.cfg, &changed, err);
         if (st) return st;
-        fl_rpdp_charge(&n->acct.rpdp);
+        fl_rpdp_charge(&n->acct.rpdp.levels);
     }
     if (!n->acct.rpdp.on && own->replayed < released) own->replayed = released;
     return DPFL_OK;
@@ -42,13 +42,13 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
     fl_node *n = own->node;
     *eps = NAN;
     if (!n->in.rdp_on) return DPFL_OK;
-    if (n->acct.rpdp.on && n->acct.rpdp.filter) { /* the individual filter: each record's guarantee is its cap, as the
-                                                   * simulation reports it (fl_rpdp_filter_epsilon) */
+    if (n->acct.rpdp.on && n->acct.rpdp.filter.on) { /* the individual filter: each record's guarantee is its cap, as
+                                                      * the simulation reports it (fl_rpdp_filter_epsilon) */
         const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
         double last_cap = -1, e = 0;
         *eps = 0;
         for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, own->k); i++) {
-            const double cap = n->acct.rpdp.cap[idx[i]];
+            const double cap = n->acct.rpdp.filter.cap[idx[i]];
             dpfl_status st = cap == last_cap ? DPFL_OK : fl_rpdp_filter_epsilon(&n->acct.rpdp, n->in.cfg, idx[i], &e, err);
             if (st) return st;
             last_cap = cap;
@@ -57,14 +57,14 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
         return DPFL_OK;
     }
     if (n->acct.rpdp.on) { /* every record's level is charged every released round (the two-stage bound) */
-        double *e = malloc((size_t)n->acct.rpdp.nlevels * sizeof *e), max;
+        double *e = malloc((size_t)n->acct.rpdp.levels.nlevels * sizeof *e), max;
         if (!e) return dpfl_fail(err, DPFL_ENOMEM, "out of memory");
-        dpfl_status st = fl_rpdp_epsilons(&n->acct.rpdp, n->in.cfg, e, &max, err);
+        dpfl_status st = fl_rpdp_epsilons(&n->acct.rpdp.levels, n->in.cfg, e, &max, err);
         if (!st) {
             *eps = 0;
             const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
             for (int32_t i = 0; i < dpfl_partition_size(&n->in.part, own->k); i++) {
-                int32_t l = n->acct.rpdp.level[idx[i]];
+                int32_t l = n->acct.rpdp.rec.level[idx[i]];
                 if (l >= 0 && e[l] > *eps) *eps = e[l];
             }
         }
@@ -112,8 +112,8 @@ static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *
         cJSON_AddNumberToObject(o, "delta", n->in.cfg->record_dp.delta);
         cJSON_AddNumberToObject(o, "noise", n->acct.rs.record_z);
         cJSON_AddStringToObject(o, "epsilon_covers",
-                                n->acct.rpdp.filter ? "this client's records, each within its own cap (the individual "
-                                                      "Renyi filter; the largest here)"
+                                n->acct.rpdp.filter.on ? "this client's records, each within its own cap (the "
+                                                         "individual Renyi filter; the largest here)"
                                 : n->acct.rpdp.on ? "this client's records, each against its own budget (the largest "
                                                   "here); every released round of the run is charged (two-stage bound)"
                                                 : "this client's records: the rounds it trained and sent an update");
@@ -145,7 +145,7 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     h.floats = state ? dpfl_clients_state_floats(n->in.clients) : 0;
     const fl_rpdp *rp = &n->acct.rpdp;
     const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
-    const uint64_t nrec = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    const uint64_t nrec = rp->on && rp->filter.on ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
     const size_t len = HEAD_BYTES + 4 * h.floats + 8 + 8 * nrec + ANSWER_BYTES + own->last_len;
     uint8_t *buf = malloc(len);
     if (!buf) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (client.bin)");
@@ -164,7 +164,7 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     dpfl_bytes_put_u64(&w, h.floats);
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
     dpfl_bytes_put_u64(&w, nrec);
-    for (uint64_t i = 0; i < nrec; i++) dpfl_bytes_put_f64(&w, rp->spent[idx[i]]);
+    for (uint64_t i = 0; i < nrec; i++) dpfl_bytes_put_f64(&w, rp->filter.spent[idx[i]]);
     dpfl_bytes_put_i32(&w, own->last_round);
     dpfl_bytes_put(&w, own->last_digest, 32);
     dpfl_bytes_put_u64(&w, own->last_len);
@@ -230,13 +230,13 @@ static const char *spent_read(client_own *own, dpfl_bytes_reader *r, dpfl_error 
     const int32_t *idx = n->in.part.index + n->in.part.offset[own->k];
     uint64_t nrec;
     dpfl_bytes_get_u64(r, &nrec);
-    const uint64_t want = rp->on && rp->filter ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
+    const uint64_t want = rp->on && rp->filter.on ? (uint64_t)dpfl_partition_size(&n->in.part, own->k) : 0;
     if (r->short_read || nrec != want || nrec > dpfl_bytes_left(r) / 8) return "its filter spend does not fit this run";
     for (uint64_t i = 0; i < nrec; i++) {
         double v;
         dpfl_bytes_get_f64(r, &v);
-        if (!(v >= 0 && v <= rp->cap[idx[i]])) return "its filter spend is out of range";
-        rp->spent[idx[i]] = v;
+        if (!(v >= 0 && v <= rp->filter.cap[idx[i]])) return "its filter spend is out of range";
+        rp->filter.spent[idx[i]] = v;
     }
     if (nrec && fl_rpdp_rates(rp, &n->in.part, e)) return e->msg;
     return NULL;

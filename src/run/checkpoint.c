@@ -70,33 +70,59 @@ static int get_event(dpfl_bytes_reader *c, dpfl_event *e)
 /* The budgets block (its own buffer: it follows w0 in the file). */
 static size_t rpdp_bytes(const fl_rpdp *rp)
 {
-    return 4 + (rp && rp->on ? RPDP_HEAD_BYTES + (size_t)rp->nlevels * RPDP_LEVEL_BYTES +
-                                   (size_t)rp->n * RPDP_RECORD_BYTES + (rp->filter ? 16 + (size_t)rp->n * 8 : 0)
-                             : 0);
+    if (!rp || !rp->on) return 4;
+    const int64_t n = rp->rec.n;
+    return 4 + RPDP_HEAD_BYTES + (size_t)rp->levels.nlevels * RPDP_LEVEL_BYTES + (size_t)n * RPDP_RECORD_BYTES +
+           (rp->filter.on ? 16 + (size_t)n * 8 : 0);
 }
 
 /* The block's first word: 0 no budgets, 1 budgets with rates, 2 budgets under the filter (then alpha, conv and
  * every record's Renyi loss so far follow the records). */
 static void put_rpdp(dpfl_bytes_writer *c, const fl_rpdp *rp)
 {
-    dpfl_bytes_put_i32(c, rp && rp->on ? 1 + (rp->filter != 0) : 0);
+    dpfl_bytes_put_i32(c, rp && rp->on ? 1 + (rp->filter.on != 0) : 0);
     if (!rp || !rp->on) return;
-    dpfl_bytes_put_i64(c, rp->n);
-    dpfl_bytes_put_i32(c, rp->nlevels);
-    dpfl_bytes_put_i32(c, rp->planned_rounds);
-    dpfl_bytes_put_f64(c, rp->mech.z);
-    for (int32_t k = 0; k < rp->nlevels; k++) {
-        dpfl_bytes_put_f64(c, rp->lv[k].budget);
-        dpfl_bytes_put_f64(c, rp->lv[k].p);
-        dpfl_bytes_put_i32(c, rp->lv[k].rounds);
-        dpfl_bytes_put_i32(c, rp->lv[k].opted_out);
+    const fl_rpdp_levels *L = &rp->levels;
+    const fl_rpdp_records *rec = &rp->rec;
+    dpfl_bytes_put_i64(c, rec->n);
+    dpfl_bytes_put_i32(c, L->nlevels);
+    dpfl_bytes_put_i32(c, L->planned_rounds);
+    dpfl_bytes_put_f64(c, L->mech.z);
+    for (int32_t k = 0; k < L->nlevels; k++) {
+        dpfl_bytes_put_f64(c, L->lv[k].budget);
+        dpfl_bytes_put_f64(c, L->lv[k].p);
+        dpfl_bytes_put_i32(c, L->lv[k].rounds);
+        dpfl_bytes_put_i32(c, L->lv[k].opted_out);
     }
-    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_f64(c, rp->budget[i]);
-    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_i32(c, rp->level[i]);
-    if (!rp->filter) return;
-    dpfl_bytes_put_f64(c, rp->alpha);
-    dpfl_bytes_put_f64(c, rp->conv);
-    for (int64_t i = 0; i < rp->n; i++) dpfl_bytes_put_f64(c, rp->spent[i]);
+    for (int64_t i = 0; i < rec->n; i++) dpfl_bytes_put_f64(c, rec->budget[i]);
+    for (int64_t i = 0; i < rec->n; i++) dpfl_bytes_put_i32(c, rec->level[i]);
+    if (!rp->filter.on) return;
+    dpfl_bytes_put_f64(c, rp->filter.alpha);
+    dpfl_bytes_put_f64(c, rp->filter.conv);
+    for (int64_t i = 0; i < rec->n; i++) dpfl_bytes_put_f64(c, rp->filter.spent[i]);
+}
+
+/* The filter's part of the block (after the records): alpha, conv and every record's spend within its cap. */
+static dpfl_status get_filter(dpfl_bytes_reader *c, fl_rpdp_filter *f, const fl_rpdp_records *rec, const char *path,
+                              dpfl_error *err)
+{
+    const int64_t n = rec->n;
+    f->on = 1;
+    dpfl_bytes_get_f64(c, &f->alpha);
+    dpfl_bytes_get_f64(c, &f->conv);
+    f->cap = malloc((size_t)n * sizeof *f->cap);
+    f->spent = malloc((size_t)n * sizeof *f->spent);
+    if (!f->cap || !f->spent) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-record filter)");
+    if (c->short_read || !(f->alpha > 1) || !(f->conv >= 0) || dpfl_bytes_left(c) < (size_t)n * 8)
+        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record filter", path);
+    for (int64_t i = 0; i < n; i++) {
+        f->cap[i] = fmax(rec->budget[i] - f->conv, 0.0);
+        dpfl_bytes_get_f64(c, &f->spent[i]);
+        if (!(f->spent[i] >= 0 && f->spent[i] <= f->cap[i]))
+            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): filter loss of record %lld", path,
+                             (long long)i);
+    }
+    return DPFL_OK;
 }
 
 /* rp: the run's (on or not), or NULL for a caller without budgets; an absent block where rp expects one (or the
@@ -112,7 +138,7 @@ static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, 
                                   : "without per-record budgets and the config sets record_dp.budgets");
     if (!on) return DPFL_OK;
     const int filter = on == 2;
-    if (filter != (rp->filter != 0))
+    if (filter != (rp->filter.on != 0))
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint (%s) was written with record_dp.budget_policy %s filter and "
                                             "the config says otherwise; resume with the run's own config.ini",
                          path, filter ? "=" : "!=");
@@ -123,15 +149,15 @@ static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, 
     dpfl_bytes_get_i32(c, &nlevels);
     dpfl_bytes_get_i32(c, &planned);
     dpfl_bytes_get_f64(c, &z);
-    if (c->short_read || n != rp->n || nlevels < 0 || nlevels > FL_RPDP_LEVELS || planned < 1 || !(z > 0) ||
+    if (c->short_read || n != rp->rec.n || nlevels < 0 || nlevels > FL_RPDP_LEVELS || planned < 1 || !(z > 0) ||
         dpfl_bytes_left(c) < (size_t)nlevels * RPDP_LEVEL_BYTES + (size_t)n * RPDP_RECORD_BYTES)
         return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record budgets", path);
     dpfl_status st = fl_rpdp_alloc(rp, n, clients, nlevels, err);
     if (st) return st;
-    rp->planned_rounds = planned;
-    rp->mech.z = z;
+    rp->levels.planned_rounds = planned;
+    rp->levels.mech.z = z;
     for (int32_t k = 0; k < nlevels; k++) {
-        fl_rpdp_level *lv = &rp->lv[k];
+        fl_rpdp_level *lv = &rp->levels.lv[k];
         dpfl_bytes_get_f64(c, &lv->budget);
         dpfl_bytes_get_f64(c, &lv->p);
         dpfl_bytes_get_i32(c, &lv->rounds);
@@ -140,26 +166,10 @@ static dpfl_status get_rpdp(dpfl_bytes_reader *c, fl_rpdp *rp, int32_t clients, 
             return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget level %d", path, k);
     }
     for (int64_t i = 0; i < n; i++)
-        if (dpfl_bytes_get_f64(c, &rp->budget[i]) || !(rp->budget[i] > 0))
+        if (dpfl_bytes_get_f64(c, &rp->rec.budget[i]) || !(rp->rec.budget[i] > 0))
             return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): budget of record %lld", path, (long long)i);
-    for (int64_t i = 0; i < n; i++) dpfl_bytes_get_i32(c, &rp->level[i]); /* checked by fl_rpdp_rates */
-    if (!filter) return DPFL_OK;
-    rp->filter = 1;
-    dpfl_bytes_get_f64(c, &rp->alpha);
-    dpfl_bytes_get_f64(c, &rp->conv);
-    rp->cap = malloc((size_t)n * sizeof *rp->cap);
-    rp->spent = malloc((size_t)n * sizeof *rp->spent);
-    if (!rp->cap || !rp->spent) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (per-record filter)");
-    if (c->short_read || !(rp->alpha > 1) || !(rp->conv >= 0) || dpfl_bytes_left(c) < (size_t)n * 8)
-        return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): per-record filter", path);
-    for (int64_t i = 0; i < n; i++) {
-        rp->cap[i] = fmax(rp->budget[i] - rp->conv, 0.0);
-        dpfl_bytes_get_f64(c, &rp->spent[i]);
-        if (!(rp->spent[i] >= 0 && rp->spent[i] <= rp->cap[i]))
-            return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s): filter loss of record %lld", path,
-                             (long long)i);
-    }
-    return DPFL_OK;
+    for (int64_t i = 0; i < n; i++) dpfl_bytes_get_i32(c, &rp->rec.level[i]); /* checked by fl_rpdp_rates */
+    return filter ? get_filter(c, &rp->filter, &rp->rec, path, err) : DPFL_OK;
 }
 
 /* head, data, model and ledger (the layout above) */

@@ -49,16 +49,16 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
  * the data or on who synced, so until the first round r_f where fdp(r_f + 1) passes the target the run cannot stop
  * (its length is fixed), and past it the run goes on only while the ledger's epsilon, then the smaller, stays
  * within the target.  Either way the number reported holds for the rounds released (docs/privacy.md, PriFedSync). */
-dpfl_status fl_record_guarantee(const run_inputs *in, const dpfl_record_accounting *ra, double record_z,
-                                const dpfl_ledger *l, dpfl_record_report *rep, double *per_client, double *ledger_eps,
-                                dpfl_error *err)
+dpfl_status fl_record_guarantee(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_record_accounting *ra,
+                                double record_z, const dpfl_ledger *l, dpfl_record_report *rep, double *per_client,
+                                double *ledger_eps, dpfl_error *err)
 {
     *ledger_eps = NAN;
-    dpfl_status st = dpfl_ledger_record_epsilon(l, &in->part, ra, rep, per_client, err);
-    if (st || l->rounds < 1 || fl_fdp_not_applicable(in->cfg, record_z)) return st;
+    dpfl_status st = dpfl_ledger_record_epsilon(l, part, ra, rep, per_client, err);
+    if (st || l->rounds < 1 || fl_fdp_not_applicable(cfg, record_z)) return st;
     dpfl_fdp_params pp;
     dpfl_fdp_result r;
-    if ((st = fl_fdp_of_run(in->cfg, &in->part, l->rounds, record_z, &pp, &r, err))) return st;
+    if ((st = fl_fdp_of_run(cfg, part, l->rounds, record_z, &pp, &r, err))) return st;
     if (r.eps_exact < rep->epsilon) {
         *ledger_eps = rep->epsilon;
         rep->epsilon = r.eps_exact;

@@ -170,6 +170,31 @@ static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings 
     return DPFL_OK;
 }
 
+/* The smallest client-level z whose rounds stay within client_dp.target_epsilon: the event the aggregation mode
+ * releases (dpfl_server_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the next
+ * smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of the noise for the
+ * update sum), and the calibrated event multiplier converted back by the event's multiplier per unit of the
+ * mechanism's (fixed-size client sampling is analysed replace-one: z / 2). */
+static dpfl_status calibrate_client_noise(const dpfl_config *cfg, const dpfl_server *server, int32_t clients,
+                                          double *z, dpfl_error *err)
+{
+    dpfl_status st;
+    dpfl_event ev;
+    double probe = 1.0;
+    while ((st = dpfl_server_client_event(server, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
+        probe *= 0.5;
+    if (st) return st;
+    const double event_per_unit = ev.z / probe;
+    ev.count = fl_client_releases(cfg, clients, cfg->fl.rounds); /* cross-device: participations */
+    dpfl_calibrate_opts co = {0};
+    co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
+    co.tol = 1e-4;
+    if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, z, err)))
+        return st;
+    *z /= event_per_unit;
+    return DPFL_OK;
+}
+
 /* The noise multipliers: from the checkpoint on a resume, else configured or calibrated to the targets. */
 static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, dpfl_error *err)
 {
@@ -178,18 +203,18 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
     a->rs.record_z = cfg->record_dp.noise;
     a->rs.client_z = cfg->client_dp.noise;
     a->rs.S = cfg->client_dp.clip;
-    const int budgets = in->rdp_on && cfg->record_dp.budgets != DPFL_BUDGETS_NONE;
+    const int budgets = fl_rpdp_configured(cfg);
     if (s->resume) {
         a->rpdp.on = budgets; /* the checkpoint's budgets block fills it */
-        a->rpdp.n = in->train.n;
-        a->rpdp.filter = budgets && cfg->record_dp.budget_policy == DPFL_POLICY_FILTER;
+        a->rpdp.rec.n = in->train.n;
+        a->rpdp.filter.on = budgets && cfg->record_dp.budget_policy == DPFL_POLICY_FILTER;
         if ((st = fl_checkpoint_load(s->dir, in->global, in->model.nparam, &a->ledger, &a->rs,
                                      in->clients, dpfl_server_control(in->server),
                                      budgets ? &a->rpdp : NULL, s->ckpt_line, err)))
             return st;
         if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
             const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients);
-            fl_rpdp_set_design(&a->rpdp, &design);
+            fl_rpdp_set_design(&a->rpdp.levels, &design);
             if ((st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
         }
         if ((st = dpfl_server_restore_ledger(in->server, &a->ledger, err))) return st;
@@ -198,41 +223,23 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         dpfl_rng_derive(&in->root, &brng, 0, 0, PURPOSE_BUDGETS);
         const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients); /* the round it runs; z calibrated */
         if ((st = fl_rpdp_plan(&a->rpdp, cfg, &design, &in->train, &in->part, &brng, err))) return st;
-        a->rs.record_z = a->rpdp.mech.z;
+        a->rs.record_z = a->rpdp.levels.mech.z;
     } else {
         if (in->rdp_on && a->rs.record_z == 0.0 &&
             (st = dpfl_record_calibrate(&in->part, cfg, cfg->fl.rounds, cfg->record_dp.target_epsilon, &a->rs.record_z, err)))
             return st;
-        if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN)) {
-            /* the smallest z whose R rounds stay within the target: the event the aggregation mode releases
-             * (dpfl_server_client_event, the mode's own event()), probed at a multiplier it accepts (1, else the
-             * next smaller power of two: adaptive clipping refuses a z >= 2 sigma_b, which would leave nothing of
-             * the noise for the update sum), and the
-             * calibrated event multiplier converted back by the event's multiplier per unit of the mechanism's
-             * (fixed-size client sampling is analysed replace-one: z / 2) */
-            dpfl_event ev;
-            double probe = 1.0;
-            while ((st = dpfl_server_client_event(in->server, 1, probe, &ev, err)) == DPFL_EINVAL && probe > 0x1p-20)
-                probe *= 0.5;
-            if (st) return st;
-            const double event_per_unit = ev.z / probe;
-            ev.count = fl_client_releases(cfg, in->part.clients, cfg->fl.rounds); /* cross-device: participations */
-            dpfl_calibrate_opts co = {0};
-            co.accountant = (cfg->client_dp.accountant == DPFL_ACC_PLD) ? DPFL_ACC_PLD : DPFL_ACC_RDP;
-            co.tol = 1e-4;
-            if ((st = dpfl_calibrate_noise(&ev, 1, cfg->client_dp.target_epsilon, cfg->client_dp.delta, &co, &a->rs.client_z, err)))
-                return st;
-            a->rs.client_z /= event_per_unit;
-        }
+        if (in->cdp_on && a->rs.client_z == 0.0 && (cfg->client_dp.clip_strategy != DPFL_CLIP_MEDIAN) &&
+            (st = calibrate_client_noise(cfg, in->server, in->part.clients, &a->rs.client_z, err)))
+            return st;
     }
     if (in->rdp_on && cfg->record_dp.secure_mode && !dpfl_mech_discrete_in_range(in->model.nparam, a->rs.record_z))
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
                                            "sampler's range (sigma^2 <= 2^62 grid units)", a->rs.record_z,
                          in->model.nparam);
     if (in->rdp_on) dpfl_clients_set_record_noise(in->clients, a->rs.record_z);
-    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.p, a->rpdp.denom);
-    if (budgets && a->rpdp.filter)
-        dpfl_clients_set_record_filter(in->clients, a->rpdp.spent, a->rpdp.cap, a->rpdp.alpha);
+    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.rec.p, a->rpdp.rec.denom);
+    if (budgets && a->rpdp.filter.on)
+        dpfl_clients_set_record_filter(in->clients, a->rpdp.filter.spent, a->rpdp.filter.cap, a->rpdp.filter.alpha);
     if (in->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
         for (int32_t r = cfg->fl.rounds; r > a->ledger.rounds; r--)
@@ -252,8 +259,8 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     run_acct *a = &n->acct;
     dpfl_status st;
     in->cfg = cfg;
-    a->cprivate = 1;
-    a->ledger_eps = NAN;
+    a->g.cprivate = 1;
+    a->g.ledger_eps = NAN;
     if ((st = setup_data_model(in, &a->rs, &n->warn, s, err))) return st;
     if ((st = dpfl_sim_create(cfg, &in->model, &in->train, &in->test, &in->part, &in->root, in->global, &in->sim, err)))
         return st;
@@ -265,16 +272,16 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     in->cdp_on = cfg->client_dp.enabled;
     if ((st = setup_noise(in, a, s, err))) return st;
     if ((in->rdp_on && !a->rpdp.on && in->part.clients <= 1000 && !a->ra.pld &&
-         !(a->per_client = malloc((size_t)in->part.clients * sizeof *a->per_client))) ||
+         !(a->g.per_client = malloc((size_t)in->part.clients * sizeof *a->g.per_client))) ||
         (st = dpfl_ledger_init(&a->trial, in->part.clients, err)))
         return st ? st : dpfl_fail(err, DPFL_ENOMEM, "out of memory (ledger)");
     if (a->rpdp.on) {
-        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &a->report.epsilon, err))) return st;
-    } else if (in->rdp_on && (st = fl_record_guarantee(in, &a->ra, a->rs.record_z, &a->ledger, &a->report, NULL,
-                                                       &a->ledger_eps, err))) {
+        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &a->g.report.epsilon, err))) return st;
+    } else if (in->rdp_on && (st = fl_record_guarantee(cfg, &in->part, &a->ra, a->rs.record_z, &a->ledger, &a->g.report,
+                                                       NULL, &a->g.ledger_eps, err))) {
         return st;
     }
-    if (in->cdp_on && (st = fl_client_epsilon(cfg, &a->ledger, &a->ceps, &a->cprivate, err))) return st;
+    if (in->cdp_on && (st = fl_client_epsilon(cfg, &a->ledger, &a->g.ceps, &a->g.cprivate, err))) return st;
     return DPFL_OK;
 }
 
@@ -298,7 +305,7 @@ void fl_node_free(fl_node *n)
     dpfl_ledger_free(&n->acct.ledger);
     dpfl_ledger_free(&n->acct.trial);
     fl_rpdp_free(&n->acct.rpdp);
-    free(n->acct.per_client);
+    free(n->acct.g.per_client);
     dpfl_sim_free(n->in.sim);
     dpfl_free(n->in.global);
     dpfl_model_free(&n->in.model);

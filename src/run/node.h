@@ -32,16 +32,22 @@ typedef struct {
     uint8_t partition_digest[32]; /* SHA-256 of the partition it gave (dpfl_partition_digest) */
 } run_state;
 
-/* The run's privacy accounting: what it has charged and the guarantees it reports. */
+/* The guarantees after the rounds released so far: what metrics.jsonl, summary.json and the terminal report. */
 typedef struct {
-    dpfl_ledger ledger, trial;     /* the rounds released; trial: the next round charged on a copy */
-    dpfl_record_accounting ra;     /* the record-level mechanism the simulation runs */
-    dpfl_record_report report;     /* epsilon: the record-level guarantee (fl_record_guarantee) */
-    double ledger_eps;             /* the ledger's own epsilon, when federated f-DP's bound is the smaller */
-    fl_rpdp rpdp;                  /* record_dp.budgets: per-record budgets and their ledger */
+    dpfl_record_report report;     /* epsilon: the record-level guarantee (fl_record_guarantee; rPDP-FL: the largest
+                                    * record epsilon) */
+    double ledger_eps;             /* the ledger's own epsilon, when federated f-DP's bound is the smaller (else NAN) */
     double *per_client;            /* record-level epsilon per client (<= 1,000 clients, RDP) */
     double ceps;                   /* client-level epsilon */
     int cprivate;                  /* 0: the client level is not private (median clipping) */
+} run_guarantees;
+
+/* The run's privacy accounting: what it has charged, the mechanisms it charges for, and the guarantees it reports. */
+typedef struct {
+    dpfl_ledger ledger, trial;     /* the rounds released; trial: the next round charged on a copy */
+    dpfl_record_accounting ra;     /* the record-level mechanism the simulation runs */
+    fl_rpdp rpdp;                  /* record_dp.budgets: per-record budgets and their ledger */
+    run_guarantees g;
     run_state rs;
 } run_acct;
 

@@ -61,18 +61,19 @@ static cJSON *diagnostics_json(const dpfl_round_metrics *m, int cdp, int rdp, in
 
 /* PriFedSync's federated f-DP after the rounds released so far (the keys of `dpfl fdp --json`), or why it does not
  * apply; nothing when record-level DP is off. */
-dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, cJSON *o, dpfl_error *err)
+dpfl_status fl_report_fdp_json(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double record_z,
+                               cJSON *o, dpfl_error *err)
 {
-    if (!in->rdp_on || a->ledger.rounds < 1) return DPFL_OK;
+    if (!cfg->record_dp.enabled || rounds < 1) return DPFL_OK;
     cJSON *f = cJSON_AddObjectToObject(o, "federated_fdp");
-    const char *why = fl_fdp_not_applicable(in->cfg, a->rs.record_z);
+    const char *why = fl_fdp_not_applicable(cfg, record_z);
     if (why) {
         cJSON_AddStringToObject(f, "not_reported", why);
         return DPFL_OK;
     }
     dpfl_fdp_params pp;
     dpfl_fdp_result r;
-    dpfl_status st = fl_fdp_of_run(in->cfg, &in->part, a->ledger.rounds, a->rs.record_z, &pp, &r, err);
+    dpfl_status st = fl_fdp_of_run(cfg, part, rounds, record_z, &pp, &r, err);
     if (st) return st;
     fl_json_num(f, "mu", r.mu_weak);
     fl_json_num(f, "mu_strong", r.mu_strong);
@@ -80,7 +81,7 @@ dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, cJSON *o
     fl_json_num(f, "epsilon_clt", r.eps_weak_clt);
     fl_json_num(f, "epsilon_strong_clt", r.eps_strong_clt);
     fl_json_num(f, "epsilon", r.eps_exact); /* an upper bound: any observer, sync probability p kept */
-    cJSON_AddNumberToObject(f, "delta", in->cfg->record_dp.delta);
+    cJSON_AddNumberToObject(f, "delta", cfg->record_dp.delta);
     cJSON_AddNumberToObject(f, "p", pp.p);
     cJSON_AddNumberToObject(f, "worst_client_n", (double)pp.n);
     cJSON_AddNumberToObject(f, "batch", (double)pp.batch);
@@ -90,12 +91,12 @@ dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, cJSON *o
 }
 
 /* The round's metrics line: the covered values, with the epsilons after this round. */
-dpfl_status fl_report_round_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *m, char **line,
-                                 dpfl_error *err)
+dpfl_status fl_report_round_line(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a,
+                                 const dpfl_round_metrics *m, char **line, dpfl_error *err)
 {
-    const dpfl_config *cfg = in->cfg;
+    const run_guarantees *g = &a->g;
     cJSON *o = round_json(m);
-    if (in->cdp_on) {
+    if (cfg->client_dp.enabled) {
         fl_json_num(o, "update_clip", m->update_clip);
         fl_json_num(o, "update_noise_std", m->update_noise_std);
         if (cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP) { /* public: from the cohort size and the plan */
@@ -103,29 +104,29 @@ dpfl_status fl_report_round_line(const run_inputs *in, const run_acct *a, const 
             cJSON_AddBoolToObject(o, "ddp_released", m->ddp_released);
             fl_json_num(o, "ddp_overflow_bound", m->ddp_overflow);
         }
-        if (a->cprivate) fl_json_num(o, "client_epsilon", a->ceps);
+        if (g->cprivate) fl_json_num(o, "client_epsilon", g->ceps);
         else {
             cJSON_AddNullToObject(o, "client_epsilon"); /* numbers stay numbers: the reason has its own key */
             cJSON_AddStringToObject(o, "client_epsilon_reason", "median clipping is not differentially private");
         }
     }
-    if (in->rdp_on) {
-        fl_json_num(o, "epsilon", a->report.epsilon);
+    if (cfg->record_dp.enabled) {
+        fl_json_num(o, "epsilon", g->report.epsilon);
         fl_json_num(o, "noise_std", m->noise_std);
         if (cfg->record_dp.e2e) {
             double ce, cn;
-            dpfl_status st = fl_e2e_client_epsilon(cfg, &in->part, &a->ledger, a->rs.record_z,
-                                                   in->cdp_on ? a->rs.client_z : 0.0, &ce, &cn, NULL, err);
+            dpfl_status st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z,
+                                                   cfg->client_dp.enabled ? a->rs.client_z : 0.0, &ce, &cn, NULL, err);
             if (st) {
                 cJSON_Delete(o);
                 return st;
             }
             fl_json_num(o, "client_epsilon", ce);
         }
-        if (a->per_client)
-            cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(a->per_client, in->part.clients));
+        if (g->per_client)
+            cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(g->per_client, part->clients));
     }
-    dpfl_status st = fl_report_fdp_json(in, a, o, err);
+    dpfl_status st = fl_report_fdp_json(cfg, part, a->ledger.rounds, a->rs.record_z, o, err);
     if (st) {
         cJSON_Delete(o);
         return st;
@@ -233,44 +234,44 @@ static void fmt_duration(char *out, size_t len, double s)
 
 /* The progress line: round, latest test accuracy, the epsilon spent so far (with its target, or for rPDP-FL the
  * largest record epsilon against the largest budget) and the time left at the mean pace of the rounds so far. */
-void fl_report_progress_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+void fl_report_progress_line(const dpfl_config *cfg, const run_guarantees *g, const dpfl_round_metrics *last_eval,
                              const dpfl_round_metrics *m, char *buf, size_t len)
 {
-    const dpfl_config *cfg = in->cfg;
+    const int rdp = cfg->record_dp.enabled, cdp = cfg->client_dp.enabled, budgets = fl_rpdp_configured(cfg);
     size_t n = 0;
 #define ADD(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
     ADD("round %d/%d  test acc ", m->round, cfg->fl.rounds);
     if (isfinite(last_eval->test_accuracy)) ADD("%.4f", last_eval->test_accuracy);
     else ADD("n/a"); /* no evaluation yet (eval_every) */
-    if (a->rpdp.on) {
-        ADD("  max eps_i %.3g", a->report.epsilon);
+    if (budgets) {
+        ADD("  max eps_i %.3g", g->report.epsilon);
         if (cfg->record_dp.budget_max > 0) ADD(" (budgets <= %g)", cfg->record_dp.budget_max);
-    } else if (in->rdp_on) {
-        ADD("  eps %.3g", a->report.epsilon);
+    } else if (rdp) {
+        ADD("  eps %.3g", g->report.epsilon);
         if (cfg->record_dp.target_epsilon > 0) ADD("/%g", cfg->record_dp.target_epsilon);
     }
-    if (in->cdp_on) {
-        if (a->cprivate) ADD("  client eps %.3g", a->ceps);
+    if (cdp) {
+        if (g->cprivate) ADD("  client eps %.3g", g->ceps);
         else ADD("  client eps n/a (median clip: not private)");
-        if (a->cprivate && cfg->client_dp.target_epsilon > 0) ADD("/%g", cfg->client_dp.target_epsilon);
+        if (g->cprivate && cfg->client_dp.target_epsilon > 0) ADD("/%g", cfg->client_dp.target_epsilon);
     }
-    if (!in->rdp_on && !in->cdp_on) ADD("  not private");
+    if (!rdp && !cdp) ADD("  not private");
     char eta[32], el[32];
     double per = m->wall_seconds / m->round;
     fmt_duration(eta, sizeof eta, per * (cfg->fl.rounds - m->round));
     fmt_duration(el, sizeof el, m->wall_seconds);
     /* a target with the noise given is a stop rule: the run may end before fl.rounds */
-    int stop_rule = (in->rdp_on && !a->rpdp.on && cfg->record_dp.target_epsilon > 0 && cfg->record_dp.noise > 0) ||
-                    (in->cdp_on && cfg->client_dp.target_epsilon > 0 && cfg->client_dp.noise > 0);
+    int stop_rule = (rdp && !budgets && cfg->record_dp.target_epsilon > 0 && cfg->record_dp.noise > 0) ||
+                    (cdp && cfg->client_dp.target_epsilon > 0 && cfg->client_dp.noise > 0);
     ADD("  %s elapsed, ETA %s%s", el, stop_rule ? "<= " : "", eta);
 #undef ADD
 }
 
-void fl_report_progress(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+void fl_report_progress(const dpfl_config *cfg, const run_guarantees *g, const dpfl_round_metrics *last_eval,
                         const dpfl_round_metrics *m)
 {
     char line[256];
-    fl_report_progress_line(in, a, last_eval, m, line, sizeof line);
+    fl_report_progress_line(cfg, g, last_eval, m, line, sizeof line);
     /* \r and a clear to the end of the line: the line can get shorter */
     fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);

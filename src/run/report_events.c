@@ -39,46 +39,50 @@ static dpfl_run_event run_event(const char *unit, dpfl_accountant acc, double de
     return r;
 }
 
-static dpfl_status record_event(const dpfl_config *cfg, const run_acct *a, cJSON *events, dpfl_error *err)
+/* the worst record's events: rp (on: rPDP-FL's plan) or the ledger's worst client, with the mechanism ra it ran */
+static dpfl_status record_event(const dpfl_config *cfg, const run_guarantees *g, const dpfl_record_accounting *ra,
+                                const fl_rpdp *rp, cJSON *events, dpfl_error *err)
 {
-    dpfl_event ev = a->report.event;
-    if (a->rpdp.on) { /* the level with the largest epsilon, or under the filter the record with the largest cap */
+    dpfl_event ev = g->report.event;
+    if (rp->on) { /* the level with the largest epsilon, or under the filter the record with the largest cap */
         dpfl_run_event r = run_event("record", DPFL_ACC_RDP, cfg->record_dp.delta, NAN, &ev, 1);
-        dpfl_status st = fl_rpdp_max_event(&a->rpdp, cfg, &r, err);
+        dpfl_status st = fl_rpdp_max_event(rp, cfg, &r, err);
         return st ? st : add_event(events, "record", &r, err);
     }
     /* PriFedSync: the ledger's number, when the federated f-DP bound was the smaller (summary "epsilon_from") */
-    double eps = isnan(a->ledger_eps) ? a->report.epsilon : a->ledger_eps;
-    dpfl_run_event r = run_event("record", a->ra.pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, cfg->record_dp.delta, eps, &ev, 1);
-    r.orders = a->ra.integer_orders ? DPFL_ORDERS_INTEGER : DPFL_ORDERS_DEFAULT;
-    r.held_by = a->report.worst_copies > 0 ? a->report.worst_copies : 1;
+    double eps = isnan(g->ledger_eps) ? g->report.epsilon : g->ledger_eps;
+    dpfl_run_event r = run_event("record", ra->pld ? DPFL_ACC_PLD : DPFL_ACC_RDP, cfg->record_dp.delta, eps, &ev, 1);
+    r.orders = ra->integer_orders ? DPFL_ORDERS_INTEGER : DPFL_ORDERS_DEFAULT;
+    r.held_by = g->report.worst_copies > 0 ? g->report.worst_copies : 1;
     return add_event(events, "record", &r, err);
 }
 
-static dpfl_status client_events(const run_inputs *in, const run_acct *a, cJSON *events, dpfl_error *err)
+static dpfl_status client_events(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a, cJSON *events,
+                                 dpfl_error *err)
 {
-    const dpfl_config *cfg = in->cfg;
+    const int cdp = cfg->client_dp.enabled;
     dpfl_status st = DPFL_OK;
-    if (in->cdp_on && a->cprivate) {
-        dpfl_run_event r = run_event("client", fl_client_accountant(cfg), cfg->client_dp.delta, a->ceps,
+    if (cdp && a->g.cprivate) {
+        dpfl_run_event r = run_event("client", fl_client_accountant(cfg), cfg->client_dp.delta, a->g.ceps,
                                      a->ledger.client_events, (size_t)a->ledger.nclient_events);
         st = add_event(events, "client", &r, err);
     }
-    if (!st && in->rdp_on && cfg->record_dp.e2e) {
+    if (!st && cfg->record_dp.enabled && cfg->record_dp.e2e) {
         double noise, eps;
         dpfl_event ev;
-        if ((st = fl_e2e_client_epsilon(cfg, &in->part, &a->ledger, a->rs.record_z, in->cdp_on ? a->rs.client_z : 0.0,
-                                        &eps, &noise, &ev, err)))
+        if ((st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z, cdp ? a->rs.client_z : 0.0, &eps, &noise,
+                                        &ev, err)))
             return st;
         dpfl_run_event r = run_event("client", DPFL_ACC_GDP, cfg->record_dp.delta, eps, &ev, 1);
-        st = add_event(events, in->cdp_on ? "client_e2e" : "client", &r, err);
+        st = add_event(events, cdp ? "client_e2e" : "client", &r, err);
     }
     return st;
 }
 
-dpfl_status fl_summary_events(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
+dpfl_status fl_summary_events(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a, cJSON *sum,
+                              dpfl_error *err)
 {
     cJSON *events = cJSON_AddObjectToObject(sum, "events");
-    dpfl_status st = in->rdp_on ? record_event(in->cfg, a, events, err) : DPFL_OK;
-    return st ? st : client_events(in, a, events, err);
+    dpfl_status st = cfg->record_dp.enabled ? record_event(cfg, &a->g, &a->ra, &a->rpdp, events, err) : DPFL_OK;
+    return st ? st : client_events(cfg, part, a, events, err);
 }

@@ -12,15 +12,16 @@
 #include <time.h>
 
 /* summary.json's record-level report (with the e2e client level implied by the same noise). */
-static dpfl_status summary_record(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
+static dpfl_status summary_record(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a, cJSON *sum,
+                                  dpfl_error *err)
 {
-    const dpfl_config *cfg = in->cfg;
+    const dpfl_record_report *rep = &a->g.report;
     dpfl_status st;
     cJSON_AddStringToObject(sum, "unit", "record");
-    fl_json_num(sum, "epsilon", a->report.epsilon);
-    if (isfinite(a->ledger_eps)) { /* federated f-DP's bound is the smaller: the guarantee, and the one budgets use */
+    fl_json_num(sum, "epsilon", rep->epsilon);
+    if (isfinite(a->g.ledger_eps)) { /* federated f-DP's bound is the smaller: the guarantee, and the one budgets use */
         cJSON_AddStringToObject(sum, "epsilon_from", "federated_fdp");
-        fl_json_num(sum, "epsilon_ledger", a->ledger_eps);
+        fl_json_num(sum, "epsilon_ledger", a->g.ledger_eps);
     }
     cJSON_AddNumberToObject(sum, "delta", cfg->record_dp.delta);
     if (a->rpdp.on) { /* personalized: each record against its own budget; epsilon above is the largest */
@@ -31,12 +32,12 @@ static dpfl_status summary_record(const run_inputs *in, const run_acct *a, cJSON
         cJSON_AddStringToObject(sum, "adjacency", "add-remove");
         cJSON_AddNumberToObject(sum, "noise", a->rs.record_z);
         cJSON_AddNumberToObject(sum, "clip", cfg->record_dp.clip);
-        return fl_rpdp_report(&a->rpdp, cfg, &in->part, cJSON_AddObjectToObject(sum, "record_budgets"), NULL, err);
+        return fl_rpdp_report(&a->rpdp, cfg, part, cJSON_AddObjectToObject(sum, "record_budgets"), NULL, err);
     }
     cJSON_AddStringToObject(sum, "accountant", dpfl_config_choice(cfg, "record_dp.accountant"));
-    if (a->report.answered != cfg->record_dp.accountant) { /* PLD could not answer for the worst client */
-        cJSON_AddStringToObject(sum, "accountant_answered", dpfl_accountant_name(a->report.answered));
-        cJSON_AddStringToObject(sum, "accountant_fallback", a->report.fallback);
+    if (rep->answered != cfg->record_dp.accountant) { /* PLD could not answer for the worst client */
+        cJSON_AddStringToObject(sum, "accountant_answered", dpfl_accountant_name(rep->answered));
+        cJSON_AddStringToObject(sum, "accountant_fallback", rep->fallback);
     }
     cJSON_AddStringToObject(sum, "sampler", dpfl_config_choice(cfg, "record_dp.sampler"));
     cJSON_AddStringToObject(sum, "adjacency", a->ra.poisson ? "add-remove" : "replace-one");
@@ -46,20 +47,20 @@ static dpfl_status summary_record(const run_inputs *in, const run_acct *a, cJSON
                                                    ? "discrete Gaussian, exact (secure mode; RDP at integer orders)"
                                                    : "Gaussian, floating point (ziggurat on ChaCha20)");
     if (cfg->record_dp.noise == 0.0) cJSON_AddStringToObject(sum, "noise_calibrated_for", "target_epsilon over all rounds");
-    cJSON_AddNumberToObject(sum, "worst_client", a->report.worst_client);
-    cJSON_AddNumberToObject(sum, "worst_client_q", a->report.worst_q);
-    cJSON_AddNumberToObject(sum, "worst_client_steps", (double)a->report.worst_steps);
-    cJSON_AddNumberToObject(sum, "worst_client_n", (double)a->report.worst_n);
-    cJSON_AddNumberToObject(sum, "worst_client_batch", (double)a->report.worst_batch);
-    if (a->report.worst_copies > 1) /* replication: worst_client_steps sums the steps of every client holding it */
-        cJSON_AddNumberToObject(sum, "worst_record_copies", (double)a->report.worst_copies);
-    if (a->report.order > 0) cJSON_AddNumberToObject(sum, "order", a->report.order);
+    cJSON_AddNumberToObject(sum, "worst_client", rep->worst_client);
+    cJSON_AddNumberToObject(sum, "worst_client_q", rep->worst_q);
+    cJSON_AddNumberToObject(sum, "worst_client_steps", (double)rep->worst_steps);
+    cJSON_AddNumberToObject(sum, "worst_client_n", (double)rep->worst_n);
+    cJSON_AddNumberToObject(sum, "worst_client_batch", (double)rep->worst_batch);
+    if (rep->worst_copies > 1) /* replication: worst_client_steps sums the steps of every client holding it */
+        cJSON_AddNumberToObject(sum, "worst_record_copies", (double)rep->worst_copies);
+    if (rep->order > 0) cJSON_AddNumberToObject(sum, "order", rep->order);
     if (cfg->record_dp.e2e) {
         double ce, cn;
-        if ((st = fl_e2e_client_epsilon(cfg, &in->part, &a->ledger, a->rs.record_z, in->cdp_on ? a->rs.client_z : 0.0,
-                                        &ce, &cn, NULL, err)))
+        const double server_z = cfg->client_dp.enabled ? a->rs.client_z : 0.0;
+        if ((st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z, server_z, &ce, &cn, NULL, err)))
             return st;
-        fl_json_num(sum, in->cdp_on ? "client_epsilon_e2e" : "client_epsilon", ce);
+        fl_json_num(sum, cfg->client_dp.enabled ? "client_epsilon_e2e" : "client_epsilon", ce);
         cJSON_AddNumberToObject(sum, "client_delta", cfg->record_dp.delta);
         cJSON_AddNumberToObject(sum, "client_noise", cn);
         cJSON_AddStringToObject(sum, "client_adjacency", (cfg->fl.sampling == DPFL_SAMPLE_FIXED)
@@ -70,17 +71,17 @@ static dpfl_status summary_record(const run_inputs *in, const run_acct *a, cJSON
 }
 
 /* summary.json's client-level report. */
-static void summary_client(const run_inputs *in, const run_acct *a, cJSON *sum)
+static void summary_client(const dpfl_config *cfg, int32_t clients, const dpfl_server *server, const run_acct *a,
+                           cJSON *sum)
 {
-    const dpfl_config *cfg = in->cfg;
-    if (a->cprivate) {
-        fl_json_num(sum, "client_epsilon", a->ceps);
+    if (a->g.cprivate) {
+        fl_json_num(sum, "client_epsilon", a->g.ceps);
     } else {
         cJSON_AddNullToObject(sum, "client_epsilon");
         cJSON_AddStringToObject(sum, "client_epsilon_reason", "median clipping is not differentially private");
     }
     cJSON_AddNumberToObject(sum, "client_delta", cfg->client_dp.delta);
-    cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, in->part.clients, a->ledger.rounds > 0 ? a->ledger.rounds : 1));
+    cJSON_AddNumberToObject(sum, "client_q", fl_client_rate_accounted(cfg, clients, a->ledger.rounds > 0 ? a->ledger.rounds : 1));
     cJSON_AddStringToObject(sum, "client_sampler", dpfl_config_choice(cfg, "fl.sampling"));
     cJSON_AddStringToObject(sum, "client_adjacency_accounted", cfg->client_dp.mechanism == DPFL_CLIENT_MECH_DDP ? "zero-out"
                                                                : (cfg->fl.sampling == DPFL_SAMPLE_FIXED ||
@@ -88,13 +89,13 @@ static void summary_client(const run_inputs *in, const run_acct *a, cJSON *sum)
                                                                                                   : "add-remove");
     cJSON_AddNumberToObject(sum, "client_rounds_charged", a->ledger.rounds);
     if (cfg->fl.sampling == DPFL_SAMPLE_CROSS_DEVICE) /* the releases a client's data entered: one per pass */
-        cJSON_AddNumberToObject(sum, "client_participations", (double)fl_client_releases(cfg, in->part.clients, a->ledger.rounds));
+        cJSON_AddNumberToObject(sum, "client_participations", (double)fl_client_releases(cfg, clients, a->ledger.rounds));
     cJSON_AddNumberToObject(sum, "client_noise", a->rs.client_z);
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
     cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
     if ((cfg->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE)) { /* the two noises whose combination was charged */
-        cJSON_AddNumberToObject(sum, "update_noise", dpfl_server_update_noise(in->server));
-        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_server_quantile_noise(in->server));
+        cJSON_AddNumberToObject(sum, "update_noise", dpfl_server_update_noise(server));
+        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_server_quantile_noise(server));
     }
     cJSON_AddNumberToObject(sum, "update_clip", a->rs.S);
 }
@@ -109,58 +110,60 @@ typedef struct {
     int64_t rmax, draws;
 } ddp_report;
 
-static dpfl_status ddp_guarantees(const run_inputs *in, const run_acct *a, ddp_report *g, dpfl_error *err)
+static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_server *server, const dpfl_ledger *l, double ceps,
+                                  ddp_report *g, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(in->server);
+    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(server);
     memset(g, 0, sizeof *g);
     if (!p) return DPFL_OK;
     int64_t total = 0;
-    for (int32_t k = 0; k < a->ledger.clients; k++) {
-        total += a->ledger.participations[k];
-        if (a->ledger.participations[k] > g->rmax) g->rmax = a->ledger.participations[k];
+    for (int32_t k = 0; k < l->clients; k++) {
+        total += l->participations[k];
+        if (l->participations[k] > g->rmax) g->rmax = l->participations[k];
     }
     dpfl_event ev = dpfl_ddp_event(p, 1.0);
     ev.count = g->rmax;
     dpfl_guarantee gg;
-    dpfl_status st = dpfl_account_epsilon(&ev, 1, in->cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
+    dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
     if (st) return st;
     g->eps_srv = gg.epsilon;
     /* the largest lambda any round uses: a round of two clients, each adding mu / 2 */
     dpfl_poisson_table *t;
     if ((st = dpfl_poisson_table_make(fmin(p->mu / 4, 1e9), &t, err))) return st;
     g->draws = 2 * (int64_t)p->d * total;
-    g->dsamp = (1 + exp(fmin(700, fmax(a->ceps, g->eps_srv)))) * (double)g->draws * dpfl_poisson_table_tv(t);
+    g->dsamp = (1 + exp(fmin(700, fmax(ceps, g->eps_srv)))) * (double)g->draws * dpfl_poisson_table_tv(t);
     dpfl_poisson_table_free(t);
     return DPFL_OK;
 }
 
-static dpfl_status summary_ddp(const run_inputs *in, const run_acct *a, cJSON *sum, dpfl_error *err)
+static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_server *server, const dpfl_ledger *l, double ceps,
+                               cJSON *sum, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(in->server);
+    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(server);
     if (!p) return DPFL_OK;
     ddp_report g;
-    dpfl_status st = ddp_guarantees(in, a, &g, err);
+    dpfl_status st = ddp_guarantees(cfg, server, l, ceps, &g, err);
     if (st) return st;
     cJSON *o = cJSON_AddObjectToObject(sum, "ddp");
     cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
                                             "rounds conditionally and adds Skellam noise; the server learns the sum "
                                             "modulo 2^bits only");
-    cJSON_AddStringToObject(o, "secure_aggregation", in->cfg->client_dp.ddp_secagg
+    cJSON_AddStringToObject(o, "secure_aggregation", cfg->client_dp.ddp_secagg
                                                          ? "in process: pairwise X25519 masks, Shamir-shared seeds, "
                                                            "dropout recovery (docs/secagg.md)"
                                                          : "off: the wrapped vectors are summed directly (the same "
                                                            "sum; the server would see each one)");
     cJSON_AddStringToObject(o, "adjacency", "zero-out: a client's data replaced by data whose update is zero");
-    fl_json_num(o, "epsilon", a->ceps);
+    fl_json_num(o, "epsilon", ceps);
     cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
                                                  "(client sampling amplifies)");
     fl_json_num(o, "epsilon_vs_server", g.eps_srv);
     cJSON_AddStringToObject(o, "epsilon_vs_server_covers", "the aggregation server, which sees who took part: the "
                                                            "client that took part most, every one of its rounds at q = 1");
     cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
-    cJSON_AddNumberToObject(o, "delta", in->cfg->client_dp.delta);
+    cJSON_AddNumberToObject(o, "delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
-    cJSON_AddNumberToObject(o, "delta_total", in->cfg->client_dp.delta + g.dsamp);
+    cJSON_AddNumberToObject(o, "delta_total", cfg->client_dp.delta + g.dsamp);
     cJSON_AddNumberToObject(o, "noise_draws", (double)g.draws);
     cJSON_AddNumberToObject(o, "dimension", (double)p->d);
     cJSON_AddNumberToObject(o, "bits", p->bits);
@@ -175,46 +178,49 @@ static dpfl_status summary_ddp(const run_inputs *in, const run_acct *a, cJSON *s
 
 /* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
  * (and at least one), 0 otherwise ("NOT differentially private"). */
-static int privacy_statement(const run_inputs *in, const run_acct *a, char *buf, size_t len)
+static int privacy_statement(const dpfl_config *cfg, const dpfl_server *server, const run_acct *a, char *buf,
+                             size_t len)
 {
-    const dpfl_config *cfg = in->cfg;
+    const int rdp = cfg->record_dp.enabled, cdp = cfg->client_dp.enabled;
+    const run_guarantees *gu = &a->g;
     size_t n = 0;
     buf[0] = 0;
-    if (!in->rdp_on && !in->cdp_on) {
+    if (!rdp && !cdp) {
         snprintf(buf, len, "NOT differentially private: neither [record_dp] nor [client_dp] is enabled");
         return 0;
     }
-    if (in->cdp_on && !a->cprivate) {
+    if (cdp && !gu->cprivate) {
         snprintf(buf, len, "NOT differentially private at client level: median clipping has no sensitivity bound%s",
-                 in->rdp_on ? "; the record-level guarantee below still holds" : "");
+                 rdp ? "; the record-level guarantee below still holds" : "");
         return 0;
     }
     if (a->rpdp.on)
         n += (size_t)snprintf(buf + n, len - n, "record-level personalized DP: every record (eps_i, %g)-DP within its "
                                                 "own budget, largest eps_i %.4g (%s budgets, %s policy, two-stage RDP)",
-                              cfg->record_dp.delta, a->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
+                              cfg->record_dp.delta, gu->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
                               dpfl_config_choice(cfg, "record_dp.budget_policy"));
-    else if (in->rdp_on)
+    else if (rdp)
         n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst %s; %s "
                                                 "adjacency, %s sampler, %s accountant)",
-                              a->report.epsilon, cfg->record_dp.delta,
-                              a->report.worst_copies > 1 ? "record, charged in every client that holds a copy" : "client",
+                              gu->report.epsilon, cfg->record_dp.delta,
+                              gu->report.worst_copies > 1 ? "record, charged in every client that holds a copy" : "client",
                               a->ra.poisson ? "add-remove" : "replace-one",
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     ddp_report g;
     dpfl_error e;
-    if (in->cdp_on && dpfl_server_ddp_plan(in->server) && n < len && ddp_guarantees(in, a, &g, &e) == DPFL_OK)
+    if (cdp && dpfl_server_ddp_plan(server) && n < len &&
+        ddp_guarantees(cfg, server, &a->ledger, gu->ceps, &g, &e) == DPFL_OK)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
                                                 "only the secure sum): (%.4g, %.3g)-DP for every client against "
                                                 "observers of the released models, (%.4g, %.3g)-DP against the "
                                                 "aggregation server, which sees the cohorts (%lld round%s for the "
                                                 "client that took part most)",
-                              n ? "; " : "", a->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
+                              n ? "; " : "", gu->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
                               cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
-    else if (in->cdp_on && n < len)
+    else if (cdp && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
-                              n ? "; " : "", a->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
+                              n ? "; " : "", gu->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
     if (cfg->run.seed.given && n < len)
         snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
     return 1;
@@ -256,31 +262,31 @@ static void reached_rounds(const dpfl_config *cfg, const char *dir, const dpfl_r
 
 /* The final evaluation, when the last round released was not evaluated (the run stopped, or a resume released
  * nothing more). */
-static void final_evaluation(const run_inputs *in, int32_t rounds, run_progress *pr)
+static void final_evaluation(dpfl_sim *sim, int32_t rounds, run_progress *pr)
 {
     if (isfinite(pr->last_eval.test_accuracy) && pr->last_eval.round == rounds) return;
     dpfl_round_metrics m;
     memset(&m, 0, sizeof m);
     m.client_acc_mean = m.personal_acc_mean = m.local_acc_mean = NAN;
-    dpfl_sim_evaluate(in->sim, &m);
+    dpfl_sim_evaluate(sim, &m);
     m.round = rounds;
     pr->last_eval = m;
 }
 
 /* summary.json's "not_private": values no epsilon covers (raw data, exact batch totals, participation, client test
  * sets, timing), kept apart. */
-static void summary_not_private(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir,
+static void summary_not_private(const dpfl_config *cfg, int64_t examples, const run_progress *pr, const char *dir,
                                 cJSON *sum)
 {
     const dpfl_round_metrics *e = &pr->last_eval;
     cJSON *np = cJSON_AddObjectToObject(sum, "not_private");
     cJSON_AddStringToObject(np, "note", "diagnostics computed from raw data: covered by no epsilon; do not publish");
-    cJSON_AddNumberToObject(np, "examples", (double)a->rs.examples);
-    if (in->cdp_on) cJSON_AddNumberToObject(np, "communication", (double)pr->comm);
+    cJSON_AddNumberToObject(np, "examples", (double)examples);
+    if (cfg->client_dp.enabled) cJSON_AddNumberToObject(np, "communication", (double)pr->comm);
     if (isfinite(e->client_acc_mean)) {
         fl_json_num(np, "client_accuracy_mean", e->client_acc_mean);
         fl_json_num(np, "client_accuracy_std", e->client_acc_std);
-        reached_rounds(in->cfg, dir, e, np);
+        reached_rounds(cfg, dir, e, np);
     }
     if (isfinite(e->personal_acc_mean)) {
         fl_json_num(np, "personal_accuracy_mean", e->personal_acc_mean);
@@ -300,17 +306,18 @@ static void summary_not_private(const run_inputs *in, const run_acct *a, const r
 
 /* summary.json's guarantees: record level, client level, distributed DP, federated f-DP, the events behind them,
  * the sentence that says what holds, and the set-up's warnings. */
-static dpfl_status summary_privacy(const run_inputs *in, const run_acct *a, const run_warnings *w, cJSON *sum,
-                                   dpfl_error *err)
+static dpfl_status summary_privacy(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+                                   const run_acct *a, const run_warnings *w, cJSON *sum, dpfl_error *err)
 {
     dpfl_status st;
-    if (in->rdp_on && (st = summary_record(in, a, sum, err))) return st;
-    if (in->cdp_on) summary_client(in, a, sum);
-    if ((st = summary_ddp(in, a, sum, err)) || (st = fl_report_fdp_json(in, a, sum, err)) ||
-        (st = fl_summary_events(in, a, sum, err)))
+    if (cfg->record_dp.enabled && (st = summary_record(cfg, part, a, sum, err))) return st;
+    if (cfg->client_dp.enabled) summary_client(cfg, part->clients, server, a, sum);
+    if ((st = summary_ddp(cfg, server, &a->ledger, a->g.ceps, sum, err)) ||
+        (st = fl_report_fdp_json(cfg, part, a->ledger.rounds, a->rs.record_z, sum, err)) ||
+        (st = fl_summary_events(cfg, part, a, sum, err)))
         return st;
     char words[1024];
-    cJSON_AddBoolToObject(sum, "private", privacy_statement(in, a, words, sizeof words));
+    cJSON_AddBoolToObject(sum, "private", privacy_statement(cfg, server, a, words, sizeof words));
     cJSON_AddStringToObject(sum, "privacy", words);
     if (w->n) {
         cJSON *arr = cJSON_AddArrayToObject(sum, "warnings");
@@ -398,7 +405,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     const run_acct *a = &c->node.acct;
     dpfl_status st;
     char path[1100];
-    final_evaluation(in, a->ledger.rounds, &c->pr);
+    final_evaluation(in->sim, a->ledger.rounds, &c->pr);
     snprintf(path, sizeof path, "%s/model.bin", c->io.dir);
     /* with the standardization its inputs had, so that it can be fed without this run's config */
     dpfl_input_standardization std;
@@ -415,8 +422,8 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddBoolToObject(sum, "stopped_at_budget", c->pr.stopped_early);
     cJSON_AddBoolToObject(sum, "interrupted", c->pr.interrupted); /* resumable: dpfl train --resume */
     fl_report_updates(c->io.dir, &c->pr, sum);
-    summary_not_private(in, a, &c->pr, c->io.dir, sum);
-    if ((st = summary_privacy(in, a, &c->node.warn, sum, err))) {
+    summary_not_private(in->cfg, a->rs.examples, &c->pr, c->io.dir, sum);
+    if ((st = summary_privacy(in->cfg, &in->part, in->server, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }
@@ -427,9 +434,11 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     return write_json(path, sum, err);
 }
 
-void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir)
+void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+                           const run_acct *a, const run_progress *pr, const char *dir)
 {
-    const dpfl_config *cfg = in->cfg;
+    const int rdp = cfg->record_dp.enabled, cdp = cfg->client_dp.enabled;
+    const run_guarantees *gu = &a->g;
     char acc[64];
     if (isfinite(pr->last_eval.test_accuracy)) snprintf(acc, sizeof acc, "test accuracy %.4f", pr->last_eval.test_accuracy);
     else snprintf(acc, sizeof acc, "no test data here"); /* a deployment's server without the sites' files */
@@ -445,40 +454,41 @@ void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_pr
     if (a->rpdp.on)
         fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
                         "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)\n",
-                a->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
+                gu->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
                 dpfl_config_choice(cfg, "record_dp.budget_policy"));
-    else if (in->rdp_on)
-        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler\n", a->report.epsilon,
+    else if (rdp)
+        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler\n", gu->report.epsilon,
                 cfg->record_dp.delta,
-                isfinite(a->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
-                : a->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
+                isfinite(gu->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
+                : gu->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
                 dpfl_config_choice(cfg, "record_dp.accountant"), dpfl_config_choice(cfg, "record_dp.sampler"));
     dpfl_fdp_params pp;
     dpfl_fdp_result fr;
-    if (in->rdp_on && a->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, a->rs.record_z) &&
-        fl_fdp_of_run(cfg, &in->part, a->ledger.rounds, a->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
+    if (rdp && a->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, a->rs.record_z) &&
+        fl_fdp_of_run(cfg, part, a->ledger.rounds, a->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
                         "against any observer keeping the sync probability %g (RDP bound)\n",
                 fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p);
     ddp_report g;
-    if (in->cdp_on && a->cprivate && dpfl_server_ddp_plan(in->server) && ddp_guarantees(in, a, &g, NULL) == DPFL_OK)
+    if (cdp && gu->cprivate && dpfl_server_ddp_plan(server) &&
+        ddp_guarantees(cfg, server, &a->ledger, gu->ceps, &g, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
                         "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
                         "client)\n",
-                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", a->ceps, cfg->client_dp.delta + g.dsamp,
+                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", gu->ceps, cfg->client_dp.delta + g.dsamp,
                 g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
-    else if (in->cdp_on && a->cprivate)
-        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", a->ceps,
+    else if (cdp && gu->cprivate)
+        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", gu->ceps,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
-    if (in->cdp_on && !a->cprivate)
+    if (cdp && !gu->cprivate)
         fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
-    const char *scope = dpfl_config_preset_scope(cfg, in->rdp_on, in->cdp_on && a->cprivate);
+    const char *scope = dpfl_config_preset_scope(cfg, rdp, cdp && gu->cprivate);
     if (scope) fprintf(stderr, "dpfl: %s\n", scope); /* whom a baseline's numbers cover (docs/privacy.md) */
-    if (!in->rdp_on && !in->cdp_on)
+    if (!rdp && !cdp)
         fprintf(stderr, "dpfl: NOT differentially private (neither [record_dp] nor [client_dp] is enabled)\n");
     /* a fixed seed makes every noise draw reproducible: a guarantee then holds only while the seed is secret (said
      * once, under the guarantees; a run without any has none to qualify) */
-    else if (cfg->run.seed.given && (in->rdp_on || a->cprivate))
+    else if (cfg->run.seed.given && (rdp || gu->cprivate))
         fprintf(stderr, "dpfl: every epsilon above holds only if the seed is secret (fixed [run] seed: reproducible "
                         "mode, not for deployment)\n");
 }

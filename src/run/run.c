@@ -179,7 +179,8 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
         if (!opt->quiet && isatty(2)) fputc('\n', stderr);
         if (!st && c->pr.interrupted) st = interrupted_checkpoint(c, err);
         if (!st) st = fl_report_summary(c, err);
-        if (!st && !opt->quiet) fl_report_final_lines(in, &c->node.acct, &c->pr, opt->out_dir);
+        if (!st && !opt->quiet)
+            fl_report_final_lines(in->cfg, &in->part, in->server, &c->node.acct, &c->pr, opt->out_dir);
     }
     if (t && t->finish)
         t->finish(t, in->server ? dpfl_server_ledger(in->server)->rounds : 0, st,

@@ -62,7 +62,8 @@ typedef struct {
 dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err);
 
 /* summary.json's "events": the composition behind each reported epsilon (report_events.c). */
-dpfl_status fl_summary_events(const run_inputs *in, const run_acct *a, struct cJSON *sum, dpfl_error *err);
+dpfl_status fl_summary_events(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a, struct cJSON *sum,
+                              dpfl_error *err);
 
 /* dpfl_run with the clients reached through transport t (NULL: in-process threads; src/net/server.c: the network). */
 dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const struct dpfl_transport *t, dpfl_error *err);
@@ -75,25 +76,27 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err);
 /* the process's CPU seconds so far (the stages' cost on a shared machine) */
 double fl_cpu_seconds(void);
 /* report.c: the round's metrics line (malloc'd) and its diagnostics line; summary.json; the final lines. */
-dpfl_status fl_report_round_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *m, char **line,
-                                 dpfl_error *err);
+dpfl_status fl_report_round_line(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a,
+                                 const dpfl_round_metrics *m, char **line, dpfl_error *err);
 /* (pr: the round's count of client messages in, the EMD at evaluated rounds out) */
 dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_progress *pr, const dpfl_round_metrics *m,
                                   dpfl_error *err);
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
-void fl_report_final_lines(const run_inputs *in, const run_acct *a, const run_progress *pr, const char *dir);
+void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+                           const run_acct *a, const run_progress *pr, const char *dir);
 /* summary.json's "updates" (sampled, arrived, per round) from diagnostics.jsonl, into pr too (report_updates.c) */
 void fl_report_updates(const char *dir, run_progress *pr, struct cJSON *sum);
-/* PriFedSync's federated f-DP of the rounds released so far into o's "federated_fdp" (or why it does not apply;
- * nothing without record-level DP). */
-dpfl_status fl_report_fdp_json(const run_inputs *in, const run_acct *a, struct cJSON *o, dpfl_error *err);
+/* PriFedSync's federated f-DP after `rounds` released rounds at noise record_z into o's "federated_fdp" (or why it
+ * does not apply; nothing without record-level DP). */
+dpfl_status fl_report_fdp_json(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double record_z,
+                               struct cJSON *o, dpfl_error *err);
 /* v at key k of o, null when not finite. */
 void fl_json_num(struct cJSON *o, const char *k, double v);
 /* The terminal's progress line (on a TTY): round, test accuracy, epsilon so far against its target, elapsed time
  * and ETA; fl_report_progress_line formats it into buf. */
-void fl_report_progress_line(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+void fl_report_progress_line(const dpfl_config *cfg, const run_guarantees *g, const dpfl_round_metrics *last_eval,
                              const dpfl_round_metrics *m, char *buf, size_t len);
-void fl_report_progress(const run_inputs *in, const run_acct *a, const dpfl_round_metrics *last_eval,
+void fl_report_progress(const dpfl_config *cfg, const run_guarantees *g, const dpfl_round_metrics *last_eval,
                         const dpfl_round_metrics *m);
 
 /* cs (may be NULL: none) supplies the per-client state (fl.client_state = keep, helper models, personal
@@ -119,8 +122,8 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
 /* The record-level guarantee of the run after l's rounds: the ledger's epsilon (the participations that happened,
  * no amplification), or PriFedSync's federated f-DP bound (sync probability p kept) where it applies and is smaller;
  * rep->epsilon is that guarantee and *ledger_eps the ledger's (NAN when the ledger's is the guarantee). */
-dpfl_status fl_record_guarantee(const run_inputs *in, const dpfl_record_accounting *ra, double record_z,
-                                const dpfl_ledger *l, dpfl_record_report *rep, double *per_client, double *ledger_eps,
-                                dpfl_error *err);
+dpfl_status fl_record_guarantee(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_record_accounting *ra,
+                                double record_z, const dpfl_ledger *l, dpfl_record_report *rep, double *per_client,
+                                double *ledger_eps, dpfl_error *err);
 
 #endif

@@ -81,9 +81,9 @@ static void stage_end(run_progress *pr, int i, double *wall, double *cpu)
     *cpu = u;
 }
 
-/* Charge round r to a->trial; *stop = 1 if that passes a budget. */
-static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_record_report *next, double *next_ledger,
-                          double *next_ceps, int *stop, dpfl_error *err)
+/* Charge round r to a->trial; next (a copy of a->g): the guarantees after it; *stop = 1 if that passes a budget. */
+static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, run_guarantees *next, int *stop,
+                          dpfl_error *err)
 {
     const dpfl_config *cfg = in->cfg;
     dpfl_sim_sample(in->sim, r, NULL);
@@ -98,16 +98,19 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, dpfl_rec
                        * their budget opt out first */
         const dpfl_mech_rpdp ran = dpfl_clients_rpdp_design(in->clients);
         int changed;
-        if ((st = fl_rpdp_check_round(&a->rpdp, &ran, r, err)) || (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
+        if ((st = fl_rpdp_check_round(&a->rpdp.levels, &ran, r, err)) ||
+            (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
             return st;
     } else if (in->rdp_on) {
-        if ((st = fl_record_guarantee(in, &a->ra, a->rs.record_z, &a->trial, next, a->per_client, next_ledger, err)))
+        if ((st = fl_record_guarantee(cfg, &in->part, &a->ra, a->rs.record_z, &a->trial, &next->report,
+                                      next->per_client, &next->ledger_eps, err)))
             return st;
-        if (cfg->record_dp.target_epsilon > 0 && next->epsilon > cfg->record_dp.target_epsilon) *stop = 1;
+        if (cfg->record_dp.target_epsilon > 0 && next->report.epsilon > cfg->record_dp.target_epsilon) *stop = 1;
     }
     if (in->cdp_on && !*stop) {
-        if ((st = fl_client_epsilon(cfg, &a->trial, next_ceps, &a->cprivate, err))) return st;
-        if (a->cprivate && cfg->client_dp.target_epsilon > 0 && *next_ceps > cfg->client_dp.target_epsilon) *stop = 1;
+        if ((st = fl_client_epsilon(cfg, &a->trial, &next->ceps, &next->cprivate, err))) return st;
+        const double target = cfg->client_dp.target_epsilon;
+        if (next->cprivate && target > 0 && next->ceps > target) *stop = 1;
     }
     return DPFL_OK;
 }
@@ -120,8 +123,8 @@ static int notify(const run_ctx *c, const dpfl_round_metrics *m, const char *lin
     const dpfl_run_round rr = {
         .round = m->round, .rounds = in->cfg->fl.rounds, .participants = m->clients, .train_loss = m->train_loss,
         .test_accuracy = m->test_accuracy, .test_loss = m->test_loss,
-        .record_epsilon = in->rdp_on ? a->report.epsilon : NAN,
-        .client_epsilon = in->cdp_on && a->cprivate ? a->ceps : NAN,
+        .record_epsilon = in->rdp_on ? a->g.report.epsilon : NAN,
+        .client_epsilon = in->cdp_on && a->g.cprivate ? a->g.ceps : NAN,
         .wall_seconds = m->wall_seconds, .metrics_line = line};
     return c->opt->on_round(c->opt->on_round_ctx, &rr);
 }
@@ -131,9 +134,8 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     const run_inputs *in = &c->node.in;
     run_acct *a = &c->node.acct;
     const dpfl_config *cfg = in->cfg;
-    dpfl_record_report next = a->report;
-    double next_ceps = a->ceps, next_ledger = a->ledger_eps;
-    dpfl_status st = charge(in, a, r, &next, &next_ledger, &next_ceps, stop, err);
+    run_guarantees next = a->g;
+    dpfl_status st = charge(in, a, r, &next, stop, err);
     if (st || *stop) {
         c->pr.stopped_early = *stop;
         return st;
@@ -145,12 +147,10 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     c->pr.stage_rounds++;
     if ((st = dpfl_ledger_copy(&a->ledger, dpfl_server_ledger(in->server), err))) return st;
     if (a->rpdp.on) {
-        fl_rpdp_charge(&a->rpdp);
-        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &next.epsilon, err))) return st;
+        fl_rpdp_charge(&a->rpdp.levels);
+        if ((st = fl_rpdp_max_epsilon(&a->rpdp, cfg, &next.report.epsilon, err))) return st;
     }
-    a->report = next;
-    a->ledger_eps = next_ledger;
-    a->ceps = next_ceps;
+    a->g = next;
     a->rs.examples += m.examples;
     a->rs.S = in->cdp_on ? dpfl_server_update_clip(in->server) : a->rs.S;
     c->pr.comm += m.clients;
@@ -175,7 +175,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
      * then never lose the round's line, and one before it leaves a line that the resume cuts away */
     if ((st = fl_report_diagnostics(in, &c->io, &c->pr, &m, err))) return st;
     char *line;
-    if ((st = fl_report_round_line(in, a, &m, &line, err))) return st;
+    if ((st = fl_report_round_line(cfg, &in->part, a, &m, &line, err))) return st;
     /* persist the ledger with the model it paid for (and this line), then release */
     wall = dpfl_now(), cpu = fl_cpu_seconds();
     if ((st = fl_checkpoint_save(c->io.dir, in->global, in->model.nparam, &a->ledger, &a->rs, in->clients,
@@ -188,7 +188,7 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
         free(line);
         return dpfl_fail(err, DPFL_EIO, "cannot write (%s/metrics.jsonl)", c->io.dir);
     }
-    if (!c->opt->quiet && isatty(2)) fl_report_progress(in, a, &c->pr.last_eval, &m);
+    if (!c->opt->quiet && isatty(2)) fl_report_progress(cfg, &a->g, &c->pr.last_eval, &m);
     if (c->opt->on_round && notify(c, &m, line)) { /* the caller's: after the release, a resumable stop */
         *stop = 1;
         c->pr.interrupted = r < cfg->fl.rounds; /* marked as dpfl_run_options.stop marks it */
