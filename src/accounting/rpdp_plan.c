@@ -397,6 +397,9 @@ static int filter_charges(const fl_rpdp_filter *f, int trained, int64_t i)
     return f->cap[i] > 0 && trained;
 }
 
+/* a round has been charged to the filter's one level */
+static int filter_trained(const fl_rpdp *rp) { return rp->levels.lv[0].rounds > 0; }
+
 /* The record with the largest cap (every guarantee grows with the cap), or -1 when none can contribute. */
 static int64_t filter_worst(const fl_rpdp_filter *f, int64_t n, int trained)
 {
@@ -422,7 +425,7 @@ static dpfl_status filter_epsilon(const fl_rpdp_filter *f, const double *budget,
 
 dpfl_status fl_rpdp_filter_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, int64_t i, double *eps, dpfl_error *err)
 {
-    const int trained = rp->levels.lv[0].rounds > 0; /* the filter's one level */
+    const int trained = filter_trained(rp);
     return filter_epsilon(&rp->filter, rp->rec.budget, trained, cfg, i, eps, err);
 }
 
@@ -455,7 +458,7 @@ static dpfl_status levels_max_epsilon(const fl_rpdp_levels *L, const dpfl_config
 dpfl_status fl_rpdp_max_epsilon(const fl_rpdp *rp, const dpfl_config *cfg, double *max, dpfl_error *err)
 {
     if (!rp->filter.on) return levels_max_epsilon(&rp->levels, cfg, max, err);
-    const int trained = rp->levels.lv[0].rounds > 0; /* the filter's one level */
+    const int trained = filter_trained(rp);
     return filter_epsilon(&rp->filter, rp->rec.budget, trained, cfg, filter_worst(&rp->filter, rp->rec.n, trained), max,
                           err);
 }
@@ -489,7 +492,7 @@ dpfl_status fl_rpdp_max_event(const fl_rpdp *rp, const dpfl_config *cfg, dpfl_ru
     if (!rp->filter.on) return levels_max_event(&rp->levels, cfg, out, err);
     /* the worst record's filter, an RDP statement */
     const fl_rpdp_filter *f = &rp->filter;
-    const int trained = rp->levels.lv[0].rounds > 0; /* the filter's one level */
+    const int trained = filter_trained(rp);
     const int64_t w = filter_worst(f, rp->rec.n, trained);
     if (w >= 0) out->events[0] = dpfl_event_rdp_filter(f->alpha, f->cap[w], 1);
     out->nevents = w >= 0;

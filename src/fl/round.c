@@ -171,16 +171,16 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     dpfl_status st;
     fl_scaffold_begin(&s->sv.scaffold); /* the round's dc_i (fl.scaffold) */
     server_begin_round(&s->sv, &s->root, round);
-    /* clients that are processes of their own (dpfl join, MPI workers) keep their state there, not here */
-    if ((!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv, round, err))) ||
-        (s->sv.agg->whole_round && (st = slots_reserve(&s->wk, ms, s->model->nparam, err))))
-        return st;
+    if (s->sv.agg->whole_round && (st = slots_reserve(&s->wk, ms, s->model->nparam, err))) return st;
     const fl_sampling_view smp = fl_sampler_view(&s->sv.smp); /* what begin and release see of the round */
     const fl_round_view v = {.round = round, .design = fl_round_design(&smp, round), .nsampled = ms,
                              .sampled = s->sv.sampled, .results = s->sv.results, .slots = s->wk.slots,
                              .transport = s->transport, .job = &s->job}; /* the slots are final */
     if ((st = s->sv.agg->begin(s->sv.aggself, &v, err))) return st;
     if (s->sv.agg->can_release && !s->sv.agg->can_release(s->sv.aggself)) server_skip_round(&s->sv);
+    /* the clients that train get their state blocks; clients that are processes of their own (dpfl join, MPI
+     * workers) keep their state there, not here */
+    if (!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv, round, err))) return st;
     const int32_t chunk = s->transport->whole_round ? ms : s->wk.nslots; /* a whole-round transport: one call */
     for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;

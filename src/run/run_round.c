@@ -81,7 +81,9 @@ static void stage_end(run_progress *pr, int i, double *wall, double *cpu)
     *cpu = u;
 }
 
-/* Charge round r to a->trial; next (a copy of a->g): the guarantees after it; *stop = 1 if that passes a budget. */
+/* Charge round r to a->trial; next (a copy of a->g): the guarantees after it (its per_client is a->g's own buffer,
+ * written in place: it is read only from the round's metrics line, after the round is released); *stop = 1 if that
+ * passes a budget. */
 static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, run_guarantees *next, int *stop,
                           dpfl_error *err)
 {
