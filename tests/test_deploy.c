@@ -10,7 +10,8 @@
  *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
  *      (model, metrics, epsilons; every client's own ledger charged once per round);
  *   6. scripts/deploy_heart.sh (the README's example) against dpfl train;
- *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing;
+ *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing, and
+ *      with a client gone during the unmasking (its input stays in the sum);
  *   8. every client's own ledger gives the simulation's epsilon of its records with distributed DP, and for a client
  *      killed mid-round and restarted on its state folder.
  * Without libzmq the suite checks that serve says what is missing. */
@@ -1128,6 +1129,40 @@ static void a_ddp_round_of_one_client_trains_nobody_deployed(void **state)
     assert_same_summary_value(tp("t7c-sim/summary.json"), tp("t7c-dep/summary.json"), "client_epsilon");
 }
 
+/* A client that sent its masked input and then dropped out during the unmasking: its input stays in the sum (the
+ * other clients' shares of its self-mask seed unmask it, Bonawitz et al. 2017 round 3), so the release is the sum
+ * of all four -- the simulation without any dropout, byte for byte -- and the server does not count it dropped.
+ * Client 0 is slow with its masked input, so the unmasking request goes out after client 3 is gone. */
+static void a_client_gone_during_the_unmasking_stays_in_the_sum(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("t7d.ini"));
+    write_config_seed(cfg, 4, 1, DDP, 11);
+    train(cfg, tp("t7d-sim"));
+    int port = free_port();
+    pid_t srv = serve(port, cfg, tp("t7d-dep"), tp("t7d-server.log"), "--join-timeout 30 --round-timeout 8 --verbose");
+    pid_t cl[4];
+    for (int k = 0; k < 4; k++)
+        cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("t7d-state%d", k), tp("t7d-client%d.log", k),
+                     k == 0 ? "--delay 4" : "");
+    const double end = now_s() + 30;
+    while (!contains(tp("t7d-client3.log"), "round 1: masked input sent") && now_s() < end) sleep_s(0.02);
+    assert_true(contains(tp("t7d-client3.log"), "round 1: masked input sent"));
+    sleep_s(0.3); /* the frame is on its way to the server (a local socket); client 0 still holds its input back */
+    kill(cl[3], SIGKILL);
+    assert_int_equal(wait_exit(cl[3], 5), 128 + SIGKILL);
+    expect_exit(srv, 0, tp("t7d-server.log"), 60);
+    for (int k = 0; k < 3; k++) expect_exit(cl[k], 0, tp("t7d-client%d.log", k), 10);
+    assert_false(contains(tp("t7d-client3.log"), "unmask"));
+    assert_true(contains(tp("t7d-server.log"), "round 1: client 3 did not send its unmasking shares"));
+    assert_true(contains(tp("t7d-server.log"), "the sum of 4 masked inputs unmasked (3 answers)\n"));
+    assert_same_bytes(tp("t7d-sim/model.bin"), tp("t7d-dep/model.bin"));
+    assert_same_file(tp("t7d-sim/metrics.jsonl"), tp("t7d-dep/metrics.jsonl"));
+    assert_same_summary_value(tp("t7d-sim/summary.json"), tp("t7d-dep/summary.json"), "client_epsilon");
+}
+
 /* ---------------------------------------------------------------------------------------------- 8 */
 /* Each client's own ledger equals the simulation's epsilon of its records, for every client: with distributed DP
  * (the ledger charged when the masked input is ready), and for a client killed in the middle of a round and
@@ -1231,6 +1266,7 @@ int main(void)
         cmocka_unit_test_teardown(sites_hold_only_their_own_files, kill_leftovers),
         cmocka_unit_test_teardown(distributed_dp_runs_secure_aggregation_on_the_wire, kill_leftovers),
         cmocka_unit_test_teardown(a_ddp_round_of_one_client_trains_nobody_deployed, kill_leftovers),
+        cmocka_unit_test_teardown(a_client_gone_during_the_unmasking_stays_in_the_sum, kill_leftovers),
         cmocka_unit_test_teardown(every_clients_own_ledger_with_ddp_and_after_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
