@@ -161,25 +161,41 @@ static void dispatch(server *sv, int32_t k, const srv_frame *f)
     }
 }
 
+/* One poll of the socket, waiting ms milliseconds at most; *handled: whether a frame came and was handled. */
+static dpfl_status serve_one(server *sv, long ms, int *handled, dpfl_error *err)
+{
+    *handled = 0;
+    zmq_pollitem_t it = {sv->link.sock, 0, ZMQ_POLLIN, 0};
+    int rc = zmq_poll(&it, 1, ms);
+    if (rc < 0 && errno != EINTR) return dpfl_fail(err, DPFL_EIO, "dpfl serve: poll failed: %s", zmq_strerror(errno));
+    if (rc <= 0) return DPFL_OK;
+    srv_frame f;
+    const int32_t k = net_srv_receive(&sv->link, sv->rd.round, &f);
+    if (k >= 0) dispatch(sv, k, &f);
+    net_srv_frame_close(&f);
+    *handled = 1;
+    return DPFL_OK;
+}
+
 dpfl_status net_srv_serve_until(server *sv, double deadline, int (*done)(const server *), dpfl_error *err)
 {
+    int handled;
     while (!done || !done(sv)) {
         double left = deadline - dpfl_now();
         if (left <= 0) return DPFL_OK;
-        zmq_pollitem_t it = {sv->link.sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, (long)ceil(left * 1000.0));
-        if (rc < 0) {
-            if (errno == EINTR) continue;
-            return dpfl_fail(err, DPFL_EIO, "dpfl serve: poll failed: %s", zmq_strerror(errno));
-        }
-        if (rc > 0) {
-            srv_frame f;
-            const int32_t k = net_srv_receive(&sv->link, sv->rd.round, &f);
-            if (k >= 0) dispatch(sv, k, &f);
-            net_srv_frame_close(&f);
-        }
+        dpfl_status st = serve_one(sv, (long)ceil(left * 1000.0), &handled, err);
+        if (st) return st;
     }
     return DPFL_OK;
+}
+
+/* The frames already queued (hellos, byes, late answers of a past round), handled without waiting for more. */
+static dpfl_status serve_queued(server *sv, dpfl_error *err)
+{
+    int handled = 1;
+    dpfl_status st = DPFL_OK;
+    while (!st && handled) st = serve_one(sv, 0, &handled, err);
+    return st;
 }
 
 int net_srv_round_done(const server *sv) { return sv->rd.pending == 0; }
@@ -219,7 +235,7 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     if (st) return st;
     net_srv_unseat_all(r);
     r->round = 0;
-    if ((st = net_srv_serve_until(sv, dpfl_now(), NULL, err))) return st; /* what queued up between rounds first */
+    if ((st = serve_queued(sv, err))) return st; /* what queued up between rounds first */
     sv->run.released = job->released;
     const int32_t expected = net_srv_round_begin(r, job);
     if (job->ddp) return net_srv_run_ddp(sv, job, n, err);
