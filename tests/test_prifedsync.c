@@ -601,7 +601,7 @@ static void fdp_exact_bound_pins_k_and_r_by_value(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof FDP_CASES / sizeof *FDP_CASES; i++) {
         const fdp_case *c = &FDP_CASES[i];
-        dpfl_fdp_params pp = {c->m, c->p, c->z, c->B, c->n, c->K, c->R};
+        dpfl_fdp_params pp = {c->m, c->p, c->z, c->B, c->n, c->K, c->R, 1};
         dpfl_fdp_result r;
         dpfl_error err;
         assert_int_equal(dpfl_fdp_prifedsync(&pp, c->delta, &r, &err), DPFL_OK);
@@ -614,6 +614,44 @@ static void fdp_exact_bound_pins_k_and_r_by_value(void **state)
     }
 }
 
+/* A record held by several clients is released by each of them, and the f-DP bound composes the copies: with every
+ * record in every batch (B = n, sampling = all) each step is a plain Gaussian of mu = 1/z (replace-one, std z 2C),
+ * so a record in c clients after K R steps in each is exactly sqrt(c K R) / z-GDP, the least epsilon any bound may
+ * report.  Before the fix the f-DP bound counted one copy and became the headline (4.75 against 17.9 here). */
+static void a_record_in_several_clients_is_charged_in_each(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_pfs_copies.ini", *dir = "/tmp/dpfl_test_pfs_copies";
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_copies"), 0);
+    FILE *fp = fopen(cfgp, "w");
+    assert_non_null(fp);
+    fprintf(fp, "[data]\ndataset = synthetic\npartition = iid\nclients = 40\nsamples_per_client = 1000\n\n"
+                "[model]\narch = logreg\n\n[fl]\nrounds = 4\nsampling = all\nlocal_steps = 1\nbatch = 1000\nlr = 0.1\n\n"
+                "[record_dp]\nenabled = yes\nsampler = fixed\nclip = 1.0\nnoise = 2.0\ndelta = 1e-5\n\n"
+                "[run]\nseed = 1\nthreads = 1\n");
+    fclose(fp);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpfl train %s --out %s --quiet 2>/dev/null", build_dir(), cfgp, dir);
+    assert_int_equal(system(cmd), 0);
+    char *sum = slurp("/tmp/dpfl_test_pfs_copies/summary.json");
+    assert_non_null(sum);
+    cJSON *s = cJSON_Parse(sum);
+    const double copies = num(s, "worst_record_copies");
+    assert_true(copies >= 2); /* the case under test: replicated records */
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(s, "federated_fdp");
+    assert_true(num(f, "record_copies") == copies);
+    const double exact = dpfl_gdp_epsilon(sqrt(copies * 1 * 4) / 2.0, 1e-5);
+    if (!(num(s, "epsilon") >= exact) || !(num(f, "epsilon") >= exact))
+        print_error("epsilon %g, federated f-DP %g: below the exact %g of a record in %g clients\n", num(s, "epsilon"),
+                    num(f, "epsilon"), exact, copies);
+    assert_true(num(s, "epsilon") >= exact);
+    assert_true(num(f, "epsilon") >= exact);
+    cJSON_Delete(s);
+    free(sum);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_pfs_copies"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +662,7 @@ int main(void)
         cmocka_unit_test(helper_models_resume_bit_identically),
         cmocka_unit_test(run_report_fdp_equals_dpfl_fdp),
         cmocka_unit_test(fdp_exact_bound_pins_k_and_r_by_value),
+        cmocka_unit_test(a_record_in_several_clients_is_charged_in_each),
         cmocka_unit_test(prifedsync_guarantee_is_the_smaller_bound_and_the_budget_checks_it),
         cmocka_unit_test(client_state_cap_is_checked_up_front),
         cmocka_unit_test(client_state_pages_under_the_cap_bit_identically),

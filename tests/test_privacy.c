@@ -111,7 +111,7 @@ static void prifedsync_mu_table(void **state)
              {1.0, 600, 38, 194, 3.92}, {1.0, 600, 38, 386, 5.52}, {1.0, 500, 32, 468, 6.70}};
     dpfl_error err;
     for (int i = 0; i < 6; i++) {
-        dpfl_fdp_params fp = {10, 0.5, t[i].z, 16, t[i].n, t[i].K, t[i].R};
+        dpfl_fdp_params fp = {10, 0.5, t[i].z, 16, t[i].n, t[i].K, t[i].R, 1};
         dpfl_fdp_result r;
         assert_int_equal(dpfl_fdp_prifedsync(&fp, 1e-5, &r, &err), DPFL_OK);
         assert_true(fabs(r.mu_weak - t[i].mu) <= 0.005);
@@ -154,7 +154,7 @@ static void prifedsync_exact_bound_is_bracketed(void **state)
         long n, B;
     } c[] = {{0.5, 0.8, 10, 5}, {0.2, 0.7, 4, 4}, {1.0, 1.0, 8, 2}, {0.05, 0.6, 2, 2}};
     for (int i = 0; i < 4; i++) {
-        dpfl_fdp_params fp = {10, c[i].p, c[i].z, c[i].B, c[i].n, 1, 1};
+        dpfl_fdp_params fp = {10, c[i].p, c[i].z, c[i].B, c[i].n, 1, 1, 1};
         dpfl_fdp_result r, r1;
         assert_int_equal(dpfl_fdp_prifedsync(&fp, 1e-5, &r, &err), DPFL_OK);
         double lo = 0, hi = 50;

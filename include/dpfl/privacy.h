@@ -360,6 +360,7 @@ typedef struct {
     double z;          /* record-level noise multiplier (replace-one: noise std / 2C) */
     int64_t batch, n;  /* B_j of n_j, without replacement */
     int64_t local_steps, rounds; /* K, R */
+    int64_t copies;    /* the clients holding the record (>= 1): its releases in each of them compose */
 } dpfl_fdp_params;
 
 typedef struct {

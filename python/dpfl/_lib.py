@@ -84,6 +84,7 @@ class FdpParams(ctypes.Structure):
         ("n", c_i64),
         ("local_steps", c_i64),
         ("rounds", c_i64),
+        ("copies", c_i64),
     ]
 
 

@@ -597,10 +597,11 @@ class FdpResult(collections.namedtuple("FdpResult",
     __slots__ = ()
 
 
-def fdp_prifedsync(clients, p, z, batch, n, local_steps, rounds, delta):
-    """PriFedSync weak/strong federated GDP (CLT) and an exact RDP bound (dpfl_fdp_prifedsync)."""
+def fdp_prifedsync(clients, p, z, batch, n, local_steps, rounds, delta, copies=1):
+    """PriFedSync weak/strong federated GDP (CLT) and an exact RDP bound (dpfl_fdp_prifedsync); copies: the clients
+    holding the record, whose releases compose."""
     pp = _lib.FdpParams(_int("clients", clients), _float(p), _float(z), _int("batch", batch), _int("n", n),
-                        _int("local_steps", local_steps), _int("rounds", rounds))
+                        _int("local_steps", local_steps), _int("rounds", rounds), _int("copies", copies))
     r, err = _lib.FdpResult(), _lib.Error()
     _raise_if(lib.dpfl_fdp_prifedsync(ctypes.byref(pp), _float(delta), ctypes.byref(r), ctypes.byref(err)), err)
     return FdpResult(r.mu_weak, r.mu_strong, r.eps_weak_clt, r.eps_strong_clt, r.eps_exact, r.order_exact)

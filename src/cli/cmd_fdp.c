@@ -8,7 +8,7 @@
 
 int cli_fdp(int argc, char **argv)
 {
-    long m = -1, B = -1, n = -1, K = -1, R = -1;
+    long m = -1, B = -1, n = -1, K = -1, R = -1, c = 1;
     double p = NAN, z = NAN, delta = 1e-5;
     int json = 0;
     cli_opt o[] = {
@@ -22,12 +22,15 @@ int cli_fdp(int argc, char **argv)
         {.name = "--local-steps", .type = CLI_LONG, .out = &K, .value = "K", .required = 1,
          .help = "local steps per round"},
         {.name = "--rounds", .type = CLI_LONG, .out = &R, .value = "R", .required = 1, .help = "the number of rounds"},
+        {.name = "--copies", .type = CLI_LONG, .out = &c, .value = "C",
+         .help = "the clients holding the record (default 1); each one's releases compose"},
         {.name = "--delta", .type = CLI_DOUBLE, .out = &delta, .value = "D", .help = "default 1e-5"},
         {.name = "--json", .type = CLI_FLAG, .out = &json, .help = "one JSON object"},
     };
     cli_command cmd = {
         .name = "fdp",
-        .usage = "dpfl fdp --clients M --p P --noise Z --batch B --n N --local-steps K --rounds R [--delta D] [--json]",
+        .usage = "dpfl fdp --clients M --p P --noise Z --batch B --n N --local-steps K --rounds R [--copies C]\n"
+                 "                [--delta D] [--json]",
         .about = "PriFedSync (Zheng et al.) federated f-DP of one record of client j.  Each client runs K steps per round on\n"
                  "batches of B of its N records drawn without replacement (replace-one; --noise = std / 2C) and syncs with\n"
                  "probability P.  mu / mu_strong (and epsilon_clt / epsilon_strong_clt, their conversions) are the paper's\n"
@@ -36,7 +39,8 @@ int cli_fdp(int argc, char **argv)
                  "records); it holds against any observer -- one client (weak), all other clients together (strong), the\n"
                  "server -- since each sees a post-processing of j's releases.  Clients train only in rounds they sync.\n"
                  "The paper's Theorem 1 charges the weak notion P^2 per round; that ignores the global model carrying j's\n"
-                 "round into later rounds, so dpfl does not report it (docs/privacy.md).\n",
+                 "round into later rounds, so dpfl does not report it (docs/privacy.md).  A record held by C clients is\n"
+                 "released by each: --copies C composes them (C K R steps).\n",
         .opts = o,
         .nopts = sizeof o / sizeof o[0],
     };
@@ -49,8 +53,9 @@ int cli_fdp(int argc, char **argv)
     if (B < 1 || B > n) return cli_error("--batch: %ld must be in [1, --n]", B);
     if (K < 1) return cli_error("--local-steps: %ld must be >= 1", K);
     if (R < 1) return cli_error("--rounds: %ld must be >= 1", R);
+    if (c < 1) return cli_error("--copies: %ld must be >= 1", c);
     if (!(delta > 0 && delta < 1)) return cli_error("--delta: %g must be in (0, 1)", delta);
-    dpfl_fdp_params fp = {m, p, z, B, n, K, R};
+    dpfl_fdp_params fp = {m, p, z, B, n, K, R, c};
     dpfl_fdp_result r;
     dpfl_error err;
     if (dpfl_fdp_prifedsync(&fp, delta, &r, &err)) return cli_error("fdp: %s", err.msg);
@@ -69,6 +74,7 @@ int cli_fdp(int argc, char **argv)
         cJSON_AddStringToObject(j, "adjacency", "replace-one");
         cJSON_AddStringToObject(j, "unit", "record");
         cJSON_AddNumberToObject(j, "noise", z);
+        cJSON_AddNumberToObject(j, "copies", (double)c);
         pcli_print_json(j);
     } else {
         printf("weak federated:   mu = %.4g (CLT, asymptotic) -> epsilon %.4g\n", r.mu_weak, r.eps_weak_clt);

@@ -38,7 +38,7 @@ static const abi_entry table[] = {
     FIELD(dpfl_calibrate_opts, tol),
     SIZE(dpfl_fdp_params), FIELD(dpfl_fdp_params, clients), FIELD(dpfl_fdp_params, p), FIELD(dpfl_fdp_params, z),
     FIELD(dpfl_fdp_params, batch), FIELD(dpfl_fdp_params, n), FIELD(dpfl_fdp_params, local_steps),
-    FIELD(dpfl_fdp_params, rounds),
+    FIELD(dpfl_fdp_params, rounds), FIELD(dpfl_fdp_params, copies),
     SIZE(dpfl_fdp_result), FIELD(dpfl_fdp_result, mu_weak), FIELD(dpfl_fdp_result, mu_strong),
     FIELD(dpfl_fdp_result, eps_weak_clt), FIELD(dpfl_fdp_result, eps_strong_clt), FIELD(dpfl_fdp_result, eps_exact),
     FIELD(dpfl_fdp_result, order_exact),

@@ -15,7 +15,13 @@
  * The paper's Theorem 1 uses p^2 for the weak notion (j's round counts only when i and j both sync).  That is not
  * a bound for Algorithm 1: the global model carries j's round-r model into every later round, so client i sees a
  * function of it at its next sync even if it did not sync in round r.  dpfl reports the p bound for every
- * observer, and never the p^2 value.  The bound assumes clients train only in rounds they sync (Algorithm 1). */
+ * observer, and never the p^2 value.  The bound assumes clients train only in rounds they sync (Algorithm 1).
+ *
+ * A record held by c clients (replicated or overlapping partitions) is released by each of them: per round the
+ * pair is a mixture over which of the c holders sync, and e^{(a-1) eps_round(a)} <= E[e^{(a-1) S K eps_WBK(a)}] with
+ * S the number of holders that sync.  That expectation is at most (1 - p + p e^{(a-1) K eps_WBK(a)})^c when the
+ * holders sync independently (Poisson) or without replacement (a fixed-size cohort: negatively associated
+ * indicators), and p = 1 gives it exactly: the round's RDP is c times one copy's.  The CLT values take c K R steps. */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
 
@@ -39,7 +45,7 @@ static double exact_eps(const dpfl_fdp_params *pp, double lambda, double delta, 
             double lr = log(lambda) + dpfl_log_expm1(x > 0 ? x : 1e-300);
             round = (lr > 30 ? lr + log1p(exp(-lr)) : log1p(exp(lr))) / (a - 1);
         }
-        r[i] = (double)pp->rounds * round;
+        r[i] = (double)pp->copies * (double)pp->rounds * round;
     }
     double e = dpfl_rdp_to_epsilon(ord, r, no, delta, DPFL_CONV_TIGHT, order);
     free(r);
@@ -56,8 +62,9 @@ dpfl_status dpfl_fdp_prifedsync(const dpfl_fdp_params *pp, double delta, dpfl_fd
                          (long long)pp->n);
     if (pp->local_steps <= 0 || pp->rounds <= 0)
         return dpfl_fail(err, DPFL_EINVAL, "local steps and rounds must be > 0");
+    if (pp->copies < 1) return dpfl_fail(err, DPFL_EINVAL, "copies (%lld) must be >= 1", (long long)pp->copies);
     if (!(delta > 0 && delta < 1)) return dpfl_fail(err, DPFL_EINVAL, "delta (%g) must be in (0, 1)", delta);
-    double T = (double)pp->local_steps * (double)pp->rounds;
+    double T = (double)pp->copies * (double)pp->local_steps * (double)pp->rounds; /* the record's steps, all copies */
     out->mu_weak = dpfl_gdp_clt_fixed((double)pp->batch, (double)pp->n, pp->z, T);
     out->mu_strong = sqrt((double)(pp->clients > 1 ? pp->clients - 1 : 1)) * out->mu_weak;
     out->eps_weak_clt = dpfl_gdp_epsilon(out->mu_weak, delta);

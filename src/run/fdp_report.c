@@ -27,6 +27,9 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
         if (n > 0 && (nmin == 0 || n < nmin)) nmin = n;
     }
     if (nmin == 0) return dpfl_fail(err, DPFL_EINVAL, "federated f-DP: no client has records");
+    int32_t copies = 1; /* the most clients any record is in: each releases it (the worst client's rate for all) */
+    dpfl_status st = dpfl_record_copies(part, &copies, err);
+    if (st) return st;
     double p = 0; /* the largest probability with which a client syncs in any round so far (conservative) */
     for (int32_t t = 1; t <= rounds; t++) {
         double pt = fl_client_rate_accounted(cfg, part->clients, t); /* the sampler's design (mech/sampler.c) */
@@ -40,6 +43,7 @@ dpfl_status fl_fdp_of_run(const dpfl_config *cfg, const dpfl_partition *part, in
     pp->batch = dpfl_mech_dpsgd_make(0, nmin, cfg->fl.batch, 1.0, z).batch;
     pp->local_steps = dpfl_mech_local_steps(nmin, cfg->fl.batch, cfg->fl.local_steps, cfg->fl.local_epochs);
     pp->rounds = rounds;
+    pp->copies = copies;
     return dpfl_fdp_prifedsync(pp, cfg->record_dp.delta, r, err);
 }
 

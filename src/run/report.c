@@ -87,6 +87,7 @@ dpfl_status fl_report_fdp_json(const dpfl_config *cfg, const dpfl_partition *par
     cJSON_AddNumberToObject(f, "batch", (double)pp.batch);
     cJSON_AddNumberToObject(f, "local_steps", (double)pp.local_steps);
     cJSON_AddNumberToObject(f, "rounds", (double)pp.rounds);
+    cJSON_AddNumberToObject(f, "record_copies", (double)pp.copies);
     return DPFL_OK;
 }
 
