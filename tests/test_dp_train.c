@@ -463,6 +463,70 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
     unlink(cfgp);
 }
 
+/* e2e with [client_dp] on: the server's noise lowers the client-level bound only where it is a Gaussian release
+ * with a sensitivity bound, at the smallest multiplier of the rounds run.  Median clipping (not private) must give
+ * the record-level noise's own bound (it gave 0.82 against 127,131 in an audit), and so must distributed DP's Skellam
+ * sum (its Gaussian-DP equivalence is not established); a fixed clip's Gaussian lowers it;
+ * metrics.jsonl names the e2e number client_epsilon_e2e (one client_epsilon key per line).  (A client noise
+ * schedule is refused with e2e.) */
+static double e2e_run(const char *client_dp, const char *what)
+{
+    const char *cfgp = "/tmp/dpfl_test_e2e_srv.ini";
+    FILE *f = fopen(cfgp, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = mlp:20-8-10\n\n[fl]\nrounds = 5\n"
+               "sampling = poisson\nclient_rate = 0.3\nlocal_steps = 4\nbatch = 25\n\n[record_dp]\nenabled = yes\n"
+               "clip = 1.0\nnoise = 1.5\ndelta = 1e-5\ne2e = yes\n\n[client_dp]\n%s\n[run]\nseed = 3\n", client_dp);
+    fclose(f);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runE2"), 0);
+    dpfl_run_options o = {.out_dir = "/tmp/dpfl_test_runE2", .quiet = 1};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *sum = slurp("/tmp/dpfl_test_runE2/summary.json"), *met = slurp("/tmp/dpfl_test_runE2/metrics.jsonl");
+    assert_non_null(sum);
+    assert_non_null(met);
+    const double e = json_number(sum, "client_epsilon_e2e");
+    size_t len = strlen(met);
+    while (len && met[len - 1] == '\n') met[--len] = 0;
+    const char *last = strrchr(met, '\n') ? strrchr(met, '\n') + 1 : met; /* the last round's line */
+    const char *k1 = strstr(last, "\"client_epsilon\":");
+    if (k1 && strstr(k1 + 1, "\"client_epsilon\":")) print_error("%s: two client_epsilon keys in a metrics line\n", what);
+    assert_false(k1 && strstr(k1 + 1, "\"client_epsilon\":"));
+    const char *m = strstr(last, "\"client_epsilon_e2e\":");
+    assert_non_null(m);
+    assert_close(strtod(m + strlen("\"client_epsilon_e2e\":"), NULL), e, 1e-9);
+    free(sum);
+    free(met);
+    unlink(cfgp);
+    return e;
+}
+
+static void e2e_counts_only_a_gaussian_server_release(void **state)
+{
+    (void)state;
+    dpfl_e2e_params pp = {0}; /* e2e_in_training_matches_dpfl_e2e's settings: the record-level noise alone */
+    pp.z = 1.5;
+    pp.batch = 25;
+    pp.n = 500;
+    pp.local_steps = 4;
+    pp.client_rate = 0.3;
+    pp.rounds = 5;
+    pp.client_adjacency = DPFL_ADJ_ZERO_OUT;
+    pp.delta = 1e-5;
+    dpfl_e2e_result local;
+    dpfl_error err;
+    assert_int_equal(dpfl_e2e(&pp, &local, &err), DPFL_OK);
+    const double median = e2e_run("enabled = yes\nclip_strategy = median\nnoise = 20\n", "median");
+    assert_close(median, local.client_epsilon, 1e-9);
+    const double fixed = e2e_run("enabled = yes\nclip = 1.0\nnoise = 20\n", "fixed");
+    assert_true(fixed < 0.5 * local.client_epsilon); /* a Gaussian server release does help */
+    const double ddp = e2e_run("enabled = yes\nmechanism = ddp\nclip = 1.0\nnoise = 0.5\n", "ddp");
+    assert_close(ddp, local.client_epsilon, 1e-9); /* a Skellam sum: not counted as a Gaussian */
+}
+
 /* delta >= 1/n promises nothing (publish one record at random: (0, 1/n)-DP) and the accountant answered
  * epsilon = 0 for record_dp.delta = 0.5.  Refused (here 1.5 / n), naming the key, unless [run] allow_large_delta = yes, and then
  * run with a warning kept in summary.json; a delta below 1/n (the customary 1e-5 on MNIST is 0.6 / n) is not warned
@@ -1023,6 +1087,7 @@ int main(void)
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
+        cmocka_unit_test(e2e_counts_only_a_gaussian_server_release),
         cmocka_unit_test(replicated_records_are_charged_in_every_client),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),
         cmocka_unit_test(simulation_owns_its_ledger),

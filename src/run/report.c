@@ -116,13 +116,12 @@ dpfl_status fl_report_round_line(const dpfl_config *cfg, const dpfl_partition *p
         fl_json_num(o, "noise_std", m->noise_std);
         if (cfg->record_dp.e2e) {
             double ce, cn;
-            dpfl_status st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z,
-                                                   cfg->client_dp.enabled ? a->rs.client_z : 0.0, &ce, &cn, NULL, err);
+            dpfl_status st = fl_run_e2e_client_epsilon(cfg, part, a, &ce, &cn, NULL, err);
             if (st) {
                 cJSON_Delete(o);
                 return st;
             }
-            fl_json_num(o, "client_epsilon", ce);
+            fl_json_num(o, cfg->client_dp.enabled ? "client_epsilon_e2e" : "client_epsilon", ce); /* summary.json's */
         }
         if (g->per_client)
             cJSON_AddItemToObject(o, "epsilon_per_client", cJSON_CreateDoubleArray(g->per_client, part->clients));

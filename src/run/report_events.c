@@ -70,9 +70,7 @@ static dpfl_status client_events(const dpfl_config *cfg, const dpfl_partition *p
     if (!st && cfg->record_dp.enabled && cfg->record_dp.e2e) {
         double noise, eps;
         dpfl_event ev;
-        if ((st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z, cdp ? a->rs.client_z : 0.0, &eps, &noise,
-                                        &ev, err)))
-            return st;
+        if ((st = fl_run_e2e_client_epsilon(cfg, part, a, &eps, &noise, &ev, err))) return st;
         dpfl_run_event r = run_event("client", DPFL_ACC_GDP, cfg->record_dp.delta, eps, &ev, 1);
         st = add_event(events, cdp ? "client_e2e" : "client", &r, err);
     }

@@ -57,9 +57,7 @@ static dpfl_status summary_record(const dpfl_config *cfg, const dpfl_partition *
     if (rep->order > 0) cJSON_AddNumberToObject(sum, "order", rep->order);
     if (cfg->record_dp.e2e) {
         double ce, cn;
-        const double server_z = cfg->client_dp.enabled ? a->rs.client_z : 0.0;
-        if ((st = fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z, server_z, &ce, &cn, NULL, err)))
-            return st;
+        if ((st = fl_run_e2e_client_epsilon(cfg, part, a, &ce, &cn, NULL, err))) return st;
         fl_json_num(sum, cfg->client_dp.enabled ? "client_epsilon_e2e" : "client_epsilon", ce);
         cJSON_AddNumberToObject(sum, "client_delta", cfg->record_dp.delta);
         cJSON_AddNumberToObject(sum, "client_noise", cn);

@@ -61,6 +61,12 @@ typedef struct {
 /* The inputs and the accounting of n (data, partition, model, simulation, noise, ledger), as s says. */
 dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err);
 
+/* End-to-end DP's client-level epsilon of the run (e2e_report.c): the record-level noise, with the server's where
+ * it is a Gaussian with a sensitivity bound (fl_e2e_server_z: its smallest multiplier so far, else 0). */
+double fl_e2e_server_z(const dpfl_config *cfg, const run_acct *a);
+dpfl_status fl_run_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a,
+                                      double *eps, double *client_noise, dpfl_event *ev, dpfl_error *err);
+
 /* summary.json's "events": the composition behind each reported epsilon (report_events.c). */
 dpfl_status fl_summary_events(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a, struct cJSON *sum,
                               dpfl_error *err);
