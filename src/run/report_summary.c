@@ -101,7 +101,8 @@ static void summary_client(const dpfl_config *cfg, int32_t clients, const dpfl_s
 /* Distributed DP's two guarantees and the sampling slack (docs/privacy.md, "Distributed DP"):
  *   eps       against anyone who sees the released models but not who took part (Poisson amplification, q)
  *   eps_srv   against the aggregation server, which sees each round's cohort: the client that took part most
- *             (R rounds), each round at q = 1 -- participation is data-independent, so conditioning on it is sound
+ *             (R rounds), each round at q = 1 -- participation is data-independent, so conditioning on it is sound;
+ *             without secure aggregation (ddp_secagg = no) the server sees each client's vector and its own noise
  *   dsamp     the Poisson table's total variation over every draw of the run, (1 + e^eps) times it added to delta */
 typedef struct {
     double eps_srv, dsamp;
@@ -119,7 +120,11 @@ static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_server *ser
         total += l->participations[k];
         if (l->participations[k] > g->rmax) g->rmax = l->participations[k];
     }
-    dpfl_event ev = dpfl_ddp_event(p, 1.0);
+    /* what the server sees: the sum (variance >= mu) under secure aggregation; without it each client's own vector,
+     * at its share mu / t of the largest cohort's threshold (the smallest variance any client adds) */
+    dpfl_ddp_plan seen = *p;
+    if (!cfg->client_dp.ddp_secagg) seen.mu = dpfl_ddp_client_variance(p, l->clients);
+    dpfl_event ev = dpfl_ddp_event(&seen, 1.0);
     ev.count = g->rmax;
     dpfl_guarantee gg;
     dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->client_dp.delta, DPFL_ACC_RDP, NULL, &gg, err);
@@ -156,8 +161,13 @@ static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_server *server
     cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
                                                  "(client sampling amplifies)");
     fl_json_num(o, "epsilon_vs_server", g.eps_srv);
-    cJSON_AddStringToObject(o, "epsilon_vs_server_covers", "the aggregation server, which sees who took part: the "
-                                                           "client that took part most, every one of its rounds at q = 1");
+    cJSON_AddStringToObject(o, "epsilon_vs_server_covers",
+                            cfg->client_dp.ddp_secagg
+                                ? "the aggregation server, which sees who took part: the client that took part most, "
+                                  "every one of its rounds at q = 1"
+                                : "the aggregation server, which sees each client's own vector (ddp_secagg = no: its "
+                                  "own noise only, variance mu / t of the largest cohort) and who took part: the client "
+                                  "that took part most, every one of its rounds at q = 1");
     cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
     cJSON_AddNumberToObject(o, "delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
@@ -472,9 +482,10 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
         ddp_guarantees(cfg, server, &a->ledger, gu->ceps, &g, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
                         "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
-                        "client)\n",
+                        "client%s)\n",
                 cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", gu->ceps, cfg->client_dp.delta + g.dsamp,
-                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
+                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s",
+                cfg->client_dp.ddp_secagg ? "" : ", which the server sees alone");
     else if (cdp && gu->cprivate)
         fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", gu->ceps,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
