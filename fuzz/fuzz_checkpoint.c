@@ -2,7 +2,8 @@
  * <tmpdir>/checkpoint.bin and the loader runs with a small fixed run (4 parameters, 3 clients, no simulation,
  * i.e. fl.client_state = reset).  Byte 0 selects how: bit 0 set writes the rest of the input as the whole file
  * (the dpfl_file header and checksum checks); clear wraps the rest as the payload of a well-formed dpfl_file
- * (magic "DPCK", version 5 + bit 1: the older format 5 or the current 6; correct length and CRC-32) so the fuzzer
+ * (magic "DPCK", version FL_CKPT_VERSION - 1 + bit 1: the format before the current one, or the current one;
+ * correct length and CRC-32) so the fuzzer
  * reaches the checkpoint layout.  Bit 2 makes the run one with per-record budgets (5 training records), so that
  * the budgets block is read too. */
 #include "run/run_internal.h"
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int mode = data[0];
     const char *path = fuzz_path("checkpoint.bin");
     if (mode & 1) fuzz_write(path, data + 1, size - 1, 0);
-    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, 6u + ((mode >> 1) & 1), data + 1, size - 1);
+    else fuzz_write_dpfl_file(path, 0x4b435044u /* "DPCK" */, FL_CKPT_VERSION - 1u + ((mode >> 1) & 1), data + 1, size - 1);
     dpfl_error err = {{0}};
     dpfl_ledger l;
     if (dpfl_ledger_init(&l, CLIENTS, &err) != DPFL_OK) abort();

@@ -425,6 +425,48 @@ static void stop_rule_never_releases_over_budget(void **state)
     unlink(cfgp);
 }
 
+/* A checkpoint resumes only under the settings it ran with (but fl.rounds, run.threads, run.eval_every): the ledger
+ * keeps steps, and re-accounting them at another batch or sampler reported 0.90 after 27.86 in an audit.  Refused
+ * with one line, the run directory left as it was; then resumed with the run's own settings and more rounds. */
+static void a_resume_under_other_settings_is_refused(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_resume_cfg.ini", *dir = "/tmp/dpfl_test_runR";
+    write_config(cfgp, 2, 0);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
+    dpfl_run_options o = {.out_dir = dir, .quiet = 1};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    char *before, *after;
+    size_t nb, na;
+    assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runR/checkpoint.bin", &before, &nb, &err), DPFL_OK);
+    dpfl_run_options resume = {.out_dir = dir, .quiet = 1, .resume = 1};
+    const char *changes[] = {"fl.batch=5", "record_dp.sampler=fixed", "record_dp.noise=0.9", "fl.client_rate=0.9"};
+    for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
+        dpfl_config other = cfg;
+        assert_int_equal(dpfl_config_set(&other, changes[i], &err), DPFL_OK);
+        other.fl.rounds = 3;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dpfl_run(&other, &resume, &err), DPFL_EINVAL);
+        if (!strstr(err.msg, "differs from the checkpoint's")) print_error("%s: %s\n", changes[i], err.msg);
+        assert_non_null(strstr(err.msg, "differs from the checkpoint's"));
+        assert_int_equal(dpfl_file_read_all("/tmp/dpfl_test_runR/checkpoint.bin", &after, &na, &err), DPFL_OK);
+        assert_int_equal(na, nb);
+        assert_memory_equal(after, before, nb); /* nothing written */
+        free(after);
+    }
+    cfg.fl.rounds = 3;
+    cfg.run.threads = 1;
+    cfg.run.eval_every = 2;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    free(before);
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
+}
+
 /* The client-level guarantee a training run reports with e2e = yes is the one `dpfl e2e` computes for the same
  * settings (Poisson records and clients, zero-out). */
 static void e2e_in_training_matches_dpfl_e2e(void **state)
@@ -928,7 +970,7 @@ static void keep_state_survives_resume(void **state)
     assert_int_equal(dpfl_run(&reset, &r3, &err), DPFL_OK);
     void *payload;
     size_t len;
-    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 8, &payload, &len, &err),
+    assert_int_equal(dpfl_file_read("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 9, &payload, &len, &err),
                      DPFL_OK);
     assert_int_equal(dpfl_file_write("/tmp/dpfl_test_keepD/checkpoint.bin", 0x4b435044u, 2, payload, len, &err),
                      DPFL_OK);
@@ -1087,6 +1129,7 @@ int main(void)
         cmocka_unit_test(stop_rule_never_releases_over_budget),
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
+        cmocka_unit_test(a_resume_under_other_settings_is_refused),
         cmocka_unit_test(e2e_counts_only_a_gaussian_server_release),
         cmocka_unit_test(replicated_records_are_charged_in_every_client),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),

@@ -92,24 +92,24 @@ static void checkpoint_with_bad_events_is_an_error(void **state)
 {
     (void)state;
     expect_malformed(ckpt_event_overflow, sizeof ckpt_event_overflow, 1u, "older dpfl");
-    expect_malformed(ckpt_event_overflow, sizeof ckpt_event_overflow, 8u, "malformed");
-    /* format 8 (7 with the client states in files of their own; 4 with helper-model flags, the budgets block and
-     * the Skellam events' sensitivities): head (rounds,
-     * clients, nparam, 5 doubles/ints, nevents, line_len, 64 partition bytes) */
-    uint8_t p[136 + 16 + 48 + 84 + 16 + 4] = {0}; /* head, params, ledger, one event (84 bytes), state head, no budgets */
+    expect_malformed(ckpt_event_overflow, sizeof ckpt_event_overflow, 9u, "malformed");
+    /* format 9 (8 with the config digest; 7 with the client states in files of their own; 4 with helper-model flags,
+     * the budgets block and the Skellam events' sensitivities): head (rounds, clients, nparam, 5 doubles/ints,
+     * nevents, line_len, 64 partition bytes, 32 of the config digest) */
+    uint8_t p[168 + 16 + 48 + 84 + 16 + 4] = {0}; /* head, params, ledger, one event (84 bytes), state head, no budgets */
     put_le(p, 1, 4);
     put_le(p + 4, 3, 4);
     put_le(p + 8, 4, 8);
     put_le(p + 56, (uint64_t)1 << 62, 8); /* nevents */
-    expect_malformed(p, sizeof p, 8u, "malformed");
+    expect_malformed(p, sizeof p, 9u, "malformed");
     put_le(p + 56, 1, 8);
     /* params (16 bytes), participations and steps (48), then one event whose kind is 77 */
-    put_le(p + 136 + 16 + 48, 77, 4);
-    expect_malformed(p, sizeof p, 8u, "malformed");
+    put_le(p + 168 + 16 + 48, 77, 4);
+    expect_malformed(p, sizeof p, 9u, "malformed");
     /* the same file with a valid kind (a Gaussian event, count 0) loads: the kind alone made it malformed */
-    put_le(p + 136 + 16 + 48, 0, 4);
+    put_le(p + 168 + 16 + 48, 0, 4);
     dpfl_error err;
-    assert_int_equal(dpfl_file_write(tpath("checkpoint.bin"), 0x4b435044u, 8u, p, sizeof p, &err), DPFL_OK);
+    assert_int_equal(dpfl_file_write(tpath("checkpoint.bin"), 0x4b435044u, 9u, p, sizeof p, &err), DPFL_OK);
     dpfl_ledger l;
     assert_int_equal(dpfl_ledger_init(&l, 3, &err), DPFL_OK);
     float params[4];

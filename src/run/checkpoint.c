@@ -12,8 +12,7 @@
 #include <string.h>
 
 #define CKPT_MAGIC 0x4b435044u /* "DPCK" */
-#define CKPT_VERSION 8u /* 8: client states in their own files (clients/), named here; 7: Skellam (distributed DP) events; 6: the per-record budgets ledger; 5: helper models and w0; 4: the partition key; 3: every field explicit (2 and 1 copied
-                           structs, padding included) */
+#define CKPT_VERSION FL_CKPT_VERSION
 
 /* The fields go through core/bytes.h; w0 is written from where it lives (no copy): those floats are
  * little-endian on a little-endian host only. */
@@ -23,7 +22,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  * dpfl_file_write_parts).  Every field is written explicitly, little-endian, never a struct's memory:
  *   head    i32 rounds, i32 clients, u64 nparam, f64 record_z, f64 client_z, f64 wall, i64 examples, f64 S,
  *           i64 nevents, i64 line_len
- *   data    u8 partition_key[32] (the stream the client partition was drawn from), u8 partition_digest[32]
+ *   data    u8 partition_key[32] (the stream the client partition was drawn from), u8 partition_digest[32],
+ *           u8 config_digest[32] (the settings a resume must keep: run/config_digest.c)
  *   model   f32 params[nparam]
  *   ledger  i64 participations[clients], i64 record_steps[clients],
  *           events[nevents]: i32 kind, i32 adjacency, f64 z, f64 q, f64 lambda, i64 n, i64 batch, i64 inner,
@@ -37,7 +37,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoints are littl
  *   budgets i32 on (record_dp.budgets); if 1: i64 records, i32 nlevels, i32 planned_rounds, f64 z; per level f64
  *           budget, f64 p, i32 rounds, i32 opted_out; per record f64 budget, i32 level
  *   line    the round's metrics line (line_len bytes), so a crash between checkpoint and metrics loses nothing */
-enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8 + 8 * 2,
+enum { HEAD_BYTES = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 32 + 32 + 32, EVENT_BYTES = 4 + 4 + 8 * 3 + 8 * 3 + 4 + 8 + 8 * 2,
        STATE_HEAD_BYTES = 4 + 4 + 8, STATE_INDEX_BYTES = 4 + 8 + 4 + 4, RPDP_HEAD_BYTES = 8 + 4 + 4 + 8,
        RPDP_LEVEL_BYTES = 8 + 8 + 4 + 4, RPDP_RECORD_BYTES = 8 + 4 };
 
@@ -188,6 +188,7 @@ static void put_head_model_ledger(dpfl_bytes_writer *c, const float *params, siz
     dpfl_bytes_put_i64(c, (int64_t)line_len);
     dpfl_bytes_put(c, rs->partition_key, 32);
     dpfl_bytes_put(c, rs->partition_digest, 32);
+    dpfl_bytes_put(c, rs->config_digest, 32);
     dpfl_bytes_put_f32s(c, params, nparam);
     for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(c, l->participations[k]);
     for (int32_t k = 0; k < l->clients; k++) dpfl_bytes_put_i64(c, l->record_steps[k]);
@@ -309,6 +310,7 @@ static ckpt_head read_head(dpfl_bytes_reader *c)
     dpfl_bytes_get_i64(c, &h.line_len);
     dpfl_bytes_get(c, h.rs.partition_key, 32);
     dpfl_bytes_get(c, h.rs.partition_digest, 32);
+    dpfl_bytes_get(c, h.rs.config_digest, 32);
     return h;
 }
 

@@ -147,6 +147,7 @@ static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings 
         return dpfl_fail(err, DPFL_EINVAL, "resume (%s): the client partition differs from the checkpoint's (the [data] "
                                            "settings or the dataset files changed); resume with the run's own config.ini",
                          s->dir);
+    fl_config_digest(cfg, rs->config_digest); /* a resume compares it once the checkpoint is read (setup_noise) */
     /* delta's 1/n rule counts records (train.n), not the partition's slots, which replication repeats */
     if ((st = check_deltas(cfg, in->train.n, in->part.clients, s->quiet, w, err))) return st;
     int32_t copies = 1; /* record-level DP charges a replicated record in each of its clients; twice in one: refused */
@@ -212,6 +213,14 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
                                      in->clients, dpfl_server_control(in->server),
                                      budgets ? &a->rpdp : NULL, s->ckpt_line, err)))
             return st;
+        uint8_t now[32]; /* after the checkpoint's own checks, which name the key they refuse */
+        fl_config_digest(cfg, now);
+        if (memcmp(a->rs.config_digest, now, 32))
+            return dpfl_fail(err, DPFL_EINVAL, "resume (%s): the config differs from the checkpoint's in a key other "
+                                               "than fl.rounds, run.threads, run.eval_every, fl.client_state_max_mb and "
+                                               "data.data_dir (the steps already charged would be accounted under "
+                                               "settings they did not run with); resume with the run's own config.ini",
+                         s->dir);
         if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
             const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients);
             fl_rpdp_set_design(&a->rpdp.levels, &design);

@@ -30,6 +30,7 @@ typedef struct {
     int64_t examples;
     uint8_t partition_key[32];    /* the stream the client partition was drawn from: a resume draws it again */
     uint8_t partition_digest[32]; /* SHA-256 of the partition it gave (dpfl_partition_digest) */
+    uint8_t config_digest[32];    /* the settings a resume must keep (fl_config_digest) */
 } run_state;
 
 /* The guarantees after the rounds released so far: what metrics.jsonl, summary.json and the terminal report. */

@@ -61,6 +61,10 @@ typedef struct {
 /* The inputs and the accounting of n (data, partition, model, simulation, noise, ledger), as s says. */
 dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err);
 
+/* SHA-256 of the keys not at their default, but for those a resume may change (fl.rounds, and those that change no
+ * result): a checkpoint resumes only under the same digest (config_digest.c). */
+void fl_config_digest(const dpfl_config *cfg, uint8_t out[32]);
+
 /* End-to-end DP's client-level epsilon of the run (e2e_report.c): the record-level noise, with the server's where
  * it is a Gaussian with a sensitivity bound (fl_e2e_server_z: its smallest multiplier so far, else 0). */
 double fl_e2e_server_z(const dpfl_config *cfg, const run_acct *a);
@@ -108,6 +112,10 @@ void fl_report_progress(const dpfl_config *cfg, const run_guarantees *g, const d
 /* cs (may be NULL: none) supplies the per-client state (fl.client_state = keep, helper models, personal
  * parameters): the blocks that changed go to their state files first (the folder fl_run_setup gave the clients);
  * cv (NULL: none) is SCAFFOLD's server control variate (dpfl_server_control). */
+/* checkpoint.bin's format: 9 the config digest; 8 client states in their own files (clients/), named there;
+ * 7 Skellam (distributed DP) events; 6 the per-record budgets ledger; 5 helper models and w0; 4 the partition key;
+ * 3 every field explicit (2 and 1 copied structs, padding included).  Older ones are refused with their number. */
+#define FL_CKPT_VERSION 9u
 dpfl_status fl_checkpoint_save(const char *dir, const float *params, size_t nparam, const dpfl_ledger *l,
                                const run_state *rs, dpfl_clients *cs, const float *cv, const fl_rpdp *rp,
                                const char *line, dpfl_error *err);
