@@ -58,7 +58,7 @@ def main():
                                                f"record_dp.budget_policy={method}"])
                 rb = s["record_budgets"]
                 batch.append(rb["per_client"][0]["expected_batch"])
-                out_.append(rb.get("filtered_out", rb.get("opted_out", 0)))
+                out_.append(s["not_private"].get("filtered_out", rb.get("opted_out", 0)))
                 eps.append(s["epsilon"])
             acc.append(s["test_accuracy"])
             if method != "privacyfree":

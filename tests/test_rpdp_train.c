@@ -526,7 +526,15 @@ static void filter_runs_within_budgets_and_resumes(void **state)
     assert_true(conv <= 0.05 + 1e-12); /* auto: at most half of the smallest budget (0.1) */
     assert_close(num(rb, "noise"), sqrt(4 * 4 * a / (2 * (2 - conv))), 1e-12);
     assert_int_equal((int)num(rb, "over_budget"), 0);
-    assert_true(num(rb, "filtered_out") > 100);
+    /* which records left the sampler depends on their gradient norms: not private, reported apart */
+    assert_null(cJSON_GetObjectItemCaseSensitive(rb, "filtered_out"));
+    assert_int_equal((int)num(rb, "opted_out"), 0); /* no level stops under the filter: nor may the count leak there */
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(s, "not_private");
+    assert_true(num(np, "filtered_out") > 100);
+    const cJSON *pc = cJSON_GetObjectItemCaseSensitive(np, "filtered_out_per_client");
+    double per = 0;
+    for (const cJSON *x = pc ? pc->child : NULL; x; x = x->next) per += x->valuedouble;
+    assert_true(per == num(np, "filtered_out"));
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(rb, "epsilon");
     assert_true(num(e, "max") <= 2.0 && num(e, "max") > 1.0);
     /* most records (70% at 0.1) spend their whole Renyi budget in the first step: epsilon = cap + conv = 0.1 */
@@ -871,6 +879,34 @@ static void rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero(v
     assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdpR"), 0);
 }
 
+/* Budgets by class take the labels as public (the levels' record counts are the class counts): summary.json's
+ * warnings say so, and a file or generated budgets do not get the warning. */
+static void class_budgets_say_the_labels_are_public(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_rpdp_class.ini", *dir = "/tmp/dpfl_test_rpdp_class";
+    const char *extras[2] = {"budgets = class\nclass_budgets = 0.5, 1, 1, 1, 1, 1, 1, 1, 1, 2\n", ""};
+    for (int i = 0; i < 2; i++) {
+        write_config(cfgp, 1, extras[i]);
+        dpfl_config cfg;
+        dpfl_error err;
+        dpfl_config_defaults(&cfg);
+        assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+        assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdp_class"), 0);
+        dpfl_run_options o = {.out_dir = dir, .quiet = 1};
+        assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+        cJSON *s = summary_of(dir);
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "warnings");
+        int said = 0;
+        for (const cJSON *x = w ? w->child : NULL; x; x = x->next)
+            said += cJSON_IsString(x) && strstr(x->valuestring, "takes every label as public") != NULL;
+        assert_int_equal(said, i == 0);
+        cJSON_Delete(s);
+    }
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_rpdp_class"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -889,6 +925,7 @@ int main(void)
         cmocka_unit_test(rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero),
         cmocka_unit_test(filter_charges_each_records_own_gradient_norm),
         cmocka_unit_test(filter_runs_within_budgets_and_resumes),
+        cmocka_unit_test(class_budgets_say_the_labels_are_public),
         cmocka_unit_test(filter_releases_nothing_before_a_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@ and computes every number.
 
 import ctypes
 import json
+import math
 
 from . import _lib
 from ._lib import lib
@@ -247,12 +248,14 @@ class Accountant:
 def get_noise_multiplier(*, target_epsilon, target_delta, sample_rate, epochs=None, steps=None, accountant="rdp",
                          **opts):
     """Opacus's get_noise_multiplier: the smallest noise multiplier (on the safe side) whose Poisson-sampled steps
-    stay within (target_epsilon, target_delta); steps = int(epochs / sample_rate) when epochs is given, as Opacus
-    counts them."""
+    stay within (target_epsilon, target_delta).  With epochs, steps = epochs / sample_rate rounded up, except within
+    1e-9 of a whole number (7 / 0.07 is 99.99999999999999 in floating point: 100 steps; Opacus's int() takes 99
+    and its noise then overshoots the target at the 100th step)."""
     if (epochs is None) == (steps is None):
         raise DpflValueError(EINVAL, "get_noise_multiplier: give exactly one of epochs and steps")
     if steps is None:
-        steps = int(epochs / sample_rate)
+        x = epochs / sample_rate
+        steps = round(x) if abs(x - round(x)) <= 1e-9 * max(1.0, x) else math.ceil(x)
     return calibrate_noise(event_poisson(sample_rate, 1.0, steps), target_epsilon, target_delta, accountant, **opts)
 
 

@@ -88,6 +88,13 @@ def test_opacus_style_accountant_and_noise():
     eps = dpfl.account_epsilon(dpfl.event_poisson(0.01, z, 500), 1e-5).epsilon
     assert eps <= 3.0 and eps > 3.0 * 0.999  # the smallest noise within the target, on the safe side
     assert dpfl.account_epsilon(dpfl.event_poisson(0.01, z * 0.99, 500), 1e-5).epsilon > 3.0
+    # 7 / 0.07 is 99.99999999999999 in floating point: the 100 steps that run, not int()'s 99 (an audit: epsilon
+    # 1.005 against a target of 1); a fractional count rounds up
+    z7 = dpfl.get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.07, epochs=7)
+    assert z7 == dpfl.get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.07, steps=100)
+    assert dpfl.account_epsilon(dpfl.event_poisson(0.07, z7, 100), 1e-5).epsilon <= 1.0
+    assert (dpfl.get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.3, epochs=1) ==
+            dpfl.get_noise_multiplier(target_epsilon=1.0, target_delta=1e-5, sample_rate=0.3, steps=4))
     with pytest.raises(dpfl.DpflValueError, match="exactly one of epochs and steps"):
         dpfl.get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=0.01)
     assert math.isfinite(z)

@@ -29,10 +29,10 @@ static void add_dist(cJSON *o, const char *name, double *v, int64_t n)
     cJSON_AddNumberToObject(d, "mean", mean);
 }
 
-/* Counts and distributions over a set of records (all, or one client's); rec_eps[i]: record i's epsilon.  Under
- * the filter, "opted_out" counts the records filtered out (their Renyi budget spent). */
-static void add_records(cJSON *o, const fl_rpdp_records *rec, const fl_rpdp_levels *L, int filter,
-                        const double *rec_eps, const int32_t *idx, int64_t m, double *tb, double *te, double *tp,
+/* Counts and distributions over a set of records (all, or one client's); rec_eps[i]: record i's epsilon.  Every
+ * value here follows from public settings (budgets, levels, rounds); under the filter, which records were filtered
+ * out depends on their gradient norms: fl_rpdp_filtered_out, reported in not_private. */
+static void add_records(cJSON *o, const fl_rpdp_records *rec, const fl_rpdp_levels *L, const double *rec_eps, const int32_t *idx, int64_t m, double *tb, double *te, double *tp,
                         double *over_max)
 {
     int64_t unused = 0, dropped = 0, opted = 0, over = 0, used = 0;
@@ -47,14 +47,14 @@ static void add_records(cJSON *o, const fl_rpdp_records *rec, const fl_rpdp_leve
         if (l == FL_RPDP_DROPPED) dropped++;
         else if (!(L->lv[l].p > 0)) unused++;
         else {
-            if (L->lv[l].opted_out || (filter && !(rec->p[i] > 0))) opted++;
+            if (L->lv[l].opted_out) opted++;
             tp[used++] = L->lv[l].p;
         }
     }
     cJSON_AddNumberToObject(o, "records", (double)m);
     cJSON_AddNumberToObject(o, "unused", (double)unused);
     cJSON_AddNumberToObject(o, "dropped", (double)dropped);
-    cJSON_AddNumberToObject(o, filter ? "filtered_out" : "opted_out", (double)opted);
+    cJSON_AddNumberToObject(o, "opted_out", (double)opted);
     cJSON_AddNumberToObject(o, "over_budget", (double)over);
     add_dist(o, "budget", tb, m);
     add_dist(o, "epsilon", te, m);
@@ -174,7 +174,7 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
     if (!st && o) {
         double over_max = -INFINITY;
         add_plan(o, &rp->levels, &rp->filter, cfg);
-        add_records(o, rec, &rp->levels, rp->filter.on, re, NULL, rec->n, tb, te, tp, &over_max);
+        add_records(o, rec, &rp->levels, re, NULL, rec->n, tb, te, tp, &over_max);
         cJSON_AddNumberToObject(o, "epsilon_minus_budget_max", over_max);
         add_histograms(o, rec, re);
         add_levels(o, &rp->levels, eps);
@@ -183,7 +183,7 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
             for (int32_t c = 0; c < part->clients; c++) {
                 cJSON *cl = cJSON_CreateObject();
                 double om = -INFINITY;
-                add_records(cl, rec, &rp->levels, rp->filter.on, re, part->index + part->offset[c],
+                add_records(cl, rec, &rp->levels, re, part->index + part->offset[c],
                             part->offset[c + 1] - part->offset[c], tb, te, tp, &om);
                 cJSON_AddNumberToObject(cl, "expected_batch", rec->denom[c]);
                 cJSON_AddItemToArray(pc, cl);
@@ -196,4 +196,16 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
     free(tp);
     free(re);
     return st;
+}
+
+int64_t fl_rpdp_filtered_out(const fl_rpdp *rp, const int32_t *idx, int64_t m)
+{
+    const fl_rpdp_records *rec = &rp->rec;
+    int64_t out = 0;
+    for (int64_t j = 0; j < m; j++) {
+        const int64_t i = idx ? idx[j] : j;
+        const int32_t l = rec->level[i];
+        out += l >= 0 && rp->levels.lv[l].p > 0 && !rp->levels.lv[l].opted_out && !(rec->p[i] > 0);
+    }
+    return out;
 }

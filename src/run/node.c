@@ -160,6 +160,13 @@ static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings 
         if (!s->quiet) fprintf(stderr, "dpfl: warning: %s\n", w->text[w->n]);
         w->n++;
     }
+    if (fl_rpdp_configured(cfg) && cfg->record_dp.budgets == DPFL_BUDGETS_CLASS && w->n < 4) {
+        /* a record's budget is its label's: its rate, its level's count and its client's divisor follow the label */
+        snprintf(w->text[w->n], sizeof w->text[0], "record_dp.budgets = class takes every label as public: the "
+                 "levels' record counts are the class counts, and no epsilon covers a record's label");
+        if (!s->quiet) fprintf(stderr, "dpfl: warning: %s\n", w->text[w->n]);
+        w->n++;
+    }
     char mspec[300];
     dpfl_config_model_spec(cfg, mspec, sizeof mspec);
     if ((st = dpfl_model_create(mspec, in->train.c, in->train.h, in->train.w, in->train.classes, &in->model, err)))
