@@ -361,17 +361,15 @@ struct dpfl_nn_ws {
 
 typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE, DPFL_BWD_STEP } dpfl_bwd_mode;
 
-/* Forward for B examples; returns logits (B, out_dim). */
-const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
-                                 int32_t B, int train, dpfl_rng *rng);
+/* The forward pass is dpfl_nn_forward (include/dpfl/nn.h). */
 /* Loss on the last forward's logits: fills grad of the logits slot with scale * dloss_b/dlogits_b and returns
  * the summed loss. */
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct);
 /* Backward through all layers.  GRAD: grads (nparam) = parameter gradient of the loss set by run_loss.
- * PERSAMPLE: no parameter gradient; fills ws->sq (per layer, per example) and ws->ps for materialized convs,
- * keeping every slot's output gradient for the clipped sum.  STEP: grads are the params themselves, and each
- * layer's gradient is added times ws->step_alpha once the layer's input gradient no longer needs its weights
- * (Linear: inside the weight-gradient GEMM; other layers through ws->step_buf). */
+ * PERSAMPLE: no parameter gradient; fills ws->pers.sq (per layer, per example) and ws->pers.ps for the kinds that
+ * keep per-example gradients, keeping every slot's output gradient for the clipped sum.  STEP: grads are the params
+ * themselves, and each layer's gradient is added times ws->step.alpha once the layer's input gradient no longer
+ * needs its weights (Linear: inside the weight-gradient GEMM; other layers through ws->step.buf). */
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode);
 /* ---------------------------------------------------------------- the layer operation table (layer_table.c) */
 /* What the model builder (model.c), the workspace and driver (net.c, persample.c) and the exporter (model_npz.c)
@@ -467,11 +465,11 @@ typedef struct {
     void (*init)(const dpfl_layer *L, float *p, dpfl_rng *rng); /* NULL: U(+-1/sqrt(fan_in)), PyTorch's */
     int inplace;                         /* may overwrite its input (its backward needs only its output) */
     dpfl_nn_layout layout;               /* its output's layout */
-    int keeps_persample;                 /* its backward leaves every example's gradient in ws->ps (the clipped sum
-                                            then reads them); Conv2d decides per workspace mode (net.c) */
+    int keeps_persample;                 /* its backward leaves every example's gradient in its job's ps (the clipped
+                                            sum then reads them); Conv2d decides per workspace mode (net.c) */
     size_t (*state_floats)(const dpfl_layer *L); /* per-example state kept from forward to backward; NULL: none */
-    void (*forward)(const dpfl_nn_fwd *f);
-    void (*backward)(const dpfl_nn_bwd *j);
+    void (*forward)(const dpfl_nn_fwd *f);  /* touches only what f holds or points at */
+    void (*backward)(const dpfl_nn_bwd *j); /* touches only what j holds or points at */
     /* its parameter arrays for export, into a (at most 2: model_npz.c's room); returns how many; NULL: the kind
      * has no parameters */
     int (*arrays)(const dpfl_layer *L, dpfl_nn_param_array *a);

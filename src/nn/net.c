@@ -591,8 +591,8 @@ static dpfl_nn_own layer_own(const dpfl_model *m, const dpfl_nn_slots *s, const 
     };
 }
 
-const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
-                                 int32_t B, int train, dpfl_rng *rng)
+const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
+                             int train, dpfl_rng *rng)
 {
     DPFL_ASSERT(B >= 0 && B <= ws->max_batch && ws->m == m);
     const dpfl_nn_slots *s = &ws->slots;
@@ -757,11 +757,6 @@ void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *
     }
 }
 
-const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
-                             int train, dpfl_rng *rng)
-{
-    return dpfl_nn_run_forward(m, params, ws, x, B, train, rng);
-}
 
 double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                     int32_t B, dpfl_rng *rng, float *grads, int32_t *correct)
@@ -771,7 +766,7 @@ double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, co
         dpfl_vec_zero(grads, m->nparam);
         return 0.0;
     }
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    dpfl_nn_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
     dpfl_nn_run_backward(m, params, ws, grads, DPFL_BWD_GRAD);
     return loss / B;
@@ -788,7 +783,7 @@ double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, cons
 {
     if (correct) *correct = 0;
     if (B == 0) return 0.0;
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    dpfl_nn_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
     ws->step.alpha = -lr;
     dpfl_nn_run_backward(m, params, ws, params, DPFL_BWD_STEP);
@@ -802,7 +797,7 @@ void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, 
     int32_t correct = 0;
     for (int32_t i = 0; i < n; i += ws->max_batch) {
         int32_t B = n - i < ws->max_batch ? n - i : ws->max_batch;
-        dpfl_nn_run_forward(m, params, ws, x + (size_t)i * m->in_dim, B, 0, NULL);
+        dpfl_nn_forward(m, params, ws, x + (size_t)i * m->in_dim, B, 0, NULL);
         loss += dpfl_nn_run_loss(m, ws, y + i, 1.0f, &correct);
     }
     if (mean_loss) *mean_loss = n ? loss / n : 0.0;

@@ -111,7 +111,7 @@ static double clipped_sum(const dpfl_model *m, const float *params, dpfl_nn_ws *
         p->ghost[l] = m->layers[l].kind == DPFL_LAYER_CONV2D && dpfl_nn_conv_uses_ghost(p->conv_mode, &m->layers[l]);
     memset(p->sq, 0, (size_t)nl * mb * sizeof *p->sq);
 
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    dpfl_nn_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f, NULL);
     dpfl_nn_run_backward(m, params, ws, NULL, DPFL_BWD_PERSAMPLE);
     clip_scales(p, m, mb, B, clip, norms);
