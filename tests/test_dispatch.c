@@ -217,8 +217,8 @@ static void conv_kernels_match_portable(void **state)
         assert_non_null(wp);
         int direct = 0;
         for (int l = 0; l < m.nlayers; l++) {
-            assert_int_equal(wp->direct[l], 0);
-            direct += wk->direct[l] != 0, wino += wk->direct[l] == 2;
+            assert_int_equal(wp->dir.mode[l], 0);
+            direct += wk->dir.mode[l] != 0, wino += wk->dir.mode[l] == 2;
         }
         const int kernels = (cpu_has_avx512_kernels() || cpu_has_avx2_kernels()) && !env_portable();
         assert_int_equal(direct, kernels ? cases[i].direct : 0);

@@ -590,7 +590,7 @@ static void maxpool_padding_is_minus_infinity(void **state)
     for (int i = 0; i < 25; i++) x[i] = -1.0f - (float)((i * 7) % 11);
     dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 1, &err);
     dpfl_nn_forward(&m, w, ws, x, 1, 0, NULL);
-    const float *o = ws->act[ws->out_slot[0]];
+    const float *o = ws->slots.act[ws->slots.out_slot[0]];
     for (int oy = 0; oy < 3; oy++)
         for (int ox = 0; ox < 3; ox++) {
             float best = -INFINITY;
@@ -776,14 +776,14 @@ static void direct_kernels_only_where_they_pay(void **state)
     dpfl_nn_ws *ws = dpfl_nn_ws_create(&m, 2, NULL);
     const int l8 = 0, l4 = 3, strided = 5; /* 8 x 8 output, 4 x 4 output, stride 2 */
     assert_int_equal(m.layers[l4].out_h, 4);
-    assert_true(ws->direct[l8] > 0);
-    assert_int_equal(ws->direct[l4], 0);
-    assert_int_equal(ws->direct[strided], 0);
+    assert_true(ws->dir.mode[l8] > 0);
+    assert_int_equal(ws->dir.mode[l4], 0);
+    assert_int_equal(ws->dir.mode[strided], 0);
     dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_DIRECT);
-    assert_int_equal(ws->direct[l4], 1);
-    assert_int_equal(ws->direct[strided], 0);
+    assert_int_equal(ws->dir.mode[l4], 1);
+    assert_int_equal(ws->dir.mode[strided], 0);
     dpfl_nn_ws_set_conv_impl(ws, DPFL_CONV_IMPL_AUTO);
-    assert_int_equal(ws->direct[l4], 0);
+    assert_int_equal(ws->dir.mode[l4], 0);
     dpfl_nn_ws_free(ws);
     dpfl_model_free(&m);
 }

@@ -255,17 +255,18 @@ void dpfl_nn_conv2d_ghost_sqnorms(double *sq, const float *dout, const float *in
     }
 }
 
-/* The direct kernels' variant that layer l's geometry chose (conv_direct.c, compiled for AVX-512 and for AVX2) */
-void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
-                                   const float *bias, int relu)
+/* The direct kernels' variant that layer l's plan chose (conv_direct.c, compiled for AVX-512 and for AVX2) */
+void dpfl_nn_conv2d_direct_forward(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g, dpfl_par *par,
+                                   float *out, const float *inp, const float *w, const float *bias, int relu)
 {
-    if (ws->cdir[l].isa == 1) dpfl_nn_conv2d_direct_forward_avx512(ws, l, out, inp, w, bias, relu);
-    else dpfl_nn_conv2d_direct_forward_avx2(ws, l, out, inp, w, bias, relu);
+    if (dc->geom[l].isa == 1) dpfl_nn_conv2d_direct_forward_avx512(dc, l, g, par, out, inp, w, bias, relu);
+    else dpfl_nn_conv2d_direct_forward_avx2(dc, l, g, par, out, inp, w, bias, relu);
 }
 
-void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                    const float *inp, const float *w, int persample, double *sq)
+void dpfl_nn_conv2d_direct_backward(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g, dpfl_par *par,
+                                    float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                                    float *ps, double *sq)
 {
-    if (ws->cdir[l].isa == 1) dpfl_nn_conv2d_direct_backward_avx512(ws, l, dinp, dw, dout, inp, w, persample, sq);
-    else dpfl_nn_conv2d_direct_backward_avx2(ws, l, dinp, dw, dout, inp, w, persample, sq);
+    if (dc->geom[l].isa == 1) dpfl_nn_conv2d_direct_backward_avx512(dc, l, g, par, dinp, dw, dout, inp, w, ps, sq);
+    else dpfl_nn_conv2d_direct_backward_avx2(dc, l, g, par, dinp, dw, dout, inp, w, ps, sq);
 }

@@ -57,6 +57,7 @@ void DIRECT_FN(dpfl_nn_conv_direct_geom)(const dpfl_layer *L, dpfl_conv_direct *
 {
     d->isa = DIRECT_ISA;
     d->C = L->in_c, d->OC = L->out_c, d->k = L->k, d->pad = L->pad;
+    d->bias = L->bias, d->np = L->nparam;
     d->H = L->in_h, d->W = L->in_w, d->OH = L->out_h, d->OW = L->out_w;
     d->OCp = (d->OC + 3) & ~3, d->Cp = (d->C + 3) & ~3;
     d->Hp = d->H + 2 * d->pad, d->Wp = d->W + 2 * d->pad;
@@ -330,31 +331,30 @@ static void wino_forward_job(void *ctx, int64_t tid, int64_t tid_end)
     }
 }
 
-void DIRECT_FN(dpfl_nn_conv2d_direct_forward)(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
+void DIRECT_FN(dpfl_nn_conv2d_direct_forward)(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                              dpfl_par *par, float *out, const float *inp, const float *w,
                                               const float *bias, int relu)
 {
-    const dpfl_conv_direct *d = &ws->cdir[l];
-    dpfl_conv_geom g;
-    dpfl_nn_conv_geom(ws, l, &g);
+    const dpfl_conv_direct *d = &dc->geom[l];
     const float *wf = w;
     const size_t wo = (size_t)d->C * d->k * d->k;
-    int nt = dpfl_par_size(ws->par);
-    if (ws->direct[l] == 2) { /* Winograd: no padded copy of the input is kept */
-        dpfl_nn_wino_weights(ws->cdir_w, w, d->OC, d->OCp, d->C);
-        direct_job j = {.d = d, .g = &g, .out = out, .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
-                        .inp = inp, .U = ws->cdir_w, .bias = bias, .B = ws->B, .relu = relu, .nthreads = nt};
-        dpfl_par_for(ws->par, nt, wino_forward_job, &j);
+    int nt = dpfl_par_size(par);
+    if (dc->mode[l] == 2) { /* Winograd: no padded copy of the input is kept */
+        dpfl_nn_wino_weights(dc->w, w, d->OC, d->OCp, d->C);
+        direct_job j = {.d = d, .g = g, .out = out, .scratch = dc->scratch, .scratch_per = dc->per,
+                        .inp = inp, .U = dc->w, .bias = bias, .B = g->B, .relu = relu, .nthreads = nt};
+        dpfl_par_for(par, nt, wino_forward_job, &j);
         return;
     }
     if (d->OCp != d->OC) { /* pad to whole groups of 4 output channels with zero rows */
-        memcpy(ws->cdir_w, w, (size_t)d->OC * wo * sizeof *w);
-        memset(ws->cdir_w + (size_t)d->OC * wo, 0, (size_t)(d->OCp - d->OC) * wo * sizeof *w);
-        wf = ws->cdir_w;
+        memcpy(dc->w, w, (size_t)d->OC * wo * sizeof *w);
+        memset(dc->w + (size_t)d->OC * wo, 0, (size_t)(d->OCp - d->OC) * wo * sizeof *w);
+        wf = dc->w;
     }
-    direct_job j = {.d = d, .g = &g, .out = out, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch,
-                    .scratch_per = ws->cdir_per, .inp = inp, .w = wf, .bias = bias, .B = ws->B, .relu = relu,
+    direct_job j = {.d = d, .g = g, .out = out, .xpad = dc->xpad[l], .scratch = dc->scratch,
+                    .scratch_per = dc->per, .inp = inp, .w = wf, .bias = bias, .B = g->B, .relu = relu,
                     .nthreads = nt};
-    dpfl_par_for(ws->par, nt, forward_job, &j);
+    dpfl_par_for(par, nt, forward_job, &j);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -520,16 +520,14 @@ static void sum_groups_job(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-void DIRECT_FN(dpfl_nn_conv2d_direct_backward)(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                               const float *inp, const float *w, int persample, double *sq)
+void DIRECT_FN(dpfl_nn_conv2d_direct_backward)(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                               dpfl_par *par, float *dinp, float *dw, const float *dout,
+                                               const float *inp, const float *w, float *ps, double *sq)
 {
-    const dpfl_layer *L = &ws->m->layers[l];
-    const dpfl_conv_direct *d = &ws->cdir[l];
-    dpfl_conv_geom g;
-    dpfl_nn_conv_geom(ws, l, &g);
-    const int k = d->k, kk = k * k;
+    const dpfl_conv_direct *d = &dc->geom[l];
+    const int k = d->k, kk = k * k, persample = ps != NULL;
     if (dinp) { /* flipped, transposed weights: wt[c][o][ki][kj] = w[o][c][k-1-ki][k-1-kj], rows padded to Cp */
-        float *wt = ws->cdir_w;
+        float *wt = dc->w;
         for (int c = 0; c < d->Cp; c++)
             for (int o = 0; o < d->OC; o++) {
                 float *dst = wt + ((size_t)c * d->OC + o) * kk;
@@ -541,17 +539,17 @@ void DIRECT_FN(dpfl_nn_conv2d_direct_backward)(dpfl_nn_ws *ws, int l, float *din
                 for (int t = 0; t < kk; t++) dst[t] = src[kk - 1 - t];
             }
     }
-    const int wino = ws->direct[l] == 2;
-    float *Ut = ws->cdir_w + (size_t)d->Cp * d->OC * kk;
-    if (wino && dinp) dpfl_nn_wino_weights(Ut, ws->cdir_w, d->C, d->Cp, d->OC);
-    int nt = dpfl_par_size(ws->par);
-    direct_job j = {.d = d, .g = &g, .xpad = ws->xpad[l], .scratch = ws->cdir_scratch, .scratch_per = ws->cdir_per,
-                    .dinp = dinp, .dout = dout, .w = ws->cdir_w, .B = ws->B, .nthreads = nt, .bias_on = L->bias,
-                    .np = L->nparam, .persample = persample, .sq = sq, .ps = ws->ps + ws->ps_off[l],
-                    .dw_part = dw ? ws->dw_part : NULL, .U = Ut, .inp = inp};
-    dpfl_par_for(ws->par, nt, wino ? wino_backward_job : backward_job, &j);
+    const int wino = dc->mode[l] == 2;
+    float *Ut = dc->w + (size_t)d->Cp * d->OC * kk;
+    if (wino && dinp) dpfl_nn_wino_weights(Ut, dc->w, d->C, d->Cp, d->OC);
+    int nt = dpfl_par_size(par);
+    direct_job j = {.d = d, .g = g, .xpad = dc->xpad[l], .scratch = dc->scratch, .scratch_per = dc->per,
+                    .dinp = dinp, .dout = dout, .w = dc->w, .B = g->B, .nthreads = nt, .bias_on = d->bias,
+                    .np = d->np, .persample = persample, .sq = sq, .ps = ps,
+                    .dw_part = dw ? dc->dw_part : NULL, .U = Ut, .inp = inp};
+    dpfl_par_for(par, nt, wino ? wino_backward_job : backward_job, &j);
     if (dw && !persample) {
-        sum_job s = {.dw = dw, .part = j.dw_part, .np = L->nparam, .ngroups = (ws->B + DW_GROUP - 1) / DW_GROUP};
-        dpfl_par_for(ws->par, (int64_t)L->nparam, sum_groups_job, &s);
+        sum_job s = {.dw = dw, .part = j.dw_part, .np = d->np, .ngroups = (g->B + DW_GROUP - 1) / DW_GROUP};
+        dpfl_par_for(par, (int64_t)d->np, sum_groups_job, &s);
     }
 }

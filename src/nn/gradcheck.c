@@ -13,7 +13,7 @@ static double loss_at(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, 
                       int32_t B, const dpfl_rng *drop)
 {
     dpfl_rng r = *drop; /* the same dropout masks at every evaluation */
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, &r);
+    dpfl_nn_forward(m, params, ws, x, B, 1, &r);
     return dpfl_nn_run_loss(m, ws, y, 1.0f, NULL) / B;
 }
 

@@ -216,23 +216,21 @@ static void gn_run(void *ctx, int64_t lo, int64_t hi)
 
 static void gn_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_nn_ws *ws = f->ws;
-    dpfl_par_for(ws->par, (int64_t)f->B * f->L->groups, gn_run,
-                 &(gn_job){.L = f->L, .out = f->out, .in = f->in, .w = f->w, .stats = ws->state[f->l], .B = f->B,
-                           .cnhw = ws->slot_cnhw[ws->in_slot[f->l]]});
+    dpfl_par_for(f->par, (int64_t)f->B * f->L->groups, gn_run,
+                 &(gn_job){.L = f->L, .out = f->out, .in = f->in, .w = f->w, .stats = f->own.state, .B = f->B,
+                           .cnhw = f->own.in_cnhw});
 }
 
 /* every example's (dgamma, dbeta) into ps; the batch gradient is their sum in example order */
-static void gn_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void gn_backward(const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
-    const int l = j->l, B = j->B;
+    const int B = j->B;
     double *sq = j->sq;
-    (void)m;
-    float *ps = ws->ps + ws->ps_off[l];
-    dpfl_par_for(ws->par, (int64_t)B * L->groups, gn_run,
+    float *ps = j->ps;
+    dpfl_par_for(j->par, (int64_t)B * L->groups, gn_run,
                  &(gn_job){.L = L, .out = j->gin, .gout = j->gout, .in = j->in, .w = j->w, .ps = ps,
-                           .stats = ws->state[l], .B = B, .cnhw = ws->slot_cnhw[ws->in_slot[l]]});
+                           .stats = j->own.state, .B = B, .cnhw = j->own.in_cnhw});
     if (j->mode == DPFL_BWD_PERSAMPLE) {
         for (int b = 0; b < B; b++) sq[b] += dpfl_nn_sumsq(ps + (size_t)b * L->nparam, L->nparam);
     } else {

@@ -71,6 +71,7 @@ DPFL_HIDDEN void dpfl_nn_sgemm_tn_avx512(int M, int N, int K, float alpha, const
 /* Geometry of a Conv2d over a batch; inp element (c, b, y, x) lives at inp[c*cs + b*bs + y*in_w + x]. */
 typedef struct {
     int C, H, W, OC, OH, OW, k, stride, pad;
+    int B;         /* the batch the strides are for */
     size_t cs, bs; /* input channel and batch strides (ROWS: H*W and C*H*W; CNHW: B*H*W and H*W) */
 } dpfl_conv_geom;
 /* Largest scratch (floats) the kernels below need for a chunk of nb examples: K x (nb*T), K = C*k*k. */
@@ -103,9 +104,13 @@ typedef struct {
     size_t xpl, zpl;              /* plane strides of the padded input and of the zero-padded output gradient */
     size_t thread_floats;         /* scratch per thread */
     size_t weight_floats;         /* scratch for padded, flipped or transformed weights */
+    int bias;                     /* the layer has a bias */
+    size_t np;                    /* the layer's parameters: OC*C*k*k weights, then OC biases where bias */
     int wino;                     /* 3x3: the layer can use the Winograd kernels (conv_winograd.c) */
     int isa;                      /* the kernels: 1 AVX-512, 2 AVX2 (chosen by dpfl_nn_conv_direct_geom) */
 } dpfl_conv_direct;
+/* The workspace's direct-convolution part (defined with the workspace below). */
+typedef struct dpfl_nn_direct dpfl_nn_direct;
 /* Direct convs sum a batch's weight gradient in fixed groups of DPFL_NN_DW_GROUP examples, then over the groups
  * in order (the same bits on any number of threads): partial sums for this many groups. */
 #define DPFL_NN_DW_GROUP 4
@@ -138,27 +143,33 @@ static inline void dpfl_nn_conv_direct_geom(const dpfl_layer *L, dpfl_conv_direc
     if (dpfl_cpu_avx512()) dpfl_nn_conv_direct_geom_avx512(L, d);
     else dpfl_nn_conv_direct_geom_avx2(L, d);
 }
-/* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in ws->xpad[l] for the
+/* The direct kernels run layer l of dc (its plan dc->geom[l], its mode dc->mode[l]) on the batch of geometry g, on
+ * the threads of par (dc's scratch is sized for them). */
+/* out CNHW (OC, B, T) = conv(inp) + bias [ReLU]; the direct kernels keep the padded input in dc->xpad[l] for the
  * backward pass (Winograd reads inp again). */
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx512(dpfl_nn_ws *ws, int l, float *out, const float *inp,
-                                                      const float *w, const float *bias, int relu);
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx2(dpfl_nn_ws *ws, int l, float *out, const float *inp,
-                                                    const float *w, const float *bias, int relu);
-/* the variant its geometry chose (src/nn/conv2d.c) */
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward(dpfl_nn_ws *ws, int l, float *out, const float *inp, const float *w,
-                                               const float *bias, int relu);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx512(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                                      dpfl_par *par, float *out, const float *inp, const float *w,
+                                                      const float *bias, int relu);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward_avx2(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                                    dpfl_par *par, float *out, const float *inp, const float *w,
+                                                    const float *bias, int relu);
+/* the variant its plan chose (src/nn/conv2d.c) */
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_forward(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g, dpfl_par *par,
+                                               float *out, const float *inp, const float *w, const float *bias,
+                                               int relu);
 /* After a direct forward of layer l, given dout CNHW (OC, B, T) and the forward's input inp:
  *   dinp (layer input strides): input gradient, overwritten (skipped when NULL);
- *   persample = 0: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
- *   persample = 1: every example's gradient into ws->ps + ws->ps_off[l] (B, nparam), sq[b] += its squared norm. */
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx512(dpfl_nn_ws *ws, int l, float *dinp, float *dw,
-                                                       const float *dout, const float *inp, const float *w,
-                                                       int persample, double *sq);
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx2(dpfl_nn_ws *ws, int l, float *dinp, float *dw,
-                                                     const float *dout, const float *inp, const float *w,
-                                                     int persample, double *sq);
-DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward(dpfl_nn_ws *ws, int l, float *dinp, float *dw, const float *dout,
-                                                const float *inp, const float *w, int persample, double *sq);
+ *   ps == NULL: dw (OC*K weights then OC bias), the batch gradient, overwritten (skipped when NULL);
+ *   ps != NULL: every example's gradient into ps (B, np), sq[b] += its squared norm. */
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx512(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                                       dpfl_par *par, float *dinp, float *dw, const float *dout,
+                                                       const float *inp, const float *w, float *ps, double *sq);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward_avx2(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                                     dpfl_par *par, float *dinp, float *dw, const float *dout,
+                                                     const float *inp, const float *w, float *ps, double *sq);
+DPFL_HIDDEN void dpfl_nn_conv2d_direct_backward(const dpfl_nn_direct *dc, int l, const dpfl_conv_geom *g,
+                                                dpfl_par *par, float *dinp, float *dw, const float *dout,
+                                                const float *inp, const float *w, float *ps, double *sq);
 
 /* t[o][p] (o < 4 nrow4, row stride np, p < np, np a multiple of 16) = sum over c < C, ki, kj < k of
  * w[o * wo + c k^2 + ki k + kj] x[c * xpl + p + ki Wi + kj]: the direct kernels' register-tiled loop, also the
@@ -273,27 +284,38 @@ double dpfl_nn_mse(float *dout, const float *out, const int32_t *y, int B, int K
 
 /* ---------------------------------------------------------------- workspace and driver (net.c) */
 
-struct dpfl_nn_ws {
-    const dpfl_model *m;
-    int32_t max_batch, B;    /* capacity; batch of the last forward */
+/* The workspace (the handle include/dpfl/nn.h hands out) is one part per concern; each function below the handle's
+ * own takes only the parts it reads. */
+
+/* The activation slots: the buffer each layer reads and the one it writes, with their gradients. */
+typedef struct {
     int32_t nslots;
     int32_t *in_slot, *out_slot; /* per layer */
-    size_t *slot_numel;          /* per example */
-    uint8_t *slot_cnhw;          /* layout of each slot */
+    size_t *slot_numel;          /* per slot, per example */
+    uint8_t *slot_cnhw;          /* per slot: its layout (1 CNHW, 0 ROWS) */
     float **act, **grad;         /* per slot; act[0] is the caller's input, grad[0] is never computed */
-    int32_t **pool_idx;          /* per layer (maxpool) */
+} dpfl_nn_slots;
+
+/* What layers keep from their forward pass for their backward, and the ReLUs their neighbours apply. */
+typedef struct {
+    int32_t **pool_idx;          /* per layer (maxpool): argmax offsets */
     float **drop_mask;           /* per layer (dropout) */
     uint8_t *drop_on;            /* per layer: mask applied in the last forward */
     uint8_t *fuse_relu;          /* per layer: conv/linear applies the following ReLU itself */
     uint8_t *pool_relu;          /* per layer: maxpool's backward applies the preceding ReLU's backward */
     float **state;               /* per layer: max_batch x the kind's state_floats (GroupNorm: mean and 1/std per
                                     group) of the last forward */
-    /* residual blocks */
+} dpfl_nn_kept;
+
+/* Residual blocks: where each block's shortcut starts and ends. */
+typedef struct {
     int32_t *skip_slot;          /* per layer (add): the slot added to the block's output */
     int32_t *res_end;            /* per layer: the index of the add closing the block this layer starts, else -1 */
     float **skip_grad;           /* per layer (add with a shortcut): the shortcut's gradient for the block input */
-    float *col;                  /* conv scratch */
-    /* per-sample (DP-SGD) state */
+} dpfl_nn_blocks;
+
+/* DP-SGD's per-example pass (persample.c): norms, clipping factors, materialized per-example gradients. */
+typedef struct {
     dpfl_conv_norms conv_mode;   /* tests force each path */
     uint8_t *ghost;              /* per layer: conv uses ghost norms in the last clipped pass */
     double *sq;                  /* (nlayers, max_batch) squared per-example norms per layer */
@@ -301,37 +323,53 @@ struct dpfl_nn_ws {
     float *ps;                   /* per-example gradients: GroupNorm, input transform, and the Conv2d layers that
                                     materialize theirs in conv_mode (ghost ones have no room here) */
     size_t *ps_off;              /* per layer offset into ps (per example stride = layer nparam) */
-    float *dw_part;              /* direct convs' partial batch weight gradients, one per group of examples */
     float *dscaled;              /* scratch: per-example-scaled output gradient */
     float *gram;                 /* 2*T*T scratch for conv ghost norms */
-    dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
-    /* direct convolution (conv_direct.c) */
-    uint8_t *direct;             /* per layer: 0 im2col, 1 direct kernels, 2 direct with Winograd for 3x3 (tests
+} dpfl_nn_persample;
+
+/* The direct convolutions (conv_direct.c): which layers run them, their plans and buffers. */
+struct dpfl_nn_direct {
+    uint8_t *mode;               /* per layer: 0 im2col, 1 direct kernels, 2 direct with Winograd for 3x3 (tests
                                     can force the others) */
-    dpfl_conv_direct *cdir;      /* per layer geometry (conv layers that can run direct) */
+    dpfl_conv_direct *geom;      /* per layer (conv layers that can run direct) */
     float **xpad;                /* per layer: padded inputs of the last forward, (B, C, xpl) */
-    float *cdir_scratch;         /* cdir_per floats per thread */
-    size_t cdir_per;
-    int cdir_threads;            /* threads the scratch is sized for */
-    float *cdir_w;               /* padded or flipped weights */
-    /* fused SGD steps (dpfl_nn_sgd_step, dpfl_nn_clipped_grad_sum_axpy) */
-    float step_alpha;            /* params += step_alpha * gradient */
-    float *step_buf;             /* one non-Linear layer's gradient before it is added (largest such layer) */
+    float *scratch;              /* per floats per thread */
+    size_t per;
+    int threads;                 /* threads the scratch is sized for */
+    float *w;                    /* padded or flipped weights */
+    float *dw_part;              /* partial batch weight gradients, one per group of examples */
+};
+
+/* Fused SGD steps (dpfl_nn_sgd_step, dpfl_nn_clipped_grad_sum_axpy). */
+typedef struct {
+    float alpha;                 /* params += alpha * gradient */
+    float *buf;                  /* one non-Linear layer's gradient before it is added (largest such layer) */
+} dpfl_nn_step;
+
+struct dpfl_nn_ws {
+    const dpfl_model *m;
+    int32_t max_batch, B;        /* capacity; batch of the last forward */
+    dpfl_nn_slots slots;
+    dpfl_nn_kept kept;
+    dpfl_nn_blocks blocks;
+    float *col;                  /* im2col scratch */
+    dpfl_nn_persample pers;
+    dpfl_nn_direct dir;
+    dpfl_nn_step step;
+    dpfl_par *par;               /* helper threads for non-GEMM work (NULL: serial) */
 };
 
 typedef enum { DPFL_BWD_GRAD, DPFL_BWD_PERSAMPLE, DPFL_BWD_STEP } dpfl_bwd_mode;
 
-/* Forward for B examples; returns logits (B, out_dim). */
-const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
-                                 int32_t B, int train, dpfl_rng *rng);
+/* The forward pass is dpfl_nn_forward (include/dpfl/nn.h). */
 /* Loss on the last forward's logits: fills grad of the logits slot with scale * dloss_b/dlogits_b and returns
  * the summed loss. */
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct);
 /* Backward through all layers.  GRAD: grads (nparam) = parameter gradient of the loss set by run_loss.
- * PERSAMPLE: no parameter gradient; fills ws->sq (per layer, per example) and ws->ps for materialized convs,
- * keeping every slot's output gradient for the clipped sum.  STEP: grads are the params themselves, and each
- * layer's gradient is added times ws->step_alpha once the layer's input gradient no longer needs its weights
- * (Linear: inside the weight-gradient GEMM; other layers through ws->step_buf). */
+ * PERSAMPLE: no parameter gradient; fills ws->pers.sq (per layer, per example) and ws->pers.ps for the kinds that
+ * keep per-example gradients, keeping every slot's output gradient for the clipped sum.  STEP: grads are the params
+ * themselves, and each layer's gradient is added times ws->step.alpha once the layer's input gradient no longer
+ * needs its weights (Linear: inside the weight-gradient GEMM; other layers through ws->step.buf). */
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode);
 /* ---------------------------------------------------------------- the layer operation table (layer_table.c) */
 /* What the model builder (model.c), the workspace and driver (net.c, persample.c) and the exporter (model_npz.c)
@@ -356,28 +394,57 @@ DPFL_HIDDEN dpfl_status dpfl_nn_build_bad(dpfl_nn_builder *bd, const char *tok, 
 /* An unsigned decimal at *p (advanced past it); -1 if there is none or it exceeds 2^24. */
 DPFL_HIDDEN long dpfl_nn_read_int(const char **p);
 
-/* One layer's forward pass: its place in the workspace and its buffers. */
+/* One layer's own part of the workspace, the same for its forward and backward hooks: the layouts it reads and
+ * writes, the ReLUs fused into it or its neighbours, what it keeps from its forward for its backward, and a block
+ * end's shortcut.  Besides these a hook touches only its job's buffers. */
 typedef struct {
-    dpfl_nn_ws *ws;
+    int in_cnhw, out_cnhw;  /* layouts of its input and output (1 CNHW, 0 ROWS) */
+    int fuse_relu;          /* Conv2d, Linear: apply the following ReLU in the bias pass */
+    int relu_fused;         /* ReLU: the previous layer applies it (its forward does nothing) */
+    int relu_in_pool;       /* ReLU: the next layer, a max pool, does its backward */
+    int pool_relu;          /* MaxPool2d: its backward also does the preceding in-place ReLU's */
+    int32_t *pool_idx;      /* MaxPool2d: argmax offsets of the last forward */
+    float *drop_mask;       /* Dropout: the mask of the last forward, */
+    uint8_t *drop_on;       /*   and whether it was applied (written by the forward) */
+    float *state;           /* B x the kind's state_floats (GroupNorm: mean and 1/std) of the last forward */
+    const float *skip;      /* Add: the shortcut's output (forward) */
+    float *skip_gout;       /* Add: the shortcut's output gradient (backward, where the block has a shortcut) */
+    int skip_cnhw;          /* Add: their layout */
+} dpfl_nn_own;
+
+/* One layer's forward pass: what it reads and writes. */
+typedef struct {
     const dpfl_layer *L;
     int l, B, train;
     float *out;
-    const float *in, *w; /* the layer's input activation and parameters */
-    size_t n;            /* the input's floats */
-    dpfl_rng *rng;
+    const float *in, *w;        /* the layer's input activation and parameters */
+    size_t n;                   /* the input's floats */
+    dpfl_rng *rng;              /* dropout's draws (NULL: none) */
+    dpfl_par *par;              /* helper threads */
+    dpfl_nn_own own;
+    float *col;                 /* Conv2d: im2col scratch */
+    const dpfl_nn_direct *dir;  /* Conv2d: the direct convolutions (dir->mode[l] != 0: this layer runs them) */
 } dpfl_nn_fwd;
 
-/* One layer's backward pass: its place in the workspace, what it reads and where its gradients go. */
+/* One layer's backward pass: what it reads and where its gradients go. */
 typedef struct {
     const dpfl_layer *L;
     int l, B;
     dpfl_bwd_mode mode;
-    int step;           /* STEP: non-Linear layers write their gradient to step_buf, added to the params after */
+    int step;           /* STEP: non-Linear layers write their gradient to gbuf, added to the params after */
+    float alpha;        /* STEP: Linear adds alpha times its gradient to grads itself */
     float *gin, *gbuf;  /* the input's gradient (NULL: not needed); the parameters' (GRAD, STEP), else NULL */
     float *grads;
     const float *gout, *in, *out, *w;
     size_t n;           /* the input's floats */
     double *sq;         /* per-example squared norms (PERSAMPLE) */
+    float *ps;          /* its rows of every example's gradients, (B, nparam), where the workspace keeps them */
+    int ghost;          /* Conv2d, PERSAMPLE: ghost norms (no per-example gradients) */
+    float *gram;        /* Conv2d: the ghost norms' scratch */
+    dpfl_par *par;
+    dpfl_nn_own own;
+    float *col;
+    const dpfl_nn_direct *dir;
 } dpfl_nn_bwd;
 
 /* A parameter array of an exported layer: name suffix (PyTorch's: "weight", "bias", ...), where it starts in the
@@ -398,11 +465,11 @@ typedef struct {
     void (*init)(const dpfl_layer *L, float *p, dpfl_rng *rng); /* NULL: U(+-1/sqrt(fan_in)), PyTorch's */
     int inplace;                         /* may overwrite its input (its backward needs only its output) */
     dpfl_nn_layout layout;               /* its output's layout */
-    int keeps_persample;                 /* its backward leaves every example's gradient in ws->ps (the clipped sum
-                                            then reads them); Conv2d decides per workspace mode (net.c) */
+    int keeps_persample;                 /* its backward leaves every example's gradient in its job's ps (the clipped
+                                            sum then reads them); Conv2d decides per workspace mode (net.c) */
     size_t (*state_floats)(const dpfl_layer *L); /* per-example state kept from forward to backward; NULL: none */
-    void (*forward)(const dpfl_nn_fwd *f);
-    void (*backward)(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j);
+    void (*forward)(const dpfl_nn_fwd *f);  /* touches only what f holds or points at */
+    void (*backward)(const dpfl_nn_bwd *j); /* touches only what j holds or points at */
     /* its parameter arrays for export, into a (at most 2: model_npz.c's room); returns how many; NULL: the kind
      * has no parameters */
     int (*arrays)(const dpfl_layer *L, dpfl_nn_param_array *a);
@@ -438,7 +505,7 @@ DPFL_HIDDEN void dpfl_nn_affine_init(const dpfl_layer *L, float *p, dpfl_rng *rn
 
 /* Examples per im2col chunk for conv layer L at batch B. */
 int dpfl_nn_conv_chunk(const dpfl_layer *L, int B);
-/* Geometry of conv layer l for the current batch. */
-void dpfl_nn_conv_geom(const dpfl_nn_ws *ws, int l, dpfl_conv_geom *g);
+/* Geometry of conv layer L at batch B, its input in layout in_cnhw. */
+void dpfl_nn_conv_geom(const dpfl_layer *L, int B, int in_cnhw, dpfl_conv_geom *g);
 
 #endif

@@ -119,39 +119,72 @@ static size_t numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h *
 static size_t numel_out(const dpfl_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
 static int inplace_kind(dpfl_layer_kind k) { return dpfl_nn_layer_ops(k)->inplace; }
 
-void dpfl_nn_conv_geom(const dpfl_nn_ws *ws, int l, dpfl_conv_geom *g)
+void dpfl_nn_conv_geom(const dpfl_layer *L, int B, int in_cnhw, dpfl_conv_geom *g)
 {
-    const dpfl_layer *L = &ws->m->layers[l];
     size_t hw = (size_t)L->in_h * L->in_w;
     g->C = L->in_c, g->H = L->in_h, g->W = L->in_w;
     g->OC = L->out_c, g->OH = L->out_h, g->OW = L->out_w;
     g->k = L->k, g->stride = L->stride, g->pad = L->pad;
-    if (ws->slot_cnhw[ws->in_slot[l]])
-        g->cs = (size_t)ws->B * hw, g->bs = hw;
+    g->B = B;
+    if (in_cnhw)
+        g->cs = (size_t)B * hw, g->bs = hw;
     else
         g->cs = hw, g->bs = (size_t)L->in_c * hw;
+}
+
+/* ---------------------------------------------------------------- the workspace's parts: freeing */
+static void slots_free(dpfl_nn_slots *s)
+{
+    if (s->act)
+        for (int i = 1; i < s->nslots; i++) dpfl_free(s->act[i]);
+    if (s->grad)
+        for (int i = 1; i < s->nslots; i++) dpfl_free(s->grad[i]);
+    dpfl_free(s->in_slot), dpfl_free(s->out_slot), dpfl_free(s->slot_numel), dpfl_free(s->slot_cnhw);
+    dpfl_free(s->act), dpfl_free(s->grad);
+}
+
+static void kept_free(dpfl_nn_kept *k, int nl)
+{
+    for (int l = 0; l < nl; l++) {
+        if (k->pool_idx) dpfl_free(k->pool_idx[l]);
+        if (k->drop_mask) dpfl_free(k->drop_mask[l]);
+        if (k->state) dpfl_free(k->state[l]);
+    }
+    dpfl_free(k->pool_idx), dpfl_free(k->drop_mask), dpfl_free(k->drop_on), dpfl_free(k->fuse_relu);
+    dpfl_free(k->pool_relu), dpfl_free(k->state);
+}
+
+static void blocks_free(dpfl_nn_blocks *b, int nl)
+{
+    if (b->skip_grad)
+        for (int l = 0; l < nl; l++) dpfl_free(b->skip_grad[l]);
+    dpfl_free(b->skip_grad), dpfl_free(b->skip_slot), dpfl_free(b->res_end);
+}
+
+static void persample_free(dpfl_nn_persample *p)
+{
+    dpfl_free(p->ghost), dpfl_free(p->sq), dpfl_free(p->scale), dpfl_free(p->ps), dpfl_free(p->ps_off);
+    dpfl_free(p->dscaled), dpfl_free(p->gram);
+}
+
+static void direct_free(dpfl_nn_direct *d, int nl)
+{
+    if (d->xpad)
+        for (int l = 0; l < nl; l++) dpfl_free(d->xpad[l]);
+    dpfl_free(d->xpad), dpfl_free(d->mode), dpfl_free(d->geom), dpfl_free(d->scratch), dpfl_free(d->w);
+    dpfl_free(d->dw_part);
 }
 
 void dpfl_nn_ws_free(dpfl_nn_ws *ws)
 {
     if (!ws) return;
-    const dpfl_model *m = ws->m;
-    for (int s = 1; s < ws->nslots; s++) dpfl_free(ws->act[s]), dpfl_free(ws->grad[s]);
-    for (int l = 0; l < m->nlayers; l++) {
-        dpfl_free(ws->pool_idx[l]), dpfl_free(ws->drop_mask[l]);
-        if (ws->state) dpfl_free(ws->state[l]);
-        if (ws->skip_grad) dpfl_free(ws->skip_grad[l]);
-    }
-    dpfl_free(ws->state), dpfl_free(ws->skip_grad), dpfl_free(ws->skip_slot), dpfl_free(ws->res_end);
-    dpfl_free(ws->in_slot), dpfl_free(ws->out_slot), dpfl_free(ws->slot_numel), dpfl_free(ws->slot_cnhw);
-    dpfl_free(ws->act), dpfl_free(ws->grad), dpfl_free(ws->pool_idx), dpfl_free(ws->drop_mask);
-    dpfl_free(ws->drop_on), dpfl_free(ws->fuse_relu), dpfl_free(ws->pool_relu), dpfl_free(ws->col), dpfl_free(ws->ghost);
-    dpfl_free(ws->sq), dpfl_free(ws->scale), dpfl_free(ws->ps), dpfl_free(ws->ps_off), dpfl_free(ws->dw_part);
-    dpfl_free(ws->dscaled), dpfl_free(ws->gram), dpfl_free(ws->step_buf);
-    if (ws->xpad)
-        for (int l = 0; l < m->nlayers; l++) dpfl_free(ws->xpad[l]);
-    dpfl_free(ws->xpad), dpfl_free(ws->direct), dpfl_free(ws->cdir), dpfl_free(ws->cdir_scratch);
-    dpfl_free(ws->cdir_w);
+    const int nl = ws->m->nlayers;
+    slots_free(&ws->slots);
+    kept_free(&ws->kept, nl);
+    blocks_free(&ws->blocks, nl);
+    persample_free(&ws->pers);
+    direct_free(&ws->dir, nl);
+    dpfl_free(ws->col), dpfl_free(ws->step.buf);
     dpfl_par_free(ws->par);
     dpfl_free(ws);
 }
@@ -173,13 +206,13 @@ static int default_threads(void)
     return initial_threads;
 }
 
-/* Room for every example's own gradient, ws->ps: the kinds that keep them (GroupNorm, input transform); a Conv2d
+/* Room for every example's own gradient, p->ps: the kinds that keep them (GroupNorm, input transform); a Conv2d
  * only when `mode` materializes them there (dpfl_nn_conv_uses_ghost says no).  Ghost-norm convs need none, which
  * keeps a ResNet-18's workspace from holding max_batch copies of its 11 million weights. */
-static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err)
+static dpfl_status plan_persample(dpfl_nn_persample *p, const dpfl_model *m, int32_t max_batch, dpfl_conv_norms mode,
+                                  dpfl_error *err)
 {
-    const dpfl_model *m = ws->m;
-    size_t ps = 0, mb = (size_t)ws->max_batch;
+    size_t ps = 0, mb = (size_t)max_batch;
     for (int l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
         int keep = dpfl_nn_layer_ops(L->kind)->keeps_persample ||
@@ -188,132 +221,170 @@ static dpfl_status plan_persample(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_err
          * every example's norm and out of the clipped sum: only Linear and Conv2d have their own paths */
         DPFL_ASSERT(!L->nparam || dpfl_nn_layer_ops(L->kind)->keeps_persample || L->kind == DPFL_LAYER_LINEAR ||
                     L->kind == DPFL_LAYER_CONV2D);
-        ws->ps_off[l] = ps;
+        p->ps_off[l] = ps;
         if (keep) ps += mb * L->nparam;
     }
     float *buf = dpfl_calloc(ps ? ps : 1, sizeof *buf, err);
     if (!buf) return DPFL_ENOMEM;
-    dpfl_free(ws->ps);
-    ws->ps = buf;
-    ws->conv_mode = mode;
+    dpfl_free(p->ps);
+    p->ps = buf;
+    p->conv_mode = mode;
     return DPFL_OK;
 }
 
+/* ---------------------------------------------------------------- the workspace's parts: tables */
 /* calloc into p, unless an earlier one failed (ok = 0: the caller frees what was allocated) */
 #define ALLOC(p, n) ok = ok && ((p) = dpfl_calloc((n), sizeof *(p), err)) != NULL
 
-/* the per-layer and per-slot tables; 0 when out of memory */
-static int ws_alloc_tables(dpfl_nn_ws *ws, int nl, size_t mb, dpfl_error *err)
+/* Each part's per-layer (and per-slot) tables; 0 when out of memory. */
+static int slots_alloc(dpfl_nn_slots *s, int nl, dpfl_error *err)
 {
     int ok = 1;
-    ALLOC(ws->in_slot, nl);
-    ALLOC(ws->out_slot, nl);
-    ALLOC(ws->slot_numel, nl + 1);
-    ALLOC(ws->slot_cnhw, nl + 1);
-    ALLOC(ws->act, nl + 1);
-    ALLOC(ws->grad, nl + 1);
-    ALLOC(ws->pool_idx, nl);
-    ALLOC(ws->drop_mask, nl);
-    ALLOC(ws->drop_on, nl);
-    ALLOC(ws->fuse_relu, nl);
-    ALLOC(ws->pool_relu, nl);
-    ALLOC(ws->ghost, nl);
-    ALLOC(ws->ps_off, nl);
-    ALLOC(ws->xpad, nl);
-    ALLOC(ws->direct, nl);
-    ALLOC(ws->cdir, nl);
-    ALLOC(ws->state, nl);
-    ALLOC(ws->skip_grad, nl);
-    ALLOC(ws->skip_slot, nl);
-    ALLOC(ws->res_end, nl);
-    ALLOC(ws->sq, (size_t)nl * mb);
-    ALLOC(ws->scale, (size_t)nl * mb);
+    ALLOC(s->in_slot, nl);
+    ALLOC(s->out_slot, nl);
+    ALLOC(s->slot_numel, nl + 1);
+    ALLOC(s->slot_cnhw, nl + 1);
+    ALLOC(s->act, nl + 1);
+    ALLOC(s->grad, nl + 1);
     return ok;
 }
 
-/* the largest scratch any layer needs: im2col columns, direct-conv scaled gradients, Gram matrices, direct-conv
+static int kept_alloc(dpfl_nn_kept *k, int nl, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(k->pool_idx, nl);
+    ALLOC(k->drop_mask, nl);
+    ALLOC(k->drop_on, nl);
+    ALLOC(k->fuse_relu, nl);
+    ALLOC(k->pool_relu, nl);
+    ALLOC(k->state, nl);
+    return ok;
+}
+
+static int blocks_alloc(dpfl_nn_blocks *b, int nl, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(b->skip_grad, nl);
+    ALLOC(b->skip_slot, nl);
+    ALLOC(b->res_end, nl);
+    return ok;
+}
+
+static int persample_alloc(dpfl_nn_persample *p, int nl, size_t mb, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(p->ghost, nl);
+    ALLOC(p->ps_off, nl);
+    ALLOC(p->sq, (size_t)nl * mb);
+    ALLOC(p->scale, (size_t)nl * mb);
+    return ok;
+}
+
+static int direct_alloc(dpfl_nn_direct *d, int nl, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(d->xpad, nl);
+    ALLOC(d->mode, nl);
+    ALLOC(d->geom, nl);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- the workspace's parts: each layer's buffers */
+/* the largest scratch any layer needs: im2col columns, per-example scaled gradients, Gram matrices, direct-conv
  * weights, a step's parameters, direct-conv dW partials */
 typedef struct {
     size_t col, dsc, gram, cdw, stepn, dwp;
 } ws_scratch;
 
-/* Layer l's own buffers (pooling indices, dropout mask, its kind's state (GroupNorm's statistics), a projection shortcut's gradient, a
- * direct convolution's padded input and plan) and its share of the scratch; 0 when out of memory. */
-static int ws_layer_buffers(dpfl_nn_ws *ws, int l, size_t mb, ws_scratch *z, dpfl_error *err)
+/* What layer l keeps from forward to backward (pooling indices, dropout mask, its kind's state: GroupNorm's
+ * statistics), and whether a max pool does the backward of the in-place ReLU before it; 0 when out of memory. */
+static int kept_layer(dpfl_nn_kept *k, const dpfl_model *m, int l, const dpfl_nn_slots *s, const dpfl_nn_blocks *bk,
+                      size_t mb, dpfl_error *err)
 {
-    const dpfl_model *m = ws->m;
     const dpfl_layer *L = &m->layers[l];
     int ok = 1;
     if (L->kind == DPFL_LAYER_MAXPOOL2D) {
-        ALLOC(ws->pool_idx[l], mb * numel_out(L));
+        ALLOC(k->pool_idx[l], mb * numel_out(L));
         /* ReLU (in place) -> pool: the pool's backward also does the ReLU's */
-        if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && ws->in_slot[l - 1] == ws->out_slot[l - 1] &&
-            ws->out_slot[l - 1] == ws->in_slot[l] && ws->res_end[l] < 0)
-            ws->pool_relu[l] = 1;
+        if (l > 0 && m->layers[l - 1].kind == DPFL_LAYER_RELU && s->in_slot[l - 1] == s->out_slot[l - 1] &&
+            s->out_slot[l - 1] == s->in_slot[l] && bk->res_end[l] < 0)
+            k->pool_relu[l] = 1;
     }
-    if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(ws->drop_mask[l], mb * numel_out(L));
+    if (L->kind == DPFL_LAYER_DROPOUT) ALLOC(k->drop_mask[l], mb * numel_out(L));
     const dpfl_layer_ops *ops = dpfl_nn_layer_ops(L->kind);
-    if (ops->state_floats) ALLOC(ws->state[l], mb * ops->state_floats(L));
-    if (L->kind == DPFL_LAYER_ADD && L->shortcut)
-        ALLOC(ws->skip_grad[l], mb * ws->slot_numel[ws->in_slot[L->from - 1]]);
-    if (L->kind == DPFL_LAYER_CONV2D) {
-        size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
-        size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, ws->max_batch);
-        if (c > z->col) z->col = c;
-        if (2 * T * T > z->gram) z->gram = 2 * T * T;
-        if (dpfl_nn_conv_direct_usable(L)) {
-            dpfl_conv_direct *d = &ws->cdir[l];
-            dpfl_nn_conv_direct_geom(L, d);
-            ALLOC(ws->xpad[l], mb * d->C * d->xpl);
-            if (d->thread_floats > ws->cdir_per) ws->cdir_per = d->thread_floats;
-            if (d->weight_floats > z->cdw) z->cdw = d->weight_floats;
-            ws->direct[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : d->wino ? 2 : 1;
-            const size_t parts = dpfl_nn_direct_groups(ws->max_batch) * L->nparam;
-            if (parts > z->dwp) z->dwp = parts;
-        }
-    }
-    if (L->nparam && mb * numel_out(L) > z->dsc) z->dsc = mb * numel_out(L);
-    if (L->kind != DPFL_LAYER_LINEAR && L->nparam > z->stepn) z->stepn = L->nparam;
+    if (ops->state_floats) ALLOC(k->state[l], mb * ops->state_floats(L));
     return ok;
 }
 
-/* The activation slots: each layer's input and output slot (in place where the kind allows and no block needs
- * its input kept), a residual block's shortcut reading the block's input, and every layer's own buffers. */
-static int ws_plan_slots(dpfl_nn_ws *ws, size_t mb, ws_scratch *z, dpfl_error *err)
+/* A direct convolution's plan and padded input, and its share of the scratch; 0 when out of memory. */
+static int direct_layer(dpfl_nn_direct *d, const dpfl_layer *L, int l, int32_t max_batch, ws_scratch *z,
+                        dpfl_error *err)
 {
-    const dpfl_model *m = ws->m;
+    int ok = 1;
+    if (!dpfl_nn_conv_direct_usable(L)) return ok;
+    dpfl_conv_direct *g = &d->geom[l];
+    dpfl_nn_conv_direct_geom(L, g);
+    ALLOC(d->xpad[l], (size_t)max_batch * g->C * g->xpl);
+    if (g->thread_floats > d->per) d->per = g->thread_floats;
+    if (g->weight_floats > z->cdw) z->cdw = g->weight_floats;
+    d->mode[l] = !dpfl_nn_conv_direct_pays(L) ? 0 : g->wino ? 2 : 1;
+    const size_t parts = dpfl_nn_direct_groups(max_batch) * L->nparam;
+    if (parts > z->dwp) z->dwp = parts;
+    return ok;
+}
+
+/* layer L's share of the scratch every layer uses: im2col, Gram matrices, scaled gradients, a step's gradient */
+static void scratch_layer(const dpfl_layer *L, int32_t max_batch, ws_scratch *z)
+{
+    const size_t mb = (size_t)max_batch;
+    if (L->kind == DPFL_LAYER_CONV2D) {
+        size_t T = (size_t)L->out_h * L->out_w, K = (size_t)L->in_c * L->k * L->k;
+        size_t c = K * T * (size_t)dpfl_nn_conv_chunk(L, max_batch);
+        if (c > z->col) z->col = c;
+        if (2 * T * T > z->gram) z->gram = 2 * T * T;
+    }
+    if (L->nparam && mb * numel_out(L) > z->dsc) z->dsc = mb * numel_out(L);
+    if (L->kind != DPFL_LAYER_LINEAR && L->nparam > z->stepn) z->stepn = L->nparam;
+}
+
+/* The activation slots: each layer's input and output slot (in place where the kind allows and no block needs
+ * its input kept), a residual block's shortcut reading the block's input (bk: where blocks start and end). */
+static int plan_slots(dpfl_nn_slots *s, dpfl_nn_blocks *bk, const dpfl_model *m, size_t mb, dpfl_error *err)
+{
     const int nl = m->nlayers;
     int cur = 0, ok = 1;
-    ws->nslots = 1;
-    ws->slot_numel[0] = (size_t)m->in_dim;
-    for (int l = 0; l < nl; l++) ws->res_end[l] = -1;
+    s->nslots = 1;
+    s->slot_numel[0] = (size_t)m->in_dim;
+    for (int l = 0; l < nl; l++) bk->res_end[l] = -1;
     for (int l = 0; l < nl; l++)
-        if (m->layers[l].kind == DPFL_LAYER_ADD) ws->res_end[m->layers[l].from - 1] = l;
+        if (m->layers[l].kind == DPFL_LAYER_ADD) bk->res_end[m->layers[l].from - 1] = l;
     int main_cur = 0; /* the block's output while its shortcut is planned */
     for (int l = 0; l < nl && ok; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (L->from && L->kind != DPFL_LAYER_ADD) { /* a shortcut's first layer reads the block's input */
             main_cur = cur;
-            cur = ws->in_slot[L->from - 1];
+            cur = s->in_slot[L->from - 1];
         } else if (L->kind == DPFL_LAYER_ADD) {
-            ws->skip_slot[l] = L->shortcut ? cur : ws->in_slot[L->from - 1];
+            bk->skip_slot[l] = L->shortcut ? cur : s->in_slot[L->from - 1];
             if (L->shortcut) cur = main_cur;
         }
-        ws->in_slot[l] = cur;
+        s->in_slot[l] = cur;
         /* a block's first layer keeps the block's input intact for the shortcut: never in place */
-        int alias = ws->res_end[l] < 0 && ((inplace_kind(L->kind) && cur != 0) ||
-                                           (L->kind == DPFL_LAYER_FLATTEN && !ws->slot_cnhw[cur]));
+        int alias = bk->res_end[l] < 0 && ((inplace_kind(L->kind) && cur != 0) ||
+                                           (L->kind == DPFL_LAYER_FLATTEN && !s->slot_cnhw[cur]));
         if (!alias) {
-            int s = ws->nslots++;
-            ws->slot_numel[s] = numel_out(L);
+            int i = s->nslots++;
+            s->slot_numel[i] = numel_out(L);
             const dpfl_nn_layout lay = dpfl_nn_layer_ops(L->kind)->layout;
-            ws->slot_cnhw[s] = lay == DPFL_NN_LAYOUT_CNHW ? 1 : lay == DPFL_NN_LAYOUT_ROWS ? 0 : ws->slot_cnhw[cur];
-            ALLOC(ws->act[s], mb * ws->slot_numel[s]);
-            ALLOC(ws->grad[s], mb * ws->slot_numel[s]);
-            cur = s;
+            s->slot_cnhw[i] = lay == DPFL_NN_LAYOUT_CNHW ? 1 : lay == DPFL_NN_LAYOUT_ROWS ? 0 : s->slot_cnhw[cur];
+            ALLOC(s->act[i], mb * s->slot_numel[i]);
+            ALLOC(s->grad[i], mb * s->slot_numel[i]);
+            cur = i;
         }
-        ws->out_slot[l] = cur;
-        ok = ok && ws_layer_buffers(ws, l, mb, z, err);
+        s->out_slot[l] = cur;
+        /* a projection shortcut's gradient for the block input */
+        if (L->kind == DPFL_LAYER_ADD && L->shortcut)
+            ALLOC(bk->skip_grad[l], mb * s->slot_numel[s->in_slot[L->from - 1]]);
     }
     return ok;
 }
@@ -321,36 +392,50 @@ static int ws_plan_slots(dpfl_nn_ws *ws, size_t mb, ws_scratch *z, dpfl_error *e
 /* ReLUs done by their neighbours: one right after a conv or linear layer, in place on its output, is applied in
  * that layer's bias pass; the pool after an in-place ReLU does its backward (unless a Sigmoid later in place
  * overwrites the pool's output, which the fused ReLU test reads: dropout, ReLU and Tanh are sign-preserving). */
-static void ws_plan_fusions(dpfl_nn_ws *ws)
+static void plan_fusions(dpfl_nn_kept *k, const dpfl_model *m, const dpfl_nn_slots *s)
 {
-    const dpfl_model *m = ws->m;
     const int nl = m->nlayers;
     for (int l = 0; l + 1 < nl; l++)
         if ((m->layers[l].kind == DPFL_LAYER_LINEAR || m->layers[l].kind == DPFL_LAYER_CONV2D) &&
-            m->layers[l + 1].kind == DPFL_LAYER_RELU && ws->in_slot[l + 1] == ws->out_slot[l] &&
-            ws->out_slot[l + 1] == ws->out_slot[l])
-            ws->fuse_relu[l] = 1;
+            m->layers[l + 1].kind == DPFL_LAYER_RELU && s->in_slot[l + 1] == s->out_slot[l] &&
+            s->out_slot[l + 1] == s->out_slot[l])
+            k->fuse_relu[l] = 1;
     for (int l = 0; l < nl; l++)
-        for (int l2 = l + 1; ws->pool_relu[l] && l2 < nl && ws->in_slot[l2] == ws->out_slot[l] &&
-                             ws->out_slot[l2] == ws->out_slot[l];
+        for (int l2 = l + 1; k->pool_relu[l] && l2 < nl && s->in_slot[l2] == s->out_slot[l] &&
+                             s->out_slot[l2] == s->out_slot[l];
              l2++)
-            if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) ws->pool_relu[l] = 0;
+            if (m->layers[l2].kind == DPFL_LAYER_SIGMOID) k->pool_relu[l] = 0;
 }
 
-/* the scratch buffers shared by the layers, each at least one element */
-static int ws_alloc_scratch(dpfl_nn_ws *ws, const ws_scratch *z, dpfl_error *err)
+/* the scratch buffers shared by the layers, each at least one element, in the parts that use them */
+static int persample_scratch(dpfl_nn_persample *p, const ws_scratch *z, dpfl_error *err)
 {
     int ok = 1;
-    ALLOC(ws->col, z->col ? z->col : 1);
-    ALLOC(ws->gram, z->gram ? z->gram : 1);
-    ALLOC(ws->dw_part, z->dwp ? z->dwp : 1);
-    ALLOC(ws->dscaled, z->dsc ? z->dsc : 1);
-    ALLOC(ws->cdir_w, z->cdw ? z->cdw : 1);
-    ALLOC(ws->step_buf, z->stepn ? z->stepn : 1);
-    ws->cdir_per = (ws->cdir_per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
+    ALLOC(p->gram, z->gram ? z->gram : 1);
+    ALLOC(p->dscaled, z->dsc ? z->dsc : 1);
+    return ok;
+}
+
+static int direct_scratch(dpfl_nn_direct *d, const ws_scratch *z, dpfl_error *err)
+{
+    int ok = 1;
+    ALLOC(d->dw_part, z->dwp ? z->dwp : 1);
+    ALLOC(d->w, z->cdw ? z->cdw : 1);
+    d->per = (d->per + 15) & ~(size_t)15; /* keep every thread's scratch 64-byte aligned */
     return ok;
 }
 #undef ALLOC
+
+/* The direct convolutions' per-thread scratch for n threads (none when no layer runs them). */
+static dpfl_status direct_threads(dpfl_nn_direct *d, int n, dpfl_error *err)
+{
+    if (!d->per || n == d->threads) return DPFL_OK;
+    dpfl_free(d->scratch);
+    d->threads = 0;
+    if (!(d->scratch = dpfl_calloc((size_t)n * d->per, sizeof *d->scratch, err))) return DPFL_ENOMEM;
+    d->threads = n;
+    return DPFL_OK;
+}
 
 dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error *err)
 {
@@ -362,11 +447,24 @@ dpfl_nn_ws *dpfl_nn_ws_create(const dpfl_model *m, int32_t max_batch, dpfl_error
     if (!ws) return NULL;
     ws->m = m;
     ws->max_batch = max_batch;
+    const int nl = m->nlayers;
     const size_t mb = (size_t)max_batch;
     ws_scratch z = {0};
-    if (!ws_alloc_tables(ws, m->nlayers, mb, err) || !ws_plan_slots(ws, mb, &z, err)) goto fail;
-    ws_plan_fusions(ws);
-    if (!ws_alloc_scratch(ws, &z, err) || plan_persample(ws, DPFL_CONV_NORMS_AUTO, err)) goto fail;
+    int ok = slots_alloc(&ws->slots, nl, err) && kept_alloc(&ws->kept, nl, err) &&
+             blocks_alloc(&ws->blocks, nl, err) && persample_alloc(&ws->pers, nl, mb, err) &&
+             direct_alloc(&ws->dir, nl, err) && plan_slots(&ws->slots, &ws->blocks, m, mb, err);
+    for (int l = 0; l < nl && ok; l++) {
+        ok = kept_layer(&ws->kept, m, l, &ws->slots, &ws->blocks, mb, err) &&
+             direct_layer(&ws->dir, &m->layers[l], l, max_batch, &z, err);
+        scratch_layer(&m->layers[l], max_batch, &z);
+    }
+    if (!ok) goto fail;
+    plan_fusions(&ws->kept, m, &ws->slots);
+    if (!(ws->col = dpfl_calloc(z.col ? z.col : 1, sizeof *ws->col, err)) ||
+        !(ws->step.buf = dpfl_calloc(z.stepn ? z.stepn : 1, sizeof *ws->step.buf, err)) ||
+        !persample_scratch(&ws->pers, &z, err) || !direct_scratch(&ws->dir, &z, err) ||
+        plan_persample(&ws->pers, m, max_batch, DPFL_CONV_NORMS_AUTO, err))
+        goto fail;
     if (dpfl_nn_ws_set_threads(ws, default_threads(), err)) goto fail;
     return ws;
 fail:
@@ -382,29 +480,21 @@ dpfl_status dpfl_nn_ws_set_threads(dpfl_nn_ws *ws, int nthreads, dpfl_error *err
     ws->par = dpfl_par_create(nthreads);
     if (nthreads > 1 && !ws->par)
         return dpfl_fail(err, DPFL_ENOMEM, "could not start %d nn threads (model %s)", nthreads, ws->m->spec);
-    int n = dpfl_par_size(ws->par);
-    if (ws->cdir_per && n != ws->cdir_threads) {
-        dpfl_free(ws->cdir_scratch);
-        ws->cdir_threads = 0;
-        if (!(ws->cdir_scratch = dpfl_calloc((size_t)n * ws->cdir_per, sizeof *ws->cdir_scratch, err)))
-            return DPFL_ENOMEM;
-        ws->cdir_threads = n;
-    }
-    return DPFL_OK;
+    return direct_threads(&ws->dir, dpfl_par_size(ws->par), err);
 }
 
 dpfl_status dpfl_nn_ws_set_conv_norms(dpfl_nn_ws *ws, dpfl_conv_norms mode, dpfl_error *err)
 {
-    if (mode == ws->conv_mode) return DPFL_OK;
-    return plan_persample(ws, mode, err);
+    if (mode == ws->pers.conv_mode) return DPFL_OK;
+    return plan_persample(&ws->pers, ws->m, ws->max_batch, mode, err);
 }
 
 void dpfl_nn_ws_set_conv_impl(dpfl_nn_ws *ws, dpfl_conv_impl impl)
 {
     for (int l = 0; l < ws->m->nlayers; l++)
-        ws->direct[l] = !ws->xpad[l] || impl == DPFL_CONV_IMPL_IM2COL                             ? 0
+        ws->dir.mode[l] = !ws->dir.xpad[l] || impl == DPFL_CONV_IMPL_IM2COL                             ? 0
                         : impl == DPFL_CONV_IMPL_AUTO && !dpfl_nn_conv_direct_pays(&ws->m->layers[l]) ? 0
-                        : impl == DPFL_CONV_IMPL_AUTO && ws->cdir[l].wino                             ? 2
+                        : impl == DPFL_CONV_IMPL_AUTO && ws->dir.geom[l].wino                             ? 2
                                                                                                     : 1;
 }
 
@@ -414,49 +504,47 @@ static void linear_forward(const dpfl_nn_fwd *f)
     const dpfl_layer *L = f->L;
     const float *w = f->w;
     dpfl_nn_linear_forward(f->out, f->in, w, L->bias ? w + (size_t)L->out_w * L->in_w : NULL, f->B, L->in_w, L->out_w,
-                           f->ws->fuse_relu[f->l], f->ws->par);
+                           f->own.fuse_relu, f->par);
 }
 
 static void conv_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_nn_ws *ws = f->ws;
     const dpfl_layer *L = f->L;
-    const int l = f->l, B = f->B;
+    const int B = f->B;
     const float *w = f->w;
     dpfl_conv_geom g;
-    dpfl_nn_conv_geom(ws, l, &g);
+    dpfl_nn_conv_geom(L, B, f->own.in_cnhw, &g);
     size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-    if (ws->direct[l]) {
-        dpfl_nn_conv2d_direct_forward(ws, l, f->out, f->in, w, L->bias ? w + nw : NULL, ws->fuse_relu[l]);
+    if (f->dir->mode[f->l]) {
+        dpfl_nn_conv2d_direct_forward(f->dir, f->l, &g, f->par, f->out, f->in, w, L->bias ? w + nw : NULL,
+                                      f->own.fuse_relu);
         return;
     }
-    dpfl_nn_conv2d_forward(f->out, f->in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), ws->col,
-                           ws->fuse_relu[l], ws->par);
+    dpfl_nn_conv2d_forward(f->out, f->in, w, L->bias ? w + nw : NULL, &g, B, dpfl_nn_conv_chunk(L, B), f->col,
+                           f->own.fuse_relu, f->par);
 }
 
 static void maxpool_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_par_for(f->ws->par, (int64_t)f->B * f->L->in_c, pool_job,
-                 &(layer_job){.L = f->L, .out = f->out, .in = f->in, .idx = f->ws->pool_idx[f->l]});
+    dpfl_par_for(f->par, (int64_t)f->B * f->L->in_c, pool_job,
+                 &(layer_job){.L = f->L, .out = f->out, .in = f->in, .idx = f->own.pool_idx});
 }
 
 static void activation_forward(const dpfl_nn_fwd *f)
 {
     const dpfl_layer *L = f->L;
-    if (!(L->kind == DPFL_LAYER_RELU && f->l > 0 && f->ws->fuse_relu[f->l - 1]))
-        run_elem(f->ws->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .kind = L->kind, .n = f->n});
+    if (!f->own.relu_fused)
+        run_elem(f->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .kind = L->kind, .n = f->n});
 }
 
 static void dropout_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_nn_ws *ws = f->ws;
     const dpfl_layer *L = f->L;
-    const int l = f->l;
-    ws->drop_on[l] = f->train && f->rng && L->drop > 0.0f;
-    if (ws->drop_on[l]) {
+    *f->own.drop_on = f->train && f->rng && L->drop > 0.0f;
+    if (*f->own.drop_on) {
         uint64_t sa = dpfl_rng_u64(f->rng), sb = dpfl_rng_u64(f->rng);
-        run_elem(ws->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .mask = ws->drop_mask[l], .kind = L->kind,
-                                       .n = f->n, .sa = sa, .sb = sb});
+        run_elem(f->par, &(layer_job){.L = L, .out = f->out, .in = f->in, .mask = f->own.drop_mask, .kind = L->kind,
+                                      .n = f->n, .sa = sa, .sb = sb});
     } else if (f->out != f->in) {
         memcpy(f->out, f->in, f->n * sizeof *f->out);
     }
@@ -465,7 +553,7 @@ static void dropout_forward(const dpfl_nn_fwd *f)
 static void flatten_forward(const dpfl_nn_fwd *f)
 {
     const dpfl_layer *L = f->L;
-    if (f->out != f->in && f->ws->slot_cnhw[f->ws->in_slot[f->l]])
+    if (f->out != f->in && f->own.in_cnhw)
         dpfl_nn_flatten_forward(f->out, f->in, f->B, L->in_c, L->in_h * L->in_w);
     else if (f->out != f->in)
         memcpy(f->out, f->in, f->n * sizeof *f->out);
@@ -475,41 +563,60 @@ static void affine_forward(const dpfl_nn_fwd *f) { dpfl_nn_affine_forward(f->out
 
 static void avgpool_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_par_for(f->ws->par, (int64_t)f->B * f->L->in_c, avgpool_job,
+    dpfl_par_for(f->par, (int64_t)f->B * f->L->in_c, avgpool_job,
                  &(layer_job){.L = f->L, .out = f->out, .in = f->in});
 }
 
 static void add_forward(const dpfl_nn_fwd *f)
 {
-    dpfl_nn_ws *ws = f->ws;
     const dpfl_layer *L = f->L;
-    const int l = f->l;
-    dpfl_nn_add_forward(f->out, ws->slot_cnhw[ws->out_slot[l]], f->in, ws->act[ws->skip_slot[l]],
-                        ws->slot_cnhw[ws->skip_slot[l]], f->B, L->out_c, (size_t)L->out_h * L->out_w);
+    dpfl_nn_add_forward(f->out, f->own.out_cnhw, f->in, f->own.skip, f->own.skip_cnhw, f->B, L->out_c,
+                        (size_t)L->out_h * L->out_w);
 }
 
-const float *dpfl_nn_run_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x,
-                                 int32_t B, int train, dpfl_rng *rng)
+/* ---------------------------------------------------------------- the driver */
+/* Layer l's own part of the workspace (dpfl_nn_own): read from the slots, the kept state and the blocks. */
+static dpfl_nn_own layer_own(const dpfl_model *m, const dpfl_nn_slots *s, const dpfl_nn_kept *k,
+                             const dpfl_nn_blocks *bk, int l)
+{
+    const int relu = m->layers[l].kind == DPFL_LAYER_RELU;
+    const int skip = m->layers[l].kind == DPFL_LAYER_ADD ? bk->skip_slot[l] : 0;
+    return (dpfl_nn_own){
+        .in_cnhw = s->slot_cnhw[s->in_slot[l]], .out_cnhw = s->slot_cnhw[s->out_slot[l]],
+        .fuse_relu = k->fuse_relu[l], .relu_fused = relu && l > 0 && k->fuse_relu[l - 1],
+        .relu_in_pool = relu && l + 1 < m->nlayers && k->pool_relu[l + 1],
+        .pool_relu = k->pool_relu[l], .pool_idx = k->pool_idx[l], .drop_mask = k->drop_mask[l],
+        .drop_on = &k->drop_on[l], .state = k->state[l], .skip = s->act[skip], .skip_gout = s->grad[skip],
+        .skip_cnhw = s->slot_cnhw[skip],
+    };
+}
+
+const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
+                             int train, dpfl_rng *rng)
 {
     DPFL_ASSERT(B >= 0 && B <= ws->max_batch && ws->m == m);
+    const dpfl_nn_slots *s = &ws->slots;
     ws->B = B;
-    ws->act[0] = (float *)x; /* slot 0 is only ever read */
+    ws->slots.act[0] = (float *)x; /* slot 0 is only ever read */
     for (int l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
-        const dpfl_nn_fwd f = {.ws = ws, .L = L, .l = l, .B = B, .train = train, .out = ws->act[ws->out_slot[l]],
-                               .in = ws->act[ws->in_slot[l]], .w = params + L->param_off,
-                               .n = (size_t)B * numel_in(L), .rng = rng};
+        const dpfl_nn_fwd f = {.L = L, .l = l, .B = B, .train = train, .out = s->act[s->out_slot[l]],
+                               .in = s->act[s->in_slot[l]], .w = params + L->param_off,
+                               .n = (size_t)B * numel_in(L), .rng = rng, .par = ws->par,
+                               .own = layer_own(m, s, &ws->kept, &ws->blocks, l), .col = ws->col, .dir = &ws->dir};
         dpfl_nn_layer_ops(L->kind)->forward(&f);
     }
-    return ws->act[ws->out_slot[m->nlayers - 1]];
+    return s->act[s->out_slot[m->nlayers - 1]];
 }
 
 double dpfl_nn_run_loss(const dpfl_model *m, dpfl_nn_ws *ws, const int32_t *y, float scale, int32_t *correct)
 {
-    int s = ws->out_slot[m->nlayers - 1];
-    if (m->loss == DPFL_LOSS_MSE) return dpfl_nn_mse(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
-    if (m->out_dim == 1) return dpfl_nn_sigmoid_bce(ws->grad[s], ws->act[s], y, ws->B, scale, correct);
-    return dpfl_nn_softmax_ce(ws->grad[s], ws->act[s], y, ws->B, m->out_dim, scale, correct);
+    const int i = ws->slots.out_slot[m->nlayers - 1];
+    float *g = ws->slots.grad[i];
+    const float *a = ws->slots.act[i];
+    if (m->loss == DPFL_LOSS_MSE) return dpfl_nn_mse(g, a, y, ws->B, m->out_dim, scale, correct);
+    if (m->out_dim == 1) return dpfl_nn_sigmoid_bce(g, a, y, ws->B, scale, correct);
+    return dpfl_nn_softmax_ce(g, a, y, ws->B, m->out_dim, scale, correct);
 }
 
 static int first_param_layer(const dpfl_model *m)
@@ -520,157 +627,136 @@ static int first_param_layer(const dpfl_model *m)
 }
 
 /* ---------------------------------------------------------------- the built-in kinds' backward passes */
-static void linear_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void linear_backward(const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
     const int B = j->B, step = j->step;
     const dpfl_bwd_mode mode = j->mode;
-    (void)m;
     float *dw = mode == DPFL_BWD_PERSAMPLE ? NULL : j->grads + L->param_off;
     if (mode == DPFL_BWD_PERSAMPLE) dpfl_nn_linear_sqnorms(j->sq, j->gout, j->in, B, L->in_w, L->out_w, L->bias);
     dpfl_nn_linear_backward(j->gin, dw, dw && L->bias ? dw + (size_t)L->out_w * L->in_w : NULL, j->gout, j->in, j->w,
-                            B, L->in_w, L->out_w, step ? ws->step_alpha : 1.0f, step ? 1.0f : 0.0f, ws->par);
+                            B, L->in_w, L->out_w, step ? j->alpha : 1.0f, step ? 1.0f : 0.0f, j->par);
     /* a STEP has been applied by the GEMM */
 }
 
-static void conv_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void conv_backward(const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
-    const int l = j->l, B = j->B;
-    const dpfl_bwd_mode mode = j->mode;
+    const int B = j->B, persample = j->mode == DPFL_BWD_PERSAMPLE;
     float *gin = j->gin;
     const float *gout = j->gout, *in = j->in, *w = j->w;
     double *sq = j->sq;
-    (void)m;
     dpfl_conv_geom g;
-    dpfl_nn_conv_geom(ws, l, &g);
+    dpfl_nn_conv_geom(L, B, j->own.in_cnhw, &g);
     int chunk = dpfl_nn_conv_chunk(L, B);
     float *dw = j->gbuf;
     size_t nw = (size_t)L->out_c * L->in_c * L->k * L->k;
-    if (ws->direct[l] && !(mode == DPFL_BWD_PERSAMPLE && ws->ghost[l])) {
-        dpfl_nn_conv2d_direct_backward(ws, l, gin, dw, gout, in, w, mode == DPFL_BWD_PERSAMPLE, sq);
+    if (j->dir->mode[j->l] && !(persample && j->ghost)) {
+        dpfl_nn_conv2d_direct_backward(j->dir, j->l, &g, j->par, gin, dw, gout, in, w, persample ? j->ps : NULL, sq);
         return;
     }
-    if (mode == DPFL_BWD_PERSAMPLE) {
-        if (ws->ghost[l])
-            dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->gram, ws->par);
-        else
-            dpfl_nn_conv2d_persample(ws->ps + ws->ps_off[l], sq, gout, in, &g, B, L->bias, chunk, ws->col, ws->par);
+    if (persample) {
+        if (j->ghost) dpfl_nn_conv2d_ghost_sqnorms(sq, gout, in, &g, B, L->bias, chunk, j->col, j->gram, j->par);
+        else dpfl_nn_conv2d_persample(j->ps, sq, gout, in, &g, B, L->bias, chunk, j->col, j->par);
     }
-    dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, ws->col, ws->par);
+    dpfl_nn_conv2d_backward(gin, dw, dw && L->bias ? dw + nw : NULL, gout, in, w, &g, B, chunk, j->col, j->par);
 }
 
-static void affine_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void affine_backward(const dpfl_nn_bwd *j)
 {
-    (void)m;
-    if (j->mode == DPFL_BWD_PERSAMPLE)
-        dpfl_nn_affine_persample(ws->ps + ws->ps_off[j->l], j->sq, j->gout, j->in, j->L, j->B);
+    if (j->mode == DPFL_BWD_PERSAMPLE) dpfl_nn_affine_persample(j->ps, j->sq, j->gout, j->in, j->L, j->B);
     dpfl_nn_affine_backward(j->gin, j->gbuf, j->gout, j->in, j->w, j->L, j->B);
 }
 
-static void maxpool_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void maxpool_backward(const dpfl_nn_bwd *j)
 {
-    (void)m;
     if (j->gin)
-        dpfl_par_for(ws->par, (int64_t)j->B * j->L->in_c, pool_job,
-                     &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .idx = ws->pool_idx[j->l],
-                                  .act = ws->pool_relu[j->l] ? j->out : NULL});
+        dpfl_par_for(j->par, (int64_t)j->B * j->L->in_c, pool_job,
+                     &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .idx = j->own.pool_idx,
+                                  .act = j->own.pool_relu ? j->out : NULL});
 }
 
-static void activation_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void activation_backward(const dpfl_nn_bwd *j)
 {
-    const dpfl_layer *L = j->L;
-    const int l = j->l;
-    if (j->gin && !(L->kind == DPFL_LAYER_RELU && l + 1 < m->nlayers && ws->pool_relu[l + 1]))
-        run_elem(ws->par, &(layer_job){.L = L, .out = j->gin, .gout = j->gout, .act = j->out, .kind = L->kind,
-                                       .n = j->n});
+    if (j->gin && !j->own.relu_in_pool)
+        run_elem(j->par, &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .act = j->out, .kind = j->L->kind,
+                                      .n = j->n});
 }
 
-static void dropout_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void dropout_backward(const dpfl_nn_bwd *j)
 {
-    (void)m;
-    if (j->gin && ws->drop_on[j->l])
-        run_elem(ws->par, &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .mask = ws->drop_mask[j->l],
-                                       .kind = j->L->kind, .n = j->n});
+    if (j->gin && *j->own.drop_on)
+        run_elem(j->par, &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout, .mask = j->own.drop_mask,
+                                      .kind = j->L->kind, .n = j->n});
     else if (j->gin && j->gin != j->gout)
         memcpy(j->gin, j->gout, j->n * sizeof *j->gin);
 }
 
-static void flatten_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void flatten_backward(const dpfl_nn_bwd *j)
 {
-    (void)m;
-    if (j->gin && j->gin != j->gout && ws->slot_cnhw[ws->in_slot[j->l]])
+    if (j->gin && j->gin != j->gout && j->own.in_cnhw)
         dpfl_nn_flatten_backward(j->gin, j->gout, j->B, j->L->in_c, j->L->in_h * j->L->in_w);
     else if (j->gin && j->gin != j->gout)
         memcpy(j->gin, j->gout, j->n * sizeof *j->gin);
 }
 
-static void avgpool_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void avgpool_backward(const dpfl_nn_bwd *j)
 {
-    (void)m;
     if (j->gin)
-        dpfl_par_for(ws->par, (int64_t)j->B * j->L->in_c, avgpool_job,
+        dpfl_par_for(j->par, (int64_t)j->B * j->L->in_c, avgpool_job,
                      &(layer_job){.L = j->L, .out = j->gin, .gout = j->gout});
 }
 
-static void add_backward(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void add_backward(const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
-    const int l = j->l;
     const size_t S = (size_t)L->out_h * L->out_w;
-    const int oc = ws->slot_cnhw[ws->out_slot[l]];
-    (void)m;
     if (j->gin) memcpy(j->gin, j->gout, j->n * sizeof *j->gin); /* the block's output: same layout as the sum */
     if (L->shortcut) /* the shortcut's output gradient; its first layer sends its own to skip_grad */
-        dpfl_nn_planes_copy(ws->grad[ws->skip_slot[l]], ws->slot_cnhw[ws->skip_slot[l]], j->gout, oc, j->B, L->out_c,
-                            S, 0);
+        dpfl_nn_planes_copy(j->own.skip_gout, j->own.skip_cnhw, j->gout, j->own.out_cnhw, j->B, L->out_c, S, 0);
 }
 
 /* the first layer of a residual block: add the shortcut's gradient to the block input's */
-static void backward_block_input(const dpfl_model *m, dpfl_nn_ws *ws, const dpfl_nn_bwd *j)
+static void backward_block_input(const dpfl_model *m, const dpfl_nn_slots *s, const dpfl_nn_blocks *bk,
+                                 const dpfl_nn_bwd *j)
 {
     const dpfl_layer *L = j->L;
-    const int l = j->l, B = j->B;
+    const int l = j->l, B = j->B, e = bk->res_end[l];
     float *gin = j->gin;
-    if (ws->res_end[l] >= 0 && gin) {
-        const dpfl_layer *A = &m->layers[ws->res_end[l]];
-        const int bc = ws->slot_cnhw[ws->in_slot[l]];
-        if (A->shortcut)
-            dpfl_nn_planes_copy(gin, bc, ws->skip_grad[ws->res_end[l]], bc, B, L->in_c,
-                                (size_t)L->in_h * L->in_w, 1);
-        else
-            dpfl_nn_planes_copy(gin, bc, ws->grad[ws->out_slot[ws->res_end[l]]], ws->slot_cnhw[ws->out_slot[ws->res_end[l]]],
-                                B, L->in_c, (size_t)L->in_h * L->in_w, 1);
+    if (e >= 0 && gin) {
+        const int bc = s->slot_cnhw[s->in_slot[l]];
+        const size_t S = (size_t)L->in_h * L->in_w;
+        if (m->layers[e].shortcut) dpfl_nn_planes_copy(gin, bc, bk->skip_grad[e], bc, B, L->in_c, S, 1);
+        else dpfl_nn_planes_copy(gin, bc, s->grad[s->out_slot[e]], s->slot_cnhw[s->out_slot[e]], B, L->in_c, S, 1);
     }
 }
 
 void dpfl_nn_run_backward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, float *grads, dpfl_bwd_mode mode)
 {
     const int B = ws->B, first = first_param_layer(m);
+    const dpfl_nn_slots *s = &ws->slots;
+    const dpfl_nn_persample *p = &ws->pers;
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const dpfl_layer *L = &m->layers[l];
         const int step = mode == DPFL_BWD_STEP && L->nparam;
         const dpfl_nn_bwd j = {
-            .L = L, .l = l, .B = B, .mode = mode, .step = step, .grads = grads,
+            .L = L, .l = l, .B = B, .mode = mode, .step = step, .alpha = ws->step.alpha, .grads = grads,
             .gin = l <= first ? NULL
-                   : L->from && L->kind != DPFL_LAYER_ADD ? ws->skip_grad[ws->res_end[L->from - 1]]
-                                                          : ws->grad[ws->in_slot[l]],
-            .gbuf = step ? ws->step_buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL,
-            .gout = ws->grad[ws->out_slot[l]], .in = ws->act[ws->in_slot[l]], .out = ws->act[ws->out_slot[l]],
-            .w = params + L->param_off, .n = (size_t)B * numel_in(L), .sq = ws->sq + (size_t)l * ws->max_batch,
+                   : L->from && L->kind != DPFL_LAYER_ADD ? ws->blocks.skip_grad[ws->blocks.res_end[L->from - 1]]
+                                                          : s->grad[s->in_slot[l]],
+            .gbuf = step ? ws->step.buf : mode == DPFL_BWD_GRAD ? grads + L->param_off : NULL,
+            .gout = s->grad[s->out_slot[l]], .in = s->act[s->in_slot[l]], .out = s->act[s->out_slot[l]],
+            .w = params + L->param_off, .n = (size_t)B * numel_in(L), .sq = p->sq + (size_t)l * ws->max_batch,
+            .ps = p->ps + p->ps_off[l], .ghost = p->ghost[l], .gram = p->gram, .par = ws->par,
+            .own = layer_own(m, s, &ws->kept, &ws->blocks, l), .col = ws->col, .dir = &ws->dir,
         };
-        dpfl_nn_layer_ops(L->kind)->backward(m, ws, &j);
-        backward_block_input(m, ws, &j);
+        dpfl_nn_layer_ops(L->kind)->backward(&j);
+        backward_block_input(m, s, &ws->blocks, &j);
         if (step && L->kind != DPFL_LAYER_LINEAR)
-            dpfl_vec_axpy(grads + L->param_off, ws->step_alpha, ws->step_buf, L->nparam);
+            dpfl_vec_axpy(grads + L->param_off, ws->step.alpha, ws->step.buf, L->nparam);
     }
 }
 
-const float *dpfl_nn_forward(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, int32_t B,
-                             int train, dpfl_rng *rng)
-{
-    return dpfl_nn_run_forward(m, params, ws, x, B, train, rng);
-}
 
 double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, const float *x, const int32_t *y,
                     int32_t B, dpfl_rng *rng, float *grads, int32_t *correct)
@@ -680,7 +766,7 @@ double dpfl_nn_grad(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, co
         dpfl_vec_zero(grads, m->nparam);
         return 0.0;
     }
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    dpfl_nn_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
     dpfl_nn_run_backward(m, params, ws, grads, DPFL_BWD_GRAD);
     return loss / B;
@@ -697,9 +783,9 @@ double dpfl_nn_sgd_step(const dpfl_model *m, float *params, dpfl_nn_ws *ws, cons
 {
     if (correct) *correct = 0;
     if (B == 0) return 0.0;
-    dpfl_nn_run_forward(m, params, ws, x, B, 1, rng);
+    dpfl_nn_forward(m, params, ws, x, B, 1, rng);
     double loss = dpfl_nn_run_loss(m, ws, y, 1.0f / (float)B, correct);
-    ws->step_alpha = -lr;
+    ws->step.alpha = -lr;
     dpfl_nn_run_backward(m, params, ws, params, DPFL_BWD_STEP);
     return loss / B;
 }
@@ -711,7 +797,7 @@ void dpfl_nn_evaluate(const dpfl_model *m, const float *params, dpfl_nn_ws *ws, 
     int32_t correct = 0;
     for (int32_t i = 0; i < n; i += ws->max_batch) {
         int32_t B = n - i < ws->max_batch ? n - i : ws->max_batch;
-        dpfl_nn_run_forward(m, params, ws, x + (size_t)i * m->in_dim, B, 0, NULL);
+        dpfl_nn_forward(m, params, ws, x + (size_t)i * m->in_dim, B, 0, NULL);
         loss += dpfl_nn_run_loss(m, ws, y + i, 1.0f, &correct);
     }
     if (mean_loss) *mean_loss = n ? loss / n : 0.0;
