@@ -189,6 +189,58 @@ same_as_one rpdp "$tmp/rpdp.ini" --set record_dp.budget_policy=dropout --set rec
 grep -q '"opted_out":[[:space:]]*[1-9]' "$tmp/rpdp-one/summary.json" || t_fail "no level opted out: the replay is not exercised"
 same_as_one rpdpmin "$tmp/rpdp.ini" --set record_dp.budget_policy=minimum
 same_as_one rpdpdef "$tmp/rpdp.ini"
+# a resume that changes fl.rounds plans a run without budget_rounds again: rank 0 keeps its checkpoint's plan, and a
+# worker's own plan (for the new rounds) is refused -- it trained at rates rank 0 did not account (an audit)
+"$dpfl" train "$tmp/rpdp.ini" --out "$tmp/rpdp-res" --quiet --set fl.rounds=3 >"$tmp/rpdp-res.log" 2>&1 ||
+  t_fail "rPDP-FL, 3 rounds: $(tail -1 "$tmp/rpdp-res.log")"
+out=$("${MPIRUN[@]}" 3 "$dpfl" train --resume "$tmp/rpdp-res" --set fl.rounds=5 --quiet 2>&1) &&
+  t_fail "an mpirun resume under another rPDP-FL plan exited 0"
+grep -q "its rPDP-FL plan differs from rank 0's" <<<"$out" || t_fail "rPDP-FL plan not refused: $(tail -2 <<<"$out")"
+t_end
+
+t_begin "mpirun: a resumed run's workers add the noise rank 0 accounts (its checkpoint's, not one calibrated anew)"
+# record_dp.target_epsilon calibrates z for fl.rounds; stopped early (SIGTERM after the first checkpoint) and resumed
+# with fewer rounds, rank 0 keeps the checkpoint's z while a worker's own set-up calibrates for the new rounds (less
+# noise than rank 0 reported, an audit): now every worker takes rank 0's z, so mpirun resumes as one process does
+cat >"$tmp/cal.ini" <<'INI'
+[data]
+dataset = synthetic
+clients = 6
+[model]
+arch = mlp:20-64-10
+[fl]
+rounds = 60
+sampling = poisson
+client_rate = 0.5
+local_steps = 40
+batch = 8
+lr = 0.1
+[record_dp]
+enabled = yes
+clip = 1.0
+target_epsilon = 4
+delta = 1e-3
+[run]
+seed = 7
+threads = 1
+allow_large_delta = yes
+INI
+"$dpfl" train "$tmp/cal.ini" --out "$tmp/cal" --quiet >"$tmp/cal.log" 2>&1 &
+cp=$!
+for _ in $(seq 1 600); do [ -f "$tmp/cal/checkpoint.bin" ] && break; sleep 0.05; done
+kill -TERM $cp 2>/dev/null; wait $cp
+r=$(grep -c . "$tmp/cal/metrics.jsonl" 2>/dev/null || echo 0)
+if [ "$r" -ge 1 ] && [ "$r" -le 57 ]; then
+  cp -r "$tmp/cal" "$tmp/cal-one"; cp -r "$tmp/cal" "$tmp/cal-mpi"
+  "$dpfl" train --resume "$tmp/cal-one" --set fl.rounds=$((r + 2)) --quiet >>"$tmp/cal.log" 2>&1 ||
+    t_fail "one process, resume: $(tail -1 "$tmp/cal.log")"
+  "${MPIRUN[@]}" 3 "$dpfl" train --resume "$tmp/cal-mpi" --set fl.rounds=$((r + 2)) --quiet >>"$tmp/cal.log" 2>&1 ||
+    t_fail "3 ranks, resume: $(tail -1 "$tmp/cal.log")"
+  cmp -s "$tmp/cal-one/model.bin" "$tmp/cal-mpi/model.bin" || t_fail "resumed on 3 ranks: model.bin differs from one process's"
+  cmp -s "$tmp/cal-one/metrics.jsonl" "$tmp/cal-mpi/metrics.jsonl" || t_fail "resumed on 3 ranks: metrics differ"
+else
+  t_fail "the calibrated run was not stopped mid-run (rounds released: $r of 60)"
+fi
 t_end
 
 t_begin "mpirun: distributed DP runs secure aggregation over MPI messages (rank 0 sees masked inputs only)"

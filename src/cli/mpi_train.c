@@ -46,9 +46,11 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 }
 #else
 #include "run/node.h"
+#include "run/run_internal.h"
 #include "dpfl/transport.h"
 
 #include <mpi.h>
+#include <sodium.h>
 
 typedef struct {
     int32_t round, n, stop;
@@ -76,6 +78,12 @@ typedef struct {
     int64_t floats;       /* floats of one client's state (dpfl_clients_state_floats) */
     int32_t keeps, nstates;
     int32_t filter;       /* record_dp.budget_policy = filter: each worker's records' spend follows (TAG_SPENT) */
+    /* the mechanism rank 0 runs and accounts: on a resume its checkpoint's, which a worker's own set-up (never a
+     * resume) may not give -- a calibrated noise or an rPDP-FL plan follows fl.rounds, which a resume may change */
+    double record_z;      /* the workers take it */
+    uint8_t rates[32];    /* rPDP-FL: every client's rates and divisor (all_rates); a worker's must be the same (but
+                             under the filter) */
+    uint8_t config[32];   /* fl_config_digest: the same settings on every rank */
 } start_msg;
 
 static int nranks, rank, started;
@@ -116,6 +124,20 @@ static uint8_t *bcast_bytes(const uint8_t *data, size_t *len)
 }
 
 static start_msg sm;
+static uint8_t run_config[32]; /* rank 0's fl_config_digest */
+
+/* rPDP-FL: one digest of every client's records' rates and divisor (zeros without budgets). */
+static void all_rates(const dpfl_clients *cl, int32_t clients, uint8_t out[32])
+{
+    crypto_generichash_state h;
+    crypto_generichash_init(&h, NULL, 0, 32);
+    for (int32_t k = 0; k < clients; k++) {
+        uint8_t d[32];
+        dpfl_clients_rates_digest(cl, k, d);
+        crypto_generichash_update(&h, d, 32);
+    }
+    crypto_generichash_final(&h, out, 32);
+}
 
 static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 
@@ -175,6 +197,9 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     if (!ids) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this message */
     sm.nstates = 0;
     sm.filter = 0;
+    sm.record_z = dpfl_clients_record_accounting(cl).z;
+    all_rates(cl, setup->clients, sm.rates);
+    memcpy(sm.config, run_config, 32);
     for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_clients_filter_spent(cl, k, NULL) > 0;
     for (int32_t k = 0; sm.keeps && k < setup->clients; k++) /* a resume: the states its checkpoint holds */
         if (dpfl_clients_state(cl, k, NULL) > 0) ids[sm.nstates++] = k;
@@ -511,6 +536,37 @@ static void send_client_spent(const dpfl_clients *cl, int32_t k)
     free(buf);
 }
 
+/* The mechanism rank 0 runs, checked and taken: the same settings (config digest) and rank 0's record-level noise (a
+ * resume keeps its checkpoint's, where this rank's set-up would calibrate for the resumed fl.rounds); then
+ * same_rates: the rPDP-FL rates (a plan that follows fl.rounds cannot be taken over: refused). */
+static dpfl_status take_mechanism(fl_node *n, const char *who, dpfl_error *err)
+{
+    if (memcmp(n->acct.rs.config_digest, sm.config, 32))
+        return dpfl_fail(err, DPFL_EINVAL, "%s: its config differs from rank 0's in a key other than fl.rounds, "
+                                           "run.threads, run.eval_every, fl.client_state_max_mb and data.data_dir "
+                                           "(every rank must read the same config)", who);
+    if (n->in.rdp_on) {
+        n->acct.rs.record_z = sm.record_z;
+        dpfl_clients_set_record_noise(n->in.clients, sm.record_z);
+    }
+    return DPFL_OK;
+}
+
+/* The same rPDP-FL rates as rank 0's.  Not under the filter: a record's rate drops to 0 where its spend reaches its
+ * cap (on the worker that trains it), and what the filter reports is each record's cap, whatever the rates were
+ * (as a deployed client's check skips them). */
+static dpfl_status same_rates(const fl_node *n, const char *who, dpfl_error *err)
+{
+    if (sm.filter || (n->acct.rpdp.on && n->acct.rpdp.filter.on)) return DPFL_OK;
+    uint8_t rates[32];
+    all_rates(n->in.clients, n->in.part.clients, rates);
+    if (memcmp(rates, sm.rates, 32))
+        return dpfl_fail(err, DPFL_EINVAL, "%s: its rPDP-FL plan differs from rank 0's (a resume that changes "
+                                           "fl.rounds plans again unless record_dp.budget_rounds is set: set it, or "
+                                           "resume in one process)", who);
+    return DPFL_OK;
+}
+
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg)
 {
@@ -530,6 +586,7 @@ static int worker_rank(const dpfl_config *cfg)
     dpfl_status st = fl_node_setup(n, cfg, key, &err);
     char who[32];
     snprintf(who, sizeof who, "MPI rank %d", rank);
+    if (!st) st = take_mechanism(n, who, &err);
     for (int32_t k = 0; !st && k < n->in.part.clients; k++)
         if (owner(k) == rank) st = fl_node_data_here(n, k, who, &err);
     const size_t P = st ? 0 : n->in.model.nparam;
@@ -551,6 +608,7 @@ static int worker_rank(const dpfl_config *cfg)
                        sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
     if (sm.filter) /* a resume: the spend */
         recv_spent(st ? NULL : n->in.clients, st ? 0 : n->in.part.clients, &st, &err);
+    if (!st) st = same_rates(n, who, &err);
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
@@ -659,6 +717,7 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
         rc = rank == 0 ? cli_error("%s", why) : 1;
     } else if (rank == 0) {
         dpfl_error err = {{0}};
+        fl_config_digest(cfg, run_config);
         /* how many took part: in the log and in summary.json (the transport's about) */
         static char about[160];
         snprintf(about, sizeof about, "mpirun, %d ranks: rank 0 the server, %d worker rank%s training the clients",
