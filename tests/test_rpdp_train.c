@@ -378,14 +378,14 @@ static void filter_charges_each_records_own_gradient_norm(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), z);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), z);
     double *p = malloc(N * sizeof *p), *cap = malloc(N * sizeof *cap), *spent = calloc(N, sizeof *spent), denom = N;
     for (int i = 0; i < N; i++) {
         p[i] = 1.0;
         cap[i] = i % 3 == 0 ? 1e-3 * (1 + i) / N : i % 3 == 1 ? 0.05 : 1e6; /* binding, mixed, never binding */
     }
-    dpfl_clients_set_record_rates(dpfl_sim_clients(sim), p, &denom);
-    dpfl_clients_set_record_filter(dpfl_sim_clients(sim), spent, cap, alpha);
+    dpfl_record_dp_set_rates(dpfl_sim_record_dp(sim), p, &denom);
+    dpfl_record_dp_set_filter(dpfl_sim_record_dp(sim), spent, cap, alpha);
     dpfl_round_metrics m;
     dpfl_test_noise_divisor = 1e12; /* the released sum without its noise, to see the bounds */
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);
@@ -661,10 +661,10 @@ static void noise_is_divided_by_the_expected_batch(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.5);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), 1.5);
     double *p = malloc(200 * sizeof *p), denom = 200 * 1e-9;
     for (int i = 0; i < 200; i++) p[i] = 1e-9;
-    dpfl_clients_set_record_rates(dpfl_sim_clients(sim), p, &denom);
+    dpfl_record_dp_set_rates(dpfl_sim_record_dp(sim), p, &denom);
     dpfl_round_metrics m;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     assert_int_equal(m.examples, 0);
