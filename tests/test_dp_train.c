@@ -1087,7 +1087,7 @@ static void e2e_step_sum_is_projected_to_b_times_c(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.0);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), 1.0);
     int over = 0, under = 0;
     for (int32_t r = 1; r <= 12; r++) {
         memcpy(start, global, P * sizeof(float));

@@ -428,19 +428,19 @@ static void rpdp_round_is_the_one_the_simulation_runs(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.3);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), 1.3);
     double p[80], denom[3];
     for (int i = 0; i < 80; i++) p[i] = 1.0;
     for (int k = 0; k < 3; k++) denom[k] = sizes[k];
-    dpfl_clients_set_record_rates(dpfl_sim_clients(sim), p, denom);
-    dpfl_mech_rpdp d = dpfl_clients_rpdp_design(dpfl_sim_clients(sim));
+    dpfl_record_dp_set_rates(dpfl_sim_record_dp(sim), p, denom);
+    dpfl_mech_rpdp d = dpfl_record_dp_design(dpfl_sim_record_dp(sim));
     assert_int_equal(d.clients.kind, DPFL_SAMPLE_POISSON);
     assert_true(d.clients.q == 0.5 && d.clients.K == 3 && d.steps == 6 && d.z == 1.3);
     int64_t examples = 0, want = 0;
     for (int32_t r = 1; r <= 4; r++) {
         const int32_t *clients;
         const int32_t m = dpfl_sim_sample(sim, r, &clients);
-        d = dpfl_clients_rpdp_design(dpfl_sim_clients(sim)); /* the design the sampler returned for this round */
+        d = dpfl_record_dp_design(dpfl_sim_record_dp(sim)); /* the design the sampler returned for this round */
         assert_true(d.clients.q == 0.5 && d.steps == 6);
         for (int32_t i = 0; i < m; i++) want += d.steps * sizes[clients[i]];
         dpfl_round_metrics met;

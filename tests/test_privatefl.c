@@ -117,7 +117,7 @@ static void ldp_clipping_covers_the_transform(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.0);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), 1.0);
     dpfl_round_metrics m;
     dpfl_test_noise_divisor = 1e12;
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);

@@ -3,6 +3,7 @@
 #include "fixtures.h"
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
+#include "dpfl/transport.h"
 #include "run/run_internal.h"
 
 #include <cjson/cJSON.h>
@@ -378,14 +379,14 @@ static void filter_charges_each_records_own_gradient_norm(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), z);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), z);
     double *p = malloc(N * sizeof *p), *cap = malloc(N * sizeof *cap), *spent = calloc(N, sizeof *spent), denom = N;
     for (int i = 0; i < N; i++) {
         p[i] = 1.0;
         cap[i] = i % 3 == 0 ? 1e-3 * (1 + i) / N : i % 3 == 1 ? 0.05 : 1e6; /* binding, mixed, never binding */
     }
-    dpfl_clients_set_record_rates(dpfl_sim_clients(sim), p, &denom);
-    dpfl_clients_set_record_filter(dpfl_sim_clients(sim), spent, cap, alpha);
+    dpfl_record_dp_set_rates(dpfl_sim_record_dp(sim), p, &denom);
+    dpfl_record_dp_set_filter(dpfl_sim_record_dp(sim), spent, cap, alpha);
     dpfl_round_metrics m;
     dpfl_test_noise_divisor = 1e12; /* the released sum without its noise, to see the bounds */
     dpfl_status st = dpfl_sim_round(sim, 1, &m, &err);
@@ -429,6 +430,67 @@ static void filter_charges_each_records_own_gradient_norm(void **state)
     free(global);
     free(start);
     free(g);
+    fl_fixture_free(&f);
+}
+
+/* The record-level side's per-client views (dpfl_record_dp, what mpirun's ranks and a deployed client exchange):
+ * the filter's spend of client k's records in partition order, counted (NULL) or copied; taken back whole or not at
+ * all (a value outside [0, cap] is refused, nothing written); a record left within DPFL_FILTER_OUT of its cap
+ * leaves the sampler, the others keep their rate.  The rates digest is zero without rates and follows client k's
+ * own records' rates only. */
+static void record_dp_side_moves_each_clients_spend_and_digest(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {5, 7}, N = 12;
+    fl_fixture f;
+    fl_fixture_make(&f, "logreg", sizes, 2);
+    fixture_set(&f.cfg, "record_dp.enabled", "yes");
+    fixture_set(&f.cfg, "record_dp.noise", "1");
+    float *global = malloc(f.model.nparam * sizeof(float));
+    dpfl_rng root;
+    dpfl_rng_init_seed(&root, 3);
+    dpfl_model_init(&f.model, global, &root);
+    dpfl_sim *sim;
+    dpfl_error err;
+    assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
+    dpfl_record_dp *rd = dpfl_sim_record_dp(sim);
+    uint8_t d0[32], d1[32], zero[32] = {0};
+    dpfl_record_dp_rates_digest(rd, 1, d1);
+    assert_memory_equal(d1, zero, 32); /* no rates yet */
+    assert_int_equal(dpfl_record_dp_filter_spent(rd, 1, NULL), 0); /* no filter */
+    double p[12], cap[12], spent[12], denom[2] = {5, 7}, out[7];
+    for (int i = 0; i < N; i++) p[i] = 0.5, cap[i] = 1.0 + i, spent[i] = 0.1 * i;
+    dpfl_record_dp_set_rates(rd, p, denom);
+    dpfl_record_dp_set_filter(rd, spent, cap, 8.0);
+    dpfl_record_dp_rates_digest(rd, 0, d0);
+    dpfl_record_dp_rates_digest(rd, 1, d1);
+    assert_memory_not_equal(d0, zero, 32);
+    const int32_t *idx0 = f.part.index + f.part.offset[0], *idx1 = f.part.index + f.part.offset[1];
+    p[idx1[0]] = 0.25; /* a rate of client 1 changes: its digest does, client 0's does not */
+    uint8_t e0[32], e1[32];
+    dpfl_record_dp_rates_digest(rd, 0, e0);
+    dpfl_record_dp_rates_digest(rd, 1, e1);
+    assert_memory_equal(e0, d0, 32);
+    assert_memory_not_equal(e1, d1, 32);
+    p[idx1[0]] = 0.5;
+    assert_int_equal(dpfl_record_dp_filter_spent(rd, 0, NULL), 5);
+    assert_int_equal(dpfl_record_dp_filter_spent(rd, 1, out), 7);
+    for (int i = 0; i < 7; i++) assert_true(out[i] == spent[idx1[i]]);
+    double v[7];
+    for (int i = 0; i < 7; i++) v[i] = 0.5 * cap[idx1[i]];
+    v[6] = cap[idx1[6]] * 1.01; /* over its cap: refused, nothing taken */
+    assert_int_equal(dpfl_record_dp_set_filter_spent(rd, 1, v, &err), DPFL_EINVAL);
+    for (int i = 0; i < 7; i++) assert_true(spent[idx1[i]] == 0.1 * idx1[i]);
+    v[6] = cap[idx1[6]] * (1 - 0.5 * DPFL_FILTER_OUT); /* all but spent: leaves the sampler */
+    v[5] = cap[idx1[5]] * (1 - 2 * DPFL_FILTER_OUT);   /* a little left: stays */
+    assert_int_equal(dpfl_record_dp_set_filter_spent(rd, 1, v, &err), DPFL_OK);
+    for (int i = 0; i < 7; i++) {
+        assert_true(spent[idx1[i]] == v[i]);
+        assert_true(p[idx1[i]] == (i == 6 ? 0.0 : 0.5));
+    }
+    for (int i = 0; i < 5; i++) assert_true(spent[idx0[i]] == 0.1 * idx0[i] && p[idx0[i]] == 0.5); /* untouched */
+    dpfl_sim_free(sim);
+    free(global);
     fl_fixture_free(&f);
 }
 
@@ -669,10 +731,10 @@ static void noise_is_divided_by_the_expected_batch(void **state)
     dpfl_sim *sim;
     dpfl_error err;
     assert_int_equal(dpfl_sim_create(&f.cfg, &f.model, &f.train, &f.test, &f.part, &root, global, &sim, &err), DPFL_OK);
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), 1.5);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), 1.5);
     double *p = malloc(200 * sizeof *p), denom = 200 * 1e-9;
     for (int i = 0; i < 200; i++) p[i] = 1e-9;
-    dpfl_clients_set_record_rates(dpfl_sim_clients(sim), p, &denom);
+    dpfl_record_dp_set_rates(dpfl_sim_record_dp(sim), p, &denom);
     dpfl_round_metrics m;
     assert_int_equal(dpfl_sim_round(sim, 1, &m, &err), DPFL_OK);
     assert_int_equal(m.examples, 0);
@@ -924,6 +986,7 @@ int main(void)
         cmocka_unit_test(headline_epsilon_is_the_largest_active_levels),
         cmocka_unit_test(rates_after_a_resume_past_an_opt_out_keep_opted_out_levels_at_zero),
         cmocka_unit_test(filter_charges_each_records_own_gradient_norm),
+        cmocka_unit_test(record_dp_side_moves_each_clients_spend_and_digest),
         cmocka_unit_test(filter_runs_within_budgets_and_resumes),
         cmocka_unit_test(class_budgets_say_the_labels_are_public),
         cmocka_unit_test(filter_releases_nothing_before_a_round),

@@ -55,7 +55,7 @@ static dpfl_status run_rounds(dpfl_sim *sim, const dpfl_partition *part, int32_t
     dpfl_ledger trial;
     dpfl_status st = dpfl_ledger_init(&trial, part->clients, err);
     dpfl_server *sv = dpfl_sim_server(sim); /* the server's side: its ledger and what a round charges */
-    const dpfl_record_accounting ra = dpfl_clients_record_accounting(dpfl_sim_clients(sim)); /* what the clients run */
+    const dpfl_record_accounting ra = dpfl_record_dp_accounting(dpfl_sim_record_dp(sim)); /* what the clients run */
     for (int32_t r = 1; !st && r <= rounds; r++) {
         dpfl_record_report next, now;
         dpfl_sim_sample(sim, r, NULL); /* who takes part in round r */

@@ -62,46 +62,28 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
  * dpfl_sim_train then runs that round. */
 int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients);
 dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err);
-/* The simulation's two sides, each a sub-handle reached once from the simulation and then used on its own (both
- * live as long as it does; neither is freed apart from it):
- *   dpfl_clients (dpfl_sim_clients): every client's own state -- local steps, record-level DP (noise, per-record
- *     rates, the filter's spend, the rPDP design), helper models, optimizer states, the initial model, the rates
- *     digest, the learning-rate schedule their local training follows, and the record-level accounting;
+/* The simulation's sides, each a sub-handle reached once from the simulation and then used on its own (all live
+ * as long as it does; none is freed apart from it):
+ *   dpfl_clients (dpfl_sim_clients): every client's own state, kept across rounds -- helper models, optimizer
+ *     states, the initial model -- and the local steps and learning-rate schedule their local training follows;
+ *   dpfl_record_dp (dpfl_sim_record_dp): record-level DP as the clients run it -- the noise, rPDP-FL's per-record
+ *     rates and the round they make (the rPDP design), the filter's spend, the rates digest, and the record-level
+ *     accounting;
  *   dpfl_server (dpfl_sim_server): the aggregation mode's public state -- client-level noise and the event it
  *     releases, the update clip, adaptive clipping's noises, the DDP plan, SCAFFOLD's control variate c -- and
  *     what the server keeps of the rounds: the ledger it charges, the reports it received, the auditing observer.
  * The round itself (sample, train, evaluate), a client process's own round, and the guarantees of the ledger
- * (dpfl_sim_epsilon, which reads both sides) stay on the dpfl_sim. */
+ * (dpfl_sim_epsilon, which reads the record level and the server) stay on the dpfl_sim. */
 typedef struct dpfl_clients dpfl_clients;
+typedef struct dpfl_record_dp dpfl_record_dp;
 typedef struct dpfl_server dpfl_server;
 dpfl_clients *dpfl_sim_clients(dpfl_sim *s);
+dpfl_record_dp *dpfl_sim_record_dp(dpfl_sim *s);
 dpfl_server *dpfl_sim_server(dpfl_sim *s);
 
 /* ---- the clients' side */
 /* Local steps client k takes when it participates (what the ledger charges). */
 int64_t dpfl_clients_steps(const dpfl_clients *c, int32_t k);
-/* rPDP-FL: the per-record sampling round this simulation runs (mech/rpdp.c), what every level's event is built
- * from: the client sampler's design (the one it returned for the round sampled last, else round 1's), the local
- * steps a participating client takes (the most of any client), and the record-level noise in force. */
-dpfl_mech_rpdp dpfl_clients_rpdp_design(const dpfl_clients *c);
-/* Replace the record-level noise multiplier (after calibration). */
-void dpfl_clients_set_record_noise(dpfl_clients *c, double z);
-/* rPDP-FL: record i (training-set index) is sampled with probability p[i] at every local step, and client k's
- * noisy clipped sum is divided by client_denom[k] (its expected batch).  Both arrays stay the caller's and are
- * read during training (p may change between rounds: opt-outs).  Needs the Poisson sampler. */
-void dpfl_clients_set_record_rates(dpfl_clients *c, double *p, const double *client_denom);
-/* budget_policy = filter, after set_record_rates: spent[i] (updated in place) is record i's Renyi loss at order
- * alpha so far, cap[i] its filter budget; the sampler's p[i] becomes 0 once less than DPFL_FILTER_OUT cap[i] is
- * left. */
-#define DPFL_FILTER_OUT 1e-4
-void dpfl_clients_set_record_filter(dpfl_clients *c, double *spent, const double *cap, double alpha);
-/* The filter's spend of client k's records (spent[i] of each, in partition order) for a process that trains the
- * client apart from the one that checkpoints it (mpirun's workers): dpfl_clients_filter_spent copies it into out
- * (NULL: only counts) and returns how many records (0 without the filter); dpfl_clients_set_filter_spent takes them
- * back and leaves out of the sampler each record within DPFL_FILTER_OUT of its cap, as a step's charge does
- * (DPFL_EINVAL, nothing taken, for a value outside [0, cap]). */
-int32_t dpfl_clients_filter_spent(const dpfl_clients *c, int32_t k, double *out);
-dpfl_status dpfl_clients_set_filter_spent(dpfl_clients *c, int32_t k, const double *v, dpfl_error *err);
 /* fl.personalization = helper: the model client k uses, h_k (Algorithm 1 of PriFedSync): the initial model w0 until
  * the client first syncs; after each sync (1 - alpha) w~_k + alpha w_global, w~_k its freshly trained local model
  * and w_global the new global model.  A client keeps it across the rounds it sits out and trains from it. */
@@ -118,6 +100,30 @@ int64_t dpfl_clients_state(const dpfl_clients *c, int32_t k, const float **state
 dpfl_status dpfl_clients_set_state(dpfl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err);
 const float *dpfl_clients_initial_model(const dpfl_clients *c);
 void dpfl_clients_set_initial_model(dpfl_clients *c, const float *w0);
+
+/* ---- record-level DP on the clients */
+/* rPDP-FL: the per-record sampling round this simulation runs (mech/rpdp.c), what every level's event is built
+ * from: the client sampler's design (the one it returned for the round sampled last, else round 1's), the local
+ * steps a participating client takes (the most of any client), and the record-level noise in force. */
+dpfl_mech_rpdp dpfl_record_dp_design(const dpfl_record_dp *r);
+/* Replace the record-level noise multiplier (after calibration). */
+void dpfl_record_dp_set_noise(dpfl_record_dp *r, double z);
+/* rPDP-FL: record i (training-set index) is sampled with probability p[i] at every local step, and client k's
+ * noisy clipped sum is divided by client_denom[k] (its expected batch).  Both arrays stay the caller's and are
+ * read during training (p may change between rounds: opt-outs).  Needs the Poisson sampler. */
+void dpfl_record_dp_set_rates(dpfl_record_dp *r, double *p, const double *client_denom);
+/* budget_policy = filter, after dpfl_record_dp_set_rates: spent[i] (updated in place) is record i's Renyi loss at
+ * order alpha so far, cap[i] its filter budget; the sampler's p[i] becomes 0 once less than DPFL_FILTER_OUT cap[i]
+ * is left. */
+#define DPFL_FILTER_OUT 1e-4
+void dpfl_record_dp_set_filter(dpfl_record_dp *r, double *spent, const double *cap, double alpha);
+/* The filter's spend of client k's records (spent[i] of each, in partition order) for a process that trains the
+ * client apart from the one that checkpoints it (mpirun's workers): dpfl_record_dp_filter_spent copies it into out
+ * (NULL: only counts) and returns how many records (0 without the filter); dpfl_record_dp_set_filter_spent takes
+ * them back and leaves out of the sampler each record within DPFL_FILTER_OUT of its cap, as a step's charge does
+ * (DPFL_EINVAL, nothing taken, for a value outside [0, cap]). */
+int32_t dpfl_record_dp_filter_spent(const dpfl_record_dp *r, int32_t k, double *out);
+dpfl_status dpfl_record_dp_set_filter_spent(dpfl_record_dp *r, int32_t k, const double *v, dpfl_error *err);
 
 /* ---- the server's side */
 /* Client-level noise multiplier z of the round's whole release (adaptive clipping splits it between the update
@@ -240,14 +246,15 @@ dpfl_status dpfl_record_copies(const dpfl_partition *part, int32_t *max_copies, 
 /* The server owns the simulation's ledger: dpfl_sim_train charges every round it trains (the sampled clients' local
  * steps, and with client-level DP the round's event at the multiplier actually drawn), so a library caller gets
  * epsilon without filling anything by hand.  dpfl_server_charge charges the round sampled last onto any ledger (the
- * run driver charges a copy first, to check a budget before training); dpfl_clients_record_accounting is the
+ * run driver charges a copy first, to check a budget before training); dpfl_record_dp_accounting is the
  * record-level mechanism the clients run; dpfl_sim_epsilon the guarantees of the ledger (record may be NULL;
  * client_eps may be NULL; *client_private = 0 and client_eps = inf for median clipping) -- on the simulation, as it
- * reads both sides: the clients' record-level mechanism and the server's ledger and aggregation mode. */
+ * reads two sides: the clients' record-level mechanism (dpfl_record_dp) and the server's ledger and aggregation
+ * mode. */
 dpfl_status dpfl_server_charge(const dpfl_server *sv, dpfl_ledger *l, dpfl_error *err);
 const dpfl_ledger *dpfl_server_ledger(const dpfl_server *sv);
 dpfl_status dpfl_server_restore_ledger(dpfl_server *sv, const dpfl_ledger *l, dpfl_error *err);
-dpfl_record_accounting dpfl_clients_record_accounting(const dpfl_clients *c);
+dpfl_record_accounting dpfl_record_dp_accounting(const dpfl_record_dp *r);
 dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
                              dpfl_error *err);
 

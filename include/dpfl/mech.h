@@ -137,7 +137,7 @@ double dpfl_mech_filter_loss(double norm, double radius, double clip, double sig
 /* One rPDP-FL round as the simulation runs it (Liu et al., rPDP-FL, Theorem 1): the client sampler's design
  * (lambda = clients.q: the rate it charges, 1 when every client takes part), then `steps` local DP-SGD steps on
  * each sampled client, each a Poisson batch with record i in at its own rate p_i, noise z C on the clipped sum.
- * What dpfl_clients_rpdp_design returns; a record's event and the accountant's parameters are built from it alone. */
+ * What dpfl_record_dp_design returns; a record's event and the accountant's parameters are built from it alone. */
 typedef struct {
     dpfl_mech_clients clients; /* the client sampler's design */
     int64_t steps;             /* tau: local steps of a participating client (the most any client takes) */

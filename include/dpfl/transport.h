@@ -7,8 +7,8 @@
  * whole-round transport: the network, MPI).  The server's sum is exact and order-independent, so the model's bits
  * depend neither on the transport nor on the order of arrival, and the server holds O(model) for the updates.  Three implementations: in-process worker threads (src/fl/
  * transport_local.c), ZeroMQ (src/net/server.c, `dpfl serve`) and MPI (src/cli/mpi_train.c).  A transport sees no
- * simulation internals: only this header, the job, and the public accessors of the simulation and of its two sides
- * (dpfl_sim_clients, dpfl_sim_server). */
+ * simulation internals: only this header, the job, and the public accessors of the simulation and of its sides
+ * (dpfl_sim_clients, dpfl_sim_record_dp, dpfl_sim_server). */
 #ifndef DPFL_TRANSPORT_H
 #define DPFL_TRANSPORT_H
 
@@ -41,8 +41,8 @@ typedef struct {
 /* One call of run_clients: clients sampled[start .. start + count) of the round. */
 typedef struct dpfl_round_job dpfl_round_job;
 struct dpfl_round_job {
-    dpfl_sim *sim;               /* opaque: for the public accessors (dpfl_sim_clients, dpfl_sim_server; the in-process
-                                    transport trains with it) */
+    dpfl_sim *sim;               /* opaque: for the public accessors (dpfl_sim_clients, dpfl_sim_record_dp,
+                                    dpfl_sim_server; the in-process transport trains with it) */
     int32_t round;               /* 1-based */
     int32_t released;            /* rounds released before this one */
     int32_t nsampled;            /* the whole round's sampled clients, in order */
@@ -136,7 +136,7 @@ void dpfl_sim_secagg_seed(const dpfl_rng *root, int32_t round, int32_t k, uint8_
 
 /* The rates digest of client k's records (rPDP-FL; all zero without per-record rates): what server and client
  * compare before a round. */
-void dpfl_clients_rates_digest(const dpfl_clients *c, int32_t k, uint8_t out[32]);
+void dpfl_record_dp_rates_digest(const dpfl_record_dp *r, int32_t k, uint8_t out[32]);
 
 /* dpfl_run with the round's clients reached through t (NULL: the in-process worker threads). */
 dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,

@@ -25,7 +25,7 @@ typedef struct {
 typedef struct {
     fl_rpdp_level *lv;
     int32_t nlevels, planned_rounds;
-    /* the round the simulation runs (dpfl_clients_rpdp_design: client design, local steps) at the plan's noise z:
+    /* the round the simulation runs (dpfl_record_dp_design: client design, local steps) at the plan's noise z:
      * every level's event and accountant question is built from it (mech/rpdp.c) */
     dpfl_mech_rpdp mech;
     dpfl_scf_fit fit;
@@ -64,14 +64,14 @@ dpfl_status fl_rpdp_alloc(fl_rpdp *rp, int64_t n, int32_t clients, int32_t nleve
 dpfl_status fl_rpdp_filter_setup(fl_rpdp_filter *f, const fl_rpdp_records *rec, const dpfl_config *cfg,
                                  dpfl_error *err);
 void fl_rpdp_free(fl_rpdp *rp);
-/* Budgets, calibrated z, levels and rates of a new run of the round `design` (dpfl_clients_rpdp_design; its z is not
+/* Budgets, calibrated z, levels and rates of a new run of the round `design` (dpfl_record_dp_design; its z is not
  * read: calibrated) (rng: the budgets' own stream). */
 dpfl_status fl_rpdp_plan(fl_rpdp *rp, const dpfl_config *cfg, const dpfl_mech_rpdp *design, const dpfl_dataset *train,
                          const dpfl_partition *part, dpfl_rng *rng, dpfl_error *err);
 /* After a checkpoint's plan is loaded: the round the simulation runs (client design, local steps; L's z kept). */
 void fl_rpdp_set_design(fl_rpdp_levels *L, const dpfl_mech_rpdp *design);
 /* Before round `round` is trained: DPFL_EINVAL (naming what differs) unless the round the simulation sampled
- * (dpfl_clients_rpdp_design) is the plan's -- the same client sampling, rate, local steps and noise -- since every
+ * (dpfl_record_dp_design) is the plan's -- the same client sampling, rate, local steps and noise -- since every
  * level composes that one round. */
 dpfl_status fl_rpdp_check_round(const fl_rpdp_levels *L, const dpfl_mech_rpdp *ran, int32_t round, dpfl_error *err);
 /* Per-record rates and per-client divisors from the levels (after a plan or a checkpoint). */

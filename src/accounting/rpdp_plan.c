@@ -4,7 +4,7 @@
  *   budgets   from a file, a class table or the paper's generators (privacy/budgets.c), one per training record
  *   policy    rpdp keeps them; minimum puts every record at the smallest; dropout drops the records below the mean
  *             and puts the rest at the mean (the paper's baselines).  Either way no record gets more than its own.
- *   design    the round the simulation runs (dpfl_clients_rpdp_design, mech/rpdp.c): the client sampler's design
+ *   design    the round the simulation runs (dpfl_record_dp_design, mech/rpdp.c): the client sampler's design
  *             (lambda) and the local steps of a participating client (tau); every level's event and accountant
  *             question is built from it (dpfl_mech_rpdp_event / _params), with the noise below
  *   noise     z calibrated so that a record sampled with p = 1 for the planned rounds (record_dp.budget_rounds, or

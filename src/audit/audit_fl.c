@@ -167,7 +167,7 @@ static dpfl_status train_one(const dpfl_config *cfg, const dpfl_dataset *test, a
     rep->noise = z;
     dpfl_sim *sim;
     if ((st = dpfl_sim_create(cfg, &a->model, &a->aug, test, &a->part, &rr, a->global, &sim, err))) return st;
-    dpfl_clients_set_record_noise(dpfl_sim_clients(sim), z);
+    dpfl_record_dp_set_noise(dpfl_sim_record_dp(sim), z);
     a->ob.score = a->scores + (size_t)run * (size_t)k;
     for (int32_t i = 0; i < k; i++) a->ob.score[i] = 0.0;
     dpfl_server_set_update_observer(dpfl_sim_server(sim), observe, &a->ob);

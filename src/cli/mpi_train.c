@@ -127,13 +127,13 @@ static start_msg sm;
 static uint8_t run_config[32]; /* rank 0's fl_config_digest */
 
 /* rPDP-FL: one digest of every client's records' rates and divisor (zeros without budgets). */
-static void all_rates(const dpfl_clients *cl, int32_t clients, uint8_t out[32])
+static void all_rates(const dpfl_record_dp *rd, int32_t clients, uint8_t out[32])
 {
     crypto_generichash_state h;
     crypto_generichash_init(&h, NULL, 0, 32);
     for (int32_t k = 0; k < clients; k++) {
         uint8_t d[32];
-        dpfl_clients_rates_digest(cl, k, d);
+        dpfl_record_dp_rates_digest(rd, k, d);
         crypto_generichash_update(&h, d, 32);
     }
     crypto_generichash_final(&h, out, 32);
@@ -144,23 +144,23 @@ static int owner(int32_t k) { return 1 + (int)(k % (nranks - 1)); }
 /* The rPDP-FL filter: each worker gets the spend of its own clients' records (theirs alone: a record's spend is a
  * function of its data), from rank 0's checkpoint on a resume (zeros in a new run), in one message, client after
  * client in client order, in partition order within each. */
-static void send_spent(const dpfl_clients *cl, int32_t clients)
+static void send_spent(const dpfl_record_dp *rd, int32_t clients)
 {
     size_t cap = 0;
-    for (int32_t k = 0; k < clients; k++) cap += (size_t)dpfl_clients_filter_spent(cl, k, NULL);
+    for (int32_t k = 0; k < clients; k++) cap += (size_t)dpfl_record_dp_filter_spent(rd, k, NULL);
     double *buf = malloc((cap > 0 ? cap : 1) * sizeof *buf);
     if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for it */
     for (int r = 1; r < nranks; r++) {
         size_t len = 0;
         for (int32_t k = r - 1; k < clients; k += nranks - 1)
-            len += (size_t)dpfl_clients_filter_spent(cl, k, buf + len);
+            len += (size_t)dpfl_record_dp_filter_spent(rd, k, buf + len);
         MPI_Send(buf, (int)len, MPI_DOUBLE, r, TAG_SPENT, MPI_COMM_WORLD);
     }
     free(buf);
 }
 
 /* A worker's side of send_spent: its clients' spend into its simulation (the first error kept in *st). */
-static void recv_spent(dpfl_clients *cl, int32_t clients, dpfl_status *st, dpfl_error *err)
+static void recv_spent(dpfl_record_dp *rd, int32_t clients, dpfl_status *st, dpfl_error *err)
 {
     MPI_Status ms;
     int n;
@@ -171,10 +171,10 @@ static void recv_spent(dpfl_clients *cl, int32_t clients, dpfl_status *st, dpfl_
     MPI_Recv(buf, n, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     size_t off = 0;
     for (int32_t k = rank - 1; !*st && k < clients; k += nranks - 1) {
-        const size_t m = (size_t)dpfl_clients_filter_spent(cl, k, NULL);
+        const size_t m = (size_t)dpfl_record_dp_filter_spent(rd, k, NULL);
         if (off + m > (size_t)n) *st = dpfl_fail(err, DPFL_EINVAL, "rank 0 sent the filter's spend of %d records, "
                                                                      "this rank's clients hold more", n);
-        else *st = dpfl_clients_set_filter_spent(cl, k, buf + off, err);
+        else *st = dpfl_record_dp_set_filter_spent(rd, k, buf + off, err);
         off += m;
     }
     if (!*st && off != (size_t)n)
@@ -191,16 +191,17 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
     MPI_Bcast(key, 32, MPI_BYTE, 0, MPI_COMM_WORLD);
     sm.helper_p = setup->initial_model ? (int64_t)setup->nparam : 0;
     dpfl_clients *cl = dpfl_sim_clients(setup->sim);
+    const dpfl_record_dp *rd = dpfl_sim_record_dp(setup->sim);
     sm.keeps = dpfl_clients_keep_state(cl);
     sm.floats = (int64_t)dpfl_clients_state_floats(cl);
     int32_t *ids = malloc((size_t)(setup->clients > 0 ? setup->clients : 1) * sizeof *ids);
     if (!ids) MPI_Abort(MPI_COMM_WORLD, 1); /* the workers wait for this message */
     sm.nstates = 0;
     sm.filter = 0;
-    sm.record_z = dpfl_clients_record_accounting(cl).z;
-    all_rates(cl, setup->clients, sm.rates);
+    sm.record_z = dpfl_record_dp_accounting(rd).z;
+    all_rates(rd, setup->clients, sm.rates);
     memcpy(sm.config, run_config, 32);
-    for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_clients_filter_spent(cl, k, NULL) > 0;
+    for (int32_t k = 0; k < setup->clients; k++) sm.filter |= dpfl_record_dp_filter_spent(rd, k, NULL) > 0;
     for (int32_t k = 0; sm.keeps && k < setup->clients; k++) /* a resume: the states its checkpoint holds */
         if (dpfl_clients_state(cl, k, NULL) > 0) ids[sm.nstates++] = k;
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -213,7 +214,7 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
         if (sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, owner(ids[i]), TAG_STATE, MPI_COMM_WORLD);
     }
     free(ids);
-    if (sm.filter) send_spent(cl, setup->clients);
+    if (sm.filter) send_spent(rd, setup->clients);
     started = 1;
     return DPFL_OK;
 }
@@ -224,6 +225,7 @@ static dpfl_status mpi_start(const dpfl_transport *t, const dpfl_transport_setup
 static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
 {
     dpfl_clients *cl = dpfl_sim_clients(job->sim);
+    dpfl_record_dp *rd = dpfl_sim_record_dp(job->sim);
     (void)t;
     if (!sm.keeps && !sm.filter) return;
     round_head h = {.round = job->round, .sync = 1};
@@ -233,7 +235,7 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
     if (sm.floats && !buf) MPI_Abort(MPI_COMM_WORLD, 1);
     int32_t most = 0; /* the filter: the largest record count of a client of the round */
     for (int32_t i = 0; sm.filter && i < job->nsampled; i++) {
-        const int32_t m = dpfl_clients_filter_spent(cl, job->sampled[i], NULL);
+        const int32_t m = dpfl_record_dp_filter_spent(rd, job->sampled[i], NULL);
         most = m > most ? m : most;
     }
     double *spent = sm.filter ? malloc((size_t)(most > 0 ? most : 1) * sizeof *spent) : NULL;
@@ -244,10 +246,10 @@ static void mpi_after_round(const dpfl_transport *t, const dpfl_round_job *job)
         dpfl_error e;
         /* the filter's spend of the client's records in this round, charged on its worker: rank 0's checkpoint
          * holds it, as one process's does (a resume sends it back, mpi_start) */
-        const int32_t m = sm.filter ? dpfl_clients_filter_spent(cl, k, NULL) : 0;
+        const int32_t m = sm.filter ? dpfl_record_dp_filter_spent(rd, k, NULL) : 0;
         if (m > 0) {
             MPI_Recv(spent, m, MPI_DOUBLE, owner(k), TAG_SPENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            if (dpfl_clients_set_filter_spent(cl, k, spent, &e)) {
+            if (dpfl_record_dp_set_filter_spent(rd, k, spent, &e)) {
                 cli_error("rank %d: %s", owner(k), e.msg);
                 MPI_Abort(MPI_COMM_WORLD, 1); /* the round is out on the workers: it cannot be unwound */
             }
@@ -525,13 +527,13 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
 }
 
 /* The filter's spend of client k's records after a round it trained on this worker, to rank 0 (mpi_after_round). */
-static void send_client_spent(const dpfl_clients *cl, int32_t k)
+static void send_client_spent(const dpfl_record_dp *rd, int32_t k)
 {
-    const int32_t m = dpfl_clients_filter_spent(cl, k, NULL);
+    const int32_t m = dpfl_record_dp_filter_spent(rd, k, NULL);
     if (m <= 0) return;
     double *buf = malloc((size_t)m * sizeof *buf);
     if (!buf) MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 waits for it */
-    dpfl_clients_filter_spent(cl, k, buf);
+    dpfl_record_dp_filter_spent(rd, k, buf);
     MPI_Send(buf, m, MPI_DOUBLE, 0, TAG_SPENT, MPI_COMM_WORLD);
     free(buf);
 }
@@ -547,7 +549,7 @@ static dpfl_status take_mechanism(fl_node *n, const char *who, dpfl_error *err)
                                            "(every rank must read the same config)", who);
     if (n->in.rdp_on) {
         n->acct.rs.record_z = sm.record_z;
-        dpfl_clients_set_record_noise(n->in.clients, sm.record_z);
+        dpfl_record_dp_set_noise(n->in.record_dp, sm.record_z);
     }
     return DPFL_OK;
 }
@@ -559,7 +561,7 @@ static dpfl_status same_rates(const fl_node *n, const char *who, dpfl_error *err
 {
     if (sm.filter || (n->acct.rpdp.on && n->acct.rpdp.filter.on)) return DPFL_OK;
     uint8_t rates[32];
-    all_rates(n->in.clients, n->in.part.clients, rates);
+    all_rates(n->in.record_dp, n->in.part.clients, rates);
     if (memcmp(rates, sm.rates, 32))
         return dpfl_fail(err, DPFL_EINVAL, "%s: its rPDP-FL plan differs from rank 0's (a resume that changes "
                                            "fl.rounds plans again unless record_dp.budget_rounds is set: set it, or "
@@ -607,7 +609,7 @@ static int worker_rank(const dpfl_config *cfg)
         st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
                        sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
     if (sm.filter) /* a resume: the spend */
-        recv_spent(st ? NULL : n->in.clients, st ? 0 : n->in.part.clients, &st, &err);
+        recv_spent(st ? NULL : n->in.record_dp, st ? 0 : n->in.part.clients, &st, &err);
     if (!st) st = same_rates(n, who, &err);
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
@@ -640,7 +642,7 @@ static int worker_rank(const dpfl_config *cfg)
             if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
             for (int32_t j = 0; j < nmine; j++) {
                 const float *state = NULL;
-                if (sm.filter) send_client_spent(n->in.clients, mine[j]);
+                if (sm.filter) send_client_spent(n->in.record_dp, mine[j]);
                 if (!sm.keeps) continue;
                 if (hp) dpfl_clients_sync(n->in.clients, mine[j], w0);
                 const int64_t t = dpfl_clients_state(n->in.clients, mine[j], &state);

@@ -288,7 +288,7 @@ dpfl_status dpfl_sim_client_round(dpfl_sim *s, int32_t round, double S, int32_t 
     if (st) return st;
     s->sv.smp.round = round;
     s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
-    s->cl.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
+    s->rd.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t, as dpfl_sim_train sets it */
     dpfl_server_set_update_clip(&s->sv, S);
     s->chunk_start = 0;
     s->chunk_len = 1; /* one client: it gets every thread (the same bits whatever their number) */

@@ -153,7 +153,7 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
                               .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->wk.slots,
                               .arrive = server_arrive, .global = s->global,
                               .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->sv.aggp.S,
-                              .record_z = s->cl.rdp.on ? s->cl.rdp.z : 0.0, .client_level = s->sv.agg->client_level,
+                              .record_z = s->rd.rdp.on ? s->rd.rdp.z : 0.0, .client_level = s->sv.agg->client_level,
                               .ddp = plan ? &s->ddp_round : NULL, .control = dpfl_server_control(&s->sv)};
     return &s->job;
 }
@@ -166,7 +166,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     DPFL_ASSERT(s->sv.smp.round == round);
     metrics_init(m, round);
     s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
-    s->cl.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
+    s->rd.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
     const int32_t ms = s->sv.nsampled;
     dpfl_status st;
     fl_scaffold_begin(&s->sv.scaffold); /* the round's dc_i (fl.scaffold) */
@@ -191,7 +191,7 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         /* a whole-round transport handed each update to the server as it arrived (server_arrive) */
         if (!s->transport->whole_round && (st = server_add(&s->sv, job, s->wk.slots, err))) return st;
     }
-    client_metrics(s->sv.results, ms, s->model->nparam, &s->cl.rdp, m);
+    client_metrics(s->sv.results, ms, s->model->nparam, &s->rd.rdp, m);
     if ((st = s->sv.agg->release(s->sv.aggself, &v, m, err))) return st;
     fl_scaffold_end(&s->sv.scaffold); /* the server's c moves (fl.scaffold) */
     if (s->cl.layout.helper) fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.results, ms, s->global);

@@ -1,8 +1,8 @@
 /* The federated simulation (McMahan et al. 2017): set-up, and what the round gives local training.  The handle
- * holds two public sides with functions of their own -- the clients' (struct dpfl_clients, sim_clients.c: every
- * client's own state, its block's fl_state_layout and the blocks' fl_state_store (client_state.h), record-level DP
- * in fl_record_dp, read by client.c's local training through an fl_train_ctx) and the server's (struct
- * dpfl_server, sim_server.c and sim_ledger.c: the sampler, the aggregation mode's state, aggregate_*.c, each mode's
+ * holds three public sides with functions of their own -- the clients' (struct dpfl_clients, sim_clients.c: every
+ * client's own state, its block's fl_state_layout and the blocks' fl_state_store (client_state.h)), record-level
+ * DP on the clients (struct dpfl_record_dp, sim_record_dp.c: fl_record_dp, read by client.c's local training
+ * through an fl_train_ctx) and the server's (struct dpfl_server, sim_server.c and sim_ledger.c: the sampler, the aggregation mode's state, aggregate_*.c, each mode's
  * own type behind a void *, with the clip and noise it shares in fl_agg_params, SCAFFOLD's c in fl_scaffold, and
  * the ledger) -- and the worker threads (fl_workers, transport_local.c).  A round is round.c; evaluation is eval.c;
  * every privacy mechanism is in mech/. */
@@ -52,12 +52,12 @@ void dpfl_sim_free(dpfl_sim *s)
 }
 
 /* One worker per thread: its nn workspace (single-threaded unless it lends itself to a lone client), buffers
- * (examples of dim floats, batches of B, a client of up to max_client records) and the clients' optimizer; and the
- * in-process transport's slots. */
-static dpfl_status workers_create(fl_workers *wk, const dpfl_clients *cl, size_t dim, int32_t max_client, int32_t B,
-                                  dpfl_error *err)
+ * (examples of dim floats, batches of B, a client of up to max_client records, DP-SGD's when dp_sgd) and the
+ * clients' optimizer opt; and the in-process transport's slots. */
+static dpfl_status workers_create(fl_workers *wk, const dpfl_model *model, const dpfl_optim_config *opt, int dp_sgd,
+                                  size_t dim, int32_t max_client, int32_t B, dpfl_error *err)
 {
-    const size_t P = cl->model->nparam;
+    const size_t P = model->nparam;
     wk->workers = calloc((size_t)wk->nthreads, sizeof *wk->workers);
     wk->slots = calloc((size_t)wk->nslots, sizeof *wk->slots);
     if (!wk->workers || !wk->slots)
@@ -68,7 +68,7 @@ static dpfl_status workers_create(fl_workers *wk, const dpfl_clients *cl, size_t
     dpfl_status st;
     for (int32_t i = 0; i < wk->nthreads; i++) {
         worker *w = &wk->workers[i];
-        if (!(w->ws = dpfl_nn_ws_create(cl->model, B, err))) return DPFL_ENOMEM;
+        if (!(w->ws = dpfl_nn_ws_create(model, B, err))) return DPFL_ENOMEM;
         if ((st = dpfl_nn_ws_set_threads(w->ws, 1, err))) return st;
         w->ws_threads = 1;
         if (!(w->local = dpfl_alloc(P * sizeof(float), err)) || !(w->grad = dpfl_alloc(P * sizeof(float), err)) ||
@@ -76,11 +76,11 @@ static dpfl_status workers_create(fl_workers *wk, const dpfl_clients *cl, size_t
             !(w->ybuf = dpfl_alloc((size_t)B * sizeof(int32_t), err)) ||
             !(w->order = dpfl_alloc(((size_t)max_client + 1) * sizeof(int32_t), err)))
             return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
-        if (cl->rdp.on && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
+        if (dp_sgd && (!(w->part = dpfl_alloc(P * sizeof(float), err)) ||
                            !(w->norms = dpfl_alloc((size_t)B * sizeof(float), err)) ||
                            !(w->radius = dpfl_alloc((size_t)B * sizeof(float), err))))
             return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %zu parameters)", P);
-        if ((st = dpfl_optim_init(&w->opt, &cl->optcfg, P, err))) return st;
+        if ((st = dpfl_optim_init(&w->opt, opt, P, err))) return st;
     }
     return DPFL_OK;
 }
@@ -148,7 +148,7 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     s->wk.nslots = 2 * s->wk.nthreads;
     s->eval_batch = dpfl_eval_batch(cfg);
     s->t0 = dpfl_now();
-    s->cl = (struct dpfl_clients){.cfg = cfg, .model = model, .part = part, .smp = &s->sv.smp};
+    s->cl = (struct dpfl_clients){.cfg = cfg, .part = part};
     optim_config(&s->cl.optcfg, cfg);
     dpfl_status st = fl_layout_init(&s->cl.layout, cfg, model, &s->cl.optcfg, global, err);
     if (st || (st = fl_store_init(&s->cl.store, s->cl.layout.keep, part->clients, fl_layout_floats(&s->cl.layout),
@@ -156,7 +156,8 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
         goto fail;
     for (int32_t k = 0; k < part->clients; k++)
         if (dpfl_partition_size(part, k) > s->max_client) s->max_client = dpfl_partition_size(part, k);
-    record_dp_init(&s->cl.rdp, cfg);
+    s->rd = (struct dpfl_record_dp){.cfg = cfg, .part = part, .smp = &s->sv.smp, .nparam = model->nparam};
+    record_dp_init(&s->rd.rdp, cfg);
     s->transport = &fl_transport_local;
     s->uniform_weights = (cfg->fl.weighting == DPFL_WEIGHT_UNIFORM);
     const int32_t B = cfg->fl.batch > s->eval_batch ? cfg->fl.batch : s->eval_batch;
@@ -168,7 +169,8 @@ dpfl_status dpfl_sim_create(const dpfl_config *cfg, const dpfl_model *model, con
     /* Parallelism is across clients: each worker computes single-threaded (no BLAS or nn helper threads), which
      * also keeps results independent of the thread count. */
     openblas_set_num_threads(1);
-    if ((st = workers_create(&s->wk, &s->cl, (size_t)train->dim, s->max_client, B, err))) goto fail;
+    st = workers_create(&s->wk, model, &s->cl.optcfg, s->rd.rdp.on, (size_t)train->dim, s->max_client, B, err);
+    if (st) goto fail;
     /* the aggregation mode's create reads the run's settings and the buffers that stay for the simulation's life */
     const fl_agg_setup su = {.cfg = cfg, .model = model, .part = part, .uniform_weights = s->uniform_weights,
                              .root = &s->root, .sampling = s->sv.smp.sampling, .nslots = s->wk.nslots,
@@ -188,7 +190,7 @@ fail:
 fl_train_ctx fl_sim_train_ctx(dpfl_sim *s)
 {
     return (fl_train_ctx){.cfg = s->cfg, .model = s->model, .train = s->train, .test = s->test, .part = s->part,
-                          .root = &s->root, .global = s->global, .rdp = &s->cl.rdp, .pers = &s->cl.layout.pers,
+                          .root = &s->root, .global = s->global, .rdp = &s->rd.rdp, .pers = &s->cl.layout.pers,
                           .control = dpfl_server_control(&s->sv), .round = s->sv.smp.round,
                           .eval_batch = s->eval_batch, .lr = s->lr,
                           .threads = s->chunk_len < s->wk.nthreads ? s->wk.nthreads / s->chunk_len : 1,

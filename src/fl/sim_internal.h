@@ -1,15 +1,16 @@
-/* The simulation's internals, shared by its files: sim.c (set-up, what local training reads), sim_clients.c and
- * sim_server.c (the public functions of its two sides), the clients' own state (client_state.h: personal.c,
- * state_layout.c, clients.c, client_store.c; SCAFFOLD's server state scaffold.c), client.c (local training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
+/* The simulation's internals, shared by its files: sim.c (set-up, what local training reads), sim_clients.c,
+ * sim_record_dp.c and sim_server.c (the public functions of its sides), the clients' own state (client_state.h:
+ * personal.c, state_layout.c, clients.c, client_store.c; SCAFFOLD's server state scaffold.c), client.c (local
+ * training), aggregate_*.c (the aggregation modes), round.c (one round: sampling, dropouts, the clients through the
  * transport, the server), transport_local.c (in-process worker threads), eval.c (evaluation), sim_ledger.c (what the
  * server charges).  Mechanisms come from mech/.
  *
  * The handle (struct dpfl_sim) holds parts with functions of their own, which never take the handle: the clients'
- * side (struct dpfl_clients: the state blocks' fl_state_layout and fl_state_store, and fl_record_dp, read through
- * fl_train_ctx by local training), the server's side (struct dpfl_server: the sampler fl_sampler, the aggregation
- * mode's state, its own type private to its file, with fl_agg_params, the clip and noise it shares, and
- * fl_round_view, what it sees of the round; SCAFFOLD's fl_scaffold; the ledger) and the worker threads
- * (fl_workers). */
+ * side (struct dpfl_clients: the state blocks' fl_state_layout and fl_state_store), record-level DP on the clients
+ * (struct dpfl_record_dp: fl_record_dp, read through fl_train_ctx by local training), the server's side (struct
+ * dpfl_server: the sampler fl_sampler, the aggregation mode's state, its own type private to its file, with
+ * fl_agg_params, the clip and noise it shares, and fl_round_view, what it sees of the round; SCAFFOLD's
+ * fl_scaffold; the ledger) and the worker threads (fl_workers). */
 #ifndef DPFL_FL_SIM_INTERNAL_H
 #define DPFL_FL_SIM_INTERNAL_H
 #include "dpfl/fl.h"
@@ -208,19 +209,27 @@ typedef struct {
 } fl_sampler;
 fl_sampling_view fl_sampler_view(const fl_sampler *smp);
 
-/* The public sub-handle of the clients' side (include/dpfl/fl.h, dpfl_sim_clients): every client's own state and
- * what local training reads of record-level DP, with the run's settings it needs (borrowed).  Its functions are
- * sim_clients.c's; it reads the server's sampler (the round's client design, for the rPDP design) and nothing
- * else of the simulation. */
+/* The public sub-handle of the clients' side (include/dpfl/fl.h, dpfl_sim_clients): every client's own state,
+ * kept across rounds, with the run's settings it needs (borrowed).  Its functions are sim_clients.c's; it reads
+ * nothing else of the simulation. */
 struct dpfl_clients {
     const dpfl_config *cfg;
-    const dpfl_model *model;
     const dpfl_partition *part;
-    const fl_sampler *smp;    /* the server's (dpfl_server.smp) */
     dpfl_optim_config optcfg; /* the local optimizer and the round's learning-rate schedule */
     fl_state_layout layout;   /* what a client's state block holds (client_state.h) */
     fl_state_store store;     /* every client's block, in memory or paged out to its file */
-    fl_record_dp rdp;         /* record-level DP */
+};
+
+/* The public sub-handle of record-level DP as the clients run it (include/dpfl/fl.h, dpfl_sim_record_dp): the
+ * noise, rPDP-FL's per-record rates and the individual filter's spend (fl_record_dp, which local training reads),
+ * with the run's settings it needs (borrowed).  Its functions are sim_record_dp.c's; it reads the server's sampler
+ * (the round's client design, for the rPDP design) and nothing else of the simulation. */
+struct dpfl_record_dp {
+    const dpfl_config *cfg;
+    const dpfl_partition *part;
+    const fl_sampler *smp;    /* the server's (dpfl_server.smp) */
+    size_t nparam;            /* the model's parameters (the exact sampler's range) */
+    fl_record_dp rdp;
 };
 
 /* The public sub-handle of the server's side (include/dpfl/fl.h, dpfl_sim_server): the client sampler, the round's
@@ -269,6 +278,7 @@ struct dpfl_sim {
     double t0;
     int uniform_weights;
     struct dpfl_clients cl; /* the clients' side (dpfl_sim_clients) */
+    struct dpfl_record_dp rd; /* record-level DP on the clients (dpfl_sim_record_dp) */
     struct dpfl_server sv;  /* the server's side (dpfl_sim_server) */
     /* per-round job shared with the threads */
     int32_t chunk_start, chunk_len;

@@ -43,8 +43,8 @@ dpfl_status dpfl_server_restore_ledger(dpfl_server *sv, const dpfl_ledger *l, dp
     return dpfl_ledger_copy(&sv->ledger, l, err);
 }
 
-/* On the simulation: the record-level guarantee reads the clients' side (the mechanism they run), the client-level
- * one the server's (its ledger and aggregation mode). */
+/* On the simulation: the record-level guarantee reads record-level DP's side (the mechanism the clients run), the
+ * client-level one the server's (its ledger and aggregation mode). */
 dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
                              dpfl_error *err)
 {
@@ -52,8 +52,8 @@ dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, doub
     dpfl_status st;
     if (record) {
         memset(record, 0, sizeof *record);
-        dpfl_record_accounting ra = dpfl_clients_record_accounting(&s->cl);
-        if (s->cl.rdp.on && (st = dpfl_ledger_record_epsilon(&sv->ledger, s->part, &ra, record, NULL, err))) return st;
+        dpfl_record_accounting ra = dpfl_record_dp_accounting(&s->rd);
+        if (s->rd.rdp.on && (st = dpfl_ledger_record_epsilon(&sv->ledger, s->part, &ra, record, NULL, err))) return st;
     }
     if (client_eps) {
         *client_eps = 0.0;

@@ -150,7 +150,7 @@ static const char *check_round(client_own *own, const dpfl_wire_msg *m, char *wh
             return why;
         }
     }
-    dpfl_clients_rates_digest(n->in.clients, own->k, rd);
+    dpfl_record_dp_rates_digest(n->in.record_dp, own->k, rd);
     /* under the filter a record leaves the sampler here, as it spends (client.c): the server cannot follow its rates,
      * and needs not (what it reports for a record is its cap) */
     if (!n->acct.rpdp.filter.on && memcmp(rd, m->rates_digest, 32)) {

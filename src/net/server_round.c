@@ -60,7 +60,7 @@ void net_srv_round_msg(const srv_round *r, int32_t k, dpfl_wire_msg *m)
     m->lr = job->lr;
     m->update_clip = job->update_clip;
     m->record_z = job->record_z;
-    dpfl_clients_rates_digest(dpfl_sim_clients(job->sim), k, m->rates_digest);
+    dpfl_record_dp_rates_digest(dpfl_sim_record_dp(job->sim), k, m->rates_digest);
     memcpy(m->model_digest, r->model_digest, 32);
     if (job->ddp) { /* the round's public values of distributed DP */
         m->cohort = (uint32_t)job->nsampled;

@@ -229,7 +229,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
                                                "settings they did not run with); resume with the run's own config.ini",
                          s->dir);
         if (budgets) { /* the round the simulation runs, at the checkpoint's noise */
-            const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients);
+            const dpfl_mech_rpdp design = dpfl_record_dp_design(in->record_dp);
             fl_rpdp_set_design(&a->rpdp.levels, &design);
             if ((st = fl_rpdp_rates(&a->rpdp, &in->part, err))) return st;
         }
@@ -237,7 +237,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
     } else if (budgets) {
         dpfl_rng brng; /* the budgets' own stream: generated budgets never shift the other draws */
         dpfl_rng_derive(&in->root, &brng, 0, 0, PURPOSE_BUDGETS);
-        const dpfl_mech_rpdp design = dpfl_clients_rpdp_design(in->clients); /* the round it runs; z calibrated */
+        const dpfl_mech_rpdp design = dpfl_record_dp_design(in->record_dp); /* the round it runs; z calibrated */
         if ((st = fl_rpdp_plan(&a->rpdp, cfg, &design, &in->train, &in->part, &brng, err))) return st;
         a->rs.record_z = a->rpdp.levels.mech.z;
     } else {
@@ -252,10 +252,10 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
         return dpfl_fail(err, DPFL_EINVAL, "record_dp.secure_mode: noise %g on %zu parameters exceeds the exact "
                                            "sampler's range (sigma^2 <= 2^62 grid units)", a->rs.record_z,
                          in->model.nparam);
-    if (in->rdp_on) dpfl_clients_set_record_noise(in->clients, a->rs.record_z);
-    if (budgets) dpfl_clients_set_record_rates(in->clients, a->rpdp.rec.p, a->rpdp.rec.denom);
+    if (in->rdp_on) dpfl_record_dp_set_noise(in->record_dp, a->rs.record_z);
+    if (budgets) dpfl_record_dp_set_rates(in->record_dp, a->rpdp.rec.p, a->rpdp.rec.denom);
     if (budgets && a->rpdp.filter.on)
-        dpfl_clients_set_record_filter(in->clients, a->rpdp.filter.spent, a->rpdp.filter.cap, a->rpdp.filter.alpha);
+        dpfl_record_dp_set_filter(in->record_dp, a->rpdp.filter.spent, a->rpdp.filter.cap, a->rpdp.filter.alpha);
     if (in->cdp_on) {
         /* every round's noise split is checked before the first release (adaptive clipping: 2 sigma_b > z) */
         for (int32_t r = cfg->fl.rounds; r > a->ledger.rounds; r--)
@@ -263,7 +263,7 @@ static dpfl_status setup_noise(run_inputs *in, run_acct *a, const run_setup *s, 
                 return st;
         dpfl_server_set_update_clip(in->server, a->rs.S);
     }
-    a->ra = dpfl_clients_record_accounting(in->clients); /* the mechanism the clients run, not a copy of settings */
+    a->ra = dpfl_record_dp_accounting(in->record_dp); /* the mechanism the clients run, not a copy of settings */
     return DPFL_OK;
 }
 
@@ -281,6 +281,7 @@ dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err)
     if ((st = dpfl_sim_create(cfg, &in->model, &in->train, &in->test, &in->part, &in->root, in->global, &in->sim, err)))
         return st;
     in->clients = dpfl_sim_clients(in->sim);
+    in->record_dp = dpfl_sim_record_dp(in->sim);
     in->server = dpfl_sim_server(in->sim);
     if (s->transport) fl_sim_set_transport(in->sim, s->transport);
     if ((st = dpfl_ledger_init(&a->ledger, in->part.clients, err))) return st;

@@ -17,7 +17,8 @@ typedef struct {
     dpfl_partition part;
     dpfl_model model;
     dpfl_sim *sim;
-    dpfl_clients *clients; /* its two sides (dpfl_sim_clients, dpfl_sim_server), NULL until it exists */
+    dpfl_clients *clients; /* its sides (dpfl_sim_clients, dpfl_sim_record_dp, dpfl_sim_server), NULL until it exists */
+    dpfl_record_dp *record_dp;
     dpfl_server *server;
     float *global;
     int rdp_on, cdp_on;

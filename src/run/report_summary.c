@@ -397,8 +397,8 @@ static dpfl_status write_json(const char *path, cJSON *sum, dpfl_error *err)
 /* The final evaluation (if the last round was not evaluated), model.bin and summary.json. */
 /* "stage_seconds": this session's rounds, wall and process CPU seconds per stage (not private: timing), and what
  * the clients' state files cost it (fl/client_store.c: files written and read, blocks paged out under
- * fl.client_state_max_mb) */
-static void stage_seconds(const run_progress *pr, const dpfl_clients *cl, cJSON *sum)
+ * fl.client_state_max_mb; c NULL: no client keeps a state) */
+static void stage_seconds(const run_progress *pr, const fl_state_store *c, cJSON *sum)
 {
     static const char *const names[RUN_STAGES] = {"train", "evaluate", "checkpoint", "client_files_overlapped"};
     cJSON *o = cJSON_AddObjectToObject(sum, "stage_seconds");
@@ -409,8 +409,7 @@ static void stage_seconds(const run_progress *pr, const dpfl_clients *cl, cJSON 
         fl_json_num(s, "wall", pr->stage_wall[i]);
         fl_json_num(s, "cpu", pr->stage_cpu[i]);
     }
-    if (!cl || !cl->layout.keep) return;
-    const fl_state_store *c = &cl->store;
+    if (!c) return;
     cJSON *f = cJSON_AddObjectToObject(o, "client_state");
     cJSON_AddNumberToObject(f, "bytes_per_client", (double)(c->floats * sizeof(float)));
     cJSON_AddNumberToObject(f, "files_written", (double)c->files.written);
@@ -449,7 +448,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
         return st;
     }
     summary_provenance(in, &a->rs, c->io.sha, c->pr.started_at, sum);
-    stage_seconds(&c->pr, in->clients, sum);
+    stage_seconds(&c->pr, in->clients && dpfl_clients_keep_state(in->clients) ? &in->clients->store : NULL, sum);
     if (c->transport && c->transport->about) cJSON_AddStringToObject(sum, "transport", c->transport->about);
     snprintf(path, sizeof path, "%s/summary.json", c->io.dir);
     return write_json(path, sum, err);

@@ -98,7 +98,7 @@ static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, run_guar
     *stop = 0;
     if (a->rpdp.on) { /* per-record budgets: the round sampled is the plan's; levels whose next round would pass
                        * their budget opt out first */
-        const dpfl_mech_rpdp ran = dpfl_clients_rpdp_design(in->clients);
+        const dpfl_mech_rpdp ran = dpfl_record_dp_design(in->record_dp);
         int changed;
         if ((st = fl_rpdp_check_round(&a->rpdp.levels, &ran, r, err)) ||
             (st = fl_rpdp_before_round(&a->rpdp, cfg, &changed, err)))
