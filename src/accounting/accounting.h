@@ -105,7 +105,7 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
                            double *eps_max, dpfl_error *err);
 /* Under the filter: the records of idx[0..m) (NULL: all m) that left the sampler, their Renyi budget spent.  Which
  * ones did depends on their gradient norms: a count of raw data, for summary.json's not_private only. */
-int64_t fl_rpdp_filtered_out(const fl_rpdp *rp, const int32_t *idx, int64_t m);
+int64_t fl_rpdp_filtered_out(const fl_rpdp_levels *L, const fl_rpdp_records *rec, const int32_t *idx, int64_t m);
 
 /* The client sampling rate round `round` with K clients is accounted at (the round mechanism's, mech/round.c). */
 double fl_client_rate_accounted(const dpfl_config *cfg, int32_t K, int32_t round);

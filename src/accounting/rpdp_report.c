@@ -198,14 +198,13 @@ dpfl_status fl_rpdp_report(const fl_rpdp *rp, const dpfl_config *cfg, const dpfl
     return st;
 }
 
-int64_t fl_rpdp_filtered_out(const fl_rpdp *rp, const int32_t *idx, int64_t m)
+int64_t fl_rpdp_filtered_out(const fl_rpdp_levels *L, const fl_rpdp_records *rec, const int32_t *idx, int64_t m)
 {
-    const fl_rpdp_records *rec = &rp->rec;
     int64_t out = 0;
     for (int64_t j = 0; j < m; j++) {
         const int64_t i = idx ? idx[j] : j;
         const int32_t l = rec->level[i];
-        out += l >= 0 && rp->levels.lv[l].p > 0 && !rp->levels.lv[l].opted_out && !(rec->p[i] > 0);
+        out += l >= 0 && L->lv[l].p > 0 && !L->lv[l].opted_out && !(rec->p[i] > 0);
     }
     return out;
 }

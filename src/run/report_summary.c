@@ -283,14 +283,15 @@ static void final_evaluation(dpfl_sim *sim, int32_t rounds, run_progress *pr)
 
 /* The filter's records out of the sampler, in all and per client: counts that depend on the records' gradient norms
  * (a record's count changes with its data), so no epsilon covers them. */
-static void not_private_filtered(const fl_rpdp *rp, const dpfl_partition *part, cJSON *np)
+static void not_private_filtered(const fl_rpdp_levels *L, const fl_rpdp_records *rec, const dpfl_partition *part,
+                                 cJSON *np)
 {
-    cJSON_AddNumberToObject(np, "filtered_out", (double)fl_rpdp_filtered_out(rp, NULL, rp->rec.n));
+    cJSON_AddNumberToObject(np, "filtered_out", (double)fl_rpdp_filtered_out(L, rec, NULL, rec->n));
     if (part->clients > 1000) return;
     cJSON *pc = cJSON_AddArrayToObject(np, "filtered_out_per_client");
     for (int32_t c = 0; c < part->clients; c++)
         cJSON_AddItemToArray(pc, cJSON_CreateNumber((double)fl_rpdp_filtered_out(
-                                     rp, part->index + part->offset[c], part->offset[c + 1] - part->offset[c])));
+                                     L, rec, part->index + part->offset[c], part->offset[c + 1] - part->offset[c])));
 }
 
 /* summary.json's "not_private": values no epsilon covers (raw data, exact batch totals, participation, client test
@@ -442,7 +443,8 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     cJSON_AddBoolToObject(sum, "interrupted", c->pr.interrupted); /* resumable: dpfl train --resume */
     fl_report_updates(c->io.dir, &c->pr, sum);
     summary_not_private(in->cfg, a->rs.examples, &c->pr, c->io.dir, sum);
-    if (a->rpdp.filter.on) not_private_filtered(&a->rpdp, &in->part, cJSON_GetObjectItem(sum, "not_private"));
+    if (a->rpdp.filter.on)
+        not_private_filtered(&a->rpdp.levels, &a->rpdp.rec, &in->part, cJSON_GetObjectItem(sum, "not_private"));
     if ((st = summary_privacy(in->cfg, &in->part, in->server, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
         return st;
