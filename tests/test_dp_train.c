@@ -467,6 +467,21 @@ static void a_resume_under_other_settings_is_refused(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
 }
 
+/* The e2e settings of the runs below (Poisson records and clients, zero-out), for dpfl_e2e. */
+static dpfl_e2e_params e2e_settings(void)
+{
+    dpfl_e2e_params pp = {0};
+    pp.z = 1.5;
+    pp.batch = 25;
+    pp.n = 500;
+    pp.local_steps = 4;
+    pp.client_rate = 0.3;
+    pp.rounds = 5;
+    pp.client_adjacency = DPFL_ADJ_ZERO_OUT;
+    pp.delta = 1e-5;
+    return pp;
+}
+
 /* The client-level guarantee a training run reports with e2e = yes is the one `dpfl e2e` computes for the same
  * settings (Poisson records and clients, zero-out). */
 static void e2e_in_training_matches_dpfl_e2e(void **state)
@@ -488,15 +503,7 @@ static void e2e_in_training_matches_dpfl_e2e(void **state)
     assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
     char *sum = slurp("/tmp/dpfl_test_runE/summary.json");
     assert_non_null(sum);
-    dpfl_e2e_params pp = {0};
-    pp.z = 1.5;
-    pp.batch = 25;
-    pp.n = 500;
-    pp.local_steps = 4;
-    pp.client_rate = 0.3;
-    pp.rounds = 5;
-    pp.client_adjacency = DPFL_ADJ_ZERO_OUT;
-    pp.delta = 1e-5;
+    dpfl_e2e_params pp = e2e_settings();
     dpfl_e2e_result res;
     assert_int_equal(dpfl_e2e(&pp, &res, &err), DPFL_OK);
     assert_close(json_number(sum, "client_noise"), res.client_noise, 1e-12);
@@ -549,15 +556,7 @@ static double e2e_run(const char *client_dp, const char *what)
 static void e2e_counts_only_a_gaussian_server_release(void **state)
 {
     (void)state;
-    dpfl_e2e_params pp = {0}; /* e2e_in_training_matches_dpfl_e2e's settings: the record-level noise alone */
-    pp.z = 1.5;
-    pp.batch = 25;
-    pp.n = 500;
-    pp.local_steps = 4;
-    pp.client_rate = 0.3;
-    pp.rounds = 5;
-    pp.client_adjacency = DPFL_ADJ_ZERO_OUT;
-    pp.delta = 1e-5;
+    dpfl_e2e_params pp = e2e_settings(); /* the record-level noise alone */
     dpfl_e2e_result local;
     dpfl_error err;
     assert_int_equal(dpfl_e2e(&pp, &local, &err), DPFL_OK);
