@@ -46,7 +46,6 @@ int cli_mpi_train(const dpfl_config *cfg, const dpfl_run_options *opt)
 }
 #else
 #include "run/node.h"
-#include "run/run_internal.h"
 #include "dpfl/transport.h"
 
 #include <mpi.h>

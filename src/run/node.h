@@ -74,5 +74,9 @@ dpfl_status fl_node_setup(fl_node *n, const dpfl_config *cfg, const uint8_t part
  * lets the others be absent): fails naming the first missing file; who names the process for the message. */
 dpfl_status fl_node_data_here(const fl_node *n, int32_t k, const char *who, dpfl_error *err);
 void fl_node_free(fl_node *n);
+/* SHA-256 of the config keys not at their default, but for those a resume may change (fl.rounds, and those that
+ * change no result): a checkpoint resumes only under the same digest, and every MPI rank has rank 0's
+ * (config_digest.c). */
+void fl_config_digest(const dpfl_config *cfg, uint8_t out[32]);
 
 #endif

@@ -61,10 +61,6 @@ typedef struct {
 /* The inputs and the accounting of n (data, partition, model, simulation, noise, ledger), as s says. */
 dpfl_status fl_setup_node(fl_node *n, const run_setup *s, dpfl_error *err);
 
-/* SHA-256 of the keys not at their default, but for those a resume may change (fl.rounds, and those that change no
- * result): a checkpoint resumes only under the same digest (config_digest.c). */
-void fl_config_digest(const dpfl_config *cfg, uint8_t out[32]);
-
 /* End-to-end DP's client-level epsilon of the run (e2e_report.c): the record-level noise, with the server's where
  * it is a Gaussian with a sensitivity bound (fl_e2e_server_z: its smallest multiplier so far, else 0). */
 double fl_e2e_server_z(const dpfl_config *cfg, const run_acct *a);
