@@ -134,6 +134,9 @@ static inline int dpfl_nn_conv_direct_usable(const dpfl_layer *L)
 /* Whether AUTO runs a usable layer on the direct kernels: only when its output plane has at least 64 positions
  * (8 x 8).  Below that, per-example direct kernels lose to one im2col GEMM over the whole batch, by 2x (4 x 4,
  * 128-256 channels) to 30x (1 x 1, 512 channels: ResNet-18's last stage) on this project's AVX-512 machine. */
+/* A layer's input and output floats per example. */
+static inline size_t dpfl_nn_numel_in(const dpfl_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
+static inline size_t dpfl_nn_numel_out(const dpfl_layer *L) { return (size_t)L->out_c * L->out_h * L->out_w; }
 static inline int dpfl_nn_conv_direct_pays(const dpfl_layer *L) { return L->out_h * L->out_w >= 64; }
 DPFL_HIDDEN void dpfl_nn_conv_direct_geom_avx512(const dpfl_layer *L, dpfl_conv_direct *d);
 DPFL_HIDDEN void dpfl_nn_conv_direct_geom_avx2(const dpfl_layer *L, dpfl_conv_direct *d);
