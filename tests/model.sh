@@ -187,4 +187,17 @@ print(str(z["dpfl_spec"]), z["0.scale"].shape, z["0.shift"].shape, z["1.weight"]
   [ "$out" = "transform-cp:cnn-small (1,) (1, 28, 28) (16, 1, 8, 8) ['0.scale', '0.shift']" ] || t_fail "transform archive: $out"
   t_end
 fi
+# docs/models.md names every layer token a spec may use: the list an unknown token's error gives (the layer table's)
+t_begin layer_tokens_are_documented
+config tokens synthetic net:frob
+err=$("$dpfl" train "$tmp/tokens.ini" 2>&1)
+toks=$(sed -n 's/.*valid layers: \([^;]*\);.*/\1/p' <<<"$err")
+[ -n "$toks" ] || t_fail "no token list in: $err"
+IFS=',' read -r -a list <<<"$toks"
+for t in "${list[@]}"; do
+  t=${t# }; t=${t%% (*}
+  grep -qF "\`$t\`" docs/models.md || t_fail "docs/models.md does not name the layer token $t"
+done
+echo "tokens: $toks"
+t_end
 t_summary

@@ -507,6 +507,14 @@ static void spec_errors_are_reported(void **state)
     assert_int_equal(dpfl_model_create("net:conv6k3,(conv6k3p1)+pg4,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,avgpool30,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
     assert_int_equal(dpfl_model_create("net:conv6k3,gap,gn0,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    /* an unknown token's error lists the tokens of every kind the layer table lets a spec name */
+    assert_int_equal(dpfl_model_create("net:conv8k3,frob,fc10", 1, 28, 28, 10, &m, &err), DPFL_EINVAL);
+    for (int k = 0; k < dpfl_nn_layer_kind_count(); k++) {
+        const dpfl_layer_ops *ops = dpfl_nn_layer_ops((dpfl_layer_kind)k);
+        if (!ops->match) continue;
+        assert_non_null(ops->syntax);
+        assert_non_null(strstr(err.msg, ops->syntax));
+    }
 }
 
 /* The squared-error loss against its definition (nn.h DPFL_LOSS_MSE), computed here from the forward pass's

@@ -249,7 +249,8 @@ static int gn_arrays(const dpfl_layer *L, dpfl_nn_param_array *a)
 }
 
 const dpfl_layer_ops dpfl_nn_groupnorm_ops = {
-    .name = "groupnorm", .match = gn_match, .parse = gn_parse, .init = gn_init, .layout = DPFL_NN_LAYOUT_SAME,
+    .name = "groupnorm", .match = gn_match, .syntax = "gn<G>, ln",
+    .parse = gn_parse, .init = gn_init, .layout = DPFL_NN_LAYOUT_SAME,
     .keeps_persample = 1, .state_floats = gn_state_floats, .forward = gn_forward, .backward = gn_backward,
     .arrays = gn_arrays,
 };

@@ -43,3 +43,14 @@ size_t dpfl_nn_layer_kind_names(char *buf, size_t cap)
     DPFL_ASSERT(len < cap);
     return len;
 }
+
+size_t dpfl_nn_layer_syntax(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < dpfl_nn_layer_kind_count(); k++)
+        if (table[k]->match)
+            len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s%s", len ? ", " : "", table[k]->syntax);
+    DPFL_ASSERT(len < cap);
+    return len;
+}

@@ -464,6 +464,8 @@ typedef enum { DPFL_NN_LAYOUT_SAME, DPFL_NN_LAYOUT_CNHW, DPFL_NN_LAYOUT_ROWS } d
 typedef struct {
     const char *name;                    /* the kind's name in exported models (dpfl_layer_kinds) */
     int (*match)(const char *tok);       /* 1 for the spec tokens it reads (NULL: inserted by the builder only) */
+    const char *syntax;                  /* those tokens as a person writes them, ", "-separated (with match): the
+                                            builder's error lists every row's, docs/models.md each (tests/model.sh) */
     dpfl_status (*parse)(dpfl_nn_builder *bd, const char *tok); /* pushes and shapes the layer, moves bd's shape */
     void (*init)(const dpfl_layer *L, float *p, dpfl_rng *rng); /* NULL: U(+-1/sqrt(fan_in)), PyTorch's */
     int inplace;                         /* may overwrite its input (its backward needs only its output) */
@@ -484,6 +486,9 @@ DPFL_HIDDEN const dpfl_layer_ops *dpfl_nn_layer_ops(dpfl_layer_kind kind);
  * asserted), returning the length. */
 DPFL_HIDDEN int dpfl_nn_layer_kind_count(void);
 DPFL_HIDDEN size_t dpfl_nn_layer_kind_names(char *buf, size_t cap);
+/* The spec tokens of every kind a spec names (the rows' syntax), ", "-separated, into buf (cap bytes, enough:
+ * asserted), returning the length. */
+DPFL_HIDDEN size_t dpfl_nn_layer_syntax(char *buf, size_t cap);
 
 /* model.c: the built-in kinds' spec tokens and parsers (their rows are in net.c beside their driver hooks) */
 DPFL_HIDDEN int dpfl_nn_match_conv(const char *tok);

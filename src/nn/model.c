@@ -28,11 +28,7 @@
 #include <string.h>
 
 #define MAX_LAYERS 256
-/* the two lists an error ends with: a bad layer token gets the layers, an unknown name the models */
-#define VALID_LAYERS                                                                                           \
-    "valid layers: conv<OC>[k][s][p][nb], pool<k>[s][p], avgpool<k>[s], gap, fc<OC>[nb], gn<G>, ln, relu, "   \
-    "tanh, sigmoid, flatten, drop<p>, affine[<a><b>] first, mse last (the squared-error loss); residual "      \
-    "blocks (LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; see docs/models.md"
+/* what an error ends with: a bad layer token gets the layers (the table's, bad_token), an unknown name the models */
 #define VALID_MODELS                                                                                           \
     "valid models: logreg, mlp:IN-H1-...-OUT[:nobias], cnn-mnist, cnn-mcmahan, cnn-small, cnn-tf-cifar, "     \
     "resnet20-gn, resnet18-gn, privatefl-dnn, privatefl-purchase, net:LAYER,LAYER,...; prefixes transform:, " \
@@ -67,7 +63,13 @@ long dpfl_nn_read_int(const char **p)
 
 dpfl_status dpfl_nn_build_bad(builder *bd, const char *tok, const char *why)
 {
-    return dpfl_fail(bd->err, DPFL_EINVAL, "bad layer '%s' in model spec (%s): %s; " VALID_LAYERS, tok, bd->spec, why);
+    char layers[512];
+    dpfl_nn_layer_syntax(layers, sizeof layers);
+    return dpfl_fail(bd->err, DPFL_EINVAL,
+                     "bad layer '%s' in model spec (%s): %s; valid layers: %s, mse (the squared-error loss); affine "
+                     "only first, mse only last; residual blocks (LAYERS)+, (LAYERS)+p, (LAYERS)+pg<G>, block<C>[s][g][*n]; see "
+                     "docs/models.md",
+                     tok, bd->spec, why, layers);
 }
 
 static dpfl_status add_flatten(builder *bd)

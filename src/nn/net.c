@@ -455,43 +455,49 @@ static int affine_arrays(const dpfl_layer *L, dpfl_nn_param_array *a)
 }
 
 const dpfl_layer_ops dpfl_nn_linear_ops = {
-    .name = "linear", .match = dpfl_nn_match_fc, .parse = dpfl_nn_parse_fc, .layout = DPFL_NN_LAYOUT_ROWS,
+    .name = "linear", .match = dpfl_nn_match_fc, .syntax = "fc<OC>[nb]",
+    .parse = dpfl_nn_parse_fc, .layout = DPFL_NN_LAYOUT_ROWS,
     .forward = linear_forward, .backward = linear_backward, .arrays = weight_bias_arrays,
 };
 const dpfl_layer_ops dpfl_nn_conv2d_ops = {
-    .name = "conv2d", .match = dpfl_nn_match_conv, .parse = dpfl_nn_parse_conv_pool, .layout = DPFL_NN_LAYOUT_CNHW,
+    .name = "conv2d", .match = dpfl_nn_match_conv, .syntax = "conv<OC>[k<k>][s<s>][p<p>][nb]",
+    .parse = dpfl_nn_parse_conv_pool, .layout = DPFL_NN_LAYOUT_CNHW,
     .forward = conv_forward, .backward = conv_backward, .arrays = weight_bias_arrays,
 };
 const dpfl_layer_ops dpfl_nn_maxpool2d_ops = {
-    .name = "maxpool2d", .match = dpfl_nn_match_pool, .parse = dpfl_nn_parse_conv_pool,
+    .name = "maxpool2d", .match = dpfl_nn_match_pool, .syntax = "pool<k>[s<s>][p<p>]", .parse = dpfl_nn_parse_conv_pool,
     .forward = maxpool_forward, .backward = maxpool_backward,
 };
 const dpfl_layer_ops dpfl_nn_relu_ops = {
-    .name = "relu", .match = dpfl_nn_match_relu, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .name = "relu", .match = dpfl_nn_match_relu, .syntax = "relu", .parse = dpfl_nn_parse_activation, .inplace = 1,
     .forward = activation_forward, .backward = activation_backward,
 };
 const dpfl_layer_ops dpfl_nn_tanh_ops = {
-    .name = "tanh", .match = dpfl_nn_match_tanh, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .name = "tanh", .match = dpfl_nn_match_tanh, .syntax = "tanh", .parse = dpfl_nn_parse_activation, .inplace = 1,
     .forward = activation_forward, .backward = activation_backward,
 };
 const dpfl_layer_ops dpfl_nn_sigmoid_ops = {
-    .name = "sigmoid", .match = dpfl_nn_match_sigmoid, .parse = dpfl_nn_parse_activation, .inplace = 1,
+    .name = "sigmoid", .match = dpfl_nn_match_sigmoid, .syntax = "sigmoid",
+    .parse = dpfl_nn_parse_activation, .inplace = 1,
     .forward = activation_forward, .backward = activation_backward,
 };
 const dpfl_layer_ops dpfl_nn_flatten_ops = {
-    .name = "flatten", .match = dpfl_nn_match_flatten, .parse = dpfl_nn_parse_flatten,
+    .name = "flatten", .match = dpfl_nn_match_flatten, .syntax = "flatten", .parse = dpfl_nn_parse_flatten,
     .layout = DPFL_NN_LAYOUT_ROWS, .forward = flatten_forward, .backward = flatten_backward,
 };
 const dpfl_layer_ops dpfl_nn_dropout_ops = {
-    .name = "dropout", .match = dpfl_nn_match_dropout, .parse = dpfl_nn_parse_dropout, .inplace = 1,
+    .name = "dropout", .match = dpfl_nn_match_dropout, .syntax = "drop<p>",
+    .parse = dpfl_nn_parse_dropout, .inplace = 1,
     .forward = dropout_forward, .backward = dropout_backward,
 };
 const dpfl_layer_ops dpfl_nn_affine_ops = {
-    .name = "affine", .match = dpfl_nn_match_affine, .parse = dpfl_nn_parse_affine, .init = dpfl_nn_affine_init,
+    .name = "affine", .match = dpfl_nn_match_affine, .syntax = "affine[<a><b>]",
+    .parse = dpfl_nn_parse_affine, .init = dpfl_nn_affine_init,
     .keeps_persample = 1, .forward = affine_forward, .backward = affine_backward, .arrays = affine_arrays,
 };
 const dpfl_layer_ops dpfl_nn_avgpool2d_ops = {
-    .name = "avgpool2d", .match = dpfl_nn_match_avgpool, .parse = dpfl_nn_parse_avgpool,
+    .name = "avgpool2d", .match = dpfl_nn_match_avgpool, .syntax = "avgpool<k>[s<s>], gap",
+    .parse = dpfl_nn_parse_avgpool,
     .forward = avgpool_forward, .backward = avgpool_backward,
 };
 /* a residual block's end: made by the block syntax of model.c, no token of its own */
