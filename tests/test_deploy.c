@@ -9,7 +9,8 @@
  *   4. a client killed mid-round is a dropout (sampled and charged, the noise not reduced) and the run finishes;
  *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
  *      (model, metrics, epsilons; every client's own ledger charged once per round); resumed from an older
- *      checkpoint than the rounds it released, it is refused before it writes anything;
+ *      checkpoint than the rounds it released, it is refused before it writes anything (a new run on the clients'
+ *      old state folders is not: its partition key is another);
  *   6. scripts/deploy_heart.sh (the README's example) against dpfl train;
  *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing, and
  *      with a client gone during the unmasking (its input stays in the sum);
@@ -1308,6 +1309,39 @@ static void a_server_resumed_from_an_older_checkpoint_is_refused(void **state)
     older_checkpoint_is_refused("rbd", 4, extra);
 }
 
+/* What tells a run from a new one is the server's partition key, which a run without a seed draws afresh (and its
+ * checkpoint keeps).  A new run (no seed; the heart centres' natural partition comes out the same, so the clients'
+ * old folders are accepted) is its own run: each client's last answer was the other run's, forgotten, its ledger
+ * carried on (4 rounds trained over both), and the server runs. */
+static void a_new_run_on_the_clients_old_folders_is_its_own_run(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("nr.ini"));
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = heart\npartition = natural\nclients = 4\n\n[model]\narch = logreg\n\n[fl]\nrounds = 2\n"
+               "local_steps = 3\nlr = 0.5\n\n[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 0.5\ndelta = 1e-3\n");
+    fclose(f);
+    const int port = free_port();
+    pid_t cl[4];
+    for (int run = 1; run <= 2; run++) {
+        pid_t srv = serve(port, cfg, tp("nr-dep%d", run), tp("nr-server%d.log", run), "--join-timeout 30 --round-timeout 30");
+        for (int k = 0; k < 4; k++)
+            cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("nr-state%d", k), tp("nr-client%d-%d.log", k, run), "");
+        expect_exit(srv, 0, tp("nr-server%d.log", run), 60);
+        for (int k = 0; k < 4; k++) expect_exit(cl[k], 0, tp("nr-client%d-%d.log", k, run), 10);
+    }
+    for (int k = 0; k < 4; k++) {
+        assert_true(contains(tp("nr-client%d-2.log", k), "client.bin of another run (another partition key)"));
+        cJSON *c = json_file(tp("nr-state%d/client.json", k));
+        assert_int_equal((int)num(c, "rounds_trained"), 4);
+        assert_int_equal((int)num(c, "last_round"), 2);
+        cJSON_Delete(c);
+    }
+}
+
 /* Without libzmq: serve and join fail with one line naming what is missing. */
 static void without_zmq_serve_says_what_is_missing(void **state)
 {
@@ -1342,6 +1376,7 @@ int main(void)
         cmocka_unit_test_teardown(a_client_gone_during_the_unmasking_stays_in_the_sum, kill_leftovers),
         cmocka_unit_test_teardown(every_clients_own_ledger_with_ddp_and_after_a_restart, kill_leftovers),
         cmocka_unit_test_teardown(a_server_resumed_from_an_older_checkpoint_is_refused, kill_leftovers),
+        cmocka_unit_test_teardown(a_new_run_on_the_clients_old_folders_is_its_own_run, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
