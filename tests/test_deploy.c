@@ -8,7 +8,9 @@
  *      dropped, and the server goes on to finish the run;
  *   4. a client killed mid-round is a dropout (sampled and charged, the noise not reduced) and the run finishes;
  *   5. the server killed after a checkpoint and resumed: the clients carry on and the run is the uninterrupted one
- *      (model, metrics, epsilons; every client's own ledger charged once per round);
+ *      (model, metrics, epsilons; every client's own ledger charged once per round); resumed from an older
+ *      checkpoint than the rounds it released, it is refused before it writes anything (a new run on the clients'
+ *      old state folders is not: its partition key is another);
  *   6. scripts/deploy_heart.sh (the README's example) against dpfl train;
  *   7. distributed DP with secure aggregation on the wire, without and with a real dropout after key sharing, and
  *      with a client gone during the unmasking (its input stays in the sum);
@@ -704,9 +706,10 @@ static void malformed_frames_do_not_stop_the_server(void **state)
 }
 
 /* client.bin field by field (src/net/client_state.c; the format every dpfl join has written): file head (magic
- * "DPCL", version 1, payload length), then i32 client, i32 clients, u64 nparam, the config and partition digests,
- * i64 participations, i64 record_steps, i32 replayed, f64 record_z, i64 t, u64 floats, f32 state[floats], i32
- * last_round, u8 last_digest[32], u64 frame_len, the frame, and the CRC-32. */
+ * "DPCL", version 3, payload length), then i32 client, i32 clients, u64 nparam, the config and partition digests,
+ * i64 participations, i64 record_steps, i32 replayed, f64 record_z, i32 sync_round, i64 t, u64 floats,
+ * f32 state[floats], u64 nrec (the filter's spend), u8 run_key[32], i32 last_round, u8 last_digest[32],
+ * u64 frame_len, the frame, and the CRC-32. */
 static uint64_t le_at(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -722,9 +725,9 @@ static void assert_client_bin_layout(const char *path, int32_t k, int32_t client
     static uint8_t b[1 << 22];
     const size_t len = fread(b, 1, sizeof b, f);
     fclose(f);
-    assert_true(len >= 16 + 172 + 4 && len < sizeof b);
+    assert_true(len >= 16 + 128 + 8 + 76 + 4 && len < sizeof b);
     assert_memory_equal(b, "DPCL", 4);
-    assert_int_equal(le_at(b + 4, 4), 2);
+    assert_int_equal(le_at(b + 4, 4), 3);
     assert_int_equal(le_at(b + 8, 8), len - 20); /* the payload: all but the head and the CRC */
     const uint8_t *p = b + 16;
     assert_int_equal((int32_t)le_at(p, 4), k);
@@ -737,7 +740,8 @@ static void assert_client_bin_layout(const char *path, int32_t k, int32_t client
     const uint8_t *a = p + 128 + 4 * floats;
     assert_int_equal(le_at(a, 8), 0); /* the filter's spend: none without it */
     a += 8;
-    assert_true(a + 44 <= b + len - 4);
+    assert_true(a + 76 <= b + len - 4);
+    a += 32; /* the run's partition key */
     assert_int_equal((int32_t)le_at(a, 4), last_round);
     assert_int_equal(le_at(a + 36, 8), (uint64_t)(b + len - 4 - (a + 44))); /* the frame, up to the CRC */
 }
@@ -1235,6 +1239,109 @@ static void every_clients_own_ledger_with_ddp_and_after_a_restart(void **state)
     own_epsilon_equals_the_simulations("t9-sim", "t9-state%d", 3);
 }
 
+/* An operator resumes the server from an OLDER checkpoint than the rounds the run released (a backup copied back):
+ * the server would release rounds 3-4 again and charge them once, while each client has charged them already.  The
+ * clients' last answers (round 4, said at once after the hello) are past the checkpoint's rounds: the server refuses
+ * to start, with one line and exit 1, before it writes anything (metrics.jsonl, summary.json and the checkpoint as
+ * they were); every client's own epsilon is the one the server reported for its records.  With the Gaussian
+ * mechanism (updates in the clear) and with distributed DP (secure aggregation). */
+static void older_checkpoint_is_refused(const char *name, int clients, const char *extra)
+{
+    char cfg[512], dep[600], cmd[2048];
+    snprintf(cfg, sizeof cfg, "%s", tp("%s.ini", name));
+    snprintf(dep, sizeof dep, "%s", tp("%s-dep", name));
+    write_config(cfg, clients, 2, extra);
+    const int port = free_port();
+    pid_t cl[4];
+    for (int session = 1; session <= 3; session++) { /* rounds 1-2; resumed to 4; resumed from round 2's checkpoint */
+        const char *log = tp("%s-server%d.log", name, session);
+        pid_t srv = session == 1 ? serve(port, cfg, dep, log, "--join-timeout 30 --round-timeout 30")
+                                 : spawn(log, "serve --resume '%s' --set fl.rounds=%d --bind tcp://127.0.0.1:%d --keys "
+                                              "'%s' --join-timeout 30 --round-timeout 30",
+                                         dep, 2 * session, port, tp("keys/server"));
+        for (int k = 0; k < clients; k++)
+            cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("%s-state%d", name, k),
+                         tp("%s-client%d-%d.log", name, k, session), "");
+        expect_exit(srv, session < 3 ? 0 : 1, log, 60);
+        for (int k = 0; k < clients; k++)
+            if (session < 3) expect_exit(cl[k], 0, tp("%s-client%d-%d.log", name, k, session), 10);
+            else assert_int_not_equal(wait_exit(cl[k], 10), 0); /* told that the server stopped */
+        if (session == 1) /* the backup */
+            snprintf(cmd, sizeof cmd, "cp '%s/checkpoint.bin' '%s/%s-ckpt2.bin'", dep, tmp, name);
+        else if (session == 2) /* the run as released; the backup put back */
+            snprintf(cmd, sizeof cmd, "cd '%s' && cp metrics.jsonl ../%s-metrics4 && cp summary.json ../%s-summary4 && "
+                                      "cp ../%s-ckpt2.bin checkpoint.bin", dep, name, name, name);
+        if (session < 3) assert_int_equal(system(cmd), 0);
+        if (session == 2) assert_int_equal(count_lines(tp("%s-dep/metrics.jsonl", name)), 4);
+    }
+    const char *log = tp("%s-server3.log", name);
+    assert_true(contains(log, "of this run, and this checkpoint has released 2 rounds: it is older than the rounds "
+                              "this run released"));
+    assert_true(contains(log, "resume from the run's newest checkpoint.bin (nothing was trained or written)"));
+    /* nothing written: the metrics, the summary and the checkpoint put back are as they were */
+    assert_same_file(tp("%s-metrics4", name), tp("%s-dep/metrics.jsonl", name));
+    assert_same_file(tp("%s-summary4", name), tp("%s-dep/summary.json", name));
+    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s-ckpt2.bin' '%s/checkpoint.bin'", tmp, name, dep);
+    assert_int_equal(system(cmd), 0);
+    /* each client charged 4 rounds, and the epsilon reported for its records is its own ledger's */
+    cJSON *last = json_last_line(tp("%s-dep/metrics.jsonl", name));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(last, "epsilon_per_client");
+    cJSON *sum = json_file(tp("%s-dep/summary.json", name));
+    for (int k = 0; k < clients; k++) {
+        cJSON *c = json_file(tp("%s-state%d/client.json", name, k));
+        assert_int_equal((int)num(c, "rounds_trained"), 4);
+        assert_int_equal((int)num(c, "last_round"), 4);
+        assert_true(num(c, "epsilon") == cJSON_GetArrayItem(per, k)->valuedouble);
+        assert_true(num(sum, "epsilon") >= num(c, "epsilon"));
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(sum);
+    cJSON_Delete(last);
+}
+
+static void a_server_resumed_from_an_older_checkpoint_is_refused(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    older_checkpoint_is_refused("rb", 3, DP);
+    char extra[1024];
+    snprintf(extra, sizeof extra, "[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 1.0\ndelta = 1e-5\n\n%s", DDP);
+    older_checkpoint_is_refused("rbd", 4, extra);
+}
+
+/* What tells a run from a new one is the server's partition key, which a run without a seed draws afresh (and its
+ * checkpoint keeps).  A new run (no seed; the heart centres' natural partition comes out the same, so the clients'
+ * old folders are accepted) is its own run: each client's last answer was the other run's, forgotten, its ledger
+ * carried on (4 rounds trained over both), and the server runs. */
+static void a_new_run_on_the_clients_old_folders_is_its_own_run(void **state)
+{
+    (void)state;
+    if (!dpfl_net_available()) skip();
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s", tp("nr.ini"));
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "[data]\ndataset = heart\npartition = natural\nclients = 4\n\n[model]\narch = logreg\n\n[fl]\nrounds = 2\n"
+               "local_steps = 3\nlr = 0.5\n\n[record_dp]\nenabled = yes\nnoise = 1.0\nclip = 0.5\ndelta = 1e-3\n");
+    fclose(f);
+    const int port = free_port();
+    pid_t cl[4];
+    for (int run = 1; run <= 2; run++) {
+        pid_t srv = serve(port, cfg, tp("nr-dep%d", run), tp("nr-server%d.log", run), "--join-timeout 30 --round-timeout 30");
+        for (int k = 0; k < 4; k++)
+            cl[k] = join(port, cfg, k, tp("keys/c%d", k), tp("nr-state%d", k), tp("nr-client%d-%d.log", k, run), "");
+        expect_exit(srv, 0, tp("nr-server%d.log", run), 60);
+        for (int k = 0; k < 4; k++) expect_exit(cl[k], 0, tp("nr-client%d-%d.log", k, run), 10);
+    }
+    for (int k = 0; k < 4; k++) {
+        assert_true(contains(tp("nr-client%d-2.log", k), "client.bin of another run (another partition key)"));
+        cJSON *c = json_file(tp("nr-state%d/client.json", k));
+        assert_int_equal((int)num(c, "rounds_trained"), 4);
+        assert_int_equal((int)num(c, "last_round"), 2);
+        cJSON_Delete(c);
+    }
+}
+
 /* Without libzmq: serve and join fail with one line naming what is missing. */
 static void without_zmq_serve_says_what_is_missing(void **state)
 {
@@ -1268,6 +1375,8 @@ int main(void)
         cmocka_unit_test_teardown(a_ddp_round_of_one_client_trains_nobody_deployed, kill_leftovers),
         cmocka_unit_test_teardown(a_client_gone_during_the_unmasking_stays_in_the_sum, kill_leftovers),
         cmocka_unit_test_teardown(every_clients_own_ledger_with_ddp_and_after_a_restart, kill_leftovers),
+        cmocka_unit_test_teardown(a_server_resumed_from_an_older_checkpoint_is_refused, kill_leftovers),
+        cmocka_unit_test_teardown(a_new_run_on_the_clients_old_folders_is_its_own_run, kill_leftovers),
         cmocka_unit_test_teardown(without_zmq_serve_says_what_is_missing, kill_leftovers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

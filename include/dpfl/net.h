@@ -29,10 +29,14 @@
  *              fl.scaffold: the server's control variate c, every value finite.  Version 2 added ncontrol)
  *   UPDATE     u32 round, u32 flags, u8 model_digest[32], i64 steps, i64 examples, f64 loss_sum, i64 clipped,
  *              u64 nparam, f32 update[nparam]                          (client -> server; every value finite)
- *   HEARTBEAT  u32 round
+ *   HEARTBEAT  u32 round                       (from a client: the last round of this run it answered, also sent
+ *              at once after the server's hello -- a server resumed from an older checkpoint than that stops;
+ *              from the server: the round in progress)
  *   ERROR, BYE u32 code, u32 round, text (0..DPFL_WIRE_MAX_TEXT printable ASCII bytes, no terminator)
  *               (BYE from the server: code 0 the run finished, 2 interrupted -- the clients wait for it to resume --,
- *               else stopped by an error)
+ *               else stopped by an error; ERROR from a client: code 5 the round was refused, not trained (a
+ *               dropout), 7 refused because this client answered it, or a later round, from another model: the
+ *               server stops the run)
  *   SECAGG     u32 round, a secure-aggregation message (include/dpfl/secagg.h, at least its 12-byte header)
  *   SYNC       u32 round, u8 model_digest[32], u64 nparam, f32 model[nparam]   (server -> a client; fl.personalization
  *              = helper: the model round `round` released, to a client whose update of it was added, or round 0:

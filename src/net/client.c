@@ -6,8 +6,10 @@
  * Its own ledger (record-level DP): what it has released of its records, charged before the update leaves --
  * client.bin in its state folder (magic "DPCL", checksummed, atomic) holds the ledger, its per-client state and
  * its last answer, and is written before the update is sent.  A round the server asks again with the same model
- * (the server was killed and resumed from its checkpoint) is answered with the same bytes and charged once; the
- * folder also lets a killed client carry on where it was.  client.json says the same for people (client_state.c;
+ * (the server was killed and resumed from its checkpoint) is answered with the same bytes and charged once; one
+ * this client answered from another model (a server resumed from an older checkpoint than the rounds it released)
+ * is refused, and the server stops on it -- it also hears this client's last round at once after its hello and
+ * stops before anything runs.  The folder also lets a killed client carry on where it was.  client.json says the same for people (client_state.c;
  * distributed DP's secure aggregation: client_secagg.c).
  *
  * What it checks before training: the server's config digest and partition (hello), then in every round the
@@ -103,11 +105,24 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
                              n->in.part.clients - 1);
         if ((st = fl_node_data_here(n, cl->own.k, "dpfl join", err))) return st;
         if (!(cl->update = dpfl_alloc(cl->own.P * sizeof(float), err))) return DPFL_ENOMEM;
+        memcpy(cl->own.run_key, m->partition_key, 32);
         int carried_on;
         if ((st = net_client_state_load(&cl->own, &carried_on, err))) return st;
-        if (carried_on)
+        if (carried_on == 1)
             INFO(&cl->link, "carrying on from %s/client.bin: %lld rounds trained, last answer round %d",
                  cl->own.state_dir, (long long)cl->own.rounds_trained, cl->own.last_round);
+        else if (carried_on == 2)
+            INFO(&cl->link, "carrying on from %s/client.bin of another run (another partition key): its ledger "
+                 "(%lld rounds trained) goes on; its last answer was that run's", cl->own.state_dir,
+                 (long long)cl->own.rounds_trained);
+    } else if (memcmp(m->partition_key, cl->own.run_key, 32)) { /* a restarted server runs a new run */
+        INFO(&cl->link, "the server runs a new run (another partition key): this client's last answer (round %d) "
+             "was the other run's; its ledger goes on", cl->own.last_round);
+        memcpy(cl->own.run_key, m->partition_key, 32);
+        cl->own.last_round = 0;
+        free(cl->own.last_frame);
+        cl->own.last_frame = NULL;
+        cl->own.last_len = 0;
     }
     if (memcmp(m->partition_digest, cl->own.node->acct.rs.partition_digest, 32) || m->nparam != cl->own.P)
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join: this client's partition or model (%zu parameters) is not the "
@@ -115,7 +130,25 @@ static dpfl_status on_hello(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
                          cl->own.P, (unsigned long long)m->nparam);
     INFO(&cl->link, "joined: the server has released %u of %u rounds; %d records here", m->released, m->rounds,
          dpfl_partition_size(&cl->own.node->in.part, cl->own.k));
+    /* the last round this client answered in this run, at once: the server refuses to run if it has released
+     * fewer rounds than that one's predecessor (resumed from an older checkpoint) */
+    net_client_send_simple(&cl->link, DPFL_WIRE_HEARTBEAT, 0, (uint32_t)cl->own.last_round, NULL);
     return DPFL_OK;
+}
+
+/* A round this client has already answered in this run from another model -- the server was resumed from an
+ * older checkpoint than the rounds it released, and would release them twice while its ledger charges them once
+ * -- "" if not.  (The same model again is a normal resume's round in flight: answered with the same bytes, before
+ * this; distributed DP refuses its own round again as a dropout, net_client_ddp_round.) */
+static const char *rolled_back(const client *cl, const dpfl_wire_msg *m, char *why, size_t cap)
+{
+    why[0] = '\0';
+    const int32_t r = (int32_t)m->round, last = cl->own.last_round;
+    if (cl->ddp ? r < last : r <= last)
+        snprintf(why, cap, "round %d again, and this client already answered round %d of this run from another model: "
+                           "the server runs an older checkpoint than the rounds it released (released twice, charged "
+                           "once); resume it from its newest checkpoint", r, last);
+    return why;
 }
 
 /* The mechanism the server asks for must be the one this client runs; "" if it is. */
@@ -190,7 +223,7 @@ void net_client_pause(double delay)
 void net_client_refuse(client_link *l, uint32_t round, const char *why)
 {
     LOG(l, "round %u refused: %s", round, why);
-    net_client_send_simple(l, DPFL_WIRE_ERROR, 5, round, why);
+    net_client_send_simple(l, DPFL_WIRE_ERROR, NET_ERROR_REFUSED, round, why);
 }
 
 static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
@@ -208,11 +241,13 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
             LOG(&cl->link, "round %u: could not send now: %s", m->round, zmq_strerror(errno));
         return DPFL_OK;
     }
-    if (!cl->ddp && (int32_t)m->round <= cl->own.last_round)
-        LOG(&cl->link, "round %u again, from another model than this client answered (its state has moved on): "
-                       "trains and is charged again", m->round);
-    if (m->nparam == cl->own.P) dpfl_wire_floats(m, n->in.global);
     char why[512];
+    if (rolled_back(cl, m, why, sizeof why)[0]) { /* nothing trained: the server stops the run */
+        LOG(&cl->link, "round %u refused: %s", m->round, why);
+        net_client_send_simple(&cl->link, DPFL_WIRE_ERROR, NET_ERROR_ROLLED_BACK, m->round, why);
+        return DPFL_OK;
+    }
+    if (m->nparam == cl->own.P) dpfl_wire_floats(m, n->in.global);
     if (check_round(&cl->own, m, why, sizeof why)[0]) {
         net_client_refuse(&cl->link, m->round, why);
         return DPFL_OK;

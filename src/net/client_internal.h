@@ -31,7 +31,9 @@ typedef struct {
     int64_t rounds_trained;
     int32_t sync_round;   /* personalization = helper: the round whose released model this client's helper model
                              waits for (SYNC; 0: none) -- the round it last trained, until the server syncs it */
-    /* the last answer */
+    /* the last answer, and the run it belongs to (the server's partition key: what tells a run from a new one
+     * whose config and partition came out the same) */
+    uint8_t run_key[32];
     int32_t last_round;
     uint8_t *last_frame;
     size_t last_len;
@@ -77,7 +79,8 @@ void net_client_pause(double delay);
 dpfl_status net_client_rpdp_catch_up(client_own *own, int32_t released, dpfl_error *err);
 dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err);
 dpfl_status net_client_state_save(client_own *own, dpfl_error *err);
-/* *carried_on = 1 when client.bin was there and read back (0: a fresh client). */
+/* *carried_on = 1 when client.bin was there and read back, 2 when its last answer was another run's (forgotten:
+ * its ledger and state carry on), 0: a fresh client.  own->run_key is set (this run's) before. */
 dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *err);
 
 /* client_secagg.c: a distributed-DP round (train, encode, advertise keys), then the server's secure-aggregation

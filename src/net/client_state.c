@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define STATE_MAGIC 0x4c435044u /* "DPCL" */
-#define STATE_VERSION 2u /* 2: sync_round (helper models), the filter's spend */
+#define STATE_VERSION 3u /* 2: sync_round (helper models), the filter's spend; 3: the run of the last answer */
 
 static void state_path(const client_own *own, const char *file, char *buf, size_t cap)
 {
@@ -84,7 +84,10 @@ dpfl_status net_client_own_epsilon(client_own *own, double *eps, dpfl_error *err
  *   filter  u64 nrec, f64 spent[nrec]                     (record_dp.budget_policy = filter: the Renyi loss each of
  *                                                          this client's records has spent, in partition order;
  *                                                          nrec = 0 without the filter)
- *   answer  i32 last_round, u8 last_digest[32], u64 frame_len, u8 frame[frame_len]   (the last answer, as sent) */
+ *   answer  u8 run_key[32], i32 last_round, u8 last_digest[32], u64 frame_len, u8 frame[frame_len]
+ *                                                         (the last answer, as sent, and the run it answered: the
+ *                                                          server's partition key, drawn afresh by every new run
+ *                                                          without a seed and kept by its checkpoint) */
 typedef struct {
     int32_t client, clients, replayed, sync_round;
     uint64_t nparam, floats;
@@ -93,7 +96,7 @@ typedef struct {
     double record_z;
 } state_head;
 
-enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 4 + 8 + 8, ANSWER_BYTES = 4 + 32 + 8 };
+enum { HEAD_BYTES = 4 + 4 + 8 + 32 + 32 + 8 + 8 + 4 + 8 + 4 + 8 + 8, ANSWER_BYTES = 32 + 4 + 32 + 8 };
 
 /* client.json: client.bin's ledger for people. */
 static dpfl_status write_json(client_own *own, const state_head *h, dpfl_error *err)
@@ -165,6 +168,7 @@ dpfl_status net_client_state_save(client_own *own, dpfl_error *err)
     if (h.floats) dpfl_bytes_put_f32s(&w, state, h.floats);
     dpfl_bytes_put_u64(&w, nrec);
     for (uint64_t i = 0; i < nrec; i++) dpfl_bytes_put_f64(&w, rp->filter.spent[idx[i]]);
+    dpfl_bytes_put(&w, own->run_key, 32);
     dpfl_bytes_put_i32(&w, own->last_round);
     dpfl_bytes_put(&w, own->last_digest, 32);
     dpfl_bytes_put_u64(&w, own->last_len);
@@ -242,16 +246,21 @@ static const char *spent_read(client_own *own, dpfl_bytes_reader *r, dpfl_error 
     return NULL;
 }
 
-/* The last answer (distributed DP keeps no frame: the round whose masked input went out); NULL, or why not. */
-static const char *answer_read(client_own *own, dpfl_bytes_reader *r)
+/* The last answer (distributed DP keeps no frame: the round whose masked input went out); NULL, or why not.  An
+ * answer to another run (another partition key: a new run whose config and partition came out the same) is not
+ * this run's: forgotten (the ledger carries on, charged by both runs). */
+static const char *answer_read(client_own *own, dpfl_bytes_reader *r, int *other_run)
 {
     int32_t last_round;
-    uint8_t ld[32];
+    uint8_t key[32], ld[32];
     uint64_t flen;
+    dpfl_bytes_get(r, key, 32);
     dpfl_bytes_get_i32(r, &last_round);
     dpfl_bytes_get(r, ld, 32);
     dpfl_bytes_get_u64(r, &flen);
-    if (r->short_read || flen != dpfl_bytes_left(r)) return "truncated";
+    if (r->short_read || flen != dpfl_bytes_left(r) || last_round < 0) return "truncated";
+    *other_run = memcmp(key, own->run_key, 32) != 0;
+    if (*other_run) return NULL;
     if (flen) {
         if (!(own->last_frame = malloc(flen))) return "out of memory";
         memcpy(own->last_frame, r->p, flen), own->last_len = flen;
@@ -280,7 +289,8 @@ dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *
     dpfl_error e;
     if (!why && h.t > 0) why = state_read(own, &r, &h, &e);
     if (!why) why = spent_read(own, &r, &e);
-    if (!why) why = answer_read(own, &r);
+    int other_run = 0;
+    if (!why) why = answer_read(own, &r, &other_run);
     if (!why) {
         n->acct.ledger.participations[own->k] = h.participations;
         n->acct.ledger.record_steps[own->k] = h.record_steps;
@@ -291,7 +301,7 @@ dpfl_status net_client_state_load(client_own *own, int *carried_on, dpfl_error *
     free(payload);
     if (st) return st;
     if (why) return dpfl_fail(err, DPFL_EFORMAT, "dpfl join: state file (%s): %s", path, why);
-    *carried_on = 1;
+    *carried_on = other_run ? 2 : 1;
     return DPFL_OK;
 }
 #endif

@@ -4,6 +4,11 @@
 #include "dpfl/net.h"
 #include "dpfl/transport.h"
 
+/* ERROR codes a client sends about a round: REFUSED, it was not trained (the client counts as a dropout of it);
+ * ROLLED_BACK, this client answered that round, or a later one, of this run already from another model: the server
+ * was resumed from an older checkpoint than the rounds it released, and stops the run. */
+enum { NET_ERROR_REFUSED = 5, NET_ERROR_ROLLED_BACK = 7 };
+
 /* The config's digest as both sides compare it: the resolved config with the keys each process may choose for
  * itself (run.threads, run.eval_every, fl.rounds, data.data_dir) at their defaults.  What fl.rounds changes (a
  * calibrated noise, rPDP-FL rates) is checked round by round (the noise and the rates digest in ROUND). */

@@ -120,6 +120,23 @@ static void take_hello(server *sv, int32_t k, const srv_frame *f)
         net_srv_send_round(sv, k);
 }
 
+/* Client k's heartbeat says the last round of this run it answered (client.bin; checked after its hello: of this
+ * config).  A round past the one in flight (released + 1) means that this server resumed from an older checkpoint
+ * than the rounds it released: running on would release them again while its ledger charges them once, so the
+ * run stops. */
+static void take_last_round(server *sv, int32_t k, uint32_t last)
+{
+    peer *p = &sv->link.peers[k];
+    if (!p->hello) return;
+    p->reported = 1;
+    if (sv->halt_st || (int64_t)last <= (int64_t)sv->run.released + 1) return;
+    sv->halt_st = dpfl_fail(&sv->halt_err, DPFL_EINVAL,
+                            "dpfl serve: client %d has answered round %u of this run, and this checkpoint has "
+                            "released %d rounds: it is older than the rounds this run released (they would go out "
+                            "again, charged once); resume from the run's newest checkpoint.bin%s",
+                            k, last, sv->run.released, sv->rd.job ? "" : " (nothing was trained or written)");
+}
+
 /* An authenticated frame of client k, by its type. */
 static void dispatch(server *sv, int32_t k, const srv_frame *f)
 {
@@ -128,6 +145,7 @@ static void dispatch(server *sv, int32_t k, const srv_frame *f)
     switch (m->type) {
     case DPFL_WIRE_HELLO: take_hello(sv, k, f); break;
     case DPFL_WIRE_HEARTBEAT: {
+        take_last_round(sv, k, m->round);
         dpfl_wire_msg r;
         memset(&r, 0, sizeof r);
         r.type = DPFL_WIRE_HEARTBEAT;
@@ -148,6 +166,9 @@ static void dispatch(server *sv, int32_t k, const srv_frame *f)
     case DPFL_WIRE_SECAGG: net_srv_take_secagg(&sv->rd, &sv->link, k, m, f->who); break;
     case DPFL_WIRE_ERROR:
         LOG("client %d reports (round %u): %s", k, m->round, m->text);
+        if (m->code == NET_ERROR_ROLLED_BACK && !sv->halt_st)
+            sv->halt_st = dpfl_fail(&sv->halt_err, DPFL_EINVAL, "dpfl serve: client %d refused round %u: %s", k,
+                                    m->round, m->text);
         net_srv_client_gone(&sv->rd, k);
         break;
     case DPFL_WIRE_BYE:
@@ -174,7 +195,8 @@ static dpfl_status serve_one(server *sv, long ms, int *handled, dpfl_error *err)
     if (k >= 0) dispatch(sv, k, &f);
     net_srv_frame_close(&f);
     *handled = 1;
-    return DPFL_OK;
+    if (sv->halt_st) *err = sv->halt_err;
+    return sv->halt_st;
 }
 
 dpfl_status net_srv_serve_until(server *sv, double deadline, int (*done)(const server *), dpfl_error *err)
@@ -205,9 +227,19 @@ static int32_t clients_wanted(const dpfl_serve_options *o, int32_t K)
 {
     return o->wait_clients < 0 || o->wait_clients > K ? K : o->wait_clients;
 }
+/* clients joined that have said which round of this run they answered last (checked: take_last_round) */
+static int32_t joined_and_reported(const server *sv)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < sv->link.K; k++) {
+        const peer *p = &sv->link.peers[k];
+        n += p->hello && p->rid_len && p->reported;
+    }
+    return n;
+}
 static int all_joined(const server *sv)
 {
-    return net_srv_joined(&sv->link) >= clients_wanted(&sv->o, sv->link.K);
+    return joined_and_reported(sv) >= clients_wanted(&sv->o, sv->link.K);
 }
 
 /* ------------------------------------------------------------------------------------------ the transport */
@@ -235,8 +267,8 @@ static dpfl_status run_clients(const dpfl_transport *t, dpfl_round_job *job, dpf
     if (st) return st;
     net_srv_unseat_all(r);
     r->round = 0;
-    if ((st = serve_queued(sv, err))) return st; /* what queued up between rounds first */
     sv->run.released = job->released;
+    if ((st = serve_queued(sv, err))) return st; /* what queued up between rounds first */
     const int32_t expected = net_srv_round_begin(r, job);
     if (job->ddp) return net_srv_run_ddp(sv, job, n, err);
     for (int32_t i = start; i < start + n; i++) {
@@ -305,7 +337,7 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
         return dpfl_fail(err, DPFL_EIO,
                          "dpfl serve: %d of %d clients joined within %g s, %d needed (--wait %d): not starting the run "
                          "(nothing was trained or charged; start the missing clients' `dpfl join`, or lower --wait)",
-                         net_srv_joined(&sv->link), K, sv->o.join_timeout, want, want);
+                         joined_and_reported(sv), K, sv->o.join_timeout, want, want);
     return DPFL_OK;
 }
 

@@ -23,6 +23,7 @@ typedef struct {
     uint8_t rid[RID_MAX]; /* ZeroMQ routing id of the client's current connection */
     size_t rid_len;       /* 0: not connected (never said hello, said bye, or unreachable) */
     int hello;            /* its config was checked */
+    int reported;         /* it said (heartbeat) which round of this run it answered last */
 } peer;
 
 /* The connection layer: ZeroMQ's context and ROUTER socket, the server's CURVE keys, the allow-list's
@@ -88,6 +89,10 @@ typedef struct {
     srv_link link;
     srv_run run;
     srv_round rd;
+    /* what a client said that stops the run (it answered rounds this server has not released: an older
+     * checkpoint); DPFL_OK: nothing */
+    dpfl_status halt_st;
+    dpfl_error halt_err;
 } server;
 
 #define LOG(...) net_log("serve", __VA_ARGS__)

@@ -155,7 +155,7 @@ int32_t net_srv_receive(srv_link *l, int32_t round, srv_frame *f)
     if (f->rid_len && (p->rid_len != f->rid_len || memcmp(p->rid, f->rid, f->rid_len))) { /* a new connection */
         memcpy(p->rid, f->rid, f->rid_len);
         p->rid_len = f->rid_len;
-        p->hello = 0;
+        p->hello = p->reported = 0;
     }
     return k;
 }
