@@ -467,6 +467,47 @@ static void a_resume_under_other_settings_is_refused(void **state)
     assert_int_equal(system("rm -rf /tmp/dpfl_test_runR"), 0);
 }
 
+/* A resume from a checkpoint older than the run's last released round (one put back by hand) would run those
+ * rounds again: a second release of each, while the restored ledger counts them once.  The checkpoint is written
+ * before each round's metrics line, so metrics.jsonl past the checkpoint's rounds says so: refused with one line,
+ * nothing written (not even config.ini). */
+static void a_resume_from_an_older_checkpoint_is_refused(void **state)
+{
+    (void)state;
+    const char *cfgp = "/tmp/dpfl_test_older_cfg.ini", *dir = "/tmp/dpfl_test_runO";
+    write_config(cfgp, 2, 0);
+    dpfl_config cfg;
+    dpfl_config_defaults(&cfg);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_load(&cfg, cfgp, &err), DPFL_OK);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runO /tmp/dpfl_test_older_ckpt.bin"), 0);
+    dpfl_run_options o = {.out_dir = dir, .quiet = 1}, resume = {.out_dir = dir, .quiet = 1, .resume = 1};
+    assert_int_equal(dpfl_run(&cfg, &o, &err), DPFL_OK);
+    assert_int_equal(system("cp /tmp/dpfl_test_runO/checkpoint.bin /tmp/dpfl_test_older_ckpt.bin"), 0);
+    cfg.fl.rounds = 4;
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_OK);
+    assert_int_equal(system("cp /tmp/dpfl_test_older_ckpt.bin /tmp/dpfl_test_runO/checkpoint.bin"), 0);
+    const char *files[] = {"/tmp/dpfl_test_runO/metrics.jsonl", "/tmp/dpfl_test_runO/config.ini",
+                           "/tmp/dpfl_test_runO/checkpoint.bin", "/tmp/dpfl_test_runO/summary.json"};
+    char *before[4], *after;
+    size_t nb[4], na;
+    for (int i = 0; i < 4; i++) assert_int_equal(dpfl_file_read_all(files[i], &before[i], &nb[i], &err), DPFL_OK);
+    cfg.fl.rounds = 5;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(dpfl_run(&cfg, &resume, &err), DPFL_EINVAL);
+    if (!strstr(err.msg, "older than the rounds this run released")) print_error("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "metrics.jsonl has round 4 and checkpoint.bin has released 2 rounds"));
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(dpfl_file_read_all(files[i], &after, &na, &err), DPFL_OK);
+        assert_int_equal(na, nb[i]);
+        assert_memory_equal(after, before[i], na); /* nothing written */
+        free(after);
+        free(before[i]);
+    }
+    unlink(cfgp);
+    assert_int_equal(system("rm -rf /tmp/dpfl_test_runO /tmp/dpfl_test_older_ckpt.bin"), 0);
+}
+
 /* The e2e settings of the runs below (Poisson records and clients, zero-out), for dpfl_e2e. */
 static dpfl_e2e_params e2e_settings(void)
 {
@@ -1129,6 +1170,7 @@ int main(void)
         cmocka_unit_test(client_noise_schedule_is_composed),
         cmocka_unit_test(e2e_in_training_matches_dpfl_e2e),
         cmocka_unit_test(a_resume_under_other_settings_is_refused),
+        cmocka_unit_test(a_resume_from_an_older_checkpoint_is_refused),
         cmocka_unit_test(e2e_counts_only_a_gaussian_server_release),
         cmocka_unit_test(replicated_records_are_charged_in_every_client),
         cmocka_unit_test(delta_is_checked_against_the_dataset_size),

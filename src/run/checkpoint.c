@@ -457,6 +457,29 @@ bad:
     return dpfl_fail(err, DPFL_EFORMAT, "checkpoint is malformed (%s)", path);
 }
 
+dpfl_status fl_metrics_check_resume(const char *dir, int32_t rounds, dpfl_error *err)
+{
+    char path[1100], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    if (dpfl_file_read_all(path, &text, &len, NULL) != DPFL_OK) return DPFL_OK; /* no metrics yet */
+    int last = 0;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        int r;
+        if (!nl) break; /* a partial last line: cut away by the resume */
+        if (sscanf(line, "{\"round\":%d", &r) == 1 && r > last) last = r;
+        line = nl + 1;
+    }
+    free(text);
+    if (last <= rounds) return DPFL_OK;
+    return dpfl_fail(err, DPFL_EINVAL,
+                     "resume (%s): metrics.jsonl has round %d and checkpoint.bin has released %d rounds: the "
+                     "checkpoint is older than the rounds this run released (they would be released again, charged "
+                     "once); resume from the run's newest checkpoint.bin (nothing was written)",
+                     path, last, (int)rounds);
+}
+
 /* Keep only metrics lines of rounds <= rounds, and restore the last round's line from the checkpoint if the run
  * died between its checkpoint and its metrics line. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err)

@@ -86,6 +86,8 @@ dpfl_status fl_run_setup(run_ctx *c, dpfl_error *err)
     dpfl_status st;
     io->dir = c->opt->out_dir;
     if ((st = claim_run_dir(c->opt, 0, err)) || (st = fl_setup_node(&c->node, &s, err))) return st;
+    /* a checkpoint older than the metrics beside it would release rounds again that its ledger counts once */
+    if (c->opt->resume && (st = fl_metrics_check_resume(io->dir, a->ledger.rounds, err))) return st;
     /* a resume reads its clients' state files from here on (an MPI transport's start sends them to the workers) */
     if (c->opt->resume && (st = client_store(c, err))) return st;
     if (c->opt->resume && cfg->fl.rounds < a->ledger.rounds) /* before config.ini is rewritten */

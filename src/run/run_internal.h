@@ -121,6 +121,10 @@ dpfl_status fl_checkpoint_peek(const char *dir, run_state *rs, dpfl_error *err);
  * back (read when each client next needs its block), cv the server's control variate (both may be NULL: none). */
 dpfl_status fl_checkpoint_load(const char *dir, float *params, size_t nparam, dpfl_ledger *l, run_state *rs,
                                dpfl_clients *cs, float *cv, fl_rpdp *rp, char **line, dpfl_error *err);
+/* A resume's check, before anything is written: refused when DIR/metrics.jsonl has a round past the checkpoint's
+ * rounds (the checkpoint is written before each round's metrics line, so only an older checkpoint put back leaves
+ * one: the rounds after it were released, and running them again would release them twice, charged once). */
+dpfl_status fl_metrics_check_resume(const char *dir, int32_t rounds, dpfl_error *err);
 /* Keep only metrics lines of rounds <= rounds; restore the last round's line from the checkpoint if missing. */
 dpfl_status fl_metrics_truncate(const char *path, int32_t rounds, const char *last_line, dpfl_error *err);
 
