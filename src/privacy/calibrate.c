@@ -31,6 +31,10 @@ static dpfl_status eps_with(const dpfl_event *ev, size_t nev, what w, double x, 
         *eps = INFINITY;
         return DPFL_OK;
     }
+    if (!s && g.asymptotic) /* a CLT approximation can be below the truth: never a calibration's answer */
+        return dpfl_fail(err, DPFL_EINVAL, "calibration needs an upper bound, and the gdp accountant's answer for "
+                                           "these events is asymptotic (a central limit approximation, not a bound): "
+                                           "use rdp or pld");
     *eps = g.epsilon;
     return s;
 }
