@@ -1081,12 +1081,9 @@ static void e2e_client_level_pins_epochs_and_schedule(void **state)
     fixture_set(&cfg, "record_dp.enabled", "yes");
     fixture_set(&cfg, "record_dp.delta", "1e-5");
     fixture_set(&cfg, "record_dp.e2e", "yes");
-    dpfl_ledger l;
-    memset(&l, 0, sizeof l);
-    l.rounds = 6;
     double eps, noise;
     dpfl_error err;
-    assert_int_equal(fl_e2e_client_epsilon(&cfg, &part, &l, 100.0, 0.0, &eps, &noise, NULL, &err), DPFL_OK);
+    assert_int_equal(fl_e2e_client_epsilon(&cfg, &part, 6, 100.0, 0.0, &eps, &noise, NULL, &err), DPFL_OK);
     const double want = 4.438844710887036, mu = sqrt(22.0) * 10 / 100;
     if (fabs(eps - want) > 1e-6 * want) print_error("e2e client epsilon %.15g, the reference's %.15g\n", eps, want);
     assert_close(noise, 1 / mu, 1e-12);

@@ -116,7 +116,7 @@ int64_t fl_client_releases(const dpfl_config *cfg, int32_t K, int32_t rounds);
 dpfl_accountant fl_client_accountant(const dpfl_config *cfg);
 dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, double *eps, int *private,
                               dpfl_error *err);
-dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
+dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds,
                                   double z, double server_z, double *eps, double *client_noise, dpfl_event *ev,
                                   dpfl_error *err);
 #endif

@@ -53,7 +53,7 @@ dpfl_status fl_client_epsilon(const dpfl_config *cfg, const dpfl_ledger *l, doub
 /* Client-level guarantee implied by the record-level noise (the end-to-end DP thesis, section 3.3; the mechanism
  * and its event are mech/e2e.c's): every client's local steps per round and every round's client design, at the
  * DP-SGD step's noise std (mech/dpsgd.c).  Server noise (client_dp on) can only help. */
-static dpfl_event e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l, double z,
+static dpfl_event e2e_client_event(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds, double z,
                                    double server_z, double *client_noise)
 {
     const dpfl_mech_dpsgd d = dpfl_mech_dpsgd_make(cfg->record_dp.sampler == DPFL_BATCH_POISSON, 1, 1, 1.0, z);
@@ -61,19 +61,19 @@ static dpfl_event e2e_client_event(const dpfl_config *cfg, const dpfl_partition 
     for (int32_t k = 0; k < part->clients; k++)
         dpfl_mech_e2e_client(&e, dpfl_mech_local_steps(dpfl_partition_size(part, k), cfg->fl.batch,
                                                        cfg->fl.local_steps, cfg->fl.local_epochs));
-    for (int32_t r = 1; r <= (l->rounds > 0 ? l->rounds : 1); r++) {
+    for (int32_t r = 1; r <= (rounds > 0 ? rounds : 1); r++) {
         const dpfl_mech_clients c = client_design(cfg, part->clients, r);
         dpfl_mech_e2e_round(&e, &c);
     }
     *client_noise = 1.0 / dpfl_mech_e2e_mu(&e);
-    return dpfl_mech_e2e_event(&e, l->rounds);
+    return dpfl_mech_e2e_event(&e, rounds);
 }
 
-dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_ledger *l,
+dpfl_status fl_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, int32_t rounds,
                                   double z, double server_z, double *eps, double *client_noise, dpfl_event *evout,
                                   dpfl_error *err)
 {
-    dpfl_event ev = e2e_client_event(cfg, part, l, z, server_z, client_noise);
+    dpfl_event ev = e2e_client_event(cfg, part, rounds, z, server_z, client_noise);
     if (evout) *evout = ev;
     dpfl_guarantee g;
     dpfl_status st = dpfl_account_epsilon(&ev, 1, cfg->record_dp.delta, DPFL_ACC_GDP, NULL, &g, err);

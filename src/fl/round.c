@@ -18,11 +18,11 @@ int32_t dpfl_sim_sample(dpfl_sim *s, int32_t round, const int32_t **clients)
     dpfl_rng_derive(&s->root, &rng, (uint64_t)dpfl_mech_clients_stream(&d, round), UINT64_MAX, PURPOSE_SAMPLE_CLIENTS);
     s->sv.smp.round = round;
     /* the sampler returns the design it drew from: what the round's event charges */
-    s->sv.nsampled = dpfl_mech_sample_clients_ran(&rng, s->sv.smp.sampling, s->part->clients, rate, m, round,
-                                                  s->sv.sampled, &s->sv.smp.design);
+    s->sv.cohort.n = dpfl_mech_sample_clients_ran(&rng, s->sv.smp.sampling, s->part->clients, rate, m, round,
+                                                  s->sv.cohort.sampled, &s->sv.smp.design);
     s->sv.smp.design_round = round;
-    if (clients) *clients = s->sv.sampled;
-    return s->sv.nsampled;
+    if (clients) *clients = s->sv.cohort.sampled;
+    return s->sv.cohort.n;
 }
 
 dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dpfl_error *err)
@@ -31,37 +31,37 @@ dpfl_status dpfl_sim_round(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     return dpfl_sim_train(s, round, m, err);
 }
 
-/* The server's reports of the round's clients, and who drops out: decided before anyone trains (client-level DP's
- * client_dp.dropout, from the round's own stream). */
-static void server_begin_round(dpfl_server *sv, const dpfl_rng *root, int32_t round)
+/* The cohort's reports, and who drops out: decided before anyone trains (client-level DP's client_dp.dropout, from
+ * the round's own stream; dropout 0: nobody, as in a mode without client-level DP). */
+static void cohort_begin_round(fl_cohort *co, const dpfl_rng *root, int32_t round, double dropout)
 {
-    for (int32_t i = 0; i < sv->nsampled; i++) {
-        memset(&sv->results[i], 0, sizeof sv->results[i]);
-        sv->results[i].client = sv->sampled[i];
-        if (!sv->agg->client_level) continue; /* client_dp.dropout */
+    for (int32_t i = 0; i < co->n; i++) {
+        memset(&co->results[i], 0, sizeof co->results[i]);
+        co->results[i].client = co->sampled[i];
+        if (!(dropout > 0)) continue; /* client_dp.dropout */
         dpfl_rng drng;
-        dpfl_rng_derive(root, &drng, (uint64_t)round, (uint64_t)sv->sampled[i], PURPOSE_DROPOUT);
-        sv->results[i].dropped = dpfl_rng_bernoulli(&drng, sv->cfg->client_dp.dropout);
+        dpfl_rng_derive(root, &drng, (uint64_t)round, (uint64_t)co->sampled[i], PURPOSE_DROPOUT);
+        co->results[i].dropped = dpfl_rng_bernoulli(&drng, dropout);
     }
 }
 
 /* A round its mode can release nothing from (too few clients for secure aggregation): nobody is asked to train, in
  * one process as with dpfl serve and under mpirun, so a client's kept state and its records' spend do not move;
  * its clients count as dropped out, and the round is charged all the same. */
-static void server_skip_round(dpfl_server *sv)
+static void cohort_skip_round(fl_cohort *co)
 {
-    for (int32_t i = 0; i < sv->nsampled; i++) sv->results[i].dropped = 1;
+    for (int32_t i = 0; i < co->n; i++) co->results[i].dropped = 1;
 }
 
 /* The clients of the round that do not drop out get their state blocks (blocks of earlier rounds' clients may page
  * out). */
-static dpfl_status clients_begin_round(dpfl_clients *cl, const dpfl_server *sv, int32_t round, dpfl_error *err)
+static dpfl_status clients_begin_round(dpfl_clients *cl, const fl_cohort *co, int32_t round, dpfl_error *err)
 {
     dpfl_status st;
     fl_store_begin_round(&cl->store, round);
-    for (int32_t i = 0; i < sv->nsampled; i++)
-        if (!sv->results[i].dropped && (st = fl_store_alloc(&cl->store, &cl->layout, sv->sampled[i],
-                                                             dpfl_clients_steps(cl, sv->sampled[i]), err)))
+    for (int32_t i = 0; i < co->n; i++)
+        if (!co->results[i].dropped && (st = fl_store_alloc(&cl->store, &cl->layout, co->sampled[i],
+                                                             dpfl_clients_steps(cl, co->sampled[i]), err)))
             return st;
     return DPFL_OK;
 }
@@ -114,11 +114,11 @@ static void client_metrics(const client_result *results, int32_t n, size_t P, co
 static dpfl_status server_take(dpfl_server *sv, const dpfl_round_job *job, int32_t i, float *u, float *keep,
                                dpfl_error *err)
 {
-    if (sv->observer) sv->observer(sv->observer_ctx, sv->smp.round, sv->results[i].client, u, sv->model->nparam);
+    if (sv->observer) sv->observer(sv->observer_ctx, sv->smp.round, sv->cohort.results[i].client, u, sv->model->nparam);
     dpfl_status st;
-    if (sv->scaffold.on && (st = fl_scaffold_take(&sv->scaffold, u, sv->results[i].steps, job->lr, err)))
+    if (sv->scaffold.on && (st = fl_scaffold_take(&sv->scaffold, u, sv->cohort.results[i].steps, job->lr, err)))
         return st; /* the server's dc_i */
-    const fl_arrival a = {.i = i, .j = i - job->start, .r = &sv->results[i], .u = u, .keep = keep};
+    const fl_arrival a = {.i = i, .j = i - job->start, .r = &sv->cohort.results[i], .u = u, .keep = keep};
     return sv->agg->add(sv->aggself, &a, err);
 }
 
@@ -136,7 +136,7 @@ static dpfl_status server_add(dpfl_server *sv, const dpfl_round_job *job, float 
     dpfl_status st;
     for (int32_t j = 0; j < job->count; j++) {
         const int32_t i = job->start + j;
-        if (!sv->results[i].dropped &&
+        if (!sv->cohort.results[i].dropped &&
             (st = server_take(sv, job, i, slots[j], sv->agg->whole_round ? slots[i] : NULL, err)))
             return st;
     }
@@ -148,8 +148,8 @@ static dpfl_round_job *round_job(dpfl_sim *s, int32_t round)
 {
     const dpfl_ddp_plan *plan = dpfl_server_ddp_plan(&s->sv);
     if (plan) fl_ddp_round_info(s->sv.aggself, &s->ddp_round);
-    s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->sv.ledger.rounds, .nsampled = s->sv.nsampled,
-                              .sampled = s->sv.sampled, .reports = s->sv.results, .start = s->chunk_start,
+    s->job = (dpfl_round_job){.sim = s, .round = round, .released = s->sv.ledger.rounds, .nsampled = s->sv.cohort.n,
+                              .sampled = s->sv.cohort.sampled, .reports = s->sv.cohort.results, .start = s->chunk_start,
                               .count = s->chunk_len, .slots = s->transport->whole_round ? NULL : s->wk.slots,
                               .arrive = server_arrive, .global = s->global,
                               .nparam = s->model->nparam, .lr = s->lr, .update_clip = s->sv.aggp.S,
@@ -167,20 +167,20 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     metrics_init(m, round);
     s->lr = dpfl_optim_lr(&s->cl.optcfg, round - 1);
     s->rd.rdp.clip.clip = dpfl_round_record_clip(s->cfg, round); /* C_t: the noise std is z C_t (clip decay) */
-    const int32_t ms = s->sv.nsampled;
+    const int32_t ms = s->sv.cohort.n;
     dpfl_status st;
     fl_scaffold_begin(&s->sv.scaffold); /* the round's dc_i (fl.scaffold) */
-    server_begin_round(&s->sv, &s->root, round);
+    cohort_begin_round(&s->sv.cohort, &s->root, round, s->sv.agg->client_level ? s->cfg->client_dp.dropout : 0.0);
     if (s->sv.agg->whole_round && (st = slots_reserve(&s->wk, ms, s->model->nparam, err))) return st;
     const fl_sampling_view smp = fl_sampler_view(&s->sv.smp); /* what begin and release see of the round */
     const fl_round_view v = {.round = round, .design = fl_round_design(&smp, round), .nsampled = ms,
-                             .sampled = s->sv.sampled, .results = s->sv.results, .slots = s->wk.slots,
+                             .sampled = s->sv.cohort.sampled, .results = s->sv.cohort.results, .slots = s->wk.slots,
                              .transport = s->transport, .job = &s->job}; /* the slots are final */
     if ((st = s->sv.agg->begin(s->sv.aggself, &v, err))) return st;
-    if (s->sv.agg->can_release && !s->sv.agg->can_release(s->sv.aggself)) server_skip_round(&s->sv);
+    if (s->sv.agg->can_release && !s->sv.agg->can_release(s->sv.aggself)) cohort_skip_round(&s->sv.cohort);
     /* the clients that train get their state blocks; clients that are processes of their own (dpfl join, MPI
      * workers) keep their state there, not here */
-    if (!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv, round, err))) return st;
+    if (!s->transport->clients_hold_data && (st = clients_begin_round(&s->cl, &s->sv.cohort, round, err))) return st;
     const int32_t chunk = s->transport->whole_round ? ms : s->wk.nslots; /* a whole-round transport: one call */
     for (int32_t start = 0; start < ms; start += chunk) {
         s->chunk_start = start;
@@ -191,10 +191,10 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
         /* a whole-round transport handed each update to the server as it arrived (server_arrive) */
         if (!s->transport->whole_round && (st = server_add(&s->sv, job, s->wk.slots, err))) return st;
     }
-    client_metrics(s->sv.results, ms, s->model->nparam, &s->rd.rdp, m);
+    client_metrics(s->sv.cohort.results, ms, s->model->nparam, &s->rd.rdp, m);
     if ((st = s->sv.agg->release(s->sv.aggself, &v, m, err))) return st;
     fl_scaffold_end(&s->sv.scaffold); /* the server's c moves (fl.scaffold) */
-    if (s->cl.layout.helper) fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.results, ms, s->global);
+    if (s->cl.layout.helper) fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.cohort.results, ms, s->global);
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */
     if (s->cl.layout.pers.npers) fl_personal_reset(&s->cl.layout.pers, s->global);

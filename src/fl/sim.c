@@ -43,8 +43,8 @@ void dpfl_sim_free(dpfl_sim *s)
     dpfl_par_free(s->wk.pool);
     free(s->wk.workers);
     free(s->wk.slots);
-    free(s->sv.results);
-    free(s->sv.sampled);
+    free(s->sv.cohort.results);
+    free(s->sv.cohort.sampled);
     free(s->sv.steps);
     dpfl_ledger_free(&s->sv.ledger);
     dpfl_free(s->acc);
@@ -121,12 +121,12 @@ static dpfl_status server_init(dpfl_server *sv, const dpfl_config *cfg, const dp
     sv->smp = (fl_sampler){.cfg = cfg, .clients = K, .sampling = cfg->fl.sampling};
     sv->agg = fl_aggregator_for(cfg);
     sv->aggp.S = cfg->client_dp.clip;
-    sv->results = calloc((size_t)K, sizeof *sv->results);
-    sv->sampled = calloc((size_t)K, sizeof *sv->sampled);
+    sv->cohort.results = calloc((size_t)K, sizeof *sv->cohort.results);
+    sv->cohort.sampled = calloc((size_t)K, sizeof *sv->cohort.sampled);
     sv->steps = calloc((size_t)K, sizeof *sv->steps);
     dpfl_status st = dpfl_ledger_init(&sv->ledger, K, err);
     if (st || (st = fl_scaffold_init(&sv->scaffold, cfg->fl.scaffold, model->nparam, K, err))) return st;
-    if (!sv->results || !sv->sampled || !sv->steps)
+    if (!sv->cohort.results || !sv->cohort.sampled || !sv->steps)
         return dpfl_fail(err, DPFL_ENOMEM, "out of memory (simulation buffers for %d clients)", K);
     return DPFL_OK;
 }

@@ -232,6 +232,15 @@ struct dpfl_record_dp {
     fl_record_dp rdp;
 };
 
+/* The round's cohort, the server's: the clients sampled (the round smp.round), ascending, and the reports they sent,
+ * in the same order.  What round.c's steps before and around training read and write of the server (who drops out,
+ * the clients' state blocks), without the server's aggregation mode, ledger or observer. */
+typedef struct {
+    int32_t *sampled;
+    int32_t n;
+    client_result *results;
+} fl_cohort;
+
 /* The public sub-handle of the server's side (include/dpfl/fl.h, dpfl_sim_server): the client sampler, the round's
  * cohort and the reports it received, the aggregation mode (chosen once at dpfl_sim_create), its state and the clip
  * and noise it shares, the ledger of what it released, SCAFFOLD's c, and the auditing observer.  Its functions are
@@ -241,9 +250,7 @@ struct dpfl_server {
     const dpfl_partition *part;
     const dpfl_model *model;
     fl_sampler smp;
-    int32_t *sampled;         /* the round's clients (smp.round), ascending */
-    int32_t nsampled;
-    client_result *results;   /* their reports, in client order */
+    fl_cohort cohort;         /* the round's clients (smp.round) and their reports */
     int64_t *steps;           /* the sampled clients' local steps (what the ledger charges) */
     dpfl_ledger ledger;       /* every round this simulation trained, charged as it ran */
     const fl_aggregator *agg;

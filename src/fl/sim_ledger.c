@@ -8,9 +8,9 @@
 
 dpfl_status dpfl_server_charge(const dpfl_server *sv, dpfl_ledger *l, dpfl_error *err)
 {
-    for (int32_t i = 0; i < sv->nsampled; i++)
-        sv->steps[i] = fl_client_steps(sv->cfg, dpfl_partition_size(sv->part, sv->sampled[i]));
-    dpfl_ledger_charge(l, sv->sampled, sv->nsampled, sv->steps);
+    for (int32_t i = 0; i < sv->cohort.n; i++)
+        sv->steps[i] = fl_client_steps(sv->cfg, dpfl_partition_size(sv->part, sv->cohort.sampled[i]));
+    dpfl_ledger_charge(l, sv->cohort.sampled, sv->cohort.n, sv->steps);
     if (!sv->agg->client_level) return DPFL_OK;
     const fl_sampling_view smp = fl_sampler_view(&sv->smp);
     const dpfl_mech_clients d = fl_round_design(&smp, sv->smp.round);

@@ -45,8 +45,8 @@ void dpfl_server_set_update_observer(dpfl_server *sv, dpfl_server_update_fn fn, 
 int32_t dpfl_server_client_losses(const dpfl_server *sv, int32_t *clients, double *losses)
 {
     int32_t n = 0;
-    for (int32_t i = 0; i < sv->nsampled; i++) {
-        const client_result *r = &sv->results[i];
+    for (int32_t i = 0; i < sv->cohort.n; i++) {
+        const client_result *r = &sv->cohort.results[i];
         if (r->dropped || r->examples == 0) continue;
         clients[n] = r->client;
         losses[n++] = r->loss_sum / (double)r->examples;

@@ -34,16 +34,17 @@ static void client_worker(void *ctx, int32_t id)
         int j = atomic_fetch_add(&s->wk.next, 1);
         if (j >= s->wk.count) break;
         int32_t i = s->chunk_start + j;
-        if (s->sv.results[i].dropped) continue; /* drops out before sending: its work is lost, not its charge */
+        if (s->sv.cohort.results[i].dropped) continue; /* drops out before sending: its work is lost, not its charge */
         /* fewer clients than threads (one client per round, say): the idle threads join each client's own
          * forward/backward pool; nn results do not depend on its thread count */
         worker *w = &s->wk.workers[id];
         int want = s->chunk_len < s->wk.nthreads ? s->wk.nthreads / s->chunk_len : 1;
         if (want != w->ws_threads) w->ws_threads = dpfl_nn_ws_set_threads(w->ws, want, NULL) ? 0 : want;
-        fl_client_train(&s->tctx, &s->cl.layout, &s->cl.store, w, s->sv.sampled[i], s->wk.slots[j],
-                        &s->sv.results[i]);
+        fl_client_train(&s->tctx, &s->cl.layout, &s->cl.store, w, s->sv.cohort.sampled[i], s->wk.slots[j],
+                        &s->sv.cohort.results[i]);
         /* what the client does before sending (distributed DP: its own clipping, noise and masking) */
-        if (s->sv.agg->client_send) s->sv.agg->client_send(s->sv.aggself, w, i, j, &s->sv.results[i], s->wk.slots[j]);
+        if (s->sv.agg->client_send)
+            s->sv.agg->client_send(s->sv.aggself, w, i, j, &s->sv.cohort.results[i], s->wk.slots[j]);
     }
 }
 

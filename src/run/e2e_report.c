@@ -26,6 +26,6 @@ double fl_e2e_server_z(const dpfl_config *cfg, const run_acct *a)
 dpfl_status fl_run_e2e_client_epsilon(const dpfl_config *cfg, const dpfl_partition *part, const run_acct *a,
                                       double *eps, double *client_noise, dpfl_event *ev, dpfl_error *err)
 {
-    return fl_e2e_client_epsilon(cfg, part, &a->ledger, a->rs.record_z, fl_e2e_server_z(cfg, a), eps, client_noise,
-                                 ev, err);
+    return fl_e2e_client_epsilon(cfg, part, a->ledger.rounds, a->rs.record_z, fl_e2e_server_z(cfg, a), eps,
+                                 client_noise, ev, err);
 }

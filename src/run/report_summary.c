@@ -69,7 +69,7 @@ static dpfl_status summary_record(const dpfl_config *cfg, const dpfl_partition *
 }
 
 /* summary.json's client-level report. */
-static void summary_client(const dpfl_config *cfg, int32_t clients, const dpfl_server *server, const run_acct *a,
+static void summary_client(const dpfl_config *cfg, int32_t clients, const run_server_report *srv, const run_acct *a,
                            cJSON *sum)
 {
     if (a->g.cprivate) {
@@ -92,8 +92,8 @@ static void summary_client(const dpfl_config *cfg, int32_t clients, const dpfl_s
     cJSON_AddStringToObject(sum, "client_accountant", dpfl_config_choice(cfg, "client_dp.accountant"));
     cJSON_AddStringToObject(sum, "clip_strategy", dpfl_config_choice(cfg, "client_dp.clip_strategy"));
     if ((cfg->client_dp.clip_strategy == DPFL_CLIP_ADAPTIVE)) { /* the two noises whose combination was charged */
-        cJSON_AddNumberToObject(sum, "update_noise", dpfl_server_update_noise(server));
-        cJSON_AddNumberToObject(sum, "quantile_noise", dpfl_server_quantile_noise(server));
+        cJSON_AddNumberToObject(sum, "update_noise", srv->update_noise);
+        cJSON_AddNumberToObject(sum, "quantile_noise", srv->quantile_noise);
     }
     cJSON_AddNumberToObject(sum, "update_clip", a->rs.S);
 }
@@ -109,21 +109,20 @@ typedef struct {
     int64_t rmax, draws;
 } ddp_report;
 
-static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_server *server, const dpfl_ledger *l, double ceps,
-                                  ddp_report *g, dpfl_error *err)
+static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_ddp_plan *p, const int64_t *participations,
+                                  int32_t clients, double ceps, ddp_report *g, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(server);
     memset(g, 0, sizeof *g);
     if (!p) return DPFL_OK;
     int64_t total = 0;
-    for (int32_t k = 0; k < l->clients; k++) {
-        total += l->participations[k];
-        if (l->participations[k] > g->rmax) g->rmax = l->participations[k];
+    for (int32_t k = 0; k < clients; k++) {
+        total += participations[k];
+        if (participations[k] > g->rmax) g->rmax = participations[k];
     }
     /* what the server sees: the sum (variance >= mu) under secure aggregation; without it each client's own vector,
      * at its share mu / t of the largest cohort's threshold (the smallest variance any client adds) */
     dpfl_ddp_plan seen = *p;
-    if (!cfg->client_dp.ddp_secagg) seen.mu = dpfl_ddp_client_variance(p, l->clients);
+    if (!cfg->client_dp.ddp_secagg) seen.mu = dpfl_ddp_client_variance(p, clients);
     dpfl_event ev = dpfl_ddp_event(&seen, 1.0);
     ev.count = g->rmax;
     dpfl_guarantee gg;
@@ -139,13 +138,12 @@ static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_server *ser
     return DPFL_OK;
 }
 
-static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_server *server, const dpfl_ledger *l, double ceps,
-                               cJSON *sum, dpfl_error *err)
+static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_ddp_plan *p, const int64_t *participations,
+                               int32_t clients, double ceps, cJSON *sum, dpfl_error *err)
 {
-    const dpfl_ddp_plan *p = dpfl_server_ddp_plan(server);
     if (!p) return DPFL_OK;
     ddp_report g;
-    dpfl_status st = ddp_guarantees(cfg, server, l, ceps, &g, err);
+    dpfl_status st = ddp_guarantees(cfg, p, participations, clients, ceps, &g, err);
     if (st) return st;
     cJSON *o = cJSON_AddObjectToObject(sum, "ddp");
     cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
@@ -186,7 +184,7 @@ static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_server *server
 
 /* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
  * (and at least one), 0 otherwise ("NOT differentially private"). */
-static int privacy_statement(const dpfl_config *cfg, const dpfl_server *server, const run_acct *a, char *buf,
+static int privacy_statement(const dpfl_config *cfg, const run_server_report *srv, const run_acct *a, char *buf,
                              size_t len)
 {
     const int rdp = cfg->record_dp.enabled, cdp = cfg->client_dp.enabled;
@@ -216,8 +214,8 @@ static int privacy_statement(const dpfl_config *cfg, const dpfl_server *server, 
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     ddp_report g;
     dpfl_error e;
-    if (cdp && dpfl_server_ddp_plan(server) && n < len &&
-        ddp_guarantees(cfg, server, &a->ledger, gu->ceps, &g, &e) == DPFL_OK)
+    if (cdp && srv->ddp && n < len &&
+        ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, &e) == DPFL_OK)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
                                                 "only the secure sum): (%.4g, %.3g)-DP for every client against "
                                                 "observers of the released models, (%.4g, %.3g)-DP against the "
@@ -327,18 +325,18 @@ static void summary_not_private(const dpfl_config *cfg, int64_t examples, const 
 
 /* summary.json's guarantees: record level, client level, distributed DP, federated f-DP, the events behind them,
  * the sentence that says what holds, and the set-up's warnings. */
-static dpfl_status summary_privacy(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+static dpfl_status summary_privacy(const dpfl_config *cfg, const dpfl_partition *part, const run_server_report *srv,
                                    const run_acct *a, const run_warnings *w, cJSON *sum, dpfl_error *err)
 {
     dpfl_status st;
     if (cfg->record_dp.enabled && (st = summary_record(cfg, part, a, sum, err))) return st;
-    if (cfg->client_dp.enabled) summary_client(cfg, part->clients, server, a, sum);
-    if ((st = summary_ddp(cfg, server, &a->ledger, a->g.ceps, sum, err)) ||
+    if (cfg->client_dp.enabled) summary_client(cfg, part->clients, srv, a, sum);
+    if ((st = summary_ddp(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, a->g.ceps, sum, err)) ||
         (st = fl_report_fdp_json(cfg, part, a->ledger.rounds, a->rs.record_z, sum, err)) ||
         (st = fl_summary_events(cfg, part, a, sum, err)))
         return st;
     char words[1024];
-    cJSON_AddBoolToObject(sum, "private", privacy_statement(cfg, server, a, words, sizeof words));
+    cJSON_AddBoolToObject(sum, "private", privacy_statement(cfg, srv, a, words, sizeof words));
     cJSON_AddStringToObject(sum, "privacy", words);
     if (w->n) {
         cJSON *arr = cJSON_AddArrayToObject(sum, "warnings");
@@ -445,7 +443,8 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     summary_not_private(in->cfg, a->rs.examples, &c->pr, c->io.dir, sum);
     if (a->rpdp.filter.on)
         not_private_filtered(&a->rpdp.levels, &a->rpdp.rec, &in->part, cJSON_GetObjectItem(sum, "not_private"));
-    if ((st = summary_privacy(in->cfg, &in->part, in->server, a, &c->node.warn, sum, err))) {
+    const run_server_report srv = fl_report_server_of(in->server);
+    if ((st = summary_privacy(in->cfg, &in->part, &srv, a, &c->node.warn, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }
@@ -456,7 +455,13 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     return write_json(path, sum, err);
 }
 
-void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+run_server_report fl_report_server_of(const dpfl_server *sv)
+{
+    return (run_server_report){.update_noise = dpfl_server_update_noise(sv),
+                               .quantile_noise = dpfl_server_quantile_noise(sv), .ddp = dpfl_server_ddp_plan(sv)};
+}
+
+void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const run_server_report *srv,
                            const run_acct *a, const run_progress *pr, const char *dir)
 {
     const int rdp = cfg->record_dp.enabled, cdp = cfg->client_dp.enabled;
@@ -492,8 +497,8 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
                         "against any observer keeping the sync probability %g (RDP bound)\n",
                 fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p);
     ddp_report g;
-    if (cdp && gu->cprivate && dpfl_server_ddp_plan(server) &&
-        ddp_guarantees(cfg, server, &a->ledger, gu->ceps, &g, NULL) == DPFL_OK)
+    if (cdp && gu->cprivate && srv->ddp &&
+        ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, NULL) == DPFL_OK)
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
                         "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
                         "client%s)\n",

@@ -181,8 +181,10 @@ dpfl_status fl_run(const dpfl_config *cfg, const dpfl_run_options *opt, const fl
         if (!opt->quiet && isatty(2)) fputc('\n', stderr);
         if (!st && c->pr.interrupted) st = interrupted_checkpoint(c, err);
         if (!st) st = fl_report_summary(c, err);
-        if (!st && !opt->quiet)
-            fl_report_final_lines(in->cfg, &in->part, in->server, &c->node.acct, &c->pr, opt->out_dir);
+        if (!st && !opt->quiet) {
+            const run_server_report srv = fl_report_server_of(in->server);
+            fl_report_final_lines(in->cfg, &in->part, &srv, &c->node.acct, &c->pr, opt->out_dir);
+        }
     }
     if (t && t->finish)
         t->finish(t, in->server ? dpfl_server_ledger(in->server)->rounds : 0, st,

@@ -88,7 +88,15 @@ dpfl_status fl_report_round_line(const dpfl_config *cfg, const dpfl_partition *p
 dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_progress *pr, const dpfl_round_metrics *m,
                                   dpfl_error *err);
 dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err);
-void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const dpfl_server *server,
+/* What the report reads of the server's aggregation mode, read once where the report is written
+ * (fl_report_server_of, through dpfl_server's getters): adaptive clipping's two noises, and distributed DP's plan
+ * (NULL: the mode is not distributed DP; borrowed from the server, valid while the simulation lives). */
+typedef struct {
+    double update_noise, quantile_noise;
+    const dpfl_ddp_plan *ddp;
+} run_server_report;
+run_server_report fl_report_server_of(const dpfl_server *sv);
+void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, const run_server_report *srv,
                            const run_acct *a, const run_progress *pr, const char *dir);
 /* summary.json's "updates" (sampled, arrived, per round) from diagnostics.jsonl, into pr too (report_updates.c) */
 void fl_report_updates(const char *dir, run_progress *pr, struct cJSON *sum);
