@@ -386,14 +386,15 @@ static void config_refusals(void **state)
  * ddp_secagg = no it sees each client's own vector, whose noise is the client's share mu / t (an audit found the sum's
  * number reported for it: 5.38 where the vectors give 32.6).  Each is the Skellam accountant at q = 1 over the busiest
  * client's rounds, at the variance the server faces. */
-static cJSON *ddp_summary(int secagg)
+static cJSON *ddp_summary(int secagg, int seeded)
 {
     const char *cfgp = "/tmp/dpfl_test_ddp_srv.ini", *dir = "/tmp/dpfl_test_ddp_srv";
     FILE *f = fopen(cfgp, "w");
     assert_non_null(f);
     fprintf(f, "[data]\ndataset = synthetic\nclients = 20\n\n[model]\narch = logreg\n\n[fl]\nrounds = 5\n"
                "sampling = all\nlocal_steps = 2\nbatch = 50\n\n[client_dp]\nenabled = yes\nmechanism = ddp\nclip = 1.0\n"
-               "noise = 2\ndelta = 1e-5\nddp_secagg = %s\n\n[run]\nseed = 1\nthreads = 1\n", secagg ? "yes" : "no");
+               "noise = 2\ndelta = 1e-5\nddp_secagg = %s\n\n[run]\n%sthreads = 1\n", secagg ? "yes" : "no",
+            seeded ? "seed = 1\n" : "");
     fclose(f);
     dpfl_config cfg;
     dpfl_config_defaults(&cfg);
@@ -423,7 +424,7 @@ static void the_server_epsilon_is_of_what_the_server_sees(void **state)
 {
     (void)state;
     for (int secagg = 1; secagg >= 0; secagg--) {
-        cJSON *s = ddp_summary(secagg);
+        cJSON *s = ddp_summary(secagg, 0);
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "ddp");
         assert_non_null(d);
         const double t = 18; /* 20 clients, every one each round, tolerated dropout 0.1: ceil(0.9 * 20) */
@@ -438,8 +439,23 @@ static void the_server_epsilon_is_of_what_the_server_sees(void **state)
             print_error("secagg %d: epsilon_vs_server %g, the server's view %g\n", secagg,
                         field(d, "epsilon_vs_server"), g.epsilon);
         assert_true(fabs(field(d, "epsilon_vs_server") - g.epsilon) <= 1e-9 * g.epsilon);
+        /* what it assumes: the server colludes with no client (each one's noise share is what it does not know) */
+        const char *covers = cJSON_GetObjectItemCaseSensitive(d, "epsilon_vs_server_covers")->valuestring;
+        assert_non_null(strstr(covers, "colludes with no client"));
+        assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(s, "privacy")->valuestring,
+                               "against the aggregation server, which sees the cohorts and colludes with no client"));
         cJSON_Delete(s);
     }
+    /* with a fixed seed the server, which runs the config, can recompute every client's masks and noise: no epsilon
+     * against it (audit 4: a finite one was printed) */
+    cJSON *s = ddp_summary(1, 1);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "ddp");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(d, "epsilon_vs_server")));
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(d, "epsilon_vs_server_covers")->valuestring, "none"));
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(s, "privacy")->valuestring,
+                           "none against the aggregation server, which holds the seed"));
+    assert_true(field(d, "epsilon") > 0); /* against observers of the models: still reported (if the seed is secret) */
+    cJSON_Delete(s);
     assert_int_equal(system("rm -rf /tmp/dpfl_test_ddp_srv"), 0);
 }
 

@@ -1047,6 +1047,9 @@ static void distributed_dp_runs_secure_aggregation_on_the_wire(void **state)
     assert_same_summary_value(tp("t7-sim/summary.json"), tp("t7-dep/summary.json"), "client_epsilon");
     assert_true(
         contains(tp("t7-server.log"), "round 3: 4 clients sampled, the sum of 4 masked inputs unmasked (4 answers)"));
+    /* the summary says where secure aggregation ran (it said "in process" for a deployment: audit 4) */
+    assert_true(contains(tp("t7-dep/summary.json"), "between the server and the clients' processes"));
+    assert_true(contains(tp("t7-sim/summary.json"), "in process: pairwise X25519 masks"));
 
     /* a seed whose simulated dropouts (p = 0.3) drop client 3 alone in round 1 */
     int seed = 0;

@@ -1,5 +1,6 @@
 /* dpfl account: epsilon (or delta) of T steps of a sampled Gaussian mechanism. */
 #include "args.h"
+#include "core/numtext.h"
 #include "cli.h"
 #include "privacy_cli.h"
 
@@ -98,12 +99,13 @@ static void account_print(const account_args *a, dpfl_accountant acc, const dpfl
         }
         return;
     }
-    printf("%-4s  epsilon = %.6g  delta = %.6g", an, g->epsilon, g->delta);
+    printf("%-4s  epsilon = %s  delta = %s", an, dpfl_num_up(g->epsilon, 6).s, dpfl_num_up(g->delta, 6).s);
     if (g->answered == DPFL_ACC_PLD && a->has_d)
-        printf("  (lower estimate %.6g: the true epsilon lies in [%.6g, %.6g])", g->epsilon_lower, g->epsilon_lower,
-               g->epsilon);
+        printf("  (lower estimate %s: the true epsilon lies in [%s, %s])", dpfl_num_down(g->epsilon_lower, 6).s,
+               dpfl_num_down(g->epsilon_lower, 6).s, dpfl_num_up(g->epsilon, 6).s);
     if (acc == DPFL_ACC_RDP) printf("  (order %.4g, %s conversion)", g->order, a->conv);
-    if (acc == DPFL_ACC_GDP) printf("  (mu = %.6g)%s", g->mu, g->asymptotic ? "  ASYMPTOTIC (CLT), not a bound" : "");
+    if (acc == DPFL_ACC_GDP)
+        printf("  (mu = %s)%s", dpfl_num_up(g->mu, 6).s, g->asymptotic ? "  ASYMPTOTIC (CLT), not a bound" : "");
     if (g->answered != acc) printf("  (answered by %s: %s)", dpfl_accountant_name(g->answered), g->fallback);
     printf("\n");
 }

@@ -1,5 +1,6 @@
 /* dpfl calibrate: the smallest noise multiplier meeting a target epsilon. */
 #include "args.h"
+#include "core/numtext.h"
 #include "cli.h"
 #include "privacy_cli.h"
 
@@ -69,8 +70,9 @@ int cli_calibrate(int argc, char **argv)
         }
         pcli_print_json(r);
     } else {
-        printf("noise = %.6g  (epsilon = %.6g <= %g at delta = %g, %s, Poisson q = %g, %ld steps, add-remove)\n", z,
-               g.epsilon, target, delta, dpfl_accountant_name(co.accountant), q, T);
+        printf("noise = %s  (epsilon = %s <= %g at delta = %g, %s, Poisson q = %g, %ld steps, add-remove)\n",
+               dpfl_num_up(z, 6).s, dpfl_num_up(g.epsilon, 6).s, target, delta, dpfl_accountant_name(co.accountant), q,
+               T);
         if (g.answered != co.accountant)
             printf("(epsilon answered by %s: %s)\n", dpfl_accountant_name(g.answered), g.fallback);
     }

@@ -1,5 +1,6 @@
 /* dpfl e2e: record-level and client-level guarantees of the same DP-SGD-in-clients run. */
 #include "args.h"
+#include "core/numtext.h"
 #include "cli.h"
 #include "privacy_cli.h"
 
@@ -32,11 +33,12 @@ static void e2e_print(const dpfl_e2e_params *p, const dpfl_e2e_result *r, int js
     char how[48];
     if (r->record_order > 0) snprintf(how, sizeof how, "RDP order %.4g", r->record_order);
     else snprintf(how, sizeof how, "PLD");
-    printf("record level: epsilon = %.6g  (add-remove, Poisson q = %g within client, client rate %g, participation "
-           "visible; %s)\n", r->record_epsilon, (double)p->batch / (double)p->n, p->client_rate, how);
-    printf("client level: epsilon = %.6g  (%s, participation visible: Poisson rate %g with replacement by a special "
-           "client; mu = %.6g per round, exact)\n",
-           r->client_epsilon, dpfl_adjacency_name(p->client_adjacency), p->client_rate, r->client_mu);
+    printf("record level: epsilon = %s  (add-remove, Poisson q = %g within client, client rate %g, participation "
+           "visible; %s)\n", dpfl_num_up(r->record_epsilon, 6).s, (double)p->batch / (double)p->n, p->client_rate, how);
+    printf("client level: epsilon = %s  (%s, participation visible: Poisson rate %g with replacement by a special "
+           "client; mu = %s per round, exact)\n",
+           dpfl_num_up(r->client_epsilon, 6).s, dpfl_adjacency_name(p->client_adjacency), p->client_rate,
+           dpfl_num_up(r->client_mu, 6).s);
     printf("delta = %g\n", p->delta);
 }
 

@@ -1,5 +1,6 @@
 /* dpfl fdp: PriFedSync weak/strong federated Gaussian DP, CLT values and RDP upper bounds. */
 #include "args.h"
+#include "core/numtext.h"
 #include "cli.h"
 #include "privacy_cli.h"
 
@@ -77,10 +78,12 @@ int cli_fdp(int argc, char **argv)
         cJSON_AddNumberToObject(j, "copies", (double)c);
         pcli_print_json(j);
     } else {
-        printf("weak federated:   mu = %.4g (CLT, asymptotic) -> epsilon %.4g\n", r.mu_weak, r.eps_weak_clt);
-        printf("strong federated: mu = %.4g (CLT, asymptotic) -> epsilon %.4g\n", r.mu_strong, r.eps_strong_clt);
-        printf("any observer:     epsilon = %.4g (RDP upper bound keeping the sync probability p, order %.4g)\n",
-               r.eps_exact, r.order_exact);
+        printf("weak federated:   mu = %s (CLT, asymptotic) -> epsilon %s\n", dpfl_num_up(r.mu_weak, 4).s,
+               dpfl_num_up(r.eps_weak_clt, 4).s);
+        printf("strong federated: mu = %s (CLT, asymptotic) -> epsilon %s\n", dpfl_num_up(r.mu_strong, 4).s,
+               dpfl_num_up(r.eps_strong_clt, 4).s);
+        printf("any observer:     epsilon = %s (RDP upper bound keeping the sync probability p, order %.4g)\n",
+               dpfl_num_up(r.eps_exact, 4).s, r.order_exact);
         printf("delta = %g  unit: record  adjacency: replace-one  sampler: fixed (without replacement)\n", delta);
     }
     return 0;

@@ -1,5 +1,6 @@
 /* dpfl scf: rPDP-FL per-record budgets <-> sampling probabilities. */
 #include "args.h"
+#include "core/numtext.h"
 #include "cli.h"
 #include "privacy_cli.h"
 
@@ -93,8 +94,9 @@ static int scf_inverse(const dpfl_rpdp_params *pp, const cli_doubles *eps, int j
         cJSON_AddItemToArray(pa, cJSON_CreateNumber(p));
         if (check_fit) cJSON_AddItemToArray(fe, cJSON_CreateNumber(pe));
         if (!json && check_fit)
-            printf("epsilon = %g  p_safe = %.6g   (estimate: p_fit = %.6g, whose exact epsilon is %.4g%s)\n",
-                   eps->v[i], safe, p, pe, pe > eps->v[i] ? ": over the budget, not a guarantee" : "");
+            printf("epsilon = %g  p_safe = %s   (estimate: p_fit = %.6g, whose exact epsilon is %s%s)\n", eps->v[i],
+                   dpfl_num_down(safe, 6).s, p, dpfl_num_up(pe, 4).s,
+                   pe > eps->v[i] ? ": over the budget, not a guarantee" : "");
     }
     cJSON_AddStringToObject(j, "p_fit_is", "an estimate (SCF curve fit), not a guarantee: p_safe is");
     return 0;

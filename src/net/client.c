@@ -18,6 +18,7 @@
  * update reports besides the update itself (loss, example and clip counts) are covered by no epsilon, so with
  * record-level DP they are not sent. */
 #include "net_internal.h"
+#include "core/numtext.h"
 
 #include <errno.h>
 #include <math.h>
@@ -294,8 +295,9 @@ static dpfl_status on_round(client *cl, const dpfl_wire_msg *m, dpfl_error *err)
             zmq_strerror(errno));
     double eps = NAN;
     net_client_own_epsilon(&cl->own, &eps, NULL);
-    if (n->in.rdp_on) INFO(&cl->link, "round %u: update sent (%lld rounds trained, epsilon %.4g for its records)", m->round,
-                        (long long)cl->own.rounds_trained, eps);
+    if (n->in.rdp_on)
+        INFO(&cl->link, "round %u: update sent (%lld rounds trained, epsilon %s for its records)", m->round,
+             (long long)cl->own.rounds_trained, dpfl_num_up(eps, 4).s);
     else INFO(&cl->link, "round %u: update sent", m->round);
     return DPFL_OK;
 }
@@ -563,9 +565,11 @@ dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dp
     if (!st && cl->own.node) {
         double eps = NAN;
         if (!net_client_own_epsilon(&cl->own, &eps, err) && cl->own.node->in.rdp_on && !o->quiet)
-            LOG(&cl->link, "done: %lld rounds trained; record-level epsilon %.6g (delta %g) for this client's records%s",
-                (long long)cl->own.rounds_trained, eps, cfg->record_dp.delta,
-                cl->own.node->in.root.seeded ? " -- holds only if the seed is secret (reproducible mode)" : "");
+            LOG(&cl->link, "done: %lld rounds trained; record-level epsilon %s (delta %g) for this client's records%s",
+                (long long)cl->own.rounds_trained, dpfl_num_up(eps, 6).s, cfg->record_dp.delta,
+                cl->own.node->in.root.seeded ? " -- not against the server or the other clients, which hold the "
+                                               "config and its fixed seed (reproducible mode: leave run.seed unset "
+                                               "with real data)" : "");
     }
     client_close(cl);
     free(cl);

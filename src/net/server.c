@@ -331,6 +331,10 @@ static dpfl_status start(const dpfl_transport *t, const dpfl_transport_setup *se
     const int32_t want = clients_wanted(&sv->o, K);
     LOG("listening on %s (server key %s), %d client keys in the allow-list %s; %d rounds released, waiting for "
         "%d of %d clients", sv->o.bind, pkz, nallowed, sv->link.zap.dir, setup->released, want, K);
+    if (setup->cfg->run.seed.given && (setup->cfg->record_dp.enabled || setup->cfg->client_dp.enabled))
+        LOG("fixed [run] seed (reproducible mode, for testing a deployment): this server and every client hold it and "
+            "can recompute every noise draw and mask, so no epsilon of this run holds against any of them; leave "
+            "run.seed unset with real data");
     st = net_srv_serve_until(sv, dpfl_now() + sv->o.join_timeout, all_joined, err);
     if (st) return st;
     if (!all_joined(sv))

@@ -1,6 +1,7 @@
 /* What a run reports round by round: metrics.jsonl (what the guarantee covers), diagnostics.jsonl (not private)
  * and the progress line on the terminal (summary.json and the final lines: report_summary.c). */
 #include "run_internal.h"
+#include "core/numtext.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -244,14 +245,14 @@ void fl_report_progress_line(const dpfl_config *cfg, const run_guarantees *g, co
     if (isfinite(last_eval->test_accuracy)) ADD("%.4f", last_eval->test_accuracy);
     else ADD("n/a"); /* no evaluation yet (eval_every) */
     if (budgets) {
-        ADD("  max eps_i %.3g", g->report.epsilon);
+        ADD("  max eps_i %s", dpfl_num_up(g->report.epsilon, 3).s);
         if (cfg->record_dp.budget_max > 0) ADD(" (budgets <= %g)", cfg->record_dp.budget_max);
     } else if (rdp) {
-        ADD("  eps %.3g", g->report.epsilon);
+        ADD("  eps %s", dpfl_num_up(g->report.epsilon, 3).s);
         if (cfg->record_dp.target_epsilon > 0) ADD("/%g", cfg->record_dp.target_epsilon);
     }
     if (cdp) {
-        if (g->cprivate) ADD("  client eps %.3g", g->ceps);
+        if (g->cprivate) ADD("  client eps %s", dpfl_num_up(g->ceps, 3).s);
         else ADD("  client eps n/a (median clip: not private)");
         if (g->cprivate && cfg->client_dp.target_epsilon > 0) ADD("/%g", cfg->client_dp.target_epsilon);
     }

@@ -1,6 +1,7 @@
 /* What a run reports at its end: model.bin, summary.json (every guarantee, with the events behind it, apart from
  * the values no epsilon covers) and the final lines on the terminal. */
 #include "run_internal.h"
+#include "core/numtext.h"
 #include "fl/sim_internal.h"
 
 #include "dpfl/transport.h"
@@ -27,7 +28,11 @@ static dpfl_status summary_record(const dpfl_config *cfg, const dpfl_partition *
     if (a->rpdp.on) { /* personalized: each record against its own budget; epsilon above is the largest */
         cJSON_AddStringToObject(sum, "epsilon_is", "the largest epsilon of any record; each record's own is within its "
                                                    "budget (record_budgets)");
-        cJSON_AddStringToObject(sum, "accountant", "rdp, two-stage (client rate lambda, then Poisson(p_i) per step)");
+        cJSON_AddStringToObject(sum, "accountant", cfg->record_dp.two_stage_bound == DPFL_TWO_STAGE_PLD
+                                                       ? "pld (rdp where pld cannot answer), two-stage (client rate "
+                                                         "lambda, then Poisson(p_i) per step)"
+                                                       : "rdp, two-stage (client rate lambda, then Poisson(p_i) per "
+                                                         "step)");
         cJSON_AddStringToObject(sum, "sampler", "poisson, a rate per record");
         cJSON_AddStringToObject(sum, "adjacency", "add-remove");
         cJSON_AddNumberToObject(sum, "noise", a->rs.record_z);
@@ -138,8 +143,17 @@ static dpfl_status ddp_guarantees(const dpfl_config *cfg, const dpfl_ddp_plan *p
     return DPFL_OK;
 }
 
+/* What distributed DP's epsilon against the aggregation server assumes, beyond the server following the protocol
+ * (audit 4): it colludes with no client (each client's noise share, variance mu/t, is what it does not know: a
+ * client that gave it its own draw takes that share away), and it does not hold the seed (with a fixed [run] seed
+ * it can recompute every client's masks and noise: it does in a deployment, whose config it runs). */
+#define DDP_SERVER_ASSUMES "; it assumes the server colludes with no client (each client's noise share is unknown to it)"
+#define DDP_SERVER_SEEDED                                                                                             \
+    "none: with a fixed [run] seed the aggregation server, which runs this config, can recompute every client's "   \
+    "masks and noise (reproducible mode; leave run.seed unset for a guarantee against it)"
+
 static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_ddp_plan *p, const int64_t *participations,
-                               int32_t clients, double ceps, cJSON *sum, dpfl_error *err)
+                               int32_t clients, double ceps, int in_process, cJSON *sum, dpfl_error *err)
 {
     if (!p) return DPFL_OK;
     ddp_report g;
@@ -149,23 +163,26 @@ static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_ddp_plan *p, c
     cJSON_AddStringToObject(o, "mechanism", "distributed DP: each client clips, rotates (randomized Hadamard), "
                                             "rounds conditionally and adds Skellam noise; the server learns the sum "
                                             "modulo 2^bits only");
-    cJSON_AddStringToObject(o, "secure_aggregation", cfg->client_dp.ddp_secagg
-                                                         ? "in process: pairwise X25519 masks, Shamir-shared seeds, "
-                                                           "dropout recovery (docs/secagg.md)"
-                                                         : "off: the wrapped vectors are summed directly (the same "
-                                                           "sum; the server would see each one)");
+    cJSON_AddStringToObject(o, "secure_aggregation",
+                            !cfg->client_dp.ddp_secagg ? "off: the wrapped vectors are summed directly (the same sum; "
+                                                         "the server would see each one)"
+                            : in_process ? "in process: pairwise X25519 masks, Shamir-shared seeds, dropout recovery "
+                                           "(docs/secagg.md)"
+                                         : "between the server and the clients' processes (transport): pairwise X25519 "
+                                           "masks, Shamir-shared seeds, dropout recovery (docs/secagg.md)");
     cJSON_AddStringToObject(o, "adjacency", "zero-out: a client's data replaced by data whose update is zero");
     fl_json_num(o, "epsilon", ceps);
     cJSON_AddStringToObject(o, "epsilon_covers", "observers of the released models who do not see the cohorts "
                                                  "(client sampling amplifies)");
-    fl_json_num(o, "epsilon_vs_server", g.eps_srv);
+    fl_json_num(o, "epsilon_vs_server", cfg->run.seed.given ? NAN : g.eps_srv); /* NAN: null */
     cJSON_AddStringToObject(o, "epsilon_vs_server_covers",
-                            cfg->client_dp.ddp_secagg
+                            cfg->run.seed.given ? DDP_SERVER_SEEDED
+                            : cfg->client_dp.ddp_secagg
                                 ? "the aggregation server, which sees who took part: the client that took part most, "
-                                  "every one of its rounds at q = 1"
+                                  "every one of its rounds at q = 1" DDP_SERVER_ASSUMES
                                 : "the aggregation server, which sees each client's own vector (ddp_secagg = no: its "
                                   "own noise only, variance mu / t of the largest cohort) and who took part: the client "
-                                  "that took part most, every one of its rounds at q = 1");
+                                  "that took part most, every one of its rounds at q = 1" DDP_SERVER_ASSUMES);
     cJSON_AddNumberToObject(o, "max_participations", (double)g.rmax);
     cJSON_AddNumberToObject(o, "delta", cfg->client_dp.delta);
     cJSON_AddNumberToObject(o, "delta_sampling", g.dsamp);
@@ -180,6 +197,12 @@ static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_ddp_plan *p, c
     cJSON_AddNumberToObject(o, "noise_multiplier", p->z);
     cJSON_AddNumberToObject(o, "tolerated_dropout", p->tolerated_dropout);
     return DPFL_OK;
+}
+
+/* Which bound rPDP-FL's two-stage rounds are accounted with (record_dp.two_stage_bound). */
+static const char *two_stage_bound_name(const dpfl_config *cfg)
+{
+    return cfg->record_dp.two_stage_bound == DPFL_TWO_STAGE_PLD ? "PLD" : "RDP";
 }
 
 /* One sentence on what the run guarantees; returns 1 if it is differentially private at every level it enabled
@@ -202,13 +225,14 @@ static int privacy_statement(const dpfl_config *cfg, const run_server_report *sr
     }
     if (a->rpdp.on)
         n += (size_t)snprintf(buf + n, len - n, "record-level personalized DP: every record (eps_i, %g)-DP within its "
-                                                "own budget, largest eps_i %.4g (%s budgets, %s policy, two-stage RDP)",
-                              cfg->record_dp.delta, gu->report.epsilon, dpfl_config_choice(cfg, "record_dp.budgets"),
-                              dpfl_config_choice(cfg, "record_dp.budget_policy"));
+                                                "own budget, largest eps_i %s (%s budgets, %s policy, two-stage %s)",
+                              cfg->record_dp.delta, dpfl_num_up(gu->report.epsilon, 4).s,
+                              dpfl_config_choice(cfg, "record_dp.budgets"),
+                              dpfl_config_choice(cfg, "record_dp.budget_policy"), two_stage_bound_name(cfg));
     else if (rdp)
-        n += (size_t)snprintf(buf + n, len - n, "record-level (%.4g, %g)-DP for every record (worst %s; %s "
+        n += (size_t)snprintf(buf + n, len - n, "record-level (%s, %g)-DP for every record (worst %s; %s "
                                                 "adjacency, %s sampler, %s accountant)",
-                              gu->report.epsilon, cfg->record_dp.delta,
+                              dpfl_num_up(gu->report.epsilon, 4).s, cfg->record_dp.delta,
                               gu->report.worst_copies > 1 ? "record, charged in every client that holds a copy" : "client",
                               a->ra.poisson ? "add-remove" : "replace-one",
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
@@ -217,16 +241,20 @@ static int privacy_statement(const dpfl_config *cfg, const run_server_report *sr
     if (cdp && srv->ddp && n < len &&
         ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, &e) == DPFL_OK)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
-                                                "only the secure sum): (%.4g, %.3g)-DP for every client against "
-                                                "observers of the released models, (%.4g, %.3g)-DP against the "
-                                                "aggregation server, which sees the cohorts (%lld round%s for the "
+                                                "only the secure sum): (%s, %s)-DP for every client against "
+                                                "observers of the released models, %s%s%s%s%s (%lld round%s for the "
                                                 "client that took part most)",
-                              n ? "; " : "", gu->ceps, cfg->client_dp.delta + g.dsamp, g.eps_srv,
-                              cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s");
+                              n ? "; " : "", dpfl_num_up(gu->ceps, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s,
+                              cfg->run.seed.given ? "none against the aggregation server, which holds the seed" : "(",
+                              cfg->run.seed.given ? "" : dpfl_num_up(g.eps_srv, 4).s, cfg->run.seed.given ? "" : ", ",
+                              cfg->run.seed.given ? "" : dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s,
+                              cfg->run.seed.given ? "" : ")-DP against the aggregation server, which sees the cohorts "
+                                                         "and colludes with no client",
+                              (long long)g.rmax, g.rmax == 1 ? "" : "s");
     else if (cdp && n < len)
-        n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%.4g, %g)-DP for every client (%s client sampling, %s "
+        n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%s, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
-                              n ? "; " : "", gu->ceps, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
+                              n ? "; " : "", dpfl_num_up(gu->ceps, 4).s, cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
     if (cfg->run.seed.given && n < len)
         snprintf(buf + n, len - n, "; holds only if the seed is secret (fixed seed: reproducible mode)");
     return 1;
@@ -326,12 +354,14 @@ static void summary_not_private(const dpfl_config *cfg, int64_t examples, const 
 /* summary.json's guarantees: record level, client level, distributed DP, federated f-DP, the events behind them,
  * the sentence that says what holds, and the set-up's warnings. */
 static dpfl_status summary_privacy(const dpfl_config *cfg, const dpfl_partition *part, const run_server_report *srv,
-                                   const run_acct *a, const run_warnings *w, cJSON *sum, dpfl_error *err)
+                                   const run_acct *a, const run_warnings *w, int in_process, cJSON *sum,
+                                   dpfl_error *err)
 {
     dpfl_status st;
     if (cfg->record_dp.enabled && (st = summary_record(cfg, part, a, sum, err))) return st;
     if (cfg->client_dp.enabled) summary_client(cfg, part->clients, srv, a, sum);
-    if ((st = summary_ddp(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, a->g.ceps, sum, err)) ||
+    if ((st = summary_ddp(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, a->g.ceps, in_process, sum,
+                          err)) ||
         (st = fl_report_fdp_json(cfg, part, a->ledger.rounds, a->rs.record_z, sum, err)) ||
         (st = fl_summary_events(cfg, part, a, sum, err)))
         return st;
@@ -444,7 +474,7 @@ dpfl_status fl_report_summary(run_ctx *c, dpfl_error *err)
     if (a->rpdp.filter.on)
         not_private_filtered(&a->rpdp.levels, &a->rpdp.rec, &in->part, cJSON_GetObjectItem(sum, "not_private"));
     const run_server_report srv = fl_report_server_of(in->server);
-    if ((st = summary_privacy(in->cfg, &in->part, &srv, a, &c->node.warn, sum, err))) {
+    if ((st = summary_privacy(in->cfg, &in->part, &srv, a, &c->node.warn, !c->transport, sum, err))) {
         cJSON_Delete(sum);
         return st;
     }
@@ -480,11 +510,12 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
                 pr->upd_empty == 1 ? "" : "s");
     if (a->rpdp.on)
         fprintf(stderr, "dpfl: record-level personalized DP: every record within its own budget (largest epsilon "
-                        "%.4g, delta %g; %s budgets, %s policy; record_budgets in summary.json)\n",
-                gu->report.epsilon, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
+                        "%s, delta %g; %s budgets, %s policy; record_budgets in summary.json)\n",
+                dpfl_num_up(gu->report.epsilon, 4).s, cfg->record_dp.delta, dpfl_config_choice(cfg, "record_dp.budgets"),
                 dpfl_config_choice(cfg, "record_dp.budget_policy"));
     else if (rdp)
-        fprintf(stderr, "dpfl: record-level (%.4g, %g)-DP, %s, %s accountant, %s sampler\n", gu->report.epsilon,
+        fprintf(stderr, "dpfl: record-level (%s, %g)-DP, %s, %s accountant, %s sampler\n",
+                dpfl_num_up(gu->report.epsilon, 4).s,
                 cfg->record_dp.delta,
                 isfinite(gu->ledger_eps) ? "federated f-DP bound (smaller than the ledger's)"
                 : gu->report.worst_copies > 1 ? "worst record (every copy charged)" : "worst client",
@@ -493,20 +524,28 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
     dpfl_fdp_result fr;
     if (rdp && a->ledger.rounds > 0 && !fl_fdp_not_applicable(cfg, a->rs.record_z) &&
         fl_fdp_of_run(cfg, part, a->ledger.rounds, a->rs.record_z, &pp, &fr, NULL) == DPFL_OK)
-        fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %.4g weak, %.4g strong (CLT, asymptotic); (%.4g, %g)-DP "
+        fprintf(stderr, "dpfl: federated f-DP (PriFedSync): mu = %s weak, %s strong (CLT, asymptotic); (%s, %g)-DP "
                         "against any observer keeping the sync probability %g (RDP bound)\n",
-                fr.mu_weak, fr.mu_strong, fr.eps_exact, cfg->record_dp.delta, pp.p);
+                dpfl_num_up(fr.mu_weak, 4).s, dpfl_num_up(fr.mu_strong, 4).s, dpfl_num_up(fr.eps_exact, 4).s,
+                cfg->record_dp.delta, pp.p);
     ddp_report g;
     if (cdp && gu->cprivate && srv->ddp &&
         ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, NULL) == DPFL_OK)
-        fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%.4g, %.3g)-DP against observers "
-                        "of the models, (%.4g, %.3g)-DP against the aggregation server (%lld round%s of the busiest "
-                        "client%s)\n",
-                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", gu->ceps, cfg->client_dp.delta + g.dsamp,
-                g.eps_srv, cfg->client_dp.delta + g.dsamp, (long long)g.rmax, g.rmax == 1 ? "" : "s",
+    {
+        char vs[200];
+        if (cfg->run.seed.given) snprintf(vs, sizeof vs, "none against the aggregation server (it holds the seed)");
+        else
+            snprintf(vs, sizeof vs, "(%s, %s)-DP against the aggregation server if it colludes with no client",
+                     dpfl_num_up(g.eps_srv, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s);
+        fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%s, %s)-DP against observers "
+                        "of the models, %s (%lld round%s of the busiest client%s)\n",
+                cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", dpfl_num_up(gu->ceps, 4).s,
+                dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s, vs, (long long)g.rmax, g.rmax == 1 ? "" : "s",
                 cfg->client_dp.ddp_secagg ? "" : ", which the server sees alone");
+    }
     else if (cdp && gu->cprivate)
-        fprintf(stderr, "dpfl: client-level (%.4g, %g)-DP, %s client sampling, %s accountant\n", gu->ceps,
+        fprintf(stderr, "dpfl: client-level (%s, %g)-DP, %s client sampling, %s accountant\n",
+                dpfl_num_up(gu->ceps, 4).s,
                 cfg->client_dp.delta, dpfl_config_choice(cfg, "fl.sampling"), dpfl_config_choice(cfg, "client_dp.accountant"));
     if (cdp && !gu->cprivate)
         fprintf(stderr, "dpfl: client level: NOT differentially private (median clipping)\n");
