@@ -125,6 +125,27 @@ out=$("$dpfl" account --steps=100 --q 0.01 --noise 1 --epsilon 1 --json 2>&1) ||
 grep -q '"delta":' <<<"$out" || t_fail "account --epsilon: no delta: $out"
 t_end
 
+# A printed value taken back as a setting stays within its target: calibrate's noise (rounded up) and scf's p_safe
+# (rounded down), accounted again from the printed text alone; before, they were rounded to nearest and 1.08019 (for a
+# target of 1) gave 1.0000039, p_safe 0.0171071 gave 1.0000014 (audit 5).
+t_begin "printed calibrations are on the safe side when taken back"
+for case in "1 1e-5 0.01 100" "3 1e-5 0.004 5000" "0.5 1e-6 0.02 300" "8 1e-3 0.1 1500"; do
+  read -r eps delta q steps <<<"$case"
+  for acc in rdp pld; do
+    out=$("$dpfl" calibrate --target-epsilon "$eps" --delta "$delta" --q "$q" --steps "$steps" --accountant "$acc" 2>&1)
+    z=$(sed -n 's/^noise = \([^ ]*\) .*/\1/p' <<<"$out")
+    back=$("$dpfl" account --noise "$z" --q "$q" --steps "$steps" --delta "$delta" --accountant "$acc" --json 2>&1)
+    t_le "$(json_num epsilon <<<"$back")" "$eps" || t_fail "calibrate $case $acc printed noise $z: $back"
+  done
+done
+for eps in 1 2.5; do
+  args=(--noise 1 --client-rate 0.5 --local-steps 5 --rounds 20 --delta 1e-5 --bound pld)
+  p=$("$dpfl" scf "${args[@]}" --epsilon "$eps" 2>&1 | sed -n 's/.*p_safe = \([^ ]*\) .*/\1/p')
+  back=$("$dpfl" scf "${args[@]}" --p "$p" --json 2>&1)
+  t_le "$(json_num epsilon <<<"$back")" "$eps" || t_fail "scf epsilon $eps printed p_safe '$p': $back"
+done
+t_end
+
 t_begin "no subcommand reads argv itself: every one goes through cli_parse"
 for f in src/cli/cmd_*.c src/cli/account_event.c; do
   hits=$(grep -n 'argv\[' "$f") && t_fail "$f indexes argv: $hits"

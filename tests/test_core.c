@@ -3,8 +3,10 @@
 #include "core/bytes.h"
 #include "core/chacha20.h"
 #include "core/file.h"
+#include "core/numtext.h"
 #include "core/rng_internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sodium.h>
 
@@ -643,9 +645,36 @@ static void make_dirs_creates_parents_and_names_the_failure(void **state)
     }
 }
 
+/* Printed privacy numbers round to the safe side (docs/privacy.md): up never prints below x, down never above, both
+ * within one unit of the last printed digit, with at most `digits` significant digits. */
+static void printed_numbers_round_to_the_safe_side(void **state)
+{
+    (void)state;
+    const double xs[] = {1.0000039, 0.9999981, 1.08019234, 3.20702, 0.0171071499, 9.99999951, 99995.5, 1e-5,
+                         1.2345678901234e-300, 5870.7572904, 123456789.0, 1.0, 0.0, 2.5, -0.3333333};
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
+        for (int digits = 1; digits <= 8; digits++) {
+            const double x = xs[i];
+            const double up = strtod(dpfl_num_up(x, digits).s, NULL), down = strtod(dpfl_num_down(x, digits).s, NULL);
+            assert_true(up >= x);
+            assert_true(down <= x);
+            const double unit = x != 0 ? pow(10.0, floor(log10(fabs(x))) - (digits - 1)) : 0;
+            assert_true(up - x <= unit * (1 + 1e-9) && x - down <= unit * (1 + 1e-9));
+            char exact[40];
+            snprintf(exact, sizeof exact, "%.*g", digits, up); /* nothing beyond the digits asked for */
+            assert_true(strtod(exact, NULL) == up);
+        }
+    assert_string_equal(dpfl_num_up(1.0000039, 6).s, "1.00001");
+    assert_string_equal(dpfl_num_down(0.0171071499, 6).s, "0.0171071");
+    assert_string_equal(dpfl_num_up(0.0171071499, 6).s, "0.0171072");
+    assert_string_equal(dpfl_num_up(9.99999951, 6).s, "10");
+    assert_string_equal(dpfl_num_up(INFINITY, 4).s, "inf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(printed_numbers_round_to_the_safe_side),
         cmocka_unit_test(rng_seeded_is_reproducible),
         cmocka_unit_test(rng_derive_is_independent_of_parent_position),
         cmocka_unit_test(rng_os_streams_differ),

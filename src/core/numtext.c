@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* %.*g of x, then moved one unit in its last printed digit towards dir until the printed value is on x's dir
- * side (at most twice: a value that crosses a power of ten prints one more digit's worth of change). */
+/* %.*g of x, then moved by one unit of x's last printed digit towards dir until the printed value is on x's dir
+ * side (once, or twice where decimal-binary conversion lands the step a hair short). */
 static dpfl_num_text rounded(double x, int digits, int dir)
 {
     dpfl_num_text t;
@@ -16,8 +16,7 @@ static dpfl_num_text rounded(double x, int digits, int dir)
     for (int i = 0; i < 4; i++) {
         double v = strtod(t.s, NULL);
         if (dir > 0 ? v >= x : v <= x) return t;
-        const double mag = fabs(v != 0 ? v : x);
-        const double unit = pow(10.0, floor(log10(mag)) - (digits - 1));
+        const double unit = pow(10.0, floor(log10(fabs(x))) - (digits - 1)); /* x's last digit (x != 0 here) */
         snprintf(t.s, sizeof t.s, "%.*g", digits, v + dir * unit);
     }
     snprintf(t.s, sizeof t.s, "%.17g", x); /* not reached for finite x; exact as a last resort */
