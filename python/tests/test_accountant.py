@@ -166,23 +166,34 @@ def test_classic_conversion_equals_cli():
     assert tight.epsilon < g.epsilon
 
 
+def printed(x, digits, direction):
+    """x as the CLI prints a privacy number: %g with `digits` digits, moved to the safe side (direction +1: never
+    below x, -1: never above) by units of x's last digit."""
+    text = "%.*g" % (digits, x)
+    unit = 10.0 ** (math.floor(math.log10(abs(x))) - (digits - 1)) if x else 0.0
+    while (float(text) < x) if direction > 0 else (float(text) > x):
+        text = "%.*g" % (digits, float(text) + direction * unit)
+    return text
+
+
 def test_printed_values_match_cli_text():
     out = cli("account", "--noise", 1.1, "--q", 0.01, "--steps", 20000, "--delta", 1e-5, "--accountant", "all",
               json_out=False).splitlines()
     ev = dpfl.event_poisson(0.01, 1.1, 20000)
     r, p, g = (dpfl.account_epsilon(ev, 1e-5, a) for a in ("rdp", "pld", "gdp"))
-    assert out[0] == "%-4s  epsilon = %.6g  delta = %.6g  (order %.4g, tight conversion)" % (
-        "rdp", r.epsilon, r.delta, r.order)
-    assert out[1] == "%-4s  epsilon = %.6g  delta = %.6g  (lower estimate %.6g: the true epsilon lies in [%.6g, %.6g])" % (
-        "pld", p.epsilon, p.delta, p.epsilon_lower, p.epsilon_lower, p.epsilon)
+    assert out[0] == "%-4s  epsilon = %s  delta = %s  (order %.4g, tight conversion)" % (
+        "rdp", printed(r.epsilon, 6, 1), printed(r.delta, 6, 1), r.order)
+    assert out[1] == "%-4s  epsilon = %s  delta = %s  (lower estimate %s: the true epsilon lies in [%s, %s])" % (
+        "pld", printed(p.epsilon, 6, 1), printed(p.delta, 6, 1), printed(p.epsilon_lower, 6, -1),
+        printed(p.epsilon_lower, 6, -1), printed(p.epsilon, 6, 1))
     assert 0 < p.epsilon_lower <= p.epsilon and r.epsilon_lower == 0
-    assert out[2] == "%-4s  epsilon = %.6g  delta = %.6g  (mu = %.6g)  ASYMPTOTIC (CLT), not a bound" % (
-        "gdp", g.epsilon, g.delta, g.mu)
+    assert out[2] == "%-4s  epsilon = %s  delta = %s  (mu = %s)  ASYMPTOTIC (CLT), not a bound" % (
+        "gdp", printed(g.epsilon, 6, 1), printed(g.delta, 6, 1), printed(g.mu, 6, 1))
     z = dpfl.calibrate_noise(dpfl.event_poisson(0.1, 1.0, 1500), 8, 1e-3)
     e = dpfl.account_epsilon(dpfl.event_poisson(0.1, z, 1500), 1e-3).epsilon
     text = cli("calibrate", "--target-epsilon", 8, "--delta", 1e-3, "--q", 0.1, "--steps", 1500, json_out=False)
-    assert text.splitlines()[0] == ("noise = %.6g  (epsilon = %.6g <= 8 at delta = 0.001, rdp, Poisson q = 0.1, "
-                                    "1500 steps, add-remove)" % (z, e))
+    assert text.splitlines()[0] == ("noise = %s  (epsilon = %s <= 8 at delta = 0.001, rdp, Poisson q = 0.1, "
+                                    "1500 steps, add-remove)" % (printed(z, 6, 1), printed(e, 6, 1)))
 
 
 # ---------------------------------------------------------------------------------------------- calibrate
