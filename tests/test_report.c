@@ -8,6 +8,7 @@
  * `test_report --check PAGE.html N` runs the browser check alone on any page that should show N plots. */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "core/numtext.h"
 #include "dpfl/fl.h"
 #include "dpfl/report.h"
 
@@ -523,7 +524,9 @@ static void progress_line_shows_epsilon_and_eta(void **state)
     while ((nl = strchr(line, '\n')) && nl[1]) line = nl + 1;
     cJSON *o = cJSON_Parse(line);
     char want[64];
-    snprintf(want, sizeof want, "  eps %.3g/50  ", cJSON_GetObjectItemCaseSensitive(o, "epsilon")->valuedouble);
+    const double eps = cJSON_GetObjectItemCaseSensitive(o, "epsilon")->valuedouble;
+    snprintf(want, sizeof want, "  eps %s/50  ", dpfl_num_up(eps, 3).s); /* rounded up: never below the epsilon */
+    assert_true(strtod(dpfl_num_up(eps, 3).s, NULL) >= eps);
     if (!strstr(last, want) || !strstr(last, "test acc 0.") || !strstr(last, " elapsed, ETA <= ")) {
         print_error("progress line '%s' lacks '%s', the accuracy or the ETA\n", last, want);
         fail();
