@@ -244,10 +244,10 @@ static int privacy_statement(const dpfl_config *cfg, const run_server_report *sr
                                                 "only the secure sum): (%s, %s)-DP for every client against "
                                                 "observers of the released models, %s%s%s%s%s (%lld round%s for the "
                                                 "client that took part most)",
-                              n ? "; " : "", dpfl_num_up(gu->ceps, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s,
+                              n ? "; " : "", dpfl_num_up(gu->ceps, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s,
                               cfg->run.seed.given ? "none against the aggregation server, which holds the seed" : "(",
                               cfg->run.seed.given ? "" : dpfl_num_up(g.eps_srv, 4).s, cfg->run.seed.given ? "" : ", ",
-                              cfg->run.seed.given ? "" : dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s,
+                              cfg->run.seed.given ? "" : dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s,
                               cfg->run.seed.given ? "" : ")-DP against the aggregation server, which sees the cohorts "
                                                          "and colludes with no client",
                               (long long)g.rmax, g.rmax == 1 ? "" : "s");
@@ -536,11 +536,11 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
         if (cfg->run.seed.given) snprintf(vs, sizeof vs, "none against the aggregation server (it holds the seed)");
         else
             snprintf(vs, sizeof vs, "(%s, %s)-DP against the aggregation server if it colludes with no client",
-                     dpfl_num_up(g.eps_srv, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s);
+                     dpfl_num_up(g.eps_srv, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s);
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%s, %s)-DP against observers "
                         "of the models, %s (%lld round%s of the busiest client%s)\n",
                 cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", dpfl_num_up(gu->ceps, 4).s,
-                dpfl_num_up(cfg->client_dp.delta + g.dsamp, 3).s, vs, (long long)g.rmax, g.rmax == 1 ? "" : "s",
+                dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s, vs, (long long)g.rmax, g.rmax == 1 ? "" : "s",
                 cfg->client_dp.ddp_secagg ? "" : ", which the server sees alone");
     }
     else if (cdp && gu->cprivate)
