@@ -199,6 +199,17 @@ static dpfl_status summary_ddp(const dpfl_config *cfg, const dpfl_ddp_plan *p, c
     return DPFL_OK;
 }
 
+/* Distributed DP's guarantee against the aggregation server, in words, for the privacy sentence and the final
+ * lines: none under a fixed seed (it can recompute every share), else the number and what it assumes. */
+static const char *ddp_vs_server(const dpfl_config *cfg, const ddp_report *g, char *buf, size_t cap)
+{
+    if (cfg->run.seed.given) snprintf(buf, cap, "none against the aggregation server, which holds the seed");
+    else
+        snprintf(buf, cap, "(%s, %s)-DP against the aggregation server, which sees the cohorts and colludes with no "
+                           "client", dpfl_num_up(g->eps_srv, 4).s, dpfl_num_up(cfg->client_dp.delta + g->dsamp, 6).s);
+    return buf;
+}
+
 /* Which bound rPDP-FL's two-stage rounds are accounted with (record_dp.two_stage_bound). */
 static const char *two_stage_bound_name(const dpfl_config *cfg)
 {
@@ -238,19 +249,15 @@ static int privacy_statement(const dpfl_config *cfg, const run_server_report *sr
                               dpfl_config_choice(cfg, "record_dp.sampler"), dpfl_config_choice(cfg, "record_dp.accountant"));
     ddp_report g;
     dpfl_error e;
+    char vs[200];
     if (cdp && srv->ddp && n < len &&
         ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, &e) == DPFL_OK)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level distributed DP (zero-out adjacency; the server sees "
                                                 "only the secure sum): (%s, %s)-DP for every client against "
-                                                "observers of the released models, %s%s%s%s%s (%lld round%s for the "
-                                                "client that took part most)",
+                                                "observers of the released models, %s (%lld round%s for the client "
+                                                "that took part most)",
                               n ? "; " : "", dpfl_num_up(gu->ceps, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s,
-                              cfg->run.seed.given ? "none against the aggregation server, which holds the seed" : "(",
-                              cfg->run.seed.given ? "" : dpfl_num_up(g.eps_srv, 4).s, cfg->run.seed.given ? "" : ", ",
-                              cfg->run.seed.given ? "" : dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s,
-                              cfg->run.seed.given ? "" : ")-DP against the aggregation server, which sees the cohorts "
-                                                         "and colludes with no client",
-                              (long long)g.rmax, g.rmax == 1 ? "" : "s");
+                              ddp_vs_server(cfg, &g, vs, sizeof vs), (long long)g.rmax, g.rmax == 1 ? "" : "s");
     else if (cdp && n < len)
         n += (size_t)snprintf(buf + n, len - n, "%sclient-level (%s, %g)-DP for every client (%s client sampling, %s "
                                                 "accountant)",
@@ -529,20 +536,14 @@ void fl_report_final_lines(const dpfl_config *cfg, const dpfl_partition *part, c
                 dpfl_num_up(fr.mu_weak, 4).s, dpfl_num_up(fr.mu_strong, 4).s, dpfl_num_up(fr.eps_exact, 4).s,
                 cfg->record_dp.delta, pp.p);
     ddp_report g;
+    char vs[200];
     if (cdp && gu->cprivate && srv->ddp &&
         ddp_guarantees(cfg, srv->ddp, a->ledger.participations, a->ledger.clients, gu->ceps, &g, NULL) == DPFL_OK)
-    {
-        char vs[200];
-        if (cfg->run.seed.given) snprintf(vs, sizeof vs, "none against the aggregation server (it holds the seed)");
-        else
-            snprintf(vs, sizeof vs, "(%s, %s)-DP against the aggregation server if it colludes with no client",
-                     dpfl_num_up(g.eps_srv, 4).s, dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s);
         fprintf(stderr, "dpfl: client-level distributed DP (zero-out; secure sum%s): (%s, %s)-DP against observers "
                         "of the models, %s (%lld round%s of the busiest client%s)\n",
                 cfg->client_dp.ddp_secagg ? "" : " NOT run: ddp_secagg = no", dpfl_num_up(gu->ceps, 4).s,
-                dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s, vs, (long long)g.rmax, g.rmax == 1 ? "" : "s",
-                cfg->client_dp.ddp_secagg ? "" : ", which the server sees alone");
-    }
+                dpfl_num_up(cfg->client_dp.delta + g.dsamp, 6).s, ddp_vs_server(cfg, &g, vs, sizeof vs),
+                (long long)g.rmax, g.rmax == 1 ? "" : "s", cfg->client_dp.ddp_secagg ? "" : ", which the server sees alone");
     else if (cdp && gu->cprivate)
         fprintf(stderr, "dpfl: client-level (%s, %g)-DP, %s client sampling, %s accountant\n",
                 dpfl_num_up(gu->ceps, 4).s,
