@@ -15,6 +15,15 @@ line, followed by `{`.  Usage:
   scripts/struct_fanout.py                       # fan-out over src/**/*.c, top 15; long functions in the round path
   scripts/struct_fanout.py --top 0 --show fl_round_view
   scripts/struct_fanout.py --long src/fl/round.c src/fl/client.c --max-lines 80
+  scripts/struct_fanout.py --check 10            # the rule below and no long function, checked (tests/fanout.sh)
+
+The rule --check N holds (issue 33, "no struct passed whole to more than ~10 functions"): no struct type is taken whole
+by more than N function definitions outside its own module, the folder of src/ that defines its body (for a body in
+include/dpfl/, the folder holding most of its takers), nor by more than 2N in all.  A module's own functions taking
+its struct are its methods; a struct that many other modules take whole, or that one module passes to every function
+it has, is a god object (issue 33 found dpfl_sim taken by 75 functions in fl/, run/, net/ and cli/, and run_ctx by 22
+in run/ alone).  VALUE_TYPES are the exceptions, each with its reason:
+values and capabilities that other modules are meant to take whole.
 """
 import argparse
 import glob
@@ -25,6 +34,24 @@ import sys
 ROUND_PATH = ["src/fl/round.c", "src/fl/client.c", "src/fl/clients.c", "src/fl/aggregate_mean.c",
               "src/fl/aggregate_cdp.c", "src/fl/aggregate_ddp.c", "src/fl/transport_local.c",
               "src/run/run_round.c", "src/run/run.c"]
+
+
+# struct types other modules are meant to take whole (--check does not count them), and why
+VALUE_TYPES = {
+    "dpfl_error": "the error every fallible function fills (one line and a status)",
+    "dpfl_config": "the parsed configuration, typed, read (const) outside config/ but by the code that builds it",
+    "dpfl_rng": "the ChaCha20 generator, passed to whatever draws noise or samples",
+    "dpfl_dataset": "the data, read by whatever trains or evaluates on it",
+    "dpfl_partition": "which records each client holds, read (const) by whoever trains, samples or accounts",
+    "dpfl_model": "the network, built by nn/ and trained, saved and exported elsewhere",
+    "dpfl_event": "a privacy event: the mechanisms return it, the accountants read it",
+    "dpfl_bytes_reader": "the one byte codec's cursor, used by every file and message format",
+    "dpfl_mech_clients": "a round's client sampling design (six numbers), the input of the round's event",
+    "dpfl_par": "the fork-join thread pool, passed to every kernel that splits its work",
+    "dpfl_wire_msg": "one decoded network message, passed from the wire codec to whoever handles it",
+    "dpfl_transport": "the public transport interface (include/dpfl/transport.h), taken by each transport's functions",
+    "dpfl_round_job": "the transport interface's round job, taken by each transport's functions (local, net, MPI)",
+}
 
 
 def strip_comments(text):
@@ -54,8 +81,11 @@ def strip_comments(text):
     return "".join(out)
 
 
-def struct_names(paths):
+def struct_names(paths, homes=None):
+    """the struct type names in paths; homes (if given) gets NAME -> the files holding a body of it (a type local to
+    a .c file may share its name with another file's)"""
     names, texts = set(), []
+    homes = {} if homes is None else homes
     for p in paths:
         t = strip_comments(open(p, encoding="utf-8", errors="replace").read())
         # typedef struct [TAG] { ... } NAME;  -- match the closing brace at the typedef's depth
@@ -67,12 +97,15 @@ def struct_names(paths):
             nm = re.match(r"\s*(\w+)\s*;", t[i:])
             if nm:
                 names.add(nm.group(1))
+                homes.setdefault(nm.group(1), []).append(p)
             if m.group(1):
                 names.add(m.group(1))
+                homes.setdefault(m.group(1), []).append(p)
         for m in re.finditer(r"\btypedef\s+struct\s+(\w+)\s+(\w+)\s*;", t):
             names.update(m.groups())
         for m in re.finditer(r"^struct\s+(\w+)\s*\{", t, re.M):
             names.add(m.group(1))
+            homes.setdefault(m.group(1), []).append(p)
         texts.append(t)
     # aliases: typedef [struct] T U; with T a struct type (e.g. client_result for dpfl_client_report)
     grown = True
@@ -124,16 +157,23 @@ def main():
     ap.add_argument("--show", action="append", default=[], help="list the functions taking this type")
     ap.add_argument("--long", nargs="*", default=None, help="files for the long-function list (default: round path)")
     ap.add_argument("--max-lines", type=int, default=80)
+    ap.add_argument("--check", type=int, metavar="N",
+                    help="fail (status 1) if a struct type not in VALUE_TYPES is taken whole by more than N function "
+                         "definitions outside its module; print only that")
     a = ap.parse_args()
     os.chdir(a.root)
     sources = sorted(glob.glob("src/**/*.c", recursive=True))
     headers = sorted(glob.glob("src/**/*.h", recursive=True) + glob.glob("include/**/*.h", recursive=True))
-    structs = struct_names(headers + sources)
+    homes = {}
+    structs = struct_names(headers + sources, homes)
     takers = {}
     for path in sources:
         for name, params, first, _ in definitions(path):
             for s in whole_params(params, structs):
                 takers.setdefault(s, []).append(f"{path}:{first} {name}")
+    if a.check is not None:
+        files = [f for f in (ROUND_PATH if a.long is None else a.long) if os.path.exists(f)]
+        return check(takers, homes, a.check) | long_functions(files, a.max_lines, quiet=True)
     ranked = sorted(takers.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     print(f"struct types taken whole (by value or one pointer) by function definitions in src/**/*.c:")
     print("  (then: the files those functions are in, and how many are outside the file holding most of them)")
@@ -147,17 +187,65 @@ def main():
         print(f"functions taking {s}:")
         for f in takers.get(s, []):
             print(f"  {f}")
-    files = ROUND_PATH if a.long is None else a.long
+    long_functions(ROUND_PATH if a.long is None else a.long, a.max_lines)
+
+
+def long_functions(files, max_lines, quiet=False):
+    """lists the functions of files over max_lines lines; returns 1 if there is one.  quiet: one line if none"""
     where = " ".join(files) if len(files) <= 12 else f"{len(files)} files"
-    print(f"functions over {a.max_lines} lines in {where}:")
-    nlong = 0
+    found = []
     for path in files:
         for name, _, first, last in definitions(path):
-            if last - first + 1 > a.max_lines:
-                print(f"  {last - first + 1:4d}  {path}:{first} {name}")
-                nlong += 1
-    if not nlong:
-        print("  none")
+            if last - first + 1 > max_lines:
+                found.append(f"  {last - first + 1:4d}  {path}:{first} {name}")
+    if quiet:
+        print(f"long functions: {len(found)} over {max_lines} lines in the {len(files)} files of the round path"
+              + "".join("\n" + f for f in found))
+    else:
+        print(f"functions over {max_lines} lines in {where}:")
+        print("\n".join(found) if found else "  none")
+    return 1 if found else 0
+
+
+def module_of(path):
+    """src/MODULE/x.c -> MODULE; anything else (include/dpfl/x.h) -> None"""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "src" else None
+
+
+def check(takers, homes, limit):
+    """the rule of --check: returns the exit status"""
+    worst, bad = [], 0
+    for s, fns in sorted(takers.items()):
+        bodies = homes.get(s, [])
+        local = {b for b in bodies if b.endswith(".c")}  # a type of that file alone
+        fns = [f for f in fns if f.split(":")[0] not in local]
+        if not fns:
+            continue
+        mods = [module_of(f.split(":")[0]) for f in fns]
+        shared = [module_of(b) for b in bodies if b not in local]
+        home = shared[0] if shared and shared[0] else max(set(mods), key=lambda m: (mods.count(m), m))
+        outside = [f for f, m in zip(fns, mods) if m != home]
+        if s in VALUE_TYPES:
+            continue
+        worst.append((len(outside), s, home))
+        if len(outside) > limit:
+            bad += 1
+            print(f"fan-out: {s} (module {home}) is taken whole by {len(outside)} functions outside {home}/ "
+                  f"(at most {limit}): " + ", ".join(outside))
+        if len(fns) > 2 * limit:
+            bad += 1
+            print(f"fan-out: {s} (module {home}) is taken whole by {len(fns)} functions (at most {2 * limit}): "
+                  + ", ".join(fns))
+    worst.sort(reverse=True)
+    top = ", ".join(f"{s} {n} outside {h}/" for n, s, h in worst[:3])
+    if bad:
+        return 1
+    most = max((len(f), s) for s, f in takers.items() if s not in VALUE_TYPES)
+    print(f"fan-out: no struct is taken whole by more than {limit} functions outside its module, nor by more than "
+          f"{2 * limit} in all ({len(VALUE_TYPES)} value types apart; the most outside: {top}; in all: {most[1]} "
+          f"{most[0]})")
+    return 0
 
 
 if __name__ == "__main__":
