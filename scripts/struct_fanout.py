@@ -39,7 +39,7 @@ ROUND_PATH = ["src/fl/round.c", "src/fl/client.c", "src/fl/clients.c", "src/fl/a
 # struct types other modules are meant to take whole (--check does not count them), and why
 VALUE_TYPES = {
     "dpfl_error": "the error every fallible function fills (one line and a status)",
-    "dpfl_config": "the parsed configuration, typed, read (const) outside config/ but by the code that builds it",
+    "dpfl_config": "the parsed configuration, typed; taken const outside config/ but where it is built and freed",
     "dpfl_rng": "the ChaCha20 generator, passed to whatever draws noise or samples",
     "dpfl_dataset": "the data, read by whatever trains or evaluates on it",
     "dpfl_partition": "which records each client holds, read (const) by whoever trains, samples or accounts",
