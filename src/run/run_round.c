@@ -1,6 +1,7 @@
 /* One round of a run: the budget check on a copy of the ledger (a round that would pass a budget is never
  * trained, let alone released), training, then the release in order -- checkpoint (model + ledger + the round's
  * metrics line) first, then metrics.jsonl and diagnostics.jsonl. */
+#include "dpfl/run.h"
 #include "run_internal.h"
 #include "fl/sim_internal.h"
 
@@ -81,17 +82,23 @@ static void stage_end(run_progress *pr, int i, double *wall, double *cpu)
     *cpu = u;
 }
 
-/* Charge round r to a->trial; next (a copy of a->g): the guarantees after it (its per_client is a->g's own buffer,
- * written in place: it is read only from the round's metrics line, after the round is released); *stop = 1 if that
- * passes a budget. */
+/* Round r's clients sampled, and with client-level DP the noise multiplier in force for it set: what the charge
+ * below prices and the training after it releases. */
+static dpfl_status sample_round(const run_inputs *in, const run_acct *a, int32_t r, dpfl_error *err)
+{
+    dpfl_sim_sample(in->sim, r, NULL);
+    if (!in->cdp_on) return DPFL_OK;
+    return dpfl_server_set_noise(in->server, r, dpfl_round_client_noise(in->cfg, r, a->rs.client_z), err);
+}
+
+/* Charge round r, sampled, to a->trial; next (a copy of a->g): the guarantees after it (its per_client is a->g's own
+ * buffer, written in place: it is read only from the round's metrics line, after the round is released); *stop = 1
+ * if that passes a budget. */
 static dpfl_status charge(const run_inputs *in, run_acct *a, int32_t r, run_guarantees *next, int *stop,
                           dpfl_error *err)
 {
     const dpfl_config *cfg = in->cfg;
-    dpfl_sim_sample(in->sim, r, NULL);
     dpfl_status st;
-    if (in->cdp_on && (st = dpfl_server_set_noise(in->server, r, dpfl_round_client_noise(cfg, r, a->rs.client_z), err)))
-        return st;
     /* the charge the simulation will make when it trains this round, on a copy */
     if ((st = dpfl_ledger_copy(&a->trial, &a->ledger, err))) return st;
     if ((st = dpfl_server_charge(in->server, &a->trial, err))) return st;
@@ -137,7 +144,9 @@ dpfl_status fl_run_round(run_ctx *c, int32_t r, int *stop, dpfl_error *err)
     run_acct *a = &c->node.acct;
     const dpfl_config *cfg = in->cfg;
     run_guarantees next = a->g;
-    dpfl_status st = charge(in, a, r, &next, stop, err);
+    *stop = 0;
+    dpfl_status st = sample_round(in, a, r, err);
+    if (!st) st = charge(in, a, r, &next, stop, err);
     if (st || *stop) {
         c->pr.stopped_early = *stop;
         return st;
