@@ -214,6 +214,7 @@ const float *fl_store_helper(const fl_state_store *S, const fl_state_layout *L, 
 void fl_store_sync_helpers(fl_state_store *S, const fl_state_layout *L, const dpfl_client_report *results,
                            int32_t n, const float *global)
 {
+    if (!L->helper) return; /* no helper models (fl.helper_alpha unset) */
     const size_t P = L->nparam;
     const float a = L->alpha, b = 1.0f - L->alpha;
     for (int32_t i = 0; i < n; i++) {

@@ -193,11 +193,12 @@ dpfl_status dpfl_sim_train(dpfl_sim *s, int32_t round, dpfl_round_metrics *m, dp
     }
     client_metrics(s->sv.cohort.results, ms, s->model->nparam, &s->rd.rdp, m);
     if ((st = s->sv.agg->release(s->sv.aggself, &v, m, err))) return st;
+    /* after the release, each feature that has a step there takes it, and is a no-op where it is off: */
     fl_scaffold_end(&s->sv.scaffold); /* the server's c moves (fl.scaffold) */
-    if (s->cl.layout.helper) fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.cohort.results, ms, s->global);
+    fl_store_sync_helpers(&s->cl.store, &s->cl.layout, s->sv.cohort.results, ms, s->global); /* helper models */
     /* the global model's personal slices stay at their initial values (the transform's identity): nothing was sent
      * there, and the server's noise that lands there is discarded */
-    if (s->cl.layout.pers.npers) fl_personal_reset(&s->cl.layout.pers, s->global);
+    fl_personal_reset(&s->cl.layout.pers, s->global);
     if (s->transport->after_round) { /* the released model to the processes that hold the helper models */
         s->chunk_start = 0;
         s->chunk_len = ms;

@@ -40,7 +40,7 @@ int64_t dpfl_clients_state(const dpfl_clients *c, int32_t k, const float **state
 void dpfl_clients_sync(dpfl_clients *c, int32_t k, const float *global)
 {
     const client_result r = {.client = k, .steps = 1}; /* as the round syncs a client whose update arrived */
-    if (c->layout.helper) fl_store_sync_helpers(&c->store, &c->layout, &r, 1, global);
+    fl_store_sync_helpers(&c->store, &c->layout, &r, 1, global);
 }
 
 dpfl_status dpfl_clients_set_state(dpfl_clients *c, int32_t k, int64_t t, const float *state, dpfl_error *err)
