@@ -3,7 +3,7 @@
 # docs/performance.md, docs/architecture.md and docs/config.md, in document order, each file in a fresh scratch
 # folder that links the checkout's top-level entries (so `runs/`, keys and outputs land there, not in the checkout);
 # docs/config.md's generated part is what tools/gen_config_doc.py writes from this build (the key table and the
-# library's defaults); every source path docs/architecture.md names exists.  Run by `make docs-check`.
+# library's defaults); every source path docs/architecture.md names exists.  Run by `make test` and `make docs-check`.
 #
 # Conventions in the documents (the reader sees them as ordinary comments):
 #   ```sh / ```bash          each line is one command (a line ending in \ continues), run with bash from the
