@@ -1,6 +1,8 @@
 #!/bin/sh
-# The layering of docs/architecture.md, checked: every #include "..." in src/MODULE/ names a public header of a
-# module at or below MODULE (include/dpfl/NAME.h) or an internal header of a module it may see internals of.  An
+# The layering of docs/architecture.md, checked: every #include "..." or <dpfl/...> in src/MODULE/ names a public
+# header of a module at or below MODULE (include/dpfl/NAME.h) or an internal header of a module it may see internals
+# of; a public header includes only public headers of its own module's level or below; and over the built objects
+# ($BUILD/src/MODULE/*.o, nm), every symbol a module uses from another module is defined in one below it.  An
 # include that points up fails with the file, the line and the rule.  Run by `make test`.
 cd "$(dirname "$0")/.." || exit 2
 exec python3 - <<'PY'
@@ -12,9 +14,9 @@ BELOW = {
     "mech": {"core", "nn", "privacy", "secagg"},
 }
 BELOW["config"] = BELOW["mech"] | {"mech", "data", "optim"}
-BELOW["fl"] = BELOW["config"] | {"config"}
-BELOW["accounting"] = BELOW["fl"] | {"fl"}
-BELOW["run"] = BELOW["accounting"] | {"accounting"}
+BELOW["accounting"] = BELOW["config"] | {"config"}
+BELOW["fl"] = BELOW["accounting"] | {"accounting"}
+BELOW["run"] = BELOW["fl"] | {"fl"}
 BELOW["audit"] = BELOW["run"] | {"run"}
 BELOW["report"] = BELOW["config"] | {"config"}  # it reads a run's config.ini
 BELOW["net"] = BELOW["run"] | {"run"}
@@ -34,16 +36,26 @@ PUBLIC_EXCEPTIONS = set()  # (module, public header) a module may include agains
 # public header -> module
 HEADER = {"core": "core", "data": "data", "nn": "nn", "optim": "optim", "privacy": "privacy", "abi": "privacy",
           "mech": "mech", "ddp": "mech", "ddp_encode": "mech", "secagg": "secagg", "fl": "fl",
-          "transport": "fl", "config": "config", "audit": "audit", "report": "report", "net": "net"}
+          "transport": "fl", "config": "config", "accounting": "accounting", "run": "run", "audit": "audit",
+          "report": "report", "net": "net"}
 bad = 0
-for f in sorted(glob.glob("src/*/*.[ch]")):
-    mod = f.split("/")[1]
+files = sorted(glob.glob("src/*/*.[ch]")) + sorted(glob.glob("include/dpfl/*.h"))
+for f in files:
+    if f.startswith("include/"):  # a public header belongs to its module
+        name = f.split("/")[-1][:-2]
+        if name not in HEADER:
+            print(f"layering: {f}: not a known public header (tests/layering.sh's HEADER)"); bad += 1; continue
+        mod = HEADER[name]
+    else:
+        mod = f.split("/")[1]
     if mod not in BELOW:
         print(f"layering: {f}: module '{mod}' is not in tests/layering.sh's table"); bad += 1; continue
     for n, line in enumerate(open(f), 1):
-        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        m = re.match(r'\s*#\s*include\s+(?:"([^"]+)"|<(dpfl/[^>]+)>)', line)  # <dpfl/x.h> too; system headers not
         if not m: continue
-        inc = m.group(1)
+        inc = m.group(1) or m.group(2)
+        if f.startswith("include/") and not inc.startswith("dpfl/"):
+            print(f"layering: {f}:{n}: a public header includes {inc}, which is not public"); bad += 1; continue
         if inc.startswith("dpfl/"):
             name = inc[5:-2]
             if name not in HEADER:
@@ -59,5 +71,27 @@ for f in sorted(glob.glob("src/*/*.[ch]")):
                 print(f"layering: {f}:{n}: {mod} includes {inc}; of '{dep}' it may include only "
                       f"{', '.join(sorted(INTERNAL_ONLY[(mod, dep)]))}"); bad += 1
         # "x.h" without a folder: a header of the file's own module
-sys.exit(1 if bad else print("layering: every include points down") or 0)
+# The same table over the built objects: a function or variable one module's code uses that another module defines
+# is of a module below it (an include can point down while the definition lives above, as the ledger's did in fl.h).
+import os, subprocess
+build = os.environ.get("BUILD", "build")
+objs = sorted(glob.glob(f"{build}/src/*/*.o"))
+if not objs:
+    print(f"layering: no objects under {build}/src: build first (make)"); bad += 1
+defined, used = {}, []
+for o in objs:
+    mod = o.split("/")[-2]
+    for line in subprocess.run(["nm", o], capture_output=True, text=True, check=True).stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "TDBR":
+            defined[f[2]] = (mod, o)
+        elif len(f) == 2 and f[0] == "U":
+            used.append((mod, o, f[1]))
+for mod, o, sym in used:
+    if sym in defined and mod in BELOW:
+        dep, where = defined[sym]
+        if dep != mod and dep not in BELOW[mod]:
+            print(f"layering: {o} uses {sym}, defined in {where} of '{dep}', which is above it or beside it"); bad += 1
+sys.exit(1 if bad else print(f"layering: every include points down, and so does every use of another module's "
+                             f"symbol ({len(objs)} objects)") or 0)
 PY

@@ -3,7 +3,7 @@
  * clipping. */
 #include "testutil.h"
 #include "fixtures.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 #include "dpfl/privacy.h"
 
 #include <cjson/cJSON.h>

@@ -3,7 +3,7 @@
  * amplification by sampling (docs/privacy.md, "Cross-device participation"). */
 #include "testutil.h"
 #include "fixtures.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

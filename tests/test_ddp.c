@@ -5,7 +5,7 @@
 #include "testutil.h"
 #include "fixtures.h"
 #include "dpfl/ddp.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 #include "dpfl/privacy.h"
 
 #include <cjson/cJSON.h>

@@ -1,6 +1,6 @@
 #include "testutil.h"
 #include "fixtures.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <dirent.h>
 #include <stddef.h>

@@ -2,6 +2,7 @@
  * through checkpoints, and the federated f-DP the run reports. */
 #include "fixtures.h"
 #include "dpfl/privacy.h"
+#include "dpfl/run.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* PrivateFL (Yang et al.): each client's own input transform in front of the shared model. */
 #include "testutil.h"
 #include "fixtures.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <stdlib.h>
 #include <unistd.h>

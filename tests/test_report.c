@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "core/numtext.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 #include "dpfl/report.h"
 
 #include <cjson/cJSON.h>

@@ -3,7 +3,7 @@
  * DP-SGD charge covers it; the combinations it is not valid for are refused. */
 #include "testutil.h"
 #include "fixtures.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 #include "dpfl/transport.h"
 
 #include <math.h>

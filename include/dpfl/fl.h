@@ -1,4 +1,5 @@
-/* dpfl fl: the federated round loop and the run driver (the experiment configuration: dpfl/config.h).
+/* dpfl fl: the federated round loop (the experiment configuration: dpfl/config.h; the ledger it charges:
+ * dpfl/accounting.h; the run driver above it: dpfl/run.h).
  *
  * A run is: config -> dataset -> partition -> rounds of {sample clients; each sampled client trains locally
  * from the global model; the server aggregates the updates Delta_k = local_k - global} -> outputs in a run
@@ -17,8 +18,7 @@
 #include "dpfl/privacy.h"
 #include "dpfl/ddp.h"
 #include "dpfl/config.h"
-
-#include <signal.h>
+#include "dpfl/accounting.h"
 
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 
@@ -114,8 +114,7 @@ void dpfl_record_dp_set_noise(dpfl_record_dp *r, double z);
 void dpfl_record_dp_set_rates(dpfl_record_dp *r, double *p, const double *client_denom);
 /* budget_policy = filter, after dpfl_record_dp_set_rates: spent[i] (updated in place) is record i's Renyi loss at
  * order alpha so far, cap[i] its filter budget; the sampler's p[i] becomes 0 once less than DPFL_FILTER_OUT cap[i]
- * is left. */
-#define DPFL_FILTER_OUT 1e-4
+ * is left (dpfl/accounting.h). */
 void dpfl_record_dp_set_filter(dpfl_record_dp *r, double *spent, const double *cap, double alpha);
 /* The filter's spend of client k's records (spent[i] of each, in partition order) for a process that trains the
  * client apart from the one that checkpoints it (mpirun's workers): dpfl_record_dp_filter_spent copies it into out
@@ -173,75 +172,7 @@ int32_t dpfl_eval_batch(const dpfl_config *cfg);
 double dpfl_wasserstein1(const double *a, size_t na, const double *b, size_t nb);
 void dpfl_emd_pairwise(double *const *samples, const size_t *counts, int32_t k, double *mean, double *std);
 
-/* ------------------------------------------------------------------------------------------ privacy ledger */
-/* What has been released, per client: every count here is charged BEFORE the round's model leaves the server
- * (the run driver persists the ledger and the model in one atomic checkpoint, then writes outputs). */
-typedef struct {
-    int32_t clients;
-    int32_t rounds;          /* rounds released */
-    int64_t *participations; /* per client: rounds it took part in */
-    int64_t *record_steps;   /* per client: DP-SGD steps over its records */
-    /* client-level releases: one event per round, consecutive equal rounds merged (count) */
-    dpfl_event *client_events;
-    int32_t nclient_events, client_cap;
-} dpfl_ledger;
-
-dpfl_status dpfl_ledger_init(dpfl_ledger *l, int32_t clients, dpfl_error *err);
-void dpfl_ledger_free(dpfl_ledger *l);
-/* Charge one round: the m sampled clients, each with its local step count. */
-void dpfl_ledger_charge(dpfl_ledger *l, const int32_t *clients, int32_t m, const int64_t *steps);
-/* Charge one round's client-level release (merged into the previous run of equal events). */
-dpfl_status dpfl_ledger_charge_client(dpfl_ledger *l, const dpfl_event *ev, dpfl_error *err);
-/* Charge round `round`'s client-level release ev under the client design that ran: every round as it is, except
- * cross-device cohorts, where a client's data enters exactly one release per pass: the release is charged at the
- * pass's first round for the whole pass and not at its other rounds, and only as an unsampled Gaussian under
- * replace-one -- an event claiming amplification by sampling (poisson, fixed, two-stage) or another adjacency is
- * refused (DPFL_EINVAL), so the ledger composes exactly ceil(round / E) Gaussians. */
-dpfl_status dpfl_ledger_charge_round(dpfl_ledger *l, const dpfl_mech_clients *design, int32_t round,
-                                     const dpfl_event *ev, dpfl_error *err);
-/* Copy src's counts and events into dst (same number of clients). */
-dpfl_status dpfl_ledger_copy(dpfl_ledger *dst, const dpfl_ledger *src, dpfl_error *err);
-
-/* Record-level accounting of a ledger: client k's records saw record_steps[k] steps of the sampler actually
- * used, on its n_k records with batch min(B, n_k), noise multiplier z (std / sensitivity under the sampler's
- * adjacency).  Rounds a client sat out touched none of its records, so nothing is charged for them and no
- * amplification by client sampling is claimed. */
-typedef struct {
-    double z;
-    int poisson;   /* 1: Poisson (add-remove), 0: fixed-size without replacement (replace-one) */
-    int32_t batch;
-    double delta;
-    int pld;       /* 1: PLD accountant, 0: RDP */
-    int integer_orders; /* 1: RDP at integer orders only (discrete-Gaussian secure mode) */
-} dpfl_record_accounting;
-
-typedef struct {
-    double epsilon;        /* worst case over clients */
-    int32_t worst_client;
-    double worst_q;        /* that client's sampling rate B_k / n_k */
-    int64_t worst_steps, worst_n, worst_batch;
-    double order;          /* RDP order of the worst client (0 for PLD) */
-    /* clients holding the worst record: 1, or up to data.samples_per_client's replication, where a record is
-     * charged the steps of every client that holds it and worst_steps is that sum */
-    int32_t worst_copies;
-    dpfl_accountant answered; /* whose number epsilon is: PLD, or RDP where PLD fell back (fallback says why) */
-    char fallback[160];
-    dpfl_event event;      /* the worst record's composition, as the mechanism returned it (epsilon is its value) */
-} dpfl_record_report;
-
-/* Worst-case record-level epsilon over all records (and, if per_client != NULL, each client's epsilon: with a
- * replicated partition, the worst record's for every client, an upper bound for each). */
-dpfl_status dpfl_ledger_record_epsilon(const dpfl_ledger *l, const dpfl_partition *part,
-                                       const dpfl_record_accounting *ra, dpfl_record_report *out,
-                                       double *per_client, dpfl_error *err);
-/* Smallest z such that every record, its clients taking part in all `rounds` rounds with their per-round step
- * counts, stays within target_eps (calibrated on the safe side). */
-dpfl_status dpfl_record_calibrate(const dpfl_partition *part, const dpfl_config *cfg, int32_t rounds,
-                                  double target_eps, double *z, dpfl_error *err);
-/* Replication (data.samples_per_client): *max_copies = the most clients that hold one record (1 when none is
- * replicated).  Record-level DP charges a record in every client that holds it; a record held twice by one client
- * (its slots would be sampled together in one step: group privacy, not composition) is refused, naming both. */
-dpfl_status dpfl_record_copies(const dpfl_partition *part, int32_t *max_copies, dpfl_error *err);
+/* The privacy ledger (what has been released, per client) and the record-level guarantee of it: dpfl/accounting.h. */
 
 /* The server owns the simulation's ledger: dpfl_sim_train charges every round it trains (the sampled clients' local
  * steps, and with client-level DP the round's event at the multiplier actually drawn), so a library caller gets
@@ -258,59 +189,7 @@ dpfl_record_accounting dpfl_record_dp_accounting(const dpfl_record_dp *r);
 dpfl_status dpfl_sim_epsilon(const dpfl_sim *s, dpfl_record_report *record, double *client_eps, int *client_private,
                              dpfl_error *err);
 
-/* ------------------------------------------------------------------------------------------ run driver */
-/* What the run driver tells a caller after each released round (dpfl_run_options.on_round): the round's figures,
- * all already in metrics.jsonl (metrics_line is that line, valid during the call). */
-typedef struct {
-    int32_t round, rounds;        /* the round released (from 1); fl.rounds */
-    int32_t participants;         /* clients that took part */
-    double train_loss;
-    double test_accuracy, test_loss; /* NAN when the round was not evaluated */
-    double record_epsilon;        /* record-level guarantee so far (rPDP-FL: the largest over the records); NAN off */
-    double client_epsilon;        /* client-level (DP-FedAvg), NAN when off or not private (median clipping) */
-    double wall_seconds;          /* since the run started (all sessions) */
-    const char *metrics_line;     /* the round's line of metrics.jsonl (one JSON object, no newline) */
-} dpfl_run_round;
-/* Called after round r's checkpoint and metrics line are written; a nonzero return stops the run there (the run
- * folder is complete for its rounds so far, and a resume continues it). */
-typedef int (*dpfl_run_round_fn)(void *ctx, const dpfl_run_round *r);
-
-typedef struct {
-    const char *out_dir; /* created if absent */
-    int quiet;           /* no progress line */
-    int resume;          /* continue from out_dir/checkpoint.bin */
-    int force;           /* replace a previous run in out_dir (its files are removed first); without it (or resume)
-                            a non-empty out_dir is an error */
-    dpfl_run_round_fn on_round; /* NULL: none */
-    void *on_round_ctx;
-    /* The data as the caller's arrays instead of data.dataset's files (NULL: the config's dataset): checked, then
-     * used in place (dpfl_dataset_from_caller: test NULL holds out data.test_fraction of each source, into copies;
-     * data.normalize = standard works on copies).  The caller's arrays stay unchanged.  data.dataset must then be
-     * "memory:NAME", which config.ini records: a resume needs the same arrays again. */
-    const dpfl_dataset *train, *test;
-    volatile sig_atomic_t *stop; /* NULL, or a flag (a signal handler may set it) read between rounds: nonzero
-                                    stops the run after the round in progress -- an interrupted run */
-} dpfl_run_options;
-
-/* Everything `dpfl train` does after parsing: load data, partition, train, write the run directory.  An
- * interrupted run (opt->stop) still returns DPFL_OK and writes what a finished one does for the rounds it completed:
- * summary.json (with "interrupted": true), model.bin and checkpoint.bin, so that it can be reported, evaluated,
- * exported, and continued bit-identically with opt->resume.  The library installs no signal handler. */
-dpfl_status dpfl_run(const dpfl_config *cfg, const dpfl_run_options *opt, dpfl_error *err);
-
-/* For bindings that cannot declare the C structs (python/dpfl, src/run/binding.c): a config on the heap -- the
- * defaults, then the INI file at ini_path when not NULL (dpfl_config_load); change it with dpfl_config_set -- and
- * its release.  *out is NULL on failure. */
-dpfl_status dpfl_config_create(const char *ini_path, dpfl_config **out, dpfl_error *err);
-void dpfl_config_destroy(dpfl_config *c);
-/* Text the library malloc'd for a binding (dpfl_config_to_ini), released. */
-void dpfl_text_free(char *text);
-/* sizeof / offsetof for the run driver's structs a binding passes (dpfl_run_options, dpfl_run_round,
- * dpfl_dataset), like dpfl_abi_layout (dpfl/abi.h); -1 for a type or field not listed. */
-long dpfl_run_abi_layout(const char *type, const char *field);
-/* A model file (model.bin, dpfl_model_save) as the .npz of dpfl_model_export_npz (PyTorch state_dict names),
- * the model rebuilt from the spec and shape the file stores. */
-dpfl_status dpfl_model_file_export_npz(const char *model_path, const char *npz_path, dpfl_error *err);
+/* The run driver (dpfl_run: a whole run and its folder, on top of the simulation): dpfl/run.h. */
 
 #pragma GCC visibility pop
 

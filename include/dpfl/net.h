@@ -48,7 +48,7 @@
 #define DPFL_NET_H
 
 #include "dpfl/core.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #pragma GCC visibility push(default) /* exported by libdpfl.so (dpfl/core.h) */
 

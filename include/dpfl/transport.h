@@ -138,9 +138,5 @@ void dpfl_sim_secagg_seed(const dpfl_rng *root, int32_t round, int32_t k, uint8_
  * compare before a round. */
 void dpfl_record_dp_rates_digest(const dpfl_record_dp *r, int32_t k, uint8_t out[32]);
 
-/* dpfl_run with the round's clients reached through t (NULL: the in-process worker threads). */
-dpfl_status dpfl_run_with_transport(const dpfl_config *cfg, const dpfl_run_options *opt, const dpfl_transport *t,
-                                    dpfl_error *err);
-
 #pragma GCC visibility pop
 #endif

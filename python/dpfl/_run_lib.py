@@ -1,4 +1,4 @@
-"""ctypes declarations of the run driver (include/dpfl/fl.h, dpfl/data.h): dpfl_run and its options, the per-round
+"""ctypes declarations of the run driver (include/dpfl/run.h, dpfl/data.h): dpfl_run and its options, the per-round
 callback's struct, dpfl_dataset, and the heap config of src/run/binding.c.
 
 As _lib does for the accountants' structs, every size and field offset declared here is checked at import against

@@ -1,4 +1,4 @@
-"""Training from Python: the run driver of libdpfl (dpfl_run, include/dpfl/fl.h) -- what `dpfl train` runs -- with
+"""Training from Python: the run driver of libdpfl (dpfl_run, include/dpfl/run.h) -- what `dpfl train` runs -- with
 the config as a dict or an INI file, the data as NumPy arrays, and a callback after every round.
 
     run = dpfl.train({"data": {"partition": "natural"}, "fl": {"rounds": 20}, "record_dp": {"enabled": True, ...}},

@@ -1,10 +1,10 @@
 /* Accounting a run beyond the ledger's own (ledger.c): rPDP-FL's per-record budgets, levels and rates (rpdp_plan.c)
- * and its report (rpdp_report.c), and the client-level guarantees (client_accounting.c).  Below the run driver
- * (src/run), above the simulation (src/fl); it sees the config, the ledger and the accountants, never a run's
- * files. */
-#ifndef DPFL_ACCOUNTING_H
-#define DPFL_ACCOUNTING_H
-#include "dpfl/fl.h"
+ * and its report (rpdp_report.c), and the client-level guarantees (client_accounting.c).  Below the simulation
+ * (src/fl), which charges the ledger, and the run driver (src/run); it sees the config, the ledger and the
+ * accountants, never the round loop or a run's files. */
+#ifndef DPFL_SRC_ACCOUNTING_H
+#define DPFL_SRC_ACCOUNTING_H
+#include "dpfl/accounting.h"
 #include "dpfl/mech.h"
 
 #define FL_RPDP_LEVELS 256

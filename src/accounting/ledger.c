@@ -4,7 +4,7 @@
  * Replication (data.samples_per_client) puts one record in several clients; each of them runs its own DP-SGD steps
  * on it with its own noise, so the record's loss is the composition over every copy: it is charged the steps of
  * all the clients that hold it (every replicated client has exactly s records, so one q = B/s throughout). */
-#include "dpfl/fl.h"
+#include "dpfl/accounting.h"
 #include "dpfl/mech.h"
 #include "dpfl/privacy.h"
 

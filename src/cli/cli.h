@@ -3,7 +3,7 @@
 #ifndef DPFL_CLI_H
 #define DPFL_CLI_H
 #include "dpfl/core.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <signal.h>
 

@@ -1,4 +1,5 @@
 /* dpfl serve / dpfl join / dpfl keygen: deployment over the network (include/dpfl/net.h). */
+#include "dpfl/run.h"
 #include "args.h"
 #include "cli.h"
 #include "dpfl/net.h"

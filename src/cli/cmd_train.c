@@ -2,7 +2,7 @@
  * dpfl train --resume RUN_DIR [--set fl.rounds=N] ... */
 #include "args.h"
 #include "cli.h"
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,7 @@
  *
  * dpfl-deploy is looked for beside this executable (a build directory: build/dpfl and build/dpfl-deploy), then in
  * the installed DPFL_LIBEXECDIR (make install puts it there). */
+#include "dpfl/run.h"
 #include "cli.h"
 
 #include <errno.h>

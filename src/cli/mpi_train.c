@@ -31,6 +31,7 @@
  * rank 0 leading it with the run's own secure-aggregation server (ddp_rounds, mpi_secagg_finish; Bell et al. 2020):
  * rank 0 sees masked inputs only.  Every rank loads the whole dataset (each trains only its own clients).  Built when pkg-config finds ompi-c
  * (MPI=0 without). */
+#include "dpfl/run.h"
 #include "cli.h"
 
 #include <signal.h>

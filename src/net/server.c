@@ -13,6 +13,7 @@
  * Its state is in three parts (server_internal.h): the connection layer (srv_link, server_link.c: the socket, the
  * keys, the clients' connections, frames in and out, each checked there), the run as the clients must see it
  * (srv_run: the hello, helper models' w0) and the round in progress (srv_round, server_round.c). */
+#include "dpfl/run.h"
 #include "net_internal.h"
 
 #include <errno.h>

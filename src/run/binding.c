@@ -1,9 +1,9 @@
-/* What a binding without the C headers needs around dpfl_run (dpfl/fl.h, python/dpfl/train.py): configs on the heap,
+/* What a binding without the C headers needs around dpfl_run (dpfl/run.h, python/dpfl/train.py): configs on the heap,
  * the layouts of the run driver's structs it declares again (checked at import, as dpfl_abi_layout checks the
  * accountants'), and a run's model.bin as the PyTorch-named .npz of dpfl export.  Nothing here decides anything:
  * the binding reaches the same parsing, validation and run as the command line.
  * Reference: McMahan et al. 2017 (FedAvg) for the run these wrap; docs/python.md. */
-#include "dpfl/fl.h"
+#include "dpfl/run.h"
 
 #include <stddef.h>
 #include <stdlib.h>

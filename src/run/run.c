@@ -1,5 +1,6 @@
 /* The run driver behind `dpfl train`: its node (node.c: data, partition, model, noise, ledger), the run directory's
  * files, then the rounds (run_round.c) and the report (report.c). */
+#include "dpfl/run.h"
 #include "run_internal.h"
 
 #include "fl/sim_internal.h"

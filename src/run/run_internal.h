@@ -4,6 +4,7 @@
  * reports.  Nothing outside src/run needs this header: a deployed client and an MPI worker use node.h. */
 #ifndef DPFL_RUN_INTERNAL_H
 #define DPFL_RUN_INTERNAL_H
+#include "dpfl/run.h"
 #include "run/node.h"
 
 #include <stdio.h>
