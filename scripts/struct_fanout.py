@@ -81,11 +81,13 @@ def strip_comments(text):
     return "".join(out)
 
 
-def struct_names(paths, homes=None):
+def struct_names(paths, homes=None, declared=None):
     """the struct type names in paths; homes (if given) gets NAME -> the files holding a body of it (a type local to
-    a .c file may share its name with another file's)"""
+    a .c file may share its name with another file's); declared (if given) gets the names a header declares as
+    `typedef struct TAG NAME;` (an opaque handle whose body is in a .c file)"""
     names, texts = set(), []
     homes = {} if homes is None else homes
+    declared = set() if declared is None else declared
     for p in paths:
         t = strip_comments(open(p, encoding="utf-8", errors="replace").read())
         # typedef struct [TAG] { ... } NAME;  -- match the closing brace at the typedef's depth
@@ -103,6 +105,8 @@ def struct_names(paths, homes=None):
                 homes.setdefault(m.group(1), []).append(p)
         for m in re.finditer(r"\btypedef\s+struct\s+(\w+)\s+(\w+)\s*;", t):
             names.update(m.groups())
+            if p.endswith(".h"):
+                declared.update(m.groups())
         for m in re.finditer(r"^struct\s+(\w+)\s*\{", t, re.M):
             names.add(m.group(1))
             homes.setdefault(m.group(1), []).append(p)
@@ -164,8 +168,8 @@ def main():
     os.chdir(a.root)
     sources = sorted(glob.glob("src/**/*.c", recursive=True))
     headers = sorted(glob.glob("src/**/*.h", recursive=True) + glob.glob("include/**/*.h", recursive=True))
-    homes = {}
-    structs = struct_names(headers + sources, homes)
+    homes, declared = {}, set()
+    structs = struct_names(headers + sources, homes, declared)
     takers = {}
     for path in sources:
         for name, params, first, _ in definitions(path):
@@ -173,7 +177,7 @@ def main():
                 takers.setdefault(s, []).append(f"{path}:{first} {name}")
     if a.check is not None:
         files = [f for f in (ROUND_PATH if a.long is None else a.long) if os.path.exists(f)]
-        return check(takers, homes, a.check) | long_functions(files, a.max_lines, quiet=True)
+        return check(takers, homes, declared, a.check) | long_functions(files, a.max_lines, quiet=True)
     ranked = sorted(takers.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     print(f"struct types taken whole (by value or one pointer) by function definitions in src/**/*.c:")
     print("  (then: the files those functions are in, and how many are outside the file holding most of them)")
@@ -213,12 +217,13 @@ def module_of(path):
     return parts[1] if len(parts) > 2 and parts[0] == "src" else None
 
 
-def check(takers, homes, limit):
+def check(takers, homes, declared, limit):
     """the rule of --check: returns the exit status"""
     worst, bad = [], 0
     for s, fns in sorted(takers.items()):
         bodies = homes.get(s, [])
-        local = {b for b in bodies if b.endswith(".c")}  # a type of that file alone
+        # a body in a .c file is a type of that file alone, unless a header declares the name (an opaque handle)
+        local = {b for b in bodies if b.endswith(".c") and s not in declared}
         fns = [f for f in fns if f.split(":")[0] not in local]
         if not fns:
             continue
