@@ -31,9 +31,13 @@ import os
 import re
 import sys
 
+# the round on every transport: the simulation's round and its modes, the run driver's round, the evaluation after it,
+# and the deployed (net/) and MPI (cli/mpi_train.c) transports' sides of it
 ROUND_PATH = ["src/fl/round.c", "src/fl/client.c", "src/fl/clients.c", "src/fl/aggregate_mean.c",
-              "src/fl/aggregate_cdp.c", "src/fl/aggregate_ddp.c", "src/fl/transport_local.c",
-              "src/run/run_round.c", "src/run/run.c"]
+              "src/fl/aggregate_cdp.c", "src/fl/aggregate_ddp.c", "src/fl/transport_local.c", "src/fl/eval.c",
+              "src/fl/sim_ledger.c", "src/run/run_round.c", "src/run/run.c", "src/net/server.c",
+              "src/net/server_round.c", "src/net/server_secagg.c", "src/net/client.c", "src/net/client_secagg.c",
+              "src/cli/mpi_train.c"]
 
 
 # struct types other modules are meant to take whole (--check does not count them), and why

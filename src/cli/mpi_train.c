@@ -432,6 +432,38 @@ static void worker_ddp_reset(worker_ddp *w)
     w->n = 0;
 }
 
+/* Distributed DP after the advertisements: rank 0's keys -> the shares of this rank's clients; then the shares
+ * addressed to each client that did not drop out -> its masked input, to rank 0. */
+static void ddp_share_and_mask(const round_head *h, const int32_t *ids, const uint8_t *drop, worker_ddp *w)
+{
+    size_t klen = 0;
+    uint8_t *keys = bcast_bytes(NULL, &klen);
+    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares of this rank's clients */
+        if (owner(ids[j]) != rank) continue;
+        dpfl_secagg_msg out = {0};
+        dpfl_error ce;
+        if (dpfl_secagg_client_share_keys(w->sa[j], keys, klen, &out, &ce)) {
+            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        send_bytes(out.data, out.len, 0, TAG_SHARES);
+        dpfl_secagg_msg_free(&out);
+    }
+    free(keys);
+    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares addressed to each, its masked input back */
+        if (drop[j] || owner(ids[j]) != rank) continue;
+        size_t len;
+        uint8_t *sf = recv_bytes(0, TAG_SHARES_FOR, &len);
+        dpfl_secagg_msg out = {0};
+        dpfl_error ce;
+        if (len && dpfl_secagg_client_masked_input(w->sa[j], sf, len, w->enc[j], &out, &ce))
+            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg), out.len = 0; /* rank 0 stops the job */
+        send_bytes(out.data, out.len, 0, TAG_MASKED);
+        dpfl_secagg_msg_free(&out);
+        free(sf);
+    }
+}
+
 /* This rank's clients of a distributed-DP round, as a deployed client runs it (src/net/client_secagg.c): train,
  * encode (clip, rotate, round, Skellam noise, wrap) and advertise keys; then rank 0's keys -> shares, the shares
  * addressed to each client -> its masked input.  The unmasking follows in the round loop (round_head.unmask). */
@@ -498,32 +530,7 @@ static void worker_ddp_round(fl_node *n, const round_head *h, const int32_t *ids
         send_bytes(adv.data, cst ? 0 : adv.len, 0, TAG_ADVERT);
         dpfl_secagg_msg_free(&adv);
     }
-    size_t klen = 0;
-    uint8_t *keys = bcast_bytes(NULL, &klen);
-    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares of this rank's clients */
-        if (owner(ids[j]) != rank) continue;
-        dpfl_secagg_msg out = {0};
-        dpfl_error ce;
-        if (dpfl_secagg_client_share_keys(w->sa[j], keys, klen, &out, &ce)) {
-            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        send_bytes(out.data, out.len, 0, TAG_SHARES);
-        dpfl_secagg_msg_free(&out);
-    }
-    free(keys);
-    for (int32_t j = 0; klen && j < h->n; j++) { /* the shares addressed to each, its masked input back */
-        if (drop[j] || owner(ids[j]) != rank) continue;
-        size_t len;
-        uint8_t *sf = recv_bytes(0, TAG_SHARES_FOR, &len);
-        dpfl_secagg_msg out = {0};
-        dpfl_error ce;
-        if (len && dpfl_secagg_client_masked_input(w->sa[j], sf, len, w->enc[j], &out, &ce))
-            cli_error("rank %d, client %d: %s", rank, ids[j], ce.msg), out.len = 0; /* rank 0 stops the job */
-        send_bytes(out.data, out.len, 0, TAG_MASKED);
-        dpfl_secagg_msg_free(&out);
-        free(sf);
-    }
+    ddp_share_and_mask(h, ids, drop, w);
 }
 
 /* The filter's spend of client k's records after a round it trained on this worker, to rank 0 (mpi_after_round). */
@@ -569,6 +576,102 @@ static dpfl_status same_rates(const fl_node *n, const char *who, dpfl_error *err
     return DPFL_OK;
 }
 
+/* A worker rank's set-up: the same run as rank 0's without files (its own clients' data must be here, other ranks'
+ * need not), its mechanism checked against rank 0's; on a resume, its clients' states and the filter's spend from
+ * rank 0 (received whatever failed here, so that the ranks' messages stay in step). */
+static dpfl_status worker_setup(fl_node *n, const dpfl_config *cfg, const uint8_t key[32], const float *w0,
+                                float *sbuf, const int32_t *sids, dpfl_error *err)
+{
+    const int64_t hp = sm.helper_p;
+    dpfl_status st = fl_node_setup(n, cfg, key, err);
+    char who[32];
+    snprintf(who, sizeof who, "MPI rank %d", rank);
+    if (!st) st = take_mechanism(n, who, err);
+    for (int32_t k = 0; !st && k < n->in.part.clients; k++)
+        if (owner(k) == rank) st = fl_node_data_here(n, k, who, err);
+    const size_t P = st ? 0 : n->in.model.nparam;
+    if (!st && hp && (size_t)hp != P) st = dpfl_fail(err, DPFL_EINVAL, "rank 0's model has %lld parameters, "
+                                                     "this rank's %zu", (long long)hp, P);
+    if (!st && hp) dpfl_clients_set_initial_model(n->in.clients, w0); /* every helper until its first sync */
+    if (!st && sm.keeps && (int64_t)dpfl_clients_state_floats(n->in.clients) != sm.floats)
+        st = dpfl_fail(err, DPFL_EINVAL, "rank 0 keeps %lld floats per client, this rank %zu", (long long)sm.floats,
+                       dpfl_clients_state_floats(n->in.clients));
+    for (int32_t i = 0; i < sm.nstates; i++) { /* a resume: the states of this rank's clients, from the checkpoint */
+        if (owner(sids[i]) != rank) continue;
+        int64_t t;
+        MPI_Recv(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (!st) st = dpfl_clients_set_state(n->in.clients, sids[i], t, sbuf, err);
+    }
+    if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter.on))
+        st = dpfl_fail(err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
+                       sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
+    if (sm.filter) /* a resume: the spend */
+        recv_spent(st ? NULL : n->in.record_dp, st ? 0 : n->in.part.clients, &st, err);
+    if (!st) st = same_rates(n, who, err);
+    return st;
+}
+
+/* Distributed DP: this rank's clients answer the unmasking request, in client order; then their secrets are wiped. */
+static void worker_unmask(worker_ddp *wd)
+{
+    size_t rl = 0;
+    uint8_t *req = bcast_bytes(NULL, &rl);
+    for (int32_t j = 0; j < wd->n; j++) {
+        if (!wd->enc[j]) continue; /* not this rank's, or a dropout */
+        dpfl_secagg_msg out = {0};
+        dpfl_error ce;
+        if (dpfl_secagg_client_unmask(wd->sa[j], req, rl, &out, &ce)) {
+            cli_error("rank %d: unmasking: %s", rank, ce.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        send_bytes(out.data, out.len, 0, TAG_UNMASK);
+        dpfl_secagg_msg_free(&out);
+    }
+    free(req);
+    worker_ddp_reset(wd);
+}
+
+/* A round released: the helpers of the clients this rank trained in it (mine) sync with the model it released (w0,
+ * from rank 0), then their states go to rank 0 (its checkpoint), after the filter's spend. */
+static void worker_sync(fl_node *n, float *w0, const int32_t *mine, int32_t nmine)
+{
+    const int64_t hp = sm.helper_p;
+    if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    for (int32_t j = 0; j < nmine; j++) {
+        const float *state = NULL;
+        if (sm.filter) send_client_spent(n->in.record_dp, mine[j]);
+        if (!sm.keeps) continue;
+        if (hp) dpfl_clients_sync(n->in.clients, mine[j], w0);
+        const int64_t t = dpfl_clients_state(n->in.clients, mine[j], &state);
+        MPI_Send(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD);
+        if (t > 0 && sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD);
+    }
+}
+
+/* A round without distributed DP: each of this rank's sampled clients that did not drop out trains (unless rPDP-FL's
+ * replay failed: rst, re) and sends its answer and update (u, P floats) to rank 0; mine gets those that trained. */
+static void worker_plain_round(fl_node *n, const round_head *h, const int32_t *ids, const uint8_t *drop, float *u,
+                               size_t P, int32_t *mine, int32_t *nmine, dpfl_status rst, const dpfl_error *re)
+{
+    for (int32_t j = 0; j < h->n; j++) {
+        if (drop[j] || owner(ids[j]) != rank) continue;
+        dpfl_client_report res;
+        memset(&res, 0, sizeof res);
+        res.client = ids[j];
+        client_answer a;
+        memset(&a, 0, sizeof a);
+        dpfl_error e = {{0}};
+        a.status = rst ? rst : dpfl_sim_client_round(n->in.sim, h->round, h->S, ids[j], u, &res, &e);
+        if (a.status) memcpy(a.msg, rst ? re->msg : e.msg, sizeof a.msg);
+        else mine[(*nmine)++] = ids[j];
+        a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
+        a.clipped = res.clipped;
+        MPI_Send(&a, sizeof a, MPI_BYTE, 0, 2 * j, MPI_COMM_WORLD);
+        MPI_Send(u, (int)P, MPI_FLOAT, 0, 2 * j + 1, MPI_COMM_WORLD);
+    }
+}
+
 /* A worker rank: the same run without files, then rounds until rank 0 says stop. */
 static int worker_rank(const dpfl_config *cfg)
 {
@@ -584,33 +687,8 @@ static int worker_rank(const dpfl_config *cfg)
     if ((hp && !w0) || (sm.floats && !sbuf) || !sids || !n) MPI_Abort(MPI_COMM_WORLD, 1); /* cannot go on */
     if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
     MPI_Bcast(sids, sm.nstates, MPI_INT32_T, 0, MPI_COMM_WORLD);
-    /* files of other ranks' clients need not be here; its own clients' must (below) */
-    dpfl_status st = fl_node_setup(n, cfg, key, &err);
-    char who[32];
-    snprintf(who, sizeof who, "MPI rank %d", rank);
-    if (!st) st = take_mechanism(n, who, &err);
-    for (int32_t k = 0; !st && k < n->in.part.clients; k++)
-        if (owner(k) == rank) st = fl_node_data_here(n, k, who, &err);
+    dpfl_status st = worker_setup(n, cfg, key, w0, sbuf, sids, &err);
     const size_t P = st ? 0 : n->in.model.nparam;
-    if (!st && hp && (size_t)hp != P) st = dpfl_fail(&err, DPFL_EINVAL, "rank 0's model has %lld parameters, "
-                                                     "this rank's %zu", (long long)hp, P);
-    if (!st && hp) dpfl_clients_set_initial_model(n->in.clients, w0); /* every helper until its first sync */
-    if (!st && sm.keeps && (int64_t)dpfl_clients_state_floats(n->in.clients) != sm.floats)
-        st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 keeps %lld floats per client, this rank %zu", (long long)sm.floats,
-                       dpfl_clients_state_floats(n->in.clients));
-    for (int32_t i = 0; i < sm.nstates; i++) { /* a resume: the states of this rank's clients, from the checkpoint */
-        if (owner(sids[i]) != rank) continue;
-        int64_t t;
-        MPI_Recv(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (sm.floats) MPI_Recv(sbuf, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (!st) st = dpfl_clients_set_state(n->in.clients, sids[i], t, sbuf, &err);
-    }
-    if (!st && sm.filter != (n->acct.rpdp.on && n->acct.rpdp.filter.on))
-        st = dpfl_fail(&err, DPFL_EINVAL, "rank 0 %s record_dp.budget_policy = filter, this rank %s",
-                       sm.filter ? "runs" : "does not run", sm.filter ? "does not" : "does");
-    if (sm.filter) /* a resume: the spend */
-        recv_spent(st ? NULL : n->in.record_dp, st ? 0 : n->in.part.clients, &st, &err);
-    if (!st) st = same_rates(n, who, &err);
     float *u = st ? NULL : malloc(P * sizeof *u);
     int32_t *ids = NULL, *mine = NULL, nmine = 0, replayed = 0;
     uint8_t *drop = NULL;
@@ -619,36 +697,12 @@ static int worker_rank(const dpfl_config *cfg)
         round_head h;
         MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (h.stop) break;
-        if (h.unmask) { /* distributed DP: this rank's clients answer the unmasking request, in client order */
-            size_t rl = 0;
-            uint8_t *req = bcast_bytes(NULL, &rl);
-            for (int32_t j = 0; j < wd.n; j++) {
-                if (!wd.enc[j]) continue; /* not this rank's, or a dropout */
-                dpfl_secagg_msg out = {0};
-                dpfl_error ce;
-                if (dpfl_secagg_client_unmask(wd.sa[j], req, rl, &out, &ce)) {
-                    cli_error("rank %d: unmasking: %s", rank, ce.msg);
-                    MPI_Abort(MPI_COMM_WORLD, 1);
-                }
-                send_bytes(out.data, out.len, 0, TAG_UNMASK);
-                dpfl_secagg_msg_free(&out);
-            }
-            free(req);
-            worker_ddp_reset(&wd); /* its secrets wiped */
+        if (h.unmask) { /* distributed DP: the round's unmasking */
+            worker_unmask(&wd);
             continue;
         }
-        if (h.sync) { /* round h.round released: the helpers of the clients this rank trained in it synced with the
-                       * model it released, then their states to rank 0 (its checkpoint) */
-            if (hp) MPI_Bcast(w0, (int)hp, MPI_FLOAT, 0, MPI_COMM_WORLD);
-            for (int32_t j = 0; j < nmine; j++) {
-                const float *state = NULL;
-                if (sm.filter) send_client_spent(n->in.record_dp, mine[j]);
-                if (!sm.keeps) continue;
-                if (hp) dpfl_clients_sync(n->in.clients, mine[j], w0);
-                const int64_t t = dpfl_clients_state(n->in.clients, mine[j], &state);
-                MPI_Send(&t, 1, MPI_INT64_T, 0, TAG_STATE_T, MPI_COMM_WORLD);
-                if (t > 0 && sm.floats) MPI_Send((void *)state, (int)sm.floats, MPI_FLOAT, 0, TAG_STATE, MPI_COMM_WORLD);
-            }
+        if (h.sync) { /* round h.round released */
+            worker_sync(n, w0, mine, nmine);
             nmine = 0;
             continue;
         }
@@ -672,22 +726,7 @@ static int worker_rank(const dpfl_config *cfg)
         dpfl_error re = {{0}};
         dpfl_status rst = n->acct.rpdp.on ? rpdp_replay(n, &replayed, h.released, &re) : DPFL_OK;
         if (h.ddp) worker_ddp_round(n, &h, ids, drop, u, mine, &nmine, rst, &re, &wd);
-        for (int32_t j = 0; !h.ddp && j < h.n; j++) {
-            if (drop[j] || owner(ids[j]) != rank) continue;
-            dpfl_client_report res;
-            memset(&res, 0, sizeof res);
-            res.client = ids[j];
-            client_answer a;
-            memset(&a, 0, sizeof a);
-            dpfl_error e = {{0}};
-            a.status = rst ? rst : dpfl_sim_client_round(n->in.sim, h.round, h.S, ids[j], u, &res, &e);
-            if (a.status) memcpy(a.msg, rst ? re.msg : e.msg, sizeof a.msg);
-            else mine[nmine++] = ids[j];
-            a.loss_sum = res.loss_sum, a.norm = res.norm, a.examples = res.examples, a.steps = res.steps;
-            a.clipped = res.clipped;
-            MPI_Send(&a, sizeof a, MPI_BYTE, 0, 2 * j, MPI_COMM_WORLD);
-            MPI_Send(u, (int)P, MPI_FLOAT, 0, 2 * j + 1, MPI_COMM_WORLD);
-        }
+        else worker_plain_round(n, &h, ids, drop, u, P, mine, &nmine, rst, &re);
     }
     if (st) cli_error("rank %d: %s", rank, err.msg);
     worker_ddp_reset(&wd);

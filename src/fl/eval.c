@@ -121,6 +121,38 @@ static void spread(const eval_job *jobs, int32_t n, double *mean, double *std)
     *std = sqrt(fmax(0.0, sum2 / cnt - *mean * *mean));
 }
 
+/* The jobs after the global model's chunks: jobs[k], the global model on client k's test set, for each of the nclient
+ * clients with one; jobs[nclient + k], client k's own model (its helper, or the global one with its personal slices)
+ * there, for the first npersonal (a helper unchanged since its last evaluation keeps that one; a paged-out block is
+ * read by the worker that evaluates it). */
+static void client_jobs(dpfl_sim *s, eval_job *jobs, int32_t nclient, int32_t npersonal, float **blocks)
+{
+    const dpfl_dataset *te = s->test;
+    const fl_state_layout *L = &s->cl.layout;
+    for (int32_t k = 0; k < nclient; k++) {
+        eval_job *g = &jobs[k], *h = &jobs[nclient + k];
+        g->w = s->global;
+        g->idx = s->part->test_index + s->part->test_offset[k];
+        g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
+        if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
+        if (k < npersonal) {
+            const client_opt *o = &s->cl.store.cstate[k];
+            *h = *g;
+            h->blocks = blocks;
+            if (L->helper && o->eval_ok) { /* unchanged since its last evaluation */
+                h->done = 1;
+                h->loss = o->eval_loss;
+                h->acc = o->eval_acc;
+            } else if (!o->state && o->gen) {
+                h->paged = k + 1;
+            } else {
+                h->w = L->helper ? fl_store_helper(&s->cl.store, L, k) : s->global;
+                h->pv = fl_layout_personal(L, o->state);
+            }
+        }
+    }
+}
+
 void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
 {
     const dpfl_dataset *te = s->test;
@@ -147,28 +179,7 @@ void dpfl_sim_evaluate(dpfl_sim *s, dpfl_round_metrics *m)
         for (int32_t i = 0; i < n; i++) all[i] = i;
     }
     chunks = global_chunks(jobs, s->global, all, n);
-    for (int32_t k = 0; k < nclient; k++) {
-        eval_job *g = &jobs[chunks + k], *h = &jobs[chunks + nclient + k];
-        g->w = s->global;
-        g->idx = s->part->test_index + s->part->test_offset[k];
-        g->n = s->part->test_offset[k + 1] - s->part->test_offset[k];
-        if (te->absent && g->n && te->absent[te->group[g->idx[0]]]) g->n = 0; /* not here: not evaluated */
-        if (k < npersonal) {
-            const client_opt *o = &s->cl.store.cstate[k];
-            *h = *g;
-            h->blocks = blocks;
-            if (L->helper && o->eval_ok) { /* unchanged since its last evaluation */
-                h->done = 1;
-                h->loss = o->eval_loss;
-                h->acc = o->eval_acc;
-            } else if (!o->state && o->gen) {
-                h->paged = k + 1;
-            } else {
-                h->w = L->helper ? fl_store_helper(&s->cl.store, L, k) : s->global;
-                h->pv = fl_layout_personal(L, o->state);
-            }
-        }
-    }
+    client_jobs(s, jobs + chunks, nclient, npersonal, blocks);
     s->jobs = jobs;
     s->chunk_len = chunks + nclient + npersonal;
     fl_run_parallel(&s->wk, eval_worker, s, s->chunk_len);
