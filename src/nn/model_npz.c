@@ -92,8 +92,7 @@ static size_t npy_header(const npy_array *a, char *h, size_t cap)
     total = (total + 63) / 64 * 64;
     if (total > cap || total - 10 > 0xFFFF) return 0;
     memcpy(h, "\x93NUMPY\x01\x00", 8);
-    h[8] = (char)((total - 10) & 0xFF);
-    h[9] = (char)((total - 10) >> 8);
+    dpfl_bytes_store_u16((uint8_t *)h + 8, (uint16_t)(total - 10));
     memcpy(h + 10, dict, (size_t)dl);
     memset(h + 10 + dl, ' ', total - 10 - (size_t)dl - 1);
     h[total - 1] = '\n';
