@@ -73,16 +73,29 @@ static void rpdp_check_values(void **state)
         assert_int_equal(dpfl_rpdp_epsilon(&rp, p[i], &e, &err), DPFL_OK);
         assert_close(e, want[i], 2e-6);
     }
-    double z;
+    /* the calibrated noise is on the safe side: epsilon at z within the target, at z - tol above it */
+    double z, e;
     assert_int_equal(dpfl_rpdp_calibrate_noise(&rp, 10, 0.01, &z, &err), DPFL_OK);
     assert_true(fabs(z - 3.508) <= 0.01);
+    dpfl_rpdp_params at = rp;
+    at.z = z;
+    assert_int_equal(dpfl_rpdp_epsilon(&at, 1.0, &e, &err), DPFL_OK);
+    assert_true(e <= 10);
+    at.z = z - 0.01;
+    assert_int_equal(dpfl_rpdp_epsilon(&at, 1.0, &e, &err), DPFL_OK);
+    assert_true(e > 10);
     dpfl_rpdp_params hp = {1.0, 1.0, 50, 15, 1e-3, DPFL_BOUND_RPDP, 0, NULL, 0};
     assert_int_equal(dpfl_rpdp_calibrate_noise(&hp, 10, 0.01, &z, &err), DPFL_OK);
     assert_true(fabs(z - 12.25) <= 0.01);
-    /* exact inverse */
+    hp.z = z;
+    assert_int_equal(dpfl_rpdp_epsilon(&hp, 1.0, &e, &err), DPFL_OK);
+    assert_true(e <= 10);
+    /* exact inverse, never above the budget */
     double pr;
     assert_int_equal(dpfl_rpdp_rate_for_budget(&rp, 4.209907, &pr, &err), DPFL_OK);
     assert_true(fabs(pr - 0.1) < 1e-4);
+    assert_int_equal(dpfl_rpdp_epsilon(&rp, pr, &e, &err), DPFL_OK);
+    assert_true(e <= 4.209907);
 }
 
 /* section 7: the SCF fit on the paper's setting has a high R^2 and inverts monotonically */
@@ -276,9 +289,12 @@ static void gdp_roundtrip(void **state)
     (void)state;
     double mus[] = {0.1, 0.5, 1, 2.71, 6};
     for (int i = 0; i < 5; i++) {
+        /* each inversion answers its safe end: exactly within delta, not merely within rounding */
         double e = dpfl_gdp_epsilon(mus[i], 1e-5);
-        assert_true(dpfl_gdp_delta(mus[i], e) <= 1e-5 * (1 + 1e-9));
+        assert_true(dpfl_gdp_delta(mus[i], e) <= 1e-5);
         if (e > 0) assert_close(dpfl_gdp_mu(e, 1e-5), mus[i], 1e-8);
+        if (e > 0) assert_true(dpfl_gdp_delta(dpfl_gdp_mu(e, 1e-5), e) <= 1e-5);
+        assert_true(dpfl_gdp_visible_delta(mus[i], 0.1, 20, dpfl_gdp_visible_epsilon(mus[i], 0.1, 20, 1e-5)) <= 1e-5);
     }
     assert_close(dpfl_gdp_tradeoff(1.0, 0.5), 0.5 * erfc(1.0 / sqrt(2.0)), 1e-12);
     assert_close(dpfl_gdp_clt_poisson(0.01, 1.1, 1e5), 0.01 * sqrt(1e5 * expm1(1 / 1.21)), 1e-12);

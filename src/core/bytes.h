@@ -1,7 +1,8 @@
 /* Little-endian byte codecs, private to the library: the one encoding of integers and floats in dpfl's own binary
- * layouts (checkpoint.bin and client.bin, the deployment wire, secure aggregation's messages) and of the foreign
- * ones it writes or reads (the zip and NPY headers of exported models, NumPy arrays from .npy / .npz files).  Byte order is explicit (shifts, not memory), so a layout reads the same on any
- * host; floats travel as their IEEE-754 bit patterns.
+ * layouts (model.bin, checkpoint.bin and client.bin, the deployment wire, secure aggregation's messages) and of the
+ * foreign ones it writes or reads (the zip and NPY headers of exported models, NumPy arrays from .npy / .npz files).
+ * Byte order is explicit (shifts, not memory), so a layout reads the same on any host; floats travel as their
+ * IEEE-754 bit patterns.
  *
  *   dpfl_bytes_store_*, dpfl_bytes_load_*   at a fixed position the caller has checked fits (hot loops)
  *   dpfl_bytes_writer                       a cursor over a buffer whose size the caller computed first: a write
@@ -39,6 +40,15 @@ static inline uint32_t dpfl_bytes_load_u32(const uint8_t *p)
 static inline uint64_t dpfl_bytes_load_u64(const uint8_t *p)
 {
     return (uint64_t)dpfl_bytes_load_u32(p) | (uint64_t)dpfl_bytes_load_u32(p + 4) << 32;
+}
+/* The float64 whose IEEE-754 bits are the 8 bytes at p. */
+static inline double dpfl_bytes_load_f64(const uint8_t *p)
+{
+    union {
+        uint64_t u;
+        double d;
+    } v = {dpfl_bytes_load_u64(p)};
+    return v.d;
 }
 /* The unsigned integer in the n <= 8 bytes at p (formats whose field widths vary: NPY headers and elements). */
 static inline uint64_t dpfl_bytes_load_le(const uint8_t *p, int n)

@@ -5,6 +5,7 @@
 #include "net_internal.h"
 
 #ifdef DPFL_HAVE_ZMQ
+#include "core/bytes.h"
 #include "server_internal.h"
 
 #include <string.h>
@@ -45,8 +46,7 @@ void net_srv_take_secagg(srv_round *r, srv_link *l, int32_t k, const dpfl_wire_m
                               m->round);
         return;
     }
-    uint32_t id;
-    memcpy(&id, m->data + 8, 4);
+    const uint32_t id = dpfl_bytes_load_u32(m->data + 8); /* the wire checked data_len >= 12 */
     dpfl_error e;
     dpfl_status st = DPFL_OK;
     if (m->data[5] != r->ddp_step || id != (uint32_t)s->in_round) {

@@ -1,11 +1,12 @@
 /* Model files: a dpfl_file (magic, version, length, payload, CRC-32; written atomically) whose payload is
- *   u32 spec length, spec bytes, u64 nparam, nparam float32 (little-endian, as in memory on x86-64),
+ *   u32 spec length, spec bytes, u64 nparam, nparam float32,
  *   since version 2: i32 in_c, in_h, in_w, out_dim (the input shape and the logits the model was built for),
  *   since version 3: i32 n, then n float64 means and n float64 standard deviations: the standardization the
  *   inputs had in training (n = 0: none; n = -1: not recorded).
  * The spec is stored so that loading into a different architecture fails loudly instead of silently
  * reinterpreting weights; the shape and the standardization, so that the model can be rebuilt and fed (dpfl
- * export, dpfl eval --data) without the data or the config it was trained with.  Versions 1 and 2 are still read. */
+ * export, dpfl eval --data) without the data or the config it was trained with.  Versions 1 and 2 are still read.
+ * Every field is little-endian, written and read through core/bytes.h. */
 #include "core/bytes.h"
 #include "layers.h"
 
@@ -26,23 +27,21 @@ dpfl_status dpfl_model_save_standardized(const dpfl_model *m, const float *param
         return dpfl_fail(err, DPFL_EINVAL, "model file %s: a standardization of %d values fits neither 1 value, the %d "
                                            "channels nor the %d input values", path, (int)n, (int)m->in_c, (int)in);
     const size_t nstd = n > 0 ? (size_t)n : 0;
-    uint32_t slen = (uint32_t)strlen(m->spec);
-    uint64_t np = m->nparam;
+    const uint32_t slen = (uint32_t)strlen(m->spec);
     size_t len = 4 + slen + 8 + m->nparam * sizeof(float) + SHAPE_BYTES + 4 + 16 * nstd;
     uint8_t *buf = dpfl_alloc(len, err);
     if (!buf) return DPFL_ENOMEM;
-    uint8_t *p = buf;
-    memcpy(p, &slen, 4), p += 4;
-    memcpy(p, m->spec, slen), p += slen;
-    memcpy(p, &np, 8), p += 8;
-    memcpy(p, params, m->nparam * sizeof(float)), p += m->nparam * sizeof(float);
+    dpfl_bytes_writer w = dpfl_bytes_writer_over(buf, len);
+    dpfl_bytes_put_u32(&w, slen);
+    dpfl_bytes_put(&w, m->spec, slen);
+    dpfl_bytes_put_u64(&w, m->nparam);
+    dpfl_bytes_put_f32s(&w, params, m->nparam);
     const int32_t shape[4] = {m->in_c, m->in_h, m->in_w, m->out_dim};
-    memcpy(p, shape, SHAPE_BYTES), p += SHAPE_BYTES;
-    memcpy(p, &n, 4), p += 4;
-    if (nstd) {
-        memcpy(p, s->mean, 8 * nstd);
-        memcpy(p + 8 * nstd, s->std, 8 * nstd);
-    }
+    for (int i = 0; i < 4; i++) dpfl_bytes_put_i32(&w, shape[i]);
+    dpfl_bytes_put_i32(&w, n);
+    for (size_t j = 0; j < nstd; j++) dpfl_bytes_put_f64(&w, s->mean[j]);
+    for (size_t j = 0; j < nstd; j++) dpfl_bytes_put_f64(&w, s->std[j]);
+    DPFL_ASSERT(w.p == w.end);
     dpfl_status st = dpfl_file_write(path, MODEL_MAGIC, MODEL_VERSION, buf, len, err);
     dpfl_free(buf);
     return st;
@@ -84,7 +83,7 @@ static dpfl_status parse_trailer(const uint8_t *q, size_t rest, uint32_t version
                                  dpfl_error *err)
 {
     if (rest < SHAPE_BYTES + (version >= 3 ? 4u : 0u)) goto malformed;
-    memcpy(o->shape, q, SHAPE_BYTES);
+    for (int i = 0; i < 4; i++) o->shape[i] = (int32_t)dpfl_bytes_load_u32(q + 4 * i);
     for (int i = 0; i < 4; i++)
         if (o->shape[i] < 1)
             return dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): input shape %dx%dx%d, %d outputs", path,
@@ -92,7 +91,7 @@ static dpfl_status parse_trailer(const uint8_t *q, size_t rest, uint32_t version
     rest -= SHAPE_BYTES;
     if (version < 3) return rest ? dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): %zu bytes after its "
                                              "input shape", path, rest) : DPFL_OK;
-    memcpy(&o->nstd, q + SHAPE_BYTES, 4);
+    o->nstd = (int32_t)dpfl_bytes_load_u32(q + SHAPE_BYTES);
     rest -= 4;
     const int64_t in = (int64_t)o->shape[0] * o->shape[1] * o->shape[2];
     const int32_t n = o->nstd;
@@ -102,8 +101,7 @@ static dpfl_status parse_trailer(const uint8_t *q, size_t rest, uint32_t version
                          (int)o->shape[2]);
     o->std = q + SHAPE_BYTES + 4;
     for (int32_t j = 0; j < n; j++) {
-        double sd;
-        memcpy(&sd, o->std + 8 * ((size_t)n + j), 8);
+        const double sd = dpfl_bytes_load_f64(o->std + 8 * ((size_t)n + j));
         if (!(sd > 0) || sd > 1e300) /* also refuses NaN and infinities */
             return dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): input standard deviation %d is %g", path,
                              (int)j + 1, sd);
@@ -113,6 +111,14 @@ malformed:
     return dpfl_fail(err, DPFL_EFORMAT, "malformed model file (%s): bad header", path);
 }
 
+/* The payload's parameters into out[0..o->np). */
+static void copy_params(const model_payload *o, float *out)
+{
+    dpfl_bytes_reader r = dpfl_bytes_reader_over(o->params, o->np * sizeof(float));
+    dpfl_status st = dpfl_bytes_get_f32s(&r, out, o->np);
+    DPFL_ASSERT(st == DPFL_OK); /* parse checked that they fit */
+}
+
 /* The payload's spec (not NUL-terminated), parameters, shape and standardization, checked for consistency. */
 static dpfl_status parse(const uint8_t *p, size_t len, uint32_t version, const char *path, model_payload *o,
                          dpfl_error *err)
@@ -120,9 +126,9 @@ static dpfl_status parse(const uint8_t *p, size_t len, uint32_t version, const c
     memset(o, 0, sizeof *o);
     o->nstd = -1;
     if (len < 12) goto malformed;
-    memcpy(&o->slen, p, 4);
+    o->slen = dpfl_bytes_load_u32(p);
     if (o->slen > len - 12) goto malformed;
-    memcpy(&o->np, p + 4 + o->slen, 8);
+    o->np = dpfl_bytes_load_u64(p + 4 + o->slen);
     const size_t rest = len - 12 - o->slen;
     const size_t trailer = version >= 2 ? SHAPE_BYTES : 0;
     if (rest < trailer || o->np > (rest - trailer) / sizeof(float) || (version == 1 && rest != o->np * sizeof(float)))
@@ -155,7 +161,7 @@ dpfl_status dpfl_model_load(const dpfl_model *m, float *params, const char *path
                        (unsigned long long)o.np, path, m->nparam, m->spec);
         goto done;
     }
-    memcpy(params, o.params, m->nparam * sizeof(float));
+    copy_params(&o, params);
 done:
     free(payload);
     return st;
@@ -177,9 +183,9 @@ static dpfl_status copy_standardization(const model_payload *o, dpfl_input_stand
         dpfl_input_standardization_free(s);
         return DPFL_ENOMEM;
     }
-    if (n) {
-        memcpy(s->mean, o->std, 8 * n);
-        memcpy(s->std, o->std + 8 * n, 8 * n);
+    for (size_t j = 0; j < n; j++) {
+        s->mean[j] = dpfl_bytes_load_f64(o->std + 8 * j);
+        s->std[j] = dpfl_bytes_load_f64(o->std + 8 * (n + j));
     }
     s->n = o->nstd;
     return DPFL_OK;
@@ -214,7 +220,7 @@ dpfl_status dpfl_model_file_read_all(const char *path, char *spec, size_t spec_c
         *params = NULL;
         goto done;
     }
-    memcpy(*params, o.params, o.np * sizeof(float));
+    copy_params(&o, *params);
     *nparam = o.np;
     if (shape) memcpy(shape, o.shape, sizeof o.shape);
 done:

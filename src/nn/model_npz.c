@@ -6,8 +6,8 @@
  *
  * The parameters are already in PyTorch's memory order (Linear (out, in), Conv2d (out, in, k, k), weights then
  * bias: src/nn/model.c), so each array is a straight copy of its slice of the flat vector; only the shapes are
- * added.  Header fields and the int32 arrays are written little-endian, as the '<' in their descr says; the float
- * parameters are copied as they lie in memory, little-endian on the x86-64 targets dpfl builds for (as in model.bin).
+ * added.  Every field and array goes through core/bytes.h, little-endian as the '<' in its descr says (the floats:
+ * one copy of the vector on a little-endian host, as model.bin's).
  *
  * The graph goes with the parameters, so that a model with residual blocks (He et al. 2016) can be run from the
  * archive without dpfl's spec parser: dpfl_layers is an int32 (layers, 14) table, one row per layer index, whose
@@ -92,8 +92,7 @@ static size_t npy_header(const npy_array *a, char *h, size_t cap)
     total = (total + 63) / 64 * 64;
     if (total > cap || total - 10 > 0xFFFF) return 0;
     memcpy(h, "\x93NUMPY\x01\x00", 8);
-    h[8] = (char)((total - 10) & 0xFF);
-    h[9] = (char)((total - 10) >> 8);
+    dpfl_bytes_store_u16((uint8_t *)h + 8, (uint16_t)(total - 10));
     memcpy(h + 10, dict, (size_t)dl);
     memset(h + 10 + dl, ' ', total - 10 - (size_t)dl - 1);
     h[total - 1] = '\n';
@@ -223,19 +222,22 @@ static npy_array *add(npy_array *arr, int *n, const char *name, const char *desc
 static void add_string(npy_array *arr, int *n, const char *name, const char *str, uint8_t *buf)
 {
     const size_t len = strlen(str);
-    for (size_t i = 0; i < len; i++) {
-        buf[4 * i] = (uint8_t)str[i];
-        buf[4 * i + 1] = buf[4 * i + 2] = buf[4 * i + 3] = 0;
-    }
-    if (!len) memset(buf, 0, 4);
+    for (size_t i = 0; i < len; i++) dpfl_bytes_store_u32(buf + 4 * i, (uint8_t)str[i]);
+    if (!len) dpfl_bytes_store_u32(buf, 0);
     char descr[32];
     snprintf(descr, sizeof descr, "<U%zu", len ? len : 1);
     add(arr, n, name, descr, buf, (len ? len : 1) * 4)->ndim = 0;
 }
 
+/* n int32 as little-endian bytes at b */
+static void store_i32s(uint8_t *b, const int32_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dpfl_bytes_store_u32(b + 4 * i, (uint32_t)v[i]);
+}
+
 /* Layer l's parameters as arrays named as PyTorch names them ("<l>.weight", "<l>.bias", "<l>.scale", "<l>.shift"):
  * the names and shapes its kind's row in the layer table gives. */
-static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L, int32_t l, const float *p,
+static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L, int32_t l, const uint8_t *p,
                                     const char *path, dpfl_error *err)
 {
     char name[48];
@@ -248,7 +250,7 @@ static dpfl_status add_layer_params(npy_array *arr, int *np, const dpfl_layer *L
                          (int)l);
     for (int i = 0; i < k; i++) {
         snprintf(name, sizeof name, "%d.%s", (int)l, pa[i].name);
-        npy_array *a = add(arr, &n, name, "<f4", p + pa[i].off, pa[i].count * sizeof(float));
+        npy_array *a = add(arr, &n, name, "<f4", p + 4 * pa[i].off, pa[i].count * 4);
         a->ndim = pa[i].ndim;
         for (int d = 0; d < 4; d++) a->shape[d] = pa[i].shape[d];
     }
@@ -263,11 +265,23 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
         return dpfl_fail(err, DPFL_EINVAL, "cannot export (%s): more than %d layers", path, MAX_LAYERS_NPZ);
     npy_array arr[MAX_ARRAYS];
     int n = 0;
+    /* the parameters, then the standardization's means and standard deviations, as little-endian bytes */
+    const size_t nstd = s && s->n > 0 ? (size_t)s->n : 0, vlen = 4 * m->nparam + 16 * nstd;
+    uint8_t *values = malloc(vlen ? vlen : 1);
+    if (!values) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    dpfl_bytes_writer w = dpfl_bytes_writer_over(values, vlen);
+    dpfl_bytes_put_f32s(&w, params, m->nparam);
+    for (size_t j = 0; j < nstd; j++) dpfl_bytes_put_f64(&w, s->mean[j]);
+    for (size_t j = 0; j < nstd; j++) dpfl_bytes_put_f64(&w, s->std[j]);
+    DPFL_ASSERT(w.p == w.end);
     for (int32_t l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
         if (!L->nparam) continue;
-        dpfl_status st = add_layer_params(arr, &n, L, l, params + L->param_off, path, err);
-        if (st) return st;
+        dpfl_status st = add_layer_params(arr, &n, L, l, values + 4 * L->param_off, path, err);
+        if (st) {
+            free(values);
+            return st;
+        }
     }
     char layer_kinds[256]; /* the kinds' names in dpfl_layer_kind's order (the layer table's) */
     dpfl_nn_layer_kind_names(layer_kinds, sizeof layer_kinds);
@@ -277,32 +291,34 @@ dpfl_status dpfl_model_export_npz(const dpfl_model *m, const float *params, int3
     add_string(arr, &n, "dpfl_layer_kinds", layer_kinds, kinds32);
     /* the graph: one row of int32 per layer, little-endian */
     uint8_t *table = malloc((size_t)m->nlayers * LAYER_COLUMNS * 4);
-    if (!table) return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    if (!table) {
+        free(values);
+        return dpfl_fail(err, DPFL_ENOMEM, "out of memory (%s)", path);
+    }
     for (int32_t l = 0; l < m->nlayers; l++) {
         const dpfl_layer *L = &m->layers[l];
         const int32_t row[LAYER_COLUMNS] = {(int32_t)L->kind, L->in_c,   L->in_h, L->in_w, L->out_c,
                                             L->out_h,         L->out_w,  L->k,    L->stride, L->pad,
                                             L->bias,          L->groups, L->from, L->shortcut};
-        for (int c = 0; c < LAYER_COLUMNS; c++)
-            for (int b = 0; b < 4; b++) table[((size_t)l * LAYER_COLUMNS + c) * 4 + b] = (uint8_t)((uint32_t)row[c] >> (8 * b));
+        store_i32s(table + (size_t)l * LAYER_COLUMNS * 4, row, LAYER_COLUMNS);
     }
     npy_array *t = add(arr, &n, "dpfl_layers", "<i4", table, (size_t)m->nlayers * LAYER_COLUMNS * 4);
     t->ndim = 2, t->shape[0] = m->nlayers, t->shape[1] = LAYER_COLUMNS;
     uint8_t shape[12], cls[4];
     const int32_t dims[3] = {m->in_c, m->in_h, m->in_w};
-    for (int d = 0; d < 3; d++)
-        for (int b = 0; b < 4; b++) shape[4 * d + b] = (uint8_t)((uint32_t)dims[d] >> (8 * b));
-    for (int b = 0; b < 4; b++) cls[b] = (uint8_t)((uint32_t)classes >> (8 * b));
+    store_i32s(shape, dims, 3);
+    store_i32s(cls, &classes, 1);
     npy_array *a = add(arr, &n, "dpfl_input_shape", "<i4", shape, sizeof shape);
     a->ndim = 1, a->shape[0] = 3;
     add(arr, &n, "dpfl_classes", "<i4", cls, sizeof cls)->ndim = 0;
-    if (s && s->n > 0) { /* the inputs' standardization in training: '<f8', as in memory on x86-64 */
-        npy_array *mean = add(arr, &n, "dpfl_input_mean", "<f8", s->mean, (size_t)s->n * 8);
-        npy_array *std = add(arr, &n, "dpfl_input_std", "<f8", s->std, (size_t)s->n * 8);
+    if (nstd) { /* the inputs' standardization in training, '<f8' */
+        npy_array *mean = add(arr, &n, "dpfl_input_mean", "<f8", values + 4 * m->nparam, 8 * nstd);
+        npy_array *std = add(arr, &n, "dpfl_input_std", "<f8", values + 4 * m->nparam + 8 * nstd, 8 * nstd);
         mean->ndim = std->ndim = 1;
         mean->shape[0] = std->shape[0] = s->n;
     }
     dpfl_status st = write_zip(arr, n, path, err);
     free(table);
+    free(values);
     return st;
 }

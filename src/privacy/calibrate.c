@@ -1,7 +1,8 @@
 /* Calibration by bracketing and bisection on the safe side: the returned value always satisfies the target
- * (it is the end of the final bracket that was evaluated and found <= target).  One bisection serves the noise
- * multiplier, the step count and the sampling rate. */
+ * (it is the end of the final bracket that was evaluated and found <= target).  One bisection (bisect.h, shared with
+ * rpdp.c and gdp.c) serves the noise multiplier, the step count and the sampling rate. */
 #include "dpfl/privacy.h"
+#include "bisect.h"
 #include "privacy_internal.h"
 
 #include <math.h>
@@ -56,32 +57,24 @@ typedef struct {
     const dpfl_calibrate_opts *o;
 } probe;
 
-/* *ok = 1 if the events with x in place reach epsilon <= target */
-static dpfl_status fits(const probe *p, double x, int *ok, dpfl_error *err)
+/* *ok = 1 if the events with x in place reach epsilon <= target (a dpfl_bisect_test over a probe) */
+static dpfl_status fits(const void *ctx, double x, int *ok, dpfl_error *err)
 {
+    const probe *p = ctx;
     double e;
     dpfl_status s = eps_with(p->ev, p->nev, p->w, x, p->delta, p->o, &e, err);
     *ok = !s && e <= p->target;
     return s;
 }
 
-/* The one bisection: lo < hi, exactly one of them fits (good_hi: hi does, else lo); halve until hi - lo <= tol * hi
- * (integer: until hi - lo <= 1, midpoints rounded down), keeping the end that fits in its place.  The caller
- * answers that end, so the answer always satisfies the target. */
+/* The shared bisection (bisect.h) over [lo, hi], exactly one of them fitting (good_hi: hi does, else lo): halve
+ * until hi - lo <= tol * hi (integer: until hi - lo <= 1, midpoints rounded down).  The caller answers the end that
+ * fits, so the answer always satisfies the target. */
 static dpfl_status bisect(const probe *p, double *lo, double *hi, int good_hi, int integer, double tol,
                           dpfl_error *err)
 {
-    while (integer ? *hi - *lo > 1 : *hi - *lo > tol * *hi) {
-        double m = integer ? *lo + floor((*hi - *lo) / 2) : 0.5 * (*lo + *hi);
-        int ok;
-        dpfl_status s = fits(p, m, &ok, err);
-        if (s) return s;
-        if (ok == good_hi)
-            *hi = m;
-        else
-            *lo = m;
-    }
-    return DPFL_OK;
+    const dpfl_bisect_opts o = {.good_hi = good_hi, .integer = integer, .rel_tol = tol};
+    return dpfl_bisect(fits, p, lo, hi, &o, err);
 }
 
 dpfl_status dpfl_calibrate_noise(const dpfl_event *ev, size_t nev, double target, double delta,

@@ -1,6 +1,7 @@
 /* Gaussian differential privacy (Dong, Roth, Su 2019): conversions, tradeoff functions and CLT limits.
  * Only plain Gaussian compositions are exact here; CLT values are asymptotic and callers must say so. */
 #include "dpfl/privacy.h"
+#include "bisect.h"
 #include "privacy_internal.h"
 
 #include <float.h>
@@ -19,6 +20,36 @@ double dpfl_gdp_delta(double mu, double epsilon)
     return d < 0 ? 0 : d;
 }
 
+/* A bisection test (bisect.h) on one of the delta curves of this file, x in the place named: *ok = 1 if the delta at
+ * x is within the target.  Each inversion below answers the end that passes, so its delta never exceeds the target
+ * (an epsilon or a mu never on the wrong side). */
+typedef enum { X_IS_EPSILON, X_IS_MU, X_IS_VISIBLE_EPSILON } gdp_unknown;
+typedef struct {
+    gdp_unknown x_is;
+    double mu, epsilon, q;
+    int64_t T;
+    double delta;
+} gdp_test;
+
+static dpfl_status gdp_fits(const void *ctx, double x, int *ok, dpfl_error *err)
+{
+    (void)err;
+    const gdp_test *t = ctx;
+    const double d = t->x_is == X_IS_MU        ? dpfl_gdp_delta(x, t->epsilon)
+                     : t->x_is == X_IS_EPSILON ? dpfl_gdp_delta(t->mu, x)
+                                               : dpfl_gdp_visible_delta(t->mu, t->q, t->T, x);
+    *ok = d <= t->delta;
+    return DPFL_OK;
+}
+
+/* [*lo, *hi] halved as bisect.h does (the test cannot fail) */
+static void gdp_bisect(const gdp_test *t, double *lo, double *hi, int good_hi, double rel_tol)
+{
+    const dpfl_bisect_opts o = {.good_hi = good_hi, .rel_tol = rel_tol, .max_halvings = 200};
+    dpfl_status s = dpfl_bisect(gdp_fits, t, lo, hi, &o, NULL);
+    DPFL_ASSERT(s == DPFL_OK);
+}
+
 double dpfl_gdp_epsilon(double mu, double delta)
 {
     if (mu <= 0) return 0.0;
@@ -30,13 +61,8 @@ double dpfl_gdp_epsilon(double mu, double delta)
         hi *= 2;
         if (hi > 1e6) return INFINITY;
     }
-    for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
-        double m = 0.5 * (lo + hi);
-        if (dpfl_gdp_delta(mu, m) > delta)
-            lo = m;
-        else
-            hi = m;
-    }
+    const gdp_test t = {.x_is = X_IS_EPSILON, .mu = mu, .delta = delta};
+    gdp_bisect(&t, &lo, &hi, 1, 1e-13);
     return hi;
 }
 
@@ -48,13 +74,8 @@ double dpfl_gdp_mu(double epsilon, double delta)
         hi *= 2;
         if (hi > 1e6) return INFINITY;
     }
-    for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
-        double m = 0.5 * (lo + hi);
-        if (dpfl_gdp_delta(m, epsilon) <= delta)
-            lo = m;
-        else
-            hi = m;
-    }
+    const gdp_test t = {.x_is = X_IS_MU, .epsilon = epsilon, .delta = delta};
+    gdp_bisect(&t, &lo, &hi, 0, 1e-13);
     return lo;
 }
 
@@ -146,10 +167,7 @@ double dpfl_gdp_visible_epsilon(double mu, double q, int64_t T, double delta)
         hi *= 2;
         if (hi > 1e9) return INFINITY;
     }
-    for (int i = 0; i < 200 && hi - lo > 1e-10 * hi; i++) {
-        double m = 0.5 * (lo + hi);
-        if (dpfl_gdp_visible_delta(mu, q, T, m) > delta) lo = m;
-        else hi = m;
-    }
+    const gdp_test t = {.x_is = X_IS_VISIBLE_EPSILON, .mu = mu, .q = q, .T = T, .delta = delta};
+    gdp_bisect(&t, &lo, &hi, 1, 1e-10);
     return hi;
 }
