@@ -45,6 +45,8 @@ typedef enum {
 /* csv: does the first line name the columns; a row with a missing value fails the load or is dropped */
 typedef enum { DPFL_HEADER_AUTO = 0, DPFL_HEADER_YES, DPFL_HEADER_NO } dpfl_csv_header;
 typedef enum { DPFL_MISSING_ERROR = 0, DPFL_MISSING_DROP } dpfl_csv_missing;
+/* run.emd: PrivateFL's EMD diagnostic -- auto computes it when model.transform is on */
+typedef enum { DPFL_EMD_AUTO = 0, DPFL_EMD_NO, DPFL_EMD_YES } dpfl_emd_diagnostic;
 
 /* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1 (n = 0:
  * no schedule, the constant key applies).  Parsed when the key is read. */
@@ -199,7 +201,7 @@ typedef struct {                  /* [run] */
     int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
-    int emd;                      /* PrivateFL's EMD diagnostic: 0 auto (with model.transform), 1 no, 2 yes */
+    dpfl_emd_diagnostic emd;      /* PrivateFL's EMD diagnostic: auto (with model.transform), no, yes */
 } dpfl_run_config;
 
 typedef struct {
