@@ -126,6 +126,18 @@ static void config_values_are_typed_once(void **state)
     assert_close(c.data.feature_mean.v[2], -130, 0);
     fixture_set(&c, "record_dp.class_budgets", "0.1, 2");
     assert_close(c.record_dp.class_budgets.v[0], 0.1, 0);
+    /* fl.personal: its items, read once (src/fl/personal.c resolves them against the model) */
+    fixture_set(&c, "fl.personal", "norm, head,,007");
+    assert_int_equal(c.fl.personal.n, 3);
+    assert_int_equal(c.fl.personal.item[0].kind, DPFL_PERSONAL_NORM);
+    assert_int_equal(c.fl.personal.item[1].kind, DPFL_PERSONAL_HEAD);
+    assert_int_equal(c.fl.personal.item[2].kind, DPFL_PERSONAL_POSITION);
+    assert_int_equal(c.fl.personal.item[2].position, 7);
+    /* run.emd: a named choice */
+    assert_int_equal(c.run.emd, DPFL_EMD_AUTO);
+    fixture_set(&c, "run.emd", "yes");
+    assert_int_equal(c.run.emd, DPFL_EMD_YES);
+    assert_string_equal(dpfl_config_choice(&c, "run.emd"), "yes");
     char *ini = dpfl_config_to_ini(&c);
     assert_non_null(ini);
     assert_non_null(strstr(ini, "\nseed = 18446744073709551615\n"));
@@ -133,6 +145,8 @@ static void config_values_are_typed_once(void **state)
     assert_non_null(strstr(ini, "\nfeature_mean = 55, 0.5, -130, 0.001\n"));
     assert_non_null(strstr(ini, "\nclass_budgets = 0.1, 2\n"));
     assert_non_null(strstr(ini, "\nnoise_schedule = \n"));
+    assert_non_null(strstr(ini, "\npersonal = norm,head,7\n"));
+    assert_non_null(strstr(ini, "\nemd = yes\n"));
     const char *path = "/tmp/dpfl_test_cfg_typed.ini";
     write_file(path, ini);
     free(ini);
@@ -166,7 +180,68 @@ static void config_values_are_typed_once(void **state)
     strcat(a, "1");
     assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "data.feature_mean (--set): more than 1024 values"));
+    /* fl.personal: at most 63 characters (its items fit DPFL_PERSONAL_MAX), a bad item named */
+    strcpy(a, "fl.personal=0");
+    for (int i = 1; i < DPFL_PERSONAL_MAX; i++) strcat(a, ",0");
+    assert_int_equal(strlen(a + strlen("fl.personal=")), DPFL_PERSONAL_TEXT_MAX);
+    assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_OK);
+    assert_int_equal(c.fl.personal.n, DPFL_PERSONAL_MAX);
+    strcat(a, ",");
+    assert_int_equal(dpfl_config_set(&c, a, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.personal (--set): value is too long (max 63 characters)"));
+    assert_int_equal(dpfl_config_set(&c, "fl.personal=norm,1234567", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "fl.personal (--set): '1234567' is not norm, head or a layer position"));
+    assert_int_equal(dpfl_config_set(&c, "fl.personal= head", &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "starts or ends with a blank"));
+    assert_int_equal(c.fl.personal.n, DPFL_PERSONAL_MAX); /* bad values are not stored */
     unlink(path);
+}
+
+/* data.dataset is typed when it is read (issue 33): its kind -- each named dataset the position of its name among
+ * the key's choices, or own files / arrays -- and a list's entries as written; join --data replaces entry k. */
+static void dataset_is_typed_once(void **state)
+{
+    (void)state;
+    static dpfl_config c; /* big: not on the stack */
+    dpfl_config_defaults(&c);
+    assert_int_equal(c.data.kind, DPFL_DATASET_MNIST);
+    const char *named[] = {"mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100", "emnist-balanced",
+                           "emnist-byclass", "emnist-bymerge", "emnist-digits", "emnist-letters", "emnist-mnist"};
+    for (int i = 0; i < (int)(sizeof named / sizeof named[0]); i++) {
+        fixture_set(&c, "data.dataset", named[i]);
+        assert_int_equal(c.data.kind, (dpfl_dataset_kind)i);
+        assert_int_equal(c.data.files.n, 0);
+        assert_false(dpfl_config_own_data(&c));
+    }
+    assert_int_equal(DPFL_DATASET_EMNIST_MNIST + 1, DPFL_DATASET_CSV);
+    fixture_set(&c, "data.dataset", "memory:x");
+    assert_int_equal(c.data.kind, DPFL_DATASET_MEMORY);
+    assert_true(dpfl_config_own_data(&c));
+    fixture_set(&c, "data.dataset", "npy:x.npy,y.npy");
+    assert_int_equal(c.data.kind, DPFL_DATASET_NPY);
+    fixture_set(&c, "data.dataset", "idx:site-*");
+    assert_int_equal(c.data.kind, DPFL_DATASET_IDX);
+    assert_true(c.data.files.patterns);
+    fixture_set(&c, "data.dataset", "csv:a.csv, b.csv,,c.csv,");
+    assert_int_equal(c.data.kind, DPFL_DATASET_CSV);
+    assert_false(c.data.files.patterns);
+    assert_int_equal(c.data.files.n, 4); /* the empty entry counts; nothing after the last comma */
+    assert_memory_equal(c.data.files.entry, "a.csv\0 b.csv\0\0c.csv\0", 22);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_replace_dataset_file(&c, 1, "/x/mine.csv", "join", &err), DPFL_OK);
+    assert_string_equal(c.data.dataset, "csv:a.csv,/x/mine.csv,,c.csv");
+    assert_int_equal(c.data.files.n, 4);
+    assert_string_equal(c.data.files.entry + 6, "/x/mine.csv");
+    assert_int_equal(dpfl_config_replace_dataset_file(&c, 4, "d.csv", "join", &err), DPFL_EINVAL);
+    assert_string_equal(err.msg, "join: --client 4, but data.dataset lists 4 files");
+    fixture_set(&c, "data.dataset", "csv:");
+    assert_int_equal(c.data.files.n, 0);
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.dataset: 'csv:' names no file"));
+    /* a bad value leaves the kind as it was */
+    assert_int_equal(dpfl_config_set(&c, "data.dataset=mnist2", &err), DPFL_EINVAL);
+    assert_int_equal(c.data.kind, DPFL_DATASET_CSV);
+    assert_string_equal(c.data.dataset, "csv:");
 }
 
 /* The command line wins over the file (issue 37 item 1): --set record_dp.enabled=no drops the file's record_dp keys
@@ -966,6 +1041,7 @@ int main(void)
         cmocka_unit_test(command_line_wins_over_the_file),
         cmocka_unit_test(config_strictness_and_shortest_numbers),
         cmocka_unit_test(config_values_are_typed_once),
+        cmocka_unit_test(dataset_is_typed_once),
         cmocka_unit_test(train_refuses_bad_values_on_one_line),
         cmocka_unit_test(algorithm_presets_expand_into_settings),
         cmocka_unit_test(examples_are_valid_and_run_as_smoke_versions),

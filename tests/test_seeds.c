@@ -329,12 +329,14 @@ static void personal_layers_are_checked(void **state)
         free(global);
         fl_fixture_free(&f);
     }
+    /* an item that is not norm, head or a position fails when the key is read, naming the key and the item */
     dpfl_config c;
     dpfl_config_defaults(&c);
     dpfl_error err;
-    fixture_set(&c, "fl.personal", "norm,headx");
-    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    assert_int_equal(dpfl_config_set(&c, "fl.personal=norm,headx", &err), DPFL_EINVAL);
     assert_non_null(strstr(err.msg, "headx"));
+    assert_non_null(strstr(err.msg, "fl.personal"));
+    assert_int_equal(c.fl.personal.n, 0); /* a bad value is not stored */
 }
 
 /* ------------------------------------------------------------------------------------------ the thesis's baselines */

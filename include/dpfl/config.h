@@ -17,8 +17,9 @@
 /* ------------------------------------------------------------------------------------------ configuration */
 /* The configuration, parsed once (dpfl_config_load / dpfl_config_set) into one typed struct per INI section: every
  * key is typed when it is read -- choices are enums (their values are the positions in the key's list of choices),
- * yes/no keys are 0/1, run.seed an integer, schedules and number lists arrays -- so that a bad value fails there,
- * naming the key, and no consumer parses text.  Only paths, file specs, column names and model specs stay strings.
+ * yes/no keys are 0/1, run.seed an integer, schedules, number lists and fl.personal arrays, data.dataset its kind
+ * and list of files -- so that a bad value fails there, naming the key, and no consumer parses text.  Only paths,
+ * file specs (kept whole for the data module), column names and model specs stay strings.
  * The layers below take their own section or plain numbers.  Noise multipliers follow one convention at both levels: z =
  * noise std / the L2 sensitivity under the adjacency the sampler is analysed with (docs/privacy.md). */
 typedef enum { DPFL_NORM_NONE = 0, DPFL_NORM_STANDARD } dpfl_normalize;
@@ -45,6 +46,8 @@ typedef enum {
 /* csv: does the first line name the columns; a row with a missing value fails the load or is dropped */
 typedef enum { DPFL_HEADER_AUTO = 0, DPFL_HEADER_YES, DPFL_HEADER_NO } dpfl_csv_header;
 typedef enum { DPFL_MISSING_ERROR = 0, DPFL_MISSING_DROP } dpfl_csv_missing;
+/* run.emd: PrivateFL's EMD diagnostic -- auto computes it when model.transform is on */
+typedef enum { DPFL_EMD_AUTO = 0, DPFL_EMD_NO, DPFL_EMD_YES } dpfl_emd_diagnostic;
 
 /* Schedules: "ROUND:VALUE, ..." piecewise constant from each listed round on; the first entry is round 1 (n = 0:
  * no schedule, the constant key applies).  Parsed when the key is read. */
@@ -63,6 +66,22 @@ typedef struct {
     double v[DPFL_NUMBER_LIST_MAX];
 } dpfl_number_list;
 
+/* fl.personal: the layers whose parameters stay with each client, parsed when the key is read ("norm, head, 3"):
+ * norm (every GroupNorm layer), head (the last layer with parameters) or a 0-based position in model.arch (below
+ * 10^6).  src/fl/personal.c resolves them against the model.  The value is at most DPFL_PERSONAL_TEXT_MAX
+ * characters, so at most DPFL_PERSONAL_MAX items; n = 0: none. */
+typedef enum { DPFL_PERSONAL_POSITION = 0, DPFL_PERSONAL_NORM, DPFL_PERSONAL_HEAD } dpfl_personal_kind;
+#define DPFL_PERSONAL_TEXT_MAX 63
+#define DPFL_PERSONAL_MAX 32
+typedef struct {
+    dpfl_personal_kind kind;
+    int32_t position; /* kind = position: the layer's 0-based position in model.arch */
+} dpfl_personal_layer;
+typedef struct {
+    int32_t n;
+    dpfl_personal_layer item[DPFL_PERSONAL_MAX];
+} dpfl_personal_layers;
+
 /* run.seed: given = 0 draws the root seed from the OS (deployment); given = 1 is reproducible mode (not for
  * deployment) with that value. */
 typedef struct {
@@ -70,8 +89,30 @@ typedef struct {
     uint64_t value;
 } dpfl_seed;
 
+/* data.dataset, typed when the key is read: a named dataset (the positions of the key's choices), your own files
+ * (csv:, idx:, npy: specs) or a program's arrays (memory:NAME, the Python binding). */
+typedef enum {
+    DPFL_DATASET_MNIST = 0, DPFL_DATASET_FASHION_MNIST, DPFL_DATASET_HEART, DPFL_DATASET_SYNTHETIC,
+    DPFL_DATASET_CIFAR10, DPFL_DATASET_CIFAR100, DPFL_DATASET_EMNIST_BALANCED, DPFL_DATASET_EMNIST_BYCLASS,
+    DPFL_DATASET_EMNIST_BYMERGE, DPFL_DATASET_EMNIST_DIGITS, DPFL_DATASET_EMNIST_LETTERS, DPFL_DATASET_EMNIST_MNIST,
+    DPFL_DATASET_CSV, DPFL_DATASET_IDX, DPFL_DATASET_NPY, DPFL_DATASET_MEMORY
+} dpfl_dataset_kind;
+#define DPFL_DATASET_SPEC 16384 /* data.dataset's text, with its '\0' */
+/* The entries of your own files' list, "csv:a.csv, b.csv": the comma-separated items after the prefix as written
+ * (blanks kept: the data module trims them; an empty item after a last comma is none), each a file, a folder or a
+ * glob pattern, which the data module expands into sources.  entry holds them one after another, each ended by
+ * '\0' ("a.csv\0 b.csv\0"). */
+typedef struct {
+    int32_t n;
+    int patterns;                 /* some entry is a glob pattern (holds *, ? or [) */
+    char entry[DPFL_DATASET_SPEC];
+} dpfl_dataset_files;
+
 typedef struct {                  /* [data] */
-    char dataset[16384];          /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES */
+    char dataset[DPFL_DATASET_SPEC]; /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES ... */
+    dpfl_dataset_kind kind;       /* typed with dataset by the config's setters (a dataset written by hand, as
+                                     dpfl eval --data does, leaves kind and files as they were) */
+    dpfl_dataset_files files;     /* kind = csv, idx, npy: the list's entries (n = 0 otherwise) */
     dpfl_partition_kind partition;
     int32_t clients;
     int32_t shards;
@@ -134,9 +175,9 @@ typedef struct {                  /* [fl] */
                                      above it, blocks of clients the round does not train page out to their files */
     dpfl_personalization personalization; /* helper: PriFedSync's personalized helper models (Algorithm 1, eq. 2.1) */
     double helper_alpha;          /* alpha of h_i = (1 - alpha) w_i + alpha w_global */
-    /* parameters that stay with each client, never sent nor aggregated (FedBN / FedGN, PP-SGD): "" none, or a comma
-     * list of norm (every GroupNorm layer), head (the last layer with parameters), layer positions in model.arch */
-    char personal[64];
+    /* parameters that stay with each client, never sent nor aggregated (FedBN / FedGN, PP-SGD): none (n = 0), or
+     * norm (every GroupNorm layer), head (the last layer with parameters), layer positions in model.arch */
+    dpfl_personal_layers personal;
     int scaffold;                 /* DP-SCAFFOLD (Noble et al. 2022): control variates, record-level DP only */
     double target_accuracy;       /* the first round whose mean accuracy reaches this is reported */
 } dpfl_fl_config;
@@ -199,7 +240,7 @@ typedef struct {                  /* [run] */
     int allow_large_delta;        /* accept delta >= 1/n (records) or 1/K (clients) */
     int32_t threads;
     int32_t eval_every;
-    int emd;                      /* PrivateFL's EMD diagnostic: 0 auto (with model.transform), 1 no, 2 yes */
+    dpfl_emd_diagnostic emd;      /* PrivateFL's EMD diagnostic: auto (with model.transform), no, yes */
 } dpfl_run_config;
 
 typedef struct {
@@ -247,6 +288,12 @@ dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_da
  * dpfl_input_standardization_free. */
 dpfl_status dpfl_config_input_standardization(const dpfl_config *cfg, int32_t c, int32_t h, int32_t w,
                                               dpfl_input_standardization *s, dpfl_error *err);
+/* Entry k of data.dataset's list of files (kind csv, idx or npy) replaced by path, as one entry, and the list typed
+ * again (join --data: a site's own file, wherever it is).  Errors start with `who`: no entry k, a list too long. */
+dpfl_status dpfl_config_replace_dataset_file(dpfl_config *c, int32_t k, const char *path, const char *who,
+                                             dpfl_error *err);
+/* 1 for data.dataset = your own files or a program's arrays (csv:, idx:, npy:, memory:) */
+int dpfl_config_own_data(const dpfl_config *c);
 /* With partition = natural and data.dataset = csv:FILES, a data.clients the user did not set is the number of
  * files (one client per file): *inferred = 1 when that changed it.  A no-op otherwise. */
 dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err);

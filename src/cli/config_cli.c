@@ -61,7 +61,7 @@ static int resume_rounds(const dpfl_config *cfg, const char *config_path)
 
 void cli_scale_hint(const dpfl_config *cfg)
 {
-    if (cfg->data.normalize != DPFL_NORM_NONE || strncmp(cfg->data.dataset, "csv:", 4)) return;
+    if (cfg->data.normalize != DPFL_NORM_NONE || cfg->data.kind != DPFL_DATASET_CSV) return;
     dpfl_dataset train, test;
     dpfl_error err;
     memset(&train, 0, sizeof train);

@@ -1,8 +1,9 @@
 /* The experiment configuration read and written: the key table (config_keys.c) drives INI parsing, --set overrides,
  * defaults, error messages, --help, the resolved config written to the run directory and the refusal of keys a run
  * would ignore.  Every value is typed when it is read -- numbers in their ranges, choices into enums, the seed,
- * schedules and number lists into numbers (config_values.c, schedule.c) -- and stored only when valid; a bad one
- * fails on one line naming the key, the file and line (or --set) and why.  Cross-key checks are config_validate.c. */
+ * schedules and number lists into numbers, fl.personal into its layers (config_values.c, schedule.c), data.dataset
+ * into its kind and files (config_data.c) -- and stored only when valid; a bad one fails on one line naming the
+ * key, the file and line (or --set) and why.  Cross-key checks are config_validate.c. */
 #include "config_internal.h"
 
 #include <errno.h>
@@ -147,9 +148,8 @@ static dpfl_status set_double(const fl_keydef *k, void *field, const char *name,
 /* Text kept as text must read back from the run directory's config.ini as the same value (a resume loads it): no
  * control character (one line), no surrounding blanks (stripped) and no blank before ';' (an inline comment); its
  * length is the field's (lines themselves have no limit). */
-static dpfl_status set_text(const fl_keydef *k, void *field, const char *name, const char *value, dpfl_error *err)
+static dpfl_status check_text(size_t max, const char *name, const char *value, dpfl_error *err)
 {
-    const size_t max = k->size - 1;
     for (const char *p = value; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return dpfl_fail(err, DPFL_EINVAL, "%s: value contains a control character (0x%02x at position %d)", name,
@@ -162,21 +162,32 @@ static dpfl_status set_text(const fl_keydef *k, void *field, const char *name, c
         return dpfl_fail(err, DPFL_EINVAL, "%s: value is too long (max %zu characters)", name, max);
     if (value[0] == ' ' || (value[0] && value[strlen(value) - 1] == ' '))
         return dpfl_fail(err, DPFL_EINVAL, "%s: value '%s' starts or ends with a blank", name, value);
-    strcpy(field, value);
     return DPFL_OK;
+}
+
+static dpfl_status set_text(const fl_keydef *k, void *field, const char *name, const char *value, dpfl_error *err)
+{
+    dpfl_status st = check_text(k->size - 1, name, value, err);
+    if (!st) strcpy(field, value);
+    return st;
 }
 
 static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, const char *name, const char *value,
                               dpfl_error *err)
 {
     int idx = choice_index(k->choices, value);
+    const int named = idx;
     if (idx < 0 && field == c->data.dataset && dpfl_dataset_known(value)) idx = 0; /* csv:, idx:, npy: ... */
     if (idx < 0 && field == (void *)&c->record_dp.two_stage_bound && !strcmp(value, "zhu-wang"))
         return dpfl_fail(err, DPFL_EINVAL, "%s: 'zhu-wang' was removed: Zhu-Wang 2019 assumes a client that sits a "
                                            "round out is indistinguishable from one that took part, and in dpfl it is "
                                            "not (under-reported up to 6x); use published or pld", name);
     if (idx < 0) return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s", name, value, k->choices);
-    if (k->type == FL_KEY_NAME) return set_text(k, field, name, value, err);
+    if (k->type == FL_KEY_NAME) {
+        dpfl_status st = set_text(k, field, name, value, err);
+        if (!st && field == c->data.dataset) fl_dataset_type(&c->data, named);
+        return st;
+    }
     DPFL_ASSERT(k->size == sizeof(int)); /* an enum */
     *(int *)field = idx;
     if (field == (void *)&c->fl.algorithm) return apply_preset(c, idx, err);
@@ -194,6 +205,7 @@ static size_t typed_text(const fl_keydef *k, const void *field, char *out, size_
     }
     case FL_KEY_SCHEDULE: return fl_schedule_text(field, out, cap);
     case FL_KEY_LIST: return fl_number_list_text(field, out, cap);
+    case FL_KEY_LAYERS: return fl_personal_text(field, out, cap);
     default: DPFL_ASSERT(0); return 0;
     }
 }
@@ -204,11 +216,16 @@ static dpfl_status set_typed(const fl_keydef *k, void *field, const char *name, 
         dpfl_seed seed;
         dpfl_schedule schedule;
         dpfl_number_list list;
+        dpfl_personal_layers layers;
     } v;
     memset(&v, 0, sizeof v);
-    dpfl_status st = k->type == FL_KEY_SEED       ? fl_seed_parse(value, name, &v.seed, err)
-                     : k->type == FL_KEY_SCHEDULE ? dpfl_schedule_parse(value, name, &v.schedule, err)
-                                                  : fl_number_list_parse(value, name, &v.list, err);
+    /* fl.personal is read as text first: its length, blanks and characters as for any text value */
+    dpfl_status st = k->type == FL_KEY_LAYERS ? check_text(DPFL_PERSONAL_TEXT_MAX, name, value, err) : DPFL_OK;
+    if (!st)
+        st = k->type == FL_KEY_SEED       ? fl_seed_parse(value, name, &v.seed, err)
+             : k->type == FL_KEY_SCHEDULE ? dpfl_schedule_parse(value, name, &v.schedule, err)
+             : k->type == FL_KEY_LAYERS   ? fl_personal_parse(value, name, &v.layers, err)
+                                          : fl_number_list_parse(value, name, &v.list, err);
     if (st) return st;
     char range[64];
     for (int i = 0; k->type == FL_KEY_SCHEDULE && i < v.schedule.n; i++)
@@ -240,7 +257,8 @@ static dpfl_status set_key(dpfl_config *c, const fl_keydef *k, const char *where
     case FL_KEY_NAME: return set_choice(c, k, field, name, value, err);
     case FL_KEY_SEED:
     case FL_KEY_SCHEDULE:
-    case FL_KEY_LIST: return set_typed(k, field, name, value, err);
+    case FL_KEY_LIST:
+    case FL_KEY_LAYERS: return set_typed(k, field, name, value, err);
     }
     return DPFL_OK;
 }
@@ -444,7 +462,8 @@ static const char *value_text(const dpfl_config *c, const fl_keydef *k, char *bu
     case FL_KEY_NAME: snprintf(buf, cap, "%s", (const char *)field); break;
     case FL_KEY_SEED:
     case FL_KEY_SCHEDULE:
-    case FL_KEY_LIST: typed_text(k, field, buf, cap); break;
+    case FL_KEY_LIST:
+    case FL_KEY_LAYERS: typed_text(k, field, buf, cap); break;
     }
     return buf;
 }
@@ -499,6 +518,7 @@ static const char *type_text(const fl_keydef *k, char *buf, size_t n)
         if (unbounded) snprintf(buf, n, "list of numbers");
         else snprintf(buf, n, "list of %s in %s", k->whole ? "integers" : "numbers", range_text(k, range, sizeof range));
         break;
+    case FL_KEY_LAYERS: snprintf(buf, n, "list of norm, head or layer positions"); break;
     }
     return buf;
 }

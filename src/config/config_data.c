@@ -1,6 +1,7 @@
-/* The [data] section made into datasets: the named dataset or your own files, then the standardization asked
- * for (published constants for the image datasets, the config's given constants for your own data); and the
- * partition among clients the section asks for. */
+/* The [data] section: data.dataset typed when it is read (its kind, a list's entries; join --data's replacement of
+ * one entry); made into datasets: the named dataset or your own files (the spec handed whole to the data module),
+ * then the standardization asked for (published constants for the image datasets, the config's given constants for
+ * your own data); and the partition among clients the section asks for. */
 #include "config_internal.h"
 
 #include <math.h>
@@ -63,13 +64,61 @@ dpfl_status dpfl_config_load_data(const dpfl_config *cfg, uint64_t seed, dpfl_da
     return s;
 }
 
+void fl_dataset_type(dpfl_data_config *d, int named)
+{
+    dpfl_dataset_files *f = &d->files;
+    memset(f, 0, sizeof *f);
+    if (named >= 0) {
+        DPFL_ASSERT(named < DPFL_DATASET_CSV);
+        d->kind = (dpfl_dataset_kind)named;
+        return;
+    }
+    d->kind = !strncmp(d->dataset, "csv:", 4)   ? DPFL_DATASET_CSV
+              : !strncmp(d->dataset, "idx:", 4) ? DPFL_DATASET_IDX
+              : !strncmp(d->dataset, "npy:", 4) ? DPFL_DATASET_NPY
+                                                : DPFL_DATASET_MEMORY;
+    DPFL_ASSERT(d->kind != DPFL_DATASET_MEMORY || dpfl_dataset_is_memory(d->dataset));
+    if (d->kind == DPFL_DATASET_MEMORY) return;
+    f->patterns = strpbrk(d->dataset, "*?[") != NULL;
+    char *out = f->entry; /* each entry and its '\0' take no more room than it and its comma (or the prefix) did */
+    for (const char *p = d->dataset + 4; *p; f->n++) {
+        const char *comma = strchr(p, ',');
+        const size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        memcpy(out, p, n);
+        out[n] = '\0';
+        out += n + 1;
+        p = comma ? comma + 1 : p + n;
+    }
+}
+
+int dpfl_config_own_data(const dpfl_config *c) { return c->data.kind >= DPFL_DATASET_CSV; }
+
+dpfl_status dpfl_config_replace_dataset_file(dpfl_config *c, int32_t k, const char *path, const char *who,
+                                             dpfl_error *err)
+{
+    dpfl_data_config *d = &c->data;
+    DPFL_ASSERT(d->kind == DPFL_DATASET_CSV || d->kind == DPFL_DATASET_IDX || d->kind == DPFL_DATASET_NPY);
+    if (k >= d->files.n)
+        return dpfl_fail(err, DPFL_EINVAL, "%s: --client %d, but data.dataset lists %d files", who, k, d->files.n);
+    char buf[sizeof d->dataset];
+    size_t len = (size_t)snprintf(buf, sizeof buf, "%.4s", d->dataset);
+    const char *e = d->files.entry;
+    for (int32_t i = 0; i < d->files.n && len < sizeof buf; e += strlen(e) + 1, i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? "," : "", i == k ? path : e);
+    if (len >= sizeof buf)
+        return dpfl_fail(err, DPFL_EINVAL, "%s: the list with '%s' in it is too long", who, path);
+    memcpy(d->dataset, buf, len + 1);
+    fl_dataset_type(d, -1);
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error *err)
 {
     *inferred = 0;
     size_t k = 0;
     while (k < FL_CONFIG_NKEYS && strcmp(fl_config_keys[k].key, "clients")) k++;
     DPFL_ASSERT(k < FL_CONFIG_NKEYS && !strcmp(fl_config_keys[k].section, "data"));
-    if (c->data.partition != DPFL_PART_NATURAL || c->user_set[k] || strncmp(c->data.dataset, "csv:", 4)) return DPFL_OK;
+    if (c->data.partition != DPFL_PART_NATURAL || c->user_set[k] || c->data.kind != DPFL_DATASET_CSV) return DPFL_OK;
     /* the sources of the list, as the data module reads them (globs and folders expanded) */
     char path[8];
     int32_t n = 0;
@@ -84,7 +133,7 @@ dpfl_status dpfl_config_infer_clients(dpfl_config *c, int *inferred, dpfl_error 
 
 int dpfl_config_scale_hint(const dpfl_config *c, const dpfl_dataset *train, char *msg, size_t cap)
 {
-    if (c->data.normalize != DPFL_NORM_NONE || strncmp(c->data.dataset, "csv:", 4) || train->n < 1) return 0;
+    if (c->data.normalize != DPFL_NORM_NONE || c->data.kind != DPFL_DATASET_CSV || train->n < 1) return 0;
     const int64_t dim = (int64_t)train->c * train->h * train->w;
     int64_t worst = -1;
     double worst_mag = 0;

@@ -10,9 +10,11 @@
 
 /* ------------------------------------------------------------------------------------------ the key table */
 /* FL_KEY_CHOICE: an enum, the position of the value in choices; FL_KEY_NAME: text from choices (or a dataset's
- * files); FL_KEY_SEED: dpfl_seed; FL_KEY_SCHEDULE: dpfl_schedule; FL_KEY_LIST: dpfl_number_list. */
+ * files); FL_KEY_SEED: dpfl_seed; FL_KEY_SCHEDULE: dpfl_schedule; FL_KEY_LIST: dpfl_number_list; FL_KEY_LAYERS:
+ * dpfl_personal_layers. */
 typedef enum {
-    FL_KEY_INT, FL_KEY_DOUBLE, FL_KEY_TEXT, FL_KEY_CHOICE, FL_KEY_NAME, FL_KEY_SEED, FL_KEY_SCHEDULE, FL_KEY_LIST
+    FL_KEY_INT, FL_KEY_DOUBLE, FL_KEY_TEXT, FL_KEY_CHOICE, FL_KEY_NAME, FL_KEY_SEED, FL_KEY_SCHEDULE, FL_KEY_LIST,
+    FL_KEY_LAYERS
 } fl_key_type;
 
 typedef struct {
@@ -68,6 +70,17 @@ dpfl_status fl_number_list_parse(const char *text, const char *key, dpfl_number_
  * cap allows. */
 size_t fl_number_list_text(const dpfl_number_list *l, char *out, size_t cap);
 size_t fl_schedule_text(const dpfl_schedule *s, char *out, size_t cap);
+
+/* fl.personal: "norm, head, 3" (items separated by commas and blanks; "" none) into out; an item that is not norm,
+ * head or a layer position (at most 6 digits) fails naming it.  The text has passed the checks of any text value
+ * (at most DPFL_PERSONAL_TEXT_MAX characters).  Its canonical text joins the items with ",": never longer than a
+ * text it was read from. */
+dpfl_status fl_personal_parse(const char *text, const char *key, dpfl_personal_layers *out, dpfl_error *err);
+size_t fl_personal_text(const dpfl_personal_layers *l, char *out, size_t cap);
+
+/* data.dataset's kind and list of files from its text (just stored): named is the position of the text among the
+ * key's choices, or -1 for your own files or arrays (csv:, idx:, npy:, memory:). */
+void fl_dataset_type(dpfl_data_config *d, int named);
 
 /* "" (no seed: OS entropy) or a non-negative decimal integer below 2^64. */
 dpfl_status fl_seed_parse(const char *text, const char *key, dpfl_seed *out, dpfl_error *err);

@@ -42,11 +42,8 @@ static int budget_filter(const dpfl_config *c)
 static int clip_decays(const dpfl_config *c) { return c->record_dp.clip_decay > 0.0; }
 static int input_transform(const dpfl_config *c) { return c->model.transform != DPFL_TRANSFORM_NONE; }
 static int distributed_dp(const dpfl_config *c) { return c->client_dp.mechanism == DPFL_CLIENT_MECH_DDP; }
-static int csv_dataset(const dpfl_config *c) { return !strncmp(c->data.dataset, "csv:", 4); }
-static int own_dataset(const dpfl_config *c) /* files, or a program's arrays (memory:NAME) */
-{
-    return dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset);
-}
+static int csv_dataset(const dpfl_config *c) { return c->data.kind == DPFL_DATASET_CSV; }
+static int own_dataset(const dpfl_config *c) { return dpfl_config_own_data(c); } /* files, or arrays (memory:) */
 static int own_dataset_without_test(const dpfl_config *c) { return own_dataset(c) && !c->data.test[0]; }
 static int own_dataset_standardized(const dpfl_config *c)
 {
@@ -189,7 +186,7 @@ const fl_keydef fl_config_keys[] = {
     {"fl", "helper_alpha", FL_KEY_DOUBLE, F(fl.helper_alpha), .lo = 0, .hi = 1, .dflt = "0.1",
      .help = "personalization = helper: weight of the global model in a client's helper model",
      WHEN(helper_models, "it applies to personalization = helper")},
-    {"fl", "personal", FL_KEY_TEXT, F(fl.personal), .dflt = "",
+    {"fl", "personal", FL_KEY_LAYERS, F(fl.personal), .dflt = "",
      .help = "parameters that stay with each client and are never sent, clipped, noised or aggregated: a comma list of "
              "norm (every GroupNorm layer: FedGN / FedBN), head (the last layer with parameters: PP-SGD's personal "
              "head), or 0-based layer positions in model.arch; empty: none (the input transform is always personal)"},

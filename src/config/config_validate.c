@@ -62,24 +62,12 @@ static dpfl_status validate_clip_decay(const dpfl_record_dp_config *r, dpfl_erro
     return DPFL_OK;
 }
 
-/* fl.personal's syntax (the layers it names are resolved against the model when the simulation starts). */
+/* fl.personal (read into its layers with the key; resolved against the model when the simulation starts) */
 static dpfl_status validate_personal(const dpfl_config *c, dpfl_error *err)
 {
-    const char *p = c->fl.personal;
-    if (!p[0]) return DPFL_OK;
-    if (c->fl.personalization == DPFL_PERSONAL_HELPER)
+    if (c->fl.personal.n && c->fl.personalization == DPFL_PERSONAL_HELPER)
         return dpfl_fail(err, DPFL_EINVAL, "fl.personal: not available with personalization = helper (a helper model "
                                            "mixes every parameter with the global model)");
-    while (*p) {
-        while (*p == ' ' || *p == ',') p++;
-        if (!*p) break;
-        size_t n = strcspn(p, " ,");
-        int digits = 1;
-        for (size_t i = 0; i < n; i++) digits &= p[i] >= '0' && p[i] <= '9';
-        if (!(n == 4 && !strncmp(p, "norm", 4)) && !(n == 4 && !strncmp(p, "head", 4)) && !(digits && n <= 6))
-            return dpfl_fail(err, DPFL_EINVAL, "fl.personal: '%.*s' is not norm, head or a layer position", (int)n, p);
-        p += n;
-    }
     return DPFL_OK;
 }
 
@@ -225,8 +213,8 @@ static dpfl_status validate_schedules(const dpfl_config *c, dpfl_error *err)
 /* own data (csv:, idx:, arrays): a file, standardization constants, a partition that has sources */
 static dpfl_status validate_data(const dpfl_config *c, dpfl_error *err)
 {
-    const int own = dpfl_dataset_is_files(c->data.dataset) || dpfl_dataset_is_memory(c->data.dataset); /* or arrays */
-    if (own && !c->data.dataset[4])
+    const int own = dpfl_config_own_data(c); /* files or arrays */
+    if (own && c->data.kind != DPFL_DATASET_MEMORY && !c->data.files.n)
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);
     if (c->data.test[0] && !dpfl_dataset_is_files(c->data.test))
         return dpfl_fail(err, DPFL_EINVAL, "data.test: '%s' is not csv:FILES or idx:FILES", c->data.test);
@@ -237,7 +225,7 @@ static dpfl_status validate_data(const dpfl_config *c, dpfl_error *err)
     if (c->data.normalize == DPFL_NORM_STANDARD && !own && !dpfl_dataset_has_standardization(c->data.dataset))
         return dpfl_fail(err, DPFL_EINVAL, "data.normalize: standard is defined for mnist and fashion-mnist (heart "
                                            "is already z-scored per centre)");
-    if ((c->data.partition == DPFL_PART_NATURAL) && strcmp(c->data.dataset, "heart") && !own)
+    if ((c->data.partition == DPFL_PART_NATURAL) && c->data.kind != DPFL_DATASET_HEART && !own)
         return dpfl_fail(err, DPFL_EINVAL, "data.partition: natural needs a dataset with sources (heart, or csv: "
                                            "with one file per client)");
     return DPFL_OK;

@@ -8,27 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Marks the layers fl.personal names ("norm", "head", positions in model.arch; the input transform, layer 0 when
- * there is one, always): mark[i] = 1.  One line naming the token when it names no layer with parameters. */
+/* Marks the layers fl.personal names (norm, head, positions in model.arch: read into cfg->fl.personal with the key;
+ * the input transform, layer 0 when there is one, always): mark[i] = 1.  One line naming the item when it names no
+ * layer with parameters. */
 static dpfl_status mark_personal(const dpfl_config *cfg, const dpfl_model *m, int shift, char *mark, dpfl_error *err)
 {
     if (shift) mark[0] = 1;
-    for (const char *p = cfg->fl.personal; *p;) {
-        while (*p == ' ' || *p == ',') p++;
-        if (!*p) break;
-        const size_t n = strcspn(p, " ,");
+    for (int32_t j = 0; j < cfg->fl.personal.n; j++) {
+        const dpfl_personal_layer *it = &cfg->fl.personal.item[j];
         int found = 0;
-        if (n == 4 && !strncmp(p, "norm", 4)) {
+        if (it->kind == DPFL_PERSONAL_NORM) {
             for (int32_t i = 0; i < m->nlayers; i++)
                 if (m->layers[i].kind == DPFL_LAYER_GROUPNORM && m->layers[i].nparam) mark[i] = 1, found = 1;
             if (!found)
                 return dpfl_fail(err, DPFL_EINVAL, "fl.personal: norm names no layer (model.arch '%s' has no "
                                                    "GroupNorm; BatchNorm is refused under DP)", cfg->model.arch);
-        } else if (n == 4 && !strncmp(p, "head", 4)) {
+        } else if (it->kind == DPFL_PERSONAL_HEAD) {
             for (int32_t i = m->nlayers - 1; i >= shift && !found; i--)
                 if (m->layers[i].nparam) mark[i] = 1, found = 1;
         } else {
-            const long i = strtol(p, NULL, 10) + shift;
+            const long i = (long)it->position + shift;
             if (i >= m->nlayers || !m->layers[i].nparam)
                 return dpfl_fail(err, DPFL_EINVAL, "fl.personal: layer %ld of model.arch '%s' %s", i - shift,
                                  cfg->model.arch, i >= m->nlayers ? "does not exist" : "has no parameters");
@@ -36,7 +35,6 @@ static dpfl_status mark_personal(const dpfl_config *cfg, const dpfl_model *m, in
             found = 1;
         }
         DPFL_ASSERT(found);
-        p += n;
     }
     return DPFL_OK;
 }

@@ -468,31 +468,16 @@ static void client_close(client *cl)
  * row counts data.source_rows gives: then entry k is source k, and the others need not be here). */
 static dpfl_status own_file(const dpfl_config *cfg, int32_t k, const char *path, dpfl_config *out, dpfl_error *err)
 {
-    const char *ds = cfg->data.dataset;
-    if (!dpfl_dataset_is_files(ds) || !cfg->data.source_rows.n || strpbrk(ds, "*?["))
+    const dpfl_data_config *d = &cfg->data;
+    const int files = d->kind == DPFL_DATASET_CSV || d->kind == DPFL_DATASET_IDX || d->kind == DPFL_DATASET_NPY;
+    if (!files || !d->source_rows.n || d->files.patterns)
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: needs data.dataset = csv:FILE, FILE, ... or idx:FOLDER, "
                                            "FOLDER, ... (one per site, no pattern) with data.source_rows; this config "
-                                           "has '%s'", ds);
+                                           "has '%s'", d->dataset);
     if (strchr(path, ',') || !*path)
         return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: '%s' is not one file path", path);
     *out = *cfg;
-    char buf[sizeof out->data.dataset];
-    int32_t item = 0;
-    size_t len = (size_t)snprintf(buf, sizeof buf, "%.4s", ds);
-    for (const char *p = ds + 4; *p && len < sizeof buf;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (item == k) len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", item ? "," : "", path);
-        else len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%.*s", item ? "," : "", (int)n, p);
-        item++;
-        p = e ? e + 1 : p + n;
-    }
-    if (len >= sizeof buf)
-        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: the list with '%s' in it is too long", path);
-    if (k >= item)
-        return dpfl_fail(err, DPFL_EINVAL, "dpfl join --data: --client %d, but data.dataset lists %d files", k, item);
-    memcpy(out->data.dataset, buf, len + 1);
-    return DPFL_OK;
+    return dpfl_config_replace_dataset_file(out, k, path, "dpfl join --data", err);
 }
 
 dpfl_status dpfl_net_join(const dpfl_config *cfg, const dpfl_join_options *o, dpfl_error *err)

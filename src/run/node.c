@@ -152,7 +152,7 @@ static dpfl_status setup_data_model(run_inputs *in, run_state *rs, run_warnings 
     if ((st = check_deltas(cfg, in->train.n, in->part.clients, s->quiet, w, err))) return st;
     int32_t copies = 1; /* record-level DP charges a replicated record in each of its clients; twice in one: refused */
     if (cfg->record_dp.enabled && (st = dpfl_record_copies(&in->part, &copies, err))) return st;
-    if (!strcmp(cfg->data.dataset, "heart") && (cfg->record_dp.enabled || cfg->client_dp.enabled)) {
+    if (cfg->data.kind == DPFL_DATASET_HEART && (cfg->record_dp.enabled || cfg->client_dp.enabled)) {
         /* FLamby's preprocessing, kept for the rPDP-FL reproduction: say what the epsilon does not cover */
         snprintf(w->text[w->n], sizeof w->text[0], "data: heart's features are z-scored with each "
                  "centre's own training statistics (FLamby's preprocessing), which no epsilon covers; csv: files with "

@@ -208,7 +208,9 @@ dpfl_status fl_report_diagnostics(const run_inputs *in, const run_io *io, run_pr
     }
     free(ids);
     free(loss);
-    const int emd = in->cfg->run.emd == 2 || (in->cfg->run.emd == 0 && in->cfg->model.transform != DPFL_TRANSFORM_NONE);
+    const dpfl_emd_diagnostic asked = in->cfg->run.emd;
+    const int emd =
+        asked == DPFL_EMD_YES || (asked == DPFL_EMD_AUTO && in->cfg->model.transform != DPFL_TRANSFORM_NONE);
     if (emd && isfinite(m->test_accuracy) && in->part.clients <= 1000) {
         double mean, std;
         emd_so_far(io->dir, in->part.clients, cl, &mean, &std);
