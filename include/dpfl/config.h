@@ -110,8 +110,8 @@ typedef struct {
 
 typedef struct {                  /* [data] */
     char dataset[DPFL_DATASET_SPEC]; /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES ... */
-    dpfl_dataset_kind kind;       /* typed with dataset by the config's setters (a dataset written by hand, as
-                                     dpfl eval --data does, leaves kind and files as they were) */
+    dpfl_dataset_kind kind;       /* typed with dataset by the config's setters (a caller who writes dataset into
+                                     the struct by hand leaves kind and files as they were) */
     dpfl_dataset_files files;     /* kind = csv, idx, npy: the list's entries (n = 0 otherwise) */
     dpfl_partition_kind partition;
     int32_t clients;

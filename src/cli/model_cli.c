@@ -95,9 +95,12 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
     static dpfl_config c2; /* big: not on the stack */
     if (cfg) c2 = *cfg;
     else dpfl_config_defaults(&c2);
-    if (o->data) {
+    if (o->data) { /* through the key, so that the dataset's kind and files are typed as a config file's are */
+        char assignment[sizeof c2.data.dataset + 16];
+        dpfl_error e = {{0}};
         if (strlen(o->data) >= sizeof c2.data.dataset) return cli_usage_error(cmd, "--data: too long");
-        strcpy(c2.data.dataset, o->data);
+        snprintf(assignment, sizeof assignment, "data.dataset=%s", o->data);
+        if (dpfl_config_set(&c2, assignment, &e)) return cli_usage_error(cmd, "--data: %s", e.msg);
         c2.data.source_rows.n = 0; /* other files: the run's row counts do not apply */
     }
     if (o->data_dir) snprintf(c2.data.data_dir, sizeof c2.data.data_dir, "%s", o->data_dir);
