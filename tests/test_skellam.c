@@ -348,6 +348,13 @@ static void sampled_ddp_mixture_pinned_and_monotone(void **state)
     assert_int_equal(dpfl_skellam_mixture_epsilon(&lo, 1, 1e-5, DPFL_CONV_TIGHT, &el, &err), DPFL_OK);
     assert_int_equal(dpfl_skellam_mixture_epsilon(&hi, 1, 1e-5, DPFL_CONV_TIGHT, &eh, &err), DPFL_OK);
     assert_true(el < e2 && e2 <= eh * (1 + 1e-12));
+    /* each epsilon is the safe end of its bisection: its delta is within the target, exactly */
+    assert_int_equal(dpfl_skellam_mixture_delta(two, 2, e2, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+    assert_true(d <= 1e-5);
+    assert_int_equal(dpfl_skellam_mixture_delta(&lo, 1, el, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+    assert_true(d <= 1e-5);
+    assert_int_equal(dpfl_skellam_mixture_delta(&hi, 1, eh, DPFL_CONV_TIGHT, &d, &err), DPFL_OK);
+    assert_true(d <= 1e-5);
     two[1] = dpfl_event_skellam(0.03, d1, d2, 4 * mu6, 100);
     assert_int_equal(dpfl_skellam_mixture_epsilon(two, 2, 1e-5, DPFL_CONV_TIGHT, &e2, &err), DPFL_OK);
     assert_close(e2, el, 1e-12); /* the largest RDP charged to every participation */

@@ -38,6 +38,7 @@
  * over the grid at a fraction of the cost.  epsilon: bisection of delta(eps) (decreasing in eps). */
 #include "dpfl/privacy.h"
 #include "privacy_internal.h"
+#include "bisect.h"
 
 #include <float.h>
 #include <math.h>
@@ -170,6 +171,20 @@ dpfl_status dpfl_skellam_mixture_delta(const dpfl_event *ev, size_t nev, double 
     return DPFL_OK;
 }
 
+/* epsilon's test for dpfl_bisect: delta(eps) within the target (a NaN is not) */
+typedef struct {
+    const sv_mix *m;
+    double delta;
+} sv_target;
+
+static dpfl_status sv_within(const void *ctx, double eps, int *ok, dpfl_error *err)
+{
+    (void)err;
+    const sv_target *t = ctx;
+    *ok = sv_delta(t->m, eps) <= t->delta;
+    return DPFL_OK;
+}
+
 dpfl_status dpfl_skellam_mixture_epsilon(const dpfl_event *ev, size_t nev, double delta, dpfl_conversion conv,
                                          double *eps, dpfl_error *err)
 {
@@ -191,12 +206,10 @@ dpfl_status dpfl_skellam_mixture_epsilon(const dpfl_event *ev, size_t nev, doubl
             return DPFL_OK;
         }
     }
-    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; i++) {
-        double mid = 0.5 * (lo + hi);
-        if (sv_delta(&m, mid) > delta) lo = mid;
-        else hi = mid;
-    }
-    *eps = hi;
+    const sv_target t = {&m, delta};
+    const dpfl_bisect_opts o = {.good_hi = 1, .rel_tol = 1e-12, .max_halvings = 200};
+    if ((s = dpfl_bisect(sv_within, &t, &lo, &hi, &o, err))) return s;
+    *eps = hi; /* delta(hi) <= delta: the safe end */
     return DPFL_OK;
 }
 
