@@ -286,7 +286,8 @@ demo: setup
 # tests/cli.sh (every subcommand's option table: --help, one-line errors with status 2), tests/layering.sh (every
 # include points down), tests/fanout.sh (no struct taken whole by more than 10 functions outside its module; no
 # function of the round path over 80 lines), tests/docs_commands.sh (make docs-check: every command in README.md and
-# docs/{results,performance,architecture,config}.md runs),
+# docs/{results,performance,architecture,config}.md runs), tests/mutations.sh (every line of tests/mutations.txt applies
+# to exactly one place),
 # tests/examples.sh (the C examples against this build, checked against `dpfl account`),
 # tests/config.sh (the command line over a config file: with/without DP, --unset; a 100-site config),
 # tests/ux.sh (a failed calibration creates no folder; Ctrl-C leaves an interrupted run that resumes bit-identically),
@@ -294,7 +295,7 @@ demo: setup
 # Python binding's pytest suite (tests/python.sh: against this BUILD's libdpfl.so and dpfl; one skip line where python3
 # or pytest is missing) and tests/install.sh (make install into a temporary prefix, the examples built with pkg-config
 # against it, the man pages, make uninstall).
-SHTESTS := tests/exports.sh tests/cli.sh tests/layering.sh tests/fanout.sh tests/docs_commands.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/ux.sh \
+SHTESTS := tests/exports.sh tests/cli.sh tests/layering.sh tests/fanout.sh tests/mutations.sh tests/docs_commands.sh tests/examples.sh tests/owndata.sh tests/config.sh tests/ux.sh \
            tests/model.sh tests/events.sh tests/python.sh tests/mpi.sh tests/install.sh
 test: setup
 	@$(MAKE) --no-print-directory test-targets

@@ -83,9 +83,9 @@ for o in objs:
     mod = o.split("/")[-2]
     for line in subprocess.run(["nm", o], capture_output=True, text=True, check=True).stdout.splitlines():
         f = line.split()
-        if len(f) == 3 and f[1] in "TDBR":
+        if len(f) == 3 and f[1] in "TDBRWVi":  # defined: text, data, bss, read-only, weak, indirect
             defined[f[2]] = (mod, o)
-        elif len(f) == 2 and f[0] == "U":
+        elif len(f) == 2 and f[0] in "Uwv":  # used: undefined, or a weak reference
             used.append((mod, o, f[1]))
 for mod, o, sym in used:
     if sym in defined and mod in BELOW:

@@ -79,6 +79,10 @@ err() {
   [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || t_fail "$what: not one line: $out"
   grep -qF -- "$text" <<<"$out" || t_fail "$what: no '$text' in: $out"
 }
+t_begin "eval --data that names no dataset: one line naming --data and every form it takes"
+err "eval --data nosuch" "--data: 'nosuch' is not one of mnist|" "$dpfl" eval "$tmp/mnist" --data nosuch
+err "eval --data nosuch (the file forms)" "nor csv:FILES, idx:FILES, npy:FILES or npz:FILE" "$dpfl" eval "$tmp/mnist" --data nosuch
+t_end
 t_begin "a CSV-trained model exports and evaluates on other data with its training data folder gone (shape in model.bin)"
 mkdir -p "$tmp/elsewhere" && cp -r "$tmp/own" "$tmp/elsewhere/own" && cp data/heart-disease/processed.va.data "$tmp/va.csv"
 # the run's config.ini names data/heart-disease/... relative to the checkout: from elsewhere none of it is there

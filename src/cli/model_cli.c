@@ -100,7 +100,10 @@ int cli_model_dataset(const char *cmd, const cli_model *cm, const cli_data_opts 
         dpfl_error e = {{0}};
         if (strlen(o->data) >= sizeof c2.data.dataset) return cli_usage_error(cmd, "--data: too long");
         snprintf(assignment, sizeof assignment, "data.dataset=%s", o->data);
-        if (dpfl_config_set(&c2, assignment, &e)) return cli_usage_error(cmd, "--data: %s", e.msg);
+        if (dpfl_config_set(&c2, assignment, &e)) { /* the key's reason, said of --data */
+            const char *key = "data.dataset (--set): ";
+            return cli_usage_error(cmd, "--data: %s", strncmp(e.msg, key, strlen(key)) ? e.msg : e.msg + strlen(key));
+        }
         c2.data.source_rows.n = 0; /* other files: the run's row counts do not apply */
     }
     if (o->data_dir) snprintf(c2.data.data_dir, sizeof c2.data.data_dir, "%s", o->data_dir);

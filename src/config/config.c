@@ -182,6 +182,9 @@ static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, c
         return dpfl_fail(err, DPFL_EINVAL, "%s: 'zhu-wang' was removed: Zhu-Wang 2019 assumes a client that sits a "
                                            "round out is indistinguishable from one that took part, and in dpfl it is "
                                            "not (under-reported up to 6x); use published or pld", name);
+    if (idx < 0 && field == c->data.dataset) /* a name, or files */
+        return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s, nor csv:FILES, idx:FILES, npy:FILES or "
+                                           "npz:FILE", name, value, k->choices);
     if (idx < 0) return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s", name, value, k->choices);
     if (k->type == FL_KEY_NAME) {
         dpfl_status st = set_text(k, field, name, value, err);

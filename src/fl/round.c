@@ -116,7 +116,7 @@ static dpfl_status server_take(dpfl_server *sv, const dpfl_round_job *job, int32
 {
     if (sv->observer) sv->observer(sv->observer_ctx, sv->smp.round, sv->cohort.results[i].client, u, sv->model->nparam);
     dpfl_status st;
-    if (sv->scaffold.on && (st = fl_scaffold_take(&sv->scaffold, u, sv->cohort.results[i].steps, job->lr, err)))
+    if ((st = fl_scaffold_take(&sv->scaffold, u, sv->cohort.results[i].steps, job->lr, err)))
         return st; /* the server's dc_i */
     const fl_arrival a = {.i = i, .j = i - job->start, .r = &sv->cohort.results[i], .u = u, .keep = keep};
     return sv->agg->add(sv->aggself, &a, err);
