@@ -286,7 +286,7 @@ demo: setup
 # tests/cli.sh (every subcommand's option table: --help, one-line errors with status 2), tests/layering.sh (every
 # include points down), tests/fanout.sh (no struct taken whole by more than 10 functions outside its module; no
 # function of the round path over 80 lines), tests/docs_commands.sh (make docs-check: every command in README.md and
-# docs/{results,performance,architecture,config}.md runs), tests/mutations.sh (every line of tests/mutations.txt applies
+# docs/{results,performance,architecture,config,python,api}.md runs), tests/mutations.sh (every line of tests/mutations.txt applies
 # to exactly one place),
 # tests/examples.sh (the C examples against this build, checked against `dpfl account`),
 # tests/config.sh (the command line over a config file: with/without DP, --unset; a 100-site config),
@@ -306,7 +306,7 @@ print-shtests: ; @echo $(SHTESTS)
 test-python: $(BIN) $(SO)
 	@BUILD=$(BUILD) tests/python.sh
 
-# Every command in README.md and docs/{results,performance,architecture,config}.md runs; docs/config.md matches the key table.
+# Every command in README.md and docs/{results,performance,architecture,config,python,api}.md runs; docs/config.md matches the key table.
 docs-check: $(BIN) $(DEPLOY_BIN) $(SO) ; @BUILD=$(BUILD) tests/docs_commands.sh
 
 test-san: setup

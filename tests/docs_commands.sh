@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every command in the manual runs: the fenced shell and Python blocks of README.md and docs/results.md,
-# docs/performance.md, docs/architecture.md and docs/config.md, in document order, each file in a fresh scratch
+# docs/performance.md, docs/architecture.md, docs/config.md, docs/python.md and docs/api.md, in document order (Python
+# with the checkout's python/ package first on its path, as `make install` would put it), each file in a fresh scratch
 # folder that links the checkout's top-level entries (so `runs/`, keys and outputs land there, not in the checkout);
 # docs/config.md's generated part is what tools/gen_config_doc.py writes from this build (the key table and the
 # library's defaults); every source path docs/architecture.md names exists.  Run by `make test` and `make docs-check`.
@@ -28,7 +29,7 @@ export DPFL_LIB=$root/$build/libdpfl.so
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 timeout_s=${DOCS_TIMEOUT:-300}
-read -r -a docs <<<"${DOCS_FILES:-README.md docs/results.md docs/performance.md docs/architecture.md docs/config.md}"
+read -r -a docs <<<"${DOCS_FILES:-README.md docs/results.md docs/performance.md docs/architecture.md docs/config.md docs/python.md docs/api.md}"
 tmp=$(mktemp -d /tmp/dpfl-docs-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 ran=0 skipped=0
@@ -104,7 +105,7 @@ for doc in "${docs[@]}"; do
           out=$(cd "$box" && PATH="$box/build:$PATH" timeout "$timeout_s" bash -o pipefail -c "$(cat "$body")" 2>&1 </dev/null); rc=$?
           what=$(cat "$body")
         else
-          out=$(cd "$box" && timeout "$timeout_s" "$py" "$body" 2>&1 </dev/null); rc=$?
+          out=$(cd "$box" && PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" timeout "$timeout_s" "$py" "$body" 2>&1 </dev/null); rc=$?
           what="python block"
         fi
         secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
