@@ -81,7 +81,7 @@ err() {
 }
 t_begin "eval --data that names no dataset: one line naming --data and every form it takes"
 err "eval --data nosuch" "--data: 'nosuch' is not one of mnist|" "$dpfl" eval "$tmp/mnist" --data nosuch
-err "eval --data nosuch (the file forms)" "nor csv:FILES, idx:FILES, npy:FILES or npz:FILE" "$dpfl" eval "$tmp/mnist" --data nosuch
+err "eval --data nosuch (the file forms)" "nor csv:FILES, idx:FILES or npy:FILES (X.npy,Y.npy or FILE.npz)" "$dpfl" eval "$tmp/mnist" --data nosuch
 t_end
 t_begin "a CSV-trained model exports and evaluates on other data with its training data folder gone (shape in model.bin)"
 mkdir -p "$tmp/elsewhere" && cp -r "$tmp/own" "$tmp/elsewhere/own" && cp data/heart-disease/processed.va.data "$tmp/va.csv"

@@ -183,8 +183,8 @@ static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, c
                                            "round out is indistinguishable from one that took part, and in dpfl it is "
                                            "not (under-reported up to 6x); use published or pld", name);
     if (idx < 0 && field == c->data.dataset) /* a name, or files */
-        return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s, nor csv:FILES, idx:FILES, npy:FILES or "
-                                           "npz:FILE", name, value, k->choices);
+        return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s, nor csv:FILES, idx:FILES or npy:FILES "
+                                           "(X.npy,Y.npy or FILE.npz)", name, value, k->choices);
     if (idx < 0) return dpfl_fail(err, DPFL_EINVAL, "%s: '%s' is not one of %s", name, value, k->choices);
     if (k->type == FL_KEY_NAME) {
         dpfl_status st = set_text(k, field, name, value, err);

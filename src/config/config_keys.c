@@ -64,7 +64,7 @@ const fl_switched_section fl_config_switched[FL_CONFIG_NSWITCHED] = {
 const fl_keydef fl_config_keys[] = {
     {"data", "dataset", FL_KEY_NAME, F(data.dataset), .choices = "mnist|fashion-mnist|heart|synthetic|cifar10|cifar100|emnist-balanced|emnist-byclass|emnist-bymerge|"
                                                              "emnist-digits|emnist-letters|emnist-mnist", .dflt = "mnist",
-     .help = "dataset, or your own files: csv:FILES (files, folders, glob patterns; one source per file) or idx:FOLDER / idx:IMAGES,LABELS or npy:X.npy,Y.npy / npz:FILE.npz"},
+     .help = "dataset, or your own files: csv:FILES (files, folders, glob patterns; one source per file) or idx:FOLDER / idx:IMAGES,LABELS or npy:X.npy,Y.npy / npy:FILE.npz"},
     {"data", "partition", FL_KEY_CHOICE, F(data.partition), .choices = "iid|shards|dirichlet|classes|natural|dirichlet-client|classes-random",
      .dflt = "iid", .help = "how the training set is split into clients (dirichlet-client: PriFedSync sec. 4.2, each client its own Dir(beta) mix of samples_per_client examples and test_per_client test examples; classes-random: PrivateFL sec. 5)"},
     {"data", "clients", FL_KEY_INT, F(data.clients), .lo = 1, .hi = 1000000, .dflt = "10",
