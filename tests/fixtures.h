@@ -58,7 +58,7 @@ static inline void fl_fixture_make(fl_fixture *f, const char *arch, const int32_
     assert_int_equal(dpfl_model_create(arch, 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     f->part = fixture_contiguous(sizes, K);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.data.dataset, "synthetic");
+    assert_int_equal(dpfl_config_set(&f->cfg, "data.dataset=synthetic", &err), DPFL_OK);
     f->cfg.data.clients = K;
 }
 

@@ -125,7 +125,7 @@ static void widened_synthetic(dpfl_dataset *train, dpfl_dataset *test)
 static void audit_config(dpfl_config *c)
 {
     dpfl_config_defaults(c);
-    strcpy(c->data.dataset, "synthetic");
+    fixture_set(c, "data.dataset", "synthetic");
     c->data.clients = CLIENTS;
     fixture_set(c, "model.arch", "mlp:268-16-3");
     c->fl.rounds = 4;

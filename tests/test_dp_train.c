@@ -23,7 +23,7 @@ static void fixture_make(fixture *f, int32_t n)
     fixture_split_synthetic(n, 100, 10, 3, 21, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:10-8-3", 1, 1, 10, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.data.dataset, "synthetic");
+    fixture_set(&f->cfg, "data.dataset", "synthetic");
     f->cfg.run.threads = 2;
 }
 

@@ -205,6 +205,16 @@ static void dataset_is_typed_once(void **state)
     static dpfl_config c; /* big: not on the stack */
     dpfl_config_defaults(&c);
     assert_int_equal(c.data.kind, DPFL_DATASET_MNIST);
+    dpfl_error err;
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_OK);
+    /* written into the struct by hand, the text's kind (heart: its warning) and files would be stale: refused */
+    strcpy(c.data.dataset, "heart");
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    assert_non_null(strstr(err.msg, "data.dataset: 'heart' was written into the config without dpfl_config_set"));
+    strcpy(c.data.dataset, "csv:a.csv");
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_EINVAL);
+    fixture_set(&c, "data.dataset", "heart");
+    assert_int_equal(dpfl_config_validate(&c, &err), DPFL_OK);
     const char *named[] = {"mnist", "fashion-mnist", "heart", "synthetic", "cifar10", "cifar100", "emnist-balanced",
                            "emnist-byclass", "emnist-bymerge", "emnist-digits", "emnist-letters", "emnist-mnist"};
     for (int i = 0; i < (int)(sizeof named / sizeof named[0]); i++) {
@@ -227,7 +237,6 @@ static void dataset_is_typed_once(void **state)
     assert_false(c.data.files.patterns);
     assert_int_equal(c.data.files.n, 4); /* the empty entry counts; nothing after the last comma */
     assert_memory_equal(c.data.files.entry, "a.csv\0 b.csv\0\0c.csv\0", 22);
-    dpfl_error err;
     assert_int_equal(dpfl_config_replace_dataset_file(&c, 1, "/x/mine.csv", "join", &err), DPFL_OK);
     assert_string_equal(c.data.dataset, "csv:a.csv,/x/mine.csv,,c.csv");
     assert_int_equal(c.data.files.n, 4);
@@ -399,7 +408,7 @@ static void run_folder_is_never_reused_silently(void **state)
                             "echo old > /tmp/dpfl_test_runfolder/model.bin"), 0);
     dpfl_config c;
     dpfl_config_defaults(&c);
-    strcpy(c.data.dataset, "synthetic");
+    fixture_set(&c, "data.dataset", "synthetic");
     strcpy(c.model.arch, "mlp:20-8-10");
     c.data.clients = 4;
     c.fl.rounds = 1;
@@ -651,7 +660,7 @@ static void fixture_make(fixture *f, int32_t n)
     fixture_split_synthetic(n, 200, 20, 3, 11, &f->train, &f->test);
     assert_int_equal(dpfl_model_create("mlp:20-16-3", 1, 1, 20, 3, &f->model, &err), DPFL_OK);
     dpfl_config_defaults(&f->cfg);
-    strcpy(f->cfg.data.dataset, "synthetic");
+    fixture_set(&f->cfg, "data.dataset", "synthetic");
     f->cfg.run.threads = 1;
 }
 

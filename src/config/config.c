@@ -172,6 +172,20 @@ static dpfl_status set_text(const fl_keydef *k, void *field, const char *name, c
     return st;
 }
 
+int fl_dataset_is_typed(const dpfl_data_config *d)
+{
+    const fl_keydef *k = find_key("data", "dataset");
+    const int named = choice_index(k->choices, d->dataset);
+    if (named < 0 && !dpfl_dataset_known(d->dataset)) return 0; /* no value the key takes */
+    dpfl_data_config *t = malloc(sizeof *t);
+    if (!t) return 1; /* cannot tell: the data module reads the text itself */
+    memcpy(t->dataset, d->dataset, sizeof t->dataset);
+    fl_dataset_type(t, named);
+    const int same = t->kind == d->kind && t->files.n == d->files.n && t->files.patterns == d->files.patterns;
+    free(t);
+    return same;
+}
+
 static dpfl_status set_choice(dpfl_config *c, const fl_keydef *k, void *field, const char *name, const char *value,
                               dpfl_error *err)
 {

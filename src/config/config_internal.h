@@ -81,6 +81,9 @@ size_t fl_personal_text(const dpfl_personal_layers *l, char *out, size_t cap);
 /* data.dataset's kind and list of files from its text (just stored): named is the position of the text among the
  * key's choices, or -1 for your own files or arrays (csv:, idx:, npy:, memory:). */
 void fl_dataset_type(dpfl_data_config *d, int named);
+/* 1 if data.dataset's kind and files are what its text gives now; 0 when the text was written into the struct by
+ * hand (not through dpfl_config_set / _load), leaving them stale, or is no value the key takes. */
+int fl_dataset_is_typed(const dpfl_data_config *d);
 
 /* "" (no seed: OS entropy) or a non-negative decimal integer below 2^64. */
 dpfl_status fl_seed_parse(const char *text, const char *key, dpfl_seed *out, dpfl_error *err);

@@ -1,7 +1,7 @@
 /* Cross-key checks of a parsed configuration (dpfl_config_validate): each key is typed and in its range when it is
  * read (config.c); what is checked here are the combinations -- a sampler and its adjacency, a noise or a target,
  * distributed DP's constraints, rPDP-FL's budgets, schedules against data.clients, own data's constants. */
-#include "dpfl/config.h"
+#include "config_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -213,6 +213,10 @@ static dpfl_status validate_schedules(const dpfl_config *c, dpfl_error *err)
 /* own data (csv:, idx:, arrays): a file, standardization constants, a partition that has sources */
 static dpfl_status validate_data(const dpfl_config *c, dpfl_error *err)
 {
+    if (!fl_dataset_is_typed(&c->data)) /* what the kind and files say would not be what the data module reads */
+        return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%.200s' was written into the config without "
+                                           "dpfl_config_set, so its kind and files are not typed: set it with "
+                                           "dpfl_config_set(cfg, \"data.dataset=...\")", c->data.dataset);
     const int own = dpfl_config_own_data(c); /* files or arrays */
     if (own && c->data.kind != DPFL_DATASET_MEMORY && !c->data.files.n)
         return dpfl_fail(err, DPFL_EINVAL, "data.dataset: '%s' names no file", c->data.dataset);
