@@ -111,7 +111,7 @@ typedef struct {
 typedef struct {                  /* [data] */
     char dataset[DPFL_DATASET_SPEC]; /* mnist | fashion-mnist | heart | synthetic | csv:FILES | idx:FILES ... */
     dpfl_dataset_kind kind;       /* typed with dataset by the config's setters (a caller who writes dataset into
-                                     the struct by hand leaves kind and files as they were) */
+                                     the struct by hand leaves them stale: dpfl_config_validate refuses that) */
     dpfl_dataset_files files;     /* kind = csv, idx, npy: the list's entries (n = 0 otherwise) */
     dpfl_partition_kind partition;
     int32_t clients;
